@@ -1,0 +1,195 @@
+"""Start a training group as local processes, one per rank, and see it through.
+
+The same environment torchrun would set (``RANK``, ``WORLD_SIZE``,
+``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) is given to ``k`` copies of
+``python -m workers.run``. Each rank runs in its own session (process group),
+its output is streamed line by line with a ``[rank r]`` prefix, and the group
+is ended as a whole:
+
+- when one rank fails, the others get SIGTERM (then SIGKILL after a grace
+  period), because a synchronous group cannot go on without it;
+- on the wall-clock ``timeout_s``, every rank is stopped the same way;
+- when the launcher itself is interrupted or killed by an exception, too.
+
+torchrun's elastic agent is not used: it restarts failed groups, which a
+benchmark must not do, and has no wall-clock limit. No orphan survives
+:func:`launch_group`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import IO
+
+from workers.distributed import free_port
+
+# Exit status of a rank, as set by workers.run.
+EXIT_DIVERGED = 3
+
+
+@dataclass
+class GroupResult:
+    """How a local group ended.
+
+    ``status``: ``succeeded`` (every rank exited 0), ``diverged`` (ranks stopped
+    on a non-finite loss), ``failed`` (a rank failed; ``reason`` names it) or
+    ``timed_out``. ``exit_codes`` per rank (negative: killed by that signal).
+    """
+
+    world_size: int
+    status: str
+    reason: str
+    exit_codes: list[int | None]
+    seconds: float
+    first_failed_rank: int | None = None
+    log_tail: list[str] = field(default_factory=list)
+
+
+def threads_per_rank(world_size: int) -> int:
+    """CPU threads for each rank so the group does not oversubscribe the cores."""
+    return max(1, (os.cpu_count() or 1) // world_size)
+
+
+def _pump(stream: IO[str], rank: int, sink: Callable[[str], None], tail: list[str]) -> None:
+    for line in stream:
+        text = f"[rank {rank}] {line.rstrip()}"
+        sink(text)
+        tail.append(text)
+        if len(tail) > 200:
+            del tail[:100]
+    stream.close()
+
+
+def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)
+
+
+def stop_ranks(procs: Sequence[subprocess.Popen[str]], grace_s: float) -> None:
+    """SIGTERM every live rank's process group; SIGKILL what is left after ``grace_s``."""
+    for proc in procs:
+        if proc.poll() is None:
+            _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    for proc in procs:
+        remaining = max(0.0, deadline - time.monotonic())
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=remaining)
+    for proc in procs:
+        # Kill the whole session even if the leader has exited: its children
+        # (data loaders, helpers) must not outlive the group.
+        _signal_group(proc, signal.SIGKILL)
+        proc.wait()
+
+
+def launch_group(
+    worker_args: Sequence[str],
+    world_size: int,
+    *,
+    timeout_s: float,
+    grace_s: float = 5.0,
+    env: dict[str, str] | None = None,
+    sink: Callable[[str], None] | None = None,
+    master_addr: str = "127.0.0.1",
+) -> GroupResult:
+    """Run ``python -m workers.run <worker_args>`` as ``world_size`` ranks and wait.
+
+    ``sink`` receives every output line (default: print to stdout).
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be at least 1, got {world_size}")
+    sink = sink or (lambda line: print(line, flush=True))
+    port = free_port(master_addr)
+    base_env = dict(os.environ if env is None else env)
+    base_env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(world_size)))
+    base_env["PYTHONUNBUFFERED"] = "1"
+    procs: list[subprocess.Popen[str]] = []
+    pumps: list[threading.Thread] = []
+    tail: list[str] = []
+    started = time.monotonic()
+    status, reason, failed_rank = "succeeded", "", None
+    try:
+        for rank in range(world_size):
+            rank_env = {
+                **base_env,
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": str(world_size),
+                "LOCAL_WORLD_SIZE": str(world_size),
+                "MASTER_ADDR": master_addr,
+                "MASTER_PORT": str(port),
+            }
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "workers.run", *worker_args],
+                env=rank_env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+            procs.append(proc)
+            pump = threading.Thread(target=_pump, args=(proc.stdout, rank, sink, tail), daemon=True)
+            pump.start()
+            pumps.append(pump)
+
+        deadline = started + timeout_s
+        while True:
+            codes = [p.poll() for p in procs]
+            if any(c not in (None, 0) for c in codes):
+                # Ranks that stop together (divergence) exit within moments of
+                # each other: let them, so the verdict sees every status.
+                _wait_all(procs, min(grace_s, 2.0))
+                status, reason, failed_rank = _classify([p.poll() for p in procs])
+                break
+            if all(c == 0 for c in codes):
+                break
+            if time.monotonic() > deadline:
+                status = "timed_out"
+                reason = f"the group did not finish within {timeout_s:g} s"
+                break
+            time.sleep(0.05)
+    finally:
+        stop_ranks(procs, grace_s)
+        for pump in pumps:
+            pump.join(timeout=5)
+    return GroupResult(
+        world_size=world_size,
+        status=status,
+        reason=reason,
+        exit_codes=[p.returncode for p in procs],
+        seconds=time.monotonic() - started,
+        first_failed_rank=failed_rank,
+        log_tail=tail[-50:],
+    )
+
+
+def _wait_all(procs: Sequence[subprocess.Popen[str]], seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+def _classify(codes: list[int | None]) -> tuple[str, str, int | None]:
+    """(status, reason, first failed rank) from the ranks' exit codes."""
+    nonzero = {rank: code for rank, code in enumerate(codes) if code not in (None, 0)}
+    if all(code == EXIT_DIVERGED for code in nonzero.values()):
+        return "diverged", "the loss stopped being finite", next(iter(nonzero))
+    culprits = {r: c for r, c in nonzero.items() if c != EXIT_DIVERGED}
+    reason = "; ".join(f"rank {r} exited with {_describe_exit(c)}" for r, c in culprits.items())
+    return "failed", reason, next(iter(culprits))
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"status {code}"

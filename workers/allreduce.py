@@ -1,0 +1,142 @@
+"""Task 0: all-reduce latency and bandwidth across message sizes.
+
+For each dtype and each size (elements, ``np.logspace`` rounded), the harness
+runs ``warmup`` untimed all-reduces, then ``repetitions`` timed ones. Every
+timed repetition starts after a barrier, so the ranks enter it together, and
+on a GPU the clock is read only after ``torch.cuda.synchronize()``. Every
+repetition's time is recorded (no averaging here); summaries come later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from workers.tasks import AllReduceSpec
+from workers.tracker import Tracker
+
+log = logging.getLogger("scalebench.worker")
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class AllReduceOptions:
+    light: bool
+    repetitions: int | None = None  # None: the spec's
+    max_elements: int | None = None  # drop sizes above this many elements
+
+
+def message_sizes(spec: AllReduceSpec, light: bool, max_elements: int | None = None) -> list[int]:
+    """Element counts to measure, ascending and distinct."""
+    import numpy as np
+
+    top = spec.light_log10_max if light else spec.log10_max
+    points = spec.light_points if light else spec.points
+    sizes = np.unique(np.rint(np.logspace(spec.log10_min, top, num=points)).astype(np.int64))
+    return [int(s) for s in sizes if max_elements is None or s <= max_elements]
+
+
+def dtype_supported(dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether the backend can sum tensors of ``dtype`` (tried on one element).
+
+    The answer is agreed across ranks so that all skip or all run it.
+    """
+    try:
+        probe = torch.ones(1, dtype=dtype, device=device)
+        dist.all_reduce(probe)
+        ok = 1.0
+    except (RuntimeError, ValueError):
+        ok = 0.0
+    agreed = torch.tensor([ok], device=device)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
+    return bool(agreed.item() == 1.0)
+
+
+def time_allreduce(
+    tensor: torch.Tensor, repetitions: int, warmup: int, sync: Callable[[], None] | None
+) -> list[float]:
+    """Seconds of each of ``repetitions`` all-reduces of ``tensor`` on this rank."""
+    for _ in range(warmup):
+        dist.all_reduce(tensor)
+    if sync:
+        sync()
+    seconds = []
+    for _ in range(repetitions):
+        dist.barrier()
+        if sync:
+            sync()
+        start = time.perf_counter()
+        dist.all_reduce(tensor)
+        if sync:
+            sync()
+        seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def run(
+    spec: AllReduceSpec, options: AllReduceOptions, tracker: Tracker, device: torch.device
+) -> str:
+    """Measure every (dtype, size); returns ``completed``."""
+    world_size = dist.get_world_size()
+    backend = str(dist.get_backend())
+    repetitions = options.repetitions or (
+        spec.light_repetitions if options.light else spec.repetitions
+    )
+    sizes = message_sizes(spec, options.light, options.max_elements)
+    sync = torch.cuda.synchronize if device.type == "cuda" else None
+    tracker.start(
+        task=spec.id,
+        light=options.light,
+        sizes=len(sizes),
+        repetitions=repetitions,
+        warmup=spec.warmup,
+        device=str(device),
+    )
+    measured, unsupported = [], []
+    for name in spec.dtypes:
+        if dtype_supported(DTYPES[name], device):
+            measured.append(name)
+        else:
+            unsupported.append(name)
+            if tracker.is_leader:
+                log.warning("backend %s cannot all-reduce %s here; skipped", backend, name)
+
+    total_work = sum(sizes) * len(measured)
+    done_work = 0
+    for name in measured:
+        dtype = DTYPES[name]
+        for elements in sizes:
+            # Each rank holds 1/k, so the sum stays 1 and never overflows float16.
+            tensor = torch.full((elements,), 1.0 / world_size, dtype=dtype, device=device)
+            seconds = time_allreduce(tensor, repetitions, spec.warmup, sync)
+            tracker.writer.write(
+                "allreduce",
+                tracker.now(),
+                bytes=elements * tensor.element_size(),
+                elements=elements,
+                dtype=name,
+                backend=backend,
+                seconds=seconds,
+            )
+            del tensor
+            done_work += elements
+            if tracker.is_leader:
+                elapsed = tracker.now()
+                eta = elapsed * (total_work - done_work) / max(done_work, 1)
+                median = sorted(seconds)[len(seconds) // 2]
+                log.info(
+                    "%s %11d elements: median %.3g ms (%.1f s elapsed, about %.0f s to go)",
+                    name,
+                    elements,
+                    median * 1e3,
+                    elapsed,
+                    eta,
+                )
+    tracker.finish("completed", dtypes=measured, unsupported_dtypes=unsupported)
+    return "completed"

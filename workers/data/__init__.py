@@ -1,0 +1,1 @@
+"""Data sets: where they live on disk (``sources``) and how batches are cut (``batches``)."""

@@ -1,0 +1,109 @@
+"""Image data sets as NumPy arrays, loaded from disk or from an installed package.
+
+Torch-free, and NumPy is imported only when data is actually loaded, so the
+availability checks are cheap enough for parameter validation.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+
+CIFAR10_DIR = "cifar-10-batches-py"
+CIFAR10_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
+CIFAR10_TEST_FILE = "test_batch"
+CIFAR10_SOURCE = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+
+
+class DataSetMissing(FileNotFoundError):
+    """A full data set is not where the task expects it."""
+
+
+@dataclass(frozen=True)
+class ImageArrays:
+    """Images as ``uint8``/``float32`` arrays shaped (N, C, H, W) with integer labels."""
+
+    train_images: np.ndarray
+    train_labels: np.ndarray
+    test_images: np.ndarray
+    test_labels: np.ndarray
+
+
+def cifar10_missing(data_dir: Path) -> list[Path]:
+    """The CIFAR-10 files absent from ``data_dir`` (empty when all are there)."""
+    folder = data_dir / CIFAR10_DIR
+    wanted = [*CIFAR10_TRAIN_FILES, CIFAR10_TEST_FILE]
+    return [folder / name for name in wanted if not (folder / name).is_file()]
+
+
+def require_cifar10(data_dir: Path) -> None:
+    """Raise :class:`DataSetMissing` saying exactly which files to put where."""
+    missing = cifar10_missing(data_dir)
+    if missing:
+        names = ", ".join(p.name for p in missing)
+        raise DataSetMissing(
+            f"CIFAR-10 is not in {data_dir / CIFAR10_DIR} (missing: {names}). "
+            f"Download {CIFAR10_SOURCE} and unpack it into {data_dir} so that "
+            f"{data_dir / CIFAR10_DIR}/data_batch_1 … data_batch_5 and test_batch exist, "
+            "or run the light variant (--light), which needs no download."
+        )
+
+
+def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np
+
+    with path.open("rb") as handle:
+        batch = pickle.load(handle, encoding="bytes")
+    data = np.asarray(batch[b"data"], dtype=np.uint8).reshape(-1, 3, 32, 32)
+    labels = np.asarray(batch[b"labels"], dtype=np.int64)
+    return data, labels
+
+
+def load_cifar10(data_dir: Path) -> ImageArrays:
+    """Read the standard python-pickle CIFAR-10 batches (50,000 train, 10,000 test)."""
+    import numpy as np
+
+    require_cifar10(data_dir)
+    folder = data_dir / CIFAR10_DIR
+    parts = [_read_cifar_batch(folder / name) for name in CIFAR10_TRAIN_FILES]
+    test_images, test_labels = _read_cifar_batch(folder / CIFAR10_TEST_FILE)
+    return ImageArrays(
+        train_images=np.concatenate([p[0] for p in parts]),
+        train_labels=np.concatenate([p[1] for p in parts]),
+        test_images=test_images,
+        test_labels=test_labels,
+    )
+
+
+def load_digits(test_fraction: float = 0.2, seed: int = 0) -> ImageArrays:
+    """scikit-learn's 8×8 handwritten digits (1,797 images, values 0–16), split stratified."""
+    import numpy as np
+    from sklearn.datasets import load_digits as sklearn_digits
+    from sklearn.model_selection import train_test_split
+
+    digits = sklearn_digits()
+    images = digits.images.astype(np.float32)[:, None, :, :]
+    labels = digits.target.astype(np.int64)
+    train_x, test_x, train_y, test_y = train_test_split(
+        images, labels, test_size=test_fraction, random_state=seed, stratify=labels
+    )
+    return ImageArrays(train_x, train_y, test_x, test_y)
+
+
+def load_images(name: str, data_dir: Path) -> ImageArrays:
+    if name == "cifar10":
+        return load_cifar10(data_dir)
+    if name == "digits":
+        return load_digits()
+    raise ValueError(f"unknown image data set {name!r}")
+
+
+def check_available(name: str, data_dir: Path) -> None:
+    """Raise :class:`DataSetMissing` when data set ``name`` cannot be loaded from ``data_dir``."""
+    if name == "cifar10":
+        require_cifar10(data_dir)

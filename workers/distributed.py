@@ -1,0 +1,147 @@
+"""Joining the process group from the environment.
+
+Two launchers set the environment differently:
+
+- torchrun and scalebench's local launcher: ``RANK``, ``WORLD_SIZE``,
+  ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``;
+- a Kubernetes Indexed Job: ``JOB_COMPLETION_INDEX`` is the rank, and the
+  pod template sets ``WORLD_SIZE``, ``MASTER_ADDR`` (``<job>-0.<service>``)
+  and ``MASTER_PORT``.
+
+With none of them set the worker runs alone (rank 0 of 1).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+BACKENDS = ("gloo", "nccl", "mpi")
+
+
+class GroupConfigError(ValueError):
+    """The environment or the options cannot form a process group."""
+
+
+@dataclass(frozen=True)
+class GroupEnv:
+    rank: int
+    world_size: int
+    local_rank: int
+    master_addr: str
+    master_port: int
+
+
+def _int_var(env: Mapping[str, str], name: str) -> int:
+    raw = env[name]
+    try:
+        return int(raw)
+    except ValueError:
+        raise GroupConfigError(f"{name} must be an integer, got {raw!r}") from None
+
+
+def group_env_from(env: Mapping[str, str]) -> GroupEnv:
+    """Read rank, world size and rendezvous address from ``env``."""
+    if "RANK" in env:
+        rank = _int_var(env, "RANK")
+    elif "JOB_COMPLETION_INDEX" in env:
+        rank = _int_var(env, "JOB_COMPLETION_INDEX")
+    else:
+        rank = 0
+    world_size = _int_var(env, "WORLD_SIZE") if "WORLD_SIZE" in env else 1
+    if world_size < 1:
+        raise GroupConfigError(f"WORLD_SIZE must be at least 1, got {world_size}")
+    if not 0 <= rank < world_size:
+        raise GroupConfigError(f"rank {rank} is outside a group of WORLD_SIZE={world_size}")
+    local_rank = _int_var(env, "LOCAL_RANK") if "LOCAL_RANK" in env else 0
+    if world_size > 1 and ("MASTER_ADDR" not in env or "MASTER_PORT" not in env):
+        raise GroupConfigError(
+            "a group of more than one worker needs MASTER_ADDR and MASTER_PORT "
+            "(the address of rank 0)"
+        )
+    master_addr = env.get("MASTER_ADDR", "127.0.0.1")
+    master_port = _int_var(env, "MASTER_PORT") if "MASTER_PORT" in env else 0
+    return GroupEnv(rank, world_size, local_rank, master_addr, master_port)
+
+
+def check_backend(backend: str, world_size: int = 1) -> None:
+    """Refuse a backend this process cannot use, with the reason.
+
+    ``nccl`` needs a CUDA GPU; ``mpi`` needs a torch build with MPI.
+    """
+    import torch
+    import torch.distributed as dist
+
+    if backend not in BACKENDS:
+        raise GroupConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if backend == "nccl" and not torch.cuda.is_available():
+        raise GroupConfigError("backend nccl needs a CUDA GPU and none is visible here; use gloo")
+    if backend == "mpi" and not dist.is_mpi_available():
+        raise GroupConfigError(
+            "backend mpi needs a torch build with MPI support; this torch has none "
+            "(use gloo, or build torch from source against an MPI library)"
+        )
+    if backend == "gloo" and not dist.is_gloo_available():
+        raise GroupConfigError("this torch build has no gloo backend")
+
+
+def init_group(group: GroupEnv, backend: str, timeout_s: float) -> None:
+    """Join the process group; collectives fail after ``timeout_s`` seconds.
+
+    The timeout also bounds the wait for missing peers at start-up, so a worker
+    whose peers never come fails instead of hanging.
+    """
+    import torch
+    import torch.distributed as dist
+
+    check_backend(backend, group.world_size)
+    if backend == "nccl":
+        torch.cuda.set_device(group.local_rank % torch.cuda.device_count())
+    port = group.master_port
+    if group.world_size == 1 and port == 0:
+        port = free_port()
+    dist.init_process_group(
+        backend=backend,
+        init_method=f"tcp://{group.master_addr}:{port}",
+        rank=group.rank,
+        world_size=group.world_size,
+        timeout=timedelta(seconds=timeout_s),
+    )
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that was free a moment ago on ``host``."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def environment() -> dict[str, object]:
+    """Versions, devices and host of this rank, for the ``env`` record."""
+    import platform
+
+    import torch
+    import torch.distributed as dist
+
+    info: dict[str, object] = {
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "backend": dist.get_backend() if dist.is_initialized() else None,
+        "gpus": [],
+        "nccl": None,
+    }
+    if torch.cuda.is_available():
+        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+        try:
+            info["nccl"] = ".".join(str(p) for p in torch.cuda.nccl.version())
+        except (AttributeError, RuntimeError):
+            info["nccl"] = None
+    return info

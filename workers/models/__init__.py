@@ -1,0 +1,1 @@
+"""Models of the benchmark tasks, written out plainly."""

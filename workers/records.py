@@ -1,0 +1,225 @@
+"""Metrics records: the JSON-lines contract between workers and everything else.
+
+Each rank appends to its own file ``rank-<r>.jsonl`` in the run's directory and
+flushes after every record, so a killed rank leaves every record it finished.
+Every record carries:
+
+- ``v``: schema version (:data:`SCHEMA_VERSION`);
+- ``run_id``, ``rank``, ``world_size``;
+- ``kind``: one of :data:`KINDS`;
+- ``t``: seconds since the group's common start (taken right after a barrier).
+
+and a payload by kind:
+
+- ``step``: ``epoch``, ``step``, ``samples`` (this rank's), ``loss`` (mean over
+  ranks, ``null`` when not finite), ``lr``, and ``phases``: seconds spent in
+  ``data``, ``forward``, ``loss``, ``backward``, ``communication``, ``optimizer``.
+- ``eval``: ``epoch``, ``metrics`` (global values, e.g. ``top1_accuracy`` in
+  percent and ``loss``), ``eval_seconds`` (this evaluation), ``train_seconds``
+  (wall time so far minus all evaluation time so far), ``wall_seconds``.
+- ``allreduce``: ``bytes``, ``elements``, ``dtype``, ``backend``, ``seconds``
+  (one entry per timed repetition, this rank's view).
+- ``event``: ``event`` (``start``, ``goal_reached``, ``diverged``, ``finished``,
+  ``failed``) plus free details (``reason``, ``status``...).
+- ``env``: versions, devices, host.
+
+This module does not import torch: readers (ingest, the CLI) use it too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+SCHEMA_VERSION = 1
+KINDS = ("step", "eval", "allreduce", "event", "env")
+PHASES = ("data", "forward", "loss", "backward", "communication", "optimizer")
+EVENTS = ("start", "goal_reached", "diverged", "finished", "failed")
+
+_COMMON = {"v": int, "run_id": str, "rank": int, "world_size": int, "kind": str, "t": float}
+_PAYLOAD: dict[str, dict[str, type | tuple[type, ...]]] = {
+    "step": {"epoch": int, "step": int, "samples": int, "phases": dict},
+    "eval": {
+        "epoch": int,
+        "metrics": dict,
+        "eval_seconds": float,
+        "train_seconds": float,
+        "wall_seconds": float,
+    },
+    "allreduce": {"bytes": int, "elements": int, "dtype": str, "backend": str, "seconds": list},
+    "event": {"event": str},
+    "env": {},
+}
+
+
+class BadRecord(ValueError):
+    """A line that is not a readable record of this schema version."""
+
+
+def rank_file_name(rank: int) -> str:
+    return f"rank-{rank}.jsonl"
+
+
+def _finite_or_none(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite_or_none(v) for v in value]
+    return value
+
+
+def _check_type(name: str, value: Any, expected: type | tuple[type, ...]) -> None:
+    # JSON has one number type: accept ints where floats are expected, never bools.
+    if expected is float:
+        expected = (int, float)
+    if isinstance(value, bool) or not isinstance(value, expected):
+        raise BadRecord(f"field {name!r} has {type(value).__name__} {value!r}")
+
+
+def validate_record(record: Any) -> dict[str, Any]:
+    """Return ``record`` if it is a valid record, else raise :class:`BadRecord`."""
+    if not isinstance(record, dict):
+        raise BadRecord(f"a record is a JSON object, got {type(record).__name__}")
+    for name, expected in _COMMON.items():
+        if name not in record:
+            raise BadRecord(f"missing field {name!r}")
+        _check_type(name, record[name], expected)
+    if record["v"] != SCHEMA_VERSION:
+        raise BadRecord(f"schema version {record['v']} (this reader knows {SCHEMA_VERSION})")
+    kind = record["kind"]
+    if kind not in _PAYLOAD:
+        raise BadRecord(f"unknown kind {kind!r}")
+    for name, expected in _PAYLOAD[kind].items():
+        if name not in record:
+            raise BadRecord(f"{kind} record without {name!r}")
+        _check_type(name, record[name], expected)
+    if kind == "event" and record["event"] not in EVENTS:
+        raise BadRecord(f"unknown event {record['event']!r}")
+    return record
+
+
+def parse_line(line: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise BadRecord(f"not JSON: {exc.msg}") from None
+    return validate_record(record)
+
+
+class RecordWriter:
+    """Appends one rank's records to ``<run_dir>/rank-<rank>.jsonl``.
+
+    ``t`` is filled in from ``clock`` (seconds since the common start) unless
+    given. Each record is flushed as soon as it is written.
+    """
+
+    def __init__(self, run_dir: Path, run_id: str, rank: int, world_size: int) -> None:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.path = run_dir / rank_file_name(rank)
+        self.run_id = run_id
+        self.rank = rank
+        self.world_size = world_size
+        self._file: TextIO = self.path.open("a", encoding="utf-8")
+        self._start: float | None = None
+
+    def set_start(self, perf_counter_value: float) -> None:
+        """Fix the group's common start (a ``time.perf_counter()`` reading)."""
+        self._start = perf_counter_value
+
+    def elapsed(self, now: float) -> float:
+        return 0.0 if self._start is None else now - self._start
+
+    def write(self, kind: str, t: float, **payload: Any) -> dict[str, Any]:
+        record = {
+            "v": SCHEMA_VERSION,
+            "run_id": self.run_id,
+            "rank": self.rank,
+            "world_size": self.world_size,
+            "kind": kind,
+            "t": t,
+            **_finite_or_none(payload),
+        }
+        validate_record(record)
+        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.flush()
+        return record
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self._file.close()
+
+
+@dataclass
+class RankRecords:
+    """What one rank file holds: its valid records and how many lines were not."""
+
+    path: Path
+    records: list[dict[str, Any]] = field(default_factory=list)
+    bad_lines: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def of_kind(self, kind: str) -> Iterator[dict[str, Any]]:
+        return (r for r in self.records if r["kind"] == kind)
+
+    def events(self) -> list[str]:
+        return [r["event"] for r in self.of_kind("event")]
+
+
+def read_rank_file(path: Path) -> RankRecords:
+    """Read one rank file; unreadable lines are counted and described, not dropped silently.
+
+    A truncated last line (a rank killed mid-write) is one bad line.
+    """
+    result = RankRecords(path=path)
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                result.records.append(parse_line(line))
+            except BadRecord as exc:
+                result.bad_lines += 1
+                if len(result.problems) < 20:
+                    result.problems.append(f"{path.name}:{number}: {exc}")
+    return result
+
+
+class InconsistentRun(ValueError):
+    """Rank files of one run that disagree about the run they belong to."""
+
+
+def read_run(run_dir: Path) -> list[RankRecords]:
+    """Read every rank file of a run, checking they describe one run.
+
+    Raises :class:`InconsistentRun` when files disagree on ``run_id`` or
+    ``world_size``, or when a rank number does not match its file name.
+    """
+    files = sorted(run_dir.glob("rank-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
+    ranks = [read_rank_file(path) for path in files]
+    _check_consistent(ranks)
+    return ranks
+
+
+def _check_consistent(ranks: Iterable[RankRecords]) -> None:
+    run_ids: set[str] = set()
+    world_sizes: set[int] = set()
+    for rank in ranks:
+        expected_rank = int(rank.path.stem.split("-")[1])
+        for record in rank.records:
+            run_ids.add(record["run_id"])
+            world_sizes.add(record["world_size"])
+            if record["rank"] != expected_rank:
+                raise InconsistentRun(f"{rank.path.name} holds a record of rank {record['rank']}")
+    if len(run_ids) > 1:
+        raise InconsistentRun(f"rank files name different runs: {sorted(run_ids)}")
+    if len(world_sizes) > 1:
+        raise InconsistentRun(f"rank files name different world sizes: {sorted(world_sizes)}")

@@ -1,0 +1,164 @@
+"""What one rank runs: ``python -m workers.run --task <id> --results <run dir> [...]``.
+
+The rank, world size and rendezvous address come from the environment (see
+:mod:`workers.distributed`). The rank appends its records to
+``<run dir>/rank-<r>.jsonl``; rank 0 also writes MLPerf lines to
+``<run dir>/mllog-rank-0.log``.
+
+Exit status: 0 finished (goal reached, epoch limit, or measurements done),
+1 failed (a peer died, a timeout, an error), 2 refused input (nothing
+started), 3 diverged, 143 terminated by SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+
+from workers.data.sources import DataSetMissing, check_available
+from workers.distributed import BACKENDS, GroupConfigError, group_env_from
+from workers.tasks import AllReduceSpec, get_task
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
+
+log = logging.getLogger("scalebench.worker")
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived (the launcher's timeout, a cancelled sweep, a deleted pod)."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m workers.run", description=__doc__)
+    parser.add_argument("--task", required=True, help="task id, e.g. task1a-resnet20-cifar10")
+    parser.add_argument("--results", required=True, type=Path, help="this run's directory")
+    parser.add_argument("--run-id", help="defaults to the results directory's name")
+    parser.add_argument("--light", action="store_true", help="the light variant")
+    parser.add_argument("--backend", default="gloo", choices=BACKENDS)
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--timeout", type=float, default=60.0, help="collective timeout, seconds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data-dir", type=Path, default=None)
+    parser.add_argument("--variant", default="sync", choices=("sync", "ddp"))
+    parser.add_argument("--max-epochs", type=int, default=None, help="override the spec's limit")
+    parser.add_argument("--repetitions", type=int, default=None, help="task 0: override")
+    parser.add_argument("--max-elements", type=int, default=None, help="task 0: largest size")
+    return parser.parse_args(argv)
+
+
+def _configure_logging(rank: int) -> None:
+    logging.basicConfig(
+        level=logging.INFO if rank == 0 else logging.WARNING,
+        format="%(asctime)s %(message)s",
+        datefmt="%H:%M:%S",
+        stream=sys.stdout,
+        force=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        spec = get_task(args.task)
+        group = group_env_from(os.environ)
+        if args.timeout <= 0:
+            raise GroupConfigError(f"--timeout must be positive, got {args.timeout}")
+        if not args.light and not isinstance(spec, AllReduceSpec):
+            from scalebench.config import data_dir
+
+            args.data_dir = args.data_dir or data_dir()
+            check_available(spec.data.name, args.data_dir)
+    except (KeyError, GroupConfigError, DataSetMissing) as exc:
+        print(f"workers.run: refused: {exc.args[0]}", file=sys.stderr)
+        return EXIT_REFUSED
+    _configure_logging(group.rank)
+
+    # torch is imported only now: refusals above stay fast.
+    import torch
+    import torch.distributed as dist
+
+    from workers import allreduce, image_classification
+    from workers.distributed import check_backend, environment, init_group
+    from workers.records import RecordWriter
+    from workers.tracker import Diverged, MLPerfLog, Tracker
+
+    try:
+        check_backend(args.backend, group.world_size)
+    except GroupConfigError as exc:
+        print(f"workers.run: refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    threads = os.environ.get("OMP_NUM_THREADS")
+    if threads:
+        torch.set_num_threads(int(threads))
+    use_cuda = torch.cuda.is_available() if args.device == "auto" else args.device == "cuda"
+    device = (
+        torch.device("cuda", group.local_rank % max(torch.cuda.device_count(), 1))
+        if use_cuda
+        else torch.device("cpu")
+    )
+
+    run_dir: Path = args.results
+    writer = RecordWriter(run_dir, args.run_id or run_dir.name, group.rank, group.world_size)
+    mlperf = MLPerfLog(run_dir / "mllog-rank-0.log" if group.rank == 0 else None)
+    goal = None if isinstance(spec, AllReduceSpec) else spec.goal
+    max_epochs = (
+        0 if isinstance(spec, AllReduceSpec) else (args.max_epochs or spec.epochs(args.light))
+    )
+    tracker = Tracker(
+        writer, device, goal=goal, light=args.light, max_epochs=max_epochs, mlperf_log=mlperf
+    )
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    status = EXIT_FAILED
+    try:
+        init_group(group, args.backend, args.timeout)
+        tracker.environment(environment())
+        if isinstance(spec, AllReduceSpec):
+            options = allreduce.AllReduceOptions(args.light, args.repetitions, args.max_elements)
+            allreduce.run(spec, options, tracker, device)
+        else:
+            options = image_classification.TrainingOptions(
+                light=args.light,
+                data_dir=args.data_dir or Path("."),
+                seed=args.seed,
+                variant=args.variant,
+                max_epochs=args.max_epochs,
+            )
+            image_classification.train(spec, options, tracker, device)
+        status = EXIT_OK
+    except Diverged as exc:
+        tracker.fail("diverged", str(exc))
+        log.error("diverged: %s", exc)
+        status = EXIT_DIVERGED
+    except Terminated:
+        tracker.fail("failed", "terminated by SIGTERM (timeout or cancellation)")
+        status = EXIT_TERMINATED
+    except KeyboardInterrupt:
+        tracker.fail("failed", "interrupted (SIGINT)")
+        status = EXIT_TERMINATED
+    except Exception as exc:
+        tracker.fail("failed", f"{type(exc).__name__}: {exc}")
+        log.exception("rank %d failed", group.rank)
+        status = EXIT_FAILED
+    finally:
+        tracker.close()
+    if status == EXIT_OK and dist.is_initialized():
+        dist.destroy_process_group()
+    return status
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # After a failure the process group may wait on dead peers while tearing
+    # down; leave at once, every record is already on disk.
+    os._exit(code)

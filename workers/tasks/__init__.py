@@ -1,0 +1,30 @@
+"""The benchmark task registry: torch-free descriptions of every task.
+
+DAGs, the command-line tool and the dashboard read these specs without
+importing torch. The values come from the MLBench benchmark-task text
+(Task 0 and Task 1a so far) and are tested against it.
+"""
+
+from workers.tasks.registry import TASKS, get_task, task_ids
+from workers.tasks.specs import (
+    AllReduceSpec,
+    Goal,
+    ImageData,
+    OptimizerSpec,
+    ScheduleSpec,
+    TaskSpec,
+    TrainingSpec,
+)
+
+__all__ = [
+    "TASKS",
+    "AllReduceSpec",
+    "Goal",
+    "ImageData",
+    "OptimizerSpec",
+    "ScheduleSpec",
+    "TaskSpec",
+    "TrainingSpec",
+    "get_task",
+    "task_ids",
+]

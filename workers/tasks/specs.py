@@ -1,0 +1,128 @@
+"""Spec types for benchmark tasks (no torch, no numpy: cheap to import)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+WORLD_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
+
+
+@dataclass(frozen=True)
+class Goal:
+    """When a training run has reached its target.
+
+    ``metric`` names a value of the evaluation record (e.g. ``top1_accuracy``,
+    in percent); ``direction`` is ``"max"`` when larger is better.
+    """
+
+    metric: str
+    direction: Literal["max", "min"]
+    threshold: float
+    light_threshold: float
+
+    def target(self, light: bool) -> float:
+        return self.light_threshold if light else self.threshold
+
+    def reached(self, value: float, light: bool) -> bool:
+        target = self.target(light)
+        return value >= target if self.direction == "max" else value <= target
+
+    def describe(self, light: bool) -> str:
+        relation = "≥" if self.direction == "max" else "≤"
+        return f"{self.metric} {relation} {self.target(light):g}"
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """Optimizer hyperparameters; ``lr`` is the single-worker learning rate."""
+
+    name: Literal["sgd"]
+    lr: float
+    momentum: float = 0.0
+    nesterov: bool = False
+    weight_decay: float = 0.0
+    dampening: float = 0.0
+
+
+@dataclass(frozen=True)
+class ScheduleSpec:
+    """Learning-rate schedule.
+
+    ``warmup`` ``"linear-log2k"``: the rate rises linearly from ``lr`` to
+    ``lr × k`` over the first ``log2(k)`` epochs (Goyal et al.'s linear scaling
+    rule with gradual warm-up). After warm-up the rate is multiplied by
+    ``plateau_factor`` whenever the validation loss has not improved for
+    ``plateau_patience`` consecutive epochs.
+    """
+
+    warmup: Literal["linear-log2k", "none"]
+    plateau_patience: int
+    plateau_factor: float
+
+
+@dataclass(frozen=True)
+class ImageData:
+    """An image-classification data set and its training-time augmentation.
+
+    ``crop_padding`` pixels of zero padding before a random crop back to the
+    original size; ``horizontal_flip`` mirrors half of the images.
+    """
+
+    name: str
+    image_size: int
+    channels: int
+    classes: int
+    crop_padding: int
+    horizontal_flip: bool
+
+
+@dataclass(frozen=True)
+class TrainingSpec:
+    """A time-to-accuracy training task (Task 1a and later)."""
+
+    id: str
+    title: str
+    model: str
+    data: ImageData
+    light_data: ImageData
+    world_sizes: tuple[int, ...]
+    batch_per_worker: int
+    optimizer: OptimizerSpec
+    schedule: ScheduleSpec
+    goal: Goal
+    max_epochs: int
+    light_max_epochs: int
+    notes: str = ""
+    kind: Literal["training"] = field(default="training", init=False)
+
+    def epochs(self, light: bool) -> int:
+        return self.light_max_epochs if light else self.max_epochs
+
+
+@dataclass(frozen=True)
+class AllReduceSpec:
+    """The communication benchmark (Task 0).
+
+    Sizes are element counts ``numpy.logspace(log10_min, log10_max, num=points)``
+    rounded to integers (duplicates from rounding removed); each size is
+    all-reduced ``repetitions`` times after ``warmup`` untimed repetitions.
+    """
+
+    id: str
+    title: str
+    world_sizes: tuple[int, ...]
+    log10_min: float
+    log10_max: float
+    points: int
+    repetitions: int
+    warmup: int
+    light_log10_max: float
+    light_points: int
+    light_repetitions: int
+    dtypes: tuple[str, ...] = ("float32", "float16")
+    notes: str = ""
+    kind: Literal["allreduce"] = field(default="allreduce", init=False)
+
+
+TaskSpec = TrainingSpec | AllReduceSpec

@@ -1,0 +1,257 @@
+"""Phase timers, evaluation bookkeeping and stop decisions for one rank.
+
+Timing rules (the reason this module exists):
+
+- every reading of the clock on a GPU comes after ``torch.cuda.synchronize()``,
+  so work queued in one phase is charged to that phase and never leaks into
+  the next one (e.g. backward kernels into "communication");
+- ``t`` in every record is seconds since the group's common start, read right
+  after a barrier;
+- evaluation time is measured and reported on its own, so time-to-accuracy
+  can be given with and without it.
+
+Stop decisions are made from values that are identical on every rank (the
+all-reduced loss and the all-reduced evaluation metrics), so every rank stops
+at the same step without extra messages.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from mlperf_logging import mllog
+from mlperf_logging.mllog.mllog import MLLogger
+
+from workers.records import PHASES, RecordWriter
+from workers.tasks import Goal
+
+log = logging.getLogger("scalebench.worker")
+
+
+class Diverged(RuntimeError):
+    """The loss, averaged over ranks, is not finite."""
+
+
+class PhaseClock:
+    """Splits one training step into named phases, in seconds.
+
+    Call :meth:`start` at the top of a step and :meth:`lap` at the end of each
+    phase; a phase may be lapped more than once per step and adds up.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self._sync = torch.cuda.synchronize if device.type == "cuda" else None
+        self._last = 0.0
+        self.phases: dict[str, float] = dict.fromkeys(PHASES, 0.0)
+
+    def _now(self) -> float:
+        if self._sync is not None:
+            self._sync()
+        return time.perf_counter()
+
+    def start(self) -> None:
+        self.phases = dict.fromkeys(PHASES, 0.0)
+        self._last = self._now()
+
+    def lap(self, phase: str) -> None:
+        now = self._now()
+        self.phases[phase] += now - self._last
+        self._last = now
+
+    @property
+    def step_seconds(self) -> float:
+        return sum(self.phases.values())
+
+
+class MLPerfLog:
+    """MLPerf ``:::MLLOG`` lines for rank 0, written with the ``mlperf-logging`` package."""
+
+    def __init__(self, path: Path | None) -> None:
+        self._logger: MLLogger | None = None
+        if path is None:
+            return
+        py_logger = logging.getLogger(f"scalebench.mllog.{path}")
+        py_logger.propagate = False
+        py_logger.setLevel(logging.INFO)
+        handler = logging.FileHandler(path, encoding="utf-8")
+        py_logger.addHandler(handler)
+        self._logger = MLLogger(logger=py_logger, default_stack_offset=2)
+
+    def event(self, key: str, value: Any = None, **metadata: Any) -> None:
+        if self._logger is not None:
+            self._logger.event(key=key, value=value, metadata=metadata or None)
+
+    def close(self) -> None:
+        if self._logger is not None:
+            for handler in list(self._logger.logger.handlers):
+                handler.close()
+                self._logger.logger.removeHandler(handler)
+
+
+class Tracker:
+    """Records what one rank measures and decides when training stops."""
+
+    def __init__(
+        self,
+        writer: RecordWriter,
+        device: torch.device,
+        *,
+        goal: Goal | None = None,
+        light: bool = False,
+        max_epochs: int = 0,
+        mlperf_log: MLPerfLog | None = None,
+        progress_every_s: float = 10.0,
+    ) -> None:
+        self.writer = writer
+        self.device = device
+        self.goal = goal
+        self.light = light
+        self.max_epochs = max_epochs
+        self.mlperf = mlperf_log or MLPerfLog(None)
+        self.clock = PhaseClock(device)
+        self.eval_total_s = 0.0
+        self.epoch_wall_s: list[float] = []
+        self.progress_every_s = progress_every_s
+        self._last_progress = 0.0
+        self._epoch_started = 0.0
+        self._start: float | None = None
+        self.is_leader = writer.rank == 0
+
+    # -- time ---------------------------------------------------------------
+    def start(self, **details: Any) -> None:
+        """Barrier, then take the common start; writes the ``start`` event."""
+        if dist.is_initialized():
+            dist.barrier()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self._start = time.perf_counter()
+        self.writer.set_start(self._start)
+        self.event("start", **details)
+        self.mlperf.event(mllog.constants.RUN_START)
+
+    def now(self) -> float:
+        """Seconds since the common start (after a CUDA sync on GPU); 0 before it."""
+        if self._start is None:
+            return 0.0
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - self._start
+
+    # -- records ------------------------------------------------------------
+    def event(self, name: str, **details: Any) -> None:
+        self.writer.write("event", self.now(), event=name, **details)
+
+    def environment(self, info: dict[str, Any]) -> None:
+        self.writer.write("env", self.now(), **info)
+
+    def begin_epoch(self, epoch: int) -> None:
+        self._epoch_started = self.now()
+        self.mlperf.event(mllog.constants.EPOCH_START, epoch_num=epoch)
+
+    def step(self, epoch: int, step: int, steps: int, samples: int, loss: float, lr: float) -> None:
+        """Write the step record for the phases just timed by :attr:`clock`.
+
+        ``loss`` must be the mean over ranks; a non-finite value stops every
+        rank at this step with :class:`Diverged`.
+        """
+        t = self.now()
+        self.writer.write(
+            "step",
+            t,
+            epoch=epoch,
+            step=step,
+            samples=samples,
+            loss=loss,
+            lr=lr,
+            phases=dict(self.clock.phases),
+        )
+        if not math.isfinite(loss):
+            raise Diverged(f"loss is {loss} at epoch {epoch}, step {step}")
+        if self.is_leader and t - self._last_progress >= self.progress_every_s:
+            self._last_progress = t
+            log.info(
+                "epoch %d/%d step %d/%d loss %.4f lr %.4g (%.1f s)",
+                epoch + 1,
+                self.max_epochs,
+                step + 1,
+                steps,
+                loss,
+                lr,
+                t,
+            )
+
+    def evaluation(self, epoch: int, metrics: dict[str, float], started: float) -> bool:
+        """Record an evaluation that began at ``started`` (from :meth:`now`).
+
+        Returns True when the goal is reached (the same answer on every rank,
+        since ``metrics`` are global).
+        """
+        end = self.now()
+        eval_seconds = end - started
+        self.eval_total_s += eval_seconds
+        self.epoch_wall_s.append(end - self._epoch_started)
+        self.writer.write(
+            "eval",
+            end,
+            epoch=epoch,
+            metrics=metrics,
+            eval_seconds=eval_seconds,
+            train_seconds=end - self.eval_total_s,
+            wall_seconds=end,
+        )
+        self.mlperf.event(mllog.constants.EPOCH_STOP, epoch_num=epoch)
+        if self.goal is None:
+            return False
+        value = metrics[self.goal.metric]
+        self.mlperf.event(mllog.constants.EVAL_ACCURACY, value, epoch_num=epoch)
+        reached = self.goal.reached(value, self.light)
+        if self.is_leader:
+            remaining = self.max_epochs - epoch - 1
+            mean_epoch = sum(self.epoch_wall_s) / len(self.epoch_wall_s)
+            log.info(
+                "epoch %d/%d: %s = %.2f (target %s), eval %.2f s, elapsed %.1f s, "
+                "at most %.0f s to go",
+                epoch + 1,
+                self.max_epochs,
+                self.goal.metric,
+                value,
+                self.goal.describe(self.light),
+                eval_seconds,
+                end,
+                0.0 if reached else remaining * mean_epoch,
+            )
+        if reached:
+            self.event(
+                "goal_reached",
+                epoch=epoch,
+                value=value,
+                target=self.goal.target(self.light),
+                time_to_accuracy_s=end,
+                time_to_accuracy_without_eval_s=end - self.eval_total_s,
+            )
+        return reached
+
+    def finish(self, status: str, **details: Any) -> None:
+        """Close a run that ended normally: ``status`` is why it ended."""
+        self.event("finished", status=status, **details)
+        self.mlperf.event(mllog.constants.RUN_STOP, status=metadata_status(status))
+
+    def fail(self, event: str, reason: str) -> None:
+        """Record a run that stopped early (``diverged`` or ``failed``)."""
+        self.event(event, reason=reason)
+        self.mlperf.event(mllog.constants.RUN_STOP, status="aborted", reason=reason)
+
+    def close(self) -> None:
+        self.mlperf.close()
+        self.writer.close()
+
+
+def metadata_status(status: str) -> str:
+    """MLPerf's run_stop status: ``success`` only when the target was reached."""
+    return "success" if status in ("goal_reached", "completed") else "aborted"
