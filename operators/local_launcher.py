@@ -13,7 +13,7 @@ is ended as a whole:
 
 torchrun's elastic agent is not used: it restarts failed groups, which a
 benchmark must not do, and has no wall-clock limit. No orphan survives
-:func:`launch_group`.
+:meth:`LocalGroup.wait`.
 """
 
 from __future__ import annotations
@@ -90,6 +90,116 @@ def stop_ranks(procs: Sequence[subprocess.Popen[str]], grace_s: float) -> None:
         proc.wait()
 
 
+class LocalGroup:
+    """``world_size`` local ranks of ``python -m workers.run <worker_args>``.
+
+    :meth:`start` launches them, :meth:`wait` follows them to the end (or the
+    time limit) and always leaves no rank running, :meth:`stop` ends them
+    early (e.g. when an Airflow task is killed). ``sink`` receives every
+    output line, prefixed with its rank (default: print to stdout).
+    """
+
+    def __init__(
+        self,
+        worker_args: Sequence[str],
+        world_size: int,
+        *,
+        grace_s: float = 5.0,
+        env: dict[str, str] | None = None,
+        sink: Callable[[str], None] | None = None,
+        master_addr: str = "127.0.0.1",
+    ) -> None:
+        if world_size < 1:
+            raise ValueError(f"world_size must be at least 1, got {world_size}")
+        self.worker_args = list(worker_args)
+        self.world_size = world_size
+        self.grace_s = grace_s
+        self.env = dict(os.environ if env is None else env)
+        self.sink = sink or (lambda line: print(line, flush=True))
+        self.master_addr = master_addr
+        self.procs: list[subprocess.Popen[str]] = []
+        self._pumps: list[threading.Thread] = []
+        self._tail: list[str] = []
+        self._started = 0.0
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+    def start(self) -> None:
+        port = free_port(self.master_addr)
+        base_env = dict(self.env)
+        base_env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(self.world_size)))
+        base_env["PYTHONUNBUFFERED"] = "1"
+        self._started = time.monotonic()
+        try:
+            for rank in range(self.world_size):
+                rank_env = {
+                    **base_env,
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    "WORLD_SIZE": str(self.world_size),
+                    "LOCAL_WORLD_SIZE": str(self.world_size),
+                    "MASTER_ADDR": self.master_addr,
+                    "MASTER_PORT": str(port),
+                }
+                proc = subprocess.Popen(
+                    [sys.executable, "-m", "workers.run", *self.worker_args],
+                    env=rank_env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    start_new_session=True,
+                )
+                self.procs.append(proc)
+                pump = threading.Thread(
+                    target=_pump, args=(proc.stdout, rank, self.sink, self._tail), daemon=True
+                )
+                pump.start()
+                self._pumps.append(pump)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        """End every rank (SIGTERM, then SIGKILL after the grace period)."""
+        stop_ranks(self.procs, self.grace_s)
+        for pump in self._pumps:
+            pump.join(timeout=5)
+
+    def wait(self, timeout_s: float) -> GroupResult:
+        """Follow the group until it ends, a rank fails, or ``timeout_s`` passes."""
+        status, reason, failed_rank = "succeeded", "", None
+        deadline = self._started + timeout_s
+        try:
+            while True:
+                codes = [p.poll() for p in self.procs]
+                if any(c not in (None, 0) for c in codes):
+                    # Ranks that stop together (divergence) exit within moments of
+                    # each other: let them, so the verdict sees every status.
+                    _wait_all(self.procs, min(self.grace_s, 2.0))
+                    status, reason, failed_rank = _classify([p.poll() for p in self.procs])
+                    break
+                if all(c == 0 for c in codes):
+                    break
+                if time.monotonic() > deadline:
+                    status = "timed_out"
+                    reason = f"the group did not finish within {timeout_s:g} s"
+                    break
+                time.sleep(0.05)
+        finally:
+            self.stop()
+        return GroupResult(
+            world_size=self.world_size,
+            status=status,
+            reason=reason,
+            exit_codes=[p.returncode for p in self.procs],
+            seconds=time.monotonic() - self._started,
+            first_failed_rank=failed_rank,
+            log_tail=self._tail[-50:],
+        )
+
+
 def launch_group(
     worker_args: Sequence[str],
     world_size: int,
@@ -98,77 +208,11 @@ def launch_group(
     grace_s: float = 5.0,
     env: dict[str, str] | None = None,
     sink: Callable[[str], None] | None = None,
-    master_addr: str = "127.0.0.1",
 ) -> GroupResult:
-    """Run ``python -m workers.run <worker_args>`` as ``world_size`` ranks and wait.
-
-    ``sink`` receives every output line (default: print to stdout).
-    """
-    if world_size < 1:
-        raise ValueError(f"world_size must be at least 1, got {world_size}")
-    sink = sink or (lambda line: print(line, flush=True))
-    port = free_port(master_addr)
-    base_env = dict(os.environ if env is None else env)
-    base_env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(world_size)))
-    base_env["PYTHONUNBUFFERED"] = "1"
-    procs: list[subprocess.Popen[str]] = []
-    pumps: list[threading.Thread] = []
-    tail: list[str] = []
-    started = time.monotonic()
-    status, reason, failed_rank = "succeeded", "", None
-    try:
-        for rank in range(world_size):
-            rank_env = {
-                **base_env,
-                "RANK": str(rank),
-                "LOCAL_RANK": str(rank),
-                "WORLD_SIZE": str(world_size),
-                "LOCAL_WORLD_SIZE": str(world_size),
-                "MASTER_ADDR": master_addr,
-                "MASTER_PORT": str(port),
-            }
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "workers.run", *worker_args],
-                env=rank_env,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                start_new_session=True,
-            )
-            procs.append(proc)
-            pump = threading.Thread(target=_pump, args=(proc.stdout, rank, sink, tail), daemon=True)
-            pump.start()
-            pumps.append(pump)
-
-        deadline = started + timeout_s
-        while True:
-            codes = [p.poll() for p in procs]
-            if any(c not in (None, 0) for c in codes):
-                # Ranks that stop together (divergence) exit within moments of
-                # each other: let them, so the verdict sees every status.
-                _wait_all(procs, min(grace_s, 2.0))
-                status, reason, failed_rank = _classify([p.poll() for p in procs])
-                break
-            if all(c == 0 for c in codes):
-                break
-            if time.monotonic() > deadline:
-                status = "timed_out"
-                reason = f"the group did not finish within {timeout_s:g} s"
-                break
-            time.sleep(0.05)
-    finally:
-        stop_ranks(procs, grace_s)
-        for pump in pumps:
-            pump.join(timeout=5)
-    return GroupResult(
-        world_size=world_size,
-        status=status,
-        reason=reason,
-        exit_codes=[p.returncode for p in procs],
-        seconds=time.monotonic() - started,
-        first_failed_rank=failed_rank,
-        log_tail=tail[-50:],
-    )
+    """Start a :class:`LocalGroup` and wait for it: the whole life of one group."""
+    group = LocalGroup(worker_args, world_size, grace_s=grace_s, env=env, sink=sink)
+    group.start()
+    return group.wait(timeout_s)
 
 
 def _wait_all(procs: Sequence[subprocess.Popen[str]], seconds: float) -> None:

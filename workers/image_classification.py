@@ -30,8 +30,6 @@ from workers.sync_sgd import GradientAllReduce, average_buffers, broadcast_model
 from workers.tasks import TrainingSpec
 from workers.tracker import Tracker
 
-VARIANTS = ("sync", "ddp")
-
 
 @dataclass(frozen=True)
 class TrainingOptions:

@@ -23,6 +23,7 @@ from types import FrameType
 from workers.data.sources import DataSetMissing, check_available
 from workers.distributed import BACKENDS, GroupConfigError, group_env_from
 from workers.tasks import AllReduceSpec, get_task
+from workers.tasks.specs import TRAINING_VARIANTS
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
 
@@ -48,7 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=60.0, help="collective timeout, seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--variant", default="sync", choices=("sync", "ddp"))
+    parser.add_argument("--variant", default="sync", choices=TRAINING_VARIANTS)
     parser.add_argument("--max-epochs", type=int, default=None, help="override the spec's limit")
     parser.add_argument("--repetitions", type=int, default=None, help="task 0: override")
     parser.add_argument("--max-elements", type=int, default=None, help="task 0: largest size")

@@ -7,6 +7,10 @@ from typing import Literal
 
 WORLD_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
+# "sync": one flat all-reduce after backward, as the spec says;
+# "ddp": DistributedDataParallel, for comparison.
+TRAINING_VARIANTS: tuple[str, ...] = ("sync", "ddp")
+
 
 @dataclass(frozen=True)
 class Goal:

@@ -1,0 +1,135 @@
+"""The benchmark's definitions, as small pure functions on plain numbers.
+
+- **time-to-accuracy (TTA)**: seconds from the group's common start to the
+  end of the first evaluation that meets the goal; also reported without the
+  time spent evaluating.
+- **speedup(k)** = TTA(1) / TTA(k); **compute speedup** uses compute seconds
+  (forward + loss + backward + optimizer) instead. **Scaling efficiency** =
+  speedup(k) / k.
+- **communication ratio** = communication seconds / total step seconds, per
+  rank, averaged over ranks.
+- **all-reduce**: per size, p50 / mean / p95 latency (seconds);
+  algbw = bytes / seconds; busbw = algbw × 2(n−1)/n (the nccl-tests
+  convention, so that busbw is comparable across world sizes).
+- **repeats**: N runs of one configuration are combined by MLPerf's rule:
+  drop the fastest and the slowest when N ≥ 3, then take the mean.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+COMPUTE_PHASES = ("forward", "loss", "backward", "optimizer")
+
+
+@dataclass(frozen=True)
+class Combined:
+    """Repeats of one configuration: the mean of the kept values and their spread."""
+
+    mean: float
+    minimum: float
+    maximum: float
+    stdev: float
+    kept: int
+    total: int
+
+
+def mlperf_mean(values: Sequence[float]) -> Combined:
+    """Combine repeats: drop the fastest and slowest when there are ≥ 3, mean the rest.
+
+    ``minimum``/``maximum``/``stdev`` describe the kept values.
+    """
+    if not values:
+        raise ValueError("no values to combine")
+    ordered = sorted(values)
+    kept = ordered[1:-1] if len(ordered) >= 3 else ordered
+    stdev = statistics.stdev(kept) if len(kept) > 1 else 0.0
+    return Combined(
+        mean=statistics.fmean(kept),
+        minimum=kept[0],
+        maximum=kept[-1],
+        stdev=stdev,
+        kept=len(kept),
+        total=len(values),
+    )
+
+
+def speedup(time_one_worker: float, time_k_workers: float) -> float:
+    """TTA(1) / TTA(k): how many times faster k workers reach the goal."""
+    if time_k_workers <= 0:
+        raise ValueError("time must be positive")
+    return time_one_worker / time_k_workers
+
+
+def scaling_efficiency(speedup_k: float, world_size: int) -> float:
+    """speedup(k) / k: 1.0 is perfect linear scaling."""
+    return speedup_k / world_size
+
+
+def communication_ratio(per_rank: Sequence[tuple[float, float]]) -> float:
+    """Mean over ranks of communication seconds / total step seconds.
+
+    ``per_rank`` holds (communication seconds, total step seconds) per rank.
+    """
+    ratios = [comm / total for comm, total in per_rank if total > 0]
+    if not ratios:
+        raise ValueError("no step time recorded")
+    return statistics.fmean(ratios)
+
+
+def algbw(nbytes: int, seconds: float) -> float:
+    """Algorithm bandwidth in bytes per second."""
+    return nbytes / seconds
+
+
+def busbw(nbytes: int, seconds: float, world_size: int) -> float:
+    """Bus bandwidth of an all-reduce in bytes per second: algbw × 2(n−1)/n."""
+    return algbw(nbytes, seconds) * 2 * (world_size - 1) / world_size
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0–100) with linear interpolation between ranks."""
+    if not values:
+        raise ValueError("no values")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class LatencySummary:
+    """Latency of one all-reduce configuration, seconds, and bandwidths, bytes/s."""
+
+    p50: float
+    mean: float
+    p95: float
+    algbw: float
+    busbw: float
+    samples: int
+
+
+def summarise_allreduce(
+    per_rank_seconds: Sequence[Sequence[float]], nbytes: int, world_size: int
+) -> LatencySummary:
+    """Summarise the timed repetitions of one size.
+
+    A collective has finished when its slowest rank has, so each repetition's
+    time is the maximum over ranks. Bandwidths use the median time.
+    """
+    counts = {len(s) for s in per_rank_seconds}
+    if len(counts) != 1:
+        raise ValueError(f"ranks recorded different numbers of repetitions: {sorted(counts)}")
+    repetitions = [max(times) for times in zip(*per_rank_seconds, strict=True)]
+    p50 = percentile(repetitions, 50)
+    return LatencySummary(
+        p50=p50,
+        mean=statistics.fmean(repetitions),
+        p95=percentile(repetitions, 95),
+        algbw=algbw(nbytes, p50),
+        busbw=busbw(nbytes, p50, world_size),
+        samples=len(repetitions),
+    )

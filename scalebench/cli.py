@@ -1,0 +1,201 @@
+"""The ``scalebench`` command line.
+
+    scalebench tasks
+    scalebench run <task> --workers 1,2,4 [--light] [--backend gloo] [--repeats N]
+    scalebench report <sweep directory>
+
+``run`` validates the request (nothing starts if a field is wrong), runs one
+local group per (worker count, repeat), writes ``sweep.json`` beside the
+records, and prints the results table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from scalebench import config
+from scalebench.sweep import (
+    InvalidParameter,
+    SweepRequest,
+    new_sweep_id,
+    plan_groups,
+    validate_request,
+    worker_args,
+)
+from workers.tasks import TASKS, AllReduceSpec, TrainingSpec
+
+MANIFEST = "sweep.json"
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes:02d}:{secs:02d}"
+
+
+def cmd_tasks(_: argparse.Namespace) -> int:
+    for spec in TASKS.values():
+        if isinstance(spec, TrainingSpec):
+            goal = f"goal {spec.goal.describe(False)} (light: {spec.goal.light_threshold:g})"
+        else:
+            goal = f"{spec.points} sizes × {spec.repetitions} repetitions"
+        print(f"{spec.id:28s} {spec.title} — {goal}")
+    return 0
+
+
+def _write_manifest(path: Path, content: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
+    """Run every planned group locally; returns the sweep directory and an exit status."""
+    from operators.local_launcher import launch_group
+
+    sweep_id = new_sweep_id(request.task)
+    sweep_dir = results_root / sweep_id
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    groups = plan_groups(request, sweep_id)
+    manifest = {
+        "sweep_id": sweep_id,
+        "trigger": "cli",
+        "request": asdict(request),
+        "groups": [asdict(g) | {"status": "planned"} for g in groups],
+    }
+    _write_manifest(sweep_dir / MANIFEST, manifest)
+    print(f"sweep {sweep_id}: {len(groups)} group(s) → {sweep_dir}", flush=True)
+    started = time.monotonic()
+    exit_status = 0
+    for index, (group, entry) in enumerate(zip(groups, manifest["groups"], strict=True)):
+        elapsed = time.monotonic() - started
+        eta = f", about {_clock(elapsed / index * (len(groups) - index))} to go" if index else ""
+        print(
+            f"── group {index + 1}/{len(groups)}: {group.world_size} worker(s), "
+            f"repeat {group.repeat + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
+            flush=True,
+        )
+        if group.world_size > 2:
+            print(
+                f"   note: {group.world_size} processes share this machine's cores; "
+                "times reflect oversubscription, not a cluster",
+                flush=True,
+            )
+        result = launch_group(
+            worker_args(request, group, sweep_dir / group.run_id),
+            group.world_size,
+            timeout_s=request.group_timeout_s,
+        )
+        entry.update(status=result.status, reason=result.reason, seconds=result.seconds)
+        _write_manifest(sweep_dir / MANIFEST, manifest)
+        line = f"   {result.status} in {result.seconds:.1f} s"
+        print(line + (f": {result.reason}" if result.reason else ""), flush=True)
+        if result.status != "succeeded":
+            exit_status = 1
+    return sweep_dir, exit_status
+
+
+def print_report(sweep_dir: Path) -> None:
+    """Print the results table of a sweep directory."""
+    from scalebench.report import allreduce_table, summarise_run, training_table
+
+    manifest = json.loads((sweep_dir / MANIFEST).read_text(encoding="utf-8"))
+    spec = TASKS[manifest["request"]["task"]]
+    groups = [g for g in manifest["groups"] if (sweep_dir / g["run_id"]).is_dir()]
+    print(f"\n{spec.title} — sweep {manifest['sweep_id']}")
+    if isinstance(spec, AllReduceSpec):
+        print(allreduce_table([sweep_dir / g["run_id"] for g in groups]))
+        return
+    runs = [
+        summarise_run(sweep_dir / g["run_id"], g["world_size"], g.get("status")) for g in groups
+    ]
+    light = manifest["request"]["light"]
+    print(f"goal: {spec.goal.describe(light)}; TTA = time to accuracy, seconds\n")
+    print(training_table(runs, spec.goal.metric))
+    for run in runs:
+        if run.status != "succeeded":
+            print(f"{run.run_id}: {run.status}: {run.reason}")
+        if run.bad_lines:
+            print(f"{run.run_id}: {run.bad_lines} unreadable record line(s)")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    request = validate_request(
+        task=args.task,
+        workers=args.workers,
+        backend=args.backend,
+        light=args.light,
+        repeats=args.repeats,
+        collective_timeout_s=args.timeout,
+        group_timeout_s=args.group_timeout,
+        variant=args.variant,
+        seed=args.seed,
+        data_dir=args.data_dir,
+    )
+    results_root = config.results_path(args.results)
+    sweep_dir, status = run_sweep(request, results_root)
+    print_report(sweep_dir)
+    return status
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    sweep_dir = Path(args.sweep)
+    if not (sweep_dir / MANIFEST).is_file():
+        print(f"scalebench: error: sweep: no {MANIFEST} in {sweep_dir}", file=sys.stderr)
+        return 2
+    print_report(sweep_dir)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scalebench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    tasks = commands.add_parser("tasks", help="list the benchmark tasks")
+    tasks.set_defaults(func=cmd_tasks)
+
+    run = commands.add_parser("run", help="run a sweep with local worker groups")
+    run.add_argument("task", help="task id (see `scalebench tasks`)")
+    run.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,4 (default 1,2)")
+    run.add_argument("--light", action="store_true", help="the light variant (laptop-sized)")
+    run.add_argument("--backend", default="gloo", help="gloo, nccl or mpi (default gloo)")
+    run.add_argument("--repeats", default="1", help="runs per worker count (default 1)")
+    run.add_argument("--variant", default="sync", help="sync (flat all-reduce) or ddp")
+    run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
+    run.add_argument(
+        "--timeout",
+        default="60",
+        help="collective timeout, seconds: a dead peer fails the group within it (default 60)",
+    )
+    run.add_argument("--group-timeout", default="3600", help="wall-clock limit per group, seconds")
+    run.add_argument("--results", default=None, help="results directory (SCALEBENCH_RESULTS_URI)")
+    run.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
+    run.set_defaults(func=cmd_run)
+
+    report = commands.add_parser("report", help="print the table of a finished sweep")
+    report.add_argument("sweep", help="the sweep's results directory")
+    report.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except InvalidParameter as exc:
+        print(f"scalebench: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("scalebench: interrupted; every group was stopped", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

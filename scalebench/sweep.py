@@ -1,0 +1,231 @@
+"""A sweep request, checked before anything starts, and the groups it plans.
+
+:func:`validate_request` takes raw values (strings from the command line, JSON
+from an Airflow trigger form) and either returns a :class:`SweepRequest` or
+raises :class:`InvalidParameter` naming the offending field. No worker starts
+until a request has passed. torch is imported only to count GPUs, and only
+when the backend needs them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from workers.data.sources import DataSetMissing, check_available
+from workers.distributed import BACKENDS
+from workers.tasks import AllReduceSpec, TaskSpec, get_task, task_ids
+from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
+
+
+class InvalidParameter(ValueError):
+    """A request field with a value that cannot run; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """A validated sweep: one task at several worker counts, each repeated."""
+
+    task: str
+    world_sizes: tuple[int, ...]
+    backend: str = "gloo"
+    light: bool = False
+    repeats: int = 1
+    collective_timeout_s: float = 60.0
+    group_timeout_s: float = 3600.0
+    variant: str = "sync"
+    seed: int = 0
+    data_dir: Path = Path("var/data")
+
+    @property
+    def spec(self) -> TaskSpec:
+        return get_task(self.task)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    """One training group: ``world_size`` ranks, repeat number ``repeat`` (from 0)."""
+
+    run_id: str
+    world_size: int
+    repeat: int
+
+
+def _integer(field: str, value: Any) -> int:
+    if isinstance(value, bool):
+        raise InvalidParameter(field, f"must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+        return int(value.strip())
+    raise InvalidParameter(field, f"must be a whole number, got {value!r}")
+
+
+def _positive_number(field: str, value: Any) -> float:
+    if isinstance(value, bool):
+        raise InvalidParameter(field, f"must be a number of seconds, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameter(field, f"must be a number of seconds, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise InvalidParameter(field, f"must be positive and finite, got {value!r}")
+    return number
+
+
+def parse_world_sizes(value: Any) -> tuple[int, ...]:
+    """``"1,2,4"``, ``[1, 2, 4]`` or ``4`` → (1, 2, 4): distinct, ascending, each ≥ 1."""
+    if isinstance(value, str):
+        items: Sequence[Any] = [part for part in value.split(",") if part.strip()]
+    elif isinstance(value, Sequence):
+        items = value
+    else:
+        items = [value]
+    if not items:
+        raise InvalidParameter("workers", "give at least one worker count, e.g. 1,2,4")
+    sizes = [_integer("workers", item) for item in items]
+    for size in sizes:
+        if size < 1:
+            raise InvalidParameter("workers", f"worker counts must be at least 1, got {size}")
+    return tuple(sorted(set(sizes)))
+
+
+def local_gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def mpi_available() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_mpi_available()
+
+
+def validate_request(
+    *,
+    task: Any,
+    workers: Any,
+    backend: Any = "gloo",
+    light: Any = False,
+    repeats: Any = 1,
+    collective_timeout_s: Any = 60.0,
+    group_timeout_s: Any = 3600.0,
+    variant: Any = "sync",
+    seed: Any = 0,
+    data_dir: Any = None,
+    gpus: int | None = None,
+) -> SweepRequest:
+    """Check every field; raise :class:`InvalidParameter` on the first bad one.
+
+    ``gpus`` is how many GPUs the launcher can give (``None``: count the local
+    ones). ``nccl`` needs one GPU per worker.
+    """
+    if not isinstance(task, str) or task not in task_ids():
+        raise InvalidParameter(
+            "task", f"unknown task {task!r}; known tasks: {', '.join(task_ids())}"
+        )
+    spec = get_task(task)
+    world_sizes = parse_world_sizes(workers)
+    if not isinstance(backend, str) or backend not in BACKENDS:
+        raise InvalidParameter("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if not isinstance(light, bool):
+        raise InvalidParameter("light", f"must be true or false, got {light!r}")
+    repeat_count = _integer("repeats", repeats)
+    if repeat_count < 1:
+        raise InvalidParameter("repeats", f"must be at least 1, got {repeat_count}")
+    if variant not in VARIANTS:
+        raise InvalidParameter("variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if isinstance(spec, AllReduceSpec) and variant != "sync":
+        raise InvalidParameter("variant", "the all-reduce task has no training variant")
+    seed_value = _integer("seed", seed)
+    collective = _positive_number("collective_timeout_s", collective_timeout_s)
+    group = _positive_number("group_timeout_s", group_timeout_s)
+    if group < collective:
+        raise InvalidParameter(
+            "group_timeout_s",
+            f"{group:g} s is shorter than the collective timeout ({collective:g} s)",
+        )
+    if backend == "nccl":
+        available = local_gpu_count() if gpus is None else gpus
+        if available == 0:
+            raise InvalidParameter("backend", "nccl needs GPUs and none is available; use gloo")
+        if max(world_sizes) > available:
+            raise InvalidParameter(
+                "workers",
+                f"nccl needs one GPU per worker: {max(world_sizes)} workers asked, "
+                f"{available} GPUs available",
+            )
+    if backend == "mpi" and not mpi_available():
+        raise InvalidParameter(
+            "backend", "mpi needs a torch build with MPI support, and this torch has none"
+        )
+    if data_dir is None:
+        from scalebench.config import data_dir as default_data_dir
+
+        data_dir = default_data_dir()
+    data_path = Path(data_dir)
+    if not light and not isinstance(spec, AllReduceSpec):
+        try:
+            check_available(spec.data.name, data_path)
+        except DataSetMissing as exc:
+            raise InvalidParameter("data_dir", str(exc)) from None
+    return SweepRequest(
+        task=task,
+        world_sizes=world_sizes,
+        backend=backend,
+        light=light,
+        repeats=repeat_count,
+        collective_timeout_s=collective,
+        group_timeout_s=group,
+        variant=variant,
+        seed=seed_value,
+        data_dir=data_path,
+    )
+
+
+def new_sweep_id(task: str, now: datetime | None = None) -> str:
+    """A readable, unique sweep id: ``<task>-<UTC time>-<4 hex>``."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%SZ")
+    return f"{task}-{stamp}-{secrets.token_hex(2)}"
+
+
+def plan_groups(request: SweepRequest, sweep_id: str) -> list[GroupPlan]:
+    """Every (world size, repeat) of the sweep, repeats interleaved across sizes.
+
+    Interleaving (1, 2, 4, 1, 2, 4, ...) spreads slow drifts of the machine
+    over all sizes instead of charging them to one.
+    """
+    return [
+        GroupPlan(run_id=f"{sweep_id}-w{k}-r{repeat}", world_size=k, repeat=repeat)
+        for repeat in range(request.repeats)
+        for k in request.world_sizes
+    ]
+
+
+def worker_args(request: SweepRequest, group: GroupPlan, run_dir: Path) -> list[str]:
+    """The ``python -m workers.run`` arguments for one group."""
+    args = [
+        "--task", request.task,
+        "--results", str(run_dir),
+        "--run-id", group.run_id,
+        "--backend", request.backend,
+        "--timeout", f"{request.collective_timeout_s:g}",
+        "--seed", str(request.seed + group.repeat),
+        "--data-dir", str(request.data_dir),
+    ]  # fmt: skip
+    if request.light:
+        args.append("--light")
+    if not isinstance(request.spec, AllReduceSpec):
+        args += ["--variant", request.variant]
+    return args

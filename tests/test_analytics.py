@@ -1,0 +1,57 @@
+"""The definitions, on numbers worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from results_db import analytics
+
+
+def test_busbw_is_algbw_times_2_n_minus_1_over_n() -> None:
+    # 100 MB in 0.1 s = 1 GB/s algbw; 4 ranks: × 2·3/4 = 1.5 GB/s
+    assert analytics.algbw(100_000_000, 0.1) == pytest.approx(1e9)
+    assert analytics.busbw(100_000_000, 0.1, 4) == pytest.approx(1.5e9)
+    assert analytics.busbw(100_000_000, 0.1, 2) == pytest.approx(1e9)
+    assert analytics.busbw(100_000_000, 0.1, 1) == 0.0
+
+
+def test_mlperf_mean_drops_fastest_and_slowest_from_three_up() -> None:
+    combined = analytics.mlperf_mean([10.0, 30.0, 12.0, 14.0, 100.0])
+    assert combined.mean == pytest.approx(56 / 3)  # 12, 14, 30
+    assert (combined.minimum, combined.maximum, combined.kept, combined.total) == (12, 30, 3, 5)
+    two = analytics.mlperf_mean([10.0, 20.0])
+    assert two.mean == 15.0 and two.kept == 2
+    assert analytics.mlperf_mean([7.0]).stdev == 0.0
+    with pytest.raises(ValueError):
+        analytics.mlperf_mean([])
+
+
+def test_speedup_and_efficiency() -> None:
+    assert analytics.speedup(407.0, 101.75) == pytest.approx(4.0)
+    assert analytics.scaling_efficiency(4.0, 8) == 0.5
+
+
+def test_communication_ratio_is_averaged_over_ranks() -> None:
+    # rank 0: 1 s of 4 s; rank 1: 3 s of 4 s → (0.25 + 0.75) / 2
+    assert analytics.communication_ratio([(1.0, 4.0), (3.0, 4.0)]) == pytest.approx(0.5)
+
+
+def test_percentiles_interpolate() -> None:
+    values = [float(v) for v in range(1, 101)]
+    assert analytics.percentile(values, 50) == pytest.approx(50.5)
+    assert analytics.percentile(values, 95) == pytest.approx(95.05)
+    assert analytics.percentile([3.0], 95) == 3.0
+
+
+def test_allreduce_summary_takes_the_slowest_rank_per_repetition() -> None:
+    rank0 = [0.001, 0.004, 0.002]
+    rank1 = [0.003, 0.001, 0.002]
+    summary = analytics.summarise_allreduce([rank0, rank1], nbytes=4_000, world_size=2)
+    # per repetition: 0.003, 0.004, 0.002
+    assert summary.p50 == pytest.approx(0.003)
+    assert summary.mean == pytest.approx(0.003)
+    assert summary.algbw == pytest.approx(4_000 / 0.003)
+    assert summary.busbw == pytest.approx(4_000 / 0.003)
+    assert summary.samples == 3
+    with pytest.raises(ValueError, match="different numbers"):
+        analytics.summarise_allreduce([[0.1], [0.1, 0.2]], 4, 2)

@@ -1,0 +1,71 @@
+"""The command line, end to end: real local groups, printed tables, the sweep manifest."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from scalebench import cli
+
+
+def test_tasks_lists_every_task(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    assert "task0-allreduce" in out and "task1a-resnet20-cifar10" in out
+    assert "top1_accuracy ≥ 80 (light: 70)" in out
+
+
+@pytest.mark.slow
+def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    status = cli.main(
+        ["run", "task1a-resnet20-cifar10", "--light", "--workers", "1,2",
+         "--results", str(tmp_path)]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 0, out
+    (sweep_dir,) = tmp_path.iterdir()
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    assert manifest["trigger"] == "cli"
+    assert [g["world_size"] for g in manifest["groups"]] == [1, 2]
+    assert all(g["status"] == "succeeded" for g in manifest["groups"])
+    table = out[out.index("workers") :].splitlines()
+    header, rows = table[0], table[2:4]
+    assert "TTA s" in header and "speedup" in header and "comm ratio" in header
+    assert rows[0].split()[:4] == ["1", "1/1", "succeeded", rows[0].split()[3]]
+    assert rows[0].split()[5] == "1.00"  # speedup of 1 worker against itself
+    assert float(rows[1].split()[5]) > 0
+    assert "group 2/2: 2 worker(s)" in out
+
+    assert cli.main(["report", str(sweep_dir)]) == 0
+    assert "TTA s" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_run_all_reduce_prints_latency_and_bus_bandwidth(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    status = cli.main(
+        ["run", "task0-allreduce", "--light", "--workers", "2", "--results", str(tmp_path)]
+    )
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert "busbw GB/s" in out and "p95 ms" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("2 ")]
+    sizes = {(row[1], int(row[2])) for row in rows}
+    assert ("float32", 1_000_000) in sizes and ("float32", 1) in sizes
+    big = next(r for r in rows if r[1] == "float32" and r[2] == "1000000")
+    assert float(big[-2]) > 0  # busbw
+    assert big[-1] == "10"  # repetitions behind the figures
+
+
+def test_report_refuses_a_directory_without_a_sweep(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["report", str(tmp_path)]) == 2
+    assert "sweep: no sweep.json" in capsys.readouterr().err

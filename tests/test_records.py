@@ -1,0 +1,132 @@
+"""The JSON-lines record format: writing, reading, refusing."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from workers.records import (
+    SCHEMA_VERSION,
+    BadRecord,
+    InconsistentRun,
+    RecordWriter,
+    parse_line,
+    read_rank_file,
+    read_run,
+)
+
+PHASES = {
+    "data": 0.01, "forward": 0.2, "loss": 0.001, "backward": 0.3,
+    "communication": 0.05, "optimizer": 0.02,
+}  # fmt: skip
+
+
+def write_some(run_dir: Path, rank: int = 0, world_size: int = 2, run_id: str = "r1") -> None:
+    writer = RecordWriter(run_dir, run_id, rank, world_size)
+    writer.write("event", 0.0, event="start", task="t")
+    writer.write("step", 0.5, epoch=0, step=0, samples=128, loss=2.3, lr=0.02, phases=PHASES)
+    writer.write(
+        "eval", 1.0, epoch=0, metrics={"top1_accuracy": 41.5, "loss": 1.7},
+        eval_seconds=0.2, train_seconds=0.8, wall_seconds=1.0,
+    )  # fmt: skip
+    writer.write(
+        "allreduce", 1.1, bytes=4, elements=1, dtype="float32", backend="gloo",
+        seconds=[0.001, 0.002],
+    )  # fmt: skip
+    writer.write("env", 1.2, host="h", torch="2")
+    writer.write("event", 1.3, event="finished", status="goal_reached")
+    writer.close()
+
+
+def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    write_some(tmp_path)
+    rank = read_rank_file(tmp_path / "rank-0.jsonl")
+    assert rank.bad_lines == 0
+    assert [r["kind"] for r in rank.records] == [
+        "event", "step", "eval", "allreduce", "env", "event",
+    ]  # fmt: skip
+    step = rank.records[1]
+    assert step["v"] == SCHEMA_VERSION and step["run_id"] == "r1" and step["world_size"] == 2
+    assert step["phases"] == PHASES and step["samples"] == 128 and step["t"] == 0.5
+    assert rank.records[2]["metrics"]["top1_accuracy"] == 41.5
+    assert rank.records[3]["seconds"] == [0.001, 0.002]
+    assert rank.events() == ["start", "finished"]
+
+
+def test_non_finite_numbers_are_written_as_null_so_files_stay_json(tmp_path: Path) -> None:
+    writer = RecordWriter(tmp_path, "r", 0, 1)
+    writer.write("step", 0.1, epoch=0, step=0, samples=1, loss=math.nan, lr=0.1, phases=PHASES)
+    writer.close()
+    line = (tmp_path / "rank-0.jsonl").read_text()
+    assert "NaN" not in line and json.loads(line)["loss"] is None
+
+
+def test_writer_refuses_a_malformed_record(tmp_path: Path) -> None:
+    writer = RecordWriter(tmp_path, "r", 0, 1)
+    with pytest.raises(BadRecord, match="samples"):
+        writer.write("step", 0.1, epoch=0, step=0, samples="many", phases={})
+    with pytest.raises(BadRecord, match="unknown kind"):
+        writer.write("gossip", 0.1)
+    writer.close()
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        ("not json", "not JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"v": 1}', "missing field"),
+        (
+            '{"v": 99, "run_id": "r", "rank": 0, "world_size": 1, "kind": "env", "t": 0}',
+            "schema version 99",
+        ),
+        (
+            '{"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "event", "t": 0, '
+            '"event": "exploded"}',
+            "unknown event",
+        ),
+        (
+            '{"v": 1, "run_id": "r", "rank": "0", "world_size": 1, "kind": "env", "t": 0}',
+            "'rank'",
+        ),
+    ],
+)
+def test_bad_lines_are_described(line: str, problem: str) -> None:
+    with pytest.raises(BadRecord, match=problem):
+        parse_line(line)
+
+
+def test_unreadable_and_truncated_lines_are_counted_not_dropped(tmp_path: Path) -> None:
+    write_some(tmp_path)
+    path = tmp_path / "rank-0.jsonl"
+    with path.open("a") as handle:
+        handle.write("garbage\n")
+        handle.write('{"v": 1, "run_id": "r1", "rank": 0, "wor')  # killed mid-write
+    rank = read_rank_file(path)
+    assert len(rank.records) == 6
+    assert rank.bad_lines == 2
+    assert len(rank.problems) == 2 and "rank-0.jsonl:7" in rank.problems[0]
+
+
+def test_rank_files_of_different_runs_are_refused(tmp_path: Path) -> None:
+    write_some(tmp_path, rank=0, run_id="r1")
+    write_some(tmp_path, rank=1, run_id="r2")
+    with pytest.raises(InconsistentRun, match="different runs"):
+        read_run(tmp_path)
+
+
+def test_rank_files_with_different_world_sizes_are_refused(tmp_path: Path) -> None:
+    write_some(tmp_path, rank=0, world_size=2)
+    write_some(tmp_path, rank=1, world_size=4)
+    with pytest.raises(InconsistentRun, match="world sizes"):
+        read_run(tmp_path)
+
+
+def test_a_record_in_the_wrong_rank_file_is_refused(tmp_path: Path) -> None:
+    write_some(tmp_path, rank=0)
+    (tmp_path / "rank-0.jsonl").rename(tmp_path / "rank-1.jsonl")
+    with pytest.raises(InconsistentRun, match="rank 0"):
+        read_run(tmp_path)

@@ -1,0 +1,58 @@
+"""Learning-rate warm-up (linear scaling over log2(k) epochs) and plateau decay."""
+
+from __future__ import annotations
+
+import pytest
+
+from workers.schedules import LearningRate, warmup_epochs, warmup_lr
+from workers.tasks import ScheduleSpec, get_task
+
+SPEC = get_task("task1a-resnet20-cifar10").schedule
+BASE = 0.02
+
+
+@pytest.mark.parametrize(
+    ("world_size", "epoch", "expected"),
+    [
+        (1, 0.0, 0.02),
+        (1, 50.0, 0.02),
+        (2, 0.0, 0.02),
+        (2, 0.5, 0.03),
+        (2, 1.0, 0.04),
+        (2, 10.0, 0.04),
+        (8, 0.0, 0.02),
+        (8, 1.0, 0.02 + 0.14 / 3),
+        (8, 1.5, 0.09),
+        (8, 3.0, 0.16),
+        (8, 100.0, 0.16),
+    ],
+)
+def test_warmup_reaches_k_times_the_rate_after_log2_k_epochs(
+    world_size: int, epoch: float, expected: float
+) -> None:
+    assert warmup_lr(BASE, world_size, epoch) == pytest.approx(expected)
+    assert LearningRate(SPEC, BASE, world_size).at(epoch) == pytest.approx(expected)
+
+
+def test_warmup_length() -> None:
+    assert [warmup_epochs(k) for k in (1, 2, 4, 8, 32)] == [0, 1, 2, 3, 5]
+
+
+def test_plateau_of_two_epochs_cuts_the_rate() -> None:
+    schedule = LearningRate(ScheduleSpec("linear-log2k", 2, 0.1), BASE, world_size=1)
+    assert not schedule.end_of_epoch(0, 1.0)
+    assert not schedule.end_of_epoch(1, 0.9)  # improving
+    assert not schedule.end_of_epoch(2, 0.95)  # one epoch without improvement
+    assert schedule.end_of_epoch(3, 0.91)  # two: cut
+    assert schedule.at(4.0) == pytest.approx(0.002)
+    assert not schedule.end_of_epoch(4, 0.92)  # the count restarted
+    assert schedule.end_of_epoch(5, 0.93)
+    assert schedule.at(6.0) == pytest.approx(0.0002)
+
+
+def test_no_plateau_decay_during_warmup() -> None:
+    schedule = LearningRate(SPEC, BASE, world_size=8)  # warm-up: 3 epochs
+    for epoch in range(2):
+        assert not schedule.end_of_epoch(epoch, 5.0)
+    assert schedule.decay == 1.0
+    assert schedule.at(3.0) == pytest.approx(0.16)

@@ -1,0 +1,103 @@
+"""Phase timing, goal and divergence decisions, MLPerf lines."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from workers.records import RecordWriter, read_rank_file
+from workers.tasks import Goal
+from workers.tracker import Diverged, MLPerfLog, PhaseClock, Tracker
+
+GOAL = Goal(metric="top1_accuracy", direction="max", threshold=80.0, light_threshold=70.0)
+
+
+def make_tracker(tmp_path: Path, light: bool = False) -> Tracker:
+    writer = RecordWriter(tmp_path, "run", 0, 1)
+    mlperf = MLPerfLog(tmp_path / "mllog-rank-0.log")
+    return Tracker(writer, torch.device("cpu"), goal=GOAL, light=light, max_epochs=5,
+                   mlperf_log=mlperf)  # fmt: skip
+
+
+def test_phase_clock_charges_each_phase_its_own_time() -> None:
+    clock = PhaseClock(torch.device("cpu"))
+    clock.start()
+    time.sleep(0.02)
+    clock.lap("forward")
+    time.sleep(0.04)
+    clock.lap("communication")
+    clock.lap("optimizer")
+    assert 0.015 < clock.phases["forward"] < 0.035
+    assert 0.035 < clock.phases["communication"] < 0.06
+    assert clock.phases["optimizer"] < 0.005
+    assert clock.phases["data"] == 0.0
+    assert clock.step_seconds == pytest.approx(sum(clock.phases.values()))
+    clock.start()
+    assert clock.step_seconds == 0.0
+
+
+def test_goal_is_reached_at_the_first_evaluation_that_meets_it(tmp_path: Path) -> None:
+    tracker = make_tracker(tmp_path)
+    tracker.start()
+    started = tracker.now()
+    assert not tracker.evaluation(0, {"top1_accuracy": 79.9, "loss": 1.0}, started)
+    started = tracker.now()
+    time.sleep(0.01)
+    assert tracker.evaluation(1, {"top1_accuracy": 80.0, "loss": 0.9}, started)
+    tracker.finish("goal_reached")
+    tracker.close()
+    rank = read_rank_file(tmp_path / "rank-0.jsonl")
+    assert rank.events() == ["start", "goal_reached", "finished"]
+    goal = next(r for r in rank.of_kind("event") if r["event"] == "goal_reached")
+    evals = list(rank.of_kind("eval"))
+    assert goal["epoch"] == 1 and goal["target"] == 80.0
+    assert goal["time_to_accuracy_s"] == evals[1]["wall_seconds"]
+    total_eval = sum(e["eval_seconds"] for e in evals)
+    assert total_eval >= 0.01
+    assert goal["time_to_accuracy_without_eval_s"] == pytest.approx(
+        goal["time_to_accuracy_s"] - total_eval
+    )
+    lines = (tmp_path / "mllog-rank-0.log").read_text().splitlines()
+    keys = [json.loads(line.removeprefix(":::MLLOG "))["key"] for line in lines]
+    assert keys[0] == "run_start" and keys[-1] == "run_stop"
+    assert keys.count("eval_accuracy") == 2
+    stop = json.loads(lines[-1].removeprefix(":::MLLOG "))
+    assert stop["metadata"]["status"] == "success"
+
+
+def test_light_goal_uses_the_light_threshold(tmp_path: Path) -> None:
+    tracker = make_tracker(tmp_path, light=True)
+    tracker.start()
+    assert tracker.evaluation(0, {"top1_accuracy": 70.0, "loss": 1.0}, tracker.now())
+    tracker.close()
+
+
+def test_non_finite_loss_stops_with_diverged_and_keeps_the_record(tmp_path: Path) -> None:
+    tracker = make_tracker(tmp_path)
+    tracker.start()
+    tracker.clock.start()
+    tracker.step(0, 0, 10, 128, 2.3, 0.1)
+    with pytest.raises(Diverged, match="epoch 0, step 1"):
+        tracker.step(0, 1, 10, 128, math.inf, 0.1)
+    tracker.fail("diverged", "loss is inf")
+    tracker.close()
+    rank = read_rank_file(tmp_path / "rank-0.jsonl")
+    steps = list(rank.of_kind("step"))
+    assert [s["loss"] for s in steps] == [2.3, None]
+    assert rank.events() == ["start", "diverged"]
+    stop = (tmp_path / "mllog-rank-0.log").read_text().splitlines()[-1]
+    assert '"status": "aborted"' in stop
+
+
+def test_record_times_count_from_the_common_start(tmp_path: Path) -> None:
+    tracker = make_tracker(tmp_path)
+    assert tracker.now() == 0.0  # before the start
+    tracker.start()
+    time.sleep(0.02)
+    assert tracker.now() >= 0.02
+    tracker.close()

@@ -1,0 +1,113 @@
+"""Bad input is refused before anything starts, with a message naming the field."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalebench import cli
+from scalebench.sweep import InvalidParameter, plan_groups, validate_request, worker_args
+
+LIGHT = {"task": "task1a-resnet20-cifar10", "workers": "1,2", "light": True}
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "message"),
+    [
+        ({"task": "task9-imaginary"}, "task", "unknown task"),
+        ({"workers": "0"}, "workers", "at least 1"),
+        ({"workers": "1,-2"}, "workers", "at least 1"),
+        ({"workers": "two"}, "workers", "whole number"),
+        ({"workers": ""}, "workers", "at least one worker count"),
+        ({"backend": "carrier-pigeon"}, "backend", "gloo, nccl, mpi"),
+        ({"backend": "nccl"}, "backend", "nccl needs GPUs"),
+        ({"repeats": "abc"}, "repeats", "whole number"),
+        ({"repeats": 2.5}, "repeats", "whole number"),
+        ({"repeats": 0}, "repeats", "at least 1"),
+        ({"repeats": True}, "repeats", "whole number"),
+        ({"light": "yes"}, "light", "true or false"),
+        ({"variant": "async"}, "variant", "sync, ddp"),
+        ({"collective_timeout_s": "-5"}, "collective_timeout_s", "positive"),
+        ({"group_timeout_s": "soon"}, "group_timeout_s", "number of seconds"),
+        ({"group_timeout_s": 10, "collective_timeout_s": 60}, "group_timeout_s", "shorter"),
+    ],
+)
+def test_each_bad_field_is_named(changes: dict, field: str, message: str) -> None:
+    with pytest.raises(InvalidParameter, match=message) as info:
+        validate_request(**{**LIGHT, **changes}, gpus=0)
+    assert info.value.field == field
+    assert str(info.value).startswith(f"{field}: ")
+
+
+def test_nccl_needs_one_gpu_per_worker() -> None:
+    with pytest.raises(InvalidParameter, match="2 workers asked, 1 GPUs") as info:
+        validate_request(**{**LIGHT, "backend": "nccl"}, gpus=1)
+    assert info.value.field == "workers"
+    assert validate_request(**{**LIGHT, "backend": "nccl"}, gpus=2).backend == "nccl"
+
+
+def test_full_task_without_its_data_set_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameter, match="cifar-10-batches-py") as info:
+        validate_request(task="task1a-resnet20-cifar10", workers="1", data_dir=tmp_path)
+    assert info.value.field == "data_dir"
+
+
+def test_all_reduce_needs_no_data_set(tmp_path: Path) -> None:
+    request = validate_request(task="task0-allreduce", workers=[2, 1, 2], data_dir=tmp_path)
+    assert request.world_sizes == (1, 2)
+
+
+def test_a_valid_request_is_normalised_and_planned() -> None:
+    request = validate_request(**{**LIGHT, "workers": "2, 1", "repeats": "2", "seed": "5"})
+    assert request.world_sizes == (1, 2) and request.repeats == 2 and request.seed == 5
+    groups = plan_groups(request, "sweep")
+    assert [(g.world_size, g.repeat) for g in groups] == [(1, 0), (2, 0), (1, 1), (2, 1)]
+    assert len({g.run_id for g in groups}) == 4
+    args = worker_args(request, groups[3], Path("/r/x"))
+    assert args[args.index("--seed") + 1] == "6"  # each repeat its own seed
+    assert "--light" in args and args[args.index("--variant") + 1] == "sync"
+
+
+def test_cli_refuses_before_creating_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    status = cli.main(
+        ["run", "task1a-resnet20-cifar10", "--light", "--repeats", "abc",
+         "--results", str(results)]
+    )  # fmt: skip
+    assert status == 2
+    assert (
+        "scalebench: error: repeats: must be a whole number, got 'abc'" in capsys.readouterr().err
+    )
+    assert not results.exists()
+
+
+def test_cli_refuses_an_unknown_task(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    status = cli.main(["run", "resnet", "--results", str(tmp_path / "r")])
+    assert status == 2
+    err = capsys.readouterr().err
+    assert "task: unknown task 'resnet'" in err and "task1a-resnet20-cifar10" in err
+
+
+def test_worker_refuses_bad_input_with_exit_status_2(tmp_path: Path) -> None:
+    cases = [
+        (["--task", "nope"], {}, "unknown task"),
+        (["--task", "task0-allreduce"], {"WORLD_SIZE": "-1"}, "WORLD_SIZE must be at least 1"),
+        (["--task", "task1a-resnet20-cifar10", "--data-dir", str(tmp_path)], {}, "CIFAR-10"),
+        (["--task", "task0-allreduce", "--timeout", "0"], {}, "--timeout must be positive"),
+    ]
+    for args, env, message in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "workers.run", *args, "--results", str(tmp_path / "run")],
+            env={"PATH": "/usr/bin:/bin", **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 2, proc.stderr
+        assert message in proc.stderr
+        assert not (tmp_path / "run").exists()  # nothing started, nothing written

@@ -1,0 +1,185 @@
+"""Real multi-process gloo groups started by the local launcher."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from operators.local_launcher import LocalGroup, launch_group
+from scalebench.report import summarise_run
+from workers.allreduce import message_sizes
+from workers.records import read_rank_file, read_run
+from workers.tasks import get_task
+
+pytestmark = pytest.mark.slow
+
+TASK1A = "task1a-resnet20-cifar10"
+
+
+def quiet(lines: list[str]):
+    return lines.append
+
+
+def test_two_workers_train_the_light_image_task_to_its_target(
+    tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    run_dir = tmp_path / "k2"
+    lines: list[str] = []
+    result = launch_group(
+        ["--task", TASK1A, "--light", "--results", str(run_dir), "--timeout", "30"],
+        2, timeout_s=300, env=light_env, sink=quiet(lines),
+    )  # fmt: skip
+    assert result.status == "succeeded", "\n".join(lines[-20:])
+    assert result.exit_codes == [0, 0]
+    ranks = read_run(run_dir)
+    assert len(ranks) == 2
+    for rank in ranks:
+        assert rank.bad_lines == 0
+        assert rank.events() == ["start", "goal_reached", "finished"]
+        steps = list(rank.of_kind("step"))
+        evals = list(rank.of_kind("eval"))
+        assert evals[-1]["metrics"]["top1_accuracy"] >= 70.0
+        assert all(e["metrics"]["top1_accuracy"] < 70.0 for e in evals[:-1])
+        assert len(steps) == len(evals) * 6  # 1437 // 2 samples / 128 per step
+        assert all(s["phases"]["communication"] > 0 for s in steps)
+        assert {s["samples"] for s in steps} <= {128, 718 - 5 * 128}
+    # both ranks saw the same global values and stopped at the same epoch
+    evals0, evals1 = (list(r.of_kind("eval")) for r in ranks)
+    assert [e["metrics"] for e in evals0] == [e["metrics"] for e in evals1]
+    losses0 = [s["loss"] for s in ranks[0].of_kind("step")]
+    assert losses0 == [s["loss"] for s in ranks[1].of_kind("step")]
+    assert (run_dir / "mllog-rank-0.log").read_text().count(":::MLLOG") > 5
+    summary = summarise_run(run_dir, 2, result.status)
+    assert summary.status == "succeeded" and summary.goal_reached
+    assert 0 < summary.communication_ratio < 1
+    assert summary.time_to_accuracy_without_eval_s < summary.time_to_accuracy_s
+
+
+def test_all_reduce_light_writes_complete_records_on_every_rank(
+    tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    run_dir = tmp_path / "t0"
+    lines: list[str] = []
+    result = launch_group(
+        ["--task", "task0-allreduce", "--light", "--results", str(run_dir)],
+        2, timeout_s=120, env=light_env, sink=quiet(lines),
+    )  # fmt: skip
+    assert result.status == "succeeded", "\n".join(lines[-20:])
+    spec = get_task("task0-allreduce")
+    sizes = message_sizes(spec, light=True)
+    assert sizes[0] == 1 and sizes[-1] == 1_000_000
+    for rank in read_run(run_dir):
+        assert rank.bad_lines == 0
+        records = list(rank.of_kind("allreduce"))
+        finished = next(r for r in rank.of_kind("event") if r["event"] == "finished")
+        measured = finished["dtypes"]
+        assert "float32" in measured
+        assert {(r["dtype"], r["elements"]) for r in records} == {
+            (d, s) for d in measured for s in sizes
+        }
+        for r in records:
+            assert len(r["seconds"]) == spec.light_repetitions
+            assert all(s > 0 for s in r["seconds"])
+            assert r["bytes"] == r["elements"] * (4 if r["dtype"] == "float32" else 2)
+            assert r["backend"] == "gloo"
+
+
+def test_a_killed_rank_fails_the_group_within_the_timeout(
+    tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    run_dir = tmp_path / "killed"
+    lines: list[str] = []
+    timeout_s = 20
+    group = LocalGroup(
+        ["--task", TASK1A, "--light", "--results", str(run_dir), "--timeout", str(timeout_s),
+         "--max-epochs", "200"],
+        2, env={**light_env}, sink=quiet(lines),
+    )  # fmt: skip
+    group.start()
+    rank1_file = run_dir / "rank-1.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if rank1_file.exists() and rank1_file.read_text().count('"kind":"step"') >= 2:
+            break
+        time.sleep(0.1)
+    else:
+        group.stop()
+        pytest.fail("rank 1 never started training:\n" + "\n".join(lines[-20:]))
+    os.kill(group.pids[1], signal.SIGKILL)
+    killed_at = time.monotonic()
+    result = group.wait(timeout_s=300)
+    assert time.monotonic() - killed_at < timeout_s + 10
+    assert result.status == "failed"
+    assert "rank 1 exited with signal SIGKILL" in result.reason
+    # no orphan: every rank's process is gone
+    for pid in group.pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    survivor = read_rank_file(run_dir / "rank-0.jsonl")
+    assert survivor.bad_lines == 0
+    assert survivor.events()[0] == "start" and survivor.events()[-1] == "failed"
+    failure = next(r for r in survivor.of_kind("event") if r["event"] == "failed")
+    assert failure["reason"]  # the error the collective raised
+    assert len(list(survivor.of_kind("step"))) >= 2
+    summary = summarise_run(run_dir, 2, result.status)
+    assert summary.status == "failed"
+    assert "rank 1 left no final record" in summary.reason
+
+
+def test_the_group_is_stopped_at_its_time_limit(tmp_path: Path, light_env: dict[str, str]) -> None:
+    run_dir = tmp_path / "slow"
+    result = launch_group(
+        ["--task", "task0-allreduce", "--light", "--results", str(run_dir),
+         "--repetitions", "1000000"],
+        2, timeout_s=12, grace_s=5, env=light_env, sink=quiet([]),
+    )  # fmt: skip
+    assert result.status == "timed_out"
+    assert result.exit_codes == [143, 143]  # SIGTERM reached the workers, who recorded it
+    for rank in read_run(run_dir):
+        failure = next(r for r in rank.of_kind("event") if r["event"] == "failed")
+        assert "SIGTERM" in failure["reason"]
+    assert summarise_run(run_dir, 2, result.status).status == "timed_out"
+
+
+def test_stop_from_another_thread_ends_every_rank(
+    tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    group = LocalGroup(
+        ["--task", "task0-allreduce", "--light", "--results", str(tmp_path / "c"),
+         "--repetitions", "1000000"],
+        2, env=light_env, sink=quiet([]),
+    )  # fmt: skip
+    group.start()
+    threading.Timer(6.0, group.stop).start()
+    result = group.wait(timeout_s=120)
+    assert result.status == "failed"
+    assert result.seconds < 60
+    for pid in group.pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_fixed_seed_single_worker_run_reproduces_its_loss_curve(
+    tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    curves = []
+    for attempt in range(2):
+        run_dir = tmp_path / f"seed-{attempt}"
+        result = launch_group(
+            ["--task", TASK1A, "--light", "--results", str(run_dir), "--seed", "7",
+             "--max-epochs", "2"],
+            1, timeout_s=120, env=light_env, sink=quiet([]),
+        )  # fmt: skip
+        assert result.status == "succeeded"
+        rank = read_rank_file(run_dir / "rank-0.jsonl")
+        curves.append(
+            ([s["loss"] for s in rank.of_kind("step")],
+             [e["metrics"] for e in rank.of_kind("eval")])
+        )  # fmt: skip
+    assert len(curves[0][0]) >= 12
+    assert curves[0] == curves[1]
