@@ -150,8 +150,14 @@ def measure(
     loop.instrumented(batches[:warmup])
     results = []
     for pair in range(pairs):
-        bare_s = loop.bare(batches)
-        instrumented_s = loop.instrumented(batches)
+        # Alternate which variant goes first (B I, I B, B I, …) so a slow drift
+        # in machine speed does not always favour the same one.
+        if pair % 2 == 0:
+            bare_s = loop.bare(batches)
+            instrumented_s = loop.instrumented(batches)
+        else:
+            instrumented_s = loop.instrumented(batches)
+            bare_s = loop.bare(batches)
         results.append((bare_s, instrumented_s))
         steps = len(batches)
         print(

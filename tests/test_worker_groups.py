@@ -183,3 +183,44 @@ def test_a_fixed_seed_single_worker_run_reproduces_its_loss_curve(
         )  # fmt: skip
     assert len(curves[0][0]) >= 12
     assert curves[0] == curves[1]
+
+
+def test_a_missing_peer_fails_the_rank_within_the_timeout(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from workers.distributed import free_port
+
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port())}  # fmt: skip
+    started = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "workers.run", "--task", "task0-allreduce", "--light",
+         "--results", str(tmp_path / "alone"), "--timeout", "5"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 1
+    assert time.monotonic() - started < 5 + 30  # the timeout plus torch's start-up
+    rank = read_rank_file(tmp_path / "alone" / "rank-0.jsonl")
+    assert rank.events() == ["failed"]
+
+
+def test_the_ddp_variant_trains_and_records_its_phases(
+    tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    run_dir = tmp_path / "ddp"
+    lines: list[str] = []
+    result = launch_group(
+        ["--task", TASK1A, "--light", "--results", str(run_dir), "--variant", "ddp",
+         "--max-epochs", "2"],
+        2, timeout_s=300, env=light_env, sink=quiet(lines),
+    )  # fmt: skip
+    assert result.status == "succeeded", "\n".join(lines[-20:])
+    for rank in read_run(run_dir):
+        start = next(r for r in rank.of_kind("event") if r["event"] == "start")
+        assert start["variant"] == "ddp"
+        steps = list(rank.of_kind("step"))
+        assert len(steps) == 12
+        # gradient all-reduce overlaps backward; only the loss all-reduce is "communication"
+        assert all(s["phases"]["backward"] > s["phases"]["communication"] for s in steps)
+        assert rank.events()[-1] == "finished"

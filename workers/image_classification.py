@@ -86,7 +86,8 @@ def train(
     model = resnet20(in_channels=data_spec.channels, classes=data_spec.classes).to(device)
     broadcast_model(model)
     if options.variant == "ddp":
-        net: torch.nn.Module = DistributedDataParallel(model)
+        device_ids = [device.index] if device.type == "cuda" else None
+        net: torch.nn.Module = DistributedDataParallel(model, device_ids=device_ids)
         reducer = None
     else:
         net = model
