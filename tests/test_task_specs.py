@@ -17,7 +17,7 @@ SPEC_TEXT = Path(
     )
 )
 
-pytestmark = pytest.mark.skipif(
+needs_text = pytest.mark.skipif(
     not SPEC_TEXT.is_file(),
     reason=f"benchmark-task text not found at {SPEC_TEXT} (set SCALEBENCH_SPEC_TEXT)",
 )
@@ -38,6 +38,7 @@ def task0_text() -> str:
     return text[start : text.index("Image classification is one of")]
 
 
+@needs_text
 def test_task0_sizes_and_repetitions(task0_text: str) -> None:
     spec = get_task("task0-allreduce")
     assert isinstance(spec, AllReduceSpec)
@@ -49,6 +50,7 @@ def test_task0_sizes_and_repetitions(task0_text: str) -> None:
     assert repetitions and spec.repetitions == int(repetitions.group(1))
 
 
+@needs_text
 def test_task1a_hyperparameters(task1_text: str) -> None:
     spec = get_task("task1a-resnet20-cifar10")
     assert isinstance(spec, TrainingSpec)
@@ -80,6 +82,7 @@ def test_task1a_hyperparameters(task1_text: str) -> None:
     assert "10,000 images" in task1_text and "50,000 images are training" in task1_text
 
 
+@needs_text
 def test_task1a_goal_matches_the_published_results() -> None:
     text = SPEC_TEXT.read_text(encoding="utf-8")
     spec = get_task("task1a-resnet20-cifar10")
