@@ -133,3 +133,33 @@ def summarise_allreduce(
         busbw=busbw(nbytes, p50, world_size),
         samples=len(repetitions),
     )
+
+
+COMPARABLE_FIELDS = ("task", "light", "backend", "variant", "precision")
+
+
+def configuration_hash(config: dict) -> str:
+    """Identity of a configuration whose runs may be compared across sweeps.
+
+    Only the fields that change what is measured count (task, light,
+    backend, variant, precision); worker counts, repeats and seeds do not.
+    """
+    import hashlib
+    import json
+
+    key = {name: config.get(name) for name in COMPARABLE_FIELDS}
+    key["precision"] = key["precision"] or "fp32"
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def cost(world_size: int, node_per_hour: float, gpu_per_hour: float, seconds: float) -> float:
+    """Dollars for k workers, each a node with one GPU, running ``seconds``.
+
+    cost(k) = k × (node $/h + GPU $/h) × time in hours.
+    """
+    return world_size * (node_per_hour + gpu_per_hour) * seconds / 3600.0
+
+
+def price_index(cost_k: float, cost_one: float, speedup_k: float) -> float:
+    """(cost(k) / cost(1)) / speedup(k): below 1.0 the extra workers pay for themselves."""
+    return (cost_k / cost_one) / speedup_k

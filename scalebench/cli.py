@@ -3,6 +3,8 @@
     scalebench tasks
     scalebench run <task> --workers 1,2,4 [--light] [--backend gloo] [--repeats N]
     scalebench report <sweep directory>
+    scalebench db upgrade | scalebench ingest <location> | scalebench export <sweep>
+    scalebench prices list|set|load | scalebench regressions <sweep>
 
 ``run`` validates the request (nothing starts if a field is wrong), runs one
 local group per (worker count, repeat), writes ``sweep.json`` beside the
@@ -15,21 +17,22 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import asdict
+from datetime import UTC, datetime
 from pathlib import Path
 
-from scalebench import config
+from scalebench import config, database_commands
 from scalebench.sweep import (
     InvalidParameter,
     SweepRequest,
+    new_manifest,
     new_sweep_id,
     plan_groups,
     validate_request,
     worker_args,
+    write_manifest,
 )
+from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import TASKS, AllReduceSpec, TrainingSpec
-
-MANIFEST = "sweep.json"
 
 
 def _clock(seconds: float) -> str:
@@ -48,12 +51,6 @@ def cmd_tasks(_: argparse.Namespace) -> int:
     return 0
 
 
-def _write_manifest(path: Path, content: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(content, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
 def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
     """Run every planned group locally; returns the sweep directory and an exit status."""
     from operators.local_launcher import launch_group
@@ -62,13 +59,8 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
     sweep_dir = results_root / sweep_id
     sweep_dir.mkdir(parents=True, exist_ok=True)
     groups = plan_groups(request, sweep_id)
-    manifest = {
-        "sweep_id": sweep_id,
-        "trigger": "cli",
-        "request": asdict(request),
-        "groups": [asdict(g) | {"status": "planned"} for g in groups],
-    }
-    _write_manifest(sweep_dir / MANIFEST, manifest)
+    manifest = new_manifest(request, sweep_id, groups, trigger="cli")
+    write_manifest(sweep_dir / MANIFEST, manifest)
     print(f"sweep {sweep_id}: {len(groups)} group(s) → {sweep_dir}", flush=True)
     started = time.monotonic()
     exit_status = 0
@@ -92,11 +84,13 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
             timeout_s=request.group_timeout_s,
         )
         entry.update(status=result.status, reason=result.reason, seconds=result.seconds)
-        _write_manifest(sweep_dir / MANIFEST, manifest)
+        write_manifest(sweep_dir / MANIFEST, manifest)
         line = f"   {result.status} in {result.seconds:.1f} s"
         print(line + (f": {result.reason}" if result.reason else ""), flush=True)
         if result.status != "succeeded":
             exit_status = 1
+    manifest["finished_at"] = datetime.now(UTC).isoformat()
+    write_manifest(sweep_dir / MANIFEST, manifest)
     return sweep_dir, exit_status
 
 
@@ -140,6 +134,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     results_root = config.results_path(args.results)
     sweep_dir, status = run_sweep(request, results_root)
     print_report(sweep_dir)
+    if not args.no_ingest:
+        url = args.database or config.database_url()
+        print(f"\ningesting into {database_commands.redact(url)}")
+        database_commands.ingest(url, str(sweep_dir))
     return status
 
 
@@ -177,11 +175,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--group-timeout", default="3600", help="wall-clock limit per group, seconds")
     run.add_argument("--results", default=None, help="results directory (SCALEBENCH_RESULTS_URI)")
     run.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
+    run.add_argument(
+        "--database", default=None, help="results database URL (SCALEBENCH_DATABASE_URL)"
+    )
+    run.add_argument("--no-ingest", action="store_true", help="leave the results on disk only")
     run.set_defaults(func=cmd_run)
 
     report = commands.add_parser("report", help="print the table of a finished sweep")
     report.add_argument("sweep", help="the sweep's results directory")
     report.set_defaults(func=cmd_report)
+
+    database_commands.add_commands(commands)
     return parser
 
 
@@ -189,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except InvalidParameter as exc:
+    except (InvalidParameter, database_commands.CommandError) as exc:
         print(f"scalebench: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

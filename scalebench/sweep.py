@@ -229,3 +229,60 @@ def worker_args(request: SweepRequest, group: GroupPlan, run_dir: Path) -> list[
     if not isinstance(request.spec, AllReduceSpec):
         args += ["--variant", request.variant]
     return args
+
+
+def code_version() -> str:
+    """``git describe`` of the checkout scalebench runs from, else the package version."""
+    import subprocess
+
+    from scalebench import __version__
+
+    try:
+        described = subprocess.run(
+            ["git", "describe", "--always", "--dirty"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return __version__
+    if described.returncode != 0:
+        return __version__
+    return described.stdout.strip() or __version__
+
+
+def new_manifest(
+    request: SweepRequest, sweep_id: str, groups: list[GroupPlan], trigger: str
+) -> dict[str, Any]:
+    """The ``sweep.json`` that sits beside a sweep's runs (read by ingest).
+
+    ``trigger`` is ``manual`` (a person, e.g. the Airflow form), ``scheduled``
+    (the nightly run) or ``cli``. Each group's ``status`` starts ``planned``
+    and becomes the launcher's verdict.
+    """
+    from dataclasses import asdict
+
+    from results_db.analytics import configuration_hash
+
+    config = asdict(request)
+    config["data_dir"] = str(request.data_dir)
+    return {
+        "sweep_id": sweep_id,
+        "trigger": trigger,
+        "created_at": datetime.now(UTC).isoformat(),
+        "finished_at": None,
+        "code_version": code_version(),
+        "config_hash": configuration_hash(config),
+        "request": config,
+        "groups": [asdict(g) | {"status": "planned"} for g in groups],
+    }
+
+
+def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
+    """Write ``manifest`` atomically (readers never see half a file)."""
+    import json
+
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)

@@ -3,6 +3,7 @@
 # e.g. scripts/test.sh -m "not slow" or scripts/test.sh tests/test_records.py
 set -euo pipefail
 source "$(dirname "$0")/_env.sh" test
+source scripts/_postgres.sh
 
 ruff check .
 python -m pytest "$@"

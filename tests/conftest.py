@@ -20,3 +20,59 @@ def _run_from_repo(monkeypatch: pytest.MonkeyPatch) -> None:
 def light_env() -> dict[str, str]:
     """Environment for worker processes: one thread each, so two ranks fit two cores."""
     return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+POSTGRES_URL = os.environ.get(
+    "SCALEBENCH_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+)
+
+
+@pytest.fixture(scope="session")
+def postgres_admin():
+    """An AUTOCOMMIT engine on the PostgreSQL server; the tests fail (never skip) without one."""
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.exc import OperationalError
+
+    engine = create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+    except OperationalError as exc:
+        pytest.fail(
+            f"PostgreSQL is not reachable at {POSTGRES_URL} ({exc.orig}). scripts/test.sh "
+            "starts the local server when it can; otherwise start one or set "
+            "SCALEBENCH_TEST_POSTGRES_URL."
+        )
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty database of each engine: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'results.db'}"
+        return
+    import uuid
+
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    admin = request.getfixturevalue("postgres_admin")
+    name = f"scalebench_test_{uuid.uuid4().hex[:12]}"
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def engine(database_url: str):
+    """A migrated results database (both engines)."""
+    from results_db.database import make_engine, upgrade
+
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()

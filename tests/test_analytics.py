@@ -55,3 +55,21 @@ def test_allreduce_summary_takes_the_slowest_rank_per_repetition() -> None:
     assert summary.samples == 3
     with pytest.raises(ValueError, match="different numbers"):
         analytics.summarise_allreduce([[0.1], [0.1, 0.2]], 4, 2)
+
+
+def test_cost_is_workers_times_hourly_prices_times_hours() -> None:
+    # 4 workers × ($0.2092 + $0.35)/h × 30 min
+    assert analytics.cost(4, 0.2092, 0.35, 1800.0) == pytest.approx(4 * 0.5592 * 0.5)
+
+
+def test_price_index_of_the_published_example() -> None:
+    # 1 worker costs $10; 4 workers cost $18 and are 2.56× faster → 0.70
+    assert analytics.price_index(18.0, 10.0, 2.56) == pytest.approx(0.703, abs=1e-3)
+
+
+def test_configuration_hash_ignores_what_does_not_change_the_measurement() -> None:
+    base = {"task": "t", "light": True, "backend": "gloo", "variant": "sync"}
+    same = analytics.configuration_hash({**base, "world_sizes": [1, 2], "seed": 9})
+    assert analytics.configuration_hash(base) == same
+    assert analytics.configuration_hash({**base, "backend": "nccl"}) != same
+    assert analytics.configuration_hash({**base, "precision": "fp32"}) == same

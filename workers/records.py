@@ -33,10 +33,11 @@ import math
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, TextIO
 
 SCHEMA_VERSION = 1
+SWEEP_MANIFEST = "sweep.json"  # beside a sweep's run directories (see scalebench.sweep)
 KINDS = ("step", "eval", "allreduce", "event", "env")
 PHASES = ("data", "forward", "loss", "backward", "communication", "optimizer")
 EVENTS = ("start", "goal_reached", "diverged", "finished", "failed")
@@ -162,7 +163,7 @@ class RecordWriter:
 class RankRecords:
     """What one rank file holds: its valid records and how many lines were not."""
 
-    path: Path
+    path: PurePath
     records: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: int = 0
     problems: list[str] = field(default_factory=list)
@@ -174,37 +175,56 @@ class RankRecords:
         return [r["event"] for r in self.of_kind("event")]
 
 
-def read_rank_file(path: Path) -> RankRecords:
-    """Read one rank file; unreadable lines are counted and described, not dropped silently.
+def parse_rank_lines(path: PurePath, lines: Iterable[str]) -> RankRecords:
+    """Parse one rank file's lines; unreadable lines are counted and described.
 
     A truncated last line (a rank killed mid-write) is one bad line.
     """
     result = RankRecords(path=path)
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                result.records.append(parse_line(line))
-            except BadRecord as exc:
-                result.bad_lines += 1
-                if len(result.problems) < 20:
-                    result.problems.append(f"{path.name}:{number}: {exc}")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            result.records.append(parse_line(line))
+        except BadRecord as exc:
+            result.bad_lines += 1
+            if len(result.problems) < 20:
+                result.problems.append(f"{path.name}:{number}: {exc}")
     return result
+
+
+def read_rank_file(path: Path) -> RankRecords:
+    """Read one local rank file (see :func:`parse_rank_lines`)."""
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        return parse_rank_lines(path, lines)
 
 
 class InconsistentRun(ValueError):
     """Rank files of one run that disagree about the run they belong to."""
 
 
-def read_run(run_dir: Path) -> list[RankRecords]:
+def rank_of(path: PurePath) -> int:
+    """The rank a file ``rank-<r>.jsonl`` belongs to."""
+    return int(path.stem.split("-")[1])
+
+
+def read_run(run_dir: Path | str, fs: Any = None) -> list[RankRecords]:
     """Read every rank file of a run, checking they describe one run.
 
-    Raises :class:`InconsistentRun` when files disagree on ``run_id`` or
-    ``world_size``, or when a rank number does not match its file name.
+    ``fs`` is an fsspec file system for remote locations (default: local
+    files). Raises :class:`InconsistentRun` when files disagree on ``run_id``
+    or ``world_size``, or when a rank number does not match its file name.
     """
-    files = sorted(run_dir.glob("rank-*.jsonl"), key=lambda p: int(p.stem.split("-")[1]))
-    ranks = [read_rank_file(path) for path in files]
+    if fs is None:
+        paths = [PurePath(p) for p in Path(run_dir).glob("rank-*.jsonl")]
+        opener = open
+    else:
+        paths = [PurePosixPath(p) for p in fs.glob(f"{str(run_dir).rstrip('/')}/rank-*.jsonl")]
+        opener = fs.open
+    ranks = []
+    for path in sorted(paths, key=rank_of):
+        with opener(str(path), "r", encoding="utf-8", errors="replace") as lines:
+            ranks.append(parse_rank_lines(path, lines))
     _check_consistent(ranks)
     return ranks
 
@@ -213,7 +233,7 @@ def _check_consistent(ranks: Iterable[RankRecords]) -> None:
     run_ids: set[str] = set()
     world_sizes: set[int] = set()
     for rank in ranks:
-        expected_rank = int(rank.path.stem.split("-")[1])
+        expected_rank = rank_of(rank.path)
         for record in rank.records:
             run_ids.add(record["run_id"])
             world_sizes.add(record["world_size"])

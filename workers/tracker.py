@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,7 @@ class Tracker:
             torch.cuda.synchronize()
         self._start = time.perf_counter()
         self.writer.set_start(self._start)
-        self.event("start", **details)
+        self.event("start", started_at=datetime.now(UTC).isoformat(), **details)
         self.mlperf.event(mllog.constants.RUN_START)
 
     def now(self) -> float:

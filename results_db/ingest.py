@@ -1,0 +1,351 @@
+"""Loading what the workers recorded into the results database.
+
+A results location (a local path or any fsspec URI) holds sweep directories,
+each with a ``sweep.json`` manifest and one directory per run:
+
+    <location>/<sweep>/sweep.json
+    <location>/<sweep>/<run>/rank-<r>.jsonl
+
+Each run is loaded in one transaction that first deletes the run's earlier
+rows, so ingesting the same run again leaves the same rows, and a crash in
+the middle leaves nothing of that run half-written. Lines that cannot be read
+are counted into the run's ``quarantined_lines`` and reported; rank files that
+disagree about their run are refused, with the reason, and nothing of that run
+is written. Failed, diverged and timed-out runs are loaded with that status
+and whatever they measured. On PostgreSQL the large tables (step timings,
+all-reduce samples) are loaded with COPY.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import fsspec
+from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
+
+from results_db.analytics import configuration_hash
+from results_db.models import (
+    AllReduceSample,
+    EpochEval,
+    Run,
+    RunEnvironment,
+    RunEvent,
+    StepTiming,
+    Sweep,
+)
+from results_db.run_summary import RunSummary, summarise
+from workers.records import SWEEP_MANIFEST as MANIFEST
+from workers.records import InconsistentRun, RankRecords, rank_of, read_run
+from workers.tasks import TASKS, TrainingSpec
+
+ENV_FIELDS = ("host", "python", "torch", "cuda", "nccl")
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did; ``refused`` and ``problems`` say what it could not read."""
+
+    sweeps: int = 0
+    runs: int = 0
+    rows: int = 0
+    quarantined_lines: int = 0
+    refused: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def find_sweeps(fs: Any, root: str) -> list[str]:
+    """Sweep directories at ``root``: ``root`` itself, or its sub-directories with a manifest."""
+    root = root.rstrip("/")
+    if fs.exists(f"{root}/{MANIFEST}"):
+        return [root]
+    return sorted(path.rsplit("/", 1)[0] for path in fs.glob(f"{root}/*/{MANIFEST}"))
+
+
+def ingest_location(
+    engine: Engine, location: str, progress: Callable[[str], None] | None = None
+) -> IngestReport:
+    """Ingest every sweep under ``location`` (a path or an fsspec URI)."""
+    say = progress or (lambda line: None)
+    report = IngestReport()
+    started = time.perf_counter()
+    fs, root = fsspec.core.url_to_fs(location)
+    sweeps = find_sweeps(fs, root)
+    if not sweeps:
+        raise FileNotFoundError(f"no sweep ({MANIFEST}) found at {location}")
+    for sweep_path in sweeps:
+        with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
+            manifest = json.load(handle)
+        ingest_sweep(engine, fs, sweep_path, manifest, report, say)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def ingest_sweep(
+    engine: Engine,
+    fs: Any,
+    sweep_path: str,
+    manifest: dict[str, Any],
+    report: IngestReport,
+    say: Callable[[str], None],
+) -> None:
+    sweep_id = manifest["sweep_id"]
+    request = manifest["request"]
+    with engine.begin() as conn:
+        _upsert_sweep(conn, manifest)
+    report.sweeps += 1
+    groups = manifest["groups"]
+    statuses = []
+    for index, group in enumerate(groups, start=1):
+        run_path = f"{sweep_path}/{group['run_id']}"
+        if group.get("status", "planned") == "planned" and not fs.exists(run_path):
+            continue  # never started
+        try:
+            ranks = read_run(run_path, fs) if fs.exists(run_path) else []
+        except InconsistentRun as exc:
+            report.refused.append(f"{group['run_id']}: {exc}")
+            say(f"refused {group['run_id']}: {exc}")
+            continue
+        summary = summarise(ranks, group["run_id"], group["world_size"], group.get("status"))
+        if group.get("status") == "failed" and summary.status == "succeeded":
+            summary.status, summary.reason = "failed", group.get("reason", "")
+        tick = time.perf_counter()
+        with engine.begin() as conn:
+            rows = replace_run(conn, sweep_id, request, group, summary, ranks)
+        statuses.append(summary.status)
+        report.runs += 1
+        report.rows += rows
+        report.quarantined_lines += summary.bad_lines
+        for rank in ranks:
+            report.problems += rank.problems
+        rate = rows / max(time.perf_counter() - tick, 1e-9)
+        say(
+            f"[{index}/{len(groups)}] {group['run_id']}: {summary.status}, "
+            f"{rows:,} rows ({rate:,.0f} rows/s)"
+            + (f", {summary.bad_lines} unreadable line(s) quarantined" if summary.bad_lines else "")
+        )
+    with engine.begin() as conn:
+        conn.execute(
+            update(Sweep)
+            .where(Sweep.id == sweep_id)
+            .values(outcome=_sweep_outcome(statuses, groups))
+        )
+
+
+def _sweep_outcome(statuses: Sequence[str], groups: Sequence[dict[str, Any]]) -> str:
+    if any(g.get("status", "planned") == "planned" for g in groups):
+        return "running"
+    if statuses and all(s == "succeeded" for s in statuses):
+        return "succeeded"
+    return "partial" if "succeeded" in statuses else "failed"
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return datetime.fromisoformat(value) if value else None
+
+
+def _upsert_sweep(conn: Connection, manifest: dict[str, Any]) -> None:
+    request = manifest["request"]
+    values = {
+        "task": request["task"],
+        "trigger": manifest.get("trigger", "cli"),
+        "config": request,
+        "config_hash": manifest.get("config_hash") or configuration_hash(request),
+        "code_version": manifest.get("code_version", "unknown"),
+        "created_at": _parse_time(manifest.get("created_at")) or datetime.now(UTC),
+        "finished_at": _parse_time(manifest.get("finished_at")),
+    }
+    exists = conn.execute(select(Sweep.id).where(Sweep.id == manifest["sweep_id"])).first()
+    if exists:
+        conn.execute(update(Sweep).where(Sweep.id == manifest["sweep_id"]).values(**values))
+    else:
+        conn.execute(insert(Sweep).values(id=manifest["sweep_id"], **values))
+
+
+def replace_run(
+    conn: Connection,
+    sweep_id: str,
+    request: dict[str, Any],
+    group: dict[str, Any],
+    summary: RunSummary,
+    ranks: Sequence[RankRecords],
+) -> int:
+    """Delete the run's earlier rows and write it anew; returns rows written."""
+    run_id = group["run_id"]
+    for child in (StepTiming, EpochEval, AllReduceSample, RunEvent, RunEnvironment):
+        conn.execute(delete(child).where(child.run_id == run_id))  # type: ignore[attr-defined]
+    conn.execute(delete(Run).where(Run.id == run_id))
+    spec = TASKS.get(request["task"])
+    goal = spec.goal if isinstance(spec, TrainingSpec) else None
+    start = summary.start
+    started_at = _parse_time(start.get("started_at"))
+    conn.execute(
+        insert(Run).values(
+            id=run_id,
+            sweep_id=sweep_id,
+            task=request["task"],
+            config_hash=configuration_hash({**request, "precision": start.get("precision")}),
+            world_size=group["world_size"],
+            repeat=group.get("repeat", 0),
+            backend=request.get("backend", "gloo"),
+            device=str(start.get("device", "unknown")),
+            precision=str(start.get("precision", "fp32")),
+            variant=request.get("variant", "sync"),
+            light=bool(request.get("light", False)),
+            status=summary.status,
+            reason=summary.reason,
+            started_at=started_at,
+            ended_at=started_at + timedelta(seconds=summary.duration_s) if started_at else None,
+            goal_reached=summary.goal_reached,
+            goal_metric=goal.metric if goal else None,
+            goal_target=goal.target(bool(request.get("light"))) if goal else None,
+            time_to_accuracy_s=summary.time_to_accuracy_s,
+            time_to_accuracy_without_eval_s=summary.time_to_accuracy_without_eval_s,
+            eval_s=summary.eval_s,
+            compute_s=summary.compute_s,
+            communication_s=summary.communication_s,
+            step_s=summary.step_s,
+            communication_ratio=summary.communication_ratio,
+            epochs=summary.epochs,
+            steps=summary.steps,
+            samples_per_s=summary.samples_per_s,
+            quarantined_lines=summary.bad_lines,
+            ingested_at=datetime.now(UTC),
+        )
+    )
+    rows = 1
+    rows += bulk_insert(conn, StepTiming.__table__, _step_rows(run_id, ranks))
+    rows += bulk_insert(conn, AllReduceSample.__table__, _allreduce_rows(run_id, ranks))
+    leader = ranks[0].records if ranks else []
+    evals = [
+        _eval_row(run_id, r, goal.metric if goal else None) for r in leader if r["kind"] == "eval"
+    ]
+    events = [
+        {"run_id": run_id, "rank": r["rank"], "t_s": r["t"], "event": r["event"],
+         "details": _details(r)}
+        for rank in ranks for r in rank.records if r["kind"] == "event"
+    ]  # fmt: skip
+    envs = [_env_row(run_id, r) for rank in ranks for r in rank.records if r["kind"] == "env"]
+    for table, table_rows in (
+        (EpochEval.__table__, evals),
+        (RunEvent.__table__, events),
+        (RunEnvironment.__table__, envs),
+    ):
+        if table_rows:
+            conn.execute(insert(table), table_rows)
+            rows += len(table_rows)
+    return rows
+
+
+def _details(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in record.items()
+        if k not in ("v", "run_id", "rank", "world_size", "kind", "t", "event")
+    }
+
+
+def _eval_row(run_id: str, record: dict[str, Any], metric: str | None) -> dict[str, Any]:
+    metrics = record["metrics"]
+    return {
+        "run_id": run_id,
+        "epoch": record["epoch"],
+        "t_s": record["t"],
+        "metric_value": metrics.get(metric) if metric else None,
+        "loss": metrics.get("loss"),
+        "eval_s": record["eval_seconds"],
+        "train_s": record["train_seconds"],
+        "wall_s": record["wall_seconds"],
+        "metrics": metrics,
+    }
+
+
+def _env_row(run_id: str, record: dict[str, Any]) -> dict[str, Any]:
+    details = _details(record)
+    row = {"run_id": run_id, "rank": record["rank"], "gpus": details.pop("gpus", []) or []}
+    for name in ENV_FIELDS:
+        value = details.pop(name, None)
+        row[name] = None if value is None else str(value)
+    row["details"] = details
+    return row
+
+
+STEP_COLUMNS = (
+    "run_id", "rank", "epoch", "step", "t_s", "samples", "loss", "lr",
+    "data_s", "forward_s", "loss_s", "backward_s", "communication_s", "optimizer_s",
+)  # fmt: skip
+ALLREDUCE_COLUMNS = (
+    "run_id", "rank", "dtype", "elements", "repetition", "world_size", "backend", "bytes",
+    "seconds",
+)  # fmt: skip
+
+
+def _step_rows(run_id: str, ranks: Sequence[RankRecords]) -> Iterable[tuple[Any, ...]]:
+    seen: set[tuple[int, int, int]] = set()
+    for rank in ranks:
+        number = rank_of(rank.path)
+        for r in rank.of_kind("step"):
+            key = (number, r["epoch"], r["step"])
+            if key in seen:  # a file appended to twice: keep the first
+                continue
+            seen.add(key)
+            p = r["phases"]
+            yield (
+                run_id, number, r["epoch"], r["step"], r["t"], r["samples"], r.get("loss"),
+                r.get("lr"), p.get("data", 0.0), p.get("forward", 0.0), p.get("loss", 0.0),
+                p.get("backward", 0.0), p.get("communication", 0.0), p.get("optimizer", 0.0),
+            )  # fmt: skip
+
+
+def _allreduce_rows(run_id: str, ranks: Sequence[RankRecords]) -> Iterable[tuple[Any, ...]]:
+    for rank in ranks:
+        number = rank_of(rank.path)
+        for r in rank.of_kind("allreduce"):
+            for repetition, seconds in enumerate(r["seconds"]):
+                yield (
+                    run_id, number, r["dtype"], r["elements"], repetition, r["world_size"],
+                    r["backend"], r["bytes"], seconds,
+                )  # fmt: skip
+
+
+def bulk_insert(conn: Connection, table: Table, rows: Iterable[tuple[Any, ...]]) -> int:
+    """Insert many rows fast: COPY on PostgreSQL, one executemany elsewhere.
+
+    ``rows`` are tuples in the order of :data:`STEP_COLUMNS` or
+    :data:`ALLREDUCE_COLUMNS` for the matching table. Returns the row count.
+    """
+    columns = STEP_COLUMNS if table.name == "step_timing" else ALLREDUCE_COLUMNS
+    if conn.dialect.name == "postgresql":
+        return _copy(conn, table.name, columns, rows)
+    batch = [dict(zip(columns, row, strict=True)) for row in rows]
+    if batch:
+        conn.execute(insert(table), batch)
+    return len(batch)
+
+
+def _copy(
+    conn: Connection, table: str, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
+) -> int:
+    """COPY rows into ``table`` within the connection's transaction (CSV, empty = NULL)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    count = 0
+    for row in rows:
+        writer.writerow(["" if value is None else value for value in row])
+        count += 1
+    if count == 0:
+        return 0
+    buffer.seek(0)
+    dbapi = conn.connection.dbapi_connection
+    with dbapi.cursor() as cursor:  # type: ignore[union-attr]
+        cursor.copy_expert(
+            f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT csv)", buffer
+        )
+    return count

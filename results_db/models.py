@@ -1,0 +1,240 @@
+"""The results schema: SQLAlchemy 2 typed declarative models.
+
+One row per sweep and per run (a training group at one worker count and one
+repeat), plus what the run measured:
+
+- ``epoch_eval``: one row per evaluation (global values, identical on every
+  rank, so rank 0's);
+- ``step_timing``: one row per rank per training step. Per-step rows, not
+  per-epoch aggregates: a full ResNet-20 run is about 64,000 steps at one
+  worker and fewer at more (the global batch grows), so a whole six-size
+  sweep stays under a million rows, which COPY loads in seconds; and per-step
+  rows keep the distribution (stragglers, warm-up, outliers) that an epoch
+  mean would hide;
+- ``allreduce_sample``: one row per rank, size, dtype and timed repetition;
+- ``run_event`` and ``run_environment``;
+- ``price`` (dated $/h per instance and GPU type) and ``regression`` (flags
+  raised by the nightly detector).
+
+Every number is a numeric column, every time a timestamp, JSON is JSON.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Numeric,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+# JSONB on PostgreSQL (indexable, compact), JSON elsewhere.
+JSONType = JSON().with_variant(JSONB(), "postgresql")
+
+RUN_STATUSES = ("running", "succeeded", "failed", "diverged", "cancelled", "timed_out")
+TRIGGERS = ("manual", "scheduled", "cli")
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING)
+
+
+class Sweep(Base):
+    """One trigger of a task: several worker counts, each repeated."""
+
+    __tablename__ = "sweep"
+
+    id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    task: Mapped[str] = mapped_column(String(100), index=True)
+    trigger: Mapped[str] = mapped_column(String(20))
+    config: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    config_hash: Mapped[str] = mapped_column(String(64), index=True)
+    code_version: Mapped[str] = mapped_column(String(100))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    outcome: Mapped[str | None] = mapped_column(String(20))
+
+
+class Run(Base):
+    """One training group at one worker count and one repeat, and how it ended.
+
+    Times in seconds. ``time_to_accuracy_s`` runs from the group's common start
+    to the end of the first evaluation meeting the goal (``None`` when the
+    goal was not reached); ``compute_s``/``communication_s``/``step_s`` are
+    means over ranks of summed phase times.
+    """
+
+    __tablename__ = "run"
+    __table_args__ = (
+        Index("ix_run_sweep_world_size", "sweep_id", "world_size"),
+        Index("ix_run_config_hash_world_size", "config_hash", "world_size"),
+    )
+
+    id: Mapped[str] = mapped_column(String(250), primary_key=True)
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweep.id", ondelete="CASCADE"))
+    task: Mapped[str] = mapped_column(String(100), index=True)
+    config_hash: Mapped[str] = mapped_column(String(64))
+    world_size: Mapped[int] = mapped_column(Integer)
+    repeat: Mapped[int] = mapped_column(Integer)
+    backend: Mapped[str] = mapped_column(String(20))
+    device: Mapped[str] = mapped_column(String(40))
+    precision: Mapped[str] = mapped_column(String(20))
+    variant: Mapped[str] = mapped_column(String(20))
+    light: Mapped[bool] = mapped_column(Boolean)
+    status: Mapped[str] = mapped_column(String(20), index=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    ended_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    goal_reached: Mapped[bool] = mapped_column(Boolean)
+    goal_metric: Mapped[str | None] = mapped_column(String(50))
+    goal_target: Mapped[float | None] = mapped_column(Float)
+    time_to_accuracy_s: Mapped[float | None] = mapped_column(Float)
+    time_to_accuracy_without_eval_s: Mapped[float | None] = mapped_column(Float)
+    eval_s: Mapped[float] = mapped_column(Float, default=0.0)
+    compute_s: Mapped[float] = mapped_column(Float, default=0.0)
+    communication_s: Mapped[float] = mapped_column(Float, default=0.0)
+    step_s: Mapped[float] = mapped_column(Float, default=0.0)
+    communication_ratio: Mapped[float | None] = mapped_column(Float)
+    epochs: Mapped[int] = mapped_column(Integer, default=0)
+    steps: Mapped[int] = mapped_column(Integer, default=0)
+    samples_per_s: Mapped[float | None] = mapped_column(Float)
+    quarantined_lines: Mapped[int] = mapped_column(Integer, default=0)
+    ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class EpochEval(Base):
+    """A global evaluation after ``epoch`` (0-based); seconds since the common start."""
+
+    __tablename__ = "epoch_eval"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    epoch: Mapped[int] = mapped_column(Integer, primary_key=True)
+    t_s: Mapped[float] = mapped_column(Float)
+    metric_value: Mapped[float | None] = mapped_column(Float)
+    loss: Mapped[float | None] = mapped_column(Float)
+    eval_s: Mapped[float] = mapped_column(Float)
+    train_s: Mapped[float] = mapped_column(Float)
+    wall_s: Mapped[float] = mapped_column(Float)
+    metrics: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+
+class StepTiming(Base):
+    """One training step of one rank; phase times in seconds."""
+
+    __tablename__ = "step_timing"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+    epoch: Mapped[int] = mapped_column(Integer, primary_key=True)
+    step: Mapped[int] = mapped_column(Integer, primary_key=True)
+    t_s: Mapped[float] = mapped_column(Float)
+    samples: Mapped[int] = mapped_column(Integer)
+    loss: Mapped[float | None] = mapped_column(Float)
+    lr: Mapped[float | None] = mapped_column(Float)
+    data_s: Mapped[float] = mapped_column(Float)
+    forward_s: Mapped[float] = mapped_column(Float)
+    loss_s: Mapped[float] = mapped_column(Float)
+    backward_s: Mapped[float] = mapped_column(Float)
+    communication_s: Mapped[float] = mapped_column(Float)
+    optimizer_s: Mapped[float] = mapped_column(Float)
+
+
+class AllReduceSample(Base):
+    """One timed all-reduce repetition seen by one rank."""
+
+    __tablename__ = "allreduce_sample"
+    __table_args__ = (Index("ix_allreduce_sample_config", "backend", "dtype", "world_size"),)
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+    dtype: Mapped[str] = mapped_column(String(20), primary_key=True)
+    elements: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    repetition: Mapped[int] = mapped_column(Integer, primary_key=True)
+    world_size: Mapped[int] = mapped_column(Integer)
+    backend: Mapped[str] = mapped_column(String(20))
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    seconds: Mapped[float] = mapped_column(Float)
+
+
+class RunEvent(Base):
+    """An event of one rank: start, goal_reached, diverged, finished, failed."""
+
+    __tablename__ = "run_event"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    rank: Mapped[int] = mapped_column(Integer)
+    t_s: Mapped[float] = mapped_column(Float)
+    event: Mapped[str] = mapped_column(String(30))
+    details: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+
+class RunEnvironment(Base):
+    """Versions, devices and host of one rank."""
+
+    __tablename__ = "run_environment"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    rank: Mapped[int] = mapped_column(Integer, primary_key=True)
+    host: Mapped[str | None] = mapped_column(String(255))
+    python: Mapped[str | None] = mapped_column(String(40))
+    torch: Mapped[str | None] = mapped_column(String(60))
+    cuda: Mapped[str | None] = mapped_column(String(40))
+    nccl: Mapped[str | None] = mapped_column(String(40))
+    gpus: Mapped[list[str]] = mapped_column(JSONType)
+    details: Mapped[dict[str, Any]] = mapped_column(JSONType)
+
+
+class Price(Base):
+    """Hourly prices of a machine type (and GPU type), valid from a date, in USD."""
+
+    __tablename__ = "price"
+    __table_args__ = (UniqueConstraint("kind", "name", "valid_from"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(20))  # "instance" or "gpu"
+    name: Mapped[str] = mapped_column(String(100))
+    regular_per_hour: Mapped[float] = mapped_column(Numeric(12, 4))
+    preemptible_per_hour: Mapped[float] = mapped_column(Numeric(12, 4))
+    source: Mapped[str] = mapped_column(Text)
+    valid_from: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class Regression(Base):
+    """A configuration the nightly detector found slower than its baseline."""
+
+    __tablename__ = "regression"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    sweep_id: Mapped[str] = mapped_column(ForeignKey("sweep.id", ondelete="CASCADE"), index=True)
+    task: Mapped[str] = mapped_column(String(100))
+    config_hash: Mapped[str] = mapped_column(String(64))
+    world_size: Mapped[int] = mapped_column(Integer)
+    metric: Mapped[str] = mapped_column(String(50))
+    baseline_mean: Mapped[float] = mapped_column(Float)
+    latest_mean: Mapped[float] = mapped_column(Float)
+    change: Mapped[float] = mapped_column(Float)  # relative: 0.08 = 8 % slower
+    p_value: Mapped[float] = mapped_column(Float)
+    flagged_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,162 @@
+"""Nightly regression detection: did the latest nightly get slower than its baseline?
+
+For each worker count of the latest scheduled sweep, its runs are compared
+with the runs of the same configuration (task, light, backend, variant,
+precision) in up to ``window`` earlier scheduled sweeps. A configuration is
+flagged only when both hold:
+
+- the difference is **significant**: a one-sided Mann–Whitney U test
+  (``p < alpha``) says the latest values are worse, and
+- it is **large enough**: the mean moved by at least ``min_change``
+  (0.05 = 5 %) in the bad direction.
+
+A rank test needs several latest repeats to reach a small p: with one latest
+run among 21 baseline runs the smallest possible p is 1/22 ≈ 0.045, so a
+single noisy point never raises an alarm at the default ``alpha = 0.01``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from scipy.stats import mannwhitneyu
+from sqlalchemy import Connection, delete, insert, select
+
+from results_db.models import Regression, Run, Sweep
+
+# metric -> True when a larger value is better
+METRICS = {"time_to_accuracy_s": False, "samples_per_s": True}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One (worker count, metric) of the latest sweep against its baseline."""
+
+    world_size: int
+    metric: str
+    baseline_mean: float
+    latest_mean: float
+    change: float  # relative, positive = worse
+    p_value: float
+    baseline_runs: int
+    latest_runs: int
+    flagged: bool
+
+
+def _values(conn: Connection, sweep_ids: list[str], metric: str) -> dict[int, list[float]]:
+    column = getattr(Run, metric)
+    rows = conn.execute(
+        select(Run.world_size, column).where(
+            Run.sweep_id.in_(sweep_ids), Run.status == "succeeded", column.is_not(None)
+        )
+    )
+    values: dict[int, list[float]] = defaultdict(list)
+    for world_size, value in rows:
+        values[world_size].append(float(value))
+    return values
+
+
+def compare(
+    baseline: list[float],
+    latest: list[float],
+    higher_is_better: bool,
+    alpha: float,
+    min_change: float,
+) -> tuple[float, float, bool]:
+    """(relative change, p-value, flagged) of ``latest`` against ``baseline``.
+
+    The change is positive when ``latest`` is worse.
+    """
+    base_mean, latest_mean = statistics.fmean(baseline), statistics.fmean(latest)
+    change = (latest_mean - base_mean) / base_mean
+    if higher_is_better:
+        change = -change
+    alternative = "less" if higher_is_better else "greater"
+    p_value = float(mannwhitneyu(latest, baseline, alternative=alternative).pvalue)
+    return change, p_value, p_value < alpha and change >= min_change
+
+
+def detect(
+    conn: Connection,
+    sweep_id: str,
+    *,
+    window: int = 7,
+    alpha: float = 0.01,
+    min_change: float = 0.05,
+    min_baseline_sweeps: int = 2,
+) -> list[Finding]:
+    """Compare sweep ``sweep_id`` with up to ``window`` earlier scheduled sweeps."""
+    latest = conn.execute(
+        select(Sweep.task, Sweep.config_hash, Sweep.created_at).where(Sweep.id == sweep_id)
+    ).one()
+    baseline_ids = list(
+        conn.execute(
+            select(Sweep.id)
+            .where(
+                Sweep.task == latest.task,
+                Sweep.config_hash == latest.config_hash,
+                Sweep.trigger == "scheduled",
+                Sweep.created_at < latest.created_at,
+                Sweep.id != sweep_id,
+            )
+            .order_by(Sweep.created_at.desc())
+            .limit(window)
+        ).scalars()
+    )
+    if len(baseline_ids) < min_baseline_sweeps:
+        return []
+    findings = []
+    for metric, higher_is_better in METRICS.items():
+        latest_values = _values(conn, [sweep_id], metric)
+        baseline_values = _values(conn, baseline_ids, metric)
+        for world_size in sorted(latest_values):
+            base = baseline_values.get(world_size, [])
+            now = latest_values[world_size]
+            if len(base) < 3:
+                continue
+            change, p_value, flagged = compare(base, now, higher_is_better, alpha, min_change)
+            findings.append(
+                Finding(
+                    world_size=world_size,
+                    metric=metric,
+                    baseline_mean=statistics.fmean(base),
+                    latest_mean=statistics.fmean(now),
+                    change=change,
+                    p_value=p_value,
+                    baseline_runs=len(base),
+                    latest_runs=len(now),
+                    flagged=flagged,
+                )
+            )
+    return findings
+
+
+def record(conn: Connection, sweep_id: str, findings: list[Finding]) -> int:
+    """Store the flagged findings of ``sweep_id`` (replacing earlier ones); returns how many."""
+    sweep = conn.execute(select(Sweep.task, Sweep.config_hash).where(Sweep.id == sweep_id)).one()
+    conn.execute(delete(Regression).where(Regression.sweep_id == sweep_id))
+    flagged = [f for f in findings if f.flagged]
+    if flagged:
+        now = datetime.now(UTC)
+        conn.execute(
+            insert(Regression),
+            [
+                {
+                    "sweep_id": sweep_id,
+                    "task": sweep.task,
+                    "config_hash": sweep.config_hash,
+                    "world_size": f.world_size,
+                    "metric": f.metric,
+                    "baseline_mean": f.baseline_mean,
+                    "latest_mean": f.latest_mean,
+                    "change": f.change,
+                    "p_value": f.p_value,
+                    "flagged_at": now,
+                }
+                for f in flagged
+            ],
+        )
+    return len(flagged)

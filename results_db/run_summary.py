@@ -1,0 +1,133 @@
+"""One run's outcome, reduced from its ranks' records.
+
+A run's status comes from the records: ``diverged`` if any rank diverged,
+``timed_out`` if the launcher had to stop it, ``failed`` if any rank failed,
+left no final record or wrote nothing, ``succeeded`` when every rank
+finished. Reaching the goal is separate: a run can succeed without reaching
+the goal within its epoch limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from results_db import analytics
+from workers.records import PHASES, RankRecords, rank_of
+
+_COMMON_FIELDS = {"v", "run_id", "rank", "world_size", "kind", "t", "event"}
+
+
+@dataclass
+class RunSummary:
+    """One group's outcome; times in seconds (compute/communication: mean over ranks)."""
+
+    run_id: str
+    world_size: int
+    status: str
+    reason: str
+    goal_reached: bool
+    time_to_accuracy_s: float | None
+    time_to_accuracy_without_eval_s: float | None
+    epochs: int
+    last_metrics: dict[str, float]
+    compute_s: float
+    communication_s: float
+    communication_ratio: float | None
+    bad_lines: int
+    step_s: float = 0.0
+    eval_s: float = 0.0
+    steps: int = 0
+    samples_per_s: float | None = None
+    duration_s: float = 0.0
+    start: dict[str, Any] = field(default_factory=dict)
+
+
+def _run_status(
+    ranks: Sequence[RankRecords], world_size: int, launcher_status: str | None
+) -> tuple[str, str]:
+    by_rank = {rank_of(r.path): r for r in ranks}
+    missing = [rank for rank in range(world_size) if rank not in by_rank]
+    diverged = [e for r in ranks for e in r.of_kind("event") if e["event"] == "diverged"]
+    failed = [e for r in ranks for e in r.of_kind("event") if e["event"] == "failed"]
+    unfinished = [
+        rank
+        for rank, records in sorted(by_rank.items())
+        if not {"finished", "failed", "diverged"} & set(records.events())
+    ]
+    if diverged:
+        return "diverged", str(diverged[0].get("reason", ""))
+    if launcher_status == "timed_out":
+        return "timed_out", "stopped by the launcher's time limit"
+    if launcher_status == "cancelled":
+        return "cancelled", "stopped on request"
+    if failed or unfinished or missing:
+        reasons = []
+        # A rank killed outright leaves no final record; say so first, since
+        # the other ranks' errors are usually its consequence.
+        reasons += [f"rank {rank} left no final record (killed?)" for rank in unfinished]
+        reasons += [f"rank {rank} wrote no records" for rank in missing]
+        reasons += [f"rank {e['rank']}: {e.get('reason', '')}" for e in failed]
+        return "failed", "; ".join(reasons)
+    return "succeeded", ""
+
+
+def summarise(
+    ranks: Sequence[RankRecords],
+    run_id: str,
+    world_size: int | None = None,
+    launcher_status: str | None = None,
+) -> RunSummary:
+    """Reduce a run's rank records (see :func:`workers.records.read_run`) to a summary."""
+    records = [rec for r in ranks for rec in r.records]
+    if world_size is None:
+        world_size = records[0]["world_size"] if records else 0
+    status, reason = _run_status(ranks, world_size, launcher_status)
+    goals = [e for r in ranks for e in r.of_kind("event") if e["event"] == "goal_reached"]
+    evals = [e for e in ranks[0].of_kind("eval")] if ranks else []
+    per_rank_times = []
+    for rank in ranks:
+        totals = dict.fromkeys(PHASES, 0.0)
+        for step in rank.of_kind("step"):
+            for phase, seconds in step["phases"].items():
+                totals[phase] += seconds
+        per_rank_times.append(totals)
+    compute = [sum(t[p] for p in analytics.COMPUTE_PHASES) for t in per_rank_times]
+    communication = [t["communication"] for t in per_rank_times]
+    steps_total = [sum(t.values()) for t in per_rank_times]
+    ratio = None
+    if any(total > 0 for total in steps_total):
+        ratio = analytics.communication_ratio(list(zip(communication, steps_total, strict=True)))
+    leader = ranks[0] if ranks else None
+    steps = list(leader.of_kind("step")) if leader else []
+    start = (
+        next((e for e in leader.of_kind("event") if e["event"] == "start"), {}) if leader else {}
+    )
+    step_seconds = sum(steps_total) / len(steps_total) if steps_total else 0.0
+    samples = sum(s["samples"] for r in ranks for s in r.of_kind("step"))
+    return RunSummary(
+        run_id=records[0]["run_id"] if records else run_id,
+        world_size=world_size,
+        status=status,
+        reason=reason,
+        goal_reached=bool(goals),
+        time_to_accuracy_s=max(g["time_to_accuracy_s"] for g in goals) if goals else None,
+        time_to_accuracy_without_eval_s=(
+            max(g["time_to_accuracy_without_eval_s"] for g in goals) if goals else None
+        ),
+        epochs=len(evals),
+        last_metrics=evals[-1]["metrics"] if evals else {},
+        compute_s=sum(compute) / len(compute) if compute else 0.0,
+        communication_s=sum(communication) / len(communication) if communication else 0.0,
+        communication_ratio=ratio,
+        bad_lines=sum(r.bad_lines for r in ranks),
+        step_s=step_seconds,
+        eval_s=sum(e["eval_seconds"] for e in evals),
+        steps=len(steps),
+        # Training throughput of the whole group: every rank's samples over the
+        # mean time a rank spent in training steps.
+        samples_per_s=samples / step_seconds if step_seconds > 0 else None,
+        duration_s=max((rec["t"] for rec in records), default=0.0),
+        start={k: v for k, v in start.items() if k not in _COMMON_FIELDS},
+    )

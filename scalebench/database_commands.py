@@ -1,0 +1,337 @@
+"""``scalebench`` commands that work on the results database.
+
+    scalebench db upgrade [--revision REV]       migrate (SQLite or PostgreSQL)
+    scalebench db grant-readonly ROLE            PostgreSQL: a SELECT-only login for the dashboard
+    scalebench ingest LOCATION                   load sweeps from a path or fsspec URI
+    scalebench export SWEEP --format csv|parquet runs, evaluations, steps + official results
+    scalebench prices list|set|load              the dated price table used for costs
+    scalebench regressions SWEEP                 compare a nightly with its baseline
+
+Every command takes ``--database URL`` (default ``SCALEBENCH_DATABASE_URL``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from scalebench import config
+
+
+class CommandError(ValueError):
+    """Bad input to a database command; the message names the field."""
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, for printing."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _engine(url: str | None):  # type: ignore[no-untyped-def]
+    from results_db.database import make_engine
+
+    return make_engine(url or config.database_url())
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    from results_db.database import upgrade as migrate
+
+    migrate(url, revision)
+
+
+def ingest(url: str, location: str) -> int:
+    """Migrate if needed, ingest ``location``, print progress; returns an exit status."""
+    from results_db.ingest import ingest_location
+
+    upgrade(url)
+    engine = _engine(url)
+    try:
+        report = ingest_location(engine, location, progress=lambda line: print(line, flush=True))
+    except FileNotFoundError as exc:
+        raise CommandError(f"location: {exc}") from None
+    finally:
+        engine.dispose()
+    print(
+        f"ingested {report.runs} run(s) of {report.sweeps} sweep(s): {report.rows:,} rows "
+        f"in {report.seconds:.1f} s; {report.quarantined_lines} unreadable line(s) quarantined"
+    )
+    for problem in report.problems[:20]:
+        print(f"  unreadable: {problem}")
+    for refused in report.refused:
+        print(f"  refused: {refused}")
+    return 1 if report.refused else 0
+
+
+def official_result(run: Any) -> str:
+    """A run in the words of the published results."""
+    where = f"{run.world_size} worker(s), {run.backend}, repeat {run.repeat + 1}"
+    if run.goal_metric is None:
+        return f"{run.id}: {run.status} ({where})"
+    target = f"{run.goal_target:g}% Top 1 Validation Accuracy"
+    if run.goal_metric != "top1_accuracy":
+        target = f"{run.goal_metric} {run.goal_target:g}"
+    if run.goal_reached:
+        return (
+            f"{target} reached in {run.time_to_accuracy_s:.1f} s, compute {run.compute_s:.1f} s, "
+            f"communication {run.communication_s:.1f} s ({where})"
+        )
+    return f"{target} not reached: {run.status} after {run.epochs} epoch(s) ({where})"
+
+
+def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
+    """Write a sweep's runs, evaluations and steps as CSV or Parquet, plus its official results."""
+    import pandas as pd
+    from sqlalchemy import select
+
+    from results_db.models import EpochEval, Run, StepTiming
+
+    if fmt not in ("csv", "parquet"):
+        raise CommandError(f"format: must be csv or parquet, got {fmt!r}")
+    engine = _engine(url)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    with engine.connect() as conn:
+        runs = conn.execute(select(Run).where(Run.sweep_id == sweep_id)).all()
+        if not runs:
+            raise CommandError(f"sweep: no runs of sweep {sweep_id!r} in the database")
+        run_ids = [r.id for r in runs]
+        tables = {
+            "runs": select(Run).where(Run.sweep_id == sweep_id),
+            "evaluations": select(EpochEval).where(EpochEval.run_id.in_(run_ids)),
+            "steps": select(StepTiming).where(StepTiming.run_id.in_(run_ids)),
+        }
+        for name, query in tables.items():
+            frame = pd.read_sql(query, conn)
+            path = out / f"{sweep_id}-{name}.{fmt}"
+            if fmt == "csv":
+                frame.to_csv(path, index=False)
+            else:
+                frame.to_parquet(path, index=False)
+            written.append(path)
+    official = out / f"{sweep_id}-official.txt"
+    official.write_text("\n".join(official_result(r) for r in runs) + "\n", encoding="utf-8")
+    written.append(official)
+    engine.dispose()
+    return written
+
+
+PRICE_COLUMNS = ("kind", "name", "regular_per_hour", "preemptible_per_hour", "source", "valid_from")
+
+
+def _price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    if raw.get("kind") not in ("instance", "gpu"):
+        raise CommandError(f"{where}kind: must be instance or gpu, got {raw.get('kind')!r}")
+    if not raw.get("name"):
+        raise CommandError(f"{where}name: must not be empty")
+    values["kind"], values["name"] = raw["kind"], raw["name"]
+    for field in ("regular_per_hour", "preemptible_per_hour"):
+        try:
+            values[field] = float(raw[field])
+        except (KeyError, TypeError, ValueError):
+            raise CommandError(
+                f"{where}{field}: must be dollars per hour, got {raw.get(field)!r}"
+            ) from None
+        if values[field] < 0:
+            raise CommandError(f"{where}{field}: must not be negative")
+    try:
+        valid_from = datetime.fromisoformat(raw["valid_from"])
+    except (KeyError, TypeError, ValueError):
+        raise CommandError(f"{where}valid_from: must be a date (YYYY-MM-DD), got "
+                           f"{raw.get('valid_from')!r}") from None  # fmt: skip
+    values["valid_from"] = valid_from if valid_from.tzinfo else valid_from.replace(tzinfo=UTC)
+    values["source"] = raw.get("source") or "entered by hand"
+    return values
+
+
+def set_prices(url: str | None, rows: list[dict[str, Any]]) -> int:
+    """Insert or replace prices keyed by (kind, name, valid_from); returns how many."""
+    from sqlalchemy import delete, insert
+
+    from results_db.models import Price
+
+    engine = _engine(url)
+    with engine.begin() as conn:
+        for row in rows:
+            conn.execute(
+                delete(Price).where(
+                    Price.kind == row["kind"],
+                    Price.name == row["name"],
+                    Price.valid_from == row["valid_from"],
+                )
+            )
+            conn.execute(insert(Price).values(**row))
+    engine.dispose()
+    return len(rows)
+
+
+def load_price_file(path: Path) -> list[dict[str, Any]]:
+    """Read a price CSV; its header names the columns of :data:`PRICE_COLUMNS`."""
+    if not path.is_file():
+        raise CommandError(f"file: {path} does not exist")
+    with path.open(newline="", encoding="utf-8") as handle:
+        reader = csv.DictReader(handle)
+        missing = set(PRICE_COLUMNS) - set(reader.fieldnames or ()) - {"source"}
+        if missing:
+            raise CommandError(f"file: {path} lacks column(s) {', '.join(sorted(missing))}")
+        return [_price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)]
+
+
+ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+
+def grant_readonly(url: str | None, role: str, password: str | None) -> None:
+    """Create (if needed) a PostgreSQL login that can only read the results tables."""
+    from sqlalchemy import text
+
+    if not ROLE_NAME.match(role):
+        raise CommandError(f"role: {role!r} is not a plain lower-case PostgreSQL name")
+    engine = _engine(url)
+    if engine.dialect.name != "postgresql":
+        raise CommandError("database: read-only roles exist on PostgreSQL only")
+    quote = engine.dialect.identifier_preparer.quote
+    with engine.begin() as conn:
+        exists = conn.execute(
+            text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}
+        ).first()
+        if not exists:
+            conn.execute(text(f"CREATE ROLE {quote(role)} LOGIN"))
+        if password is not None:
+            # PASSWORD takes no bind parameter; quote the literal with PostgreSQL's own rules.
+            literal = conn.execute(text("SELECT quote_literal(:p)"), {"p": password}).scalar_one()
+            conn.execute(text(f"ALTER ROLE {quote(role)} PASSWORD {literal}"))
+        database = conn.execute(text("SELECT current_database()")).scalar_one()
+        for statement in (
+            f"GRANT CONNECT ON DATABASE {quote(database)} TO {quote(role)}",
+            f"GRANT USAGE ON SCHEMA public TO {quote(role)}",
+            f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {quote(role)}",
+            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {quote(role)}",
+            f"REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA public "
+            f"FROM {quote(role)}",
+        ):
+            conn.execute(text(statement))
+    engine.dispose()
+
+
+def regressions(url: str | None, sweep_id: str, window: int, alpha: float, change: float) -> int:
+    """Detect and store regressions of a nightly sweep; exit status 1 when any is flagged."""
+    from results_db import regressions as detector
+
+    engine = _engine(url)
+    with engine.begin() as conn:
+        findings = detector.detect(conn, sweep_id, window=window, alpha=alpha, min_change=change)
+        flagged = detector.record(conn, sweep_id, findings)
+    engine.dispose()
+    if not findings:
+        print(f"{sweep_id}: not enough earlier scheduled sweeps of this configuration to compare")
+    for f in findings:
+        verdict = "REGRESSION" if f.flagged else "ok"
+        print(
+            f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.latest_mean:.4g} vs "
+            f"baseline {f.baseline_mean:.4g} ({f.change:+.1%} worse, p={f.p_value:.3g}, "
+            f"{f.latest_runs} vs {f.baseline_runs} runs)"
+        )
+    return 1 if flagged else 0
+
+
+# -- argument parsing ---------------------------------------------------------------------------
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    def with_database(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument("--database", help="database URL (default SCALEBENCH_DATABASE_URL)")
+        return parser
+
+    db = commands.add_parser("db", help="results database schema and roles")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    up = with_database(db_commands.add_parser("upgrade", help="migrate to the newest schema"))
+    up.add_argument("--revision", default="head")
+    up.set_defaults(func=lambda a: upgrade(a.database or config.database_url(), a.revision) or 0)
+    grant = with_database(
+        db_commands.add_parser("grant-readonly", help="PostgreSQL: a read-only login role")
+    )
+    grant.add_argument("role")
+    grant.add_argument("--password", default=None)
+    grant.set_defaults(func=lambda a: grant_readonly(a.database, a.role, a.password) or 0)
+
+    ingest_parser = with_database(commands.add_parser("ingest", help="load sweeps' records"))
+    ingest_parser.add_argument("location", help="a sweep directory or a folder of sweeps (fsspec)")
+    ingest_parser.set_defaults(
+        func=lambda a: ingest(a.database or config.database_url(), a.location)
+    )
+
+    export_parser = with_database(commands.add_parser("export", help="export a sweep"))
+    export_parser.add_argument("sweep")
+    export_parser.add_argument("--format", default="csv", help="csv or parquet")
+    export_parser.add_argument("--out", type=Path, default=Path("var/exports"))
+
+    def run_export(a: argparse.Namespace) -> int:
+        for path in export(a.database, a.sweep, a.format, a.out):
+            print(path)
+        return 0
+
+    export_parser.set_defaults(func=run_export)
+
+    prices = commands.add_parser("prices", help="the dated price table")
+    price_commands = prices.add_subparsers(dest="price_command", required=True)
+    listing = with_database(price_commands.add_parser("list", help="prices in force"))
+    listing.set_defaults(func=list_prices)
+    setter = with_database(price_commands.add_parser("set", help="add or replace one price"))
+    setter.add_argument("kind", help="instance or gpu")
+    setter.add_argument("name", help="e.g. n1-standard-4, nvidia-tesla-t4")
+    setter.add_argument("--regular", required=True, help="dollars per hour")
+    setter.add_argument("--preemptible", required=True, help="dollars per hour")
+    setter.add_argument("--valid-from", required=True, help="YYYY-MM-DD")
+    setter.add_argument("--source", default="entered by hand")
+    setter.set_defaults(
+        func=lambda a: print_count(
+            set_prices(
+                a.database,
+                [_price_values({"kind": a.kind, "name": a.name, "regular_per_hour": a.regular,
+                                "preemptible_per_hour": a.preemptible, "source": a.source,
+                                "valid_from": a.valid_from}, "")],
+            )
+        )
+    )  # fmt: skip
+    loader = with_database(price_commands.add_parser("load", help="load prices from a CSV file"))
+    loader.add_argument("file", type=Path)
+    loader.set_defaults(func=lambda a: print_count(set_prices(a.database, load_price_file(a.file))))
+
+    detect = with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
+    detect.add_argument("sweep")
+    detect.add_argument("--window", type=int, default=7, help="earlier nightlies compared")
+    detect.add_argument("--alpha", type=float, default=0.01, help="significance level")
+    detect.add_argument("--min-change", type=float, default=0.05, help="0.05 = 5 %% worse")
+    detect.set_defaults(
+        func=lambda a: regressions(a.database, a.sweep, a.window, a.alpha, a.min_change)
+    )
+
+
+def print_count(count: int) -> int:
+    print(f"{count} price(s) stored")
+    return 0
+
+
+def list_prices(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from results_db.queries import prices_in_force
+
+    engine = _engine(args.database)
+    with engine.connect() as conn:
+        rows = prices_in_force(conn)
+    engine.dispose()
+    print(
+        tabulate(
+            [(r.kind, r.name, f"{r.regular_per_hour:.4f}", f"{r.preemptible_per_hour:.4f}",
+              r.valid_from.date().isoformat(), r.source) for r in rows],
+            headers=["kind", "name", "regular $/h", "preemptible $/h", "valid from", "source"],
+        )
+    )  # fmt: skip
+    return 0

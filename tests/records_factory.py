@@ -1,0 +1,89 @@
+"""Writes sweep directories the way workers and the launcher do, with chosen numbers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scalebench.sweep import GroupPlan, new_manifest, validate_request, write_manifest
+from workers.records import RecordWriter
+
+PHASES = {"data": 0.01, "forward": 0.1, "loss": 0.01, "backward": 0.2,
+          "communication": 0.05, "optimizer": 0.03}  # fmt: skip
+
+
+@dataclass
+class FakeRun:
+    """A training run to write: ``tta_s`` None means the goal was not reached."""
+
+    world_size: int
+    repeat: int = 0
+    tta_s: float | None = 100.0
+    epochs: int = 3
+    steps_per_epoch: int = 4
+    end: str = "finished"  # "finished", "failed", "diverged", "killed" (no final record)
+    launcher_status: str = "succeeded"
+    phases: dict[str, float] = field(default_factory=lambda: dict(PHASES))
+
+
+def write_training_sweep(
+    root: Path,
+    sweep_id: str,
+    runs: list[FakeRun],
+    trigger: str = "cli",
+    created_at: str | None = None,
+) -> Path:
+    request = validate_request(
+        task="task1a-resnet20-cifar10",
+        workers=sorted({r.world_size for r in runs}),
+        light=True,
+        repeats=max(r.repeat for r in runs) + 1,
+    )
+    sweep_dir = root / sweep_id
+    sweep_dir.mkdir(parents=True)
+    groups = [GroupPlan(f"{sweep_id}-w{r.world_size}-r{r.repeat}", r.world_size, r.repeat)
+              for r in runs]  # fmt: skip
+    manifest = new_manifest(request, sweep_id, groups, trigger=trigger)
+    if created_at:
+        manifest["created_at"] = created_at
+    for entry, run in zip(manifest["groups"], runs, strict=True):
+        entry["status"] = run.launcher_status
+        for rank in range(run.world_size):
+            write_rank(sweep_dir / entry["run_id"], entry["run_id"], rank, run)
+    write_manifest(sweep_dir / "sweep.json", manifest)
+    return sweep_dir
+
+
+def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun) -> None:
+    writer = RecordWriter(run_dir, run_id, rank, run.world_size)
+    writer.write("env", 0.0, host=f"node-{rank}", python="3.11", torch="2.13.0", cuda=None,
+                 nccl=None, gpus=[], cpu_count=2)  # fmt: skip
+    writer.write("event", 0.0, event="start", started_at="2026-11-01T02:00:00+00:00",
+                 device="cpu", precision="fp32", variant="sync")  # fmt: skip
+    total_epochs = run.epochs
+    epoch_s = (run.tta_s or 100.0) / total_epochs
+    t = 0.0
+    for epoch in range(total_epochs):
+        for step in range(run.steps_per_epoch):
+            t = epoch * epoch_s + (step + 1) * epoch_s * 0.9 / run.steps_per_epoch
+            writer.write("step", t, epoch=epoch, step=step, samples=128, loss=2.0 - 0.1 * epoch,
+                         lr=0.02, phases=run.phases)  # fmt: skip
+        if run.end in ("diverged", "killed") and epoch == total_epochs - 1:
+            break
+        end = (epoch + 1) * epoch_s
+        reached = run.tta_s is not None and epoch == total_epochs - 1
+        accuracy = 80.0 if reached else 50.0 + epoch
+        writer.write("eval", end, epoch=epoch, metrics={"top1_accuracy": accuracy, "loss": 1.0},
+                     eval_seconds=epoch_s * 0.1, train_seconds=end - (epoch + 1) * epoch_s * 0.1,
+                     wall_seconds=end)  # fmt: skip
+    if run.tta_s is not None and run.end == "finished":
+        writer.write("event", run.tta_s, event="goal_reached", epoch=total_epochs - 1,
+                     value=80.0, target=70.0, time_to_accuracy_s=run.tta_s,
+                     time_to_accuracy_without_eval_s=run.tta_s * 0.9)  # fmt: skip
+    if run.end == "finished":
+        writer.write("event", t + 1, event="finished", status="goal_reached")
+    elif run.end == "failed":
+        writer.write("event", t + 1, event="failed", reason="RuntimeError: peer went away")
+    elif run.end == "diverged":
+        writer.write("event", t + 1, event="diverged", reason="loss is nan at epoch 2, step 3")
+    writer.close()

@@ -1,0 +1,175 @@
+"""Nightly regression detection, costs, prices and exports against a real database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from records_factory import FakeRun, write_training_sweep
+from sqlalchemy import Engine, select
+
+from results_db import regressions
+from results_db.ingest import ingest_location
+from results_db.models import Regression
+from results_db.queries import costs, prices_in_force
+from scalebench import cli, database_commands
+
+
+def nightly(root: Path, night: int, tta: list[float]) -> str:
+    sweep_id = f"nightly-{night:02d}"
+    runs = [FakeRun(2, repeat=i, tta_s=value) for i, value in enumerate(tta)]
+    write_training_sweep(
+        root, sweep_id, runs, trigger="scheduled", created_at=f"2026-11-{night:02d}T02:00:00+00:00"
+    )
+    return sweep_id
+
+
+BASELINE = [[100.0, 101.5, 99.0], [98.5, 100.5, 102.0], [101.0, 99.5, 100.0],
+            [100.2, 98.8, 101.2], [99.7, 100.9, 100.1], [101.8, 99.2, 100.4],
+            [100.6, 99.9, 98.9]]  # fmt: skip
+
+
+def seed_baseline(root: Path) -> None:
+    for night, values in enumerate(BASELINE, start=1):
+        nightly(root, night, values)
+
+
+def detect(engine: Engine, sweep_id: str) -> list[regressions.Finding]:
+    with engine.begin() as conn:
+        findings = regressions.detect(conn, sweep_id)
+        regressions.record(conn, sweep_id, findings)
+    return [f for f in findings if f.metric == "time_to_accuracy_s"]
+
+
+def test_a_real_slowdown_is_flagged_and_stored(engine: Engine, tmp_path: Path) -> None:
+    seed_baseline(tmp_path)
+    latest = nightly(tmp_path, 8, [109.0, 111.0, 110.5])  # about 10 % slower, every repeat
+    ingest_location(engine, str(tmp_path))
+    (finding,) = detect(engine, latest)
+    assert finding.flagged
+    assert finding.change == pytest.approx(0.10, abs=0.01)
+    assert finding.p_value < 0.01
+    assert finding.baseline_runs == 21 and finding.latest_runs == 3
+    with engine.connect() as conn:
+        stored = conn.execute(select(Regression.world_size, Regression.metric)).all()
+    assert ("2", "time_to_accuracy_s") in {(str(w), m) for w, m in stored}
+
+
+def test_one_noisy_repeat_is_not_a_regression(engine: Engine, tmp_path: Path) -> None:
+    seed_baseline(tmp_path)
+    latest = nightly(tmp_path, 8, [100.3, 99.6, 135.0])  # mean +11.6 %, but one outlier
+    ingest_location(engine, str(tmp_path))
+    (finding,) = detect(engine, latest)
+    assert finding.change > 0.05
+    assert not finding.flagged
+    with engine.connect() as conn:
+        assert conn.execute(select(Regression.id)).all() == []
+
+
+def test_a_single_slow_point_cannot_raise_an_alarm(engine: Engine, tmp_path: Path) -> None:
+    seed_baseline(tmp_path)
+    latest = nightly(tmp_path, 8, [160.0])
+    ingest_location(engine, str(tmp_path))
+    (finding,) = detect(engine, latest)
+    assert finding.change > 0.5 and not finding.flagged
+
+
+def test_a_small_but_significant_change_is_not_flagged(engine: Engine, tmp_path: Path) -> None:
+    seed_baseline(tmp_path)
+    latest = nightly(tmp_path, 8, [103.0, 103.2, 103.4])  # consistent, but only 3 %
+    ingest_location(engine, str(tmp_path))
+    (finding,) = detect(engine, latest)
+    assert finding.p_value < 0.01 and not finding.flagged
+
+
+def test_without_enough_history_nothing_is_compared(engine: Engine, tmp_path: Path) -> None:
+    nightly(tmp_path, 1, [100.0, 100.0, 100.0])
+    latest = nightly(tmp_path, 2, [150.0, 150.0, 150.0])
+    ingest_location(engine, str(tmp_path))
+    assert detect(engine, latest) == []
+
+
+def test_regressions_command_exits_1_when_flagged(
+    engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seed_baseline(tmp_path)
+    latest = nightly(tmp_path, 8, [109.0, 111.0, 110.5])
+    ingest_location(engine, str(tmp_path))
+    url = engine.url.render_as_string(hide_password=False)
+    assert cli.main(["regressions", latest, "--database", url]) == 1
+    assert "REGRESSION" in capsys.readouterr().out
+    assert cli.main(["regressions", "nightly-07", "--database", url]) == 0
+
+
+def test_costs_and_price_index_use_the_prices_in_force(engine: Engine, tmp_path: Path) -> None:
+    write_training_sweep(tmp_path, "c", [FakeRun(1, tta_s=3600.0), FakeRun(4, tta_s=1406.25)])
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        rows = {r.world_size: r for r in costs(conn, "c")}
+    hourly_regular = 0.2092 + 0.35
+    assert rows[1].cost_regular == pytest.approx(hourly_regular)
+    assert rows[4].cost_regular == pytest.approx(4 * hourly_regular * 1406.25 / 3600)
+    assert rows[4].speedup == pytest.approx(2.56)
+    assert rows[4].price_index_regular == pytest.approx(1.5625 / 2.56)
+    assert rows[4].cost_preemptible == pytest.approx(4 * 0.154 * 1406.25 / 3600)
+
+
+def test_prices_can_be_set_and_loaded_with_dates(
+    engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = engine.url.render_as_string(hide_password=False)
+    assert cli.main(["prices", "set", "gpu", "nvidia-tesla-t4", "--regular", "0.40",
+                     "--preemptible", "0.12", "--valid-from", "2026-06-01",
+                     "--database", url]) == 0  # fmt: skip
+    price_file = tmp_path / "prices.csv"
+    price_file.write_text(
+        "kind,name,regular_per_hour,preemptible_per_hour,source,valid_from\n"
+        "instance,a2-highgpu-1g,3.67,1.10,provider list,2026-09-01\n"
+    )
+    assert cli.main(["prices", "load", str(price_file), "--database", url]) == 0
+    with engine.connect() as conn:
+        now = {(p.kind, p.name): p for p in prices_in_force(conn)}
+        earlier = {
+            (p.kind, p.name): p
+            for p in prices_in_force(conn, at=pd.Timestamp("2026-01-01", tz="UTC").to_pydatetime())
+        }
+    assert now[("gpu", "nvidia-tesla-t4")].regular_per_hour == 0.40
+    assert earlier[("gpu", "nvidia-tesla-t4")].regular_per_hour == 0.35
+    assert ("instance", "a2-highgpu-1g") in now and ("instance", "a2-highgpu-1g") not in earlier
+    assert cli.main(["prices", "list", "--database", url]) == 0
+    assert "a2-highgpu-1g" in capsys.readouterr().out
+
+
+def test_bad_price_input_names_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'p.db'}"
+    assert cli.main(["prices", "set", "tpu", "v5", "--regular", "1", "--preemptible", "1",
+                     "--valid-from", "2026-01-01", "--database", url]) == 2  # fmt: skip
+    assert "kind: must be instance or gpu" in capsys.readouterr().err
+    assert cli.main(["prices", "set", "gpu", "x", "--regular", "cheap", "--preemptible", "1",
+                     "--valid-from", "2026-01-01", "--database", url]) == 2  # fmt: skip
+    assert "regular_per_hour: must be dollars per hour" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_export_writes_tables_and_official_results(
+    engine: Engine, tmp_path: Path, fmt: str
+) -> None:
+    write_training_sweep(tmp_path / "r", "e", [FakeRun(1, tta_s=407.0), FakeRun(2, tta_s=None)])
+    ingest_location(engine, str(tmp_path / "r"))
+    url = engine.url.render_as_string(hide_password=False)
+    written = database_commands.export(url, "e", fmt, tmp_path / "out")
+    names = sorted(p.name for p in written)
+    assert names == sorted([f"e-runs.{fmt}", f"e-evaluations.{fmt}", f"e-steps.{fmt}",
+                            "e-official.txt"])  # fmt: skip
+    reader = pd.read_csv if fmt == "csv" else pd.read_parquet
+    runs = reader(tmp_path / "out" / f"e-runs.{fmt}")
+    assert set(runs["world_size"]) == {1, 2}
+    assert runs.loc[runs.world_size == 1, "time_to_accuracy_s"].item() == 407.0
+    assert len(reader(tmp_path / "out" / f"e-steps.{fmt}")) == 12 + 24
+    official = (tmp_path / "out" / "e-official.txt").read_text().splitlines()
+    assert official[0].startswith("70% Top 1 Validation Accuracy reached in 407.0 s, compute ")
+    assert "communication" in official[0]
+    assert "not reached" in official[1]

@@ -1,0 +1,233 @@
+"""The results database on SQLite and PostgreSQL: migrations, ingest, queries, roles."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import fsspec
+import pytest
+from records_factory import FakeRun, write_training_sweep
+from sqlalchemy import Engine, func, select, text
+from sqlalchemy.orm import Session
+
+from results_db import ingest as ingest_module
+from results_db.database import current_revision, head_revision, make_engine, upgrade
+from results_db.ingest import ingest_location
+from results_db.models import (
+    AllReduceSample,
+    EpochEval,
+    Price,
+    Run,
+    RunEnvironment,
+    RunEvent,
+    StepTiming,
+    Sweep,
+)
+from results_db.queries import allreduce_summary, phase_breakdown, scaling
+
+TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, RunEvent, RunEnvironment)
+
+
+def counts(engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {
+            model.__tablename__: conn.execute(select(func.count()).select_from(model)).scalar_one()
+            for model in TABLES
+        }
+
+
+def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url: str) -> None:
+    upgrade(database_url, "0001")
+    engine = make_engine(database_url)
+    assert current_revision(engine) == "0001"
+    upgrade(database_url)
+    assert current_revision(engine) == head_revision() == "0002"
+    with engine.connect() as conn:
+        prices = conn.execute(select(Price.name, Price.regular_per_hour)).all()
+    assert {(name, float(p)) for name, p in prices} == {
+        ("n1-standard-4", 0.2092), ("nvidia-tesla-t4", 0.35),
+    }  # fmt: skip
+    upgrade(database_url)  # a second upgrade is a no-op
+    engine.dispose()
+
+
+def test_ingest_twice_leaves_the_same_rows(engine: Engine, tmp_path: Path) -> None:
+    write_training_sweep(tmp_path, "s1", [FakeRun(1, tta_s=120.0), FakeRun(2, tta_s=80.0)])
+    first = ingest_location(engine, str(tmp_path))
+    before = counts(engine)
+    for _ in range(2):
+        ingest_location(engine, str(tmp_path))
+    assert counts(engine) == before
+    assert first.runs == 2 and first.quarantined_lines == 0
+    assert before["step_timing"] == 12 + 24  # 3 epochs × 4 steps, per rank
+    assert before["epoch_eval"] == 6 and before["run_environment"] == 3
+
+
+def test_columns_are_typed(engine: Engine, tmp_path: Path) -> None:
+    write_training_sweep(tmp_path, "s1", [FakeRun(2, tta_s=80.0)])
+    ingest_location(engine, str(tmp_path))
+    with Session(engine) as session:
+        run = session.scalars(select(Run)).one()
+        step = session.scalars(select(StepTiming).limit(1)).one()
+        evaluation = session.scalars(select(EpochEval).order_by(EpochEval.epoch.desc())).first()
+        sweep = session.scalars(select(Sweep)).one()
+    assert run.time_to_accuracy_s == 80.0 and isinstance(run.compute_s, float)
+    assert run.goal_reached is True and run.goal_target == 70.0
+    assert run.status == "succeeded" and run.world_size == 2
+    assert run.started_at is not None and run.started_at.year == 2026
+    assert run.communication_ratio == pytest.approx(0.05 / 0.4)
+    assert isinstance(step.forward_s, float) and step.forward_s == 0.1
+    assert evaluation.metric_value == 80.0 and evaluation.metrics["top1_accuracy"] == 80.0
+    assert sweep.config["task"] == "task1a-resnet20-cifar10" and sweep.outcome == "succeeded"
+
+
+def test_failed_diverged_and_killed_runs_keep_their_metrics(engine: Engine, tmp_path: Path) -> None:
+    runs = [
+        FakeRun(1, tta_s=None, end="failed", launcher_status="failed"),
+        FakeRun(2, tta_s=None, end="diverged", launcher_status="diverged"),
+        FakeRun(4, tta_s=None, end="killed", launcher_status="failed"),
+    ]
+    write_training_sweep(tmp_path, "bad", runs)
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        status = dict(conn.execute(select(Run.world_size, Run.status)).all())
+        reasons = dict(conn.execute(select(Run.world_size, Run.reason)).all())
+        steps = dict(
+            conn.execute(
+                select(Run.world_size, func.count(StepTiming.step))
+                .join(StepTiming, StepTiming.run_id == Run.id)
+                .group_by(Run.world_size)
+            ).all()
+        )
+        outcome = conn.execute(select(Sweep.outcome)).scalar_one()
+    assert status == {1: "failed", 2: "diverged", 4: "failed"}
+    assert "peer went away" in reasons[1] and "nan" in reasons[2]
+    assert "left no final record" in reasons[4]
+    assert steps == {1: 12, 2: 24, 4: 48}
+    assert outcome == "failed"
+
+
+def test_unreadable_lines_are_quarantined_and_counted(engine: Engine, tmp_path: Path) -> None:
+    sweep = write_training_sweep(tmp_path, "q", [FakeRun(1)])
+    rank_file = next(sweep.glob("*/rank-0.jsonl"))
+    with rank_file.open("a") as handle:
+        handle.write("{not json\n")
+        handle.write('{"v": 1, "run_id": "q-w1-r0", "rank": 0, "world_size": 1, "kind": "st')
+    report = ingest_location(engine, str(tmp_path))
+    assert report.quarantined_lines == 2 and len(report.problems) == 2
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.quarantined_lines)).scalar_one() == 2
+        assert conn.execute(select(func.count()).select_from(StepTiming)).scalar_one() == 12
+
+
+def test_rank_files_that_disagree_are_refused_and_nothing_of_the_run_written(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep = write_training_sweep(tmp_path, "x", [FakeRun(1), FakeRun(2)])
+    other = next(sweep.glob("x-w2-r0/rank-1.jsonl"))
+    other.write_text(other.read_text().replace('"run_id":"x-w2-r0"', '"run_id":"elsewhere"'))
+    report = ingest_location(engine, str(tmp_path))
+    assert len(report.refused) == 1 and "different runs" in report.refused[0]
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.id)).scalars().all() == ["x-w1-r0"]
+
+
+def test_a_crash_in_the_middle_leaves_the_run_as_it_was(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_training_sweep(tmp_path, "c", [FakeRun(2, tta_s=50.0)])
+    ingest_location(engine, str(tmp_path))
+    before = counts(engine)
+
+    def explode(*args: object, **kwargs: object) -> dict:
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(ingest_module, "_eval_row", explode)  # after steps were written
+    with pytest.raises(RuntimeError, match="disk full"):
+        ingest_location(engine, str(tmp_path))
+    assert counts(engine) == before
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.time_to_accuracy_s)).scalar_one() == 50.0
+
+
+def test_ingest_reads_fsspec_uris(engine: Engine, tmp_path: Path) -> None:
+    sweep = write_training_sweep(tmp_path / "local", "m", [FakeRun(1)])
+    memory = fsspec.filesystem("memory")
+    for path in sweep.rglob("*"):
+        if path.is_file():
+            memory.pipe(f"/bucket/results/m/{path.relative_to(sweep)}", path.read_bytes())
+    report = ingest_location(engine, "memory://bucket/results")
+    assert report.runs == 1 and report.sweeps == 1
+    report = ingest_location(engine, f"file://{tmp_path / 'local' / 'm'}")
+    assert report.runs == 1
+    assert counts(engine)["run"] == 1
+
+
+def test_scaling_and_phases_from_the_database(engine: Engine, tmp_path: Path) -> None:
+    runs = [
+        FakeRun(1, repeat=0, tta_s=100.0), FakeRun(1, repeat=1, tta_s=110.0),
+        FakeRun(1, repeat=2, tta_s=300.0),  # slowest: dropped by the MLPerf rule
+        FakeRun(2, repeat=0, tta_s=50.0), FakeRun(2, repeat=1, tta_s=60.0),
+        FakeRun(2, repeat=2, tta_s=10.0),  # fastest: dropped
+    ]  # fmt: skip
+    write_training_sweep(tmp_path, "r", runs)
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        rows = {r.world_size: r for r in scaling(conn, "r")}
+        phases = phase_breakdown(conn, "r")
+    assert rows[1].tta_s == pytest.approx(110.0)  # 100, 110, 300 → 110
+    assert rows[2].tta_s == pytest.approx(50.0)  # 10, 50, 60 → 50
+    assert rows[2].speedup == pytest.approx(2.2)
+    assert rows[2].efficiency == pytest.approx(1.1)
+    assert rows[2].runs == 3 and rows[2].reached == 3
+    assert rows[1].communication_ratio == pytest.approx(0.125)
+    assert [p.world_size for p in phases] == [1, 2]
+    assert phases[0].backward_s == pytest.approx(0.2)
+
+
+def test_readonly_role_can_read_but_not_write(postgres_admin: Engine, tmp_path: Path) -> None:
+    import uuid
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ProgrammingError
+
+    from scalebench import cli
+
+    name = f"scalebench_test_{uuid.uuid4().hex[:12]}"
+    role = f"reader_{uuid.uuid4().hex[:8]}"
+    with postgres_admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(str(postgres_admin.url)).set(database=name).render_as_string(False)
+    try:
+        assert cli.main(["db", "upgrade", "--database", url]) == 0
+        write_training_sweep(tmp_path, "ro", [FakeRun(1)])
+        assert cli.main(["ingest", str(tmp_path), "--database", url]) == 0
+        assert cli.main(["db", "grant-readonly", role, "--database", url]) == 0
+        reader = make_engine(make_url(url).set(username=role).render_as_string(False))
+        with reader.connect() as conn:
+            assert conn.execute(select(func.count()).select_from(Run)).scalar_one() == 1
+        with reader.connect() as conn, pytest.raises(ProgrammingError, match="permission denied"):
+            conn.execute(text("DELETE FROM run"))
+        reader.dispose()
+    finally:
+        with postgres_admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+            conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
+
+
+def test_ingest_of_real_worker_records(engine: Engine, tmp_path: Path) -> None:
+    """Records from the worker runtime's own test fixtures ingest without quarantine."""
+    for name in ("sweep-light", "sweep-allreduce"):
+        shutil.copytree(Path(__file__).with_name("data") / name, tmp_path / name)
+    report = ingest_location(engine, str(tmp_path))
+    assert report.quarantined_lines == 0 and not report.refused
+    assert report.sweeps == 2 and report.runs == 3
+    with engine.connect() as conn:
+        summary = allreduce_summary(conn)
+        rows = {
+            r.world_size: r for r in scaling(conn, "task1a-resnet20-cifar10-20261122T021829Z-37f8")
+        }
+    assert {(r.dtype, r.world_size) for r in summary} == {("float32", 2), ("float16", 2)}
+    assert all(r.samples == 10 and r.busbw == pytest.approx(r.algbw) for r in summary)
+    assert rows[1].speedup == 1.0 and rows[2].reached == 1
