@@ -13,16 +13,14 @@ are counted into the run's ``quarantined_lines`` and reported; rank files that
 disagree about their run are refused, with the reason, and nothing of that run
 is written. Failed, diverged and timed-out runs are loaded with that status
 and whatever they measured. On PostgreSQL the large tables (step timings,
-all-reduce samples) are loaded with COPY.
+all-reduce samples) are loaded with binary COPY.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,6 +28,7 @@ from typing import Any
 import fsspec
 from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
 
+from results_db import pg_copy
 from results_db.analytics import configuration_hash
 from results_db.models import (
     AllReduceSample,
@@ -41,8 +40,8 @@ from results_db.models import (
     Sweep,
 )
 from results_db.run_summary import RunSummary, summarise
+from workers.records import PHASES, InconsistentRun, RankRecords, gc_paused, rank_of, read_run
 from workers.records import SWEEP_MANIFEST as MANIFEST
-from workers.records import InconsistentRun, RankRecords, rank_of, read_run
 from workers.tasks import TASKS, TrainingSpec
 
 ENV_FIELDS = ("host", "python", "torch", "cuda", "nccl")
@@ -83,7 +82,8 @@ def ingest_location(
     for sweep_path in sweeps:
         with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
             manifest = json.load(handle)
-        ingest_sweep(engine, fs, sweep_path, manifest, report, say)
+        with gc_paused():
+            ingest_sweep(engine, fs, sweep_path, manifest, report, say)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -221,8 +221,8 @@ def replace_run(
         )
     )
     rows = 1
-    rows += bulk_insert(conn, StepTiming.__table__, _step_rows(run_id, ranks))
-    rows += bulk_insert(conn, AllReduceSample.__table__, _allreduce_rows(run_id, ranks))
+    rows += bulk_insert(conn, StepTiming.__table__, _step_columns(run_id, ranks))
+    rows += bulk_insert(conn, AllReduceSample.__table__, _allreduce_columns(run_id, ranks))
     leader = ranks[0].records if ranks else []
     evals = [
         _eval_row(run_id, r, goal.metric if goal else None) for r in leader if r["kind"] == "eval"
@@ -287,65 +287,93 @@ ALLREDUCE_COLUMNS = (
 )  # fmt: skip
 
 
-def _step_rows(run_id: str, ranks: Sequence[RankRecords]) -> Iterable[tuple[Any, ...]]:
-    seen: set[tuple[int, int, int]] = set()
+# PostgreSQL types of the bulk-loaded columns (see results_db.models).
+COLUMN_KINDS = {
+    "run_id": "text", "dtype": "text", "backend": "text",
+    "rank": "int4", "epoch": "int4", "step": "int4", "samples": "int4",
+    "repetition": "int4", "world_size": "int4",
+    "elements": "int8", "bytes": "int8",
+    "t_s": "float8", "loss": "float8", "lr": "float8", "data_s": "float8",
+    "forward_s": "float8", "loss_s": "float8", "backward_s": "float8",
+    "communication_s": "float8", "optimizer_s": "float8", "seconds": "float8",
+}  # fmt: skip
+
+
+def _step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[Any]]:
+    """Step rows of every rank as columns named like :data:`STEP_COLUMNS`."""
+    steps: list[dict[str, Any]] = []
+    rank_numbers: list[int] = []
     for rank in ranks:
-        number = rank_of(rank.path)
-        for r in rank.of_kind("step"):
-            key = (number, r["epoch"], r["step"])
-            if key in seen:  # a file appended to twice: keep the first
-                continue
-            seen.add(key)
-            p = r["phases"]
-            yield (
-                run_id, number, r["epoch"], r["step"], r["t"], r["samples"], r.get("loss"),
-                r.get("lr"), p.get("data", 0.0), p.get("forward", 0.0), p.get("loss", 0.0),
-                p.get("backward", 0.0), p.get("communication", 0.0), p.get("optimizer", 0.0),
-            )  # fmt: skip
+        records = [r for r in rank.records if r["kind"] == "step"]
+        if len({(r["epoch"], r["step"]) for r in records}) != len(records):
+            records = _first_of_each_step(records)  # a file appended to twice
+        steps += records
+        rank_numbers += [rank_of(rank.path)] * len(records)
+    phases = [r["phases"] for r in steps]
+    columns: dict[str, list[Any]] = {
+        "run_id": [run_id] * len(steps),
+        "rank": rank_numbers,
+        "epoch": [r["epoch"] for r in steps],
+        "step": [r["step"] for r in steps],
+        "t_s": [float(r["t"]) for r in steps],
+        "samples": [r["samples"] for r in steps],
+        "loss": [r.get("loss") for r in steps],
+        "lr": [r.get("lr") for r in steps],
+    }
+    for phase in PHASES:
+        columns[f"{phase}_s"] = [float(p.get(phase, 0.0)) for p in phases]
+    return columns
 
 
-def _allreduce_rows(run_id: str, ranks: Sequence[RankRecords]) -> Iterable[tuple[Any, ...]]:
-    for rank in ranks:
-        number = rank_of(rank.path)
-        for r in rank.of_kind("allreduce"):
-            for repetition, seconds in enumerate(r["seconds"]):
-                yield (
-                    run_id, number, r["dtype"], r["elements"], repetition, r["world_size"],
-                    r["backend"], r["bytes"], seconds,
-                )  # fmt: skip
+def _first_of_each_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    seen: set[tuple[int, int]] = set()
+    kept = []
+    for r in records:
+        if (r["epoch"], r["step"]) not in seen:
+            seen.add((r["epoch"], r["step"]))
+            kept.append(r)
+    return kept
 
 
-def bulk_insert(conn: Connection, table: Table, rows: Iterable[tuple[Any, ...]]) -> int:
-    """Insert many rows fast: COPY on PostgreSQL, one executemany elsewhere.
+def _allreduce_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[Any]]:
+    """All-reduce repetitions of every rank as columns named like :data:`ALLREDUCE_COLUMNS`."""
+    rows = [
+        (run_id, rank_of(rank.path), r["dtype"], r["elements"], repetition, r["world_size"],
+         r["backend"], r["bytes"], float(seconds))
+        for rank in ranks
+        for r in rank.records
+        if r["kind"] == "allreduce"
+        for repetition, seconds in enumerate(r["seconds"])
+    ]  # fmt: skip
+    if not rows:
+        return {}
+    return {
+        name: list(values)
+        for name, values in zip(ALLREDUCE_COLUMNS, zip(*rows, strict=True), strict=True)
+    }
 
-    ``rows`` are tuples in the order of :data:`STEP_COLUMNS` or
-    :data:`ALLREDUCE_COLUMNS` for the matching table. Returns the row count.
+
+def bulk_insert(conn: Connection, table: Table, columns: dict[str, list[Any]]) -> int:
+    """Insert many rows given as equal-length columns; returns the row count.
+
+    Binary COPY on PostgreSQL, one executemany elsewhere.
     """
-    columns = STEP_COLUMNS if table.name == "step_timing" else ALLREDUCE_COLUMNS
+    if not columns or not next(iter(columns.values())):
+        return 0
+    names = list(columns)
     if conn.dialect.name == "postgresql":
-        return _copy(conn, table.name, columns, rows)
-    batch = [dict(zip(columns, row, strict=True)) for row in rows]
-    if batch:
-        conn.execute(insert(table), batch)
+        return _copy(conn, table.name, names, list(columns.values()))
+    batch = [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
+    conn.execute(insert(table), batch)
     return len(batch)
 
 
-def _copy(
-    conn: Connection, table: str, columns: Sequence[str], rows: Iterable[tuple[Any, ...]]
-) -> int:
-    """COPY rows into ``table`` within the connection's transaction (CSV, empty = NULL)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    count = 0
-    for row in rows:
-        writer.writerow(["" if value is None else value for value in row])
-        count += 1
-    if count == 0:
-        return 0
-    buffer.seek(0)
+def _copy(conn: Connection, table: str, names: Sequence[str], columns: Sequence[list[Any]]) -> int:
+    """COPY columns into ``table`` in binary form, within the connection's transaction."""
+    stream, count = pg_copy.encode([COLUMN_KINDS[name] for name in names], columns)
     dbapi = conn.connection.dbapi_connection
     with dbapi.cursor() as cursor:  # type: ignore[union-attr]
         cursor.copy_expert(
-            f"COPY {table} ({', '.join(columns)}) FROM STDIN WITH (FORMAT csv)", buffer
+            f"COPY {table} ({', '.join(names)}) FROM STDIN WITH (FORMAT binary)", stream
         )
     return count

@@ -145,7 +145,10 @@ class StepTiming(Base):
 
     __tablename__ = "step_timing"
 
-    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    # No foreign key on the two large tables: its per-row trigger halves COPY
+    # throughput (measured). Ingest writes and deletes these rows in the same
+    # transaction as their run row, which keeps them consistent.
+    run_id: Mapped[str] = mapped_column(String(250), primary_key=True)
     rank: Mapped[int] = mapped_column(Integer, primary_key=True)
     epoch: Mapped[int] = mapped_column(Integer, primary_key=True)
     step: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -167,7 +170,10 @@ class AllReduceSample(Base):
     __tablename__ = "allreduce_sample"
     __table_args__ = (Index("ix_allreduce_sample_config", "backend", "dtype", "world_size"),)
 
-    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    # No foreign key on the two large tables: its per-row trigger halves COPY
+    # throughput (measured). Ingest writes and deletes these rows in the same
+    # transaction as their run row, which keeps them consistent.
+    run_id: Mapped[str] = mapped_column(String(250), primary_key=True)
     rank: Mapped[int] = mapped_column(Integer, primary_key=True)
     dtype: Mapped[str] = mapped_column(String(20), primary_key=True)
     elements: Mapped[int] = mapped_column(BigInteger, primary_key=True)

@@ -22,13 +22,15 @@ def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    database = f"sqlite:///{tmp_path / 'results.db'}"
+    results = tmp_path / "results"
     status = cli.main(
         ["run", "task1a-resnet20-cifar10", "--light", "--workers", "1,2",
-         "--results", str(tmp_path)]
+         "--results", str(results), "--database", database]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0, out
-    (sweep_dir,) = tmp_path.iterdir()
+    (sweep_dir,) = results.iterdir()
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     assert manifest["trigger"] == "cli"
     assert [g["world_size"] for g in manifest["groups"]] == [1, 2]
@@ -44,6 +46,17 @@ def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
     assert cli.main(["report", str(sweep_dir)]) == 0
     assert "TTA s" in capsys.readouterr().out
 
+    # the sweep was ingested: the database agrees with the printed table
+    from results_db.database import make_engine
+    from results_db.queries import scaling
+
+    engine = make_engine(database)
+    with engine.connect() as conn:
+        rows = {r.world_size: r for r in scaling(conn, sweep_dir.name)}
+    engine.dispose()
+    assert rows[1].speedup == 1.0 and rows[2].reached == 1
+    assert f"{rows[2].speedup:.2f}" == table[3].split()[5]
+
 
 @pytest.mark.slow
 def test_run_all_reduce_prints_latency_and_bus_bandwidth(
@@ -51,8 +64,9 @@ def test_run_all_reduce_prints_latency_and_bus_bandwidth(
 ) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     status = cli.main(
-        ["run", "task0-allreduce", "--light", "--workers", "2", "--results", str(tmp_path)]
-    )
+        ["run", "task0-allreduce", "--light", "--workers", "2", "--results", str(tmp_path),
+         "--no-ingest"]
+    )  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0, out
     assert "busbw GB/s" in out and "p95 ms" in out

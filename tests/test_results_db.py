@@ -231,3 +231,33 @@ def test_ingest_of_real_worker_records(engine: Engine, tmp_path: Path) -> None:
     assert {(r.dtype, r.world_size) for r in summary} == {("float32", 2), ("float16", 2)}
     assert all(r.samples == 10 and r.busbw == pytest.approx(r.algbw) for r in summary)
     assert rows[1].speedup == 1.0 and rows[2].reached == 1
+
+
+def test_migrations_build_exactly_the_models(engine: Engine) -> None:
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    from results_db.models import Base
+
+    with engine.connect() as conn:
+        assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
+
+
+def test_binary_copy_round_trips_nulls_and_text_of_any_length(postgres_admin: Engine) -> None:
+    from results_db import pg_copy
+
+    kinds = ["text", "int4", "int8", "float8"]
+    columns = [
+        ["run-a", "run-a", "a-much-longer-run-id", "run-a"],
+        [0, 1, None, 3],
+        [2**40, 5, 6, 7],
+        [0.1, None, 2.5e-9, float("inf")],
+    ]
+    stream, count = pg_copy.encode(kinds, columns)
+    assert count == 4
+    with postgres_admin.connect() as conn:
+        conn.execute(text("CREATE TEMP TABLE copied (s text, i int4, b int8, f float8)"))
+        with conn.connection.dbapi_connection.cursor() as cursor:
+            cursor.copy_expert("COPY copied FROM STDIN WITH (FORMAT binary)", stream)
+        rows = set(conn.execute(text("SELECT s, i, b, f FROM copied")).all())
+    assert rows == set(zip(*columns, strict=True))

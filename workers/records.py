@@ -28,13 +28,16 @@ This module does not import torch: readers (ingest, the CLI) use it too.
 
 from __future__ import annotations
 
-import json
+import gc
 import math
 import os
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, TextIO
+
+import orjson
 
 SCHEMA_VERSION = 1
 SWEEP_MANIFEST = "sweep.json"  # beside a sweep's run directories (see scalebench.sweep)
@@ -76,41 +79,51 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
-def _check_type(name: str, value: Any, expected: type | tuple[type, ...]) -> None:
-    # JSON has one number type: accept ints where floats are expected, never bools.
-    if expected is float:
-        expected = (int, float)
-    if isinstance(value, bool) or not isinstance(value, expected):
-        raise BadRecord(f"field {name!r} has {type(value).__name__} {value!r}")
+# JSON has one number type: a float field accepts ints too (bools never).
+_NUMBER = (int, float)
+_CHECKS: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
+    kind: tuple(
+        (name, _NUMBER if expected is float else (expected,))  # type: ignore[misc]
+        for name, expected in {**_COMMON, **payload}.items()
+    )
+    for kind, payload in _PAYLOAD.items()
+}
 
 
 def validate_record(record: Any) -> dict[str, Any]:
-    """Return ``record`` if it is a valid record, else raise :class:`BadRecord`."""
+    """Return ``record`` if it is a valid record, else raise :class:`BadRecord`.
+
+    Written for speed (ingest validates every line): one pass over the
+    expected fields of the record's kind.
+    """
     if not isinstance(record, dict):
         raise BadRecord(f"a record is a JSON object, got {type(record).__name__}")
-    for name, expected in _COMMON.items():
-        if name not in record:
-            raise BadRecord(f"missing field {name!r}")
-        _check_type(name, record[name], expected)
+    checks = _CHECKS.get(record.get("kind"))  # type: ignore[arg-type]
+    if checks is None:
+        if "kind" not in record:
+            raise BadRecord("missing field 'kind'")
+        raise BadRecord(f"unknown kind {record['kind']!r}")
+    for name, expected in checks:
+        value = record.get(name, _MISSING)
+        if value.__class__ is bool or not isinstance(value, expected):
+            if value is _MISSING:
+                raise BadRecord(f"{record['kind']} record without {name!r}")
+            raise BadRecord(f"field {name!r} has {type(value).__name__} {value!r}")
     if record["v"] != SCHEMA_VERSION:
         raise BadRecord(f"schema version {record['v']} (this reader knows {SCHEMA_VERSION})")
-    kind = record["kind"]
-    if kind not in _PAYLOAD:
-        raise BadRecord(f"unknown kind {kind!r}")
-    for name, expected in _PAYLOAD[kind].items():
-        if name not in record:
-            raise BadRecord(f"{kind} record without {name!r}")
-        _check_type(name, record[name], expected)
-    if kind == "event" and record["event"] not in EVENTS:
+    if record["kind"] == "event" and record["event"] not in EVENTS:
         raise BadRecord(f"unknown event {record['event']!r}")
     return record
 
 
-def parse_line(line: str) -> dict[str, Any]:
+_MISSING = object()
+
+
+def parse_line(line: str | bytes) -> dict[str, Any]:
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise BadRecord(f"not JSON: {exc.msg}") from None
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        raise BadRecord(f"not JSON: {exc}") from None
     return validate_record(record)
 
 
@@ -148,7 +161,7 @@ class RecordWriter:
             **_finite_or_none(payload),
         }
         validate_record(record)
-        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+        self._file.write(orjson.dumps(record).decode() + "\n")
         self._file.flush()
         return record
 
@@ -175,7 +188,7 @@ class RankRecords:
         return [r["event"] for r in self.of_kind("event")]
 
 
-def parse_rank_lines(path: PurePath, lines: Iterable[str]) -> RankRecords:
+def parse_rank_lines(path: PurePath, lines: Iterable[str | bytes]) -> RankRecords:
     """Parse one rank file's lines; unreadable lines are counted and described.
 
     A truncated last line (a rank killed mid-write) is one bad line.
@@ -195,7 +208,7 @@ def parse_rank_lines(path: PurePath, lines: Iterable[str]) -> RankRecords:
 
 def read_rank_file(path: Path) -> RankRecords:
     """Read one local rank file (see :func:`parse_rank_lines`)."""
-    with path.open(encoding="utf-8", errors="replace") as lines:
+    with path.open("rb") as lines:
         return parse_rank_lines(path, lines)
 
 
@@ -222,11 +235,28 @@ def read_run(run_dir: Path | str, fs: Any = None) -> list[RankRecords]:
         paths = [PurePosixPath(p) for p in fs.glob(f"{str(run_dir).rstrip('/')}/rank-*.jsonl")]
         opener = fs.open
     ranks = []
-    for path in sorted(paths, key=rank_of):
-        with opener(str(path), "r", encoding="utf-8", errors="replace") as lines:
-            ranks.append(parse_rank_lines(path, lines))
+    with gc_paused():
+        for path in sorted(paths, key=rank_of):
+            with opener(str(path), "rb") as lines:
+                ranks.append(parse_rank_lines(path, lines))
     _check_consistent(ranks)
     return ranks
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building millions of records.
+
+    Records are small dicts with no cycles among them: the collector would
+    only rescan them over and over (about a third of the read time, measured).
+    """
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _check_consistent(ranks: Iterable[RankRecords]) -> None:

@@ -94,9 +94,6 @@ def upgrade() -> None:
         sa.Column("backend", sa.String(length=20), nullable=False),
         sa.Column("bytes", sa.BigInteger(), nullable=False),
         sa.Column("seconds", sa.Float(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["run_id"], ["run.id"], name=op.f("fk_allreduce_sample_run_id_run"), ondelete="CASCADE"
-        ),
         sa.PrimaryKeyConstraint(
             "run_id", "rank", "dtype", "elements", "repetition", name=op.f("pk_allreduce_sample")
         ),
@@ -186,9 +183,6 @@ def upgrade() -> None:
         sa.Column("backward_s", sa.Float(), nullable=False),
         sa.Column("communication_s", sa.Float(), nullable=False),
         sa.Column("optimizer_s", sa.Float(), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["run_id"], ["run.id"], name=op.f("fk_step_timing_run_id_run"), ondelete="CASCADE"
-        ),
         sa.PrimaryKeyConstraint("run_id", "rank", "epoch", "step", name=op.f("pk_step_timing")),
     )
 
