@@ -26,6 +26,7 @@ import torch
 from machine_load import OtherCpuUse
 from torch.nn import functional as F
 
+from workers.image_classification import build_optimizer
 from workers.models.resnet import resnet20
 from workers.tasks.registry import CIFAR10, TASK1A_RESNET20_CIFAR10
 
@@ -67,14 +68,7 @@ def main() -> None:
     model = resnet20(in_channels=CIFAR10.channels, classes=CIFAR10.classes)
     model.train()
     opt = TASK1A_RESNET20_CIFAR10.optimizer
-    optimizer = torch.optim.SGD(
-        model.parameters(),
-        lr=opt.lr,
-        momentum=opt.momentum,
-        nesterov=opt.nesterov,
-        weight_decay=opt.weight_decay,
-        dampening=opt.dampening,
-    )
+    optimizer = build_optimizer(opt, model.parameters())
     size = CIFAR10.image_size
     images = torch.randn(BATCH, CIFAR10.channels, size, size)
     labels = torch.randint(0, CIFAR10.classes, (BATCH,))

@@ -46,6 +46,7 @@ from torch.nn import functional as F
 from workers.data.batches import augment, epoch_partition, normalise
 from workers.data.sources import load_digits
 from workers.distributed import free_port
+from workers.image_classification import build_optimizer
 from workers.models.resnet import resnet20
 from workers.records import PHASES, RecordWriter
 from workers.schedules import LearningRate
@@ -89,14 +90,7 @@ class Loop:
         self.model.train()
         self.reducer = GradientAllReduce(self.model.parameters())
         opt = TASK1A_RESNET20_CIFAR10.optimizer
-        self.optimizer = torch.optim.SGD(
-            self.model.parameters(),
-            lr=opt.lr,
-            momentum=opt.momentum,
-            nesterov=opt.nesterov,
-            weight_decay=opt.weight_decay,
-            dampening=opt.dampening,
-        )
+        self.optimizer = build_optimizer(opt, self.model.parameters())
         self.schedule = LearningRate(TASK1A_RESNET20_CIFAR10.schedule, opt.lr, world_size=1)
         self.tracker = tracker
 

@@ -14,6 +14,7 @@ and its "communication" phase is only the one-element loss all-reduce.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from workers.data.sources import load_images
 from workers.models.resnet import resnet20
 from workers.schedules import LearningRate
 from workers.sync_sgd import GradientAllReduce, average_buffers, broadcast_model, mean_over_ranks
-from workers.tasks import TrainingSpec
+from workers.tasks import OptimizerSpec, TrainingSpec
 from workers.tracker import Tracker
 
 
@@ -39,6 +40,20 @@ class TrainingOptions:
     variant: str = "sync"
     max_epochs: int | None = None  # None: the spec's (light) maximum
     eval_batch: int = 1000
+
+
+def build_optimizer(
+    spec: OptimizerSpec, parameters: Iterable[torch.nn.Parameter]
+) -> torch.optim.SGD:
+    """SGD with the spec's momentum, Nesterov, weight decay and dampening."""
+    return torch.optim.SGD(
+        parameters,
+        lr=spec.lr,
+        momentum=spec.momentum,
+        nesterov=spec.nesterov,
+        weight_decay=spec.weight_decay,
+        dampening=spec.dampening,
+    )
 
 
 @torch.no_grad()
@@ -92,16 +107,8 @@ def train(
     else:
         net = model
         reducer = GradientAllReduce(model.parameters())
-    opt = spec.optimizer
-    optimizer = torch.optim.SGD(
-        model.parameters(),
-        lr=opt.lr,
-        momentum=opt.momentum,
-        nesterov=opt.nesterov,
-        weight_decay=opt.weight_decay,
-        dampening=opt.dampening,
-    )
-    schedule = LearningRate(spec.schedule, opt.lr, world_size)
+    optimizer = build_optimizer(spec.optimizer, model.parameters())
+    schedule = LearningRate(spec.schedule, spec.optimizer.lr, world_size)
     epochs = options.max_epochs or spec.epochs(options.light)
     batch = spec.batch_per_worker
     n_train = len(data.train_y)
