@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 COMPUTE_PHASES = ("forward", "loss", "backward", "optimizer")
 
@@ -163,3 +165,77 @@ def cost(world_size: int, node_per_hour: float, gpu_per_hour: float, seconds: fl
 def price_index(cost_k: float, cost_one: float, speedup_k: float) -> float:
     """(cost(k) / cost(1)) / speedup(k): below 1.0 the extra workers pay for themselves."""
     return (cost_k / cost_one) / speedup_k
+
+
+@dataclass(frozen=True)
+class ScalingRow:
+    """Per worker count: time-to-accuracy (repeats by MLPerf's rule) and speedups."""
+
+    world_size: int
+    runs: int
+    reached: int
+    tta_s: float | None
+    tta_min_s: float | None
+    tta_max_s: float | None
+    tta_stdev_s: float | None
+    tta_without_eval_s: float | None
+    compute_s: float | None
+    speedup: float | None
+    compute_speedup: float | None
+    efficiency: float | None
+    communication_ratio: float | None
+
+
+def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
+    """Per worker count: TTA by MLPerf's rule over the runs that reached the goal, speedups.
+
+    ``runs`` are any objects with ``world_size``, ``goal_reached``,
+    ``time_to_accuracy_s``, ``time_to_accuracy_without_eval_s``, ``compute_s``
+    and ``communication_ratio`` (database rows or run summaries). Speedups are
+    against the 1-worker runs; None where there is nothing to compare.
+    """
+    by_size: dict[int, list] = defaultdict(list)
+    for run in runs:
+        by_size[run.world_size].append(run)
+
+    def combined(values: list[float]) -> Combined | None:
+        return mlperf_mean(values) if values else None
+
+    stats = {}
+    for size, group in by_size.items():
+        reached = [r for r in group if r.goal_reached and r.time_to_accuracy_s is not None]
+        stats[size] = (
+            combined([r.time_to_accuracy_s for r in reached]),
+            combined([r.time_to_accuracy_without_eval_s for r in reached]),
+            combined([r.compute_s for r in reached]),
+        )
+    base_tta, _, base_compute = stats.get(1, (None, None, None))
+    rows = []
+    for size in sorted(by_size):
+        group = by_size[size]
+        tta, without_eval, compute = stats[size]
+        speed = speedup(base_tta.mean, tta.mean) if base_tta and tta else None
+        compute_speed = (
+            speedup(base_compute.mean, compute.mean)
+            if base_compute and compute and compute.mean > 0
+            else None
+        )
+        ratios = [r.communication_ratio for r in group if r.communication_ratio is not None]
+        rows.append(
+            ScalingRow(
+                world_size=size,
+                runs=len(group),
+                reached=sum(bool(r.goal_reached) for r in group),
+                tta_s=tta.mean if tta else None,
+                tta_min_s=tta.minimum if tta else None,
+                tta_max_s=tta.maximum if tta else None,
+                tta_stdev_s=tta.stdev if tta else None,
+                tta_without_eval_s=without_eval.mean if without_eval else None,
+                compute_s=compute.mean if compute else None,
+                speedup=speed,
+                compute_speedup=compute_speed,
+                efficiency=scaling_efficiency(speed, size) if speed else None,
+                communication_ratio=sum(ratios) / len(ratios) if ratios else None,
+            )
+        )
+    return rows

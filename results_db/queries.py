@@ -29,25 +29,6 @@ class SweepRow:
 
 
 @dataclass(frozen=True)
-class ScalingRow:
-    """Per worker count: time-to-accuracy (repeats by MLPerf's rule) and speedups."""
-
-    world_size: int
-    runs: int
-    reached: int
-    tta_s: float | None
-    tta_min_s: float | None
-    tta_max_s: float | None
-    tta_stdev_s: float | None
-    tta_without_eval_s: float | None
-    compute_s: float | None
-    speedup: float | None
-    compute_speedup: float | None
-    efficiency: float | None
-    communication_ratio: float | None
-
-
-@dataclass(frozen=True)
 class PhaseRow:
     """Mean seconds per step and rank in each phase, per worker count."""
 
@@ -110,58 +91,14 @@ def latest_sweeps(conn: Connection, task: str | None = None, limit: int = 20) ->
     return [SweepRow(*row) for row in conn.execute(query)]
 
 
-def scaling(conn: Connection, sweep_id: str) -> list[ScalingRow]:
+def scaling(conn: Connection, sweep_id: str) -> list[analytics.ScalingRow]:
     """Time-to-accuracy, speedup, compute speedup and efficiency per worker count."""
     runs = conn.execute(
         select(Run.world_size, Run.goal_reached, Run.time_to_accuracy_s,
                Run.time_to_accuracy_without_eval_s, Run.compute_s, Run.communication_ratio)
         .where(Run.sweep_id == sweep_id)
     ).all()  # fmt: skip
-    by_size: dict[int, list] = defaultdict(list)
-    for run in runs:
-        by_size[run.world_size].append(run)
-
-    def combined(values: list[float]) -> analytics.Combined | None:
-        return analytics.mlperf_mean(values) if values else None
-
-    stats = {}
-    for size, group in by_size.items():
-        reached = [r for r in group if r.goal_reached and r.time_to_accuracy_s is not None]
-        stats[size] = (
-            combined([r.time_to_accuracy_s for r in reached]),
-            combined([r.time_to_accuracy_without_eval_s for r in reached]),
-            combined([r.compute_s for r in reached]),
-        )
-    base_tta, _, base_compute = stats.get(1, (None, None, None))
-    rows = []
-    for size in sorted(by_size):
-        group = by_size[size]
-        tta, without_eval, compute = stats[size]
-        speed = analytics.speedup(base_tta.mean, tta.mean) if base_tta and tta else None
-        compute_speed = (
-            analytics.speedup(base_compute.mean, compute.mean)
-            if base_compute and compute and compute.mean > 0
-            else None
-        )
-        ratios = [r.communication_ratio for r in group if r.communication_ratio is not None]
-        rows.append(
-            ScalingRow(
-                world_size=size,
-                runs=len(group),
-                reached=sum(bool(r.goal_reached) for r in group),
-                tta_s=tta.mean if tta else None,
-                tta_min_s=tta.minimum if tta else None,
-                tta_max_s=tta.maximum if tta else None,
-                tta_stdev_s=tta.stdev if tta else None,
-                tta_without_eval_s=without_eval.mean if without_eval else None,
-                compute_s=compute.mean if compute else None,
-                speedup=speed,
-                compute_speedup=compute_speed,
-                efficiency=analytics.scaling_efficiency(speed, size) if speed else None,
-                communication_ratio=sum(ratios) / len(ratios) if ratios else None,
-            )
-        )
-    return rows
+    return analytics.scaling_rows(runs)
 
 
 def phase_breakdown(conn: Connection, sweep_id: str) -> list[PhaseRow]:

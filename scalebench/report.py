@@ -26,47 +26,23 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
 
 def training_table(runs: Sequence[RunSummary], metric: str) -> str:
     """Per worker count: runs, TTA (repeats combined by MLPerf's rule), speedups, comm ratio."""
-    by_size: dict[int, list[RunSummary]] = defaultdict(list)
-    for run in runs:
-        by_size[run.world_size].append(run)
-    combined: dict[int, tuple[analytics.Combined | None, analytics.Combined | None]] = {}
-    for size, group in by_size.items():
-        reached = [r for r in group if r.goal_reached and r.time_to_accuracy_s is not None]
-        tta = analytics.mlperf_mean([r.time_to_accuracy_s for r in reached]) if reached else None
-        compute = analytics.mlperf_mean([r.compute_s for r in reached]) if reached else None
-        combined[size] = (tta, compute)
-    base_tta, base_compute = combined.get(1, (None, None))
     rows = []
-    for size in sorted(by_size):
-        group = by_size[size]
-        tta, compute = combined[size]
-        statuses = ", ".join(sorted({r.status for r in group}))
-        no_eval = [
-            r.time_to_accuracy_without_eval_s
-            for r in group
-            if r.time_to_accuracy_without_eval_s is not None
-        ]
-        ratios = [r.communication_ratio for r in group if r.communication_ratio is not None]
-        speed = analytics.speedup(base_tta.mean, tta.mean) if base_tta and tta else None
-        compute_speed = (
-            analytics.speedup(base_compute.mean, compute.mean)
-            if base_compute and compute and compute.mean > 0
-            else None
-        )
-        best = max((r.last_metrics.get(metric, float("nan")) for r in group), default=None)
+    for row in analytics.scaling_rows(runs):
+        group = [r for r in runs if r.world_size == row.world_size]
+        last = max((r.last_metrics.get(metric, float("nan")) for r in group), default=None)
+        spread = f" ±{row.tta_stdev_s:.2f}" if row.reached > 1 and row.tta_stdev_s else ""
         rows.append(
             [
-                size,
-                f"{sum(r.goal_reached for r in group)}/{len(group)}",
-                statuses,
-                _fmt(tta.mean if tta else None)
-                + (f" ±{tta.stdev:.2f}" if tta and tta.kept > 1 else ""),
-                _fmt(analytics.mlperf_mean(no_eval).mean if no_eval else None),
-                _fmt(speed),
-                _fmt(compute_speed),
-                _fmt(analytics.scaling_efficiency(speed, size) if speed else None),
-                _fmt(sum(ratios) / len(ratios) if ratios else None, ".1%"),
-                _fmt(best),
+                row.world_size,
+                f"{row.reached}/{row.runs}",
+                ", ".join(sorted({r.status for r in group})),
+                _fmt(row.tta_s) + spread,
+                _fmt(row.tta_without_eval_s),
+                _fmt(row.speedup),
+                _fmt(row.compute_speedup),
+                _fmt(row.efficiency),
+                _fmt(row.communication_ratio, ".1%"),
+                _fmt(last),
             ]
         )
     headers = [
