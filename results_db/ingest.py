@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 from typing import Any
 
 import fsspec
@@ -107,6 +108,7 @@ def ingest_sweep(
         run_path = f"{sweep_path}/{group['run_id']}"
         if group.get("status", "planned") == "planned" and not fs.exists(run_path):
             continue  # never started
+        say(f"[{index}/{len(groups)}] reading {group['run_id']} ...")
         try:
             ranks = read_run(run_path, fs) if fs.exists(run_path) else []
         except InconsistentRun as exc:
@@ -116,6 +118,7 @@ def ingest_sweep(
         summary = summarise(ranks, group["run_id"], group["world_size"], group.get("status"))
         if group.get("status") == "failed" and summary.status == "succeeded":
             summary.status, summary.reason = "failed", group.get("reason", "")
+        say(f"[{index}/{len(groups)}] writing {sum(len(r.records) for r in ranks):,} records ...")
         tick = time.perf_counter()
         with engine.begin() as conn:
             rows = replace_run(conn, sweep_id, request, group, summary, ranks)
@@ -223,16 +226,14 @@ def replace_run(
     rows = 1
     rows += bulk_insert(conn, StepTiming.__table__, _step_columns(run_id, ranks))
     rows += bulk_insert(conn, AllReduceSample.__table__, _allreduce_columns(run_id, ranks))
-    leader = ranks[0].records if ranks else []
-    evals = [
-        _eval_row(run_id, r, goal.metric if goal else None) for r in leader if r["kind"] == "eval"
-    ]
+    leader = ranks[0].of_kind("eval") if ranks else []
+    evals = [_eval_row(run_id, r, goal.metric if goal else None) for r in leader]
     events = [
         {"run_id": run_id, "rank": r["rank"], "t_s": r["t"], "event": r["event"],
          "details": _details(r)}
-        for rank in ranks for r in rank.records if r["kind"] == "event"
+        for rank in ranks for r in rank.of_kind("event")
     ]  # fmt: skip
-    envs = [_env_row(run_id, r) for rank in ranks for r in rank.records if r["kind"] == "env"]
+    envs = [_env_row(run_id, r) for rank in ranks for r in rank.of_kind("env")]
     for table, table_rows in (
         (EpochEval.__table__, evals),
         (RunEvent.__table__, events),
@@ -304,24 +305,25 @@ def _step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[A
     steps: list[dict[str, Any]] = []
     rank_numbers: list[int] = []
     for rank in ranks:
-        records = [r for r in rank.records if r["kind"] == "step"]
-        if len({(r["epoch"], r["step"]) for r in records}) != len(records):
+        records = rank.of_kind("step")
+        keys = set(map(itemgetter("epoch", "step"), records))
+        if len(keys) != len(records):
             records = _first_of_each_step(records)  # a file appended to twice
         steps += records
         rank_numbers += [rank_of(rank.path)] * len(records)
-    phases = [r["phases"] for r in steps]
+    phases = list(map(itemgetter("phases"), steps))
     columns: dict[str, list[Any]] = {
         "run_id": [run_id] * len(steps),
         "rank": rank_numbers,
-        "epoch": [r["epoch"] for r in steps],
-        "step": [r["step"] for r in steps],
-        "t_s": [float(r["t"]) for r in steps],
-        "samples": [r["samples"] for r in steps],
+        "epoch": list(map(itemgetter("epoch"), steps)),
+        "step": list(map(itemgetter("step"), steps)),
+        "t_s": list(map(itemgetter("t"), steps)),
+        "samples": list(map(itemgetter("samples"), steps)),
         "loss": [r.get("loss") for r in steps],
         "lr": [r.get("lr") for r in steps],
     }
-    for phase in PHASES:
-        columns[f"{phase}_s"] = [float(p.get(phase, 0.0)) for p in phases]
+    for phase in PHASES:  # every step record has all six (checked when read)
+        columns[f"{phase}_s"] = list(map(itemgetter(phase), phases))
     return columns
 
 
@@ -341,8 +343,7 @@ def _allreduce_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, l
         (run_id, rank_of(rank.path), r["dtype"], r["elements"], repetition, r["world_size"],
          r["backend"], r["bytes"], float(seconds))
         for rank in ranks
-        for r in rank.records
-        if r["kind"] == "allreduce"
+        for r in rank.of_kind("allreduce")
         for repetition, seconds in enumerate(r["seconds"])
     ]  # fmt: skip
     if not rows:

@@ -38,15 +38,17 @@ def encode(kinds: Sequence[str], columns: Sequence[Sequence[Any]]) -> tuple[io.B
     count = len(columns[0]) if columns else 0
     out = io.BytesIO()
     out.write(HEADER)
-    null_rows = sorted({i for column in columns if None in column
-                        for i, value in enumerate(column) if value is None})  # fmt: skip
-    if null_rows:
-        skip = set(null_rows)
-        keep = [i for i in range(count) if i not in skip]
-        _write_rows(out, kinds, [[column[i] for column in columns] for i in null_rows])
-        columns = [[column[i] for i in keep] for column in columns]
-    if columns and len(columns[0]) and not _write_record_array(out, kinds, columns):
-        _write_rows(out, kinds, list(zip(*columns, strict=True)))
+    if count and not _write_record_array(out, kinds, columns):
+        # NULLs (or text of varying length): pack the rows with NULLs one by
+        # one and try the rest at once again.
+        null_rows = sorted({i for column in columns if None in column
+                            for i, value in enumerate(column) if value is None})  # fmt: skip
+        if null_rows:
+            skip = set(null_rows)
+            _write_rows(out, kinds, [[column[i] for column in columns] for i in null_rows])
+            columns = [[v for i, v in enumerate(column) if i not in skip] for column in columns]
+        if columns[0] and not _write_record_array(out, kinds, columns):
+            _write_rows(out, kinds, zip(*columns, strict=True))
     out.write(TRAILER)
     out.seek(0)
     return out, count
@@ -58,7 +60,8 @@ _NUMPY = {"int4": ">i4", "int8": ">i8", "float8": ">f8"}
 def _write_record_array(
     out: io.BytesIO, kinds: Sequence[str], columns: Sequence[Sequence[Any]]
 ) -> bool:
-    """Write NULL-free columns as one record array; False when a text column's lengths vary."""
+    """Write columns as one record array; False (nothing written) on a NULL or on a
+    text column whose values differ in byte length."""
     import numpy as np
 
     fields: list[tuple[str, str]] = [("count", ">i2")]
@@ -82,8 +85,16 @@ def _write_record_array(
             values[f"v{i}"] = column
         values[f"n{i}"] = size
     table = np.empty(len(columns[0]), dtype=np.dtype(fields))
-    for name, value in values.items():
-        table[name] = value
+    try:
+        for name, value in values.items():
+            table[name] = value
+    except TypeError:  # None in an integer column
+        return False
+    # NumPy turns None into NaN in a float column; records hold no NaN (JSON
+    # has none), so a NaN here is a NULL to write as such.
+    for i, kind in enumerate(kinds):
+        if kind == "float8" and np.isnan(table[f"v{i}"]).any():
+            return False
     out.write(table.tobytes())
     return True
 

@@ -9,8 +9,10 @@ the goal within its epoch limit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from results_db import analytics
@@ -80,19 +82,16 @@ def summarise(
     launcher_status: str | None = None,
 ) -> RunSummary:
     """Reduce a run's rank records (see :func:`workers.records.read_run`) to a summary."""
-    records = [rec for r in ranks for rec in r.records]
+    first = next((r.records[0] for r in ranks if r.records), None)
     if world_size is None:
-        world_size = records[0]["world_size"] if records else 0
+        world_size = first["world_size"] if first else 0
     status, reason = _run_status(ranks, world_size, launcher_status)
     goals = [e for r in ranks for e in r.of_kind("event") if e["event"] == "goal_reached"]
-    evals = [e for e in ranks[0].of_kind("eval")] if ranks else []
+    evals = ranks[0].of_kind("eval") if ranks else []
     per_rank_times = []
     for rank in ranks:
-        totals = dict.fromkeys(PHASES, 0.0)
-        for step in rank.of_kind("step"):
-            for phase, seconds in step["phases"].items():
-                totals[phase] += seconds
-        per_rank_times.append(totals)
+        phases = list(map(itemgetter("phases"), rank.of_kind("step")))
+        per_rank_times.append({p: math.fsum(map(itemgetter(p), phases)) for p in PHASES})
     compute = [sum(t[p] for p in analytics.COMPUTE_PHASES) for t in per_rank_times]
     communication = [t["communication"] for t in per_rank_times]
     steps_total = [sum(t.values()) for t in per_rank_times]
@@ -100,14 +99,15 @@ def summarise(
     if any(total > 0 for total in steps_total):
         ratio = analytics.communication_ratio(list(zip(communication, steps_total, strict=True)))
     leader = ranks[0] if ranks else None
-    steps = list(leader.of_kind("step")) if leader else []
+    steps = leader.of_kind("step") if leader else []
     start = (
         next((e for e in leader.of_kind("event") if e["event"] == "start"), {}) if leader else {}
     )
     step_seconds = sum(steps_total) / len(steps_total) if steps_total else 0.0
-    samples = sum(s["samples"] for r in ranks for s in r.of_kind("step"))
+    samples = sum(sum(map(itemgetter("samples"), r.of_kind("step"))) for r in ranks)
+    duration = max((max(map(itemgetter("t"), r.records)) for r in ranks if r.records), default=0)
     return RunSummary(
-        run_id=records[0]["run_id"] if records else run_id,
+        run_id=first["run_id"] if first else run_id,
         world_size=world_size,
         status=status,
         reason=reason,
@@ -128,6 +128,6 @@ def summarise(
         # Training throughput of the whole group: every rank's samples over the
         # mean time a rank spent in training steps.
         samples_per_s=samples / step_seconds if step_seconds > 0 else None,
-        duration_s=max((rec["t"] for rec in records), default=0.0),
+        duration_s=float(duration),
         start={k: v for k, v in start.items() if k not in _COMMON_FIELDS},
     )

@@ -45,6 +45,7 @@ SCHEMA_VERSION = 1
 SWEEP_MANIFEST = "sweep.json"  # beside a sweep's run directories (see scalebench.sweep)
 KINDS = ("step", "eval", "allreduce", "event", "env")
 PHASES = ("data", "forward", "loss", "backward", "communication", "optimizer")
+_PHASE_SET = frozenset(PHASES)
 EVENTS = ("start", "goal_reached", "diverged", "finished", "failed")
 
 _COMMON = {"v": int, "run_id": str, "rank": int, "world_size": int, "kind": str, "t": float}
@@ -125,6 +126,9 @@ def validate_record(record: Any) -> dict[str, Any]:
         raise BadRecord(f"schema version {record['v']} (this reader knows {SCHEMA_VERSION})")
     if kind == "event" and record["event"] not in EVENTS:
         raise BadRecord(f"unknown event {record['event']!r}")
+    if kind == "step" and not record["phases"].keys() >= _PHASE_SET:
+        missing = sorted(_PHASE_SET - record["phases"].keys())
+        raise BadRecord(f"step record without phase(s) {', '.join(missing)}")
     return record
 
 
@@ -194,15 +198,23 @@ class RecordWriter:
 
 @dataclass
 class RankRecords:
-    """What one rank file holds: its valid records and how many lines were not."""
+    """What one rank file holds: its valid records (in file order, and by kind)
+    and how many lines were not valid."""
 
     path: PurePath
     records: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: int = 0
     problems: list[str] = field(default_factory=list)
+    by_kind: dict[str, list[dict[str, Any]]] = field(
+        default_factory=lambda: {kind: [] for kind in KINDS}
+    )
 
-    def of_kind(self, kind: str) -> Iterator[dict[str, Any]]:
-        return (r for r in self.records if r["kind"] == kind)
+    def add(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        self.by_kind[record["kind"]].append(record)
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return self.by_kind[kind]
 
     def events(self) -> list[str]:
         return [r["event"] for r in self.of_kind("event")]
@@ -218,7 +230,7 @@ def parse_rank_lines(path: PurePath, lines: Iterable[str | bytes]) -> RankRecord
         if not line.strip():
             continue
         try:
-            result.records.append(parse_line(line))
+            result.add(parse_line(line))
         except BadRecord as exc:
             result.bad_lines += 1
             if len(result.problems) < 20:
@@ -283,12 +295,14 @@ def _check_consistent(ranks: Iterable[RankRecords]) -> None:
     run_ids: set[str] = set()
     world_sizes: set[int] = set()
     for rank in ranks:
-        expected_rank = rank_of(rank.path)
-        for record in rank.records:
-            run_ids.add(record["run_id"])
-            world_sizes.add(record["world_size"])
-            if record["rank"] != expected_rank:
-                raise InconsistentRun(f"{rank.path.name} holds a record of rank {record['rank']}")
+        if not rank.records:
+            continue
+        run_ids.update(map(itemgetter("run_id"), rank.records))
+        world_sizes.update(map(itemgetter("world_size"), rank.records))
+        numbers = set(map(itemgetter("rank"), rank.records))
+        if numbers != {rank_of(rank.path)}:
+            other = min(numbers - {rank_of(rank.path)})
+            raise InconsistentRun(f"{rank.path.name} holds a record of rank {other}")
     if len(run_ids) > 1:
         raise InconsistentRun(f"rank files name different runs: {sorted(run_ids)}")
     if len(world_sizes) > 1:
