@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import fsspec
@@ -41,7 +42,16 @@ from results_db.models import (
     Sweep,
 )
 from results_db.run_summary import RunSummary, summarise
-from workers.records import PHASES, InconsistentRun, RankRecords, gc_paused, rank_of, read_run
+from workers.records import (
+    PHASES,
+    InconsistentRun,
+    RankRecords,
+    StepRecord,
+    check_consistent,
+    gc_paused,
+    iter_rank_files,
+    rank_of,
+)
 from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import TASKS, TrainingSpec
 
@@ -108,20 +118,15 @@ def ingest_sweep(
         run_path = f"{sweep_path}/{group['run_id']}"
         if group.get("status", "planned") == "planned" and not fs.exists(run_path):
             continue  # never started
-        say(f"[{index}/{len(groups)}] reading {group['run_id']} ...")
+        say(f"[{index}/{len(groups)}] loading {group['run_id']} ...")
+        tick = time.perf_counter()
         try:
-            ranks = read_run(run_path, fs) if fs.exists(run_path) else []
+            with engine.begin() as conn:
+                rows, summary, ranks = load_run(conn, fs, run_path, sweep_id, request, group)
         except InconsistentRun as exc:
             report.refused.append(f"{group['run_id']}: {exc}")
             say(f"refused {group['run_id']}: {exc}")
             continue
-        summary = summarise(ranks, group["run_id"], group["world_size"], group.get("status"))
-        if group.get("status") == "failed" and summary.status == "succeeded":
-            summary.status, summary.reason = "failed", group.get("reason", "")
-        say(f"[{index}/{len(groups)}] writing {sum(len(r.records) for r in ranks):,} records ...")
-        tick = time.perf_counter()
-        with engine.begin() as conn:
-            rows = replace_run(conn, sweep_id, request, group, summary, ranks)
         statuses.append(summary.status)
         report.runs += 1
         report.rows += rows
@@ -172,7 +177,45 @@ def _upsert_sweep(conn: Connection, manifest: dict[str, Any]) -> None:
         conn.execute(insert(Sweep).values(id=manifest["sweep_id"], **values))
 
 
-def replace_run(
+def load_run(
+    conn: Connection,
+    fs: Any,
+    run_path: str,
+    sweep_id: str,
+    request: dict[str, Any],
+    group: dict[str, Any],
+) -> tuple[int, RunSummary, list[RankRecords]]:
+    """Replace one run's rows with what its rank files hold, within ``conn``'s transaction.
+
+    Rank files are read one after another; on PostgreSQL each one's bulk rows
+    are COPied on a second thread while the next file is read. Raises
+    :class:`InconsistentRun` (and the transaction rolls back) when the files
+    disagree. Returns the rows written, the run's summary and its records.
+    """
+    run_id = group["run_id"]
+    for child in (StepTiming, EpochEval, AllReduceSample, RunEvent, RunEnvironment):
+        conn.execute(delete(child).where(child.run_id == run_id))  # type: ignore[attr-defined]
+    conn.execute(delete(Run).where(Run.id == run_id))
+    ranks: list[RankRecords] = []
+    rows = 0
+    loader = BulkLoader(conn)
+    try:
+        if fs.exists(run_path):
+            for rank in iter_rank_files(run_path, fs):
+                ranks.append(rank)
+                rows += loader.load(StepTiming.__table__, _step_columns(run_id, [rank]))
+                rows += loader.load(AllReduceSample.__table__, _allreduce_columns(run_id, [rank]))
+    finally:
+        loader.finish()
+    check_consistent(ranks)
+    summary = summarise(ranks, run_id, group["world_size"], group.get("status"))
+    if group.get("status") == "failed" and summary.status == "succeeded":
+        summary.status, summary.reason = "failed", group.get("reason", "")
+    rows += _write_run(conn, sweep_id, request, group, summary, ranks)
+    return rows, summary, ranks
+
+
+def _write_run(
     conn: Connection,
     sweep_id: str,
     request: dict[str, Any],
@@ -180,11 +223,8 @@ def replace_run(
     summary: RunSummary,
     ranks: Sequence[RankRecords],
 ) -> int:
-    """Delete the run's earlier rows and write it anew; returns rows written."""
+    """The run row and its small tables (evaluations, events, environments)."""
     run_id = group["run_id"]
-    for child in (StepTiming, EpochEval, AllReduceSample, RunEvent, RunEnvironment):
-        conn.execute(delete(child).where(child.run_id == run_id))  # type: ignore[attr-defined]
-    conn.execute(delete(Run).where(Run.id == run_id))
     spec = TASKS.get(request["task"])
     goal = spec.goal if isinstance(spec, TrainingSpec) else None
     start = summary.start
@@ -224,8 +264,6 @@ def replace_run(
         )
     )
     rows = 1
-    rows += bulk_insert(conn, StepTiming.__table__, _step_columns(run_id, ranks))
-    rows += bulk_insert(conn, AllReduceSample.__table__, _allreduce_columns(run_id, ranks))
     leader = ranks[0].of_kind("eval") if ranks else []
     evals = [_eval_row(run_id, r, goal.metric if goal else None) for r in leader]
     events = [
@@ -302,37 +340,37 @@ COLUMN_KINDS = {
 
 def _step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[Any]]:
     """Step rows of every rank as columns named like :data:`STEP_COLUMNS`."""
-    steps: list[dict[str, Any]] = []
+    steps: list[StepRecord] = []
     rank_numbers: list[int] = []
     for rank in ranks:
         records = rank.of_kind("step")
-        keys = set(map(itemgetter("epoch", "step"), records))
+        keys = set(map(attrgetter("epoch", "step"), records))
         if len(keys) != len(records):
             records = _first_of_each_step(records)  # a file appended to twice
         steps += records
         rank_numbers += [rank_of(rank.path)] * len(records)
-    phases = list(map(itemgetter("phases"), steps))
+    phases = list(map(attrgetter("phases"), steps))
     columns: dict[str, list[Any]] = {
         "run_id": [run_id] * len(steps),
         "rank": rank_numbers,
-        "epoch": list(map(itemgetter("epoch"), steps)),
-        "step": list(map(itemgetter("step"), steps)),
-        "t_s": list(map(itemgetter("t"), steps)),
-        "samples": list(map(itemgetter("samples"), steps)),
-        "loss": [r.get("loss") for r in steps],
-        "lr": [r.get("lr") for r in steps],
+        "epoch": list(map(attrgetter("epoch"), steps)),
+        "step": list(map(attrgetter("step"), steps)),
+        "t_s": list(map(attrgetter("t"), steps)),
+        "samples": list(map(attrgetter("samples"), steps)),
+        "loss": list(map(attrgetter("loss"), steps)),
+        "lr": list(map(attrgetter("lr"), steps)),
     }
     for phase in PHASES:  # every step record has all six (checked when read)
         columns[f"{phase}_s"] = list(map(itemgetter(phase), phases))
     return columns
 
 
-def _first_of_each_step(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _first_of_each_step(records: list[StepRecord]) -> list[StepRecord]:
     seen: set[tuple[int, int]] = set()
     kept = []
     for r in records:
-        if (r["epoch"], r["step"]) not in seen:
-            seen.add((r["epoch"], r["step"]))
+        if (r.epoch, r.step) not in seen:
+            seen.add((r.epoch, r.step))
             kept.append(r)
     return kept
 
@@ -354,27 +392,47 @@ def _allreduce_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, l
     }
 
 
-def bulk_insert(conn: Connection, table: Table, columns: dict[str, list[Any]]) -> int:
-    """Insert many rows given as equal-length columns; returns the row count.
+class BulkLoader:
+    """Writes the large tables: binary COPY on PostgreSQL, executemany elsewhere.
 
-    Binary COPY on PostgreSQL, one executemany elsewhere.
+    On PostgreSQL the rows are encoded here and COPied on one background
+    thread, in submission order, so the caller can read the next rank file
+    meanwhile (the server and the reader each get a core). :meth:`finish`
+    waits for every COPY and re-raises the first error.
     """
-    if not columns or not next(iter(columns.values())):
-        return 0
-    names = list(columns)
-    if conn.dialect.name == "postgresql":
-        return _copy(conn, table.name, names, list(columns.values()))
-    batch = [dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)]
-    conn.execute(insert(table), batch)
-    return len(batch)
 
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.postgres = conn.dialect.name == "postgresql"
+        self._pool = ThreadPoolExecutor(max_workers=1) if self.postgres else None
+        self._pending: list[Future[None]] = []
 
-def _copy(conn: Connection, table: str, names: Sequence[str], columns: Sequence[list[Any]]) -> int:
-    """COPY columns into ``table`` in binary form, within the connection's transaction."""
-    stream, count = pg_copy.encode([COLUMN_KINDS[name] for name in names], columns)
-    dbapi = conn.connection.dbapi_connection
-    with dbapi.cursor() as cursor:  # type: ignore[union-attr]
-        cursor.copy_expert(
-            f"COPY {table} ({', '.join(names)}) FROM STDIN WITH (FORMAT binary)", stream
+    def load(self, table: Table, columns: dict[str, list[Any]]) -> int:
+        """Queue (PostgreSQL) or insert rows given as equal-length columns; returns how many."""
+        if not columns or not next(iter(columns.values())):
+            return 0
+        names = list(columns)
+        if self._pool is None:
+            rows = [
+                dict(zip(names, row, strict=True)) for row in zip(*columns.values(), strict=True)
+            ]
+            self.conn.execute(insert(table), rows)
+            return len(rows)
+        stream, count = pg_copy.encode(
+            [COLUMN_KINDS[name] for name in names], list(columns.values())
         )
-    return count
+        sql = f"COPY {table.name} ({', '.join(names)}) FROM STDIN WITH (FORMAT binary)"
+        self._pending.append(self._pool.submit(self._copy, sql, stream))
+        return count
+
+    def _copy(self, sql: str, stream: Any) -> None:
+        dbapi = self.conn.connection.dbapi_connection
+        with dbapi.cursor() as cursor:  # type: ignore[union-attr]
+            cursor.copy_expert(sql, stream, size=1 << 20)
+
+    def finish(self) -> None:
+        if self._pool is None:
+            return
+        self._pool.shutdown(wait=True)
+        for done in self._pending:
+            done.result()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from results_db import analytics
@@ -75,6 +75,14 @@ def _run_status(
     return "succeeded", ""
 
 
+def _last_time(rank: RankRecords) -> float:
+    """The latest ``t`` (seconds since the common start) among a rank's records."""
+    steps = rank.of_kind("step")
+    latest = max(map(attrgetter("t"), steps), default=0.0)
+    others = (r["t"] for kind, records in rank.by_kind.items() if kind != "step" for r in records)
+    return max(latest, max(others, default=0.0))
+
+
 def summarise(
     ranks: Sequence[RankRecords],
     run_id: str,
@@ -90,7 +98,7 @@ def summarise(
     evals = ranks[0].of_kind("eval") if ranks else []
     per_rank_times = []
     for rank in ranks:
-        phases = list(map(itemgetter("phases"), rank.of_kind("step")))
+        phases = list(map(attrgetter("phases"), rank.of_kind("step")))
         per_rank_times.append({p: math.fsum(map(itemgetter(p), phases)) for p in PHASES})
     compute = [sum(t[p] for p in analytics.COMPUTE_PHASES) for t in per_rank_times]
     communication = [t["communication"] for t in per_rank_times]
@@ -104,8 +112,8 @@ def summarise(
         next((e for e in leader.of_kind("event") if e["event"] == "start"), {}) if leader else {}
     )
     step_seconds = sum(steps_total) / len(steps_total) if steps_total else 0.0
-    samples = sum(sum(map(itemgetter("samples"), r.of_kind("step"))) for r in ranks)
-    duration = max((max(map(itemgetter("t"), r.records)) for r in ranks if r.records), default=0)
+    samples = sum(sum(map(attrgetter("samples"), r.of_kind("step"))) for r in ranks)
+    duration = max((_last_time(r) for r in ranks if r.records), default=0.0)
     return RunSummary(
         run_id=first["run_id"] if first else run_id,
         world_size=world_size,

@@ -261,3 +261,20 @@ def test_binary_copy_round_trips_nulls_and_text_of_any_length(postgres_admin: En
             cursor.copy_expert("COPY copied FROM STDIN WITH (FORMAT binary)", stream)
         rows = set(conn.execute(text("SELECT s, i, b, f FROM copied")).all())
     assert rows == set(zip(*columns, strict=True))
+
+
+@pytest.mark.parametrize("database_url", ["postgresql"], indirect=True)
+def test_a_failed_background_copy_rolls_the_run_back(
+    engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_training_sweep(tmp_path, "bg", [FakeRun(2, tta_s=50.0)])
+    ingest_location(engine, str(tmp_path))
+    before = counts(engine)
+
+    def refuse(self: object, sql: str, stream: object) -> None:
+        raise RuntimeError("server went away during COPY")
+
+    monkeypatch.setattr(ingest_module.BulkLoader, "_copy", refuse)
+    with pytest.raises(RuntimeError, match="during COPY"):
+        ingest_location(engine, str(tmp_path))
+    assert counts(engine) == before

@@ -35,10 +35,11 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import product
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path, PurePath, PurePosixPath
 from typing import Any, TextIO
 
+import msgspec
 import orjson
 
 SCHEMA_VERSION = 1
@@ -143,12 +144,67 @@ def _explain(record: dict[str, Any], checks: tuple[tuple[str, tuple[type, ...]],
     raise BadRecord("unreadable record")  # unreachable: the fast check had a reason
 
 
-def parse_line(line: str | bytes) -> dict[str, Any]:
+class StepRecord(msgspec.Struct, tag_field="kind", tag="step"):
+    """A ``step`` record as read back: the bulk of every rank file.
+
+    Step lines are decoded and type-checked in one go by ``msgspec`` (the
+    other kinds, a few lines per file, become plain dicts). It reads like
+    a dict too (``record["loss"]``, ``record.get("lr")``), so code and tests
+    need not care which kind they hold.
+    """
+
+    v: int
+    run_id: str
+    rank: int
+    world_size: int
+    t: float
+    epoch: int
+    step: int
+    samples: int
+    phases: dict[str, float]
+    loss: float | None = None
+    lr: float | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "kind":
+            return "step"
+        try:
+            return getattr(self, key)
+        except AttributeError:
+            raise KeyError(key) from None
+
+    def get(self, key: str, default: Any = None) -> Any:
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+
+_decode_step = msgspec.json.Decoder(StepRecord).decode
+
+
+def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
+    """One record from one line, or :class:`BadRecord` saying what is wrong with it."""
+    marker = b'"step"' if isinstance(line, bytes) else '"step"'
+    if marker in line:  # most likely a step record: the fast path
+        try:
+            record = _decode_step(line)
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            pass  # not a step, or a bad one: the slow path says which
+        else:
+            if record.v == SCHEMA_VERSION and record.phases.keys() >= _PHASE_SET:
+                return record
     try:
-        record = orjson.loads(line)
+        parsed = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
         raise BadRecord(f"not JSON: {exc}") from None
-    return validate_record(record)
+    valid = validate_record(parsed)
+    if valid["kind"] == "step":
+        try:
+            return msgspec.convert(valid, StepRecord)
+        except msgspec.ValidationError as exc:
+            raise BadRecord(f"step record: {exc}") from None
+    return valid
 
 
 class RecordWriter:
@@ -260,19 +316,24 @@ def read_run(run_dir: Path | str, fs: Any = None) -> list[RankRecords]:
     files). Raises :class:`InconsistentRun` when files disagree on ``run_id``
     or ``world_size``, or when a rank number does not match its file name.
     """
+    ranks = list(iter_rank_files(run_dir, fs))
+    check_consistent(ranks)
+    return ranks
+
+
+def iter_rank_files(run_dir: Path | str, fs: Any = None) -> Iterator[RankRecords]:
+    """Each rank file of a run, parsed, in rank order (one file in memory at a time
+    until the caller keeps them). Consistency is the caller's to check."""
     if fs is None:
         paths = [PurePath(p) for p in Path(run_dir).glob("rank-*.jsonl")]
         opener = open
     else:
         paths = [PurePosixPath(p) for p in fs.glob(f"{str(run_dir).rstrip('/')}/rank-*.jsonl")]
         opener = fs.open
-    ranks = []
-    with gc_paused():
-        for path in sorted(paths, key=rank_of):
-            with opener(str(path), "rb") as lines:
-                ranks.append(parse_rank_lines(path, lines))
-    _check_consistent(ranks)
-    return ranks
+    for path in sorted(paths, key=rank_of):
+        with gc_paused(), opener(str(path), "rb") as lines:
+            rank = parse_rank_lines(path, lines)
+        yield rank
 
 
 @contextmanager
@@ -291,18 +352,27 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _check_consistent(ranks: Iterable[RankRecords]) -> None:
+def _identities(rank: RankRecords) -> set[tuple[str, int, int]]:
+    """Distinct (run id, world size, rank) that a rank file's records name."""
+    fields = ("run_id", "world_size", "rank")
+    found = set(map(attrgetter(*fields), rank.by_kind["step"]))
+    for kind, records in rank.by_kind.items():
+        if kind != "step":
+            found.update(map(itemgetter(*fields), records))
+    return found
+
+
+def check_consistent(ranks: Iterable[RankRecords]) -> None:
+    """Raise :class:`InconsistentRun` unless the rank files describe one run."""
     run_ids: set[str] = set()
     world_sizes: set[int] = set()
     for rank in ranks:
-        if not rank.records:
-            continue
-        run_ids.update(map(itemgetter("run_id"), rank.records))
-        world_sizes.update(map(itemgetter("world_size"), rank.records))
-        numbers = set(map(itemgetter("rank"), rank.records))
-        if numbers != {rank_of(rank.path)}:
-            other = min(numbers - {rank_of(rank.path)})
-            raise InconsistentRun(f"{rank.path.name} holds a record of rank {other}")
+        identities = _identities(rank)
+        run_ids.update(i[0] for i in identities)
+        world_sizes.update(i[1] for i in identities)
+        others = {i[2] for i in identities} - {rank_of(rank.path)}
+        if others:
+            raise InconsistentRun(f"{rank.path.name} holds a record of rank {min(others)}")
     if len(run_ids) > 1:
         raise InconsistentRun(f"rank files name different runs: {sorted(run_ids)}")
     if len(world_sizes) > 1:
