@@ -26,6 +26,7 @@ PHASES = {
 
 def write_some(run_dir: Path, rank: int = 0, world_size: int = 2, run_id: str = "r1") -> None:
     writer = RecordWriter(run_dir, run_id, rank, world_size)
+    writer.write("env", 0.0, host="h", torch="2")
     writer.write("event", 0.0, event="start", task="t")
     writer.write("step", 0.5, epoch=0, step=0, samples=128, loss=2.3, lr=0.02, phases=PHASES)
     writer.write(
@@ -36,7 +37,6 @@ def write_some(run_dir: Path, rank: int = 0, world_size: int = 2, run_id: str = 
         "allreduce", 1.1, bytes=4, elements=1, dtype="float32", backend="gloo",
         seconds=[0.001, 0.002],
     )  # fmt: skip
-    writer.write("env", 1.2, host="h", torch="2")
     writer.write("event", 1.3, event="finished", status="goal_reached")
     writer.close()
 
@@ -46,13 +46,13 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     rank = read_rank_file(tmp_path / "rank-0.jsonl")
     assert rank.bad_lines == 0
     assert [r["kind"] for r in rank.records] == [
-        "event", "step", "eval", "allreduce", "env", "event",
+        "env", "event", "step", "eval", "allreduce", "event",
     ]  # fmt: skip
-    step = rank.records[1]
+    step = rank.records[2]
     assert step["v"] == SCHEMA_VERSION and step["run_id"] == "r1" and step["world_size"] == 2
     assert step["phases"] == PHASES and step["samples"] == 128 and step["t"] == 0.5
-    assert rank.records[2]["metrics"]["top1_accuracy"] == 41.5
-    assert rank.records[3]["seconds"] == [0.001, 0.002]
+    assert rank.records[3]["metrics"]["top1_accuracy"] == 41.5
+    assert rank.records[4]["seconds"] == [0.001, 0.002]
     assert rank.events() == ["start", "finished"]
 
 
@@ -130,3 +130,35 @@ def test_a_record_in_the_wrong_rank_file_is_refused(tmp_path: Path) -> None:
     (tmp_path / "rank-0.jsonl").rename(tmp_path / "rank-1.jsonl")
     with pytest.raises(InconsistentRun, match="rank 0"):
         read_run(tmp_path)
+
+
+def test_a_restarted_rank_keeps_only_its_last_attempt(tmp_path: Path) -> None:
+    write_some(tmp_path)  # first attempt
+    write_some(tmp_path)  # the rank ran again into the same directory
+    rank = read_rank_file(tmp_path / "rank-0.jsonl")
+    assert rank.earlier_attempts == 1
+    assert len(rank.records) == 6 and len(rank.of_kind("step")) == 1
+    assert "superseded" in rank.problems[-1]
+
+
+@pytest.mark.parametrize("field", ["epoch", "step", "samples"])
+def test_counters_beyond_32_bits_are_bad_lines(tmp_path: Path, field: str) -> None:
+    line = (
+        (
+            '{"v":1,"run_id":"r","rank":0,"world_size":1,"kind":"step","t":0.1,"epoch":0,'
+            '"step":0,"samples":1,"phases":{"data":0,"forward":0,"loss":0,"backward":0,'
+            '"communication":0,"optimizer":0}}'
+        )
+        .replace(f'"{field}":0', f'"{field}":3000000000')
+        .replace(f'"{field}":1', f'"{field}":3000000000')
+    )
+    with pytest.raises(BadRecord, match="out of range"):
+        parse_line(line)
+
+
+def test_files_that_are_not_rank_files_are_left_alone(tmp_path: Path) -> None:
+    write_some(tmp_path, rank=0, world_size=1)
+    (tmp_path / "rank-0 (1).jsonl").write_text("copy of a copy\n")
+    (tmp_path / "rank-0-old.jsonl").write_text("older\n")
+    (rank,) = read_run(tmp_path)
+    assert rank.bad_lines == 0

@@ -120,12 +120,11 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
-def environment() -> dict[str, object]:
+def environment(backend: str) -> dict[str, object]:
     """Versions, devices and host of this rank, for the ``env`` record."""
     import platform
 
     import torch
-    import torch.distributed as dist
 
     info: dict[str, object] = {
         "host": platform.node(),
@@ -134,7 +133,7 @@ def environment() -> dict[str, object]:
         "cuda": torch.version.cuda,
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
-        "backend": dist.get_backend() if dist.is_initialized() else None,
+        "backend": backend,
         "gpus": [],
         "nccl": None,
     }

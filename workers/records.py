@@ -31,13 +31,14 @@ from __future__ import annotations
 import gc
 import math
 import os
+import re
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import product
 from operator import attrgetter, itemgetter
 from pathlib import Path, PurePath, PurePosixPath
-from typing import Any, TextIO
+from typing import Annotated, Any, TextIO
 
 import msgspec
 import orjson
@@ -47,6 +48,15 @@ SWEEP_MANIFEST = "sweep.json"  # beside a sweep's run directories (see scalebenc
 KINDS = ("step", "eval", "allreduce", "event", "env")
 PHASES = ("data", "forward", "loss", "backward", "communication", "optimizer")
 _PHASE_SET = frozenset(PHASES)
+_INT4_MAX = 2**31 - 1  # counters are stored as 32-bit integers
+_COMMON_COUNTERS = ("rank", "world_size")
+_COUNTERS = {
+    "step": (*_COMMON_COUNTERS, "epoch", "step", "samples"),
+    "eval": (*_COMMON_COUNTERS, "epoch"),
+    "allreduce": _COMMON_COUNTERS,
+    "event": _COMMON_COUNTERS,
+    "env": _COMMON_COUNTERS,
+}
 EVENTS = ("start", "goal_reached", "diverged", "finished", "failed")
 
 _COMMON = {"v": int, "run_id": str, "rank": int, "world_size": int, "kind": str, "t": float}
@@ -127,6 +137,9 @@ def validate_record(record: Any) -> dict[str, Any]:
         raise BadRecord(f"schema version {record['v']} (this reader knows {SCHEMA_VERSION})")
     if kind == "event" and record["event"] not in EVENTS:
         raise BadRecord(f"unknown event {record['event']!r}")
+    for name in _COUNTERS[kind]:
+        if not 0 <= record[name] <= _INT4_MAX:
+            raise BadRecord(f"field {name!r} is out of range: {record[name]}")
     if kind == "step" and not record["phases"].keys() >= _PHASE_SET:
         missing = sorted(_PHASE_SET - record["phases"].keys())
         raise BadRecord(f"step record without phase(s) {', '.join(missing)}")
@@ -144,6 +157,9 @@ def _explain(record: dict[str, Any], checks: tuple[tuple[str, tuple[type, ...]],
     raise BadRecord("unreadable record")  # unreachable: the fast check had a reason
 
 
+Counter = Annotated[int, msgspec.Meta(ge=0, le=_INT4_MAX)]
+
+
 class StepRecord(msgspec.Struct, tag_field="kind", tag="step"):
     """A ``step`` record as read back: the bulk of every rank file.
 
@@ -155,12 +171,12 @@ class StepRecord(msgspec.Struct, tag_field="kind", tag="step"):
 
     v: int
     run_id: str
-    rank: int
-    world_size: int
+    rank: Counter
+    world_size: Counter
     t: float
-    epoch: int
-    step: int
-    samples: int
+    epoch: Counter
+    step: Counter
+    samples: Counter
     phases: dict[str, float]
     loss: float | None = None
     lr: float | None = None
@@ -265,7 +281,16 @@ class RankRecords:
         default_factory=lambda: {kind: [] for kind in KINDS}
     )
 
-    def add(self, record: dict[str, Any]) -> None:
+    earlier_attempts: int = 0
+
+    def add(self, record: dict[str, Any] | StepRecord) -> None:
+        if record["kind"] == "env" and self.records:
+            # A new attempt of this rank (restarted into the same directory):
+            # what the earlier attempts wrote is superseded.
+            self.earlier_attempts += 1
+            self.records.clear()
+            for records in self.by_kind.values():
+                records.clear()
         self.records.append(record)
         self.by_kind[record["kind"]].append(record)
 
@@ -291,6 +316,11 @@ def parse_rank_lines(path: PurePath, lines: Iterable[str | bytes]) -> RankRecord
             result.bad_lines += 1
             if len(result.problems) < 20:
                 result.problems.append(f"{path.name}:{number}: {exc}")
+    if result.earlier_attempts:
+        result.problems.append(
+            f"{path.name}: {result.earlier_attempts} earlier attempt(s) of this rank "
+            "superseded by the last one"
+        )
     return result
 
 
@@ -304,9 +334,15 @@ class InconsistentRun(ValueError):
     """Rank files of one run that disagree about the run they belong to."""
 
 
+RANK_FILE = re.compile(r"rank-(\d+)\.jsonl")
+
+
 def rank_of(path: PurePath) -> int:
     """The rank a file ``rank-<r>.jsonl`` belongs to."""
-    return int(path.stem.split("-")[1])
+    match = RANK_FILE.fullmatch(path.name)
+    if match is None:
+        raise ValueError(f"{path.name} is not a rank file name (rank-<r>.jsonl)")
+    return int(match.group(1))
 
 
 def read_run(run_dir: Path | str, fs: Any = None) -> list[RankRecords]:
@@ -330,6 +366,7 @@ def iter_rank_files(run_dir: Path | str, fs: Any = None) -> Iterator[RankRecords
     else:
         paths = [PurePosixPath(p) for p in fs.glob(f"{str(run_dir).rstrip('/')}/rank-*.jsonl")]
         opener = fs.open
+    paths = [p for p in paths if RANK_FILE.fullmatch(p.name)]  # e.g. not "rank-0 (1).jsonl"
     for path in sorted(paths, key=rank_of):
         with gc_paused(), opener(str(path), "rb") as lines:
             rank = parse_rank_lines(path, lines)

@@ -73,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         group = group_env_from(os.environ)
         if args.timeout <= 0:
             raise GroupConfigError(f"--timeout must be positive, got {args.timeout}")
+        for name in ("max_epochs", "repetitions", "max_elements"):
+            value = getattr(args, name)
+            if value is not None and value < 1:
+                flag = "--" + name.replace("_", "-")
+                raise GroupConfigError(f"{flag} must be at least 1, got {value}")
         if not args.light and not isinstance(spec, AllReduceSpec):
             from scalebench.config import data_dir
 
@@ -120,8 +125,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _on_sigterm)
     status = EXIT_FAILED
     try:
+        # The env record opens every attempt: a rank restarted into the same
+        # directory appends a new attempt, and readers keep the last one.
+        tracker.environment(environment(args.backend))
         init_group(group, args.backend, args.timeout)
-        tracker.environment(environment())
         if isinstance(spec, AllReduceSpec):
             options = allreduce.AllReduceOptions(args.light, args.repetitions, args.max_elements)
             allreduce.run(spec, options, tracker, device)
