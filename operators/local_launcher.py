@@ -171,14 +171,22 @@ class LocalGroup:
         """Follow the group until it ends, a rank fails, or ``timeout_s`` passes."""
         status, reason, failed_rank = "succeeded", "", None
         deadline = self._started + timeout_s
+        exit_order: list[int] = []  # ranks in the order they were seen to exit
         try:
             while True:
                 codes = [p.poll() for p in self.procs]
+                exit_order += [
+                    r for r, c in enumerate(codes) if c is not None and r not in exit_order
+                ]
                 if any(c not in (None, 0) for c in codes):
                     # Ranks that stop together (divergence) exit within moments of
                     # each other: let them, so the verdict sees every status.
                     _wait_all(self.procs, min(self.grace_s, 2.0))
-                    status, reason, failed_rank = _classify([p.poll() for p in self.procs])
+                    codes = [p.poll() for p in self.procs]
+                    exit_order += [
+                        r for r, c in enumerate(codes) if c is not None and r not in exit_order
+                    ]
+                    status, reason, failed_rank = _classify(codes, exit_order)
                     break
                 if all(c == 0 for c in codes):
                     break
@@ -221,9 +229,10 @@ def _wait_all(procs: Sequence[subprocess.Popen[str]], seconds: float) -> None:
         time.sleep(0.02)
 
 
-def _classify(codes: list[int | None]) -> tuple[str, str, int | None]:
-    """(status, reason, first failed rank) from the ranks' exit codes."""
-    nonzero = {rank: code for rank, code in enumerate(codes) if code not in (None, 0)}
+def _classify(codes: list[int | None], exit_order: list[int]) -> tuple[str, str, int | None]:
+    """(status, reason, first failed rank) from the ranks' exit codes, blaming first
+    the rank that exited first (the others usually fail because it did)."""
+    nonzero = {rank: codes[rank] for rank in exit_order if codes[rank] not in (None, 0)}
     if all(code == EXIT_DIVERGED for code in nonzero.values()):
         return "diverged", "the loss stopped being finite", next(iter(nonzero))
     culprits = {r: c for r, c in nonzero.items() if c != EXIT_DIVERGED}

@@ -123,9 +123,15 @@ def ingest_sweep(
         try:
             with engine.begin() as conn:
                 rows, summary, ranks = load_run(conn, fs, run_path, sweep_id, request, group)
-        except InconsistentRun as exc:
-            report.refused.append(f"{group['run_id']}: {exc}")
-            say(f"refused {group['run_id']}: {exc}")
+        except Exception as exc:  # one unreadable run must not stop the others
+            reason = exc.args[0] if isinstance(exc, InconsistentRun) else repr(exc)
+            report.refused.append(f"{group['run_id']}: {reason}")
+            say(f"refused {group['run_id']}: {reason}")
+            if isinstance(exc, InconsistentRun):
+                # The run's earlier rows no longer stand for what is on disk.
+                with engine.begin() as conn:
+                    delete_run(conn, group["run_id"])
+            statuses.append("refused")
             continue
         statuses.append(summary.status)
         report.runs += 1
@@ -148,8 +154,11 @@ def ingest_sweep(
 
 
 def _sweep_outcome(statuses: Sequence[str], groups: Sequence[dict[str, Any]]) -> str:
+    """``running`` while groups are planned, else succeeded / partial / failed / cancelled."""
     if any(g.get("status", "planned") == "planned" for g in groups):
         return "running"
+    if any(g.get("status") == "cancelled" for g in groups):
+        return "cancelled"
     if statuses and all(s == "succeeded" for s in statuses):
         return "succeeded"
     return "partial" if "succeeded" in statuses else "failed"
@@ -193,9 +202,7 @@ def load_run(
     disagree. Returns the rows written, the run's summary and its records.
     """
     run_id = group["run_id"]
-    for child in (StepTiming, EpochEval, AllReduceSample, RunEvent, RunEnvironment):
-        conn.execute(delete(child).where(child.run_id == run_id))  # type: ignore[attr-defined]
-    conn.execute(delete(Run).where(Run.id == run_id))
+    delete_run(conn, run_id)
     ranks: list[RankRecords] = []
     rows = 0
     loader = BulkLoader(conn)
@@ -205,14 +212,23 @@ def load_run(
                 ranks.append(rank)
                 rows += loader.load(StepTiming.__table__, _step_columns(run_id, [rank]))
                 rows += loader.load(AllReduceSample.__table__, _allreduce_columns(run_id, [rank]))
-    finally:
-        loader.finish()
+    except BaseException:
+        loader.abandon()  # the error in hand is the one to report
+        raise
+    loader.finish()
     check_consistent(ranks)
     summary = summarise(ranks, run_id, group["world_size"], group.get("status"))
     if group.get("status") == "failed" and summary.status == "succeeded":
         summary.status, summary.reason = "failed", group.get("reason", "")
     rows += _write_run(conn, sweep_id, request, group, summary, ranks)
     return rows, summary, ranks
+
+
+def delete_run(conn: Connection, run_id: str) -> None:
+    """Remove a run and every row it owns."""
+    for child in (StepTiming, EpochEval, AllReduceSample, RunEvent, RunEnvironment):
+        conn.execute(delete(child).where(child.run_id == run_id))  # type: ignore[attr-defined]
+    conn.execute(delete(Run).where(Run.id == run_id))
 
 
 def _write_run(
@@ -436,3 +452,8 @@ class BulkLoader:
         self._pool.shutdown(wait=True)
         for done in self._pending:
             done.result()
+
+    def abandon(self) -> None:
+        """Wait for the queued COPYs without raising their errors (one is already raised)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)

@@ -240,7 +240,8 @@ class Regression(Base):
     world_size: Mapped[int] = mapped_column(Integer)
     metric: Mapped[str] = mapped_column(String(50))
     baseline_mean: Mapped[float] = mapped_column(Float)
-    latest_mean: Mapped[float] = mapped_column(Float)
-    change: Mapped[float] = mapped_column(Float)  # relative: 0.08 = 8 % slower
-    p_value: Mapped[float] = mapped_column(Float)
+    latest_mean: Mapped[float | None] = mapped_column(Float)  # None: no successful run
+    change: Mapped[float | None] = mapped_column(Float)  # relative: 0.08 = 8 % slower
+    p_value: Mapped[float | None] = mapped_column(Float)
+    reason: Mapped[str] = mapped_column(Text, default="")
     flagged_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

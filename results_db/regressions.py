@@ -38,12 +38,13 @@ class Finding:
     world_size: int
     metric: str
     baseline_mean: float
-    latest_mean: float
-    change: float  # relative, positive = worse
-    p_value: float
+    latest_mean: float | None  # None: no latest run produced this metric
+    change: float | None  # relative, positive = worse
+    p_value: float | None
     baseline_runs: int
     latest_runs: int
     flagged: bool
+    reason: str = ""
 
 
 def _values(conn: Connection, sweep_ids: list[str], metric: str) -> dict[int, list[float]]:
@@ -108,14 +109,23 @@ def detect(
     )
     if len(baseline_ids) < min_baseline_sweeps:
         return []
+    attempted = set(conn.execute(select(Run.world_size).where(Run.sweep_id == sweep_id)).scalars())
     findings = []
     for metric, higher_is_better in METRICS.items():
         latest_values = _values(conn, [sweep_id], metric)
         baseline_values = _values(conn, baseline_ids, metric)
-        for world_size in sorted(latest_values):
+        for world_size in sorted(set(latest_values) | (attempted & set(baseline_values))):
             base = baseline_values.get(world_size, [])
-            now = latest_values[world_size]
+            now = latest_values.get(world_size, [])
             if len(base) < 3:
+                continue
+            if not now:
+                # The nightly ran this size but no run produced the metric
+                # (failed, diverged, goal missed) while the baseline did.
+                findings.append(
+                    Finding(world_size, metric, statistics.fmean(base), None, None, None,
+                            len(base), 0, True, "no successful run; the baseline had some")
+                )  # fmt: skip
                 continue
             change, p_value, flagged = compare(base, now, higher_is_better, alpha, min_change)
             findings.append(
@@ -154,6 +164,7 @@ def record(conn: Connection, sweep_id: str, findings: list[Finding]) -> int:
                     "latest_mean": f.latest_mean,
                     "change": f.change,
                     "p_value": f.p_value,
+                    "reason": f.reason,
                     "flagged_at": now,
                 }
                 for f in flagged

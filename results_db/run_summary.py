@@ -104,7 +104,11 @@ def summarise(
     communication = [t["communication"] for t in per_rank_times]
     steps_total = [sum(t.values()) for t in per_rank_times]
     ratio = None
-    if any(total > 0 for total in steps_total):
+    leader_start = ranks[0].of_kind("event") if ranks else []
+    variant = next((e.get("variant") for e in leader_start if e["event"] == "start"), None)
+    # DDP overlaps the gradient all-reduce with backward, so its "communication"
+    # phase holds only the loss all-reduce: no honest ratio can be given.
+    if variant != "ddp" and any(total > 0 for total in steps_total):
         ratio = analytics.communication_ratio(list(zip(communication, steps_total, strict=True)))
     leader = ranks[0] if ranks else None
     steps = leader.of_kind("step") if leader else []

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,33 +66,44 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
     print(f"sweep {sweep_id}: {len(groups)} group(s) → {sweep_dir}", flush=True)
     started = time.monotonic()
     exit_status = 0
-    for index, (group, entry) in enumerate(zip(groups, manifest["groups"], strict=True)):
-        elapsed = time.monotonic() - started
-        eta = f", about {_clock(elapsed / index * (len(groups) - index))} to go" if index else ""
-        print(
-            f"── group {index + 1}/{len(groups)}: {group.world_size} worker(s), "
-            f"repeat {group.repeat + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
-            flush=True,
-        )
-        if group.world_size > 2:
+    try:
+        for index, (group, entry) in enumerate(zip(groups, manifest["groups"], strict=True)):
+            elapsed = time.monotonic() - started
+            eta = (
+                f", about {_clock(elapsed / index * (len(groups) - index))} to go" if index else ""
+            )
             print(
-                f"   note: {group.world_size} processes share this machine's cores; "
-                "times reflect oversubscription, not a cluster",
+                f"── group {index + 1}/{len(groups)}: {group.world_size} worker(s), "
+                f"repeat {group.repeat + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
                 flush=True,
             )
-        result = launch_group(
-            worker_args(request, group, sweep_dir / group.run_id),
-            group.world_size,
-            timeout_s=request.group_timeout_s,
-        )
-        entry.update(status=result.status, reason=result.reason, seconds=result.seconds)
+            if group.world_size > 2:
+                print(
+                    f"   note: {group.world_size} processes share this machine's cores; "
+                    "times reflect oversubscription, not a cluster",
+                    flush=True,
+                )
+            result = launch_group(
+                worker_args(request, group, sweep_dir / group.run_id),
+                group.world_size,
+                timeout_s=request.group_timeout_s,
+            )
+            entry.update(status=result.status, reason=result.reason, seconds=result.seconds)
+            write_manifest(sweep_dir / MANIFEST, manifest)
+            line = f"   {result.status} in {result.seconds:.1f} s"
+            print(line + (f": {result.reason}" if result.reason else ""), flush=True)
+            if result.status != "succeeded":
+                exit_status = 1
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM): the running group was stopped by its
+        # launcher; this group and the ones not started are cancelled.
+        for entry in manifest["groups"]:
+            if entry["status"] == "planned":
+                entry.update(status="cancelled", reason="the sweep was interrupted")
+        raise
+    finally:
+        manifest["finished_at"] = datetime.now(UTC).isoformat()
         write_manifest(sweep_dir / MANIFEST, manifest)
-        line = f"   {result.status} in {result.seconds:.1f} s"
-        print(line + (f": {result.reason}" if result.reason else ""), flush=True)
-        if result.status != "succeeded":
-            exit_status = 1
-    manifest["finished_at"] = datetime.now(UTC).isoformat()
-    write_manifest(sweep_dir / MANIFEST, manifest)
     return sweep_dir, exit_status
 
 
@@ -131,13 +144,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         data_dir=args.data_dir,
     )
-    results_root = config.results_path(args.results)
+    try:
+        results_root = config.results_path(args.results)
+    except ValueError as exc:
+        raise InvalidParameter("results", str(exc)) from None
     sweep_dir, status = run_sweep(request, results_root)
-    print_report(sweep_dir)
     if not args.no_ingest:
         url = args.database or config.database_url()
         print(f"\ningesting into {database_commands.redact(url)}")
         database_commands.ingest(url, str(sweep_dir))
+    print_report(sweep_dir)
     return status
 
 
@@ -189,8 +205,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: stop like Ctrl-C, so every group is ended and recorded."""
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, _stop)
     try:
         return args.func(args)
     except (InvalidParameter, database_commands.CommandError) as exc:
@@ -199,6 +227,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scalebench: interrupted; every group was stopped", file=sys.stderr)
         return 130
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -232,6 +232,9 @@ def regressions(url: str | None, sweep_id: str, window: int, alpha: float, chang
         print(f"{sweep_id}: not enough earlier scheduled sweeps of this configuration to compare")
     for f in findings:
         verdict = "REGRESSION" if f.flagged else "ok"
+        if f.latest_mean is None:
+            print(f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.reason}")
+            continue
         print(
             f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.latest_mean:.4g} vs "
             f"baseline {f.baseline_mean:.4g} ({f.change:+.1%} worse, p={f.p_value:.3g}, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -53,18 +52,25 @@ def training_table(runs: Sequence[RunSummary], metric: str) -> str:
 
 
 def allreduce_table(run_dirs: Sequence[Path]) -> str:
-    """Per (world size, dtype, size): p50/mean/p95 latency, algbw and busbw."""
-    # (world size, dtype, elements) -> bytes, per-rank repetition lists (pooled over repeats)
-    pooled: dict[tuple[int, str, int], tuple[int, dict[int, list[float]]]] = {}
+    """Per (world size, dtype, size): p50/mean/p95 latency, algbw and busbw.
+
+    A repetition's time is its slowest rank's; repetitions of several runs
+    (repeats) are pooled. A repetition some rank did not record (a run cut
+    short) counts with the ranks that did.
+    """
+    # (world size, dtype, elements) -> bytes, {(run, repetition): slowest seconds}
+    pooled: dict[tuple[int, str, int], tuple[int, dict[tuple[str, int], float]]] = {}
     for run_dir in run_dirs:
         for rank in read_run(run_dir):
             for rec in rank.of_kind("allreduce"):
                 key = (rec["world_size"], rec["dtype"], rec["elements"])
-                nbytes, per_rank = pooled.setdefault(key, (rec["bytes"], defaultdict(list)))
-                per_rank[rec["rank"]].extend(rec["seconds"])
+                _, slowest = pooled.setdefault(key, (rec["bytes"], {}))
+                for repetition, seconds in enumerate(rec["seconds"]):
+                    at = (str(run_dir), repetition)
+                    slowest[at] = max(slowest.get(at, 0.0), seconds)
     rows = []
-    for (world_size, dtype, elements), (nbytes, per_rank) in sorted(pooled.items()):
-        summary = analytics.summarise_allreduce(list(per_rank.values()), nbytes, world_size)
+    for (world_size, dtype, elements), (nbytes, slowest) in sorted(pooled.items()):
+        summary = analytics.summarise_allreduce([list(slowest.values())], nbytes, world_size)
         rows.append(
             [
                 world_size,

@@ -9,6 +9,7 @@ when the backend needs them.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -66,7 +67,7 @@ def _integer(field: str, value: Any) -> int:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and value.strip().lstrip("+-").isdigit():
+    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
         return int(value.strip())
     raise InvalidParameter(field, f"must be a whole number, got {value!r}")
 

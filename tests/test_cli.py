@@ -83,3 +83,37 @@ def test_report_refuses_a_directory_without_a_sweep(
 ) -> None:
     assert cli.main(["report", str(tmp_path)]) == 2
     assert "sweep: no sweep.json" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_sweep_and_records_what_was_cancelled(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scalebench.cli", "run", "task1a-resnet20-cifar10", "--light",
+         "--workers", "1,2", "--repeats", "3", "--results", str(results), "--no-ingest"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not list(results.glob("*/*/rank-0.jsonl")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out
+    (sweep_dir,) = results.iterdir()
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    assert manifest["finished_at"]
+    statuses = [g["status"] for g in manifest["groups"]]
+    assert "planned" not in statuses and statuses[-1] == "cancelled"
+    # no rank outlived the command
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert str(sweep_dir).encode() not in cmdline

@@ -173,3 +173,18 @@ def test_export_writes_tables_and_official_results(
     assert official[0].startswith("70% Top 1 Validation Accuracy reached in 407.0 s, compute ")
     assert "communication" in official[0]
     assert "not reached" in official[1]
+
+
+def test_a_nightly_whose_runs_all_fail_is_flagged(engine: Engine, tmp_path: Path) -> None:
+    seed_baseline(tmp_path)
+    runs = [FakeRun(2, repeat=i, tta_s=None, end="failed", launcher_status="failed")
+            for i in range(3)]  # fmt: skip
+    write_training_sweep(tmp_path, "nightly-08", runs, trigger="scheduled",
+                         created_at="2026-11-08T02:00:00+00:00")  # fmt: skip
+    ingest_location(engine, str(tmp_path))
+    (finding,) = detect(engine, "nightly-08")
+    assert finding.flagged and finding.latest_mean is None
+    assert "no successful run" in finding.reason
+    with engine.connect() as conn:
+        reasons = conn.execute(select(Regression.metric, Regression.reason)).all()
+    assert ("time_to_accuracy_s", finding.reason) in reasons

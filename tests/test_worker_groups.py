@@ -224,3 +224,5 @@ def test_the_ddp_variant_trains_and_records_its_phases(
         # gradient all-reduce overlaps backward; only the loss all-reduce is "communication"
         assert all(s["phases"]["backward"] > s["phases"]["communication"] for s in steps)
         assert rank.events()[-1] == "finished"
+    # its communication phase is not its gradient traffic: no ratio is claimed
+    assert summarise_run(run_dir, 2, result.status).communication_ratio is None

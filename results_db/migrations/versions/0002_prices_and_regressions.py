@@ -47,9 +47,10 @@ def upgrade() -> None:
         sa.Column("world_size", sa.Integer(), nullable=False),
         sa.Column("metric", sa.String(length=50), nullable=False),
         sa.Column("baseline_mean", sa.Float(), nullable=False),
-        sa.Column("latest_mean", sa.Float(), nullable=False),
-        sa.Column("change", sa.Float(), nullable=False),
-        sa.Column("p_value", sa.Float(), nullable=False),
+        sa.Column("latest_mean", sa.Float(), nullable=True),
+        sa.Column("change", sa.Float(), nullable=True),
+        sa.Column("p_value", sa.Float(), nullable=True),
+        sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("flagged_at", sa.DateTime(timezone=True), nullable=False),
         sa.ForeignKeyConstraint(
             ["sweep_id"],
