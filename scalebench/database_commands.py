@@ -243,6 +243,39 @@ def regressions(url: str | None, sweep_id: str, window: int, alpha: float, chang
     return 1 if flagged else 0
 
 
+class NoResult(RuntimeError):
+    """A sweep in which no configuration produced a result."""
+
+
+def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any]]:
+    """The sweep's per-worker-count figures as plain rows; printed as a table.
+
+    Raises :class:`NoResult` when no run of the sweep succeeded, so that a
+    scheduler marks the sweep failed.
+    """
+    from dataclasses import asdict
+
+    from sqlalchemy import func, select
+    from tabulate import tabulate
+
+    from results_db.models import Run
+    from results_db.queries import allreduce_summary, scaling
+
+    engine = _engine(url)
+    with engine.connect() as conn:
+        succeeded = conn.execute(
+            select(func.count()).where(Run.sweep_id == sweep_id, Run.status == "succeeded")
+        ).scalar_one()
+        rows = [asdict(r) for r in scaling(conn, sweep_id)]
+        if all(r["tta_s"] is None for r in rows):
+            rows = [asdict(r) for r in allreduce_summary(conn, sweep_id)]
+    engine.dispose()
+    print(tabulate(rows, headers="keys", floatfmt=".4g"))
+    if not succeeded:
+        raise NoResult(f"sweep {sweep_id}: no configuration produced a result")
+    return rows
+
+
 # -- argument parsing ---------------------------------------------------------------------------
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from workers.data.sources import DataSetMissing, check_available
 from workers.distributed import BACKENDS
+from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import AllReduceSpec, TaskSpec, get_task, task_ids
 from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
@@ -287,3 +288,29 @@ def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
     tmp.replace(path)
+
+
+def start_sweep(
+    request: SweepRequest, results_root: Path, trigger: str
+) -> tuple[Path, list[dict[str, Any]]]:
+    """Create the sweep directory and manifest; return it and one entry per group.
+
+    Each entry carries what a launcher needs: ``run_id``, ``world_size``,
+    ``repeat``, ``worker_args``, ``timeout_s`` and ``sweep_dir``.
+    """
+    sweep_id = new_sweep_id(request.task)
+    sweep_dir = results_root / sweep_id
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    groups = plan_groups(request, sweep_id)
+    write_manifest(sweep_dir / MANIFEST, new_manifest(request, sweep_id, groups, trigger))
+    return sweep_dir, [
+        {
+            "run_id": g.run_id,
+            "world_size": g.world_size,
+            "repeat": g.repeat,
+            "worker_args": worker_args(request, g, sweep_dir / g.run_id),
+            "timeout_s": request.group_timeout_s,
+            "sweep_dir": str(sweep_dir),
+        }
+        for g in groups
+    ]

@@ -3,11 +3,34 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# Airflow reads its configuration when first imported: give the test session
+# its own home, metadata database and DAG folder before any test imports it.
+AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="scalebench-airflow-"))
+os.environ.update(
+    AIRFLOW_HOME=str(AIRFLOW_HOME),
+    AIRFLOW__CORE__DAGS_FOLDER=str(REPO / "dags"),
+    AIRFLOW__CORE__LOAD_EXAMPLES="False",
+    AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
+)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Airflow's metadata database, migrated once per session (dag.test needs it)."""
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        check=True, capture_output=True, timeout=300,
+    )  # fmt: skip
+    return AIRFLOW_HOME
 
 
 @pytest.fixture(autouse=True)
