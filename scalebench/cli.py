@@ -26,11 +26,8 @@ from scalebench import config, database_commands
 from scalebench.sweep import (
     InvalidParameter,
     SweepRequest,
-    new_manifest,
-    new_sweep_id,
-    plan_groups,
+    start_sweep,
     validate_request,
-    worker_args,
     write_manifest,
 )
 from workers.records import SWEEP_MANIFEST as MANIFEST
@@ -57,13 +54,9 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
     """Run every planned group locally; returns the sweep directory and an exit status."""
     from operators.local_launcher import launch_group
 
-    sweep_id = new_sweep_id(request.task)
-    sweep_dir = results_root / sweep_id
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    groups = plan_groups(request, sweep_id)
-    manifest = new_manifest(request, sweep_id, groups, trigger="cli")
-    write_manifest(sweep_dir / MANIFEST, manifest)
-    print(f"sweep {sweep_id}: {len(groups)} group(s) → {sweep_dir}", flush=True)
+    sweep_dir, groups = start_sweep(request, results_root, trigger="cli")
+    manifest = json.loads((sweep_dir / MANIFEST).read_text(encoding="utf-8"))
+    print(f"sweep {sweep_dir.name}: {len(groups)} group(s) → {sweep_dir}", flush=True)
     started = time.monotonic()
     exit_status = 0
     try:
@@ -73,20 +66,18 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
                 f", about {_clock(elapsed / index * (len(groups) - index))} to go" if index else ""
             )
             print(
-                f"── group {index + 1}/{len(groups)}: {group.world_size} worker(s), "
-                f"repeat {group.repeat + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
+                f"── group {index + 1}/{len(groups)}: {group['world_size']} worker(s), "
+                f"repeat {group['repeat'] + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
                 flush=True,
             )
-            if group.world_size > 2:
+            if group["world_size"] > 2:
                 print(
-                    f"   note: {group.world_size} processes share this machine's cores; "
+                    f"   note: {group['world_size']} processes share this machine's cores; "
                     "times reflect oversubscription, not a cluster",
                     flush=True,
                 )
             result = launch_group(
-                worker_args(request, group, sweep_dir / group.run_id),
-                group.world_size,
-                timeout_s=request.group_timeout_s,
+                group["worker_args"], group["world_size"], timeout_s=group["timeout_s"]
             )
             entry.update(status=result.status, reason=result.reason, seconds=result.seconds)
             write_manifest(sweep_dir / MANIFEST, manifest)
