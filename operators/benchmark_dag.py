@@ -1,12 +1,22 @@
-"""One Airflow DAG per benchmark task, built from its spec.
+"""One Airflow DAG per benchmark task, built from its spec, and the steps of a sweep.
 
-    validate → plan → train_group (one mapped task per worker count × repeat)
+    validate → prepare_dataset → plan
+             → workers_1.train → workers_2.train → … → workers_32.train
              → ingest (also after failed groups) → summarize
 
 The trigger form comes from the DAG's params (JSON-schema checked by Airflow
 before the run starts); ``validate`` then applies scalebench's own checks
-(GPUs for nccl, the data set of a full task, ...) before any worker starts,
-and fails naming the field. Nothing here imports torch.
+(GPUs for nccl, the cluster's size, the data set of a full task, ...) before
+any worker starts, and fails naming the field.
+
+Each worker count has its own task group so that its training task can take
+``k`` slots of the workers pool (a mapped task's ``pool_slots`` is fixed when
+the DAG is built, so it cannot vary with the map). Its mapped ``train`` runs
+that size's repeats one at a time, and the sizes run one after another: two
+groups of one sweep never share the machines they are timed on. A size the
+form did not pick maps over nothing and shows as skipped.
+
+Nothing here imports torch.
 """
 
 from __future__ import annotations
@@ -15,7 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 
 from operators.training_group import TrainingGroupOperator
 from workers.distributed import BACKENDS
@@ -26,6 +36,11 @@ from workers.tasks.specs import TRAINING_VARIANTS, WORLD_SIZES
 def dag_id(spec: TaskSpec) -> str:
     """``task1a-resnet20-cifar10`` → ``task1a_resnet20_cifar10``."""
     return spec.id.replace("-", "_")
+
+
+def dataset_asset(spec: TaskSpec) -> Asset:
+    """The Airflow Asset that ``prepare_dataset`` updates for ``spec``'s data set."""
+    return Asset(name=f"{spec.id}-dataset", uri=f"scalebench://datasets/{spec.id}")
 
 
 def params(spec: TaskSpec) -> dict[str, Param]:
@@ -42,6 +57,16 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         "repeats": Param(1, type="integer", minimum=1, maximum=20, title="Repeats",
                          description="Runs per worker count; 3 or more drop fastest and slowest."),
         "seed": Param(0, type="integer", minimum=0, title="Seed of the first repeat"),
+        "launcher": Param("local", type="string", enum=["local", "kubernetes"], title="Launcher",
+                          description="local: ranks as processes on the Airflow worker; "
+                          "kubernetes: an Indexed Job with one pod per rank."),
+        "gpus_per_worker": Param(1, type="integer", minimum=0, maximum=16,
+                                 title="GPUs per worker (Kubernetes)",
+                                 description="nvidia.com/gpu requested by each pod; 0 for CPU "
+                                 "pods. Local ranks use the host's GPUs, one each with nccl."),
+        "worker_image": Param("", type="string", maxLength=255,
+                              title="Worker image (Kubernetes)",
+                              description="Empty: SCALEBENCH_WORKER_IMAGE."),
         "collective_timeout_s": Param(60, type="number", exclusiveMinimum=0,
                                       title="Collective timeout (s)"),
         "group_timeout_s": Param(3600, type="number", exclusiveMinimum=0,
@@ -50,6 +75,9 @@ def params(spec: TaskSpec) -> dict[str, Param]:
     if not isinstance(spec, AllReduceSpec):
         form["variant"] = Param("sync", type="string", enum=list(TRAINING_VARIANTS),
                                 title="Training variant")  # fmt: skip
+        form["precision"] = Param("fp32", type="string", enum=["fp32", "bf16"],
+                                  title="Precision",
+                                  description="bf16: forward and loss under autocast.")  # fmt: skip
     return form
 
 
@@ -66,9 +94,92 @@ def doc(spec: TaskSpec) -> str:
         )
     return (
         f"## {spec.title}\n\nMeasures {measures}. Each worker count runs as its own "
-        "training group; failed groups are recorded with what they measured. Results "
-        "go to the results database; open the dashboard or run `scalebench report`."
+        "training group (`workers_<k>.train`, one mapped instance per repeat); failed "
+        "groups are recorded with what they measured. `summarize` prints the sweep's "
+        "table and fails when no configuration produced a result. Results go to the "
+        "results database; open the dashboard or run `scalebench report`."
     )
+
+
+def sweep_steps(spec: TaskSpec, fixed: dict[str, Any] | None = None) -> Any:
+    """Add the steps of one sweep of ``spec`` to the DAG being built; return ``ingest``.
+
+    The request comes from the trigger form, or from ``fixed`` (the nightly
+    run's settings). ``plan`` records the trigger as ``scheduled`` for
+    scheduled DAG runs and ``manual`` otherwise.
+    """
+
+    @task
+    def validate(**context: Any) -> dict[str, Any]:
+        from scalebench.sweep import validate_request
+
+        chosen = dict(fixed if fixed is not None else context["params"])
+        request = validate_request(task=spec.id, **chosen)
+        return {**asdict(request), "data_dir": str(request.data_dir)}
+
+    @task(outlets=[dataset_asset(spec)])
+    def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
+        from workers.data.prepare import prepare
+
+        data = spec.light_data if request["light"] else spec.data
+        prepared = prepare(data.name, Path(request["data_dir"]))
+        print(f"{prepared.name}: {prepared.status} at {prepared.location}")
+        context["outlet_events"][dataset_asset(spec)].extra = asdict(prepared)
+        return asdict(prepared)
+
+    @task
+    def plan(request: dict[str, Any], **context: Any) -> list[dict[str, Any]]:
+        from scalebench import config
+        from scalebench.sweep import SweepRequest, start_sweep
+
+        request = {**request, "world_sizes": tuple(request["world_sizes"]),
+                   "data_dir": Path(request["data_dir"])}  # fmt: skip
+        run_type = str(getattr(context["dag_run"], "run_type", "manual"))
+        trigger = "scheduled" if "scheduled" in run_type else "manual"
+        sweep_dir, groups = start_sweep(SweepRequest(**request), config.results_path(), trigger)
+        print(f"sweep {sweep_dir.name}: {len(groups)} group(s) planned in {sweep_dir}")
+        return groups
+
+    @task
+    def select(groups: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
+        """The planned groups of one worker count, in repeat order."""
+        return [g for g in groups if g["world_size"] == world_size]
+
+    @task(trigger_rule="all_done")
+    def ingest(groups: list[dict[str, Any]]) -> str:
+        from scalebench import config
+        from scalebench.database_commands import ingest as load
+
+        sweep_dir = groups[0]["sweep_dir"]
+        load(config.database_url(), sweep_dir)
+        return Path(sweep_dir).name
+
+    request = validate()
+    groups = plan(request)
+    if not isinstance(spec, AllReduceSpec):
+        prepare_dataset(request) >> groups
+    previous = None
+    for k in WORLD_SIZES:
+        with TaskGroup(f"workers_{k}", tooltip=f"training groups of {k} worker(s)"):
+            train = TrainingGroupOperator.partial(
+                task_id="train",
+                pool=_pool(),
+                pool_slots=k,
+                max_active_tis_per_dag=1,
+                trigger_rule="all_done",  # a failed size does not cancel the next one
+            ).expand(group=select(groups, k))
+        if previous is not None:
+            previous >> train
+        previous = train
+    loaded = ingest(groups)
+    previous >> loaded
+    return loaded
+
+
+def _pool() -> str:
+    from scalebench import config
+
+    return config.pool()
 
 
 def build_benchmark_dag(spec: TaskSpec) -> DAG:
@@ -83,45 +194,10 @@ def build_benchmark_dag(spec: TaskSpec) -> DAG:
     ) as benchmark:
 
         @task
-        def validate(**context: Any) -> dict[str, Any]:
-            from scalebench.sweep import validate_request
-
-            chosen = dict(context["params"])
-            request = validate_request(task=spec.id, **chosen)
-            return {**asdict(request), "data_dir": str(request.data_dir)}
-
-        @task
-        def plan(request: dict[str, Any], **context: Any) -> list[dict[str, Any]]:
-            from scalebench import config
-            from scalebench.sweep import SweepRequest, start_sweep
-
-            request = {**request, "world_sizes": tuple(request["world_sizes"]),
-                       "data_dir": Path(request["data_dir"])}  # fmt: skip
-            run_type = str(getattr(context["dag_run"], "run_type", "manual"))
-            trigger = "scheduled" if "scheduled" in run_type else "manual"
-            _, groups = start_sweep(SweepRequest(**request), config.results_path(), trigger)
-            return groups
-
-        @task(trigger_rule="all_done")
-        def ingest(groups: list[dict[str, Any]]) -> str:
-            from scalebench import config
-            from scalebench.database_commands import ingest as load
-
-            sweep_dir = groups[0]["sweep_dir"]
-            load(config.database_url(), sweep_dir)
-            return Path(sweep_dir).name
-
-        @task
         def summarize(sweep_id: str) -> list[dict[str, Any]]:
             from scalebench.database_commands import summarize_sweep
 
             return summarize_sweep(sweep_id)
 
-        groups = plan(validate())
-        trained = TrainingGroupOperator.partial(
-            task_id="train_group", max_active_tis_per_dag=1
-        ).expand(group=groups)
-        loaded = ingest(groups)
-        trained >> loaded
-        summarize(loaded)
+        summarize(sweep_steps(spec))
     return benchmark

@@ -5,6 +5,11 @@
 | ``SCALEBENCH_DATA_DIR``   | ``./var/data``               | full data sets (e.g. CIFAR-10)   |
 | ``SCALEBENCH_RESULTS_URI``| ``./var/results``            | where ranks write their records  |
 | ``SCALEBENCH_DATABASE_URL``| ``sqlite:///./var/scalebench.db`` | the results database        |
+| ``SCALEBENCH_MAX_WORKERS``| ``32``                       | largest group allowed (GPUs)     |
+| ``SCALEBENCH_POOL``       | ``scalebench_workers``       | Airflow pool (k slots a group) |
+
+The pool bounds what all sweeps together ask for: create it with as many slots
+as workers (GPUs) there are, e.g. ``airflow pools set scalebench_workers 32 ...``.
 """
 
 from __future__ import annotations
@@ -34,6 +39,22 @@ def results_path(uri: str | None = None) -> Path:
             "(or file://...); object-store URIs are not supported yet"
         )
     return Path(uri)
+
+
+def max_workers() -> int:
+    """The largest worker count a sweep may ask for (bad values raise, naming the variable)."""
+    raw = os.environ.get("SCALEBENCH_MAX_WORKERS", "32")
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"SCALEBENCH_MAX_WORKERS must be a whole number, got {raw!r}") from None
+    if value < 1:
+        raise ValueError(f"SCALEBENCH_MAX_WORKERS must be at least 1, got {value}")
+    return value
+
+
+def pool() -> str:
+    return os.environ.get("SCALEBENCH_POOL", "scalebench_workers")
 
 
 def database_url() -> str:

@@ -23,6 +23,11 @@ from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import AllReduceSpec, TaskSpec, get_task, task_ids
 from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
+LAUNCHERS = ("local", "kubernetes")
+PRECISIONS = ("fp32", "bf16")
+# A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
+IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
+
 
 class InvalidParameter(ValueError):
     """A request field with a value that cannot run; ``field`` names it."""
@@ -46,6 +51,10 @@ class SweepRequest:
     variant: str = "sync"
     seed: int = 0
     data_dir: Path = Path("var/data")
+    precision: str = "fp32"
+    launcher: str = "local"
+    gpus_per_worker: int = 1  # Kubernetes: nvidia.com/gpu per pod; local ranks use the host's
+    worker_image: str = ""  # Kubernetes: "" means SCALEBENCH_WORKER_IMAGE
 
     @property
     def spec(self) -> TaskSpec:
@@ -126,12 +135,19 @@ def validate_request(
     variant: Any = "sync",
     seed: Any = 0,
     data_dir: Any = None,
+    precision: Any = "fp32",
+    launcher: Any = "local",
+    gpus_per_worker: Any = 1,
+    worker_image: Any = "",
     gpus: int | None = None,
+    max_workers: int | None = None,
 ) -> SweepRequest:
     """Check every field; raise :class:`InvalidParameter` on the first bad one.
 
-    ``gpus`` is how many GPUs the launcher can give (``None``: count the local
-    ones). ``nccl`` needs one GPU per worker.
+    ``gpus`` is how many GPUs the local launcher can give (``None``: count the
+    host's). ``nccl`` needs one GPU per worker: on the host, or
+    ``gpus_per_worker`` ≥ 1 on Kubernetes. ``max_workers`` is the largest group
+    allowed (``None``: ``SCALEBENCH_MAX_WORKERS``).
     """
     if not isinstance(task, str) or task not in task_ids():
         raise InvalidParameter(
@@ -139,6 +155,31 @@ def validate_request(
         )
     spec = get_task(task)
     world_sizes = parse_world_sizes(workers)
+    if max_workers is None:
+        from scalebench.config import max_workers as configured_max_workers
+
+        max_workers = configured_max_workers()
+    if max(world_sizes) > max_workers:
+        raise InvalidParameter(
+            "workers",
+            f"{max(world_sizes)} workers asked, but the cluster allows at most {max_workers} "
+            "(SCALEBENCH_MAX_WORKERS)",
+        )
+    if not isinstance(launcher, str) or launcher not in LAUNCHERS:
+        raise InvalidParameter(
+            "launcher", f"must be one of {', '.join(LAUNCHERS)}, got {launcher!r}"
+        )
+    gpus_each = _integer("gpus_per_worker", gpus_per_worker)
+    if not 0 <= gpus_each <= 16:
+        raise InvalidParameter("gpus_per_worker", f"must be between 0 and 16, got {gpus_each}")
+    if not isinstance(worker_image, str) or (
+        worker_image and not IMAGE_REFERENCE.fullmatch(worker_image)
+    ):
+        raise InvalidParameter(
+            "worker_image", f"must be an image reference like repo/name:tag, got {worker_image!r}"
+        )
+    if worker_image and launcher != "kubernetes":
+        raise InvalidParameter("worker_image", "only the kubernetes launcher runs images")
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise InvalidParameter("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if not isinstance(light, bool):
@@ -150,7 +191,17 @@ def validate_request(
         raise InvalidParameter("variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
     if isinstance(spec, AllReduceSpec) and variant != "sync":
         raise InvalidParameter("variant", "the all-reduce task has no training variant")
+    if precision not in PRECISIONS:
+        raise InvalidParameter(
+            "precision", f"must be one of {', '.join(PRECISIONS)}, got {precision!r}"
+        )
+    if isinstance(spec, AllReduceSpec) and precision != "fp32":
+        raise InvalidParameter(
+            "precision", "the all-reduce task measures the data types its spec lists"
+        )
     seed_value = _integer("seed", seed)
+    if seed_value < 0:
+        raise InvalidParameter("seed", f"must be 0 or more, got {seed_value}")
     collective = _positive_number("collective_timeout_s", collective_timeout_s)
     group = _positive_number("group_timeout_s", group_timeout_s)
     if group < collective:
@@ -158,7 +209,10 @@ def validate_request(
             "group_timeout_s",
             f"{group:g} s is shorter than the collective timeout ({collective:g} s)",
         )
-    if backend == "nccl":
+    if backend == "nccl" and launcher == "kubernetes":
+        if gpus_each == 0:
+            raise InvalidParameter("gpus_per_worker", "nccl needs at least one GPU per worker")
+    elif backend == "nccl":
         available = local_gpu_count() if gpus is None else gpus
         if available == 0:
             raise InvalidParameter("backend", "nccl needs GPUs and none is available; use gloo")
@@ -168,6 +222,8 @@ def validate_request(
                 f"nccl needs one GPU per worker: {max(world_sizes)} workers asked, "
                 f"{available} GPUs available",
             )
+    if backend == "mpi" and launcher == "kubernetes":
+        raise InvalidParameter("backend", "the kubernetes launcher starts gloo or nccl groups")
     if backend == "mpi" and not mpi_available():
         raise InvalidParameter(
             "backend", "mpi needs a torch build with MPI support, and this torch has none"
@@ -193,6 +249,10 @@ def validate_request(
         variant=variant,
         seed=seed_value,
         data_dir=data_path,
+        precision=precision,
+        launcher=launcher,
+        gpus_per_worker=gpus_each,
+        worker_image=worker_image,
     )
 
 
@@ -229,7 +289,7 @@ def worker_args(request: SweepRequest, group: GroupPlan, run_dir: Path) -> list[
     if request.light:
         args.append("--light")
     if not isinstance(request.spec, AllReduceSpec):
-        args += ["--variant", request.variant]
+        args += ["--variant", request.variant, "--precision", request.precision]
     return args
 
 
@@ -296,7 +356,8 @@ def start_sweep(
     """Create the sweep directory and manifest; return it and one entry per group.
 
     Each entry carries what a launcher needs: ``run_id``, ``world_size``,
-    ``repeat``, ``worker_args``, ``timeout_s`` and ``sweep_dir``.
+    ``repeat``, ``worker_args``, ``timeout_s``, ``sweep_dir``, ``launcher``,
+    ``gpus_per_worker`` and ``worker_image``.
     """
     sweep_id = new_sweep_id(request.task)
     sweep_dir = results_root / sweep_id
@@ -311,6 +372,9 @@ def start_sweep(
             "worker_args": worker_args(request, g, sweep_dir / g.run_id),
             "timeout_s": request.group_timeout_s,
             "sweep_dir": str(sweep_dir),
+            "launcher": request.launcher,
+            "gpus_per_worker": request.gpus_per_worker,
+            "worker_image": request.worker_image,
         }
         for g in groups
     ]

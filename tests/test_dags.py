@@ -28,9 +28,15 @@ def test_every_task_has_a_dag_and_nothing_fails_to_import(dagbag) -> None:
     for dag_id in DAG_IDS:
         dag = dagbag.get_dag(dag_id)
         assert "scalebench" in dag.tags and dag.doc_md
-        assert {t.task_id for t in dag.tasks} == {
-            "validate", "plan", "train_group", "ingest", "summarize",
-        }  # fmt: skip
+        per_size = {f"workers_{k}.{step}" for k in (1, 2, 4, 8, 16, 32)
+                    for step in ("select", "train")}  # fmt: skip
+        expected = {"validate", "plan", "ingest", "summarize", *per_size}
+        if dag_id != "task0_allreduce":  # the all-reduce task has no data set
+            expected.add("prepare_dataset")
+        assert {t.task_id for t in dag.tasks} == expected
+        for k in (1, 2, 4, 8, 16, 32):  # a group of k takes k slots of the workers pool
+            train = dag.get_task(f"workers_{k}.train")
+            assert (train.pool, train.pool_slots) == ("scalebench_workers", k)
 
 
 def test_dag_files_parse_fast_and_import_no_torch() -> None:

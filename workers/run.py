@@ -50,6 +50,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--variant", default="sync", choices=TRAINING_VARIANTS)
+    parser.add_argument(
+        "--precision", default="fp32", choices=("fp32", "bf16"),
+        help="bf16: forward and loss under bfloat16 autocast; weights, gradients and the "
+        "all-reduce stay fp32",
+    )  # fmt: skip
     parser.add_argument("--max-epochs", type=int, default=None, help="override the spec's limit")
     parser.add_argument("--repetitions", type=int, default=None, help="task 0: override")
     parser.add_argument("--max-elements", type=int, default=None, help="task 0: largest size")
@@ -139,6 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                 seed=args.seed,
                 variant=args.variant,
                 max_epochs=args.max_epochs,
+                precision=args.precision,
             )
             image_classification.train(spec, options, tracker, device)
         status = EXIT_OK
