@@ -157,6 +157,22 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_data(args: argparse.Namespace) -> int:
+    from scalebench import config
+    from workers.data.prepare import DataSetCorrupt, prepare
+    from workers.data.sources import DataSetMissing
+
+    data_dir = Path(args.data_dir) if args.data_dir else config.data_dir()
+    try:
+        prepared = prepare(args.name, data_dir, download=args.download)
+    except (DataSetMissing, DataSetCorrupt) as exc:
+        print(f"scalebench: error: {exc}", file=sys.stderr)
+        return 1
+    print(f"{prepared.name}: {prepared.status}, {prepared.bytes / 1e6:.1f} MB at "
+          f"{prepared.location}")  # fmt: skip
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalebench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -191,6 +207,14 @@ def build_parser() -> argparse.ArgumentParser:
     report = commands.add_parser("report", help="print the table of a finished sweep")
     report.add_argument("sweep", help="the sweep's results directory")
     report.set_defaults(func=cmd_report)
+
+    data = commands.add_parser(
+        "data", help="download (optionally) and verify a data set: checksums and format"
+    )
+    data.add_argument("name", choices=("cifar10", "digits"))
+    data.add_argument("--download", action="store_true", help="fetch it when missing")
+    data.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
+    data.set_defaults(func=cmd_data)
 
     database_commands.add_commands(commands)
     return parser

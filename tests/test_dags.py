@@ -70,6 +70,11 @@ def test_dag_files_parse_fast_and_import_no_torch() -> None:
         ({"collective_timeout_s": -1}, "collective_timeout_s"),
         ({"group_timeout_s": "soon"}, "group_timeout_s"),
         ({"seed": -5}, "seed"),
+        ({"launcher": "slurm"}, "launcher"),
+        ({"gpus_per_worker": -1}, "gpus_per_worker"),
+        ({"gpus_per_worker": 1.5}, "gpus_per_worker"),
+        ({"precision": "fp8"}, "precision"),
+        ({"worker_image": "x" * 300}, "worker_image"),
     ],
 )
 def test_the_trigger_form_refuses_bad_input_naming_the_field(dagbag, conf, field) -> None:

@@ -33,11 +33,22 @@ LIGHT = {"task": "task1a-resnet20-cifar10", "workers": "1,2", "light": True}
         ({"collective_timeout_s": "-5"}, "collective_timeout_s", "positive"),
         ({"group_timeout_s": "soon"}, "group_timeout_s", "number of seconds"),
         ({"group_timeout_s": 10, "collective_timeout_s": 60}, "group_timeout_s", "shorter"),
+        ({"seed": -1}, "seed", "0 or more"),
+        ({"precision": "fp8"}, "precision", "fp32, bf16"),
+        ({"launcher": "slurm"}, "launcher", "local, kubernetes"),
+        ({"gpus_per_worker": 17}, "gpus_per_worker", "between 0 and 16"),
+        ({"gpus_per_worker": "many"}, "gpus_per_worker", "whole number"),
+        ({"worker_image": "repo/worker:tag"}, "worker_image", "only the kubernetes launcher"),
+        ({"launcher": "kubernetes", "worker_image": "Bad Image"}, "worker_image", "reference"),
+        ({"launcher": "kubernetes", "backend": "nccl", "gpus_per_worker": 0},
+         "gpus_per_worker", "at least one GPU"),
+        ({"launcher": "kubernetes", "backend": "mpi"}, "backend", "gloo or nccl"),
+        ({"workers": "1,64"}, "workers", "at most 32"),
     ],
 )
 def test_each_bad_field_is_named(changes: dict, field: str, message: str) -> None:
     with pytest.raises(InvalidParameter, match=message) as info:
-        validate_request(**{**LIGHT, **changes}, gpus=0)
+        validate_request(**{**LIGHT, **changes}, gpus=0, max_workers=32)
     assert info.value.field == field
     assert str(info.value).startswith(f"{field}: ")
 
@@ -111,3 +122,22 @@ def test_worker_refuses_bad_input_with_exit_status_2(tmp_path: Path) -> None:
         assert proc.returncode == 2, proc.stderr
         assert message in proc.stderr
         assert not (tmp_path / "run").exists()  # nothing started, nothing written
+
+
+def test_the_cluster_maximum_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCALEBENCH_MAX_WORKERS", "4")
+    with pytest.raises(InvalidParameter, match=r"at most 4 \(SCALEBENCH_MAX_WORKERS\)") as info:
+        validate_request(**{**LIGHT, "workers": [1, 8]})
+    assert info.value.field == "workers"
+    assert validate_request(**{**LIGHT, "workers": [1, 4]}).world_sizes == (1, 4)
+
+
+def test_a_kubernetes_request_with_nccl_and_gpus_passes_without_local_gpus() -> None:
+    image = "registry.example:5000/scalebench-worker:1.0"
+    request = validate_request(
+        **{**LIGHT, "workers": [8]}, launcher="kubernetes", backend="nccl",
+        gpus_per_worker=1, gpus=0, worker_image=image,
+    )  # fmt: skip
+    assert (request.launcher, request.backend, request.gpus_per_worker) == (
+        "kubernetes", "nccl", 1,
+    )  # fmt: skip

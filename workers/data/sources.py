@@ -48,7 +48,8 @@ def require_cifar10(data_dir: Path) -> None:
         names = ", ".join(p.name for p in missing)
         raise DataSetMissing(
             f"CIFAR-10 is not in {data_dir / CIFAR10_DIR} (missing: {names}). "
-            f"Download {CIFAR10_SOURCE} and unpack it into {data_dir} so that "
+            f"Run `scalebench data cifar10 --download --data-dir {data_dir}`, or "
+            f"download {CIFAR10_SOURCE} and unpack it into {data_dir} so that "
             f"{data_dir / CIFAR10_DIR}/data_batch_1 … data_batch_5 and test_batch exist, "
             "or run the light variant (--light), which needs no download."
         )
