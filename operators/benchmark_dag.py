@@ -101,15 +101,20 @@ def doc(spec: TaskSpec) -> str:
     )
 
 
-def sweep_steps(spec: TaskSpec, fixed: dict[str, Any] | None = None) -> Any:
-    """Add the steps of one sweep of ``spec`` to the DAG being built; return ``ingest``.
+def sweep_steps(
+    spec: TaskSpec, fixed: dict[str, Any] | None = None, trigger: str | None = None
+) -> tuple[Any, Any]:
+    """Add the steps of one sweep of ``spec`` to the DAG being built.
+
+    Returns ``(validate, ingest)``: the first step and the one whose result
+    (the sweep id) the summary and the regression check take.
 
     The request comes from the trigger form, or from ``fixed`` (the nightly
-    run's settings). ``plan`` records the trigger as ``scheduled`` for
-    scheduled DAG runs and ``manual`` otherwise.
+    run's settings). The sweep's trigger is ``trigger`` when given, else
+    ``scheduled`` for scheduled DAG runs and ``manual`` otherwise.
     """
 
-    @task
+    @task(trigger_rule="all_done")  # after an earlier sweep of the nightly, whatever it did
     def validate(**context: Any) -> dict[str, Any]:
         from scalebench.sweep import validate_request
 
@@ -135,8 +140,8 @@ def sweep_steps(spec: TaskSpec, fixed: dict[str, Any] | None = None) -> Any:
         request = {**request, "world_sizes": tuple(request["world_sizes"]),
                    "data_dir": Path(request["data_dir"])}  # fmt: skip
         run_type = str(getattr(context["dag_run"], "run_type", "manual"))
-        trigger = "scheduled" if "scheduled" in run_type else "manual"
-        sweep_dir, groups = start_sweep(SweepRequest(**request), config.results_path(), trigger)
+        kind = trigger or ("scheduled" if "scheduled" in run_type else "manual")
+        sweep_dir, groups = start_sweep(SweepRequest(**request), config.results_path(), kind)
         print(f"sweep {sweep_dir.name}: {len(groups)} group(s) planned in {sweep_dir}")
         return groups
 
@@ -173,7 +178,7 @@ def sweep_steps(spec: TaskSpec, fixed: dict[str, Any] | None = None) -> Any:
         previous = train
     loaded = ingest(groups)
     previous >> loaded
-    return loaded
+    return request, loaded
 
 
 def _pool() -> str:
@@ -199,5 +204,6 @@ def build_benchmark_dag(spec: TaskSpec) -> DAG:
 
             return summarize_sweep(sweep_id)
 
-        summarize(sweep_steps(spec))
+        _, loaded = sweep_steps(spec)
+        summarize(loaded)
     return benchmark

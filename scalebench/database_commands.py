@@ -219,28 +219,40 @@ def grant_readonly(url: str | None, role: str, password: str | None) -> None:
     engine.dispose()
 
 
-def regressions(url: str | None, sweep_id: str, window: int, alpha: float, change: float) -> int:
-    """Detect and store regressions of a nightly sweep; exit status 1 when any is flagged."""
+def check_regressions(
+    url: str | None, sweep_id: str, *, window: int = 7, alpha: float = 0.01, change: float = 0.05
+) -> list[Any]:
+    """Detect, store and print the regressions of a nightly sweep; return every finding."""
     from results_db import regressions as detector
 
     engine = _engine(url)
     with engine.begin() as conn:
         findings = detector.detect(conn, sweep_id, window=window, alpha=alpha, min_change=change)
-        flagged = detector.record(conn, sweep_id, findings)
+        detector.record(conn, sweep_id, findings)
     engine.dispose()
     if not findings:
         print(f"{sweep_id}: not enough earlier scheduled sweeps of this configuration to compare")
-    for f in findings:
-        verdict = "REGRESSION" if f.flagged else "ok"
-        if f.latest_mean is None:
-            print(f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.reason}")
-            continue
-        print(
-            f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.latest_mean:.4g} vs "
-            f"baseline {f.baseline_mean:.4g} ({f.change:+.1%} worse, p={f.p_value:.3g}, "
-            f"{f.latest_runs} vs {f.baseline_runs} runs)"
-        )
-    return 1 if flagged else 0
+    for finding in findings:
+        print(describe_finding(finding))
+    return findings
+
+
+def describe_finding(f: Any) -> str:
+    """One line per finding, e.g. ``REGRESSION   2 worker(s) time_to_accuracy_s: 12 vs ...``."""
+    verdict = "REGRESSION" if f.flagged else "ok"
+    if f.latest_mean is None:
+        return f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.reason}"
+    return (
+        f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.latest_mean:.4g} vs "
+        f"baseline {f.baseline_mean:.4g} ({f.change:+.1%} worse, p={f.p_value:.3g}, "
+        f"{f.latest_runs} vs {f.baseline_runs} runs)"
+    )
+
+
+def regressions(url: str | None, sweep_id: str, window: int, alpha: float, change: float) -> int:
+    """Detect and store regressions of a nightly sweep; exit status 1 when any is flagged."""
+    findings = check_regressions(url, sweep_id, window=window, alpha=alpha, change=change)
+    return 1 if any(f.flagged for f in findings) else 0
 
 
 class NoResult(RuntimeError):

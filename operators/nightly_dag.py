@@ -1,0 +1,75 @@
+"""The nightly regression DAG: the suite's sweeps with fixed settings, then the detector.
+
+    <task>.validate → … → <task>.ingest → <task>.summarize
+                                        → <task>.check_regressions
+    (one task of the suite after the other: sweeps never share the machines)
+
+Every task of this DAG calls :func:`scalebench.nightly.notify_failure` when
+it fails, so a flagged regression, a sweep without any result, or a broken
+launcher all reach the configured webhook or callback. Sweeps are recorded
+with trigger ``scheduled`` (also when started by hand), so they form the
+baseline of the nights that follow.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import DAG, CronTriggerTimetable, TaskGroup, task
+
+from operators.benchmark_dag import dag_id, sweep_steps
+from scalebench.nightly import NightlySettings, notify_failure
+from workers.tasks import get_task
+
+NIGHTLY_DAG_ID = "scalebench_nightly"
+
+
+def doc(settings: NightlySettings) -> str:
+    variant = "light" if settings.light else "full"
+    return (
+        "## Nightly regression run\n\n"
+        f"At `{settings.schedule}` (UTC) runs the {variant} variants of "
+        f"{', '.join(f'`{t}`' for t in settings.tasks)} at "
+        f"{', '.join(map(str, settings.workers))} worker(s), {settings.repeats} repeat(s) each, "
+        f"with the {settings.launcher} launcher and {settings.backend}. Each sweep is then "
+        "compared with the last 7 nights of the same configuration: time to accuracy and "
+        "throughput are flagged when a Mann-Whitney U test gives p < 0.01 and the mean is at "
+        "least 5 % worse. A flagged regression fails `check_regressions`, is stored for the "
+        "dashboard, and is sent to `SCALEBENCH_NOTIFY_WEBHOOK` / `SCALEBENCH_NOTIFY_CALLBACK`."
+    )
+
+
+def build_nightly_dag(settings: NightlySettings) -> DAG:
+    with DAG(
+        dag_id=NIGHTLY_DAG_ID,
+        schedule=CronTriggerTimetable(settings.schedule, timezone="UTC"),
+        catchup=False,
+        max_active_runs=1,
+        tags=["scalebench", "nightly"],
+        doc_md=doc(settings),
+        default_args={"on_failure_callback": notify_failure},
+    ) as nightly:
+
+        @task
+        def summarize(sweep_id: str) -> list[dict[str, Any]]:
+            from scalebench.database_commands import summarize_sweep
+
+            return summarize_sweep(sweep_id)
+
+        @task
+        def check_regressions(sweep_id: str) -> list[str]:
+            from scalebench.nightly import check
+
+            return check(sweep_id)
+
+        previous = None
+        for task_id in settings.tasks:
+            spec = get_task(task_id)
+            with TaskGroup(dag_id(spec), tooltip=spec.title):
+                first, loaded = sweep_steps(spec, fixed=settings.request(), trigger="scheduled")
+                summarize(loaded)
+                check_regressions(loaded)
+            if previous is not None:
+                previous >> first  # one sweep at a time: they share the machines
+            previous = loaded
+    return nightly

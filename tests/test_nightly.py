@@ -1,0 +1,184 @@
+"""The nightly regression DAG: settings, schedule, notifier, and a real night that regressed."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from records_factory import FakeRun, write_training_sweep
+from sqlalchemy import select
+
+from scalebench.nightly import (
+    NightlySettings,
+    RegressionFlagged,
+    failure_message,
+    notify_failure,
+)
+
+
+def test_the_defaults_run_the_light_suite_at_two_in_the_morning() -> None:
+    settings = NightlySettings.from_env({})
+    assert settings.schedule == "0 2 * * *"
+    assert settings.tasks == ("task1a-resnet20-cifar10", "task0-allreduce")
+    assert (settings.workers, settings.repeats, settings.light) == ((1, 2), 3, True)
+
+
+def test_settings_come_from_the_environment() -> None:
+    settings = NightlySettings.from_env({
+        "SCALEBENCH_NIGHTLY_SCHEDULE": "30 3 * * 1-5",
+        "SCALEBENCH_NIGHTLY_TASKS": "task0-allreduce",
+        "SCALEBENCH_NIGHTLY_WORKERS": "4,1,2",
+        "SCALEBENCH_NIGHTLY_REPEATS": "5",
+        "SCALEBENCH_NIGHTLY_FULL": "1",
+        "SCALEBENCH_NIGHTLY_LAUNCHER": "kubernetes",
+        "SCALEBENCH_NIGHTLY_BACKEND": "nccl",
+    })  # fmt: skip
+    assert settings == NightlySettings("30 3 * * 1-5", ("task0-allreduce",), (1, 2, 4), 5,
+                                       False, "kubernetes", "nccl")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("SCHEDULE", "every night"),
+        ("TASKS", "task9-imaginary"),
+        ("WORKERS", "0"),
+        ("REPEATS", "three"),
+        ("FULL", "maybe"),
+        ("LAUNCHER", "slurm"),
+        ("BACKEND", "carrier-pigeon"),
+    ],
+)
+def test_a_bad_setting_names_its_variable(variable: str, value: str) -> None:
+    with pytest.raises(ValueError, match=f"SCALEBENCH_NIGHTLY_{variable}"):
+        NightlySettings.from_env({f"SCALEBENCH_NIGHTLY_{variable}": value})
+
+
+def test_the_dag_runs_the_suite_one_sweep_after_the_other_every_night() -> None:
+    from operators.nightly_dag import build_nightly_dag
+
+    dag = build_nightly_dag(NightlySettings.from_env({}))
+    assert dag.timetable.expression == "0 2 * * *" and str(dag.timetable.timezone) == "UTC"
+    assert dag.catchup is False and dag.max_active_runs == 1
+    ingest = dag.get_task("task1a_resnet20_cifar10.ingest")
+    assert "task0_allreduce.validate" in ingest.downstream_task_ids
+    for task in dag.tasks:
+        assert task.on_failure_callback == [notify_failure] or task.on_failure_callback == (
+            notify_failure
+        )
+    check = dag.get_task("task1a_resnet20_cifar10.check_regressions")
+    assert check.upstream_task_ids == {"task1a_resnet20_cifar10.ingest"}
+
+
+class Webhook:
+    """A local HTTP endpoint that keeps what is POSTed to it."""
+
+    def __init__(self) -> None:
+        received = self.received = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                received.append(json.loads(self.rfile.read(length)))
+                self.send_response(200)
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def webhook():
+    hook = Webhook()
+    yield hook
+    hook.close()
+
+
+def fake_context(error: BaseException) -> dict:
+    ti = SimpleNamespace(dag_id="scalebench_nightly", task_id="t.check_regressions",
+                         run_id="scheduled__2026-11-22T02:00:00+00:00",
+                         log_url="http://airflow.example/log")  # fmt: skip
+    return {"ti": ti, "exception": error}
+
+
+def test_a_failure_is_posted_to_the_webhook_and_given_to_the_callback(
+    webhook: Webhook, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    probe = tmp_path / "probe.txt"
+    monkeypatch.setenv("SCALEBENCH_NOTIFY_WEBHOOK", webhook.url)
+    monkeypatch.setenv("SCALEBENCH_NOTIFY_CALLBACK", "notify_probe:record")
+    monkeypatch.setenv("NOTIFY_PROBE_FILE", str(probe))
+    notify_failure(fake_context(RegressionFlagged("sweep s: 1 regression(s) ...")))
+    [message] = webhook.received
+    assert message["text"].startswith(
+        "scalebench: scalebench_nightly flagged a regression in task t.check_regressions"
+    )
+    assert "http://airflow.example/log" in message["text"]
+    assert probe.read_text() == "t.check_regressions\n"
+
+
+def test_a_broken_notifier_does_not_hide_the_failure(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SCALEBENCH_NOTIFY_WEBHOOK", "http://127.0.0.1:9/nothing-listens")
+    monkeypatch.setenv("SCALEBENCH_NOTIFY_CALLBACK", "no_such_module:hook")
+    notify_failure(fake_context(RuntimeError("boom")))  # returns; it logs instead
+    assert "posting failed" in caplog.text and "no_such_module:hook" in caplog.text
+    assert "failed in task t.check_regressions" in failure_message(
+        fake_context(RuntimeError("boom"))
+    )
+
+
+@pytest.mark.slow
+def test_a_night_that_got_slower_fails_is_stored_and_notifies(
+    airflow_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, webhook: Webhook
+) -> None:
+    from operators.nightly_dag import build_nightly_dag
+    from results_db.models import Regression, Sweep
+    from scalebench.database_commands import ingest, upgrade
+
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
+    monkeypatch.setenv("SCALEBENCH_NOTIFY_WEBHOOK", webhook.url)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    upgrade(url)
+    # Three earlier nights in which one worker reached the light target in 0.5 s.
+    for night in (19, 20, 21):
+        runs = [FakeRun(1, repeat=r, tta_s=0.5) for r in range(3)]
+        write_training_sweep(tmp_path / "baseline", f"nightly-{night}", runs, trigger="scheduled",
+                             created_at=f"2026-11-{night}T02:00:00+00:00")  # fmt: skip
+    ingest(url, str(tmp_path / "baseline"))
+
+    settings = NightlySettings(tasks=("task1a-resnet20-cifar10",), workers=(1,), repeats=3)
+    run = build_nightly_dag(settings).test()
+
+    assert run.state == "failed"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["task1a_resnet20_cifar10.summarize"] == "success"
+    assert states["task1a_resnet20_cifar10.check_regressions"] == "failed"
+    from results_db.database import make_engine
+
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        latest = conn.execute(select(Sweep.id).where(Sweep.id.not_like("nightly-%"))).scalar_one()
+        flagged = conn.execute(select(Regression.metric, Regression.world_size)
+                               .where(Regression.sweep_id == latest)).all()  # fmt: skip
+        trigger = conn.execute(select(Sweep.trigger).where(Sweep.id == latest)).scalar_one()
+    engine.dispose()
+    assert ("time_to_accuracy_s", 1) in flagged
+    assert trigger == "scheduled"  # tonight is part of the baseline of the nights to come
+    texts = [m["text"] for m in webhook.received]
+    assert any("flagged a regression" in t and "time_to_accuracy_s" in t for t in texts), texts
