@@ -97,21 +97,20 @@ class TrainingGroupOperator(BaseOperator):
                 KubernetesGroup,
                 KubernetesSettings,
                 group_names,
-                pod_worker_args,
             )
-            from scalebench import config
 
             ti = context["ti"]
             names = group_names(ti.dag_id, ti.run_id, ti.map_index, ti.try_number,
                                 group["world_size"])  # fmt: skip
             return KubernetesGroup(
-                pod_worker_args(group["worker_args"], config.results_path(), config.data_dir()),
+                group["worker_args"],  # rewritten for the pods' volumes by the launcher
                 group["world_size"],
                 names=names,
                 settings=KubernetesSettings.from_env(),
                 gpus_per_worker=group.get("gpus_per_worker", 1),
                 image=group.get("worker_image") or None,
                 sink=self.log.info,
+                timeout_s=group["timeout_s"],
             )
         raise ValueError(f"unknown launcher {launcher!r}")
 

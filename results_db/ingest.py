@@ -218,8 +218,13 @@ def load_run(
     loader.finish()
     check_consistent(ranks)
     summary = summarise(ranks, run_id, group["world_size"], group.get("status"))
+    launcher_reason = group.get("reason", "")
     if group.get("status") == "failed" and summary.status == "succeeded":
-        summary.status, summary.reason = "failed", group.get("reason", "")
+        summary.status, summary.reason = "failed", launcher_reason
+    elif summary.status == "failed" and launcher_reason and launcher_reason not in summary.reason:
+        # What the launcher saw (a pod that was never scheduled, a rank killed
+        # by a signal) comes first; the ranks' own records add the detail.
+        summary.reason = "; ".join(filter(None, [launcher_reason, summary.reason]))
     rows += _write_run(conn, sweep_id, request, group, summary, ranks)
     return rows, summary, ranks
 
