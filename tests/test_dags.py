@@ -130,3 +130,61 @@ def test_a_light_sweep_runs_end_to_end_into_the_database(
     assert sorted(runs) == [(1, "succeeded", True), (2, "succeeded", True)]
     assert tuple(sweep) == ("manual", "succeeded")
     assert time.monotonic() - started < 300
+
+
+@pytest.mark.slow
+def test_stopping_the_airflow_task_cancels_the_sweep_and_keeps_what_it_measured(
+    airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGTERM to the process running the task (what Airflow sends when a running task
+    is marked failed or its run is stopped) → on_kill stops every rank, the group is
+    recorded as cancelled with its steps, and the sweep's next group never starts."""
+    import json
+    import os
+    import signal
+
+    from results_db.database import make_engine
+    from results_db.models import Run, StepTiming
+
+    url = f"sqlite:///{sweep_env / 'r.db'}"
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    script = (
+        "from airflow.dag_processing.dagbag import DagBag\n"
+        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).get_dag('task1a_resnet20_cifar10')\n"
+        "run = dag.test(run_conf={'workers': [2], 'repeats': 2, 'light': True,\n"
+        "                         'precision': 'bf16'})  # bf16 on a CPU: slow enough to catch\n"
+        "print('DAG RUN', run.state, flush=True)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, cwd=REPO)  # fmt: skip
+    results = sweep_env / "results"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        ranks = list(results.glob("*/*-r0/rank-0.jsonl"))
+        if ranks and '"kind":"step"' in ranks[0].read_text():
+            break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail("the first group never started training:\n" + proc.communicate()[0][-3000:])
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=180)
+    assert "DAG RUN failed" in out, out[-3000:]
+
+    (sweep_dir,) = results.iterdir()
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [g["status"] for g in manifest["groups"]] == ["cancelled", "cancelled"]
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        runs = dict(conn.execute(select(Run.repeat, Run.status)).all())
+        first = conn.execute(select(Run.id).where(Run.repeat == 0)).scalar_one()
+        steps = conn.execute(select(StepTiming.step).where(StepTiming.run_id == first)).all()
+    engine.dispose()
+    assert runs == {0: "cancelled", 1: "cancelled"}
+    assert steps, "the cancelled group's measurements were lost"
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):  # no rank outlived it
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        assert str(sweep_dir).encode() not in cmdline
