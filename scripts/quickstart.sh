@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Set up and run the embedded default: a light Task 1a sweep at 1 and 2 local
-# workers, then Task 0 (all-reduce) light with 2 workers. Results go under
-# ./var/results (SCALEBENCH_RESULTS_URI); each sweep prints its table.
+# Set up and run the embedded default through Airflow: the Task 1a DAG (light)
+# at 1 and 2 local workers, then the Task 0 DAG (all-reduce, light) at 2
+# workers. Each is a real Airflow DAG run (`airflow dags test`, no scheduler
+# needed) with Airflow's home in ./var/airflow; results go to ./var/results
+# and the SQLite results database ./var/scalebench.db, and each sweep's table
+# is printed from that database.
 set -euo pipefail
 source "$(dirname "$0")/_env.sh"
 
-scalebench run task1a-resnet20-cifar10 --light --workers 1,2
-scalebench run task0-allreduce --light --workers 2
+python -m scalebench.embedded task1a_resnet20_cifar10 '{"workers": [1, 2], "light": true}'
+python -m scalebench.embedded task0_allreduce '{"workers": [2], "light": true}'

@@ -1,0 +1,128 @@
+"""Run one benchmark DAG through Airflow on this machine, and show what happens.
+
+    python -m scalebench.embedded task1a_resnet20_cifar10 '{"workers": [1, 2], "light": true}'
+
+This is the embedded path of the README's quick start: a real Airflow DAG run
+(``airflow dags test``: every task runs in one process, no scheduler needed)
+against the Airflow home in ``$AIRFLOW_HOME`` (``./var/airflow`` by default),
+which it migrates first. Airflow's own log goes to
+``var/airflow/<dag>-<time>.log``; the terminal gets one line per task
+started and finished (with seconds), the workers' progress lines (epochs,
+with the time left), and, at the end, the sweep's table from the results
+database. The exit status is 0 when the DAG run succeeded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+STARTED = re.compile(r"\[DAG TEST\] starting task_id=(\S+) map_index=(-?\d+)")
+ENDED = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
+FAILED = re.compile(r"Task failed|Task instance in failure state|\[error\s*\] (.*)")
+FINISHED = re.compile(r"DagRun Finished: .*?\bstate=(\w+)")
+PLANNED = re.compile(r"sweep (\S+): \d+ group\(s\) planned")
+# The message of a structured Airflow log line: "<time> [info     ] <message> [<logger>] loc=..."
+MESSAGE = re.compile(r"^\S+ \[(?:info|warning|error)\s*\] (.*?)(?: \[[\w.]+\])?(?: \w+=\S+)*$")
+WORKER_PROGRESS = re.compile(r"\[rank 0\] .*(epoch \d+/\d+|size|finished|refused)|ingested")
+
+
+def airflow_environment() -> dict[str, str]:
+    """The environment for the embedded Airflow: its home, our DAG folder, no examples."""
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ)
+    env.setdefault("AIRFLOW_HOME", str(Path("var/airflow").resolve()))
+    env.setdefault("AIRFLOW__CORE__DAGS_FOLDER", str(repo / "dags"))
+    env.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+    return env
+
+
+def airflow(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    command = shutil.which("airflow") or str(Path(sys.executable).with_name("airflow"))
+    return subprocess.run([command, *args], env=env, capture_output=True, text=True)
+
+
+def prepare_airflow(env: dict[str, str]) -> None:
+    """Migrate Airflow's metadata database and create the workers pool (idempotent)."""
+    from scalebench import config
+
+    Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
+    for args in (
+        ("db", "migrate"),
+        ("pools", "set", config.pool(), str(config.max_workers()),
+         "scalebench: one slot per worker (GPU)"),
+    ):  # fmt: skip
+        done = airflow(*args, env=env)
+        if done.returncode != 0:
+            raise SystemExit(f"airflow {' '.join(args[:2])} failed:\n{done.stderr[-3000:]}")
+
+
+def follow(dag_id: str, conf: dict, env: dict[str, str], log_path: Path) -> tuple[str, str | None]:
+    """Run ``airflow dags test``; print progress; return (DAG run state, sweep id)."""
+    command = shutil.which("airflow") or str(Path(sys.executable).with_name("airflow"))
+    proc = subprocess.Popen(
+        [command, "dags", "test", dag_id, "-c", json.dumps(conf)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    state, sweep_id, began, started_at = "unknown", None, time.monotonic(), {}
+    assert proc.stdout is not None
+    with log_path.open("w", encoding="utf-8") as log:
+        for line in proc.stdout:
+            log.write(line)
+            elapsed = f"{time.monotonic() - began:6.1f}s"
+            if match := STARTED.search(line):
+                key = match.groups()
+                started_at[key] = time.monotonic()
+                print(f"{elapsed}  ▶ {_task_name(*key)}", flush=True)
+            elif match := ENDED.search(line):
+                key = match.groups()
+                took = time.monotonic() - started_at.get(key, time.monotonic())
+                print(f"{elapsed}  ■ {_task_name(*key)} ({took:.1f} s)", flush=True)
+            elif match := FINISHED.search(line):
+                state = match.group(1)
+            elif (match := MESSAGE.match(line.rstrip())) and WORKER_PROGRESS.search(line):
+                print(f"{elapsed}      {match.group(1)}", flush=True)
+            if match := PLANNED.search(line):
+                sweep_id = match.group(1)
+    proc.wait()
+    return state, sweep_id
+
+
+def _task_name(task_id: str, map_index: str) -> str:
+    return task_id if map_index == "-1" else f"{task_id}[{map_index}]"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if not 1 <= len(args) <= 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    dag_id, conf = args[0], json.loads(args[1]) if len(args) == 2 else {}
+    env = airflow_environment()
+    print(f"Airflow home {env['AIRFLOW_HOME']}: migrating the metadata database ...", flush=True)
+    prepare_airflow(env)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    log_path = Path(env["AIRFLOW_HOME"]) / f"{dag_id}-{stamp}.log"
+    print(f"running DAG {dag_id} with {json.dumps(conf)} (Airflow's log: {log_path})", flush=True)
+    state, sweep_id = follow(dag_id, conf, env, log_path)
+    print(f"DAG run {state}")
+    if sweep_id:
+        from scalebench.database_commands import NoResult, summarize_sweep
+
+        print(f"\nsweep {sweep_id} in the results database:")
+        try:
+            summarize_sweep(sweep_id)
+        except NoResult as exc:
+            print(exc)
+    return 0 if state == "success" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
