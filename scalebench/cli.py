@@ -5,6 +5,7 @@
     scalebench report <sweep directory>
     scalebench db upgrade | scalebench ingest <location> | scalebench export <sweep>
     scalebench prices list|set|load | scalebench regressions <sweep>
+    scalebench dashboard [--host 127.0.0.1] [--port 8050] [--database URL]
 
 ``run`` validates the request (nothing starts if a field is wrong), runs one
 local group per (worker count, repeat), writes ``sweep.json`` beside the
@@ -173,6 +174,27 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    """Serve the dashboard (read-only) with Dash's own server until Ctrl-C."""
+    try:
+        port = int(args.port)
+    except ValueError:
+        raise InvalidParameter("port", f"must be a whole number, got {args.port!r}") from None
+    if not 1 <= port <= 65535:
+        raise InvalidParameter("port", f"must be from 1 to 65535, got {port}")
+    from dash_app.app import create_app
+
+    url = args.database or config.database_url()
+    app = create_app(url)
+    print(f"dashboard of {database_commands.redact(url)} on http://{args.host}:{port}/ "
+          "(Ctrl-C stops it)", flush=True)  # fmt: skip
+    try:
+        app.run(host=args.host, port=port, debug=False)
+    except KeyboardInterrupt:
+        print("dashboard stopped", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalebench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -211,12 +233,20 @@ def build_parser() -> argparse.ArgumentParser:
     data = commands.add_parser(
         "data", help="download (optionally) and verify a data set: checksums and format"
     )
-    data.add_argument("name", choices=("cifar10", "digits"))
+    data.add_argument("name", choices=("cifar10", "epsilon", "digits", "breast_cancer"))
     data.add_argument("--download", action="store_true", help="fetch it when missing")
     data.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
     data.set_defaults(func=cmd_data)
 
     database_commands.add_commands(commands)
+
+    dashboard = commands.add_parser("dashboard", help="serve the dashboard (read-only)")
+    dashboard.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
+    dashboard.add_argument("--port", default="8050", help="port (default 8050)")
+    dashboard.add_argument(
+        "--database", default=None, help="results database URL (SCALEBENCH_DATABASE_URL)"
+    )
+    dashboard.set_defaults(func=cmd_dashboard)
     return parser
 
 

@@ -12,7 +12,8 @@ import pytest
 from conftest import REPO
 from sqlalchemy import select
 
-DAG_IDS = {"task0_allreduce", "task1a_resnet20_cifar10"}  # one per task, plus the nightly
+# one DAG per task, plus the nightly
+DAG_IDS = {"task0_allreduce", "task1a_resnet20_cifar10", "task2a_logreg_epsilon"}
 
 
 @pytest.fixture(scope="module")

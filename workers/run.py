@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from workers import allreduce, image_classification
+    from workers import allreduce, image_classification, logistic_regression
     from workers.distributed import check_backend, environment, init_group
     from workers.records import RecordWriter
     from workers.tracker import Diverged, MLPerfLog, Tracker
@@ -146,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
                 max_epochs=args.max_epochs,
                 precision=args.precision,
             )
-            image_classification.train(spec, options, tracker, device)
+            trainers = {"resnet20": image_classification.train,
+                        "logistic-regression": logistic_regression.train}  # fmt: skip
+            trainers[spec.model](spec, options, tracker, device)
         status = EXIT_OK
     except Diverged as exc:
         tracker.fail("diverged", str(exc))

@@ -44,13 +44,15 @@ class LearningRate:
     def at(self, epoch: float) -> float:
         if self.spec.warmup == "linear-log2k":
             lr = warmup_lr(self.base_lr, self.world_size, epoch)
+        elif self.spec.warmup == "scale-k":
+            lr = self.base_lr * self.world_size
         else:
             lr = self.base_lr
         return lr * self.decay
 
     def end_of_epoch(self, epoch: int, validation_loss: float) -> bool:
         """Account for the validation loss after ``epoch``; True when the rate was cut."""
-        if epoch + 1 < warmup_epochs(self.world_size):
+        if self.spec.warmup == "linear-log2k" and epoch + 1 < warmup_epochs(self.world_size):
             return False
         if validation_loss < self.best_loss:
             self.best_loss = validation_loss

@@ -9,17 +9,29 @@ missing set is fetched from its official address, its archive checksum
 verified, and unpacked. The digits set ships with scikit-learn and is only
 checked for shape.
 
+epsilon (Task 2a) comes as LIBSVM text files (``epsilon_normalized`` and
+``epsilon_normalized.t``, optionally ``.bz2``-compressed; ``download=True``
+fetches them from the LIBSVM site, which publishes no checksums). They are
+converted once, in chunks read by scikit-learn's ``load_svmlight_file``, into
+dense ``float32`` ``.npy`` arrays that the workers memory-map; the row counts,
+feature count and ±1 labels are checked. The breast-cancer set ships with
+scikit-learn.
+
 Torch-free: the Airflow side runs this.
 """
 
 from __future__ import annotations
 
+import bz2
 import hashlib
 import json
 import pickle
+import shutil
 import tarfile
 import tempfile
+import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +40,10 @@ from workers.data.sources import (
     CIFAR10_SOURCE,
     CIFAR10_TEST_FILE,
     CIFAR10_TRAIN_FILES,
+    EPSILON_DIR,
+    EPSILON_SOURCES,
     DataSetMissing,
+    epsilon_files,
     require_cifar10,
 )
 
@@ -155,10 +170,139 @@ def prepare_digits() -> Prepared:
                     bytes=int(digits.images.nbytes))  # fmt: skip
 
 
+EPSILON_TEXT = {"train": "epsilon_normalized", "test": "epsilon_normalized.t"}
+
+
+def convert_libsvm(
+    source: Path,
+    features: int,
+    x_path: Path,
+    y_path: Path,
+    *,
+    chunk_bytes: int = 256 << 20,
+    say: Callable[[str], None] = print,
+) -> int:
+    """Convert a LIBSVM text file with ±1 labels into dense ``float32`` ``.npy`` arrays.
+
+    Reads ``chunk_bytes`` of text at a time (``load_svmlight_file``'s
+    ``offset``/``length`` split the file at line ends), so memory stays at one
+    chunk's dense rows. Labels become 0 (−1) and 1 (+1). Returns the row count.
+    """
+    import numpy as np
+    from sklearn.datasets import load_svmlight_file
+
+    with source.open("rb") as handle:
+        rows = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 24), b""))
+    size = source.stat().st_size
+    tmp_x, tmp_y = x_path.with_suffix(".tmp.npy"), y_path.with_suffix(".tmp.npy")
+    x = np.lib.format.open_memmap(tmp_x, mode="w+", dtype=np.float32, shape=(rows, features))
+    y = np.empty(rows, dtype=np.float32)
+    done, offset, began = 0, 0, time.monotonic()
+    while offset < size:
+        chunk, labels = load_svmlight_file(
+            str(source), n_features=features, dtype=np.float32, zero_based=False,
+            offset=offset, length=chunk_bytes,
+        )
+        if not set(np.unique(labels).tolist()) <= {-1.0, 1.0}:
+            raise DataSetCorrupt(f"{source}: labels other than -1 and +1")
+        n = chunk.shape[0]
+        x[done : done + n] = chunk.toarray()
+        y[done : done + n] = labels > 0
+        done += n
+        offset += chunk_bytes
+        rate = done / max(time.monotonic() - began, 1e-9)
+        say(f"{source.name}: {done:,}/{rows:,} rows, {(rows - done) / max(rate, 1e-9):.0f} s to go")
+    if done != rows:
+        raise DataSetCorrupt(f"{source}: read {done:,} rows of {rows:,} lines")
+    x.flush()
+    del x
+    np.save(tmp_y, y)
+    tmp_x.replace(x_path)
+    tmp_y.replace(y_path)
+    return rows
+
+
+def _text_source(folder: Path, name: str, download: bool, url: str) -> Path:
+    """The LIBSVM text file ``name`` in ``folder``: as is, unpacked from ``.bz2``, or fetched."""
+    text, packed = folder / name, folder / f"{name}.bz2"
+    if text.is_file():
+        return text
+    if not packed.is_file():
+        if not download:
+            raise DataSetMissing(f"neither {text} nor {packed} exists")
+        folder.mkdir(parents=True, exist_ok=True)
+        urllib.request.urlretrieve(url, packed)
+    with bz2.open(packed, "rb") as src, text.open("wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 24)
+    return text
+
+
+def prepare_epsilon(
+    data_dir: Path,
+    *,
+    download: bool = False,
+    features: int = 2000,
+    rows: dict[str, int] | None = None,
+    sources: dict[str, str] = EPSILON_SOURCES,
+    say: Callable[[str], None] = print,
+) -> Prepared:
+    """Convert (once) and check epsilon; ``rows`` are the expected row counts per split."""
+    import numpy as np
+
+    rows = rows if rows is not None else {"train": 400_000, "test": 100_000}
+    folder = data_dir / EPSILON_DIR
+    files = epsilon_files(data_dir)
+    stamp_path = folder / STAMP
+    status = "verified"
+    if not all(path.is_file() for path in files.values()):
+        for split, name in EPSILON_TEXT.items():
+            try:
+                source = _text_source(folder, name, download, sources[split])
+            except DataSetMissing as exc:
+                raise DataSetMissing(
+                    f"epsilon: {exc}. Put LIBSVM's {name}.bz2 into {folder}, or pass --download"
+                ) from None
+            convert_libsvm(source, features, files[f"{split}_x"], files[f"{split}_y"], say=say)
+        status = "converted"
+    states = {path.name: _file_state(path) for path in files.values()}
+    total = sum(state["size"] for state in states.values())
+    fresh = stamp_path.is_file() and (
+        json.loads(stamp_path.read_text(encoding="utf-8")).get("files") == states
+    )
+    if status == "verified" and fresh:
+        return Prepared("epsilon", "fresh", str(folder), bytes=total)
+    for split, expected in rows.items():
+        x = np.load(files[f"{split}_x"], mmap_mode="r")
+        y = np.load(files[f"{split}_y"], mmap_mode="r")
+        if x.shape != (expected, features) or y.shape != (expected,):
+            raise DataSetCorrupt(
+                f"epsilon {split}: expected {expected:,} rows of {features} features, "
+                f"got {x.shape} with {y.shape[0]:,} labels"
+            )
+        if not set(np.unique(y).tolist()) <= {0.0, 1.0}:
+            raise DataSetCorrupt(f"epsilon {split}: labels other than 0 and 1")
+    stamp_path.write_text(json.dumps({"files": states}, indent=1), encoding="utf-8")
+    return Prepared("epsilon", status, str(folder), bytes=total)
+
+
+def prepare_breast_cancer() -> Prepared:
+    from workers.data.sources import load_breast_cancer
+
+    data = load_breast_cancer()
+    if data.train_x.shape[1] != 30 or len(data.train_y) + len(data.test_y) != 569:
+        raise DataSetCorrupt(f"scikit-learn breast cancer: unexpected shape {data.train_x.shape}")
+    return Prepared("breast_cancer", "verified", "sklearn.datasets.load_breast_cancer",
+                    bytes=int(data.train_x.nbytes + data.test_x.nbytes))  # fmt: skip
+
+
 def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
     """Make data set ``name`` ready in ``data_dir`` (see the module docstring)."""
     if name == "cifar10":
         return prepare_cifar10(data_dir, download=download)
     if name == "digits":
         return prepare_digits()
+    if name == "epsilon":
+        return prepare_epsilon(data_dir, download=download)
+    if name == "breast_cancer":
+        return prepare_breast_cancer()
     raise ValueError(f"unknown data set {name!r}")

@@ -108,3 +108,81 @@ def check_available(name: str, data_dir: Path) -> None:
     """Raise :class:`DataSetMissing` when data set ``name`` cannot be loaded from ``data_dir``."""
     if name == "cifar10":
         require_cifar10(data_dir)
+    elif name == "epsilon":
+        require_epsilon(data_dir)
+
+
+# -- tabular binary-classification sets (Task 2a) -----------------------------------------------
+
+EPSILON_DIR = "epsilon"
+EPSILON_SOURCES = {
+    "train": "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/epsilon_normalized.bz2",
+    "test": "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/epsilon_normalized.t.bz2",
+}
+
+
+@dataclass(frozen=True)
+class TabularArrays:
+    """Dense ``float32`` feature rows (N, F) and ``float32`` labels 0/1, train and test."""
+
+    train_x: np.ndarray
+    train_y: np.ndarray
+    test_x: np.ndarray
+    test_y: np.ndarray
+
+
+def epsilon_files(data_dir: Path) -> dict[str, Path]:
+    """The prepared arrays of epsilon (written by ``workers.data.prepare``)."""
+    folder = data_dir / EPSILON_DIR
+    return {f"{split}_{part}": folder / f"{split}_{part}.npy"
+            for split in ("train", "test") for part in ("x", "y")}  # fmt: skip
+
+
+def require_epsilon(data_dir: Path) -> None:
+    missing = [p for p in epsilon_files(data_dir).values() if not p.is_file()]
+    if missing:
+        raise DataSetMissing(
+            f"epsilon is not prepared in {data_dir / EPSILON_DIR} (missing: "
+            f"{', '.join(p.name for p in missing)}). Run `scalebench data epsilon --download "
+            f"--data-dir {data_dir}`, or put LIBSVM's epsilon_normalized(.bz2) and "
+            f"epsilon_normalized.t(.bz2) into {data_dir / EPSILON_DIR} and run "
+            "`scalebench data epsilon` to convert them; or run the light variant (--light)."
+        )
+
+
+def load_epsilon(data_dir: Path) -> TabularArrays:
+    """The prepared epsilon arrays, memory-mapped (3.2 GB of training features)."""
+    import numpy as np
+
+    require_epsilon(data_dir)
+    files = epsilon_files(data_dir)
+    return TabularArrays(**{key: np.load(path, mmap_mode="r") for key, path in files.items()})
+
+
+def load_breast_cancer(test_fraction: float = 0.2, seed: int = 0) -> TabularArrays:
+    """scikit-learn's breast-cancer set, standardised, rows scaled to unit length (like epsilon)."""
+    import numpy as np
+    from sklearn.datasets import load_breast_cancer as sklearn_breast_cancer
+    from sklearn.model_selection import train_test_split
+
+    data = sklearn_breast_cancer()
+    x = data.data.astype(np.float64)
+    y = data.target.astype(np.float32)
+    train_x, test_x, train_y, test_y = train_test_split(
+        x, y, test_size=test_fraction, random_state=seed, stratify=y
+    )
+    mean, std = train_x.mean(axis=0), train_x.std(axis=0) + 1e-12
+
+    def scaled(rows: np.ndarray) -> np.ndarray:
+        standard = (rows - mean) / std
+        return (standard / np.linalg.norm(standard, axis=1, keepdims=True)).astype(np.float32)
+
+    return TabularArrays(scaled(train_x), train_y, scaled(test_x), test_y)
+
+
+def load_tabular(name: str, data_dir: Path) -> TabularArrays:
+    if name == "epsilon":
+        return load_epsilon(data_dir)
+    if name == "breast_cancer":
+        return load_breast_cancer()
+    raise ValueError(f"unknown tabular data set {name!r}")

@@ -12,6 +12,7 @@ from workers.tasks.specs import (
     ImageData,
     OptimizerSpec,
     ScheduleSpec,
+    TabularData,
     TaskSpec,
     TrainingSpec,
 )
@@ -23,6 +24,7 @@ __all__ = [
     "ImageData",
     "OptimizerSpec",
     "ScheduleSpec",
+    "TabularData",
     "TaskSpec",
     "TrainingSpec",
     "get_task",

@@ -55,12 +55,13 @@ class ScheduleSpec:
 
     ``warmup`` ``"linear-log2k"``: the rate rises linearly from ``lr`` to
     ``lr × k`` over the first ``log2(k)`` epochs (Goyal et al.'s linear scaling
-    rule with gradual warm-up). After warm-up the rate is multiplied by
+    rule with gradual warm-up); ``"scale-k"``: ``lr × k`` from the first step,
+    without warm-up; ``"none"``: ``lr``. After warm-up the rate is multiplied by
     ``plateau_factor`` whenever the validation loss has not improved for
     ``plateau_patience`` consecutive epochs.
     """
 
-    warmup: Literal["linear-log2k", "none"]
+    warmup: Literal["linear-log2k", "scale-k", "none"]
     plateau_patience: int
     plateau_factor: float
 
@@ -82,14 +83,24 @@ class ImageData:
 
 
 @dataclass(frozen=True)
+class TabularData:
+    """A binary-classification data set of dense feature vectors (labels 0/1)."""
+
+    name: str
+    features: int
+    train_samples: int
+    test_samples: int
+
+
+@dataclass(frozen=True)
 class TrainingSpec:
     """A time-to-accuracy training task (Task 1a and later)."""
 
     id: str
     title: str
     model: str
-    data: ImageData
-    light_data: ImageData
+    data: ImageData | TabularData
+    light_data: ImageData | TabularData
     world_sizes: tuple[int, ...]
     batch_per_worker: int
     optimizer: OptimizerSpec
@@ -97,6 +108,7 @@ class TrainingSpec:
     goal: Goal
     max_epochs: int
     light_max_epochs: int
+    l2: float = 0.0  # loss regularisation: + l2/2 × ‖w‖² (weights only, not the bias)
     notes: str = ""
     kind: Literal["training"] = field(default="training", init=False)
 
