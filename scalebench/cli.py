@@ -233,7 +233,9 @@ def build_parser() -> argparse.ArgumentParser:
     data = commands.add_parser(
         "data", help="download (optionally) and verify a data set: checksums and format"
     )
-    data.add_argument("name", choices=("cifar10", "epsilon", "digits", "breast_cancer"))
+    data.add_argument(
+        "name", choices=("cifar10", "epsilon", "wikitext2", "digits", "breast_cancer", "markov")
+    )
     data.add_argument("--download", action="store_true", help="fetch it when missing")
     data.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
     data.set_defaults(func=cmd_data)

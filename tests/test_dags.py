@@ -13,7 +13,8 @@ from conftest import REPO
 from sqlalchemy import select
 
 # one DAG per task, plus the nightly
-DAG_IDS = {"task0_allreduce", "task1a_resnet20_cifar10", "task2a_logreg_epsilon"}
+DAG_IDS = {"task0_allreduce", "task1a_resnet20_cifar10", "task2a_logreg_epsilon",
+           "task3a_awdlstm_wikitext2"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ and a payload by kind:
 - ``allreduce``: ``bytes``, ``elements``, ``dtype``, ``backend``, ``seconds``
   (one entry per timed repetition, this rank's view).
 - ``event``: ``event`` (``start``, ``goal_reached``, ``diverged``, ``finished``,
-  ``failed``) plus free details (``reason``, ``status``...).
+  ``failed``, ``switched_to_asgd``) plus free details (``reason``, ``status``...).
 - ``env``: versions, devices, host.
 
 This module does not import torch: readers (ingest, the CLI) use it too.
@@ -57,7 +57,7 @@ _COUNTERS = {
     "event": _COMMON_COUNTERS,
     "env": _COMMON_COUNTERS,
 }
-EVENTS = ("start", "goal_reached", "diverged", "finished", "failed")
+EVENTS = ("start", "goal_reached", "diverged", "finished", "failed", "switched_to_asgd")
 
 _COMMON = {"v": int, "run_id": str, "rank": int, "world_size": int, "kind": str, "t": float}
 _PAYLOAD: dict[str, dict[str, type | tuple[type, ...]]] = {

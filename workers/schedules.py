@@ -46,12 +46,19 @@ class LearningRate:
             lr = warmup_lr(self.base_lr, self.world_size, epoch)
         elif self.spec.warmup == "scale-k":
             lr = self.base_lr * self.world_size
+        elif self.spec.warmup == "sqrt-k-over-3k":
+            target = self.base_lr * math.sqrt(self.world_size)
+            lr = target if epoch >= 3 * self.world_size else (
+                self.base_lr + (target - self.base_lr) * epoch / (3 * self.world_size)
+            )
         else:
             lr = self.base_lr
         return lr * self.decay
 
     def end_of_epoch(self, epoch: int, validation_loss: float) -> bool:
         """Account for the validation loss after ``epoch``; True when the rate was cut."""
+        if self.spec.plateau_factor == 1.0:
+            return False
         if self.spec.warmup == "linear-log2k" and epoch + 1 < warmup_epochs(self.world_size):
             return False
         if validation_loss < self.best_loss:

@@ -295,6 +295,37 @@ def prepare_breast_cancer() -> Prepared:
                     bytes=int(data.train_x.nbytes + data.test_x.nbytes))  # fmt: skip
 
 
+def prepare_wikitext2(data_dir: Path, *, vocabulary: int = 33_278) -> Prepared:
+    """Check WikiText-2's token files: present, readable, and the published vocabulary size."""
+    from workers.data.text import WIKITEXT2_DIR, WIKITEXT2_FILES, load_wikitext2
+
+    folder = data_dir / WIKITEXT2_DIR
+    files = [folder / name for name in WIKITEXT2_FILES.values()]
+    states = {path.name: _file_state(path) for path in files if path.is_file()}
+    stamp_path = folder / STAMP
+    total = sum(state["size"] for state in states.values())
+    if len(states) == len(files) and stamp_path.is_file() and (
+        json.loads(stamp_path.read_text(encoding="utf-8")).get("files") == states
+    ):
+        return Prepared("wikitext2", "fresh", str(folder), bytes=total)
+    corpus = load_wikitext2(data_dir)  # raises DataSetMissing naming the files
+    if len(corpus.words) != vocabulary:
+        raise DataSetCorrupt(
+            f"{folder}: {len(corpus.words):,} distinct training words, expected {vocabulary:,} "
+            "(the tokenised wikitext-2-v1 release, not the raw one)"
+        )
+    stamp_path.write_text(json.dumps({"files": states}, indent=1), encoding="utf-8")
+    return Prepared("wikitext2", "verified", str(folder), bytes=total)
+
+
+def prepare_markov() -> Prepared:
+    from workers.data.text import markov_corpus
+
+    corpus = markov_corpus()
+    return Prepared("markov", "verified", "generated (workers/data/text.py)",
+                    bytes=int(corpus.train.nbytes + corpus.valid.nbytes))  # fmt: skip
+
+
 def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
     """Make data set ``name`` ready in ``data_dir`` (see the module docstring)."""
     if name == "cifar10":
@@ -305,4 +336,8 @@ def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
         return prepare_epsilon(data_dir, download=download)
     if name == "breast_cancer":
         return prepare_breast_cancer()
+    if name == "wikitext2":
+        return prepare_wikitext2(data_dir)
+    if name == "markov":
+        return prepare_markov()
     raise ValueError(f"unknown data set {name!r}")

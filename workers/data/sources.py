@@ -110,6 +110,10 @@ def check_available(name: str, data_dir: Path) -> None:
         require_cifar10(data_dir)
     elif name == "epsilon":
         require_epsilon(data_dir)
+    elif name == "wikitext2":
+        from workers.data.text import require_wikitext2
+
+        require_wikitext2(data_dir)
 
 
 # -- tabular binary-classification sets (Task 2a) -----------------------------------------------

@@ -8,24 +8,30 @@ importing torch. The values come from the MLBench benchmark-task text
 from workers.tasks.registry import TASKS, get_task, task_ids
 from workers.tasks.specs import (
     AllReduceSpec,
+    AWDLSTMConfig,
     Goal,
     ImageData,
+    LanguageModelSpec,
     OptimizerSpec,
     ScheduleSpec,
     TabularData,
     TaskSpec,
+    TextData,
     TrainingSpec,
 )
 
 __all__ = [
     "TASKS",
+    "AWDLSTMConfig",
     "AllReduceSpec",
     "Goal",
     "ImageData",
+    "LanguageModelSpec",
     "OptimizerSpec",
     "ScheduleSpec",
     "TabularData",
     "TaskSpec",
+    "TextData",
     "TrainingSpec",
     "get_task",
     "task_ids",

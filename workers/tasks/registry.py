@@ -10,12 +10,15 @@ from __future__ import annotations
 from workers.tasks.specs import (
     WORLD_SIZES,
     AllReduceSpec,
+    AWDLSTMConfig,
     Goal,
     ImageData,
+    LanguageModelSpec,
     OptimizerSpec,
     ScheduleSpec,
     TabularData,
     TaskSpec,
+    TextData,
     TrainingSpec,
 )
 
@@ -130,9 +133,58 @@ TASK2A_LOGREG_EPSILON = TrainingSpec(
     ),
 )
 
+WIKITEXT2 = TextData(name="wikitext2", vocabulary=33_278, train_tokens=2_088_628,
+                     valid_tokens=217_646)  # fmt: skip
+# The generated light corpus (workers/data/text.py): 400 words and <eos>.
+MARKOV = TextData(name="markov", vocabulary=401, train_tokens=120_000, valid_tokens=12_000)
+
+TASK3A_AWDLSTM_WIKITEXT2 = LanguageModelSpec(
+    id="task3a-awdlstm-wikitext2",
+    title="Task 3a: AWD-LSTM language model on WikiText-2",
+    model="awd-lstm",
+    data=WIKITEXT2,
+    light_data=MARKOV,
+    world_sizes=WORLD_SIZES,
+    batch_per_worker=80,
+    optimizer=OptimizerSpec(name="sgd", lr=30.0, weight_decay=1.2e-6),
+    schedule=ScheduleSpec(warmup="sqrt-k-over-3k", plateau_patience=0, plateau_factor=1.0),
+    goal=Goal(metric="perplexity", direction="min", threshold=70.0, light_threshold=90.0),
+    max_epochs=750,
+    light_max_epochs=60,
+    model_config=AWDLSTMConfig(),
+    light_model_config=AWDLSTMConfig(embedding=64, hidden=128, layers=2, dropout_output=0.1,
+                                     dropout_between=0.1, dropout_input=0.1,
+                                     dropout_words=0.0, weight_drop=0.1),
+    bptt=70,
+    eval_seq_len=10,
+    clip_norm=0.25,
+    activation_alpha=2.0,
+    temporal_beta=1.0,
+    asgd_patience=5,
+    notes=(
+        "AWD-LSTM as in Merity et al. (2017) for WikiText-2, which the text names "
+        "but does not size: 3 layers, embedding 400, hidden 1150, tied weights, "
+        "dropouts 0.4 (output), 0.2 (between layers), 0.65 (input), 0.1 (words), "
+        "weight drop 0.5. Batch 80 columns per worker, each rank on its own "
+        "contiguous part of the training stream. Sequence length: bptt 70, half of "
+        "it with probability 0.05, plus Normal noise of σ 5, at least 5 tokens; the "
+        "step's rate is 30 × seq_len/70, warmed up linearly to 30·√k over 3k epochs; "
+        "weight decay 1.2e-6; the averaged gradient is clipped to norm 0.25. Loss: "
+        "cross-entropy + 2·mean(dropped output²) + 1·mean(Δ raw output²). After 5 "
+        "epochs without a better validation perplexity, averaged SGD takes over and "
+        "evaluation uses the averaged weights. Validation runs 10 columns of "
+        "10-token sequences. Goal perplexity 70. The light variant trains a 2-layer "
+        "model (64/128, light dropouts) on a generated Markov corpus (see "
+        "workers/data/text.py); target perplexity 90."
+    ),
+)
+
 TASKS: dict[str, TaskSpec] = {
-    spec.id: spec for spec in (TASK0_ALLREDUCE, TASK1A_RESNET20_CIFAR10, TASK2A_LOGREG_EPSILON)
-}
+    spec.id: spec
+    for spec in (
+        TASK0_ALLREDUCE, TASK1A_RESNET20_CIFAR10, TASK2A_LOGREG_EPSILON, TASK3A_AWDLSTM_WIKITEXT2,
+    )
+}  # fmt: skip
 
 
 def task_ids() -> list[str]:

@@ -56,12 +56,14 @@ class ScheduleSpec:
     ``warmup`` ``"linear-log2k"``: the rate rises linearly from ``lr`` to
     ``lr × k`` over the first ``log2(k)`` epochs (Goyal et al.'s linear scaling
     rule with gradual warm-up); ``"scale-k"``: ``lr × k`` from the first step,
-    without warm-up; ``"none"``: ``lr``. After warm-up the rate is multiplied by
+    without warm-up; ``"sqrt-k-over-3k"``: linearly from ``lr`` to ``lr × √k``
+    over the first ``3k`` epochs; ``"none"``: ``lr``. A ``plateau_factor`` of 1
+    means no decay. After warm-up the rate is multiplied by
     ``plateau_factor`` whenever the validation loss has not improved for
     ``plateau_patience`` consecutive epochs.
     """
 
-    warmup: Literal["linear-log2k", "scale-k", "none"]
+    warmup: Literal["linear-log2k", "scale-k", "sqrt-k-over-3k", "none"]
     plateau_patience: int
     plateau_factor: float
 
@@ -93,14 +95,39 @@ class TabularData:
 
 
 @dataclass(frozen=True)
+class TextData:
+    """A word-level language-modelling corpus (``<eos>`` ends every line)."""
+
+    name: str
+    vocabulary: int
+    train_tokens: int
+    valid_tokens: int
+
+
+@dataclass(frozen=True)
+class AWDLSTMConfig:
+    """AWD-LSTM sizes and dropouts (Merity et al., 2017): the last layer's width is
+    the embedding's, so the decoder can share the embedding matrix."""
+
+    embedding: int = 400
+    hidden: int = 1150
+    layers: int = 3
+    dropout_output: float = 0.4  # on the last layer's output (locked over time)
+    dropout_between: float = 0.2  # between LSTM layers (locked)
+    dropout_input: float = 0.65  # on the embedded words (locked)
+    dropout_words: float = 0.1  # whole rows of the embedding matrix
+    weight_drop: float = 0.5  # DropConnect on the hidden-to-hidden weights
+
+
+@dataclass(frozen=True)
 class TrainingSpec:
     """A time-to-accuracy training task (Task 1a and later)."""
 
     id: str
     title: str
     model: str
-    data: ImageData | TabularData
-    light_data: ImageData | TabularData
+    data: ImageData | TabularData | TextData
+    light_data: ImageData | TabularData | TextData
     world_sizes: tuple[int, ...]
     batch_per_worker: int
     optimizer: OptimizerSpec
@@ -114,6 +141,28 @@ class TrainingSpec:
 
     def epochs(self, light: bool) -> int:
         return self.light_max_epochs if light else self.max_epochs
+
+
+@dataclass(frozen=True)
+class LanguageModelSpec(TrainingSpec):
+    """A training task on a token stream (Task 3a), with its sequence-length rule.
+
+    Each step's length: ``bptt`` with probability ``1 − short_bptt_probability``,
+    else ``bptt / 2``; then ``max(min_seq_len, round(Normal(that, seq_len_std)))``.
+    The step's learning rate is scaled by ``seq_len / bptt``.
+    """
+
+    model_config: AWDLSTMConfig = AWDLSTMConfig()
+    light_model_config: AWDLSTMConfig = AWDLSTMConfig()
+    bptt: int = 70
+    short_bptt_probability: float = 0.05
+    seq_len_std: float = 5.0
+    min_seq_len: int = 5
+    eval_seq_len: int = 10
+    clip_norm: float = 0.25
+    activation_alpha: float = 2.0  # AR: α × mean(dropped last-layer output²)
+    temporal_beta: float = 1.0  # TAR: β × mean((h_t − h_{t−1})²) of the raw last-layer output
+    asgd_patience: int = 5  # epochs without a better validation perplexity before averaged SGD
 
 
 @dataclass(frozen=True)
