@@ -56,3 +56,26 @@ def test_no_plateau_decay_during_warmup() -> None:
         assert not schedule.end_of_epoch(epoch, 5.0)
     assert schedule.decay == 1.0
     assert schedule.at(3.0) == pytest.approx(0.16)
+
+
+def test_gnmt_warms_up_exponentially_then_halves_from_40_percent() -> None:
+    from workers.schedules import gnmt_lr
+
+    total = 10_000
+    assert gnmt_lr(0, total) == pytest.approx(2e-5)
+    assert gnmt_lr(100, total) == pytest.approx(2e-4)  # 0.01 ** 0.5 of the way
+    assert gnmt_lr(200, total) == pytest.approx(2e-3)
+    assert gnmt_lr(3_999, total) == pytest.approx(2e-3)
+    assert gnmt_lr(4_000, total) == pytest.approx(1e-3)
+    assert gnmt_lr(4_500, total) == pytest.approx(5e-4)
+    assert gnmt_lr(5_500, total) == pytest.approx(1.25e-4)
+    assert gnmt_lr(9_999, total) == pytest.approx(1.25e-4)  # at most 4 decays
+
+
+def test_transformer_warms_up_linearly_then_decays_by_the_square_root() -> None:
+    from workers.schedules import transformer_lr
+
+    assert transformer_lr(0) == 0.0
+    assert transformer_lr(500) == pytest.approx(0.988e-3)
+    assert transformer_lr(1_000) == pytest.approx(1.976e-3)
+    assert transformer_lr(4_000) == pytest.approx(0.988e-3)

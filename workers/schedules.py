@@ -71,3 +71,38 @@ class LearningRate:
             self.epochs_without_improvement = 0
             return True
         return False
+
+
+def gnmt_lr(
+    step: int,
+    total_steps: int,
+    base_lr: float = 2e-3,
+    warmup_steps: int = 200,
+    decay_start: float = 0.4,
+    decay_interval: float = 0.05,
+    max_decays: int = 4,
+    factor: float = 0.5,
+) -> float:
+    """Task 4a's rate at optimizer step ``step`` (from 0) of ``total_steps``.
+
+    Exponential warm-up over ``warmup_steps``: the text starts it from 0, which
+    an exponential cannot; it starts at 1 % of ``base_lr`` and reaches it at the
+    end. Then ``base_lr`` until ``decay_start`` of training, after which it is
+    multiplied by ``factor`` at that point and every ``decay_interval`` of
+    training, at most ``max_decays`` times.
+    """
+    if step < warmup_steps:
+        return base_lr * 0.01 ** ((warmup_steps - step) / warmup_steps)
+    start = decay_start * total_steps
+    if step < start:
+        return base_lr
+    decays = min(max_decays, 1 + int((step - start) // max(decay_interval * total_steps, 1)))
+    return base_lr * factor**decays
+
+
+def transformer_lr(step: int, base_lr: float = 1.976e-3, warmup_steps: int = 1000) -> float:
+    """Task 4b's rate at optimizer step ``step`` (from 0): linear from 0 to ``base_lr``
+    over ``warmup_steps``, then ``base_lr × √(warmup_steps / step)``."""
+    if step < warmup_steps:
+        return base_lr * step / warmup_steps
+    return base_lr * math.sqrt(warmup_steps / step)
