@@ -8,14 +8,25 @@ with the definitions of :mod:`results_db.analytics`.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, func, select
+from sqlalchemy import Connection, Integer, cast, func, select
 
 from results_db import analytics
-from results_db.models import AllReduceSample, Price, Run, StepTiming, Sweep
+from results_db.models import (
+    AllReduceSample,
+    EpochEval,
+    Price,
+    Regression,
+    Run,
+    RunEnvironment,
+    RunEvent,
+    StepTiming,
+    Sweep,
+)
 
 
 @dataclass(frozen=True)
@@ -216,3 +227,463 @@ def allreduce_summary(conn: Connection, sweep_id: str | None = None) -> list[All
                          summary.p95, summary.algbw, summary.busbw, summary.samples)
         )  # fmt: skip
     return rows
+
+
+# -- queries of the dashboard (dash_app) ------------------------------------------------------
+# Small, read-only, index-friendly: large tables are only ever read by run id
+# (the leading column of their primary keys) and reduced in SQL, so a page never
+# pulls per-step rows into Python.
+
+
+@dataclass(frozen=True)
+class SweepInfo:
+    """A sweep and what was asked of it; ``world_sizes`` as requested."""
+
+    id: str
+    task: str
+    trigger: str
+    created_at: datetime
+    finished_at: datetime | None
+    outcome: str | None
+    config_hash: str
+    light: bool
+    backend: str
+    world_sizes: tuple[int, ...]
+    repeats: int
+
+
+def _sweep_info(row: Any) -> SweepInfo:
+    config = row.config or {}
+    sizes = config.get("world_sizes") or config.get("workers") or ()
+    return SweepInfo(
+        id=row.id,
+        task=row.task,
+        trigger=row.trigger,
+        created_at=row.created_at,
+        finished_at=row.finished_at,
+        outcome=row.outcome,
+        config_hash=row.config_hash,
+        light=bool(config.get("light", False)),
+        backend=str(config.get("backend", "")),
+        world_sizes=tuple(int(s) for s in sizes if isinstance(s, int)),
+        repeats=int(config.get("repeats", 1) or 1),
+    )
+
+
+_SWEEP_COLUMNS = (Sweep.id, Sweep.task, Sweep.trigger, Sweep.created_at, Sweep.finished_at,
+                  Sweep.outcome, Sweep.config_hash, Sweep.config)  # fmt: skip
+
+
+def sweep_infos(
+    conn: Connection,
+    *,
+    task: str | None = None,
+    trigger: str | None = None,
+    limit: int = 500,
+) -> list[SweepInfo]:
+    """Newest sweeps first, optionally of one task and/or trigger."""
+    query = select(*_SWEEP_COLUMNS).order_by(Sweep.created_at.desc(), Sweep.id).limit(limit)
+    if task is not None:
+        query = query.where(Sweep.task == task)
+    if trigger is not None:
+        query = query.where(Sweep.trigger == trigger)
+    return [_sweep_info(row) for row in conn.execute(query)]
+
+
+def sweep_info(conn: Connection, sweep_id: str) -> SweepInfo | None:
+    """One sweep, or None when there is no such sweep."""
+    row = conn.execute(select(*_SWEEP_COLUMNS).where(Sweep.id == sweep_id)).first()
+    return _sweep_info(row) if row is not None else None
+
+
+def latest_sweep_per_task(conn: Connection, trigger: str | None = None) -> list[SweepInfo]:
+    """The newest sweep of every task (of one trigger if given), by task name."""
+    newest = select(Sweep.task, func.max(Sweep.created_at).label("created_at")).group_by(Sweep.task)
+    if trigger is not None:
+        newest = newest.where(Sweep.trigger == trigger)
+    newest = newest.subquery()
+    query = select(*_SWEEP_COLUMNS).join(
+        newest, (Sweep.task == newest.c.task) & (Sweep.created_at == newest.c.created_at)
+    )
+    if trigger is not None:
+        query = query.where(Sweep.trigger == trigger)
+    latest: dict[str, SweepInfo] = {}
+    for row in conn.execute(query.order_by(Sweep.task, Sweep.id)):
+        latest.setdefault(row.task, _sweep_info(row))
+    return list(latest.values())
+
+
+def baseline_of(conn: Connection, sweep_id: str) -> str | None:
+    """The previous sweep of the same task and configuration (same trigger), or None."""
+    sweep = conn.execute(
+        select(Sweep.task, Sweep.config_hash, Sweep.trigger, Sweep.created_at)
+        .where(Sweep.id == sweep_id)
+    ).first()  # fmt: skip
+    if sweep is None:
+        return None
+    return conn.execute(
+        select(Sweep.id)
+        .where(Sweep.task == sweep.task, Sweep.config_hash == sweep.config_hash,
+               Sweep.trigger == sweep.trigger, Sweep.created_at < sweep.created_at)
+        .order_by(Sweep.created_at.desc())
+        .limit(1)
+    ).scalar()  # fmt: skip
+
+
+def sweep_version(conn: Connection, sweep_id: str) -> tuple[Any, ...]:
+    """What changes when a sweep's rows change: outcome, run count and newest ingest.
+
+    Ingest replaces a run as a whole and stamps ``ingested_at``, so figures
+    computed from a sweep stay valid while this tuple is unchanged.
+    """
+    outcome = conn.execute(select(Sweep.outcome).where(Sweep.id == sweep_id)).scalar()
+    runs, newest = conn.execute(
+        select(func.count(Run.id), func.max(Run.ingested_at)).where(Run.sweep_id == sweep_id)
+    ).one()
+    return (outcome, runs, newest)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run, as the runs table and a run's page show it (seconds, samples/s)."""
+
+    id: str
+    sweep_id: str
+    task: str
+    world_size: int
+    repeat: int
+    backend: str
+    device: str
+    precision: str
+    variant: str
+    light: bool
+    status: str
+    reason: str
+    started_at: datetime | None
+    ended_at: datetime | None
+    goal_reached: bool
+    goal_metric: str | None
+    goal_target: float | None
+    time_to_accuracy_s: float | None
+    time_to_accuracy_without_eval_s: float | None
+    eval_s: float
+    compute_s: float
+    communication_s: float
+    step_s: float
+    communication_ratio: float | None
+    epochs: int
+    steps: int
+    samples_per_s: float | None
+    quarantined_lines: int
+
+
+_RUN_COLUMNS = tuple(getattr(Run, name) for name in RunInfo.__dataclass_fields__)
+
+
+def run_infos(
+    conn: Connection,
+    *,
+    sweep_id: str | None = None,
+    search: str | None = None,
+    status: str | None = None,
+    task: str | None = None,
+    limit: int = 5000,
+) -> list[RunInfo]:
+    """Runs, newest first; ``search`` matches a part of the run id, task or failure reason."""
+    query = (
+        select(*_RUN_COLUMNS)
+        .order_by(Run.started_at.desc().nulls_last(), Run.id)
+        .limit(limit)
+    )  # fmt: skip
+    if sweep_id is not None:
+        query = (
+            query.where(Run.sweep_id == sweep_id)
+            .order_by(None)
+            .order_by(Run.world_size, Run.repeat)
+        )
+    if status is not None:
+        query = query.where(Run.status == status)
+    if task is not None:
+        query = query.where(Run.task == task)
+    if search:
+        needle = search.lower()
+        query = query.where(
+            func.lower(Run.id).contains(needle, autoescape=True)
+            | func.lower(Run.task).contains(needle, autoescape=True)
+            | func.lower(Run.reason).contains(needle, autoescape=True)
+        )
+    return [RunInfo(*row) for row in conn.execute(query)]
+
+
+def run_info(conn: Connection, run_id: str) -> RunInfo | None:
+    """One run, or None when there is no such run."""
+    row = conn.execute(select(*_RUN_COLUMNS).where(Run.id == run_id)).first()
+    return RunInfo(*row) if row is not None else None
+
+
+@dataclass(frozen=True)
+class EventRow:
+    rank: int
+    t_s: float
+    event: str
+    details: dict[str, Any]
+
+
+def run_events(conn: Connection, run_id: str) -> list[EventRow]:
+    """A run's events (start, goal_reached, diverged, finished, failed) in time order."""
+    rows = conn.execute(
+        select(RunEvent.rank, RunEvent.t_s, RunEvent.event, RunEvent.details)
+        .where(RunEvent.run_id == run_id)
+        .order_by(RunEvent.t_s, RunEvent.rank, RunEvent.id)
+    )  # fmt: skip
+    return [EventRow(r.rank, r.t_s, r.event, dict(r.details or {})) for r in rows]
+
+
+@dataclass(frozen=True)
+class EnvironmentRow:
+    rank: int
+    host: str | None
+    python: str | None
+    torch: str | None
+    cuda: str | None
+    nccl: str | None
+    gpus: tuple[str, ...]
+
+
+def run_environments(conn: Connection, run_id: str) -> list[EnvironmentRow]:
+    """Versions, devices and host of each rank of a run."""
+    rows = conn.execute(
+        select(RunEnvironment.rank, RunEnvironment.host, RunEnvironment.python,
+               RunEnvironment.torch, RunEnvironment.cuda, RunEnvironment.nccl,
+               RunEnvironment.gpus)
+        .where(RunEnvironment.run_id == run_id)
+        .order_by(RunEnvironment.rank)
+    )  # fmt: skip
+    return [EnvironmentRow(*r[:6], tuple(str(g) for g in (r.gpus or ()))) for r in rows]
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """Training loss of rank 0 over one time bucket: seconds since the common start."""
+
+    t_s: float
+    loss: float | None
+    steps: int
+
+
+def loss_curve(conn: Connection, run_id: str, points: int = 500) -> list[CurvePoint]:
+    """Rank 0's training loss averaged over at most ``points`` equal time buckets.
+
+    ``t_s`` of a bucket is its last step's time; the buckets span the run's
+    steps from its common start to its last step.
+    """
+    last = conn.execute(
+        select(func.max(StepTiming.t_s)).where(StepTiming.run_id == run_id, StepTiming.rank == 0)
+    ).scalar()
+    if last is None:
+        return []
+    # ``points`` buckets of equal width; the last step falls into bucket ``points - 1``.
+    width = max(float(last), 1e-9) / (points - 0.5)
+    bucket = cast(StepTiming.t_s / width, Integer).label("bucket")
+    rows = conn.execute(
+        select(func.max(StepTiming.t_s), func.avg(StepTiming.loss), func.count())
+        .where(StepTiming.run_id == run_id, StepTiming.rank == 0)
+        .group_by(bucket)
+        .order_by(bucket)
+    )  # fmt: skip
+    return [CurvePoint(float(t), None if loss is None else float(loss), n) for t, loss, n in rows]
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    """One evaluation: seconds since the common start and the goal metric's value."""
+
+    epoch: int
+    t_s: float
+    metric_value: float | None
+    loss: float | None
+
+
+def eval_curve(conn: Connection, run_id: str) -> list[EvalPoint]:
+    """A run's evaluations in epoch order."""
+    rows = conn.execute(
+        select(EpochEval.epoch, EpochEval.t_s, EpochEval.metric_value, EpochEval.loss)
+        .where(EpochEval.run_id == run_id)
+        .order_by(EpochEval.epoch)
+    )  # fmt: skip
+    return [EvalPoint(*row) for row in rows]
+
+
+def phase_means(conn: Connection, sweep_id: str) -> list[PhaseRow]:
+    """Like :func:`phase_breakdown` (mean seconds per step and rank in each phase, per worker
+    count), reading step rows by run id, the leading column of their primary key.
+
+    One query per worker count and no GROUP BY: hashing a text key per step row
+    costs more than summing the row.
+    """
+    runs = conn.execute(
+        select(Run.id, Run.world_size).where(Run.sweep_id == sweep_id)
+    ).all()  # fmt: skip
+    by_size: dict[int, list[str]] = defaultdict(list)
+    for run_id, world_size in runs:
+        by_size[world_size].append(run_id)
+    phases = (
+        StepTiming.data_s, StepTiming.forward_s, StepTiming.loss_s,
+        StepTiming.backward_s, StepTiming.communication_s, StepTiming.optimizer_s,
+    )  # fmt: skip
+    rows = []
+    for world_size, run_ids in sorted(by_size.items()):
+        count, *sums = conn.execute(
+            select(func.count(), *(func.sum(p) for p in phases))
+            .where(StepTiming.run_id.in_(run_ids))
+        ).one()  # fmt: skip
+        if count:
+            rows.append(PhaseRow(world_size, *(float(value) / count for value in sums)))
+    return rows
+
+
+def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:
+    """The figures of :func:`allreduce_summary` for one sweep, with the slowest rank of each
+    repetition taken in SQL, one run at a time (a rank's rows never leave the database)."""
+    runs = conn.execute(
+        select(Run.id, Run.backend, Run.world_size).where(Run.sweep_id == sweep_id)
+    ).all()  # fmt: skip
+    by_config: dict[tuple[str, str, int, int], list[float]] = defaultdict(list)
+    for run_id, backend, world_size in runs:
+        rows = conn.execute(
+            select(AllReduceSample.dtype, AllReduceSample.bytes,
+                   func.max(AllReduceSample.seconds))
+            .where(AllReduceSample.run_id == run_id)
+            .group_by(AllReduceSample.dtype, AllReduceSample.bytes, AllReduceSample.repetition)
+        )  # fmt: skip
+        for dtype, nbytes, seconds in rows:
+            by_config[(backend, dtype, world_size, nbytes)].append(float(seconds))
+    result = []
+    for (backend, dtype, world_size, nbytes), seconds in sorted(by_config.items()):
+        summary = analytics.summarise_allreduce([seconds], nbytes, world_size)
+        result.append(
+            AllReduceRow(backend, dtype, world_size, nbytes, summary.p50, summary.mean,
+                         summary.p95, summary.algbw, summary.busbw, summary.samples)
+        )  # fmt: skip
+    return result
+
+
+@dataclass(frozen=True)
+class RegressionRow:
+    """A flag raised by the nightly detector; ``change`` 0.08 = 8 % worse."""
+
+    sweep_id: str
+    sweep_created_at: datetime
+    task: str
+    world_size: int
+    metric: str
+    baseline_mean: float
+    latest_mean: float | None
+    change: float | None
+    p_value: float | None
+    reason: str
+    flagged_at: datetime
+
+
+def regression_flags(
+    conn: Connection, *, sweep_ids: list[str] | None = None, task: str | None = None,
+    limit: int = 200,
+) -> list[RegressionRow]:  # fmt: skip
+    """Flagged regressions, newest sweep first."""
+    query = (
+        select(Regression.sweep_id, Sweep.created_at, Regression.task, Regression.world_size,
+               Regression.metric, Regression.baseline_mean, Regression.latest_mean,
+               Regression.change, Regression.p_value, Regression.reason, Regression.flagged_at)
+        .join(Sweep, Sweep.id == Regression.sweep_id)
+        .order_by(Sweep.created_at.desc(), Regression.world_size, Regression.metric)
+        .limit(limit)
+    )  # fmt: skip
+    if sweep_ids is not None:
+        query = query.where(Regression.sweep_id.in_(sweep_ids))
+    if task is not None:
+        query = query.where(Regression.task == task)
+    return [RegressionRow(*row) for row in conn.execute(query)]
+
+
+@dataclass(frozen=True)
+class TrendPoint:
+    """One scheduled sweep at one worker count: TTA by MLPerf's rule, mean samples/s."""
+
+    sweep_id: str
+    created_at: datetime
+    config_hash: str
+    world_size: int
+    runs: int
+    succeeded: int
+    tta_s: float | None
+    samples_per_s: float | None
+
+
+def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPoint]:
+    """Per scheduled sweep of ``task`` (the newest ``nights``) and worker count, oldest first."""
+    sweeps = (
+        select(Sweep.id, Sweep.created_at, Sweep.config_hash)
+        .where(Sweep.task == task, Sweep.trigger == "scheduled")
+        .order_by(Sweep.created_at.desc())
+        .limit(nights)
+        .subquery()
+    )  # fmt: skip
+    rows = conn.execute(
+        select(sweeps.c.id, sweeps.c.created_at, sweeps.c.config_hash, Run.world_size,
+               Run.status, Run.goal_reached, Run.time_to_accuracy_s, Run.samples_per_s)
+        .join(Run, Run.sweep_id == sweeps.c.id)
+    ).all()  # fmt: skip
+    grouped: dict[tuple[str, int], list[Any]] = defaultdict(list)
+    for row in rows:
+        grouped[(row.id, row.world_size)].append(row)
+    points = []
+    for (sweep_id, world_size), runs in grouped.items():
+        ok = [r for r in runs if r.status == "succeeded"]
+        tta = [r.time_to_accuracy_s for r in ok if r.goal_reached and r.time_to_accuracy_s]
+        rate = [r.samples_per_s for r in ok if r.samples_per_s is not None]
+        points.append(
+            TrendPoint(
+                sweep_id=sweep_id,
+                created_at=runs[0].created_at,
+                config_hash=runs[0].config_hash,
+                world_size=world_size,
+                runs=len(runs),
+                succeeded=len(ok),
+                tta_s=analytics.mlperf_mean(tta).mean if tta else None,
+                samples_per_s=sum(rate) / len(rate) if rate else None,
+            )
+        )
+    return sorted(points, key=lambda p: (p.created_at, p.sweep_id, p.world_size))
+
+
+def task_names(conn: Connection) -> list[str]:
+    """Tasks with at least one sweep, by name."""
+    return list(conn.execute(select(Sweep.task).distinct().order_by(Sweep.task)).scalars())
+
+
+STEP_EXPORT_COLUMNS = (
+    "rank", "epoch", "step", "t_s", "samples", "loss", "lr",
+    "data_s", "forward_s", "loss_s", "backward_s", "communication_s", "optimizer_s",
+)  # fmt: skip
+EPOCH_EXPORT_COLUMNS = ("epoch", "t_s", "metric_value", "loss", "eval_s", "train_s", "wall_s")
+
+
+def iter_run_steps(conn: Connection, run_id: str, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
+    """Every step row of a run (columns :data:`STEP_EXPORT_COLUMNS`), streamed in batches."""
+    result = conn.execution_options(yield_per=batch).execute(
+        select(*(getattr(StepTiming, name) for name in STEP_EXPORT_COLUMNS))
+        .where(StepTiming.run_id == run_id)
+        .order_by(StepTiming.rank, StepTiming.epoch, StepTiming.step)
+    )  # fmt: skip
+    for row in result:
+        yield tuple(row)
+
+
+def run_epochs(conn: Connection, run_id: str) -> list[tuple[Any, ...]]:
+    """A run's evaluations (columns :data:`EPOCH_EXPORT_COLUMNS`) in epoch order."""
+    rows = conn.execute(
+        select(*(getattr(EpochEval, name) for name in EPOCH_EXPORT_COLUMNS))
+        .where(EpochEval.run_id == run_id)
+        .order_by(EpochEval.epoch)
+    )  # fmt: skip
+    return [tuple(row) for row in rows]

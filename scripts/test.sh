@@ -4,6 +4,7 @@
 set -euo pipefail
 source "$(dirname "$0")/_env.sh" test
 source scripts/_postgres.sh
+source scripts/_chromium.sh
 
 ruff check .
 python -m pytest "$@"

@@ -1,0 +1,437 @@
+"""Dashboard latency: p50/p95 of each page's main callback on a large PostgreSQL database.
+
+Creates a throwaway PostgreSQL database, migrates it and fills it with
+synthetic results of the shape a busy deployment has (defaults: 1,000,000
+step rows and 1,000 runs):
+
+- one full-size manual sweep of Task 1a at 1, 2, 4, 8, 16 and 32 workers, two
+  repeats each, holding ``--big-share`` (80 %) of the step rows: the sweep the
+  heavy pages look at;
+- a year of nightly light sweeps (1 and 2 workers, 3 repeats) sharing the
+  rest of the step rows, with a few regressions flagged;
+- nightly all-reduce sweeps at 2, 4 and 8 workers (80 sizes, 2 dtypes,
+  100 repetitions per rank).
+
+Step and all-reduce rows are written with binary COPY (``results_db.pg_copy``),
+the same path ingest uses. Then every page's main callback is called through
+Flask's test client (``POST /_dash-update-component``, exactly what the browser
+sends: query, figure building, JSON encoding) ``--calls`` times, the first call
+of each page counted apart as "cold" (the dashboard caches finished sweeps).
+Prints per-page p50/p95 of the warm calls and the cold time, and PASS/MISS
+against the goal (p95 ≤ 300 ms). The database is dropped at the end.
+
+    .venv/bin/python benchmarks/dashboard_latency.py [--steps 1000000] [--runs 1000] [--calls 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection, create_engine, insert, text, update
+from sqlalchemy.engine import make_url
+
+from results_db import pg_copy
+from results_db.analytics import configuration_hash, percentile
+from results_db.database import make_engine, upgrade
+from results_db.ingest import COLUMN_KINDS, STEP_COLUMNS
+from results_db.models import EpochEval, Regression, Run, RunEnvironment, RunEvent, Sweep
+
+GOAL_S = 0.300
+BIG_SIZES = (1, 2, 4, 8, 16, 32)
+BIG_REPEATS = 2
+NIGHT_SIZES = (1, 2)
+NIGHT_REPEATS = 3
+ALLREDUCE_SIZES = (2, 4, 8)
+# Mean seconds per step of each phase; communication grows with the worker count.
+PHASES = {"data_s": 0.002, "forward_s": 0.03, "loss_s": 0.001, "backward_s": 0.06,
+          "optimizer_s": 0.004}  # fmt: skip
+START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
+
+
+@dataclass
+class Seeded:
+    """Ids the benchmark opens pages with."""
+
+    big_sweep: str
+    big_run: str
+    latest_night: str
+    baseline_night: str
+    allreduce_sweep: str
+    runs: int
+    step_rows: int
+
+
+def copy_rows(conn: Connection, table: str, columns: dict[str, Any]) -> None:
+    """Binary COPY of equal-length columns into ``table``."""
+    names = list(columns)
+    stream, _ = pg_copy.encode([COLUMN_KINDS[n] for n in names], list(columns.values()))
+    sql = f"COPY {table} ({', '.join(names)}) FROM STDIN WITH (FORMAT binary)"
+    with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+        cursor.copy_expert(sql, stream, size=1 << 20)
+
+
+def step_columns(
+    rng: np.random.Generator, run_id: str, world_size: int, rows: int, tta_s: float
+) -> dict[str, Any]:
+    """``rows`` step rows of one run: every rank runs the same steps, spread over ``tta_s``."""
+    steps_per_epoch = max(1, math.ceil(390 / world_size))
+    index = np.arange(rows)
+    global_step = index // world_size
+    steps = int(global_step[-1]) + 1
+    fraction = (global_step + 1) / steps
+    columns: dict[str, Any] = {
+        "run_id": [run_id] * rows,
+        "rank": index % world_size,
+        "epoch": global_step // steps_per_epoch,
+        "step": global_step % steps_per_epoch,
+        "t_s": fraction * tta_s,
+        "samples": np.full(rows, 128),
+        "loss": 2.3 * np.exp(-3 * fraction) + rng.normal(0, 0.05, rows),
+        "lr": np.full(rows, 0.1),
+    }
+    for name, mean in PHASES.items():
+        columns[name] = rng.gamma(4.0, mean / 4.0, rows)
+    columns["communication_s"] = rng.gamma(4.0, 0.004 * math.log2(world_size + 1) / 4.0, rows)
+    # STEP_COLUMNS order, as ingest writes them
+    return {name: columns[name] for name in STEP_COLUMNS}
+
+
+def add_sweep(
+    conn: Connection, sweep_id: str, task: str, trigger: str, request: dict[str, Any],
+    created_at: datetime, outcome: str,
+) -> None:  # fmt: skip
+    conn.execute(
+        insert(Sweep).values(
+            id=sweep_id, task=task, trigger=trigger, config=request,
+            config_hash=configuration_hash(request), code_version="bench",
+            created_at=created_at, finished_at=created_at + timedelta(hours=1), outcome=outcome,
+        )
+    )  # fmt: skip
+
+
+def add_training_run(
+    conn: Connection,
+    rng: np.random.Generator,
+    sweep_id: str,
+    request: dict[str, Any],
+    world_size: int,
+    repeat: int,
+    tta_s: float,
+    rows: int,
+    started_at: datetime,
+) -> None:
+    """A run row with its evaluations, events, environments and ``rows`` step rows."""
+    run_id = f"{sweep_id}-w{world_size}-r{repeat}"
+    steps = max(1, rows // world_size)
+    rows = steps * world_size
+    columns = step_columns(rng, run_id, world_size, rows, tta_s)
+    copy_rows(conn, "step_timing", columns)
+    per_step = {name: float(np.mean(columns[name])) for name in (*PHASES, "communication_s")}
+    step_s = sum(per_step.values())
+    compute_s = steps * (step_s - per_step["data_s"] - per_step["communication_s"])
+    epochs = int(columns["epoch"][-1]) + 1
+    target = 70.0 if request["light"] else 80.0
+    conn.execute(
+        insert(Run).values(
+            id=run_id, sweep_id=sweep_id, task=request["task"],
+            config_hash=configuration_hash(request), world_size=world_size, repeat=repeat,
+            backend=request["backend"], device="cuda" if not request["light"] else "cpu",
+            precision="fp32", variant="sync", light=request["light"], status="succeeded",
+            reason="", started_at=started_at, ended_at=started_at + timedelta(seconds=tta_s + 1),
+            goal_reached=True, goal_metric="top1_accuracy", goal_target=target,
+            time_to_accuracy_s=tta_s, time_to_accuracy_without_eval_s=tta_s * 0.95,
+            eval_s=tta_s * 0.05, compute_s=compute_s,
+            communication_s=steps * per_step["communication_s"], step_s=steps * step_s,
+            communication_ratio=per_step["communication_s"] / step_s, epochs=epochs,
+            steps=steps, samples_per_s=128 * world_size * steps / tta_s, quarantined_lines=0,
+            ingested_at=started_at + timedelta(seconds=tta_s + 2),
+        )
+    )  # fmt: skip
+    evals = []
+    for epoch in range(epochs):
+        t = tta_s * (epoch + 1) / epochs
+        accuracy = target + 0.5 - (target - 10) * (1 - (epoch + 1) / epochs) ** 2
+        evals.append(
+            {"run_id": run_id, "epoch": epoch, "t_s": t, "metric_value": accuracy,
+             "loss": 2.0 * (1 - (epoch + 1) / epochs) + 0.3, "eval_s": tta_s * 0.05 / epochs,
+             "train_s": t * 0.95, "wall_s": t,
+             "metrics": {"top1_accuracy": accuracy, "loss": 0.3}}
+        )  # fmt: skip
+    conn.execute(insert(EpochEval), evals)
+    events = [
+        {"run_id": run_id, "rank": 0, "t_s": 0.0, "event": "start", "details": {}},
+        {"run_id": run_id, "rank": 0, "t_s": tta_s, "event": "goal_reached",
+         "details": {"epoch": epochs - 1, "value": target + 0.5, "target": target}},
+    ] + [
+        {"run_id": run_id, "rank": rank, "t_s": tta_s + 1, "event": "finished",
+         "details": {"status": "goal_reached"}}
+        for rank in range(world_size)
+    ]  # fmt: skip
+    conn.execute(insert(RunEvent), events)
+    conn.execute(
+        insert(RunEnvironment),
+        [{"run_id": run_id, "rank": rank, "host": f"node-{rank}", "python": "3.11.7",
+          "torch": "2.13.0", "cuda": "12.8", "nccl": "2.27", "gpus": ["NVIDIA T4"],
+          "details": {}} for rank in range(world_size)],
+    )  # fmt: skip
+
+
+def training_request(workers: tuple[int, ...], light: bool, repeats: int) -> dict[str, Any]:
+    return {"task": "task1a-resnet20-cifar10", "world_sizes": list(workers),
+            "backend": "gloo" if light else "nccl", "light": light, "repeats": repeats,
+            "variant": "sync", "precision": "fp32", "seed": 0}  # fmt: skip
+
+
+def seed(url: str, steps: int, runs: int, big_share: float, say: Callable[[str], None]) -> Seeded:
+    """Fill the migrated database at ``url`` with synthetic results."""
+    rng = np.random.default_rng(0)
+    engine = make_engine(url)
+    big_runs = len(BIG_SIZES) * BIG_REPEATS
+    night_runs = len(NIGHT_SIZES) * NIGHT_REPEATS
+    nights = (runs - big_runs - len(ALLREDUCE_SIZES)) // night_runs
+    if nights < 9:
+        raise SystemExit(f"--runs {runs} is too few: at least {big_runs + 3 + 9 * night_runs}")
+    big_rows = int(steps * big_share) // big_runs
+    night_rows = (steps - big_rows * big_runs) // (nights * night_runs)
+
+    big = "task1a-resnet20-cifar10-20261120T100000Z-big0"
+    request = training_request(BIG_SIZES, light=False, repeats=BIG_REPEATS)
+    created = START + timedelta(days=nights + 1)
+    with engine.begin() as conn:
+        add_sweep(conn, big, request["task"], "manual", request, created, "succeeded")
+        for index, size in enumerate(BIG_SIZES):
+            for repeat in range(BIG_REPEATS):
+                say(f"big sweep: {size} worker(s), repeat {repeat + 1} ({big_rows:,} step rows)")
+                tta = 7200.0 / (size * 0.93 ** index) * rng.normal(1.0, 0.02)
+                add_training_run(conn, rng, big, request, size, repeat, tta, big_rows, created)
+
+    night_request = training_request(NIGHT_SIZES, light=True, repeats=NIGHT_REPEATS)
+    flagged_nights = {nights // 2, nights - 1}
+    night_ids = []
+    for night in range(nights):
+        sweep_id = f"task1a-resnet20-cifar10-night{night:04d}"
+        night_ids.append(sweep_id)
+        created = START + timedelta(days=night)
+        slower = 1.12 if night in flagged_nights else 1.0
+        with engine.begin() as conn:
+            add_sweep(conn, sweep_id, night_request["task"], "scheduled", night_request, created,
+                      "succeeded")  # fmt: skip
+            for size in NIGHT_SIZES:
+                for repeat in range(NIGHT_REPEATS):
+                    tta = (2.0 if size == 1 else 1.4) * rng.normal(1.0, 0.02)
+                    tta *= slower if size == 2 else 1.0
+                    add_training_run(conn, rng, sweep_id, night_request, size, repeat, tta,
+                                     night_rows, created)  # fmt: skip
+            if night in flagged_nights:
+                conn.execute(
+                    insert(Regression).values(
+                        sweep_id=sweep_id, task=night_request["task"],
+                        config_hash=configuration_hash(night_request), world_size=2,
+                        metric="time_to_accuracy_s", baseline_mean=1.4, latest_mean=1.4 * slower,
+                        change=slower - 1, p_value=0.0004, reason="", flagged_at=created,
+                    )
+                )  # fmt: skip
+        if night % 20 == 0:
+            say(f"nightly sweeps: {night + 1}/{nights}")
+
+    leftover = runs - big_runs - len(ALLREDUCE_SIZES) - nights * night_runs
+    if leftover:
+        failed = "task1a-resnet20-cifar10-20261119T100000Z-fail"
+        with engine.begin() as conn:
+            add_sweep(conn, failed, night_request["task"], "manual", night_request,
+                      START + timedelta(days=nights), "failed")  # fmt: skip
+            for repeat in range(leftover):
+                add_training_run(conn, rng, failed, night_request, 1, repeat, 2.0, night_rows,
+                                 START + timedelta(days=nights))  # fmt: skip
+                conn.execute(
+                    update(Run).where(Run.id == f"{failed}-w1-r{repeat}")
+                    .values(status="failed", reason="RuntimeError: peer went away",
+                            goal_reached=False, time_to_accuracy_s=None)
+                )  # fmt: skip
+
+    allreduce = "task0-allreduce-20261121T020000Z-bench"
+    request = {"task": "task0-allreduce", "world_sizes": list(ALLREDUCE_SIZES), "backend": "nccl",
+               "light": False, "repeats": 1, "variant": "sync", "precision": "fp32"}  # fmt: skip
+    elements = np.unique(np.round(np.logspace(0, 8, num=80)).astype(np.int64))
+    with engine.begin() as conn:
+        add_sweep(conn, allreduce, "task0-allreduce", "manual", request,
+                  START + timedelta(days=nights + 2), "succeeded")  # fmt: skip
+        for size in ALLREDUCE_SIZES:
+            say(f"all-reduce: {size} workers")
+            run_id = f"{allreduce}-w{size}-r0"
+            conn.execute(
+                insert(Run).values(
+                    id=run_id, sweep_id=allreduce, task="task0-allreduce",
+                    config_hash=configuration_hash(request), world_size=size, repeat=0,
+                    backend="nccl", device="cuda", precision="fp32", variant="sync", light=False,
+                    status="succeeded", reason="", started_at=START, ended_at=START,
+                    goal_reached=False, epochs=0, steps=0, quarantined_lines=0, ingested_at=START,
+                )
+            )  # fmt: skip
+            for dtype, itemsize in (("float32", 4), ("float16", 2)):
+                grid = np.array(
+                    [(rank, n, rep) for rank in range(size) for n in elements for rep in range(100)]
+                )
+                nbytes = grid[:, 1] * itemsize
+                seconds = (2e-5 + nbytes / 10e9) * rng.gamma(8.0, 1 / 8.0, len(grid))
+                count = len(grid)
+                copy_rows(conn, "allreduce_sample", {
+                    "run_id": [run_id] * count, "rank": grid[:, 0], "dtype": [dtype] * count,
+                    "elements": grid[:, 1], "repetition": grid[:, 2],
+                    "world_size": np.full(count, size), "backend": ["nccl"] * count,
+                    "bytes": nbytes, "seconds": seconds,
+                })  # fmt: skip
+    with engine.connect() as conn:
+        conn.execute(text("ANALYZE"))
+        stored_runs = conn.execute(text("SELECT count(*) FROM run")).scalar_one()
+        stored_steps = conn.execute(text("SELECT count(*) FROM step_timing")).scalar_one()
+    engine.dispose()
+    return Seeded(big, f"{big}-w4-r0", night_ids[-1], night_ids[-2], allreduce, stored_runs,
+                  stored_steps)  # fmt: skip
+
+
+def fresh_database(admin_url: str) -> tuple[str, str]:
+    name = f"scalebench_dash_{uuid.uuid4().hex[:10]}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
+    upgrade(url)
+    return name, url
+
+
+def drop_database(admin_url: str, name: str) -> None:
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageCall:
+    """A page: its address (for the layout) and its main callback with the inputs a user sends."""
+
+    name: str
+    path: str
+    output: str
+    values: dict[str, Any]
+
+
+def page_calls(s: Seeded) -> list[PageCall]:
+    task = "task1a-resnet20-cifar10"
+    return [
+        PageCall("overview", "/", "overview-content.children", {}),
+        PageCall("scaling", f"/scaling?sweep={s.big_sweep}", "scaling-tta.figure",
+                 {"scaling-sweep.value": s.big_sweep}),
+        PageCall("communication", f"/communication?sweep={s.big_sweep}", "comm-phases.figure",
+                 {"comm-sweep.value": s.big_sweep, "comm-allreduce.value": s.allreduce_sweep,
+                  "comm-dtype.value": "all"}),
+        PageCall("cost", f"/cost?sweep={s.big_sweep}", "cost-bars.figure",
+                 {"cost-sweep.value": s.big_sweep, "cost-instance.value": "n1-standard-4",
+                  "cost-gpu.value": "nvidia-tesla-t4"}),
+        PageCall("runs", "/runs", "runs-table.data",
+                 {"runs-q.value": "", "runs-status.value": "all", "runs-task.value": None,
+                  "runs-table.sort_by": [{"column_id": "tta", "direction": "desc"}],
+                  "runs-table.page_current": 3}),
+        PageCall("runs (search)", "/runs?q=w32", "runs-table.data",
+                 {"runs-q.value": "w32", "runs-status.value": "all", "runs-task.value": task,
+                  "runs-table.sort_by": [], "runs-table.page_current": 0}),
+        PageCall("run", f"/run?id={s.big_run}", "run-loss.figure", {"run-id.value": s.big_run}),
+        PageCall("compare", f"/compare?a={s.latest_night}&b={s.baseline_night}",
+                 "compare-table.children",
+                 {"compare-a.value": s.latest_night, "compare-b.value": s.baseline_night}),
+        PageCall("trend", f"/trend?task={task}&nights=365", "trend-figure.figure",
+                 {"trend-task.value": task, "trend-metric.value": "tta",
+                  "trend-nights.value": 365}),
+    ]  # fmt: skip
+
+
+def timed(call: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    call()
+    return time.perf_counter() - started
+
+
+def measure(url: str, seeded: Seeded, calls: int, say: Callable[[str], None]) -> list[list[str]]:
+    """Per page: cold time (empty cache), then p50/p95 of ``calls`` warm calls; table rows."""
+    from dash_app.app import create_app
+    from dash_app.client import Client
+
+    app = create_app(url, stylesheets=[])
+    client = Client(app)
+    source = app.server.extensions["scalebench"]
+    client.call("overview-content.children", {})  # connect, set the server up
+    rows = []
+    for page in page_calls(seeded):
+        source.clear_cache()
+        layout = timed(lambda page=page: client.open(*page.path.partition("?")[::2]))
+        answer = client.call(page.output, page.values)
+        assert answer, f"{page.name}: empty answer"
+        source.clear_cache()
+        cold = timed(lambda page=page: client.call(page.output, page.values))
+        warm = [timed(lambda page=page: client.call(page.output, page.values))
+                for _ in range(calls)]  # fmt: skip
+        layouts = [timed(lambda page=page: client.open(*page.path.partition("?")[::2]))
+                   for _ in range(max(3, calls // 3))]  # fmt: skip
+        p50, p95 = percentile(warm, 50), percentile(warm, 95)
+        verdict = "PASS" if p95 <= GOAL_S else "MISS"
+        say(f"  {page.name:14s} callback p50 {p50 * 1e3:6.1f} ms, p95 {p95 * 1e3:6.1f} ms "
+            f"({verdict}); cold {cold * 1e3:6.1f} ms; layout p95 "
+            f"{percentile(layouts, 95) * 1e3:5.1f} ms (first {layout * 1e3:.0f} ms)")  # fmt: skip
+        rows.append([page.name, f"{p50 * 1e3:.1f}", f"{p95 * 1e3:.1f}", verdict,
+                     f"{cold * 1e3:.1f}", "PASS" if cold <= GOAL_S else "MISS",
+                     f"{percentile(layouts, 95) * 1e3:.1f}"])  # fmt: skip
+    source.dispose()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=1_000_000, help="step rows in all")
+    parser.add_argument("--runs", type=int, default=1000, help="runs in all")
+    parser.add_argument("--big-share", type=float, default=0.8,
+                        help="share of the step rows in the big sweep")  # fmt: skip
+    parser.add_argument("--calls", type=int, default=30, help="warm calls per page")
+    parser.add_argument(
+        "--postgres", default="postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+    )
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    name, url = fresh_database(args.postgres)
+    print(f"database {name}: writing {args.steps:,} step rows in {args.runs:,} runs ...",
+          flush=True)  # fmt: skip
+    try:
+        seeded = seed(url, args.steps, args.runs, args.big_share,
+                      lambda line: print("  " + line, flush=True))  # fmt: skip
+        print(f"  {seeded.runs:,} runs and {seeded.step_rows:,} step rows in "
+              f"{time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
+        print(f"calling each page's main callback {args.calls} times ...", flush=True)
+        rows = measure(url, seeded, args.calls, lambda line: print(line, flush=True))
+    finally:
+        drop_database(args.postgres, name)
+        print(f"dropped {name}", flush=True)
+    from tabulate import tabulate
+
+    print()
+    print(tabulate(rows, headers=["page", "p50 ms", "p95 ms", "≤ 300 ms", "cold ms", "cold ≤ 300",
+                                  "layout p95 ms"]))  # fmt: skip
+    misses = sum(row[3] == "MISS" for row in rows)
+    print(f"\n{len(rows) - misses} of {len(rows)} pages PASS (p95 of warm calls ≤ 300 ms); "
+          f"cold = first call with an empty cache")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,200 @@
+"""Building blocks every page shares: page frame, alerts, badges, graphs, pickers.
+
+Also :func:`guarded`, which turns any failure of a layout or callback into a
+friendly message on the page (database trouble with its advice, anything
+else as "logged on the server") instead of a traceback or a broken page.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import dash_bootstrap_components as dbc
+from dash import dash_table, dcc, html
+
+from dash_app import figures
+from dash_app.data import FIRST_SWEEP, QUICKSTART, DataUnavailable
+from results_db.queries import SweepInfo
+
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Any])
+
+REFRESH_MS = 10_000  # how often a page with a running sweep reloads its figures
+UNEXPECTED = "The dashboard hit an unexpected error; the details are in the server's log."
+
+OUTCOME_COLOURS = {
+    "succeeded": "success",
+    "running": "info",
+    "partial": "warning",
+    "failed": "danger",
+    "cancelled": "secondary",
+    "diverged": "danger",
+    "timed_out": "danger",
+}
+
+DEFINITIONS = {
+    "tta": "Time to accuracy: wall time from the group's common start to the end of the first "
+    "evaluation that meets the goal (also shown without evaluation time). Repeats are combined "
+    "by MLPerf's rule: drop the fastest and slowest of three or more, then take the mean.",
+    "speedup": "Speedup(k) = TTA(1) / TTA(k); compute speedup uses compute time only "
+    "(forward, loss, backward, optimizer). Efficiency = speedup(k) / k.",
+    "communication": "Communication ratio = communication time / total step time, per rank, "
+    "averaged. All-reduce: p50 latency per message size; algbw = bytes / time; busbw = algbw × "
+    "2(n−1)/n (the nccl-tests convention).",
+    "cost": "Cost(k) = k × (node $/h + GPU $/h) × TTA(k) in hours. Price index(k) = "
+    "(cost(k) / cost(1)) / speedup(k): below 1.0 the extra workers pay for themselves.",
+    "regression": "A nightly is flagged when its runs are both significantly slower than the "
+    "last 7 nightlies of the same configuration (one-sided Mann–Whitney U, p < 0.01) and at "
+    "least 5 % slower on average.",
+}
+
+
+def guarded(fallback: Callable[[str], Any]) -> Callable[[F], F]:
+    """Decorate a layout or callback: on failure return ``fallback(message)`` instead."""
+
+    def decorate(function: F) -> F:
+        @functools.wraps(function)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return function(*args, **kwargs)
+            except DataUnavailable as exc:
+                return fallback(str(exc))
+            except Exception:
+                log.exception("dashboard: %s failed", function.__qualname__)
+                return fallback(UNEXPECTED)
+
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def page(title: str, intro: str, *children: Any, problems: Sequence[str] = ()) -> html.Div:
+    """A page: its title, a line saying what it shows, URL problems, then the content."""
+    return html.Div(
+        [
+            html.H2(title, className="mt-3"),
+            html.P(intro, className="text-muted"),
+            problems_alert(problems),
+            *children,
+        ],
+        className="page",
+    )
+
+
+def problems_alert(problems: Sequence[str]) -> dbc.Alert | None:
+    """What was wrong with the link, if anything, as a dismissable warning."""
+    if not problems:
+        return None
+    return dbc.Alert(
+        [
+            html.Strong("Some of this link's settings were not used: "),
+            html.Ul([html.Li(p) for p in problems], className="mb-0"),
+        ],
+        color="warning",
+        dismissable=True,
+        className="url-problems",
+    )
+
+
+def error_alert(message: str) -> dbc.Alert:
+    return dbc.Alert(message, color="danger", className="data-error")
+
+
+def empty_database() -> dbc.Alert:
+    """What to run when there is nothing to show yet."""
+    return dbc.Alert(
+        [
+            html.H4("No results yet", className="alert-heading"),
+            html.P("Run the embedded set-up, which runs two light sweeps and loads them here:"),
+            html.Pre(html.Code(QUICKSTART)),
+            html.P("or run a first sweep yourself:"),
+            html.Pre(html.Code(FIRST_SWEEP)),
+            html.P("then reload this page.", className="mb-0"),
+        ],
+        color="info",
+        className="empty-state",
+    )
+
+
+def badge(outcome: str | None) -> dbc.Badge:
+    """A sweep's or run's outcome as a coloured badge."""
+    text = outcome or "unknown"
+    return dbc.Badge(text, color=OUTCOME_COLOURS.get(text, "secondary"), className="me-1")
+
+
+def graph(element_id: str) -> dcc.Graph:
+    """A graph slot, blank until its callback fills it."""
+    return dcc.Graph(
+        id=element_id,
+        figure=figures.empty_figure("Loading…"),
+        config={"displaylogo": False, "responsive": True},
+    )
+
+
+def location(prefix: str) -> dcc.Location:
+    """The page's own address-bar writer: updating its ``search`` does not reload the page."""
+    return dcc.Location(id=f"{prefix}-url", refresh=False)
+
+
+def refresher(prefix: str) -> dcc.Interval:
+    """Reloads the page's figures every few seconds; enabled only while a sweep is running."""
+    return dcc.Interval(id=f"{prefix}-refresh", interval=REFRESH_MS, disabled=True)
+
+
+def sweep_label(sweep: SweepInfo) -> str:
+    sizes = ",".join(str(k) for k in sweep.world_sizes) or "?"
+    return (
+        f"{sweep.created_at:%Y-%m-%d %H:%M} · {sweep.task} · {sweep.trigger} · "
+        f"workers {sizes} · {sweep.outcome or 'unknown'} · {sweep.id}"
+    )
+
+
+def sweep_picker(
+    element_id: str, sweeps: Sequence[SweepInfo], value: str | None, label: str
+) -> dbc.Col:
+    """A labelled, searchable sweep dropdown."""
+    return dbc.Col(
+        [
+            dbc.Label(label, html_for=element_id),
+            dcc.Dropdown(
+                id=element_id,
+                options=[{"label": sweep_label(s), "value": s.id} for s in sweeps],
+                value=value,
+                clearable=False,
+                placeholder="no sweep yet",
+            ),
+        ],
+        md=6,
+    )
+
+
+def table(element_id: str, rows: list[dict[str, Any]], **options: Any) -> dash_table.DataTable:
+    """A plain, compact table of ``rows`` (dicts with the same keys)."""
+    columns = [{"name": name, "id": name} for name in (rows[0] if rows else [])]
+    return dash_table.DataTable(
+        id=element_id,
+        data=rows,
+        columns=options.pop("columns", columns),
+        style_table={"overflowX": "auto"},
+        style_cell={
+            "fontFamily": "inherit",
+            "fontSize": "0.9rem",
+            "textAlign": "left",
+            "padding": "4px 8px",
+            "whiteSpace": "normal",
+            "height": "auto",
+        },
+        style_header={"fontWeight": "bold", "backgroundColor": "#f4f6f8"},
+        **options,
+    )
+
+
+def help_text(key: str) -> html.Details:
+    """A collapsed definition, opened on demand."""
+    return html.Details(
+        [html.Summary("How is this computed?"), html.P(DEFINITIONS[key], className="small")],
+        className="mb-3 definitions",
+    )

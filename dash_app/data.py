@@ -1,0 +1,216 @@
+"""The dashboard's only door to the results database: read-only, cached per sweep.
+
+A :class:`Source` holds a read-only engine (SQLite opened with ``mode=ro``;
+PostgreSQL sessions with ``default_transaction_read_only``) and calls the
+named queries of :mod:`results_db.queries`. Figures of one sweep are cached
+under the sweep's *version* (outcome, run count, newest ingest time): ingest
+replaces runs whole and stamps them, so a cached figure is reused until the
+sweep changes and the heavy per-step aggregates of a finished sweep are read
+once per process.
+
+Database trouble (no file yet, no tables yet, server down) becomes a
+:class:`DataUnavailable` whose message says what to do; pages show it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+from sqlalchemy import Connection, Engine, create_engine
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+
+from results_db import queries
+
+T = TypeVar("T")
+
+QUICKSTART = "./scripts/quickstart.sh"
+FIRST_SWEEP = "scalebench run task1a-resnet20-cifar10 --light --workers 1,2"
+CACHE_ENTRIES = 256
+
+
+class DataUnavailable(RuntimeError):
+    """The results database cannot be read; the message is meant for the page."""
+
+
+def readonly_url(url: str) -> URL:
+    """``url`` opened read-only where the driver allows it (SQLite files: ``mode=ro``)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return parsed
+    if parsed.database.startswith("file:"):  # already a URI
+        return parsed.update_query_dict({"mode": "ro", "uri": "true"})
+    path = Path(parsed.database).expanduser().resolve()
+    return parsed.set(database=f"file:{quote(str(path))}").update_query_dict(
+        {"mode": "ro", "uri": "true"}
+    )
+
+
+def readonly_engine(url: str) -> Engine:
+    """An engine that cannot write: SQLite read-only URI, PostgreSQL read-only sessions."""
+    parsed = readonly_url(url)
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg2":
+        return create_engine(
+            parsed,
+            pool_pre_ping=True,
+            connect_args={"options": "-c default_transaction_read_only=on"},
+        )
+    return create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
+
+
+class Source:
+    """Read-only access to one results database, with a small per-sweep cache."""
+
+    def __init__(self, database_url: str) -> None:
+        self.url = database_url
+        self.engine = readonly_engine(database_url)
+        self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        """The database URL without its password."""
+        return make_url(self.url).render_as_string(hide_password=True)
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    @contextmanager
+    def connect(self) -> Iterator[Connection]:
+        """A connection; database errors become :class:`DataUnavailable` with advice."""
+        try:
+            with self.engine.connect() as conn:
+                yield conn
+        except (DBAPIError, SQLAlchemyError) as exc:
+            raise DataUnavailable(self._advice(exc)) from exc
+
+    def _advice(self, exc: Exception) -> str:
+        text = str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0][:200]
+        parsed = make_url(self.url)
+        if parsed.get_backend_name() == "sqlite":
+            path = parsed.database or ""
+            if path and not path.startswith("file:") and not Path(path).exists():
+                return (
+                    f"There is no results database at {path} yet. Run {QUICKSTART}, or "
+                    f"`{FIRST_SWEEP}`, then reload this page."
+                )
+        lowered = text.lower()
+        if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
+            return (
+                f"The database {self.describe()} has no scalebench tables yet. Run "
+                f"`scalebench db upgrade` or `{FIRST_SWEEP}`, then reload this page."
+            )
+        return f"Cannot read the results database {self.describe()}: {text}"
+
+    def per_sweep(self, name: str, sweep_id: str, compute: Callable[[Connection], T]) -> T:
+        """``compute(conn)`` for figures of one sweep, cached until the sweep changes."""
+        with self.connect() as conn:
+            key = (name, sweep_id, queries.sweep_version(conn, sweep_id))
+            with self._lock:
+                if key in self._cache:
+                    self._cache.move_to_end(key)
+                    return self._cache[key]
+            value = compute(conn)
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return value
+
+    def clear_cache(self) -> None:
+        with self._lock:
+            self._cache.clear()
+
+    def call(self, query: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """``query(conn, *args, **kwargs)`` on a fresh connection, uncached."""
+        with self.connect() as conn:
+            return query(conn, *args, **kwargs)
+
+    # -- what the pages read ---------------------------------------------------------------
+
+    def sweeps(
+        self, task: str | None = None, trigger: str | None = None, limit: int = 500
+    ) -> list[queries.SweepInfo]:
+        return self.call(queries.sweep_infos, task=task, trigger=trigger, limit=limit)
+
+    def sweep(self, sweep_id: str) -> queries.SweepInfo | None:
+        return self.call(queries.sweep_info, sweep_id)
+
+    def latest_per_task(self, trigger: str | None = None) -> list[queries.SweepInfo]:
+        return self.call(queries.latest_sweep_per_task, trigger)
+
+    def baseline_of(self, sweep_id: str) -> str | None:
+        return self.call(queries.baseline_of, sweep_id)
+
+    def tasks(self) -> list[str]:
+        return self.call(queries.task_names)
+
+    def scaling(self, sweep_id: str) -> list[Any]:
+        return self.per_sweep("scaling", sweep_id, lambda c: queries.scaling(c, sweep_id))
+
+    def sweep_runs(self, sweep_id: str) -> list[queries.RunInfo]:
+        return self.per_sweep("runs", sweep_id, lambda c: queries.run_infos(c, sweep_id=sweep_id))
+
+    def phases(self, sweep_id: str) -> list[queries.PhaseRow]:
+        return self.per_sweep("phases", sweep_id, lambda c: queries.phase_means(c, sweep_id))
+
+    def allreduce(self, sweep_id: str) -> list[queries.AllReduceRow]:
+        return self.per_sweep(
+            "allreduce", sweep_id, lambda c: queries.allreduce_curves(c, sweep_id)
+        )
+
+    def costs(self, sweep_id: str, instance: str, gpu: str | None) -> list[queries.CostRow]:
+        """Raises :class:`results_db.queries.PriceMissing` when a price is missing."""
+        return self.call(queries.costs, sweep_id, instance=instance, gpu=gpu)
+
+    def prices(self) -> list[queries.PriceRow]:
+        return self.call(queries.prices_in_force)
+
+    def runs(self, **filters: Any) -> list[queries.RunInfo]:
+        return self.call(queries.run_infos, **filters)
+
+    def run(self, run_id: str) -> queries.RunInfo | None:
+        return self.call(queries.run_info, run_id)
+
+    def events(self, run_id: str) -> list[queries.EventRow]:
+        return self.call(queries.run_events, run_id)
+
+    def environments(self, run_id: str) -> list[queries.EnvironmentRow]:
+        return self.call(queries.run_environments, run_id)
+
+    def curves(
+        self, sweep_id: str, runs: list[queries.RunInfo], points: int = 500
+    ) -> dict[str, tuple[list[queries.CurvePoint], list[queries.EvalPoint]]]:
+        """Training loss (bucketed to ≤ ``points``) and evaluations of each of ``runs``."""
+
+        def read(conn: Connection) -> dict[str, Any]:
+            return {
+                run.id: (
+                    queries.loss_curve(conn, run.id, points),
+                    queries.eval_curve(conn, run.id),
+                )
+                for run in runs
+            }
+
+        key = "curves:" + ",".join(sorted(run.id for run in runs))
+        return self.per_sweep(key, sweep_id, read)
+
+    def regressions(self, **filters: Any) -> list[queries.RegressionRow]:
+        return self.call(queries.regression_flags, **filters)
+
+    def trend(self, task: str, nights: int) -> list[queries.TrendPoint]:
+        return self.call(queries.nightly_trend, task, nights)
+
+
+def current() -> Source:
+    """The :class:`Source` of the app serving this request (set by ``create_app``)."""
+    import flask
+
+    return flask.current_app.extensions["scalebench"]

@@ -1,0 +1,167 @@
+"""Compare: two training sweeps side by side (e.g. last night against its baseline), with
+per-configuration deltas and the regression verdict.
+
+URL: ``/compare?a=<sweep id>&b=<sweep id>``. Defaults: A is the newest nightly (or the newest
+sweep), B the sweep before it with the same configuration.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Dash, Input, Output, html, no_update
+
+from dash_app import components as ui
+from dash_app import data, figures, tables, units
+from dash_app.choices import pick_sweep
+from dash_app.state import CompareState, parse_compare, to_search
+from results_db.queries import RegressionRow, SweepInfo
+
+PATH = "/compare"
+TITLE = "Compare"
+INTRO = "Two sweeps side by side: A (e.g. last night) against B (e.g. its baseline)."
+
+
+def layout(**params: Any) -> html.Div:
+    state, problems = parse_compare(params)
+    return _layout(state, problems)
+
+
+@ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
+def _layout(state: CompareState, problems: list[str]) -> html.Div:
+    source = data.current()
+    a = pick_sweep(source, state.a, "training", "a")
+    if a.chosen is None:
+        return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+    a_id = a.chosen.id
+    if state.a is None or a.problems:
+        nightly = next((s for s in a.offered if s.trigger == "scheduled"), None)
+        a_id = nightly.id if nightly else a_id
+    b = pick_sweep(source, state.b, "training", "b")
+    b_id = b.chosen.id if state.b is not None and not b.problems and b.chosen else None
+    if b_id is None:
+        b_id = source.baseline_of(a_id) or next(
+            (s.id for s in b.offered if s.id != a_id and s.task == a.chosen.task), a_id
+        )
+    return ui.page(
+        TITLE,
+        INTRO,
+        ui.location("compare"),
+        ui.refresher("compare"),
+        dbc.Row(
+            [
+                ui.sweep_picker("compare-a", a.offered, a_id, "A (newer)"),
+                ui.sweep_picker("compare-b", b.offered, b_id, "B (baseline)"),
+            ]
+        ),
+        ui.help_text("regression"),
+        html.Div(id="compare-verdict", className="my-3"),
+        html.Div(id="compare-table"),
+        ui.graph("compare-figure"),
+        problems=[*problems, *a.problems, *b.problems],
+    )
+
+
+def verdict(
+    a: SweepInfo, b: SweepInfo, flags: list[RegressionRow], deltas: list[tables.Delta]
+) -> html.Div:
+    """The detector's stored flags for A, then warnings about what is being compared."""
+    parts: list[Any] = []
+    if flags:
+        parts.append(
+            dbc.Alert(
+                [
+                    html.Strong("REGRESSION flagged by the nightly detector for A: "),
+                    html.Ul(
+                        [
+                            html.Li(
+                                f"{units.workers(f.world_size)}, {units.measure(f.metric)}: "
+                                + (
+                                    f"{units.signed_percent(f.change)} worse (p = {f.p_value:.3g})"
+                                    if f.change is not None and f.p_value is not None
+                                    else f.reason
+                                )
+                            )
+                            for f in flags
+                        ]
+                    ),
+                ],
+                color="danger",
+                className="regression-verdict",
+            )
+        )
+    elif a.trigger == "scheduled":
+        parts.append(
+            dbc.Alert(
+                "The nightly detector flagged nothing for A.",
+                color="success",
+                className="regression-verdict",
+            )
+        )
+    else:
+        parts.append(
+            dbc.Alert(
+                "A is not a nightly (scheduled) sweep, so the detector did not "
+                "judge it; the table applies its rule to A against B.",
+                color="secondary",
+                className="regression-verdict",
+            )
+        )
+    if any(d.verdict == "REGRESSION" for d in deltas):
+        parts.append(
+            dbc.Alert("A is significantly slower than B at some worker count.", color="warning")
+        )
+    if a.id == b.id:
+        parts.append(dbc.Alert("A and B are the same sweep.", color="secondary"))
+    elif a.config_hash != b.config_hash or a.task != b.task:
+        parts.append(
+            dbc.Alert(
+                "A and B differ in task or configuration (backend, precision, "
+                "variant, light): their differences are not only the code's.",
+                color="warning",
+            )
+        )
+    return html.Div(parts)
+
+
+def failure(message: str) -> tuple[Any, ...]:
+    return (no_update, ui.error_alert(message), None, figures.empty_figure(message), True)
+
+
+@ui.guarded(failure)
+def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> tuple[Any, ...]:
+    """Outputs: URL search, verdict, deltas table, side-by-side figure, refresh disabled."""
+    if not a_id or not b_id:
+        return failure("Choose two sweeps.")
+    source = data.current()
+    a, b = source.sweep(a_id), source.sweep(b_id)
+    if a is None or b is None:
+        return failure(f"There is no sweep {(b_id if a else a_id)!r} in the database.")
+    a_rows, b_rows = source.scaling(a_id), source.scaling(b_id)
+    deltas = tables.compare_rows(a_rows, b_rows, source.sweep_runs(a_id), source.sweep_runs(b_id))
+    flags = source.regressions(sweep_ids=[a_id])
+    return (
+        to_search(CompareState(a=a_id, b=b_id)),
+        verdict(a, b, flags, deltas),
+        ui.table("compare-deltas", tables.delta_rows(deltas)),
+        figures.compare_figure(a_rows, b_rows, a_id, b_id),
+        "running" not in (a.outcome, b.outcome),
+    )
+
+
+def register(app: Dash) -> None:
+    dash.register_page(
+        __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=6
+    )
+    app.callback(
+        Output("compare-url", "search"),
+        Output("compare-verdict", "children"),
+        Output("compare-table", "children"),
+        Output("compare-figure", "figure"),
+        Output("compare-refresh", "disabled"),
+        Input("compare-a", "value"),
+        Input("compare-b", "value"),
+        Input("compare-refresh", "n_intervals"),
+    )(update)

@@ -1,0 +1,147 @@
+"""Cost: dollars to reach the goal per worker count, price index, cost against time with its
+Pareto front, and the price table in use.
+
+URL: ``/cost?sweep=<sweep id>&instance=<machine type>&gpu=<GPU type or none>``
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Dash, Input, Output, dcc, html, no_update
+
+from dash_app import components as ui
+from dash_app import data, figures, tables
+from dash_app.choices import pick_sweep
+from dash_app.state import CostState, parse_cost, to_search
+from results_db.queries import PriceMissing, PriceRow
+
+PATH = "/cost"
+TITLE = "Cost"
+INTRO = (
+    "What reaching the goal costs at each worker count, at regular and preemptible prices, "
+    "and whether the extra workers pay for themselves."
+)
+GRAPHS = ("cost-bars", "cost-index", "cost-pareto")
+NO_GPU = "none"
+
+
+def _names(prices: list[PriceRow], kind: str) -> list[str]:
+    return sorted({p.name for p in prices if p.kind == kind})
+
+
+def layout(**params: Any) -> html.Div:
+    state, problems = parse_cost(params)
+    return _layout(state, problems)
+
+
+@ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
+def _layout(state: CostState, problems: list[str]) -> html.Div:
+    source = data.current()
+    choice = pick_sweep(source, state.sweep, "training")
+    if choice.chosen is None:
+        return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+    prices = source.prices()
+    instances, gpus = _names(prices, "instance"), [*_names(prices, "gpu"), NO_GPU]
+    instance, gpu = state.instance, state.gpu
+    if instances and instance not in instances:
+        problems = [*problems, f"instance: no price for {instance!r}; using {instances[0]}."]
+        instance = instances[0]
+    if gpu not in gpus:
+        problems = [*problems, f"gpu: no price for {gpu!r}; using {gpus[0]}."]
+        gpu = gpus[0]
+
+    def picker(element_id: str, label: str, options: list[str], value: str) -> dbc.Col:
+        return dbc.Col(
+            [
+                dbc.Label(label, html_for=element_id),
+                dcc.Dropdown(id=element_id, options=options, value=value, clearable=False),
+            ],
+            md=3,
+        )
+
+    return ui.page(
+        TITLE,
+        INTRO,
+        ui.location("cost"),
+        ui.refresher("cost"),
+        dbc.Row(
+            [
+                ui.sweep_picker("cost-sweep", choice.offered, choice.chosen.id, "Sweep"),
+                picker("cost-instance", "Machine type (one per worker)", instances, instance),
+                picker("cost-gpu", "GPU type (one per worker)", gpus, gpu),
+            ]
+        ),
+        ui.help_text("cost"),
+        html.Div(id="cost-status"),
+        dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=6), dbc.Col(ui.graph(GRAPHS[1]), lg=6)]),
+        dbc.Row(
+            [
+                dbc.Col(ui.graph(GRAPHS[2]), lg=6),
+                dbc.Col(
+                    [html.H5("Prices in force", className="mt-3"), html.Div(id="cost-prices")], lg=6
+                ),
+            ]
+        ),
+        problems=[*problems, *choice.problems],
+    )
+
+
+def failure(message: str) -> tuple[Any, ...]:
+    blank = figures.empty_figure(message)
+    return (no_update, ui.error_alert(message), blank, blank, blank, None, True)
+
+
+@ui.guarded(failure)
+def update(
+    sweep_id: str | None, instance: str | None, gpu: str | None, _tick: int | None = None
+) -> tuple[Any, ...]:
+    """Outputs: URL search, status, cost, price index, Pareto figures, price table, refresh."""
+    if not sweep_id or not instance or not gpu:
+        return failure("Choose a sweep, a machine type and a GPU type.")
+    source = data.current()
+    sweep = source.sweep(sweep_id)
+    if sweep is None:
+        return failure(f"There is no sweep {sweep_id!r} in the database.")
+    state = CostState(sweep=sweep_id, instance=instance, gpu=gpu)
+    prices = ui.table("cost-price-table", tables.price_rows(source.prices()))
+    try:
+        rows = source.costs(sweep_id, instance, None if gpu == NO_GPU else gpu)
+    except PriceMissing as exc:
+        blank = figures.empty_figure(f"{exc}; add it with `scalebench prices set`.")
+        return (to_search(state), ui.error_alert(str(exc)), blank, blank, blank, prices, True)
+    status = None
+    if not rows:
+        status = dbc.Alert(
+            "Costs are relative to one worker: this sweep has no 1-worker run "
+            "that reached the goal.",
+            color="secondary",
+        )
+    return (
+        to_search(state),
+        status,
+        figures.cost_figure(rows),
+        figures.price_index_figure(rows),
+        figures.cost_time_figure(rows),
+        prices,
+        sweep.outcome != "running",
+    )
+
+
+def register(app: Dash) -> None:
+    dash.register_page(
+        __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=3
+    )
+    app.callback(
+        Output("cost-url", "search"),
+        Output("cost-status", "children"),
+        *(Output(graph, "figure") for graph in GRAPHS),
+        Output("cost-prices", "children"),
+        Output("cost-refresh", "disabled"),
+        Input("cost-sweep", "value"),
+        Input("cost-instance", "value"),
+        Input("cost-gpu", "value"),
+        Input("cost-refresh", "n_intervals"),
+    )(update)

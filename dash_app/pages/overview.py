@@ -1,0 +1,171 @@
+"""Overview: flagged regressions first, then the nightly status and the latest sweep of each task.
+
+URL: ``/`` (no parameters). With an empty database it says what to run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Dash, Input, Output, dcc, html
+
+from dash_app import components as ui
+from dash_app import data, tables, units
+from dash_app.choices import is_allreduce
+from dash_app.state import parse_overview
+from results_db.queries import RegressionRow, SweepInfo
+
+PATH = "/"
+TITLE = "Overview"
+INTRO = "The latest results of every benchmark task and how last night went."
+
+
+def layout(**params: Any) -> html.Div:
+    _, problems = parse_overview(params)
+    return ui.page(
+        TITLE,
+        INTRO,
+        ui.refresher("overview"),
+        dcc.Loading(html.Div(id="overview-content")),
+        problems=problems,
+    )
+
+
+def sweep_link(sweep: SweepInfo) -> dcc.Link:
+    page = "/communication" if is_allreduce(sweep.task) else "/scaling"
+    key = "allreduce" if is_allreduce(sweep.task) else "sweep"
+    return dcc.Link(sweep.id, href=tables.link(page, **{key: sweep.id}))
+
+
+def regressions_alert(flags: list[RegressionRow]) -> dbc.Alert:
+    if not flags:
+        return dbc.Alert(
+            "No regression flagged in the latest nightlies.",
+            color="success",
+            className="overview-regressions",
+        )
+    items = [
+        html.Li(
+            [
+                f"{f.task}, {units.workers(f.world_size)}, {units.measure(f.metric)}: ",
+                html.Strong(
+                    units.signed_percent(f.change) + " worse" if f.change is not None else f.reason
+                ),
+                f" (p = {f.p_value:.3g}) " if f.p_value is not None else " ",
+                f"in {f.sweep_id} ({tables.when(f.sweep_created_at)}) — ",
+                dcc.Link("compare with its baseline", href=tables.link("/compare", a=f.sweep_id)),
+            ]
+        )
+        for f in flags
+    ]
+    return dbc.Alert(
+        [
+            html.H4("Regression flagged", className="alert-heading"),
+            html.Ul(items, className="mb-0"),
+        ],
+        color="danger",
+        className="overview-regressions",
+    )
+
+
+def nightly_table(nightly: list[SweepInfo], flags: list[RegressionRow]) -> Any:
+    if not nightly:
+        return html.P("No nightly (scheduled) sweep yet.", className="text-muted")
+    counts = {s.id: sum(f.sweep_id == s.id for f in flags) for s in nightly}
+    rows = [
+        html.Tr(
+            [
+                html.Td(s.task),
+                html.Td(tables.when(s.created_at)),
+                html.Td(ui.badge(s.outcome)),
+                html.Td(
+                    dbc.Badge(f"{counts[s.id]} flagged", color="danger")
+                    if counts[s.id]
+                    else "none flagged"
+                ),
+                html.Td(
+                    [
+                        sweep_link(s),
+                        " · ",
+                        dcc.Link("trend", href=tables.link("/trend", task=s.task)),
+                        " · ",
+                        dcc.Link("compare", href=tables.link("/compare", a=s.id)),
+                    ]
+                ),
+            ]
+        )
+        for s in nightly
+    ]
+    header = html.Thead(
+        html.Tr([html.Th(h) for h in ("task", "night", "outcome", "regressions", "sweep")])
+    )
+    return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="overview-nightly")
+
+
+def latest_table(latest: list[SweepInfo]) -> Any:
+    rows = [
+        html.Tr(
+            [
+                html.Td(s.task),
+                html.Td(sweep_link(s)),
+                html.Td(s.trigger),
+                html.Td(tables.when(s.created_at)),
+                html.Td(", ".join(str(k) for k in s.world_sizes) + f" × {s.repeats}"),
+                html.Td(ui.badge(s.outcome)),
+            ]
+        )
+        for s in latest
+    ]
+    header = html.Thead(
+        html.Tr(
+            [
+                html.Th(h)
+                for h in (
+                    "task",
+                    "latest sweep",
+                    "trigger",
+                    "created",
+                    "workers × repeats",
+                    "outcome",
+                )
+            ]
+        )
+    )
+    return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="overview-latest")
+
+
+def failure(message: str) -> tuple[Any, ...]:
+    return (ui.error_alert(message), True)
+
+
+@ui.guarded(failure)
+def update(_tick: int | None = None) -> tuple[Any, ...]:
+    """Outputs: the page's content, refresh disabled."""
+    source = data.current()
+    latest = source.latest_per_task()
+    if not latest:
+        return (ui.empty_database(), True)
+    nightly = source.latest_per_task("scheduled")
+    flags = source.regressions(sweep_ids=[s.id for s in nightly]) if nightly else []
+    content = html.Div(
+        [
+            regressions_alert(flags),
+            html.H4("Nightly", className="mt-4"),
+            nightly_table(nightly, flags),
+            html.H4("Latest sweep of each task", className="mt-4"),
+            latest_table(latest),
+        ]
+    )
+    running = any(s.outcome == "running" for s in [*latest, *nightly])
+    return (content, not running)
+
+
+def register(app: Dash) -> None:
+    dash.register_page(__name__, path=PATH, name=TITLE, title="scalebench", layout=layout, order=0)
+    app.callback(
+        Output("overview-content", "children"),
+        Output("overview-refresh", "disabled"),
+        Input("overview-refresh", "n_intervals"),
+    )(update)

@@ -1,0 +1,184 @@
+"""One run: its numbers, training loss and validation metric over time next to the other worker
+counts of its sweep, its events, environment and downloads.
+
+URL: ``/run?id=<run id>`` (default: the newest run).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dash
+import dash_bootstrap_components as dbc
+from dash import Dash, Input, Output, dcc, html, no_update
+
+from dash_app import components as ui
+from dash_app import data, downloads, figures, tables, units
+from dash_app.choices import is_allreduce
+from dash_app.state import RunState, parse_run, to_search
+from results_db.queries import RunInfo
+
+PATH = "/run"
+TITLE = "Run"
+INTRO = "One training group at one worker count, beside the other worker counts of its sweep."
+GRAPHS = ("run-loss", "run-metric")
+
+
+def layout(**params: Any) -> html.Div:
+    state, problems = parse_run(params)
+    return _layout(state, problems)
+
+
+@ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
+def _layout(state: RunState, problems: list[str]) -> html.Div:
+    source = data.current()
+    run = source.run(state.id) if state.id else None
+    if state.id and run is None:
+        problems = [
+            *problems,
+            f"id: there is no run {state.id!r} in the database; showing the newest run instead.",
+        ]
+    if run is None:
+        newest = source.runs(limit=1)
+        if not newest:
+            return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+        run = newest[0]
+    siblings = source.sweep_runs(run.sweep_id)
+    picker = dcc.Dropdown(
+        id="run-id",
+        options=[{"label": run_label(r), "value": r.id} for r in siblings],
+        value=run.id,
+        clearable=False,
+    )
+    return ui.page(
+        TITLE,
+        INTRO,
+        ui.location("run"),
+        ui.refresher("run"),
+        dbc.Row(
+            dbc.Col([dbc.Label("Run of sweep " + run.sweep_id, html_for="run-id"), picker], lg=8)
+        ),
+        html.Div(id="run-facts", className="my-3"),
+        dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=6), dbc.Col(ui.graph(GRAPHS[1]), lg=6)]),
+        dbc.Row(
+            [
+                dbc.Col([html.H5("Events"), html.Div(id="run-events")], lg=6),
+                dbc.Col([html.H5("Environment"), html.Div(id="run-environment")], lg=6),
+            ],
+            className="mt-3",
+        ),
+        html.H5("Downloads", className="mt-3"),
+        html.Div(id="run-downloads"),
+        problems=problems,
+    )
+
+
+def run_label(run: RunInfo) -> str:
+    return f"{units.workers(run.world_size)}, repeat {run.repeat + 1}, {run.status}: {run.id}"
+
+
+def companions(run: RunInfo, siblings: list[RunInfo]) -> list[RunInfo]:
+    """The run and, for every other worker count of its sweep, the run with the same repeat
+    (or that count's first repeat), by worker count."""
+    chosen: dict[int, RunInfo] = {}
+    for other in sorted(siblings, key=lambda r: (r.world_size, r.repeat != run.repeat, r.repeat)):
+        chosen.setdefault(other.world_size, other)
+    chosen[run.world_size] = run
+    return [chosen[size] for size in sorted(chosen)]
+
+
+def facts(run: RunInfo) -> html.Div:
+    items = tables.run_facts(run)
+    links = [
+        html.A("scaling of its sweep", href=tables.link("/scaling", sweep=run.sweep_id)),
+        " · ",
+        html.A("communication", href=tables.link("/communication", sweep=run.sweep_id)),
+        " · ",
+        html.A("cost", href=tables.link("/cost", sweep=run.sweep_id)),
+    ]
+    if is_allreduce(run.task):
+        links = [
+            html.A(
+                "all-reduce curves of its sweep",
+                href=tables.link("/communication", allreduce=run.sweep_id),
+            )
+        ]
+    return html.Div(
+        [
+            html.H4([ui.badge(run.status), " ", run.id], className="run-title"),
+            dbc.Table(
+                html.Tbody([html.Tr([html.Th(label), html.Td(value)]) for label, value in items]),
+                size="sm",
+                bordered=False,
+                className="run-facts w-auto",
+            ),
+            html.P(links, className="small"),
+        ]
+    )
+
+
+def failure(message: str) -> tuple[Any, ...]:
+    blank = figures.empty_figure(message)
+    return (no_update, ui.error_alert(message), blank, blank, None, None, None, True)
+
+
+@ui.guarded(failure)
+def update(run_id: str | None, _tick: int | None = None) -> tuple[Any, ...]:
+    """Outputs: URL search, facts, loss and metric figures, events, environment, downloads,
+    refresh disabled."""
+    if not run_id:
+        return failure("Choose a run.")
+    source = data.current()
+    run = source.run(run_id)
+    if run is None:
+        return failure(f"There is no run {run_id!r} in the database.")
+    sweep = source.sweep(run.sweep_id)
+    shown = companions(run, source.sweep_runs(run.sweep_id))
+    curves = source.curves(run.sweep_id, shown)
+    series = [
+        figures.RunSeries(
+            label=units.workers(r.world_size) + (" (this run)" if r.id == run.id else ""),
+            run_id=r.id,
+            selected=r.id == run.id,
+            loss=curves[r.id][0],
+            evals=curves[r.id][1],
+        )
+        for r in shown
+    ]
+    events = source.events(run.id)
+    event_rows = tables.event_rows(events)
+    environment = tables.environment_rows(source.environments(run.id))
+    files = html.Ul(
+        [
+            html.Li(html.A("evaluations (CSV)", href=downloads.url(run.id, "evaluations.csv"))),
+            html.Li(html.A("steps of every rank (CSV)", href=downloads.url(run.id, "steps.csv"))),
+            html.Li(html.A("official result (text)", href=downloads.url(run.id, "official.txt"))),
+        ]
+    )
+    return (
+        to_search(RunState(id=run.id)),
+        facts(run),
+        figures.loss_figure(series, events),
+        figures.metric_figure(series, run.goal_metric, run.goal_target, events),
+        ui.table("run-events-table", event_rows) if event_rows else html.P("No events."),
+        ui.table("run-env-table", environment) if environment else html.P("Not recorded."),
+        files,
+        sweep is None or sweep.outcome != "running",
+    )
+
+
+def register(app: Dash) -> None:
+    dash.register_page(
+        __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=5
+    )
+    app.callback(
+        Output("run-url", "search"),
+        Output("run-facts", "children"),
+        *(Output(graph, "figure") for graph in GRAPHS),
+        Output("run-events", "children"),
+        Output("run-environment", "children"),
+        Output("run-downloads", "children"),
+        Output("run-refresh", "disabled"),
+        Input("run-id", "value"),
+        Input("run-refresh", "n_intervals"),
+    )(update)

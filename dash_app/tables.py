@@ -1,0 +1,257 @@
+"""Pure table builders: query rows in, plain rows (dicts of text and numbers) out.
+
+Like :mod:`dash_app.figures`, nothing here touches the database or Dash.
+Numbers stay numbers where a table sorts on them; text columns carry their
+unit (``12.3 s``, ``$0.41``).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlencode
+
+from dash_app import units
+from results_db import regressions
+from results_db.analytics import ScalingRow
+from results_db.queries import EnvironmentRow, EventRow, PriceRow, RunInfo
+
+ALPHA = 0.01  # the nightly detector's rule (results_db.regressions)
+MIN_CHANGE = 0.05
+
+
+def when(moment: datetime | None) -> str:
+    """A timestamp as ``2026-11-22 02:18 UTC`` (naive ones are taken as UTC)."""
+    if moment is None:
+        return "—"
+    return moment.strftime("%Y-%m-%d %H:%M") + " UTC"
+
+
+def link(path: str, **params: str) -> str:
+    """A dashboard link with its query string, e.g. ``/scaling?sweep=…``."""
+    return f"{path}?{urlencode(params)}" if params else path
+
+
+# -- Runs table ------------------------------------------------------------------------------
+
+RUN_SORT_KEYS: dict[str, Any] = {
+    "started": lambda r: r.started_at,
+    "run": lambda r: r.id,
+    "sweep": lambda r: r.sweep_id,
+    "task": lambda r: r.task,
+    "workers": lambda r: r.world_size,
+    "repeat": lambda r: r.repeat,
+    "status": lambda r: r.status,
+    "tta": lambda r: r.time_to_accuracy_s,
+    "throughput": lambda r: r.samples_per_s,
+    "comm": lambda r: r.communication_ratio,
+    "reason": lambda r: r.reason or None,
+}
+
+
+def run_rows(
+    runs: Sequence[RunInfo], sort: str, order: str, page: int, page_size: int
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of the runs table, sorted; returns the rows and the number of pages.
+
+    Runs without the sorted value (no time to accuracy, say) come last in both orders.
+    """
+    value = RUN_SORT_KEYS[sort]
+    present = [r for r in runs if value(r) is not None]
+    missing = [r for r in runs if value(r) is None]
+    ordered = sorted(present, key=value, reverse=order == "desc") + missing
+    pages = max(1, -(-len(ordered) // page_size))
+    page = min(page, pages - 1)
+    shown = ordered[page * page_size : (page + 1) * page_size]
+    return [
+        {
+            "run": f"[{r.id}]({link('/run', id=r.id)})",
+            "sweep": r.sweep_id,
+            "task": r.task,
+            "workers": r.world_size,
+            "repeat": r.repeat + 1,
+            "status": r.status,
+            "tta": units.seconds(r.time_to_accuracy_s),
+            "throughput": units.number(r.samples_per_s),
+            "comm": units.percent(r.communication_ratio),
+            "started": when(r.started_at),
+            "reason": r.reason[:120],
+        }
+        for r in shown
+    ], pages
+
+
+# -- A run's page ----------------------------------------------------------------------------
+
+
+def event_rows(events: Sequence[EventRow]) -> list[dict[str, Any]]:
+    """Events, one line each; failures keep their reason."""
+    rows = []
+    for e in events:
+        detail = e.details.get("reason") or e.details.get("status") or ""
+        if e.event == "goal_reached" and "value" in e.details:
+            detail = f"{e.details['value']:.4g} ≥ target {e.details.get('target', '?')}"
+        rows.append(
+            {
+                "time": units.seconds(e.t_s),
+                "rank": e.rank,
+                "event": e.event.replace("_", " "),
+                "details": str(detail)[:300],
+            }
+        )
+    return rows
+
+
+def environment_rows(envs: Sequence[EnvironmentRow]) -> list[dict[str, Any]]:
+    """Versions, devices and host per rank."""
+    return [
+        {
+            "rank": e.rank,
+            "host": e.host or "—",
+            "python": e.python or "—",
+            "torch": e.torch or "—",
+            "cuda": e.cuda or "—",
+            "nccl": e.nccl or "—",
+            "gpus": ", ".join(e.gpus) or "none",
+        }
+        for e in envs
+    ]
+
+
+def run_facts(run: RunInfo) -> list[tuple[str, str]]:
+    """The headline numbers of a run, label and text."""
+    goal = "—"
+    if run.goal_metric:
+        goal = f"{run.goal_metric.replace('_', ' ')} ≥ {run.goal_target:g}"
+    return [
+        ("status", run.status + (f": {run.reason}" if run.reason else "")),
+        (
+            "workers",
+            f"{run.world_size} ({run.backend}, {run.device}, {run.precision}, "
+            f"{run.variant}{', light' if run.light else ''})",
+        ),
+        ("repeat", str(run.repeat + 1)),
+        ("goal", goal + (" — reached" if run.goal_reached else " — not reached")),
+        ("time to accuracy", units.seconds(run.time_to_accuracy_s)),
+        ("without evaluation", units.seconds(run.time_to_accuracy_without_eval_s)),
+        ("evaluation time", units.seconds(run.eval_s)),
+        (
+            "compute / communication",
+            f"{units.seconds(run.compute_s)} / {units.seconds(run.communication_s)}",
+        ),
+        ("communication ratio", units.percent(run.communication_ratio)),
+        ("epochs / steps", f"{run.epochs} / {run.steps:,}"),
+        ("throughput", f"{units.number(run.samples_per_s)} samples/s"),
+        ("started", when(run.started_at)),
+        ("unreadable lines", str(run.quarantined_lines)),
+    ]
+
+
+# -- Cost ------------------------------------------------------------------------------------
+
+
+def price_rows(prices: Sequence[PriceRow]) -> list[dict[str, Any]]:
+    """The price table in force, with the date each price is valid from."""
+    return [
+        {
+            "kind": p.kind,
+            "name": p.name,
+            "regular": units.dollars(p.regular_per_hour) + "/h",
+            "preemptible": units.dollars(p.preemptible_per_hour) + "/h",
+            "valid from": p.valid_from.date().isoformat(),
+            "source": p.source,
+        }
+        for p in sorted(prices, key=lambda p: (p.kind, p.name))
+    ]
+
+
+# -- Compare ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delta:
+    """One worker count of sweep A against sweep B; ``change`` > 0 means A is worse."""
+
+    world_size: int
+    a_tta_s: float | None
+    b_tta_s: float | None
+    tta_change: float | None
+    a_rate: float | None
+    b_rate: float | None
+    rate_change: float | None
+    p_value: float | None
+    verdict: str
+
+
+def _values(runs: Sequence[RunInfo], size: int, attribute: str) -> list[float]:
+    return [
+        getattr(r, attribute)
+        for r in runs
+        if r.world_size == size and r.status == "succeeded" and getattr(r, attribute) is not None
+    ]
+
+
+def compare_rows(
+    a_rows: Sequence[ScalingRow],
+    b_rows: Sequence[ScalingRow],
+    a_runs: Sequence[RunInfo],
+    b_runs: Sequence[RunInfo],
+) -> list[Delta]:
+    """Per worker count of either sweep: TTA and throughput of A and B, their relative
+    changes and a verdict by the nightly detector's rule (one-sided Mann–Whitney U,
+    p < 0.01, and at least 5 % worse) applied to A's runs against B's."""
+    a_by, b_by = {r.world_size: r for r in a_rows}, {r.world_size: r for r in b_rows}
+    deltas = []
+    for size in sorted(set(a_by) | set(b_by)):
+        a, b = a_by.get(size), b_by.get(size)
+        a_tta, b_tta = (a.tta_s if a else None), (b.tta_s if b else None)
+        a_rate_values = _values(a_runs, size, "samples_per_s")
+        b_rate_values = _values(b_runs, size, "samples_per_s")
+        a_rate = statistics.fmean(a_rate_values) if a_rate_values else None
+        b_rate = statistics.fmean(b_rate_values) if b_rate_values else None
+        tta_change = (a_tta - b_tta) / b_tta if a_tta and b_tta else None
+        rate_change = (b_rate - a_rate) / b_rate if a_rate and b_rate else None
+        latest = _values(a_runs, size, "time_to_accuracy_s")
+        baseline = _values(b_runs, size, "time_to_accuracy_s")
+        p_value = None
+        if not a or not b:
+            verdict = "only in " + ("A" if a else "B")
+        elif not latest or not baseline:
+            verdict = "no time to accuracy in " + ("A" if not latest else "B")
+        else:
+            change, p_value, flagged = regressions.compare(
+                baseline, latest, higher_is_better=False, alpha=ALPHA, min_change=MIN_CHANGE
+            )
+            if flagged:
+                verdict = "REGRESSION"
+            elif change >= MIN_CHANGE:
+                verdict = f"slower, not significant ({len(latest)} vs {len(baseline)} runs)"
+            elif change <= -MIN_CHANGE:
+                verdict = "faster"
+            else:
+                verdict = "within 5 %"
+        deltas.append(
+            Delta(size, a_tta, b_tta, tta_change, a_rate, b_rate, rate_change, p_value, verdict)
+        )
+    return deltas
+
+
+def delta_rows(deltas: Sequence[Delta]) -> list[dict[str, Any]]:
+    """Compare deltas as table rows with units."""
+    return [
+        {
+            "workers": d.world_size,
+            "A: TTA": units.seconds(d.a_tta_s),
+            "B: TTA": units.seconds(d.b_tta_s),
+            "TTA change": units.signed_percent(d.tta_change),
+            "A: samples/s": units.number(d.a_rate),
+            "B: samples/s": units.number(d.b_rate),
+            "throughput change": units.signed_percent(d.rate_change),
+            "p (A slower)": "—" if d.p_value is None else f"{d.p_value:.3g}",
+            "A against B alone": d.verdict,
+        }
+        for d in deltas
+    ]

@@ -1,0 +1,278 @@
+"""The dashboard app over HTTP (Flask's test client, no browser), SQLite and PostgreSQL.
+
+Pages are opened through Dash's page router and callbacks are posted exactly as the
+browser posts them (``dash_app.client``), so these tests cover layouts, callbacks and
+JSON encoding; ``test_dashboard_browser.py`` checks the same app in Chromium.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dashboard_seed import (
+    ALLREDUCE,
+    BAD,
+    BASELINE_NIGHT,
+    KNOWN,
+    LATEST_NIGHT,
+    LIGHT,
+    seeded_database,
+)
+from records_factory import FakeRun, write_training_sweep
+
+from dash_app.app import create_app
+from dash_app.client import Client
+from results_db.database import make_engine, upgrade
+from results_db.ingest import ingest_location
+from scalebench import cli
+
+PAGES = ["/", "/scaling", "/communication", "/cost", "/runs", "/run", "/compare", "/trend"]
+HOSTILE = [
+    "<script>alert(1)</script>", "' OR 1=1 --", "../../etc/passwd", "%00", "%0A", "a" * 3000,
+    "☃☃☃", "-1", "1e309", "NaN", "[]", "{}", "$(reboot)", "javascript:alert(1)", "%", "%25%",
+    "&&&", "===", "%E2%80%AE", "\\", "null", "undefined", "0x10", "99999999999999999999",
+]  # fmt: skip
+
+
+# Dash 4 deprecates its DataTable in favour of dash-ag-grid (not a dependency here).
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
+)
+
+def text_of(component: Any) -> str:
+    """Every string in a serialised component tree, joined (what a reader would see)."""
+    if isinstance(component, str):
+        return component
+    if isinstance(component, dict):
+        return " ".join(text_of(v) for k, v in component.items() if k not in ("type", "namespace"))
+    if isinstance(component, list):
+        return " ".join(text_of(v) for v in component)
+    return ""
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    admin = request.getfixturevalue("postgres_admin") if request.param == "postgresql" else None
+    with seeded_database(request.param, tmp_path_factory.mktemp("dash-app"), admin) as url:
+        app = create_app(url, stylesheets=[])
+        yield Client(app)
+        app.server.extensions["scalebench"].dispose()
+
+
+@pytest.mark.parametrize("path", [*PAGES, "/no-such-page"])
+def test_every_page_opens(client: Client, path: str) -> None:
+    layout = client.open(path)
+    shown = text_of(layout)
+    assert "Traceback" not in shown
+    expected = {"/": "Overview", "/no-such-page": "Page not found"}.get(path)
+    assert (expected or path.strip("/").capitalize()[:5]) in shown or "Nightly trend" in shown
+
+
+def test_overview_puts_the_flagged_regression_first(client: Client) -> None:
+    out = client.call("overview-content.children", {})
+    shown = text_of(out["overview-content"]["children"])
+    assert shown.index("Regression flagged") < shown.index("Nightly") < shown.index("Latest sweep")
+    assert f"{LATEST_NIGHT}" in shown and "+10.0 % worse" in shown
+    assert KNOWN in shown and ALLREDUCE in shown
+    assert out["overview-refresh"]["disabled"] is True  # nothing is running
+
+
+def test_scaling_shows_the_known_speedups(client: Client) -> None:
+    out = client.call("scaling-tta.figure", {"scaling-sweep.value": KNOWN})
+    assert out["scaling-url"]["search"] == f"?sweep={KNOWN}"
+    table = text_of(out["scaling-summary"]["children"])
+    assert "1.82×" in table and "3.23×" in table and "80.6 %" in table
+    speedup = out["scaling-speedup"]["figure"]["data"]
+    measured = next(t for t in speedup if t["name"].startswith("speedup"))
+    assert measured["y"] == pytest.approx([1.0, 100 / 55, 100 / 31])
+    light = client.call("scaling-tta.figure", {"scaling-sweep.value": LIGHT})
+    assert "0.647×" in text_of(light["scaling-summary"]["children"])
+
+
+def test_scaling_lists_failed_runs_with_their_reason(client: Client) -> None:
+    out = client.call("scaling-tta.figure", {"scaling-sweep.value": BAD})
+    shown = text_of(out["scaling-summary"]["children"])
+    assert "peer went away" in shown and "diverged" in shown
+    assert "No run of this sweep reached its goal" in json.dumps(out["scaling-tta"]["figure"])
+
+
+def test_communication_figures(client: Client) -> None:
+    values = {"comm-sweep.value": KNOWN, "comm-allreduce.value": ALLREDUCE,
+              "comm-dtype.value": "float16"}  # fmt: skip
+    out = client.call("comm-ratio.figure", values)
+    assert out["comm-url"]["search"] == f"?sweep={KNOWN}&allreduce={ALLREDUCE}&dtype=float16"
+    ratio = out["comm-ratio"]["figure"]["data"][0]
+    assert ratio["y"] == pytest.approx([0.05 / 0.4] * 3)  # records_factory: 0.05 s of 0.4 s
+    phases = out["comm-phases"]["figure"]["data"]
+    assert [t["name"] for t in phases] == ["data", "forward", "loss", "backward",
+                                           "communication", "optimizer"]  # fmt: skip
+    latency = out["comm-latency"]["figure"]
+    assert [t["name"] for t in latency["data"]] == ["gloo float16 ×2"]
+    assert latency["layout"]["xaxis"]["type"] == "log" == latency["layout"]["yaxis"]["type"]
+    assert len(latency["data"][0]["x"]) == 13
+
+
+def test_cost_page_uses_the_dated_prices(client: Client) -> None:
+    values = {"cost-sweep.value": KNOWN, "cost-instance.value": "n1-standard-4",
+              "cost-gpu.value": "none"}  # fmt: skip
+    out = client.call("cost-bars.figure", values)
+    assert out["cost-url"]["search"] == f"?sweep={KNOWN}&gpu=none"
+    regular = out["cost-bars"]["figure"]["data"][0]
+    assert regular["y"][0] == pytest.approx(0.2092 * 100 / 3600)  # CPU only
+    prices = text_of(out["cost-prices"]["children"])
+    assert "2020-12-07" in prices and "$0.35/h" in prices
+    index = out["cost-index"]["figure"]
+    assert any(s.get("y0") == 1.0 for s in index["layout"]["shapes"])  # the 1.0 line
+    missing = client.call("cost-bars.figure", {**values, "cost-instance.value": "a100-box"})
+    assert "no price for instance type 'a100-box'" in text_of(out | missing)
+
+
+def test_runs_table_searches_sorts_and_pages(client: Client) -> None:
+    base = {"runs-q.value": "", "runs-status.value": "all", "runs-task.value": None,
+            "runs-table.sort_by": [], "runs-table.page_current": 0}  # fmt: skip
+    out = client.call("runs-table.data", {**base, "runs-q.value": "peer"}, "runs-q.value")
+    assert [r["status"] for r in out["runs-table"]["data"]] == ["failed"]
+    assert out["runs-url"]["search"] == "?q=peer"
+    sort = [{"column_id": "tta", "direction": "asc"}]
+    paged = {**base, "runs-table.sort_by": sort, "runs-table.page_current": 1}
+    out = client.call("runs-table.data", paged, "runs-table.sort_by")
+    assert out["runs-table"]["page_count"] == 2 and out["runs-table"]["page_current"] == 1
+    assert out["runs-url"]["search"] == "?sort=tta&order=asc&page=1"
+    first = client.call("runs-table.data", {**base, "runs-table.sort_by": sort})
+    assert first["runs-table"]["data"][0]["tta"] == "1.83 s"  # the real 1-worker light run
+    assert "38 run(s)" in first["runs-count"]["children"]
+
+
+def test_run_page(client: Client) -> None:
+    out = client.call("run-loss.figure", {"run-id.value": f"{KNOWN}-w2-r1"})
+    assert out["run-url"]["search"] == f"?id={KNOWN}-w2-r1"
+    loss = out["run-loss"]["figure"]["data"]
+    assert [t["name"] for t in loss] == ["1 worker", "2 workers (this run)", "4 workers"]
+    metric = out["run-metric"]["figure"]
+    assert any(s.get("y0") == 70.0 for s in metric["layout"]["shapes"])  # the target line
+    assert [t["y"][-1] for t in metric["data"]] == [80.0, 80.0, 80.0]
+    facts = text_of(out["run-facts"]["children"])
+    assert "50 s" in facts and "top1 accuracy ≥ 70 — reached" in facts
+    assert "goal reached" in text_of(out["run-events"]["children"])
+    assert "node-1" in text_of(out["run-environment"]["children"])
+    failed = client.call("run-loss.figure", {"run-id.value": f"{BAD}-w1-r0"})
+    assert "peer went away" in text_of(failed["run-events"]["children"])
+
+
+def test_downloads(client: Client) -> None:
+    run_id = f"{LIGHT}-w2-r0"
+    steps = client.http.get(f"/download/run/{run_id}/steps.csv")
+    assert steps.status_code == 200 and steps.mimetype == "text/csv"
+    rows = list(csv.reader(io.StringIO(steps.get_data(as_text=True))))
+    assert rows[0][:4] == ["rank", "epoch", "step", "t_s"] and len(rows) == 1 + 48
+    evals = client.http.get(f"/download/run/{run_id}/evaluations.csv").get_data(as_text=True)
+    assert evals.splitlines()[0].startswith("epoch,t_s,metric_value")
+    official = client.http.get(f"/download/run/{KNOWN}-w1-r0/official.txt")
+    assert official.get_data(as_text=True).startswith(
+        "70% Top 1 Validation Accuracy reached in 100.0 s"
+    )
+    for bad in ("no-such-run/steps.csv", f"{run_id}/passwd", "%3Cscript%3E/official.txt",
+                "a%20b/steps.csv"):  # fmt: skip
+        assert client.http.get(f"/download/run/{bad}").status_code == 404
+    escape = client.http.get("/download/run/..%2F..%2Fetc/steps.csv")
+    assert "Content-Disposition" not in escape.headers  # the path leaves the download route
+
+
+def test_compare_shows_the_regression_verdict(client: Client) -> None:
+    layout = text_of(client.open("/compare"))
+    assert LATEST_NIGHT in layout and BASELINE_NIGHT in layout  # the defaults
+    out = client.call("compare-table.children", {"compare-a.value": LATEST_NIGHT,
+                                                 "compare-b.value": BASELINE_NIGHT})  # fmt: skip
+    assert "REGRESSION flagged by the nightly detector" in text_of(out["compare-verdict"])
+    table = out["compare-table"]["children"]["props"]["data"]
+    assert table[0]["TTA change"] == "+10.6 %"
+    assert table[0]["A against B alone"].startswith("slower, not significant")
+
+
+def test_trend_marks_the_flagged_night(client: Client) -> None:
+    values = {"trend-task.value": "task1a-resnet20-cifar10", "trend-metric.value": "tta",
+              "trend-nights.value": 5}  # fmt: skip
+    out = client.call("trend-figure.figure", values)
+    assert out["trend-url"]["search"] == "?task=task1a-resnet20-cifar10&nights=5"
+    traces = out["trend-figure"]["figure"]["data"]
+    assert len(traces[0]["x"]) == 5
+    flagged = next(t for t in traces if t["name"] == "flagged regression")
+    assert flagged["y"] == pytest.approx([110.5])
+    assert LATEST_NIGHT in text_of(out["trend-flags"]["children"])
+
+
+def test_fuzzed_urls_and_values_get_friendly_answers(client: Client) -> None:
+    rng = random.Random(3)
+    names = ["sweep", "allreduce", "dtype", "gpu", "instance", "q", "status", "task", "sort",
+             "order", "page", "id", "a", "b", "metric", "nights", "x"]  # fmt: skip
+    for value in HOSTILE:
+        path = rng.choice(PAGES)
+        search = f"?{rng.choice(names)}={value}&{rng.choice(names)}={value}"
+        shown = text_of(client.open(path, search))
+        assert "Traceback" not in shown and "error" not in shown.lower().replace("errors", "")
+    # the callbacks, fed what a tampered request could send
+    for value in [*HOSTILE, None, 7, ["a"]]:
+        for output, inputs in (
+            ("scaling-tta.figure", {"scaling-sweep.value": value}),
+            ("run-loss.figure", {"run-id.value": value}),
+            ("compare-table.children", {"compare-a.value": value, "compare-b.value": KNOWN}),
+            ("trend-figure.figure", {"trend-task.value": value, "trend-metric.value": value,
+                                     "trend-nights.value": value}),
+            ("cost-bars.figure", {"cost-sweep.value": KNOWN, "cost-instance.value": value,
+                                  "cost-gpu.value": value}),
+            ("runs-table.data", {"runs-q.value": value, "runs-status.value": value,
+                                 "runs-table.sort_by": [{"column_id": value}],
+                                 "runs-table.page_current": value}),
+        ):  # fmt: skip
+            response = client.post(output, inputs)
+            assert response.status_code in (200, 204), (output, value, response.data[:300])
+            assert b"Traceback" not in response.data
+
+
+def test_an_empty_database_says_what_to_run(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    upgrade(url)
+    client = Client(create_app(url, stylesheets=[]))
+    advice = text_of(client.call("overview-content.children", {}))
+    assert "./scripts/quickstart.sh" in advice
+    assert "scalebench run task1a-resnet20-cifar10 --light --workers 1,2" in advice
+    for path in PAGES[1:]:
+        assert "quickstart.sh" in text_of(client.open(path))
+
+
+def test_a_missing_database_file_is_explained(tmp_path: Path) -> None:
+    client = Client(create_app(f"sqlite:///{tmp_path / 'none.db'}", stylesheets=[]))
+    advice = text_of(client.call("overview-content.children", {}))
+    assert "There is no results database at" in advice and "quickstart.sh" in advice
+    for path in PAGES[1:]:
+        assert "There is no results database" in text_of(client.open(path))
+    assert not (tmp_path / "none.db").exists()
+
+
+def test_pages_refresh_only_while_a_sweep_runs(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'running.db'}"
+    upgrade(url)
+    runs = [FakeRun(1, tta_s=50.0), FakeRun(2, tta_s=None, end="killed", launcher_status="planned")]
+    write_training_sweep(tmp_path / "records", "in-progress", runs)
+    engine = make_engine(url)
+    ingest_location(engine, str(tmp_path / "records"))
+    engine.dispose()
+    client = Client(create_app(url, stylesheets=[]))
+    out = client.call("scaling-tta.figure", {"scaling-sweep.value": "in-progress"})
+    assert out["scaling-refresh"]["disabled"] is False
+    assert client.call("overview-content.children", {})["overview-refresh"]["disabled"] is False
+    layout = json.dumps(client.open("/scaling"))
+    assert '"interval": 10000' in layout
+
+
+def test_the_dashboard_command_checks_its_port(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["dashboard", "--port", "http"]) == 2
+    assert "port: must be a whole number" in capsys.readouterr().err
+    args = cli.build_parser().parse_args(["dashboard", "--database", "sqlite://"])
+    assert (args.host, args.port, args.func) == ("127.0.0.1", "8050", cli.cmd_dashboard)

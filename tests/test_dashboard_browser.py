@@ -1,0 +1,270 @@
+"""The dashboard in headless Chromium: pages load and show their numbers, links keep their
+state, hostile links get friendly answers, and the browser logs no error.
+
+One server (werkzeug, in a thread, on a seeded SQLite database) and one browser serve the
+whole module. Chromium and chromedriver are Debian's (``/usr/bin``); ``scripts/test.sh``
+installs them. Without them these tests fail, saying so: they do not skip.
+
+Bootstrap's stylesheet comes from a CDN, which a test machine may not reach; the app is
+started without it, so the browser only loads what the app serves itself.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from dashboard_seed import KNOWN, LATEST_NIGHT, LIGHT, seeded_database
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+from werkzeug.serving import WSGIRequestHandler, make_server
+
+from dash_app.app import create_app
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+TIMEOUT = 20  # seconds: the first page also loads plotly.js
+
+# True once Dash has rendered and no callback is waiting or running.
+IDLE = """
+const store = window.store && window.store.getState();
+if (!store || store.isLoading || !document.getElementById('_pages_content')) return false;
+const queues = ['requested', 'prioritized', 'blocked', 'executing', 'watched', 'executed',
+                'stored'];
+return queues.every(name => !(store.callbacks[name] || []).length);
+"""
+# The traces of a dcc.Graph: [{name, y}]
+TRACES = """
+const plot = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');
+return plot && plot.data ? plot.data.map(t => ({name: t.name || '', y: Array.from(t.y || [])}))
+                         : null;
+"""
+
+
+# Dash 4 deprecates its DataTable in favour of dash-ag-grid (not a dependency here).
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
+)
+
+class QuietHandler(WSGIRequestHandler):
+    def log_request(self, *args: Any, **kwargs: Any) -> None:
+        """No access log lines in the test output."""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with seeded_database("sqlite", tmp_path_factory.mktemp("dash-browser")) as url:
+        app = create_app(url, stylesheets=[])
+        httpd = make_server("127.0.0.1", 0, app.server, threaded=True,
+                            request_handler=QuietHandler)  # fmt: skip
+        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+        thread.start()
+        yield f"http://127.0.0.1:{httpd.server_port}"
+        httpd.shutdown()
+        thread.join(timeout=10)
+        app.server.extensions["scalebench"].dispose()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.access(path, os.X_OK)]
+    if missing:
+        pytest.fail(
+            f"{' and '.join(missing)} missing: the dashboard's browser tests need Debian's "
+            "chromium and chromium-driver (scripts/test.sh installs them with apt-get)."
+        )
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-background-networking", "--disable-dev-shm-usage",
+                     "--window-size=1400,1000"):  # fmt: skip
+        options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(TIMEOUT)
+    yield driver
+    driver.quit()
+
+
+class Page:
+    """The browser, pointed at the test server, with waits that fail with a clear message."""
+
+    def __init__(self, driver: webdriver.Chrome, base: str) -> None:
+        self.driver = driver
+        self.base = base
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.base + path)
+        self.idle()
+
+    def navigate(self, path: str) -> None:
+        """Go to ``path`` inside the running app (history API, no reload), as links do."""
+        self.driver.execute_script(
+            "window.history.pushState({}, '', arguments[0]);"
+            "window.dispatchEvent(new PopStateEvent('popstate'));",
+            path,
+        )
+        self.idle()
+
+    def until(self, condition: Callable[[], Any], what: str) -> Any:
+        try:
+            return WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.05).until(
+                lambda _: condition()
+            )
+        except TimeoutException:
+            raise AssertionError(f"timed out waiting for {what} at {self.url}") from None
+
+    def idle(self) -> None:
+        self.until(lambda: self.driver.execute_script(IDLE), "Dash to finish its callbacks")
+
+    @property
+    def url(self) -> str:
+        return self.driver.current_url.removeprefix(self.base)
+
+    def text(self, element_id: str) -> str:
+        return self.driver.find_element(By.ID, element_id).text
+
+    def shows(self, element_id: str, *values: str) -> str:
+        """The text of an element once it contains every one of ``values``."""
+        try:
+            WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.05).until(
+                lambda _: all(v in self.text(element_id) for v in values)
+            )
+        except TimeoutException:
+            shown = self.driver.find_elements(By.ID, element_id)
+            text = shown[0].text if shown else "(no such element)"
+            missing = [v for v in values if v not in text]
+            raise AssertionError(f"#{element_id} at {self.url} lacks {missing}: {text!r}") from None
+        return self.text(element_id)
+
+    def traces(self, graph_id: str) -> list[dict[str, Any]]:
+        return self.until(lambda: self.driver.execute_script(TRACES, graph_id),
+                          f"graph {graph_id}")  # fmt: skip
+
+    def severe_logs(self) -> list[str]:
+        return [e["message"] for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+@pytest.fixture
+def page(browser: webdriver.Chrome, server: str) -> Iterator[Page]:
+    page = Page(browser, server)
+    page.severe_logs()  # start clean: reading the log empties it
+    yield page
+    assert page.severe_logs() == [], "the browser logged errors"
+
+
+PAGES = {
+    "/": ("overview-content", ["Regression flagged", LATEST_NIGHT, KNOWN]),
+    f"/scaling?sweep={KNOWN}": ("scaling-summary", ["1.82×", "3.23×", "80.6 %"]),
+    f"/communication?sweep={KNOWN}": ("comm-phases", ["communication"]),
+    f"/cost?sweep={KNOWN}": ("cost-prices", ["n1-standard-4", "2020-12-07", "$0.35/h"]),
+    "/runs?q=peer": ("runs-table", ["failed", "peer went away"]),
+    f"/run?id={KNOWN}-w2-r1": ("run-facts", ["50 s", "top1 accuracy ≥ 70 — reached"]),
+    "/compare": ("compare-verdict", ["REGRESSION flagged by the nightly detector"]),
+    "/trend": ("trend-flags", [LATEST_NIGHT, "+10.0 %"]),
+}
+
+
+@pytest.mark.parametrize("path", list(PAGES))
+def test_every_page_loads_and_shows_its_values(page: Page, path: str) -> None:
+    page.open(path)
+    element, expected = PAGES[path]
+    page.shows(element, *expected)
+    body = page.driver.find_element(By.TAG_NAME, "body").text
+    assert "Traceback" not in body and "Some of this link's settings" not in body
+
+
+def test_figures_carry_the_numbers(page: Page) -> None:
+    page.open(f"/scaling?sweep={KNOWN}")
+    speedup = {t["name"]: t["y"] for t in page.traces("scaling-speedup")}
+    assert speedup["speedup = TTA(1) / TTA(k)"] == pytest.approx([1.0, 100 / 55, 100 / 31])
+    page.navigate(f"/communication?sweep={KNOWN}")
+    assert [t["name"] for t in page.traces("comm-latency")] == [
+        "gloo float16 ×2", "gloo float32 ×2",
+    ]  # fmt: skip
+    page.navigate("/trend")
+    flagged = next(t for t in page.traces("trend-figure") if t["name"] == "flagged regression")
+    assert flagged["y"] == pytest.approx([110.5])
+
+
+def test_the_navbar_moves_between_pages(page: Page) -> None:
+    page.open("/")
+    page.driver.find_element(By.ID, "nav-cost").click()
+    page.until(lambda: page.url.startswith("/cost"), "the cost page")
+    page.idle()
+    page.shows("cost-prices", "n1-standard-4")
+
+
+def test_a_chosen_sweep_survives_a_reload(page: Page) -> None:
+    page.open(f"/scaling?sweep={KNOWN}")
+    page.driver.find_element(By.ID, "scaling-sweep").click()
+    option = f"//label[@role='option'][.//input[@value='{LIGHT}']]"
+    page.until(lambda: page.driver.find_elements(By.XPATH, option), "the sweep list")[0].click()
+    page.until(lambda: page.url == f"/scaling?sweep={LIGHT}", "the address to change")
+    page.idle()
+    page.shows("scaling-summary", "0.647×")
+    page.driver.refresh()
+    page.idle()
+    assert page.url == f"/scaling?sweep={LIGHT}"
+    assert LIGHT in page.text("scaling-sweep")
+    page.shows("scaling-summary", "0.647×")
+
+
+def test_filters_live_in_the_address(page: Page) -> None:
+    page.open("/runs")
+    search = page.driver.find_element(By.ID, "runs-q")
+    search.send_keys("nan at epoch", Keys.ENTER)
+    page.until(lambda: page.url == "/runs?q=nan+at+epoch", "the address to change")
+    page.idle()
+    page.shows("runs-table", "diverged")
+    page.driver.refresh()
+    page.idle()
+    assert page.driver.find_element(By.ID, "runs-q").get_attribute("value") == "nan at epoch"
+    page.shows("runs-count", "1 run(s)")
+
+    page.open("/trend")
+    page.driver.find_element(By.XPATH, "//label[.//input[@value='throughput']]").click()
+    page.until(lambda: "metric=throughput" in page.url, "the address to change")
+    page.idle()
+    page.driver.refresh()
+    page.idle()
+    checked = page.driver.find_element(By.CSS_SELECTOR, "#trend-metric input[value=throughput]")
+    assert checked.is_selected()
+    assert page.traces("trend-figure")[0]["y"] == pytest.approx([640.0] * 8)
+
+
+HOSTILE = [
+    "<script>alert(1)</script>", "'; DROP TABLE run; --", "../../etc/passwd", "%00", "%0A%0D",
+    "a" * 2000, "☃", "-1", "1e309", "NaN", "[]", "{}", "$(reboot)", "javascript:alert(1)",
+    "%25", "%E2%80%AE", "\\", "null", "0x10", "99999999999999999999", "%F0%9F%92%A9", "+",
+    "%2e%2e%2f", "<img src=x onerror=alert(1)>", "${7*7}", "{{7*7}}", "\"", "'", "`", "|",
+]  # fmt: skip
+NAMES = ["sweep", "allreduce", "dtype", "gpu", "instance", "q", "status", "task", "sort",
+         "order", "page", "id", "a", "b", "metric", "nights", "unknown"]  # fmt: skip
+
+
+@pytest.mark.slow  # about 20 s: thirty page renders
+def test_fuzzed_links_get_friendly_messages(page: Page) -> None:
+    paths = ["/", "/scaling", "/communication", "/cost", "/runs", "/run", "/compare", "/trend"]
+    page.open("/")
+    for index, value in enumerate(HOSTILE):
+        path = paths[index % len(paths)]
+        name = NAMES[index % len(NAMES)]
+        link = f"{path}?{name}={quote(value, safe='%')}&{NAMES[(index * 7) % len(NAMES)]}={value}"
+        page.navigate(link) if index % 6 else page.open(link)
+        body = page.driver.find_element(By.TAG_NAME, "body").text
+        assert "Traceback" not in body, link
+        assert "unexpected error" not in body, link
+        assert page.driver.find_elements(By.CSS_SELECTOR, "h2"), link  # a page, not a blank
+        if name != "q" and path != "/":
+            assert page.driver.find_elements(By.CLASS_NAME, "url-problems"), link
+        assert page.severe_logs() == [], link
+

@@ -1,0 +1,220 @@
+"""The dashboard's queries and figures on a seeded database, SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from dashboard_seed import (
+    ALLREDUCE,
+    BAD,
+    BASELINE_NIGHT,
+    KNOWN,
+    KNOWN_MEAN,
+    KNOWN_SPEEDUP,
+    KNOWN_TTA,
+    LATEST_NIGHT,
+    LIGHT,
+    LIGHT_SPEEDUP,
+    LIGHT_TTA,
+    seeded_database,
+)
+from sqlalchemy import insert, text
+from sqlalchemy.exc import DBAPIError
+
+from dash_app import figures, tables
+from dash_app.data import DataUnavailable, Source
+from results_db import queries
+from results_db.database import make_engine
+from results_db.ingest import ingest_location
+from results_db.models import Price
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def seeded_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    admin = request.getfixturevalue("postgres_admin") if request.param == "postgresql" else None
+    with seeded_database(request.param, tmp_path_factory.mktemp("dash-data"), admin) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def source(seeded_url: str):
+    source = Source(seeded_url)
+    yield source
+    source.dispose()
+
+
+def test_scaling_of_the_known_sweep(source: Source) -> None:
+    rows = {r.world_size: r for r in source.scaling(KNOWN)}
+    for size, mean in KNOWN_MEAN.items():
+        assert rows[size].tta_s == pytest.approx(mean)
+        assert rows[size].speedup == pytest.approx(KNOWN_SPEEDUP[size])
+        assert rows[size].runs == 3 and rows[size].reached == 3
+    assert rows[4].efficiency == pytest.approx(100 / 31 / 4)
+
+
+def test_figures_show_the_speedups_of_the_recorded_and_the_known_sweep(source: Source) -> None:
+    light = figures.speedup_figure(source.scaling(LIGHT))
+    measured = next(t for t in light.data if t.name.startswith("speedup"))
+    assert list(measured.x) == [1, 2]
+    assert list(measured.y) == pytest.approx([1.0, LIGHT_SPEEDUP])
+    ideal = next(t for t in light.data if t.name == "ideal (linear)")
+    assert list(ideal.y) == [1, 2]
+    tta = figures.tta_figure(source.scaling(LIGHT), source.sweep_runs(LIGHT))
+    assert list(tta.data[0].y) == pytest.approx([LIGHT_TTA[1], LIGHT_TTA[2]])
+
+    known = figures.tta_figure(source.scaling(KNOWN), source.sweep_runs(KNOWN))
+    main = known.data[0]
+    assert list(main.y) == pytest.approx([100.0, 55.0, 31.0])
+    # MLPerf's rule keeps only the middle repeat of three: no spread left
+    assert list(main.error_y.array) == pytest.approx([0.0, 0.0, 0.0])
+    single = next(t for t in known.data if t.name == "single runs")
+    assert sorted(single.y) == sorted(v for values in KNOWN_TTA.values() for v in values)
+    assert known.layout.yaxis.title.text == "time to accuracy (s)"
+
+
+def test_phase_means_match_phase_breakdown(source: Source, seeded_url: str) -> None:
+    engine = make_engine(seeded_url)
+    with engine.connect() as conn:
+        for sweep in (LIGHT, KNOWN, BAD):
+            ours, theirs = queries.phase_means(conn, sweep), queries.phase_breakdown(conn, sweep)
+            assert [r.world_size for r in ours] == [r.world_size for r in theirs]
+            for a, b in zip(ours, theirs, strict=True):
+                assert a.forward_s == pytest.approx(b.forward_s)
+                assert a.communication_s == pytest.approx(b.communication_s)
+                assert a.optimizer_s == pytest.approx(b.optimizer_s)
+        assert queries.phase_means(conn, "no-such-sweep") == []
+    engine.dispose()
+    known = figures.phase_figure(source.phases(KNOWN))
+    communication = next(t for t in known.data if t.name == "communication")
+    assert list(communication.y) == pytest.approx([0.05, 0.05, 0.05])  # records_factory.PHASES
+    assert known.layout.barmode == "stack"
+
+
+def test_allreduce_curves_match_the_python_summary(source: Source, seeded_url: str) -> None:
+    engine = make_engine(seeded_url)
+    with engine.connect() as conn:
+        ours = queries.allreduce_curves(conn, ALLREDUCE)
+        theirs = queries.allreduce_summary(conn, ALLREDUCE)
+    engine.dispose()
+    assert len(ours) == len(theirs) == 26  # 13 light sizes × float32/float16
+    for a, b in zip(ours, theirs, strict=True):
+        assert (a.backend, a.dtype, a.world_size, a.bytes) == (b.backend, b.dtype, b.world_size,
+                                                               b.bytes)  # fmt: skip
+        assert a.p50_s == pytest.approx(b.p50_s) and a.p95_s == pytest.approx(b.p95_s)
+        assert a.busbw == pytest.approx(b.busbw) and a.samples == b.samples == 10
+    figure = figures.allreduce_busbw_figure(ours, "float32")
+    (trace,) = figure.data
+    largest = max((r for r in ours if r.dtype == "float32"), key=lambda r: r.bytes)
+    assert trace.x[-1] == largest.bytes == 4_000_000
+    assert trace.y[-1] == pytest.approx(largest.busbw / 1e9)
+    assert figure.layout.xaxis.type == "log" and figure.layout.yaxis.type == "log"
+    assert "MiB" in " ".join(figure.layout.xaxis.ticktext)
+
+
+def test_costs_price_index_and_pareto_of_the_known_sweep(source: Source) -> None:
+    rows = source.costs(KNOWN, "n1-standard-4", "nvidia-tesla-t4")
+    hourly = 0.2092 + 0.35
+    assert [r.cost_regular for r in rows] == pytest.approx(
+        [hourly * 100 / 3600, 2 * hourly * 55 / 3600, 4 * hourly * 31 / 3600]
+    )
+    index = figures.price_index_figure(rows)
+    assert list(index.data[0].y) == pytest.approx([1.0, 0.605, 0.3844])
+    pareto = figures.cost_time_figure(rows)
+    front = next(t for t in pareto.data if t.name == "Pareto front, regular")
+    # faster is dearer here: every configuration is on the front
+    assert list(front.x) == pytest.approx([31.0, 55.0, 100.0])
+    with pytest.raises(queries.PriceMissing):
+        source.costs(KNOWN, "no-such-machine", None)
+
+
+def test_a_run_curve_is_bucketed_in_sql(seeded_url: str) -> None:
+    engine = make_engine(seeded_url)
+    run_id = f"{LIGHT}-w1-r0"
+    with engine.connect() as conn:
+        every = queries.loss_curve(conn, run_id, points=500)
+        few = queries.loss_curve(conn, run_id, points=5)
+        evals = queries.eval_curve(conn, run_id)
+    engine.dispose()
+    assert len(every) == 24 and all(p.steps == 1 for p in every)  # 24 steps: one bucket each
+    assert len(few) <= 5 and sum(p.steps for p in few) == 24
+    assert few[-1].t_s == every[-1].t_s
+    assert [p.epoch for p in evals] == [0, 1]
+    assert evals[-1].metric_value == pytest.approx(76.111, rel=1e-4)
+
+
+def test_sweeps_runs_and_baselines(source: Source) -> None:
+    latest = {s.task: s for s in source.latest_per_task()}
+    assert latest["task1a-resnet20-cifar10"].id == KNOWN
+    assert latest["task0-allreduce"].id == ALLREDUCE
+    assert [s.id for s in source.latest_per_task("scheduled")] == [LATEST_NIGHT]
+    assert source.baseline_of(LATEST_NIGHT) == BASELINE_NIGHT
+    assert source.baseline_of("nightly-01") is None
+    assert source.sweep(KNOWN).world_sizes == (1, 2, 4)
+    failed = source.runs(status="failed")
+    assert [r.id for r in failed] == [f"{BAD}-w1-r0"] and "peer went away" in failed[0].reason
+    assert {r.id for r in source.runs(search="PEER WENT")} == {f"{BAD}-w1-r0"}
+    assert {r.id for r in source.runs(search="nan at epoch")} == {f"{BAD}-w2-r0"}
+    assert source.runs(search="100%_") == []  # LIKE wildcards are escaped
+    assert len(source.runs()) == 2 + 1 + 9 + 2 + 24
+
+
+def test_nightly_trend_and_flags(source: Source) -> None:
+    points = source.trend("task1a-resnet20-cifar10", nights=3)
+    assert [p.sweep_id for p in points] == ["nightly-06", "nightly-07", LATEST_NIGHT]
+    assert points[-1].tta_s == pytest.approx(110.5)  # middle of 109, 110.5, 111
+    flags = source.regressions(task="task1a-resnet20-cifar10")
+    assert {(f.sweep_id, f.world_size, f.metric) for f in flags} == {
+        (LATEST_NIGHT, 2, "time_to_accuracy_s")
+    }
+    figure = figures.trend_figure(points, flags, "tta")
+    marked = next(t for t in figure.data if t.name == "flagged regression")
+    assert list(marked.y) == pytest.approx([110.5])
+    assert "+10.0 %" in marked.text[0]
+
+
+def test_compare_applies_the_detector_rule(source: Source) -> None:
+    deltas = tables.compare_rows(
+        source.scaling(LATEST_NIGHT), source.scaling(BASELINE_NIGHT),
+        source.sweep_runs(LATEST_NIGHT), source.sweep_runs(BASELINE_NIGHT),
+    )  # fmt: skip
+    (delta,) = deltas
+    assert delta.tta_change == pytest.approx(110.5 / 99.9 - 1)
+    # 3 against 3 runs: the smallest one-sided p is 0.05, so never significant at 0.01
+    assert delta.p_value == pytest.approx(0.05)
+    assert delta.verdict.startswith("slower, not significant")
+
+
+def test_the_source_cannot_write(source: Source) -> None:
+    with pytest.raises(DBAPIError), source.engine.begin() as conn:
+        conn.execute(insert(Price).values(kind="gpu", name="x", regular_per_hour=1,
+                                          preemptible_per_hour=1, source="t",
+                                          valid_from=source.sweep(KNOWN).created_at))  # fmt: skip
+
+
+def test_cache_follows_reingest(seeded_url: str, tmp_path: Path) -> None:
+    source = Source(seeded_url)
+    first = source.scaling(LIGHT)
+    assert source.scaling(LIGHT) is first  # cached
+    engine = make_engine(seeded_url)
+    shutil.copytree(Path(__file__).with_name("data") / "sweep-light", tmp_path / "light")
+    ingest_location(engine, str(tmp_path / "light"))  # replaces the runs, new ingest time
+    engine.dispose()
+    again = source.scaling(LIGHT)
+    assert again is not first and again == first
+    source.dispose()
+
+
+def test_missing_and_empty_databases_say_what_to_run(tmp_path: Path) -> None:
+    missing = Source(f"sqlite:///{tmp_path / 'nothing.db'}")
+    with pytest.raises(DataUnavailable, match=r"quickstart\.sh"):
+        missing.sweeps()
+    assert not (tmp_path / "nothing.db").exists()  # read-only: nothing was created
+    empty_path = tmp_path / "empty.db"
+    engine = make_engine(f"sqlite:///{empty_path}")
+    with engine.begin() as conn:
+        conn.execute(text("CREATE TABLE unrelated (x INTEGER)"))
+    engine.dispose()
+    with pytest.raises(DataUnavailable, match="scalebench db upgrade"):
+        Source(f"sqlite:///{empty_path}").sweeps()

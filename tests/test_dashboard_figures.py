@@ -1,0 +1,166 @@
+"""The dashboard's pure parts: units, figure and table builders, on hand-made rows."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from dash_app import figures, tables, units
+from results_db.analytics import scaling_rows
+from results_db.queries import (
+    AllReduceRow,
+    CostRow,
+    CurvePoint,
+    EventRow,
+    PhaseRow,
+    RunInfo,
+)
+
+
+class FakeRunRow:
+    def __init__(self, size: int, tta: float | None, compute: float = 10.0) -> None:
+        self.world_size = size
+        self.goal_reached = tta is not None
+        self.time_to_accuracy_s = tta
+        self.time_to_accuracy_without_eval_s = None if tta is None else tta * 0.9
+        self.compute_s = compute
+        self.communication_ratio = 0.1 * size
+
+
+def run_info(run_id: str, size: int, tta: float | None, status: str = "succeeded",
+             started: datetime | None = None) -> RunInfo:  # fmt: skip
+    return RunInfo(
+        id=run_id, sweep_id="s", task="t", world_size=size, repeat=0, backend="gloo",
+        device="cpu", precision="fp32", variant="sync", light=True, status=status, reason="",
+        started_at=started, ended_at=None, goal_reached=tta is not None, goal_metric=None,
+        goal_target=None, time_to_accuracy_s=tta, time_to_accuracy_without_eval_s=None,
+        eval_s=0.0, compute_s=1.0, communication_s=0.1, step_s=1.2, communication_ratio=None,
+        epochs=1, steps=1, samples_per_s=None if tta is None else 100.0 / tta,
+        quarantined_lines=0,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [(0.0000042, "4.2 µs"), (0.0123, "12.3 ms"), (1.5, "1.5 s"), (95.44, "95.4 s"),
+     (240.0, "240 s"), (5400.0, "1 h 30 min"), (900.0, "15.0 min"), (None, "—")],
+)  # fmt: skip
+def test_seconds(value: float | None, text: str) -> None:
+    assert units.seconds(value) == text
+
+
+def test_bytes_bandwidth_dollars_percent() -> None:
+    assert units.byte_size(4_000_000) == "3.81 MiB"
+    assert units.byte_size(4_000_000, binary=False) == "4 MB"
+    assert units.byte_size(512) == "512 B"
+    assert units.bandwidth(12.5e9) == "12.5 GB/s"
+    assert units.dollars(1.234) == "$1.23" and units.dollars(0.0042) == "$0.0042"
+    assert units.percent(0.125) == "12.5 %" and units.signed_percent(0.081) == "+8.1 %"
+    assert units.workers(1) == "1 worker" and units.workers(8) == "8 workers"
+
+
+def test_axis_ticks() -> None:
+    values, labels = units.byte_ticks(2, 4e8)
+    assert labels == ["1 B", "32 B", "1 KiB", "32 KiB", "1 MiB", "32 MiB"]
+    assert values[labels.index("32 KiB")] == 32 * 1024
+    values, labels = units.log_ticks(2e-4, 8e-3, units.seconds)
+    assert labels[:4] == ["200 µs", "500 µs", "1 ms", "2 ms"] and values[-1] == 0.01
+    assert units.log_ticks(1e-6, 1.0, str)[0] == [1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0]
+    assert units.log_ticks(0, 1, str) == ([], [])
+
+
+def test_thin_keeps_the_ends_and_the_limit() -> None:
+    values = list(range(1_000_001))
+    kept = figures.thin(values, 5000)
+    assert len(kept) <= 5000 and kept[0] == 0 and kept[-1] == 1_000_000
+    assert figures.thin([1, 2, 3]) == [1, 2, 3]
+
+
+def test_tta_speedup_and_efficiency_figures() -> None:
+    rows = scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(1, 90.0), FakeRunRow(1, 110.0),
+                         FakeRunRow(2, 60.0, compute=5.0), FakeRunRow(4, None)])  # fmt: skip
+    tta = figures.tta_figure(rows)
+    assert list(tta.data[0].x) == [1, 2] and list(tta.data[0].y) == [100.0, 60.0]
+    speedup = figures.speedup_figure(rows)
+    names = [t.name for t in speedup.data]
+    assert names == ["ideal (linear)", "speedup = TTA(1) / TTA(k)",
+                     "compute speedup (compute time only)"]  # fmt: skip
+    assert list(speedup.data[0].y) == [1, 4]  # ideal line up to the largest worker count
+    assert list(speedup.data[1].y) == pytest.approx([1.0, 100 / 60])
+    assert list(speedup.data[2].y) == pytest.approx([1.0, 2.0])
+    assert speedup.layout.xaxis.type == "log" and list(speedup.layout.xaxis.tickvals) == [1, 2, 4]
+    efficiency = figures.efficiency_figure(rows)
+    assert list(efficiency.data[0].y) == pytest.approx([1.0, 100 / 60 / 2])
+    assert efficiency.layout.shapes[0].y0 == 1.0  # the 100 % line
+
+
+def test_empty_inputs_give_figures_that_say_why() -> None:
+    for figure in (figures.tta_figure([]), figures.speedup_figure([]),
+                   figures.phase_figure([]), figures.cost_figure([]),
+                   figures.allreduce_latency_figure([]), figures.loss_figure([]),
+                   figures.trend_figure([], [], "tta")):  # fmt: skip
+        assert not figure.data and figure.layout.annotations[0].text
+
+
+def test_phase_figure_stacks_every_phase() -> None:
+    rows = [PhaseRow(1, 0.001, 0.02, 0.001, 0.04, 0.0, 0.003),
+            PhaseRow(4, 0.001, 0.02, 0.001, 0.04, 0.015, 0.003)]  # fmt: skip
+    figure = figures.phase_figure(rows)
+    assert figure.layout.barmode == "stack"
+    assert [t.name for t in figure.data] == list(figures.PHASE_NAMES)
+    communication = figure.data[4]
+    assert list(communication.y) == [0.0, 0.015]
+    assert communication.customdata[1][0] == "15 ms"
+    assert communication.customdata[1][1] in ("18.7 %", "18.8 %")  # of a 0.08 s step
+
+
+def test_allreduce_figures_split_by_backend_dtype_and_size() -> None:
+    rows = [
+        AllReduceRow("nccl", dtype, size, nbytes, 1e-5 * nbytes, 1e-5, 2e-5, 1e9, 1.5e9, 100)
+        for dtype in ("float32", "float16") for size in (2, 8) for nbytes in (4, 4096)
+    ]  # fmt: skip
+    latency = figures.allreduce_latency_figure(rows)
+    assert [t.name for t in latency.data] == ["nccl float16 ×2", "nccl float16 ×8",
+                                              "nccl float32 ×2", "nccl float32 ×8"]  # fmt: skip
+    only = figures.allreduce_busbw_figure(rows, "float32")
+    assert len(only.data) == 2 and list(only.data[0].y) == [1.5, 1.5]  # GB/s
+    assert only.layout.yaxis.title.text == "bus bandwidth (GB/s)"
+
+
+def test_pareto_front() -> None:
+    points = [(10.0, 5.0), (5.0, 8.0), (12.0, 6.0), (3.0, 20.0), (5.0, 9.0)]
+    assert figures.pareto_front(points) == [3, 1, 0]
+    rows = [CostRow(1, 100.0, 1.0, 0.3, 1.0, 1.0, 1.0), CostRow(2, 60.0, 1.2, 0.2, 1.67, 0.7, 0.4),
+            CostRow(4, 70.0, 2.0, 0.5, 1.43, 1.4, 1.2)]  # fmt: skip
+    figure = figures.cost_time_figure(rows)
+    regular = next(t for t in figure.data if t.name == "Pareto front, regular")
+    assert list(regular.x) == [60.0, 100.0]  # 4 workers: slower and dearer than 2
+    preemptible = next(t for t in figure.data if t.name == "Pareto front, preemptible")
+    assert list(preemptible.x) == [60.0]
+
+
+def test_run_figures_mark_events_and_the_target() -> None:
+    series = [
+        figures.RunSeries("1 worker", "r1", False, [CurvePoint(1.0, 2.0, 3)], []),
+        figures.RunSeries("2 workers (this run)", "r2", True, [CurvePoint(0.5, 1.5, 3)], []),
+    ]
+    events = [EventRow(0, 0.9, "failed", {"reason": "peer went away"}),
+              EventRow(1, 0.9, "failed", {"reason": "peer went away"})]  # fmt: skip
+    loss = figures.loss_figure(series, events)
+    assert [t.line.width for t in loss.data] == [1.5, 3]
+    assert len(loss.layout.shapes) == 1  # one line for the failure, not one per rank
+    assert loss.layout.annotations[0].hovertext == "peer went away"
+    metric = figures.metric_figure(series, "top1_accuracy", 70.0)
+    assert "No evaluation" in metric.layout.annotations[0].text
+
+
+def test_runs_table_sorts_missing_values_last_and_pages() -> None:
+    runs = [run_info(f"r{i}", 1, tta) for i, tta in enumerate([5.0, None, 1.0, 3.0])]
+    rows, pages = tables.run_rows(runs, "tta", "asc", 0, 2)
+    assert [r["run"].split("]")[0] for r in rows] == ["[r2", "[r3"] and pages == 2
+    rows, _ = tables.run_rows(runs, "tta", "desc", 1, 2)
+    assert [r["tta"] for r in rows] == ["1 s", "—"]
+    rows, _ = tables.run_rows(runs, "tta", "asc", 99, 2)  # past the end: the last page
+    assert rows[-1]["tta"] == "—"
+    assert rows[0]["run"] == "[r0](/run?id=r0)"

@@ -1,0 +1,118 @@
+"""Dashboard URL state: parsing is strict but friendly, and writing it back round-trips."""
+
+from __future__ import annotations
+
+import random
+import string
+from dataclasses import fields
+
+import pytest
+
+from dash_app import state
+from dash_app.state import (
+    CommunicationState,
+    CostState,
+    RunsState,
+    SweepState,
+    TrendState,
+    to_search,
+)
+
+PARSERS = [state.parse_overview, state.parse_sweep, state.parse_communication, state.parse_cost,
+           state.parse_runs, state.parse_run, state.parse_compare, state.parse_trend]  # fmt: skip
+
+HOSTILE = [
+    "", " ", "<script>alert(1)</script>", "' OR 1=1 --", "../../etc/passwd", "%00", "\x00",
+    "\n\r\t", "a" * 5000, "☃" * 50, "-1", "1e9", "NaN", "None", "[]", "{}", "$(reboot)",
+    "javascript:alert(1)", "known-scaling\n", "..", "task1a;DROP TABLE run", "\u202eevil",
+    "0x10", "99999999999999999999", "%", "%%", "?", "&", "=", "#",
+]  # fmt: skip
+
+
+def test_defaults_when_nothing_is_given() -> None:
+    assert state.parse_sweep({}) == (SweepState(), [])
+    assert state.parse_runs({}) == (RunsState(), [])
+    assert state.parse_trend({}) == (TrendState(), [])
+    assert state.parse_cost({}) == (CostState(), [])
+
+
+def test_good_values_are_kept() -> None:
+    parsed, problems = state.parse_runs(
+        {"q": "w4", "status": "failed", "task": "task1a-resnet20-cifar10", "sort": "tta",
+         "order": "asc", "page": "3"}
+    )  # fmt: skip
+    assert problems == []
+    assert parsed == RunsState("w4", "failed", "task1a-resnet20-cifar10", "tta", "asc", 3)
+    parsed, problems = state.parse_communication(
+        {"sweep": "known-scaling", "allreduce": "task0-allreduce-20261122T021847Z-80d9",
+         "dtype": "float16"}
+    )  # fmt: skip
+    assert problems == [] and parsed.dtype == "float16" and parsed.sweep == "known-scaling"
+
+
+def test_bad_values_fall_back_to_defaults_with_a_message() -> None:
+    parsed, problems = state.parse_trend({"metric": "speed", "nights": "-4", "task": "a b"})
+    assert parsed == TrendState()
+    assert len(problems) == 3
+    assert any("metric" in p and "tta, throughput" in p for p in problems)
+    assert any("nights" in p and "from 2 to 3650" in p for p in problems)
+    assert any("task" in p and "not a valid task id" in p for p in problems)
+
+
+def test_unknown_and_repeated_parameters_are_named() -> None:
+    parsed, problems = state.parse_sweep({"sweep": ["a1", "b2"], "colour": "red"})
+    assert parsed.sweep == "a1"
+    assert problems == ["sweep: given 2 times; the first one is used.",
+                        "Ignored unknown parameter(s) 'colour'."]  # fmt: skip
+
+
+def test_long_values_are_shortened_in_messages() -> None:
+    _, problems = state.parse_sweep({"sweep": "<" * 1000})
+    assert len(problems[0]) < 120 and "..." in problems[0]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [SweepState("known-scaling"), CommunicationState("a", "b", "float32"),
+     CostState("s", "n1-highmem-8", "none"), RunsState("peer went", "failed", "t", "tta", "asc", 2),
+     TrendState("task1a-resnet20-cifar10", "throughput", 30), state.RunState("r-1"),
+     state.CompareState("nightly-08", "nightly-07")],
+)  # fmt: skip
+def test_search_round_trips(value: object) -> None:
+    from urllib.parse import parse_qs
+
+    search = to_search(value)
+    params = {k: v[0] for k, v in parse_qs(search.removeprefix("?")).items()}
+    parser = {SweepState: state.parse_sweep, CommunicationState: state.parse_communication,
+              CostState: state.parse_cost, RunsState: state.parse_runs,
+              TrendState: state.parse_trend, state.RunState: state.parse_run,
+              state.CompareState: state.parse_compare}[type(value)]  # fmt: skip
+    assert parser(params) == (value, [])
+
+
+def test_defaults_are_left_out_of_the_search() -> None:
+    assert to_search(RunsState()) == ""
+    assert to_search(RunsState(q="a b&c")) == "?q=a+b%26c"
+
+
+@pytest.mark.parametrize("parse", PARSERS)
+def test_hostile_values_never_raise(parse) -> None:  # type: ignore[no-untyped-def]
+    rng = random.Random(7)
+    alphabet = string.printable + "☃é\u202e\x00"
+    values = HOSTILE + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
+                        for _ in range(40)]  # fmt: skip
+    names = ["sweep", "allreduce", "dtype", "instance", "gpu", "q", "status", "task", "sort",
+             "order", "page", "id", "a", "b", "metric", "nights", "__class__", ""]  # fmt: skip
+    for value in values:
+        params = {rng.choice(names): value, rng.choice(names): [value, "x"]}
+        parsed, problems = parse(params)
+        assert all(isinstance(p, str) and p for p in problems)
+        for item in fields(parsed):
+            got = getattr(parsed, item.name)
+            if isinstance(got, str) and item.name != "q":
+                assert got == item.default or state.IDENTIFIER.fullmatch(got) or got in (
+                    "all", "asc", "desc", "tta", "throughput", "none", *state.SORTABLE_RUN_COLUMNS,
+                    "float32", "float16", "bfloat16", *state.RUN_STATUSES,
+                )
+        if hasattr(parsed, "q"):
+            assert len(parsed.q) <= state.MAX_SEARCH and parsed.q.isprintable()
