@@ -10,6 +10,11 @@ flagged only when both hold:
 - it is **large enough**: the mean moved by at least ``min_change``
   (0.05 = 5 %) in the bad direction.
 
+Metrics: time to accuracy (lower is better), training throughput in
+samples/s (higher is better) and, for the all-reduce task,
+``allreduce_largest_s``: a run's median over repetitions of the slowest
+rank's time for its largest ``float32`` message (lower is better).
+
 A rank test needs several latest repeats to reach a small p: with one latest
 run among 21 baseline runs the smallest possible p is 1/22 ≈ 0.045, so a
 single noisy point never raises an alarm at the default ``alpha = 0.01``.
@@ -23,12 +28,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from scipy.stats import mannwhitneyu
-from sqlalchemy import Connection, delete, insert, select
+from sqlalchemy import Connection, delete, func, insert, select
 
-from results_db.models import Regression, Run, Sweep
+from results_db.models import AllReduceSample, Regression, Run, Sweep
 
 # metric -> True when a larger value is better
-METRICS = {"time_to_accuracy_s": False, "samples_per_s": True}
+METRICS = {"time_to_accuracy_s": False, "samples_per_s": True, "allreduce_largest_s": False}
 
 
 @dataclass(frozen=True)
@@ -47,7 +52,29 @@ class Finding:
     reason: str = ""
 
 
+def _allreduce_values(conn: Connection, sweep_ids: list[str]) -> dict[int, list[float]]:
+    """Per worker count, each succeeded run's median time (s) of its largest float32 size."""
+    runs = conn.execute(
+        select(Run.id, Run.world_size).where(Run.sweep_id.in_(sweep_ids), Run.status == "succeeded")
+    ).all()
+    values: dict[int, list[float]] = defaultdict(list)
+    for run_id, world_size in runs:
+        mine = (AllReduceSample.run_id == run_id, AllReduceSample.dtype == "float32")
+        largest = conn.execute(select(func.max(AllReduceSample.elements)).where(*mine)).scalar()
+        if largest is None:
+            continue
+        slowest = conn.execute(
+            select(func.max(AllReduceSample.seconds))
+            .where(*mine, AllReduceSample.elements == largest)
+            .group_by(AllReduceSample.repetition)
+        ).scalars()
+        values[world_size].append(statistics.median(slowest))
+    return values
+
+
 def _values(conn: Connection, sweep_ids: list[str], metric: str) -> dict[int, list[float]]:
+    if metric == "allreduce_largest_s":
+        return _allreduce_values(conn, sweep_ids)
     column = getattr(Run, metric)
     rows = conn.execute(
         select(Run.world_size, column).where(

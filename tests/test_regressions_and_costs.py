@@ -188,3 +188,52 @@ def test_a_nightly_whose_runs_all_fail_is_flagged(engine: Engine, tmp_path: Path
     with engine.connect() as conn:
         reasons = conn.execute(select(Regression.metric, Regression.reason)).all()
     assert ("time_to_accuracy_s", finding.reason) in reasons
+
+
+FIXTURE_ALLREDUCE = Path(__file__).parent / "data" / "sweep-allreduce"
+
+
+def allreduce_night(root: Path, night: int, repeats: int, slower: float) -> str:
+    """The recorded all-reduce sweep as a scheduled night of ``repeats`` runs, its
+    all-reduce times multiplied by ``slower`` (and varied a little per repeat)."""
+    import json
+
+    manifest = json.loads((FIXTURE_ALLREDUCE / "sweep.json").read_text())
+    old_sweep = manifest["sweep_id"]
+    [group] = manifest["groups"]
+    sweep_id = f"allreduce-night-{night:02d}"
+    manifest.update(sweep_id=sweep_id, trigger="scheduled",
+                    created_at=f"2026-11-{night:02d}T02:00:00+00:00")  # fmt: skip
+    manifest["request"]["repeats"] = repeats
+    manifest["groups"] = []
+    for repeat in range(repeats):
+        run_id = f"{sweep_id}-w2-r{repeat}"
+        manifest["groups"].append({**group, "run_id": run_id, "repeat": repeat})
+        factor = slower * (1 + 0.01 * repeat + 0.002 * night)
+        for source in (FIXTURE_ALLREDUCE / group["run_id"]).glob("rank-*.jsonl"):
+            lines = []
+            for line in source.read_text().splitlines():
+                record = json.loads(line.replace(group["run_id"], run_id))
+                if record["kind"] == "allreduce":
+                    record["seconds"] = [s * factor for s in record["seconds"]]
+                lines.append(json.dumps(record))
+            target = root / sweep_id / run_id / source.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text("\n".join(lines) + "\n")
+    assert old_sweep not in json.dumps(manifest)
+    (root / sweep_id).mkdir(parents=True, exist_ok=True)
+    (root / sweep_id / "sweep.json").write_text(json.dumps(manifest))
+    return sweep_id
+
+
+def test_a_slower_all_reduce_is_flagged(engine: Engine, tmp_path: Path) -> None:
+    for night in (10, 11, 12):
+        allreduce_night(tmp_path, night, repeats=3, slower=1.0)
+    latest = allreduce_night(tmp_path, 13, repeats=3, slower=1.4)
+    ingest_location(engine, str(tmp_path))
+    with engine.begin() as conn:
+        findings = regressions.detect(conn, latest)
+    [finding] = [f for f in findings if f.metric == "allreduce_largest_s"]
+    assert finding.flagged and finding.world_size == 2
+    assert finding.change == pytest.approx(0.4, abs=0.05)
+    assert finding.latest_runs == 3 and finding.baseline_runs == 9
