@@ -32,10 +32,11 @@ def doc(settings: NightlySettings) -> str:
         f"{', '.join(f'`{t}`' for t in settings.tasks)} at "
         f"{', '.join(map(str, settings.workers))} worker(s), {settings.repeats} repeat(s) each, "
         f"with the {settings.launcher} launcher and {settings.backend}. Each sweep is then "
-        "compared with the last 7 nights of the same configuration: time to accuracy and "
-        "throughput are flagged when a Mann-Whitney U test gives p < 0.01 and the mean is at "
-        "least 5 % worse. A flagged regression fails `check_regressions`, is stored for the "
-        "dashboard, and is sent to `SCALEBENCH_NOTIFY_WEBHOOK` / `SCALEBENCH_NOTIFY_CALLBACK`."
+        "compared with the last 7 nights of the same configuration: time to accuracy, "
+        "throughput and the largest all-reduce's time are flagged when a Mann-Whitney U "
+        "test gives p < 0.01 and the mean is at least 5 % worse. A flagged regression "
+        "fails `check_regressions`, is stored for the dashboard, and is sent to "
+        "`SCALEBENCH_NOTIFY_WEBHOOK` / `SCALEBENCH_NOTIFY_CALLBACK`."
     )
 
 
