@@ -200,9 +200,12 @@ def build_benchmark_dag(spec: TaskSpec) -> DAG:
 
         @task
         def summarize(sweep_id: str) -> list[dict[str, Any]]:
-            from scalebench.database_commands import summarize_sweep
+            from scalebench.database_commands import summarize_sweep, sweep_outcome
 
-            return summarize_sweep(sweep_id)
+            rows = summarize_sweep(sweep_id)
+            if sweep_outcome(sweep_id) == "cancelled":
+                raise RuntimeError(f"sweep {sweep_id} was cancelled; what it measured is kept")
+            return rows
 
         _, loaded = sweep_steps(spec)
         summarize(loaded)

@@ -234,7 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
         "data", help="download (optionally) and verify a data set: checksums and format"
     )
     data.add_argument(
-        "name", choices=("cifar10", "epsilon", "wikitext2", "digits", "breast_cancer", "markov")
+        "name",
+        choices=("cifar10", "epsilon", "wikitext2", "wmt17-en-de",
+                 "digits", "breast_cancer", "markov", "synthetic"),
     )
     data.add_argument("--download", action="store_true", help="fetch it when missing")
     data.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")

@@ -259,6 +259,19 @@ class NoResult(RuntimeError):
     """A sweep in which no configuration produced a result."""
 
 
+def sweep_outcome(sweep_id: str, url: str | None = None) -> str:
+    """A loaded sweep's outcome: succeeded, partial, failed, cancelled or running."""
+    from sqlalchemy import select
+
+    from results_db.models import Sweep
+
+    engine = _engine(url)
+    with engine.connect() as conn:
+        outcome = conn.execute(select(Sweep.outcome).where(Sweep.id == sweep_id)).scalar_one()
+    engine.dispose()
+    return str(outcome)
+
+
 def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any]]:
     """The sweep's per-worker-count figures as plain rows; printed as a table.
 

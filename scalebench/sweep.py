@@ -191,6 +191,10 @@ def validate_request(
         raise InvalidParameter("variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
     if isinstance(spec, AllReduceSpec) and variant != "sync":
         raise InvalidParameter("variant", "the all-reduce task has no training variant")
+    if not isinstance(spec, AllReduceSpec) and variant not in spec.variants:
+        raise InvalidParameter(
+            "variant", f"{spec.id} implements only {', '.join(spec.variants)}, not {variant!r}"
+        )
     if precision not in PRECISIONS:
         raise InvalidParameter(
             "precision", f"must be one of {', '.join(PRECISIONS)}, got {precision!r}"
@@ -198,6 +202,10 @@ def validate_request(
     if isinstance(spec, AllReduceSpec) and precision != "fp32":
         raise InvalidParameter(
             "precision", "the all-reduce task measures the data types its spec lists"
+        )
+    if not isinstance(spec, AllReduceSpec) and precision not in spec.precisions:
+        raise InvalidParameter(
+            "precision", f"{spec.id} runs {', '.join(spec.precisions)} only, not {precision!r}"
         )
     seed_value = _integer("seed", seed)
     if seed_value < 0:

@@ -141,3 +141,24 @@ def test_a_kubernetes_request_with_nccl_and_gpus_passes_without_local_gpus() -> 
     assert (request.launcher, request.backend, request.gpus_per_worker) == (
         "kubernetes", "nccl", 1,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("task", "changes", "field"),
+    [
+        ("task3a-awdlstm-wikitext2", {"variant": "ddp"}, "variant"),
+        ("task4b-transformer-wmt17", {"variant": "ddp"}, "variant"),
+        ("task3a-awdlstm-wikitext2", {"precision": "bf16"}, "precision"),
+        ("task4b-transformer-wmt17", {"precision": "bf16"}, "precision"),
+    ],
+)
+def test_a_task_refuses_what_it_does_not_implement(task: str, changes: dict, field: str) -> None:
+    with pytest.raises(InvalidParameter, match="only") as info:
+        validate_request(task=task, workers=[1], light=True, **changes)
+    assert info.value.field == field
+
+
+def test_full_translation_without_its_corpus_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidParameter, match="newstest2014") as info:
+        validate_request(task="task4b-transformer-wmt17", workers=[1], data_dir=tmp_path)
+    assert info.value.field == "data_dir"

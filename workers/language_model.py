@@ -147,7 +147,7 @@ def train(
         max_epochs=epochs,
         parameters=sum(p.numel() for p in model.parameters()),
         device=str(device),
-        precision=options.precision,
+        precision="fp32",
     )
     for epoch in range(epochs):
         tracker.begin_epoch(epoch)

@@ -97,7 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from workers import allreduce, image_classification, language_model, logistic_regression
+    from workers import (
+        allreduce,
+        image_classification,
+        language_model,
+        logistic_regression,
+        translation,
+    )
     from workers.distributed import check_backend, environment, init_group
     from workers.records import RecordWriter
     from workers.tracker import Diverged, MLPerfLog, Tracker
@@ -148,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             trainers = {"resnet20": image_classification.train,
                         "logistic-regression": logistic_regression.train,
-                        "awd-lstm": language_model.train}  # fmt: skip
+                        "awd-lstm": language_model.train,
+                        "transformer": translation.train}  # fmt: skip
             trainers[spec.model](spec, options, tracker, device)
         status = EXIT_OK
     except Diverged as exc:

@@ -187,11 +187,14 @@ class Tracker:
                 t,
             )
 
-    def evaluation(self, epoch: int, metrics: dict[str, float], started: float) -> bool:
+    def evaluation(
+        self, epoch: int, metrics: dict[str, float], started: float, **details: Any
+    ) -> bool:
         """Record an evaluation that began at ``started`` (from :meth:`now`).
 
-        Returns True when the goal is reached (the same answer on every rank,
-        since ``metrics`` are global).
+        ``details`` go into the record beside the metrics (e.g. the sacrebleu
+        signature of a BLEU score). Returns True when the goal is reached (the
+        same answer on every rank, since ``metrics`` are global).
         """
         end = self.now()
         eval_seconds = end - started
@@ -205,6 +208,7 @@ class Tracker:
             eval_seconds=eval_seconds,
             train_seconds=end - self.eval_total_s,
             wall_seconds=end,
+            **details,
         )
         self.mlperf.event(mllog.constants.EPOCH_STOP, epoch_num=epoch)
         if self.goal is None:

@@ -326,6 +326,26 @@ def prepare_markov() -> Prepared:
                     bytes=int(corpus.train.nbytes + corpus.valid.nbytes))  # fmt: skip
 
 
+def prepare_parallel_text(data_dir: Path, name: str) -> Prepared:
+    """Train the joint BPE model and encode a WMT corpus once; fresh while its text is unchanged."""
+    from workers.data.translation import prepare_wmt, require_wmt, wmt_files
+
+    require_wmt(data_dir, name)
+    folder = data_dir / name
+    states = {path.name: _file_state(path) for path in wmt_files(data_dir, name).values()}
+    total = sum(state["size"] for state in states.values())
+    stamp_path = folder / STAMP
+    if (folder / "bpe.json").is_file() and stamp_path.is_file() and (
+        json.loads(stamp_path.read_text(encoding="utf-8")).get("files") == states
+    ):
+        return Prepared(name, "fresh", str(folder), bytes=total)
+    pairs = prepare_wmt(data_dir, name)
+    if pairs == 0:
+        raise DataSetCorrupt(f"{folder}: no training sentence pairs")
+    stamp_path.write_text(json.dumps({"files": states}, indent=1), encoding="utf-8")
+    return Prepared(name, "converted", str(folder), bytes=total)
+
+
 def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
     """Make data set ``name`` ready in ``data_dir`` (see the module docstring)."""
     if name == "cifar10":
@@ -340,4 +360,12 @@ def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
         return prepare_wikitext2(data_dir)
     if name == "markov":
         return prepare_markov()
+    if name.startswith("wmt"):
+        return prepare_parallel_text(data_dir, name)
+    if name == "synthetic":
+        from workers.data.translation import synthetic_bitext
+
+        bitext = synthetic_bitext()
+        return Prepared("synthetic", "verified", "generated (workers/data/translation.py)",
+                        bytes=sum(s.nbytes for s in bitext.train_source))  # fmt: skip
     raise ValueError(f"unknown data set {name!r}")

@@ -114,6 +114,10 @@ def check_available(name: str, data_dir: Path) -> None:
         from workers.data.text import require_wikitext2
 
         require_wikitext2(data_dir)
+    elif name.startswith("wmt"):
+        from workers.data.translation import require_wmt
+
+        require_wmt(data_dir, name)
 
 
 # -- tabular binary-classification sets (Task 2a) -----------------------------------------------

@@ -12,12 +12,16 @@ from workers.tasks.specs import (
     Goal,
     ImageData,
     LanguageModelSpec,
+    LossScaleSpec,
     OptimizerSpec,
+    ParallelText,
     ScheduleSpec,
     TabularData,
     TaskSpec,
     TextData,
     TrainingSpec,
+    TransformerConfig,
+    TranslationSpec,
 )
 
 __all__ = [
@@ -27,12 +31,16 @@ __all__ = [
     "Goal",
     "ImageData",
     "LanguageModelSpec",
+    "LossScaleSpec",
     "OptimizerSpec",
+    "ParallelText",
     "ScheduleSpec",
     "TabularData",
     "TaskSpec",
     "TextData",
     "TrainingSpec",
+    "TransformerConfig",
+    "TranslationSpec",
     "get_task",
     "task_ids",
 ]

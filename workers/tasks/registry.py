@@ -14,12 +14,16 @@ from workers.tasks.specs import (
     Goal,
     ImageData,
     LanguageModelSpec,
+    LossScaleSpec,
     OptimizerSpec,
+    ParallelText,
     ScheduleSpec,
     TabularData,
     TaskSpec,
     TextData,
     TrainingSpec,
+    TransformerConfig,
+    TranslationSpec,
 )
 
 CIFAR10 = ImageData(
@@ -161,6 +165,8 @@ TASK3A_AWDLSTM_WIKITEXT2 = LanguageModelSpec(
     activation_alpha=2.0,
     temporal_beta=1.0,
     asgd_patience=5,
+    variants=("sync",),
+    precisions=("fp32",),
     notes=(
         "AWD-LSTM as in Merity et al. (2017) for WikiText-2, which the text names "
         "but does not size: 3 layers, embedding 400, hidden 1150, tied weights, "
@@ -179,10 +185,58 @@ TASK3A_AWDLSTM_WIKITEXT2 = LanguageModelSpec(
     ),
 )
 
+WMT17_EN_DE = ParallelText(name="wmt17-en-de", source="en", target="de")
+# The generated light language pair (workers/data/translation.py).
+SYNTHETIC_PAIR = ParallelText(name="synthetic", source="en-like", target="de-like")
+
+TASK4B_TRANSFORMER_WMT17 = TranslationSpec(
+    id="task4b-transformer-wmt17",
+    title="Task 4b: Transformer, WMT17 English to German",
+    model="transformer",
+    data=WMT17_EN_DE,
+    light_data=SYNTHETIC_PAIR,
+    world_sizes=WORLD_SIZES,
+    batch_per_worker=0,  # token-counted: see global_tokens and max_tokens_per_worker
+    optimizer=OptimizerSpec(name="adam", lr=1.976e-3, betas=(0.9, 0.98), eps=1e-9),
+    schedule=ScheduleSpec(warmup="none", plateau_patience=0, plateau_factor=1.0),
+    goal=Goal(metric="bleu", direction="max", threshold=25.0, light_threshold=20.0),
+    max_epochs=10,
+    light_max_epochs=30,
+    model_config=TransformerConfig(),
+    light_model_config=TransformerConfig(model=64, heads=4, feed_forward=128,
+                                         encoder_layers=2, decoder_layers=2, dropout=0.1),
+    global_tokens=2**17,
+    light_global_tokens=2**12,
+    max_tokens_per_worker=8192,
+    warmup_steps=1000,
+    light_warmup_steps=50,
+    label_smoothing=0.1,
+    max_length=80,
+    loss_scale=LossScaleSpec(initial=2**7, factor=2.0, window=2000),
+    variants=("sync",),
+    precisions=("fp32",),  # fp16 with master weights is chosen by the device, not the form
+    notes=(
+        "The text names the paper's model but not its size: the 'big' configuration "
+        "(d 1024, 16 heads, feed-forward 4096, 6+6 layers, dropout 0.1) with one joint "
+        "BPE vocabulary of 32,000 shared by both embeddings and the output layer. "
+        "Adam (0.9, 0.98, 1e-9), linear warm-up from 0 to 1.976e-3 over 1,000 updates "
+        "then ×√(1000/step); label smoothing 0.1 (the text gives no value); global "
+        "batch 2^17 target tokens with at most 8,192 per worker and pass, the rest by "
+        "gradient accumulation (update_freq). Gradients are summed over passes and "
+        "ranks and divided by the global batch's target tokens. fp16 weights with "
+        "fp32 masters and a loss scale from 2^7 (factor 2, window 2,000) on GPUs; "
+        "fp32 on CPUs. Sentences up to 80 tokens. BLEU: sacrebleu on detokenised "
+        "greedy translations of newstest2014 (the text gives no beam), goal 25. Light "
+        "variant: a 2+2-layer model of width 64 on a generated language pair "
+        "(workers/data/translation.py), 2^12 tokens per update, target BLEU 20."
+    ),
+)
+
 TASKS: dict[str, TaskSpec] = {
     spec.id: spec
     for spec in (
         TASK0_ALLREDUCE, TASK1A_RESNET20_CIFAR10, TASK2A_LOGREG_EPSILON, TASK3A_AWDLSTM_WIKITEXT2,
+        TASK4B_TRANSFORMER_WMT17,
     )
 }  # fmt: skip
 

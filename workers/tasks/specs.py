@@ -39,14 +39,19 @@ class Goal:
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """Optimizer hyperparameters; ``lr`` is the single-worker learning rate."""
+    """Optimizer hyperparameters; ``lr`` is the single-worker (or peak) learning rate.
 
-    name: Literal["sgd"]
+    ``betas`` and ``eps`` are Adam's; momentum, Nesterov and dampening SGD's.
+    """
+
+    name: Literal["sgd", "adam"]
     lr: float
     momentum: float = 0.0
     nesterov: bool = False
     weight_decay: float = 0.0
     dampening: float = 0.0
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
 
 
 @dataclass(frozen=True)
@@ -120,14 +125,46 @@ class AWDLSTMConfig:
 
 
 @dataclass(frozen=True)
+class ParallelText:
+    """A translation corpus: sentence pairs, source → target language."""
+
+    name: str
+    source: str  # language code, e.g. "en"
+    target: str
+
+
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Encoder-decoder Transformer sizes (Vaswani et al., 2017); embeddings are shared
+    by encoder, decoder and the output projection (one joint vocabulary)."""
+
+    model: int = 1024
+    heads: int = 16
+    feed_forward: int = 4096
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    dropout: float = 0.1
+
+
+@dataclass(frozen=True)
+class LossScaleSpec:
+    """Dynamic loss scaling of mixed-precision training (see workers/mixed_precision.py)."""
+
+    initial: float
+    factor: float = 2.0
+    window: int = 2000
+    max_scale: float | None = None
+
+
+@dataclass(frozen=True)
 class TrainingSpec:
     """A time-to-accuracy training task (Task 1a and later)."""
 
     id: str
     title: str
     model: str
-    data: ImageData | TabularData | TextData
-    light_data: ImageData | TabularData | TextData
+    data: ImageData | TabularData | TextData | ParallelText
+    light_data: ImageData | TabularData | TextData | ParallelText
     world_sizes: tuple[int, ...]
     batch_per_worker: int
     optimizer: OptimizerSpec
@@ -136,6 +173,8 @@ class TrainingSpec:
     max_epochs: int
     light_max_epochs: int
     l2: float = 0.0  # loss regularisation: + l2/2 × ‖w‖² (weights only, not the bias)
+    variants: tuple[str, ...] = TRAINING_VARIANTS  # the training variants this task implements
+    precisions: tuple[str, ...] = ("fp32", "bf16")  # what the trigger form may ask for
     notes: str = ""
     kind: Literal["training"] = field(default="training", init=False)
 
@@ -191,3 +230,36 @@ class AllReduceSpec:
 
 
 TaskSpec = TrainingSpec | AllReduceSpec
+
+
+@dataclass(frozen=True)
+class TranslationSpec(TrainingSpec):
+    """A translation task (Tasks 4a, 4b): Adam, token-counted global batches, BLEU goal.
+
+    The global batch is ``global_tokens`` target tokens; each worker takes at
+    most ``max_tokens_per_worker`` per forward pass and accumulates
+    ``update_freq = max(1, global_tokens / (max_tokens_per_worker × k))``
+    of them before the update. Gradients are summed over all of them and
+    divided by the number of target tokens in the global batch. The rate
+    follows ``warmup_steps`` of linear warm-up then ``1/√step`` decay.
+    """
+
+    model_config: TransformerConfig = TransformerConfig()
+    light_model_config: TransformerConfig = TransformerConfig()
+    global_tokens: int = 2**17
+    light_global_tokens: int = 2**12
+    max_tokens_per_worker: int = 8192
+    warmup_steps: int = 1000
+    light_warmup_steps: int = 100
+    label_smoothing: float = 0.1
+    max_length: int = 80
+    loss_scale: LossScaleSpec = LossScaleSpec(initial=2**7)
+
+    def update_freq(self, world_size: int, light: bool) -> int:
+        tokens = self.light_global_tokens if light else self.global_tokens
+        return max(1, tokens // (self.max_tokens_per_worker * world_size))
+
+    def tokens_per_pass(self, world_size: int, light: bool) -> int:
+        """Target tokens one worker takes per forward pass."""
+        tokens = self.light_global_tokens if light else self.global_tokens
+        return max(1, tokens // (world_size * self.update_freq(world_size, light)))

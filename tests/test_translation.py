@@ -1,0 +1,133 @@
+"""Task 4b: the spec against the text, batching, the Transformer, BPE preparation, a light run."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from test_task_specs import SPEC_TEXT, needs_text
+
+from operators.local_launcher import launch_group
+from workers.data.prepare import prepare_parallel_text
+from workers.data.translation import PAD, load_wmt, synthetic_pairs, token_batches
+from workers.models.transformer import Transformer
+from workers.records import read_run
+from workers.tasks import TransformerConfig, TranslationSpec, get_task
+
+TASK4B = "task4b-transformer-wmt17"
+TINY = TransformerConfig(model=16, heads=2, feed_forward=32, encoder_layers=1,
+                         decoder_layers=1, dropout=0.0)  # fmt: skip
+
+
+def spec() -> TranslationSpec:
+    task = get_task(TASK4B)
+    assert isinstance(task, TranslationSpec)
+    return task
+
+
+@needs_text
+def test_task4b_hyperparameters_follow_the_text() -> None:
+    text = SPEC_TEXT.read_text(encoding="utf-8")
+    part = text[text.index("We benchmark the Transformer Model") :]
+    part = part[: part.index("Here we present the results")]
+    task = spec()
+    machines = re.search(r"k = ([\d, ]+) - global minibatch size", part)
+    assert machines and task.world_sizes == tuple(int(k) for k in machines.group(1).split(","))
+    assert task.global_tokens == 2 ** int(re.search(r"b = 2\*\*(\d+)tokens", part).group(1))
+    assert task.max_epochs == int(re.search(r"maximum epochs: (\d+)", part).group(1))
+    assert task.optimizer.lr == float(re.search(r"base_learning_rate = (\d\.\d+e-\d)", part)[1])
+    assert task.warmup_steps == int(re.search(r"We use (\d+) warmup steps", part).group(1))
+    assert "Adam(betas=(0.9, 0.98), eps=1e-9" in part
+    assert task.optimizer.betas == (0.9, 0.98) and task.optimizer.eps == 1e-9
+    assert task.loss_scale.initial == 2 ** int(re.search(r"initial_scale = 2\*\*(\d+)", part)[1])
+    assert task.loss_scale.window == int(re.search(r"scale_window = (\d+)", part).group(1))
+    assert task.max_tokens_per_worker == int(re.search(r"bs_max = (\d+)", part).group(1))
+    assert task.max_length == int(re.search(r"maximum length (\d+) tokens", part).group(1))
+    assert "WMT-17" in part and task.data.name == "wmt17-en-de"
+
+
+def test_update_frequency_and_tokens_per_pass_follow_the_rule() -> None:
+    task = spec()
+    # update_freq = max(1, b / (bs_max × k)); bs = b / (k × update_freq)
+    assert (task.update_freq(1, False), task.tokens_per_pass(1, False)) == (16, 8192)
+    assert (task.update_freq(4, False), task.tokens_per_pass(4, False)) == (4, 8192)
+    assert (task.update_freq(32, False), task.tokens_per_pass(32, False)) == (1, 4096)
+
+
+def test_the_light_pair_translates_every_word_and_puts_the_verb_last() -> None:
+    pairs = synthetic_pairs(200, seed=3)
+    assert pairs == synthetic_pairs(200, seed=3)
+    verb_translations: dict[str, set[str]] = {}
+    for english, german in pairs:
+        en, de = english.split(), german.split()
+        assert len(en) == len(de) and not set(en) & set(de)  # no word is copied
+        [verb] = [w for w in en if w.startswith("v")]
+        verb_translations.setdefault(verb, set()).add(de[-1])
+    assert all(len(t) == 1 for t in verb_translations.values())  # one dictionary, verb-final
+    # "det adj noun" becomes "det noun adj": the German word order differs from the English
+    assert any(e.split()[1].startswith("a") for e, _ in pairs)
+    assert sum(e.split() != g.split() for e, g in pairs) == len(pairs)
+
+
+def test_token_batches_stay_under_the_budget_and_cover_every_sentence() -> None:
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 60, size=500)
+    order = rng.permutation(500)
+    batches = token_batches(lengths, 512, order)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(500))
+    for batch in batches:
+        assert lengths[batch].max() * len(batch) <= 512
+
+
+def test_the_decoder_sees_no_future_and_the_embedding_is_shared() -> None:
+    torch.manual_seed(0)
+    model = Transformer(30, TINY).eval()
+    source = torch.tensor([[5, 6, 7, PAD]])
+    target = torch.tensor([[1, 8, 9, 10]])
+    changed = target.clone()
+    changed[0, 3] = 11
+    a, b = model(source, target), model(source, changed)
+    assert torch.allclose(a[0, :3], b[0, :3], atol=1e-5)  # earlier positions unaffected
+    assert not torch.allclose(a[0, 3], b[0, 3])
+    parameters = dict(model.named_parameters())
+    assert "embedding.weight" in parameters and not any("out" in n and "proj" not in n
+                                                        for n in parameters if "linear" in n)
+    a.sum().backward()
+    assert model.embedding.weight.grad is not None
+
+
+def write_wmt(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    english = ["the house is small .", "the cat sleeps .", "a small cat ."] * 20
+    german = ["das Haus ist klein .", "die Katze schläft .", "eine kleine Katze ."] * 20
+    (folder / "train.en").write_text("\n".join(english) + "\n")
+    (folder / "train.de").write_text("\n".join(german) + "\n")
+    (folder / "newstest2014.en").write_text("the small house .\n")
+    (folder / "newstest2014.de").write_text("das kleine Haus .\n")
+
+
+def test_bpe_is_trained_once_and_decodes_to_the_original_text(tmp_path: Path) -> None:
+    write_wmt(tmp_path / "wmt17-en-de")
+    assert prepare_parallel_text(tmp_path, "wmt17-en-de").status == "converted"
+    assert prepare_parallel_text(tmp_path, "wmt17-en-de").status == "fresh"
+    bitext = load_wmt(tmp_path, "wmt17-en-de")
+    assert len(bitext.train_source) == 60 and bitext.test_references == ["das kleine Haus ."]
+    assert bitext.detokenize(bitext.train_target[1].tolist()) == "die Katze schläft ."
+
+
+@pytest.mark.slow
+def test_two_workers_reach_the_light_bleu(tmp_path: Path, light_env: dict[str, str]) -> None:
+    run_dir = tmp_path / "k2"
+    lines: list[str] = []
+    result = launch_group(["--task", TASK4B, "--light", "--results", str(run_dir)], 2,
+                          timeout_s=900, env=light_env, sink=lines.append)  # fmt: skip
+    assert result.status == "succeeded", "\n".join(lines[-20:])
+    for rank in read_run(run_dir):
+        evals = rank.of_kind("eval")
+        assert evals and evals[-1]["metrics"]["bleu"] >= 20.0
+        assert evals[-1]["bleu_signature"].startswith("nrefs:1|case:mixed")
+        start = next(e for e in rank.of_kind("event") if e["event"] == "start")
+        assert start["precision"] == "fp32"  # a CPU run says it did not use fp16

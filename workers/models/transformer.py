@@ -1,0 +1,86 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" for Task 4b.
+
+``torch.nn.Transformer`` does the attention and feed-forward layers (post-norm,
+as in the paper); around it: one embedding matrix shared by the source, the
+target and the output projection (a joint vocabulary), scaled by √d, plus
+fixed sinusoidal positions. Batches are (batch, time); id 0 is padding.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from workers.data.translation import BOS, EOS, PAD
+from workers.tasks import TransformerConfig
+
+
+def sinusoids(length: int, width: int) -> torch.Tensor:
+    """Positions (length, width): sin on even features, cos on odd, wavelengths 2π…10000·2π."""
+    position = torch.arange(length, dtype=torch.float32)[:, None]
+    rate = torch.exp(torch.arange(0, width, 2, dtype=torch.float32) * (-math.log(10000.0) / width))
+    table = torch.zeros(length, width)
+    table[:, 0::2] = torch.sin(position * rate)
+    table[:, 1::2] = torch.cos(position * rate)
+    return table
+
+
+class Transformer(nn.Module):
+    """Source ids (batch, S) and shifted target ids (batch, T) → logits (batch, T, vocabulary)."""
+
+    def __init__(self, vocabulary: int, config: TransformerConfig, max_length: int = 512) -> None:
+        super().__init__()
+        self.width = config.model
+        self.embedding = nn.Embedding(vocabulary, config.model, padding_idx=PAD)
+        nn.init.normal_(self.embedding.weight, std=config.model**-0.5)
+        with torch.no_grad():
+            self.embedding.weight[PAD].zero_()
+        self.register_buffer("positions", sinusoids(max_length, config.model), persistent=False)
+        self.dropout = nn.Dropout(config.dropout)
+        self.core = nn.Transformer(
+            d_model=config.model,
+            nhead=config.heads,
+            num_encoder_layers=config.encoder_layers,
+            num_decoder_layers=config.decoder_layers,
+            dim_feedforward=config.feed_forward,
+            dropout=config.dropout,
+            batch_first=True,
+        )
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        scaled = self.embedding(ids) * math.sqrt(self.width)
+        return self.dropout(scaled + self.positions[: ids.size(1)].to(scaled.dtype))
+
+    def encode(self, source: torch.Tensor) -> torch.Tensor:
+        return self.core.encoder(self.embed(source), src_key_padding_mask=source == PAD)
+
+    def decode(self, memory: torch.Tensor, source: torch.Tensor,
+               target_in: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        length = target_in.size(1)
+        causal = torch.ones(length, length, dtype=torch.bool, device=target_in.device).triu(1)
+        hidden = self.core.decoder(
+            self.embed(target_in), memory, tgt_mask=causal,
+            tgt_key_padding_mask=target_in == PAD, memory_key_padding_mask=source == PAD,
+        )  # fmt: skip
+        return F.linear(hidden, self.embedding.weight)
+
+    def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(source), source, target_in)
+
+    @torch.no_grad()
+    def greedy(self, source: torch.Tensor, max_new: int) -> torch.Tensor:
+        """The most likely next token, one at a time, until ``</s>`` everywhere or ``max_new``."""
+        memory = self.encode(source)
+        out = torch.full((source.size(0), 1), BOS, dtype=torch.long, device=source.device)
+        finished = torch.zeros(source.size(0), dtype=torch.bool, device=source.device)
+        for _ in range(max_new):
+            next_token = self.decode(memory, source, out)[:, -1].argmax(dim=-1)
+            next_token = torch.where(finished, torch.full_like(next_token, PAD), next_token)
+            out = torch.cat([out, next_token[:, None]], dim=1)
+            finished |= next_token == EOS
+            if bool(finished.all()):
+                break
+        return out[:, 1:]

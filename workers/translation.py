@@ -1,0 +1,199 @@
+"""Task 4b: a Transformer trained to a BLEU score with synchronous distributed Adam.
+
+The same loop as the other tasks, every phase timed:
+
+    data → forward → loss → backward   (× update_freq passes, gradients accumulate)
+         → communication → optimizer
+
+Each rank takes its share of the sentence pairs, cut into batches of at most
+``tokens_per_pass`` padded target tokens (similar lengths together). The loss
+is label-smoothed cross-entropy summed over target tokens; after the passes,
+gradients are summed over ranks (one flat all-reduce) and divided by the number
+of target tokens in the whole global batch (a second, two-number all-reduce
+counts them), and Adam updates. A step record's ``samples`` are this rank's
+target tokens, so throughput reads in tokens per second.
+
+On a GPU the model runs in ``float16`` with ``float32`` master weights and the
+spec's dynamic loss scale (:mod:`workers.mixed_precision`); on a CPU it runs in
+``float32`` and the start record says so. BLEU is scored by sacrebleu on the
+detokenised greedy translations of the whole test set, gathered from every
+rank; its signature is written into each evaluation record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch.nn import functional as F
+
+from workers.bleu import corpus_bleu
+from workers.data.batches import epoch_partition, shard
+from workers.data.translation import BOS, EOS, PAD, Bitext, load_bitext, token_batches
+from workers.image_classification import TrainingOptions
+from workers.mixed_precision import DynamicLossScale, MasterWeights
+from workers.models.transformer import Transformer
+from workers.schedules import transformer_lr
+from workers.sync_sgd import GradientAllReduce, broadcast_model
+from workers.tasks import ParallelText, TranslationSpec
+from workers.tracker import Tracker
+
+
+def padded(sentences: list[np.ndarray], start: int | None = None, end: int | None = None
+           ) -> torch.Tensor:  # fmt: skip
+    """(batch, longest) ids, padded with ``<pad>``, optionally framed by ``start``/``end``."""
+    framed = [
+        ([start] if start is not None else []) + s.tolist() + ([end] if end is not None else [])
+        for s in sentences
+    ]
+    out = torch.full((len(framed), max(map(len, framed))), PAD, dtype=torch.long)
+    for row, ids in enumerate(framed):
+        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
+def pair_batch(bitext: Bitext, indices: np.ndarray, device: torch.device
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Source, decoder input (``<s>`` + target) and decoder output (target + ``</s>``)."""
+    sources = [bitext.train_source[i] for i in indices]
+    targets = [bitext.train_target[i] for i in indices]
+    source = padded(sources).to(device)
+    target_in = padded(targets, start=BOS).to(device)
+    target_out = padded(targets, end=EOS).to(device)
+    return source, target_in, target_out
+
+
+@torch.no_grad()
+def evaluate(model: Transformer, bitext: Bitext, device: torch.device, max_length: int,
+             batch: int = 128) -> tuple[dict[str, float], str]:  # fmt: skip
+    """(BLEU in 0–100, sacrebleu signature) of greedy translations of the whole test set."""
+    model.eval()
+    part = shard(len(bitext.test_source), dist.get_rank(), dist.get_world_size())
+    mine: list[tuple[int, str]] = []
+    for start in range(part.start, part.stop, batch):
+        stop = min(start + batch, part.stop)
+        source = padded(bitext.test_source[start:stop]).to(device)
+        longest = min(max_length, 2 * source.size(1) + 10)  # translations of similar length
+        for offset, ids in enumerate(model.greedy(source, max_new=longest).tolist()):
+            mine.append((start + offset, bitext.detokenize(ids)))
+    gathered: list[list[tuple[int, str]]] = [[] for _ in range(dist.get_world_size())]
+    dist.all_gather_object(gathered, mine)
+    hypotheses = [text for _, text in sorted(pair for part in gathered for pair in part)]
+    score, signature = corpus_bleu(hypotheses, bitext.test_references)
+    return {"bleu": score}, signature
+
+
+def train(
+    spec: TranslationSpec, options: TrainingOptions, tracker: Tracker, device: torch.device
+) -> str:
+    """Train until the goal or the epoch limit; returns ``goal_reached`` or ``max_epochs``."""
+    rank, world_size = dist.get_rank(), dist.get_world_size()
+    data_spec = spec.light_data if options.light else spec.data
+    assert isinstance(data_spec, ParallelText)
+    bitext = load_bitext(data_spec.name, Path(options.data_dir))
+    keep = [i for i in range(len(bitext.train_source))
+            if len(bitext.train_source[i]) <= spec.max_length
+            and len(bitext.train_target[i]) < spec.max_length]  # fmt: skip
+    target_lengths = np.asarray([len(t) + 1 for t in bitext.train_target])
+
+    torch.manual_seed(options.seed)
+    config = spec.light_model_config if options.light else spec.model_config
+    model = Transformer(bitext.vocabulary, config, max_length=spec.max_length + 16).to(device)
+    half = device.type == "cuda"
+    if half:
+        model.half()
+    broadcast_model(model)
+    reducer = GradientAllReduce(model.parameters())
+    masters = None
+    if half:
+        scale = spec.loss_scale
+        masters = MasterWeights(model.parameters(), DynamicLossScale(
+            scale.initial, scale.factor, scale.window, scale.max_scale))  # fmt: skip
+    opt = spec.optimizer
+    optimizer = torch.optim.Adam(
+        masters.master if masters else model.parameters(),
+        lr=0.0, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay,
+    )  # fmt: skip
+    update_freq = spec.update_freq(world_size, options.light)
+    tokens_per_pass = spec.tokens_per_pass(world_size, options.light)
+    warmup = spec.light_warmup_steps if options.light else spec.warmup_steps
+    epochs = options.max_epochs or spec.epochs(options.light)
+    clock = tracker.clock
+    update = 0
+
+    tracker.start(
+        task=spec.id,
+        light=options.light,
+        variant=options.variant,
+        seed=options.seed,
+        data_set=data_spec.name,
+        train_samples=len(keep),
+        test_samples=len(bitext.test_source),
+        vocabulary=bitext.vocabulary,
+        update_freq=update_freq,
+        tokens_per_pass=tokens_per_pass,
+        max_epochs=epochs,
+        parameters=sum(p.numel() for p in model.parameters()),
+        device=str(device),
+        precision="fp16" if half else "fp32",
+    )
+    kept = np.asarray(keep)
+    for epoch in range(epochs):
+        tracker.begin_epoch(epoch)
+        model.train()
+        order = kept[epoch_partition(len(kept), rank, world_size, epoch, options.seed).numpy()]
+        batches = token_batches(target_lengths, tokens_per_pass, order)
+        np.random.default_rng(options.seed + epoch).shuffle(batches)
+        # Every rank must take the same number of updates: the smallest count.
+        count = torch.tensor([len(batches) // update_freq], device=device)
+        dist.all_reduce(count, op=dist.ReduceOp.MIN)
+        steps = int(count.item())
+        for step in range(steps):
+            clock.start()
+            totals = torch.zeros(2, dtype=torch.float64, device=device)  # loss sum, tokens
+            for micro in batches[step * update_freq : (step + 1) * update_freq]:
+                source, target_in, target_out = pair_batch(bitext, micro, device)
+                clock.lap("data")
+                logits = model(source, target_in)
+                clock.lap("forward")
+                loss = F.cross_entropy(
+                    logits.float().reshape(-1, logits.size(-1)), target_out.reshape(-1),
+                    ignore_index=PAD, label_smoothing=spec.label_smoothing, reduction="sum",
+                )  # fmt: skip
+                totals += torch.stack([loss.detach().double(),
+                                       (target_out != PAD).sum().double()])  # fmt: skip
+                clock.lap("loss")
+                (loss * masters.scaler.scale if masters else loss).backward()
+                clock.lap("backward")
+
+            reducer(totals[0] / totals[1])  # sums would be averaged: see the normaliser below
+            dist.all_reduce(totals, op=dist.ReduceOp.SUM)
+            clock.lap("communication")
+
+            # The reducer averaged over ranks; per-token mean gradient = sum / tokens.
+            normaliser = float(totals[1]) / world_size
+            lr = transformer_lr(update, opt.lr, warmup)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            if masters is not None:
+                masters.step(optimizer, normaliser=normaliser)
+            else:
+                for p in model.parameters():
+                    if p.grad is not None:
+                        p.grad.div_(normaliser)
+                optimizer.step()
+                optimizer.zero_grad()
+            clock.lap("optimizer")
+            update += 1
+            mean_loss = float(totals[0] / totals[1])
+            tracker.step(epoch, step, steps, int(totals[1]) // world_size, mean_loss, lr)
+
+        started = tracker.now()
+        metrics, signature = evaluate(model, bitext, device, spec.max_length)
+        if tracker.evaluation(epoch, metrics, started, bleu_signature=signature):
+            tracker.finish("goal_reached", epochs=epoch + 1)
+            return "goal_reached"
+    tracker.finish("max_epochs", epochs=epochs)
+    return "max_epochs"
