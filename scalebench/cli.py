@@ -235,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     data.add_argument(
         "name",
-        choices=("cifar10", "epsilon", "wikitext2", "wmt17-en-de",
+        choices=("cifar10", "epsilon", "wikitext2", "wmt16-en-de", "wmt17-en-de",
                  "digits", "breast_cancer", "markov", "synthetic"),
     )
     data.add_argument("--download", action="store_true", help="fetch it when missing")

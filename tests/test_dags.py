@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 # one DAG per task, plus the nightly
 DAG_IDS = {"task0_allreduce", "task1a_resnet20_cifar10", "task2a_logreg_epsilon",
-           "task3a_awdlstm_wikitext2", "task4b_transformer_wmt17"}  # fmt: skip
+           "task3a_awdlstm_wikitext2", "task4a_gnmt_wmt16", "task4b_transformer_wmt17"}  # fmt: skip
 
 
 @pytest.fixture(scope="module")

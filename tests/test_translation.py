@@ -36,7 +36,8 @@ def test_task4b_hyperparameters_follow_the_text() -> None:
     task = spec()
     machines = re.search(r"k = ([\d, ]+) - global minibatch size", part)
     assert machines and task.world_sizes == tuple(int(k) for k in machines.group(1).split(","))
-    assert task.global_tokens == 2 ** int(re.search(r"b = 2\*\*(\d+)tokens", part).group(1))
+    assert task.batch_unit == "tokens"
+    assert task.global_batch == 2 ** int(re.search(r"b = 2\*\*(\d+)tokens", part).group(1))
     assert task.max_epochs == int(re.search(r"maximum epochs: (\d+)", part).group(1))
     assert task.optimizer.lr == float(re.search(r"base_learning_rate = (\d\.\d+e-\d)", part)[1])
     assert task.warmup_steps == int(re.search(r"We use (\d+) warmup steps", part).group(1))
@@ -44,7 +45,7 @@ def test_task4b_hyperparameters_follow_the_text() -> None:
     assert task.optimizer.betas == (0.9, 0.98) and task.optimizer.eps == 1e-9
     assert task.loss_scale.initial == 2 ** int(re.search(r"initial_scale = 2\*\*(\d+)", part)[1])
     assert task.loss_scale.window == int(re.search(r"scale_window = (\d+)", part).group(1))
-    assert task.max_tokens_per_worker == int(re.search(r"bs_max = (\d+)", part).group(1))
+    assert task.max_batch_per_worker == int(re.search(r"bs_max = (\d+)", part).group(1))
     assert task.max_length == int(re.search(r"maximum length (\d+) tokens", part).group(1))
     assert "WMT-17" in part and task.data.name == "wmt17-en-de"
 
@@ -52,9 +53,9 @@ def test_task4b_hyperparameters_follow_the_text() -> None:
 def test_update_frequency_and_tokens_per_pass_follow_the_rule() -> None:
     task = spec()
     # update_freq = max(1, b / (bs_max × k)); bs = b / (k × update_freq)
-    assert (task.update_freq(1, False), task.tokens_per_pass(1, False)) == (16, 8192)
-    assert (task.update_freq(4, False), task.tokens_per_pass(4, False)) == (4, 8192)
-    assert (task.update_freq(32, False), task.tokens_per_pass(32, False)) == (1, 4096)
+    assert (task.update_freq(1, False), task.batch_per_pass(1, False)) == (16, 8192)
+    assert (task.update_freq(4, False), task.batch_per_pass(4, False)) == (4, 8192)
+    assert (task.update_freq(32, False), task.batch_per_pass(32, False)) == (1, 4096)
 
 
 def test_the_light_pair_translates_every_word_and_puts_the_verb_last() -> None:

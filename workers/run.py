@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
             trainers = {"resnet20": image_classification.train,
                         "logistic-regression": logistic_regression.train,
                         "awd-lstm": language_model.train,
-                        "transformer": translation.train}  # fmt: skip
+                        "transformer": translation.train, "gnmt": translation.train}  # fmt: skip
             trainers[spec.model](spec, options, tracker, device)
         status = EXIT_OK
     except Diverged as exc:

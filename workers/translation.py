@@ -1,20 +1,22 @@
-"""Task 4b: a Transformer trained to a BLEU score with synchronous distributed Adam.
+"""Tasks 4a and 4b: GNMT and a Transformer trained to a BLEU score with synchronous Adam.
 
 The same loop as the other tasks, every phase timed:
 
     data → forward → loss → backward   (× update_freq passes, gradients accumulate)
          → communication → optimizer
 
-Each rank takes its share of the sentence pairs, cut into batches of at most
-``tokens_per_pass`` padded target tokens (similar lengths together). The loss
-is label-smoothed cross-entropy summed over target tokens; after the passes,
-gradients are summed over ranks (one flat all-reduce) and divided by the number
-of target tokens in the whole global batch (a second, two-number all-reduce
-counts them), and Adam updates. A step record's ``samples`` are this rank's
-target tokens, so throughput reads in tokens per second.
+Each rank takes its share of the sentence pairs, cut into batches of similar
+lengths: at most ``batch_per_pass`` padded target tokens (Task 4b) or exactly
+that many sentence pairs (Task 4a). The loss is label-smoothed cross-entropy
+summed over target tokens; after the passes, gradients are summed over ranks
+(one flat all-reduce) and divided by the global batch's size in the task's
+unit, target tokens or sentences (a second, three-number all-reduce counts
+them); the result is clipped when the task says so, and Adam updates. A step
+record's ``samples`` are this rank's target tokens, so throughput reads in
+tokens per second, and its loss is the mean per target token.
 
 On a GPU the model runs in ``float16`` with ``float32`` master weights and the
-spec's dynamic loss scale (:mod:`workers.mixed_precision`); on a CPU it runs in
+task's dynamic loss scale (:mod:`workers.mixed_precision`); on a CPU it runs in
 ``float32`` and the start record says so. BLEU is scored by sacrebleu on the
 detokenised greedy translations of the whole test set, gathered from every
 rank; its signature is written into each evaluation record.
@@ -31,13 +33,22 @@ from torch.nn import functional as F
 
 from workers.bleu import corpus_bleu
 from workers.data.batches import epoch_partition, shard
-from workers.data.translation import BOS, EOS, PAD, Bitext, load_bitext, token_batches
+from workers.data.translation import (
+    BOS,
+    EOS,
+    PAD,
+    Bitext,
+    load_bitext,
+    sentence_batches,
+    token_batches,
+)  # fmt: skip
 from workers.image_classification import TrainingOptions
 from workers.mixed_precision import DynamicLossScale, MasterWeights
+from workers.models.gnmt import GNMT
 from workers.models.transformer import Transformer
-from workers.schedules import transformer_lr
+from workers.schedules import gnmt_lr, transformer_lr
 from workers.sync_sgd import GradientAllReduce, broadcast_model
-from workers.tasks import ParallelText, TranslationSpec
+from workers.tasks import GNMTConfig, ParallelText, TransformerConfig, TranslationSpec
 from workers.tracker import Tracker
 
 
@@ -65,8 +76,29 @@ def pair_batch(bitext: Bitext, indices: np.ndarray, device: torch.device
     return source, target_in, target_out
 
 
+Translator = Transformer | GNMT
+
+
+def build_model(spec: TranslationSpec, vocabulary: int, light: bool) -> Translator:
+    config = spec.light_model_config if light else spec.model_config
+    if isinstance(config, GNMTConfig):
+        return GNMT(vocabulary, config)
+    assert isinstance(config, TransformerConfig)
+    return Transformer(vocabulary, config, max_length=spec.max_length + 16)
+
+
+def learning_rate(spec: TranslationSpec, update: int, total_updates: int, light: bool) -> float:
+    """The task's rate at optimizer update ``update`` (from 0) of ``total_updates``."""
+    warmup = spec.light_warmup_steps if light else spec.warmup_steps
+    if spec.lr_schedule == "gnmt":
+        d = spec.decay
+        return gnmt_lr(update, total_updates, spec.optimizer.lr, warmup, d.start, d.interval,
+                       d.max_decays, d.factor)  # fmt: skip
+    return transformer_lr(update, spec.optimizer.lr, warmup)
+
+
 @torch.no_grad()
-def evaluate(model: Transformer, bitext: Bitext, device: torch.device, max_length: int,
+def evaluate(model: Translator, bitext: Bitext, device: torch.device, max_length: int,
              batch: int = 128) -> tuple[dict[str, float], str]:  # fmt: skip
     """(BLEU in 0–100, sacrebleu signature) of greedy translations of the whole test set."""
     model.eval()
@@ -99,8 +131,7 @@ def train(
     target_lengths = np.asarray([len(t) + 1 for t in bitext.train_target])
 
     torch.manual_seed(options.seed)
-    config = spec.light_model_config if options.light else spec.model_config
-    model = Transformer(bitext.vocabulary, config, max_length=spec.max_length + 16).to(device)
+    model = build_model(spec, bitext.vocabulary, options.light).to(device)
     half = device.type == "cuda"
     if half:
         model.half()
@@ -117,11 +148,13 @@ def train(
         lr=0.0, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay,
     )  # fmt: skip
     update_freq = spec.update_freq(world_size, options.light)
-    tokens_per_pass = spec.tokens_per_pass(world_size, options.light)
-    warmup = spec.light_warmup_steps if options.light else spec.warmup_steps
+    batch_per_pass = spec.batch_per_pass(world_size, options.light)
+    make_batches = token_batches if spec.batch_unit == "tokens" else sentence_batches
+    unit = 1 if spec.batch_unit == "tokens" else 2  # index into the step's totals
     epochs = options.max_epochs or spec.epochs(options.light)
     clock = tracker.clock
     update = 0
+    total_updates = 0  # known once the first epoch is cut into batches
 
     tracker.start(
         task=spec.id,
@@ -133,7 +166,8 @@ def train(
         test_samples=len(bitext.test_source),
         vocabulary=bitext.vocabulary,
         update_freq=update_freq,
-        tokens_per_pass=tokens_per_pass,
+        batch_per_pass=batch_per_pass,
+        batch_unit=spec.batch_unit,
         max_epochs=epochs,
         parameters=sum(p.numel() for p in model.parameters()),
         device=str(device),
@@ -144,15 +178,16 @@ def train(
         tracker.begin_epoch(epoch)
         model.train()
         order = kept[epoch_partition(len(kept), rank, world_size, epoch, options.seed).numpy()]
-        batches = token_batches(target_lengths, tokens_per_pass, order)
+        batches = make_batches(target_lengths, batch_per_pass, order)
         np.random.default_rng(options.seed + epoch).shuffle(batches)
         # Every rank must take the same number of updates: the smallest count.
         count = torch.tensor([len(batches) // update_freq], device=device)
         dist.all_reduce(count, op=dist.ReduceOp.MIN)
         steps = int(count.item())
+        total_updates = total_updates or steps * epochs
         for step in range(steps):
             clock.start()
-            totals = torch.zeros(2, dtype=torch.float64, device=device)  # loss sum, tokens
+            totals = torch.zeros(3, dtype=torch.float64, device=device)  # loss, tokens, sentences
             for micro in batches[step * update_freq : (step + 1) * update_freq]:
                 source, target_in, target_out = pair_batch(bitext, micro, device)
                 clock.lap("data")
@@ -163,7 +198,9 @@ def train(
                     ignore_index=PAD, label_smoothing=spec.label_smoothing, reduction="sum",
                 )  # fmt: skip
                 totals += torch.stack([loss.detach().double(),
-                                       (target_out != PAD).sum().double()])  # fmt: skip
+                                       (target_out != PAD).sum().double(),
+                                       torch.tensor(float(len(micro)), dtype=torch.float64,
+                                                    device=device)])  # fmt: skip
                 clock.lap("loss")
                 (loss * masters.scaler.scale if masters else loss).backward()
                 clock.lap("backward")
@@ -172,17 +209,19 @@ def train(
             dist.all_reduce(totals, op=dist.ReduceOp.SUM)
             clock.lap("communication")
 
-            # The reducer averaged over ranks; per-token mean gradient = sum / tokens.
-            normaliser = float(totals[1]) / world_size
-            lr = transformer_lr(update, opt.lr, warmup)
+            # The reducer averaged over ranks; the mean gradient = sum / global batch size.
+            normaliser = float(totals[unit]) / world_size
+            lr = learning_rate(spec, update, total_updates, options.light)
             for group in optimizer.param_groups:
                 group["lr"] = lr
             if masters is not None:
-                masters.step(optimizer, normaliser=normaliser)
+                masters.step(optimizer, normaliser=normaliser, clip_norm=spec.clip_norm)
             else:
                 for p in model.parameters():
                     if p.grad is not None:
                         p.grad.div_(normaliser)
+                if spec.clip_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), spec.clip_norm)
                 optimizer.step()
                 optimizer.zero_grad()
             clock.lap("optimizer")
@@ -191,7 +230,7 @@ def train(
             tracker.step(epoch, step, steps, int(totals[1]) // world_size, mean_loss, lr)
 
         started = tracker.now()
-        metrics, signature = evaluate(model, bitext, device, spec.max_length)
+        metrics, signature = evaluate(model, bitext, device, spec.decode_max_length)
         if tracker.evaluation(epoch, metrics, started, bleu_signature=signature):
             tracker.finish("goal_reached", epochs=epoch + 1)
             return "goal_reached"

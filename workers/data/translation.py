@@ -239,3 +239,10 @@ def token_batches(
     if current:
         batches.append(np.asarray(current))
     return batches
+
+
+def sentence_batches(lengths: np.ndarray, size: int, order: np.ndarray) -> list[np.ndarray]:
+    """Cut ``order`` (sentence indices) into batches of ``size`` sentences (the last one
+    may be smaller), similar target lengths together so little of a batch is padding."""
+    by_length = order[np.argsort(lengths[order], kind="stable")]
+    return [by_length[start : start + size] for start in range(0, len(by_length), size)]

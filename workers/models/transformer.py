@@ -52,7 +52,10 @@ class Transformer(nn.Module):
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         scaled = self.embedding(ids) * math.sqrt(self.width)
-        return self.dropout(scaled + self.positions[: ids.size(1)].to(scaled.dtype))
+        positions = self.positions
+        if ids.size(1) > positions.size(0):  # a test sentence longer than any in training
+            positions = sinusoids(ids.size(1), self.width).to(positions.device)
+        return self.dropout(scaled + positions[: ids.size(1)].to(scaled.dtype))
 
     def encode(self, source: torch.Tensor) -> torch.Tensor:
         return self.core.encoder(self.embed(source), src_key_padding_mask=source == PAD)

@@ -147,6 +147,29 @@ class TransformerConfig:
 
 
 @dataclass(frozen=True)
+class GNMTConfig:
+    """GNMT sizes (Wu et al., 2016, as in NVIDIA's "GNMT v2"): ``layers`` LSTM layers
+    in the encoder (the first bidirectional) and in the decoder, all ``hidden``
+    wide, residual connections from layer ``residual_from`` (0-based) on."""
+
+    hidden: int = 1024
+    layers: int = 4
+    dropout: float = 0.2
+    residual_from: int = 2
+
+
+@dataclass(frozen=True)
+class StepDecay:
+    """Multiply the rate by ``factor`` once ``start`` of training (a fraction of all
+    updates) is done, then every further ``interval``, at most ``max_decays`` times."""
+
+    start: float = 0.4
+    interval: float = 0.05
+    factor: float = 0.5
+    max_decays: int = 4
+
+
+@dataclass(frozen=True)
 class LossScaleSpec:
     """Dynamic loss scaling of mixed-precision training (see workers/mixed_precision.py)."""
 
@@ -234,32 +257,42 @@ TaskSpec = TrainingSpec | AllReduceSpec
 
 @dataclass(frozen=True)
 class TranslationSpec(TrainingSpec):
-    """A translation task (Tasks 4a, 4b): Adam, token-counted global batches, BLEU goal.
+    """A translation task (Tasks 4a, 4b): synchronous Adam, a BLEU goal.
 
-    The global batch is ``global_tokens`` target tokens; each worker takes at
-    most ``max_tokens_per_worker`` per forward pass and accumulates
-    ``update_freq = max(1, global_tokens / (max_tokens_per_worker × k))``
-    of them before the update. Gradients are summed over all of them and
-    divided by the number of target tokens in the global batch. The rate
-    follows ``warmup_steps`` of linear warm-up then ``1/√step`` decay.
+    The global batch is ``global_batch`` target tokens (``batch_unit``
+    ``"tokens"``) or sentence pairs (``"sentences"``); each worker takes at
+    most ``max_batch_per_worker`` of them per forward pass and accumulates
+    ``update_freq = max(1, global_batch / (max_batch_per_worker × k))``
+    passes before the update. The summed loss's gradients are summed over all
+    passes and ranks and divided by the global batch's count in that unit.
+
+    Rate: ``warmup_steps`` of warm-up to ``optimizer.lr``, linear then
+    ``1/√step`` (``lr_schedule`` ``"inverse-sqrt"``), or exponential then
+    ``decay`` (``"gnmt"``). Training pairs have at most ``max_length`` tokens a
+    side; translations at most ``decode_max_length``.
     """
 
-    model_config: TransformerConfig = TransformerConfig()
-    light_model_config: TransformerConfig = TransformerConfig()
-    global_tokens: int = 2**17
-    light_global_tokens: int = 2**12
-    max_tokens_per_worker: int = 8192
+    model_config: TransformerConfig | GNMTConfig = TransformerConfig()
+    light_model_config: TransformerConfig | GNMTConfig = TransformerConfig()
+    batch_unit: Literal["tokens", "sentences"] = "tokens"
+    global_batch: int = 2**17
+    light_global_batch: int = 2**12
+    max_batch_per_worker: int = 8192
+    lr_schedule: Literal["inverse-sqrt", "gnmt"] = "inverse-sqrt"
     warmup_steps: int = 1000
     light_warmup_steps: int = 100
+    decay: StepDecay = StepDecay()
     label_smoothing: float = 0.1
+    clip_norm: float | None = None
     max_length: int = 80
+    decode_max_length: int = 80
     loss_scale: LossScaleSpec = LossScaleSpec(initial=2**7)
 
     def update_freq(self, world_size: int, light: bool) -> int:
-        tokens = self.light_global_tokens if light else self.global_tokens
-        return max(1, tokens // (self.max_tokens_per_worker * world_size))
+        batch = self.light_global_batch if light else self.global_batch
+        return max(1, batch // (self.max_batch_per_worker * world_size))
 
-    def tokens_per_pass(self, world_size: int, light: bool) -> int:
-        """Target tokens one worker takes per forward pass."""
-        tokens = self.light_global_tokens if light else self.global_tokens
-        return max(1, tokens // (world_size * self.update_freq(world_size, light)))
+    def batch_per_pass(self, world_size: int, light: bool) -> int:
+        """Target tokens or sentences one worker takes per forward pass."""
+        batch = self.light_global_batch if light else self.global_batch
+        return max(1, batch // (world_size * self.update_freq(world_size, light)))
