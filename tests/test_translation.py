@@ -132,3 +132,16 @@ def test_two_workers_reach_the_light_bleu(tmp_path: Path, light_env: dict[str, s
         assert evals[-1]["bleu_signature"].startswith("nrefs:1|case:mixed")
         start = next(e for e in rank.of_kind("event") if e["event"] == "start")
         assert start["precision"] == "fp32"  # a CPU run says it did not use fp16
+
+
+def test_the_big_transformer_has_the_parameters_its_shapes_give() -> None:
+    with torch.device("meta"):  # the full model's shapes, without its memory
+        model = Transformer(32_000, TransformerConfig())
+    d, f, layers = 1024, 4096, 6
+    attention = 4 * d * d + 4 * d  # query, key, value and output projections with biases
+    feed_forward = 2 * d * f + f + d
+    encoder_layer = attention + feed_forward + 2 * 2 * d  # two layer norms
+    decoder_layer = 2 * attention + feed_forward + 3 * 2 * d
+    expected = 32_000 * d + layers * (encoder_layer + decoder_layer) + 2 * 2 * d  # final norms
+    assert sum(p.numel() for p in model.parameters()) == expected
+    assert 205e6 < expected < 215e6  # the paper's "big" model: 213M with its 37k vocabulary
