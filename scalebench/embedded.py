@@ -14,6 +14,7 @@ database. The exit status is 0 when the DAG run succeeded.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -99,12 +100,37 @@ def _task_name(task_id: str, map_index: str) -> str:
     return task_id if map_index == "-1" else f"{task_id}[{map_index}]"
 
 
+def known_dag_ids() -> list[str]:
+    """One DAG per registered task (``-`` becomes ``_``), plus the nightly one."""
+    from workers.tasks import task_ids
+
+    return [task_id.replace("-", "_") for task_id in task_ids()] + ["scalebench_nightly"]
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m scalebench.embedded",
+        description="Run one benchmark DAG through Airflow on this machine (airflow dags test).",
+    )
+    parser.add_argument("dag_id", choices=known_dag_ids(), metavar="DAG_ID",
+                        help="one of: " + ", ".join(known_dag_ids()))  # fmt: skip
+    parser.add_argument(
+        "conf", nargs="?", default="{}",
+        help="the trigger form's parameters as JSON, e.g. '{\"light\": true}'",
+    )  # fmt: skip
+    args = parser.parse_args(argv)
+    try:
+        args.conf = json.loads(args.conf)
+    except json.JSONDecodeError as exc:
+        parser.error(f"conf is not JSON: {exc}")
+    if not isinstance(args.conf, dict):
+        parser.error("conf must be a JSON object, e.g. '{\"workers\": [1, 2]}'")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if not 1 <= len(args) <= 2:
-        print(__doc__, file=sys.stderr)
-        return 2
-    dag_id, conf = args[0], json.loads(args[1]) if len(args) == 2 else {}
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    dag_id, conf = args.dag_id, args.conf
     env = airflow_environment()
     print(f"Airflow home {env['AIRFLOW_HOME']}: migrating the metadata database ...", flush=True)
     prepare_airflow(env)

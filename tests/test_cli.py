@@ -117,3 +117,29 @@ def test_sigterm_stops_the_sweep_and_records_what_was_cancelled(tmp_path: Path) 
         except OSError:
             continue
         assert str(sweep_dir).encode() not in cmdline
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["task9_unknown"], "invalid choice: 'task9_unknown'"),
+        (["task4a_gnmt_wmt16", "{light: true}"], "conf is not JSON"),
+        (["task4a_gnmt_wmt16", "[1, 2]"], "conf must be a JSON object"),
+    ],
+)
+def test_the_embedded_runner_refuses_bad_arguments_before_starting_airflow(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from scalebench import embedded
+
+    with pytest.raises(SystemExit) as exited:
+        embedded.main(argv)
+    assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_embedded_runner_knows_every_task_dag_and_the_nightly() -> None:
+    from scalebench.embedded import known_dag_ids, parse_args
+
+    assert "task4a_gnmt_wmt16" in known_dag_ids() and "scalebench_nightly" in known_dag_ids()
+    args = parse_args(["task4a_gnmt_wmt16", '{"workers": [2], "light": true}'])
+    assert (args.dag_id, args.conf) == ("task4a_gnmt_wmt16", {"workers": [2], "light": True})
