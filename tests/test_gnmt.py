@@ -11,6 +11,7 @@ import torch
 from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
+from workers.beam_search import beam_search
 from workers.data.translation import BOS, EOS, PAD, sentence_batches
 from workers.models.gnmt import GNMT, parameter_count
 from workers.records import read_run
@@ -141,11 +142,11 @@ def test_the_decoder_sees_no_future_and_one_step_at_a_time_equals_teacher_forcin
     assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
 
 
-def test_greedy_picks_the_most_likely_token_given_its_own_prefix() -> None:
+def test_a_beam_of_one_picks_the_most_likely_token_given_its_own_prefix() -> None:
     torch.manual_seed(1)
     model = GNMT(30, TINY).eval()
     source = torch.tensor([[5, 6, 7, 8], [9, 10, 11, PAD]])
-    out = model.greedy(source, max_new=6)
+    out = beam_search(model, source, beam=1, max_new=6)
     assert out.shape[0] == 2 and 1 <= out.shape[1] <= 6
     for row in range(2):
         ids = out[row]

@@ -18,8 +18,9 @@ tokens per second, and its loss is the mean per target token.
 On a GPU the model runs in ``float16`` with ``float32`` master weights and the
 task's dynamic loss scale (:mod:`workers.mixed_precision`); on a CPU it runs in
 ``float32`` and the start record says so. BLEU is scored by sacrebleu on the
-detokenised greedy translations of the whole test set, gathered from every
-rank; its signature is written into each evaluation record.
+detokenised beam-search translations (:mod:`workers.beam_search`) of the whole
+test set, gathered from every rank; its signature is written into each
+evaluation record.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
+from workers.beam_search import beam_search
 from workers.bleu import corpus_bleu
 from workers.data.batches import epoch_partition, shard
 from workers.data.translation import (
@@ -98,17 +100,18 @@ def learning_rate(spec: TranslationSpec, update: int, total_updates: int, light:
 
 
 @torch.no_grad()
-def evaluate(model: Translator, bitext: Bitext, device: torch.device, max_length: int,
-             batch: int = 128) -> tuple[dict[str, float], str]:  # fmt: skip
-    """(BLEU in 0–100, sacrebleu signature) of greedy translations of the whole test set."""
+def evaluate(model: Translator, bitext: Bitext, device: torch.device, spec: TranslationSpec,
+             batch: int = 64) -> tuple[dict[str, float], str]:  # fmt: skip
+    """(BLEU in 0–100, sacrebleu signature) of the whole test set's beam-search translations."""
     model.eval()
     part = shard(len(bitext.test_source), dist.get_rank(), dist.get_world_size())
     mine: list[tuple[int, str]] = []
     for start in range(part.start, part.stop, batch):
         stop = min(start + batch, part.stop)
         source = padded(bitext.test_source[start:stop]).to(device)
-        longest = min(max_length, 2 * source.size(1) + 10)  # translations of similar length
-        for offset, ids in enumerate(model.greedy(source, max_new=longest).tolist()):
+        longest = min(spec.decode_max_length, 2 * source.size(1) + 10)  # of similar length
+        found = beam_search(model, source, spec.beam_size, longest, spec.length_penalty)
+        for offset, ids in enumerate(found.tolist()):
             mine.append((start + offset, bitext.detokenize(ids)))
     gathered: list[list[tuple[int, str]]] = [[] for _ in range(dist.get_world_size())]
     dist.all_gather_object(gathered, mine)
@@ -172,6 +175,7 @@ def train(
         parameters=sum(p.numel() for p in model.parameters()),
         device=str(device),
         precision="fp16" if half else "fp32",
+        beam_size=spec.beam_size,
     )
     kept = np.asarray(keep)
     for epoch in range(epochs):
@@ -230,7 +234,7 @@ def train(
             tracker.step(epoch, step, steps, int(totals[1]) // world_size, mean_loss, lr)
 
         started = tracker.now()
-        metrics, signature = evaluate(model, bitext, device, spec.decode_max_length)
+        metrics, signature = evaluate(model, bitext, device, spec)
         if tracker.evaluation(epoch, metrics, started, bleu_signature=signature):
             tracker.finish("goal_reached", epochs=epoch + 1)
             return "goal_reached"

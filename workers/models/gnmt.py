@@ -20,7 +20,7 @@ loss 2.5 instead of 0.9 after three epochs at width 128).
 
 Batches are (batch, time); id 0 is padding. The decoder runs either over a
 whole shifted target (training, teacher forcing) or one token at a time with
-its LSTM states carried over (:meth:`GNMT.greedy`).
+its LSTM states carried over (:meth:`GNMT.next_token_logits`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from workers.data.translation import BOS, EOS, PAD
+from workers.data.translation import PAD
 from workers.tasks import GNMTConfig
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]  # (h, c), each (layers=1, batch, hidden)
@@ -125,24 +125,17 @@ class GNMT(nn.Module):
     def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
         return self.decode(self.encode(source), source, target_in)[0]
 
-    @torch.no_grad()
-    def greedy(self, source: torch.Tensor, max_new: int) -> torch.Tensor:
-        """The most likely next token, one at a time, until ``</s>`` everywhere or ``max_new``."""
-        memory = self.encode(source)
-        token = torch.full((source.size(0), 1), BOS, dtype=torch.long, device=source.device)
-        finished = torch.zeros(source.size(0), dtype=torch.bool, device=source.device)
-        states = None
-        out = []
-        for _ in range(max_new):
-            logits, states = self.decode(memory, source, token, states)
-            next_token = logits[:, -1].argmax(dim=-1)
-            next_token = torch.where(finished, torch.full_like(next_token, PAD), next_token)
-            out.append(next_token)
-            finished |= next_token == EOS
-            token = next_token[:, None]
-            if bool(finished.all()):
-                break
-        return torch.stack(out, dim=1)
+    def next_token_logits(self, memory: torch.Tensor, source: torch.Tensor,
+                          prefix: torch.Tensor, cache: list[LSTMState] | None
+                          ) -> tuple[torch.Tensor, list[LSTMState]]:  # fmt: skip
+        """Logits (batch, vocabulary) after ``prefix``; the cache holds the LSTM states,
+        so only the prefix's last token is read (see :mod:`workers.beam_search`)."""
+        logits, states = self.decode(memory, source, prefix[:, -1:], cache)
+        return logits[:, -1], states
+
+    @staticmethod
+    def reorder_cache(cache: list[LSTMState], rows: torch.Tensor) -> list[LSTMState]:
+        return [(h.index_select(1, rows), c.index_select(1, rows)) for h, c in cache]
 
 
 def parameter_count(vocabulary: int, config: GNMTConfig) -> int:

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from workers.data.translation import BOS, EOS, PAD
+from workers.data.translation import PAD
 from workers.tasks import TransformerConfig
 
 
@@ -73,17 +73,13 @@ class Transformer(nn.Module):
     def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
         return self.decode(self.encode(source), source, target_in)
 
-    @torch.no_grad()
-    def greedy(self, source: torch.Tensor, max_new: int) -> torch.Tensor:
-        """The most likely next token, one at a time, until ``</s>`` everywhere or ``max_new``."""
-        memory = self.encode(source)
-        out = torch.full((source.size(0), 1), BOS, dtype=torch.long, device=source.device)
-        finished = torch.zeros(source.size(0), dtype=torch.bool, device=source.device)
-        for _ in range(max_new):
-            next_token = self.decode(memory, source, out)[:, -1].argmax(dim=-1)
-            next_token = torch.where(finished, torch.full_like(next_token, PAD), next_token)
-            out = torch.cat([out, next_token[:, None]], dim=1)
-            finished |= next_token == EOS
-            if bool(finished.all()):
-                break
-        return out[:, 1:]
+    def next_token_logits(
+        self, memory: torch.Tensor, source: torch.Tensor, prefix: torch.Tensor, cache: None
+    ) -> tuple[torch.Tensor, None]:
+        """Logits (batch, vocabulary) after ``prefix``, decoding the whole prefix again
+        (see :mod:`workers.beam_search`); there is no cache."""
+        return self.decode(memory, source, prefix)[:, -1], None
+
+    @staticmethod
+    def reorder_cache(cache: None, rows: torch.Tensor) -> None:
+        return None

@@ -269,7 +269,9 @@ class TranslationSpec(TrainingSpec):
     Rate: ``warmup_steps`` of warm-up to ``optimizer.lr``, linear then
     ``1/√step`` (``lr_schedule`` ``"inverse-sqrt"``), or exponential then
     ``decay`` (``"gnmt"``). Training pairs have at most ``max_length`` tokens a
-    side; translations at most ``decode_max_length``.
+    side; translations at most ``decode_max_length``, found by beam search with
+    ``beam_size`` hypotheses and GNMT's length penalty (``length_penalty`` is
+    its alpha; see workers/beam_search.py).
     """
 
     model_config: TransformerConfig | GNMTConfig = TransformerConfig()
@@ -286,6 +288,8 @@ class TranslationSpec(TrainingSpec):
     clip_norm: float | None = None
     max_length: int = 80
     decode_max_length: int = 80
+    beam_size: int = 4
+    length_penalty: float = 0.6  # alpha of ((5 + length) / 6) ** alpha
     loss_scale: LossScaleSpec = LossScaleSpec(initial=2**7)
 
     def update_freq(self, world_size: int, light: bool) -> int:
