@@ -89,6 +89,11 @@ def build_model(spec: TranslationSpec, vocabulary: int, light: bool) -> Translat
     return Transformer(vocabulary, config, max_length=spec.max_length + 16)
 
 
+def runs_in_half(device: torch.device) -> bool:
+    """fp16 weights with fp32 masters on GPUs, as the text describes; fp32 elsewhere."""
+    return device.type == "cuda"
+
+
 def learning_rate(spec: TranslationSpec, update: int, total_updates: int, light: bool) -> float:
     """The task's rate at optimizer update ``update`` (from 0) of ``total_updates``."""
     warmup = spec.light_warmup_steps if light else spec.warmup_steps
@@ -135,7 +140,7 @@ def train(
 
     torch.manual_seed(options.seed)
     model = build_model(spec, bitext.vocabulary, options.light).to(device)
-    half = device.type == "cuda"
+    half = runs_in_half(device)
     if half:
         model.half()
     broadcast_model(model)
@@ -236,7 +241,14 @@ def train(
         started = tracker.now()
         metrics, signature = evaluate(model, bitext, device, spec)
         if tracker.evaluation(epoch, metrics, started, bleu_signature=signature):
-            tracker.finish("goal_reached", epochs=epoch + 1)
+            tracker.finish("goal_reached", epochs=epoch + 1, **scaler_state(masters))
             return "goal_reached"
-    tracker.finish("max_epochs", epochs=epochs)
+    tracker.finish("max_epochs", epochs=epochs, **scaler_state(masters))
     return "max_epochs"
+
+
+def scaler_state(masters: MasterWeights | None) -> dict[str, float]:
+    """The loss scale at the end and how many updates an overflow skipped (fp16 runs)."""
+    if masters is None:
+        return {}
+    return {"loss_scale": masters.scaler.scale, "skipped_updates": masters.scaler.skipped}

@@ -1,0 +1,64 @@
+"""The translation loop's fp16 path (GPUs) run on the CPU: half weights, float32 masters."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from workers import translation
+from workers.image_classification import TrainingOptions
+from workers.records import RecordWriter, read_run
+from workers.tasks import GNMTConfig, TransformerConfig, TranslationSpec, get_task
+from workers.tracker import Tracker
+
+SMALL = {
+    "task4a-gnmt-wmt16": GNMTConfig(hidden=32, layers=2, dropout=0.0),
+    "task4b-transformer-wmt17": TransformerConfig(
+        model=32, heads=2, feed_forward=64, encoder_layers=1, decoder_layers=1, dropout=0.0
+    ),
+}
+
+
+@pytest.fixture
+def one_rank(tmp_path: Path) -> Iterator[None]:
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)  # fmt: skip
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task_id", sorted(SMALL))
+def test_an_fp16_epoch_trains_half_weights_through_float32_masters(
+    task_id: str, tmp_path: Path, one_rank: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(translation, "runs_in_half", lambda device: True)
+    task = get_task(task_id)
+    assert isinstance(task, TranslationSpec)
+    spec = replace(task, light_model_config=SMALL[task_id])
+    cpu = torch.device("cpu")
+    writer = RecordWriter(tmp_path / "run", "run", rank=0, world_size=1)
+    tracker = Tracker(writer, cpu, goal=spec.goal, light=True, max_epochs=1)
+    options = TrainingOptions(light=True, data_dir=tmp_path, max_epochs=1)
+    try:
+        assert translation.train(spec, options, tracker, cpu) == "max_epochs"
+    finally:
+        tracker.close()
+    [rank] = read_run(tmp_path / "run")
+    start = next(e for e in rank.of_kind("event") if e["event"] == "start")
+    assert start["precision"] == "fp16"
+    losses = [s["loss"] for s in rank.of_kind("step")]
+    assert all(math.isfinite(loss) for loss in losses)
+    assert sum(losses[-5:]) < sum(losses[:5])  # the float32 masters learned
+    finished = next(e for e in rank.of_kind("event") if e["event"] == "finished")
+    # Fewer updates than a scale window: the scale only fell, halved once per skipped update.
+    assert len(losses) < spec.loss_scale.window
+    skipped = finished["skipped_updates"]
+    assert skipped < len(losses) and finished["loss_scale"] == spec.loss_scale.initial / 2**skipped
+    assert "bleu" in rank.of_kind("eval")[-1]["metrics"]
