@@ -25,6 +25,8 @@ its LSTM states carried over (:meth:`GNMT.next_token_logits`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
@@ -33,6 +35,14 @@ from workers.data.translation import PAD
 from workers.tasks import GNMTConfig
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]  # (h, c), each (layers=1, batch, hidden)
+
+
+@dataclass
+class DecoderCache:
+    """What one decoding step hands the next: LSTM states and the projected memory."""
+
+    states: list[LSTMState]
+    projected_keys: torch.Tensor
 
 
 class NormalizedAdditiveAttention(nn.Module):
@@ -102,19 +112,21 @@ class GNMT(nn.Module):
         return x
 
     def decode(self, memory: torch.Tensor, source: torch.Tensor, target_in: torch.Tensor,
-               states: list[LSTMState] | None = None
+               states: list[LSTMState] | None = None, projected_keys: torch.Tensor | None = None
                ) -> tuple[torch.Tensor, list[LSTMState]]:  # fmt: skip
         """Logits (batch, T, vocabulary) and the LSTM states after the last position.
 
         ``states`` (one per decoder layer) continue an earlier call; None starts fresh.
+        ``projected_keys`` is the attention's projection of ``memory``, when already known.
         """
         new_states: list[LSTMState] = []
         start = states or [None] * (1 + len(self.decoder_layers))  # type: ignore[list-item]
+        if projected_keys is None:
+            projected_keys = self.attention.key_layer(memory)
         x = self.dropout(self.embedding(target_in))
         query, state = self.decoder_attention_layer(x, start[0])
         new_states.append(state)
-        padding = source == PAD
-        context = self.attention(query, memory, self.attention.key_layer(memory), padding)
+        context = self.attention(query, memory, projected_keys, source == PAD)
         x = query
         for index, lstm in enumerate(self.decoder_layers, start=1):
             out, state = lstm(self.dropout(torch.cat([x, context], dim=-1)), start[index])
@@ -126,16 +138,21 @@ class GNMT(nn.Module):
         return self.decode(self.encode(source), source, target_in)[0]
 
     def next_token_logits(self, memory: torch.Tensor, source: torch.Tensor,
-                          prefix: torch.Tensor, cache: list[LSTMState] | None
-                          ) -> tuple[torch.Tensor, list[LSTMState]]:  # fmt: skip
+                          prefix: torch.Tensor, cache: DecoderCache | None
+                          ) -> tuple[torch.Tensor, DecoderCache]:  # fmt: skip
         """Logits (batch, vocabulary) after ``prefix``; the cache holds the LSTM states,
         so only the prefix's last token is read (see :mod:`workers.beam_search`)."""
-        logits, states = self.decode(memory, source, prefix[:, -1:], cache)
-        return logits[:, -1], states
+        keys = cache.projected_keys if cache else self.attention.key_layer(memory)
+        logits, states = self.decode(memory, source, prefix[:, -1:],
+                                     cache.states if cache else None, keys)  # fmt: skip
+        return logits[:, -1], DecoderCache(states, keys)
 
     @staticmethod
-    def reorder_cache(cache: list[LSTMState], rows: torch.Tensor) -> list[LSTMState]:
-        return [(h.index_select(1, rows), c.index_select(1, rows)) for h, c in cache]
+    def reorder_cache(cache: DecoderCache, rows: torch.Tensor) -> DecoderCache:
+        """Rows move only among one sentence's beams, whose memory rows are equal: the
+        projected keys stay as they are, like the memory they come from."""
+        states = [(h.index_select(1, rows), c.index_select(1, rows)) for h, c in cache.states]
+        return DecoderCache(states, cache.projected_keys)
 
 
 def parameter_count(vocabulary: int, config: GNMTConfig) -> int:

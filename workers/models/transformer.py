@@ -49,6 +49,9 @@ class Transformer(nn.Module):
             dropout=config.dropout,
             batch_first=True,
         )
+        # Padded batches stay dense tensors: the nested-tensor shortcut of the encoder's
+        # inference path is a prototype API (and warns so).
+        self.core.encoder.use_nested_tensor = False
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         scaled = self.embedding(ids) * math.sqrt(self.width)
