@@ -150,6 +150,8 @@ def test_a_kubernetes_request_with_nccl_and_gpus_passes_without_local_gpus() -> 
         ("task4b-transformer-wmt17", {"variant": "ddp"}, "variant"),
         ("task3a-awdlstm-wikitext2", {"precision": "bf16"}, "precision"),
         ("task4b-transformer-wmt17", {"precision": "bf16"}, "precision"),
+        ("task4a-gnmt-wmt16", {"variant": "ddp"}, "variant"),
+        ("task4a-gnmt-wmt16", {"precision": "bf16"}, "precision"),
     ],
 )
 def test_a_task_refuses_what_it_does_not_implement(task: str, changes: dict, field: str) -> None:
@@ -158,7 +160,13 @@ def test_a_task_refuses_what_it_does_not_implement(task: str, changes: dict, fie
     assert info.value.field == field
 
 
-def test_full_translation_without_its_corpus_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("task", "corpus"),
+    [("task4a-gnmt-wmt16", "wmt16-en-de"), ("task4b-transformer-wmt17", "wmt17-en-de")],
+)
+def test_full_translation_without_its_corpus_is_refused(
+    task: str, corpus: str, tmp_path: Path
+) -> None:
     with pytest.raises(InvalidParameter, match="newstest2014") as info:
-        validate_request(task="task4b-transformer-wmt17", workers=[1], data_dir=tmp_path)
-    assert info.value.field == "data_dir"
+        validate_request(task=task, workers=[1], data_dir=tmp_path)
+    assert info.value.field == "data_dir" and corpus in str(info.value)
