@@ -1,20 +1,18 @@
-"""Task 4a: the spec against the text, sentence batches, GNMT, its schedule, a light run."""
+"""Task 4a: the spec against the text, sentence batches, GNMT and its schedule (its light run
+is in test_translation.py)."""
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from test_task_specs import SPEC_TEXT, needs_text
 
-from operators.local_launcher import launch_group
 from workers.beam_search import beam_search
 from workers.data.translation import BOS, EOS, PAD, sentence_batches
 from workers.models.gnmt import GNMT, parameter_count
-from workers.records import read_run
 from workers.tasks import GNMTConfig, TranslationSpec, get_task
 from workers.translation import learning_rate
 
@@ -157,19 +155,3 @@ def test_a_beam_of_one_picks_the_most_likely_token_given_its_own_prefix() -> Non
         prefix = torch.cat([torch.tensor([BOS]), ids[:-1]])[None]
         logits = model(source[row : row + 1], prefix)
         assert logits.argmax(dim=-1)[0].tolist() == ids.tolist()
-
-
-@pytest.mark.slow
-def test_two_workers_reach_the_light_bleu(tmp_path: Path, light_env: dict[str, str]) -> None:
-    run_dir = tmp_path / "k2"
-    lines: list[str] = []
-    result = launch_group(["--task", TASK4A, "--light", "--results", str(run_dir)], 2,
-                          timeout_s=900, env=light_env, sink=lines.append)  # fmt: skip
-    assert result.status == "succeeded", "\n".join(lines[-20:])
-    for rank in read_run(run_dir):
-        evals = rank.of_kind("eval")
-        assert evals and evals[-1]["metrics"]["bleu"] >= 20.0
-        assert evals[-1]["bleu_signature"].startswith("nrefs:1|case:mixed")
-        start = next(e for e in rank.of_kind("event") if e["event"] == "start")
-        assert start["precision"] == "fp32" and start["batch_unit"] == "sentences"
-        assert start["update_freq"] == 1 and start["batch_per_pass"] == 64

@@ -1,4 +1,5 @@
-"""Task 4b: the spec against the text, batching, the Transformer, BPE preparation, a light run."""
+"""Task 4b: the spec against the text, batching, the Transformer, BPE preparation; light runs
+of both translation tasks."""
 
 from __future__ import annotations
 
@@ -120,10 +121,16 @@ def test_bpe_is_trained_once_and_decodes_to_the_original_text(tmp_path: Path) ->
 
 
 @pytest.mark.slow
-def test_two_workers_reach_the_light_bleu(tmp_path: Path, light_env: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("task_id", "unit", "per_pass"),
+    [(TASK4B, "tokens", 2048), ("task4a-gnmt-wmt16", "sentences", 64)],
+)
+def test_two_workers_reach_the_light_bleu(
+    task_id: str, unit: str, per_pass: int, tmp_path: Path, light_env: dict[str, str]
+) -> None:
     run_dir = tmp_path / "k2"
     lines: list[str] = []
-    result = launch_group(["--task", TASK4B, "--light", "--results", str(run_dir)], 2,
+    result = launch_group(["--task", task_id, "--light", "--results", str(run_dir)], 2,
                           timeout_s=900, env=light_env, sink=lines.append)  # fmt: skip
     assert result.status == "succeeded", "\n".join(lines[-20:])
     for rank in read_run(run_dir):
@@ -132,6 +139,9 @@ def test_two_workers_reach_the_light_bleu(tmp_path: Path, light_env: dict[str, s
         assert evals[-1]["bleu_signature"].startswith("nrefs:1|case:mixed")
         start = next(e for e in rank.of_kind("event") if e["event"] == "start")
         assert start["precision"] == "fp32"  # a CPU run says it did not use fp16
+        assert (start["batch_unit"], start["update_freq"], start["batch_per_pass"]) == (
+            unit, 1, per_pass,
+        )  # fmt: skip
 
 
 def test_the_big_transformer_has_the_parameters_its_shapes_give() -> None:
