@@ -78,10 +78,10 @@ def pair_batch(bitext: Bitext, indices: np.ndarray, device: torch.device
     return source, target_in, target_out
 
 
-Translator = Transformer | GNMT
+TranslationModel = Transformer | GNMT
 
 
-def build_model(spec: TranslationSpec, vocabulary: int, light: bool) -> Translator:
+def build_model(spec: TranslationSpec, vocabulary: int, light: bool) -> TranslationModel:
     config = spec.light_model_config if light else spec.model_config
     if isinstance(config, GNMTConfig):
         return GNMT(vocabulary, config)
@@ -105,7 +105,7 @@ def learning_rate(spec: TranslationSpec, update: int, total_updates: int, light:
 
 
 @torch.no_grad()
-def evaluate(model: Translator, bitext: Bitext, device: torch.device, spec: TranslationSpec,
+def evaluate(model: TranslationModel, bitext: Bitext, device: torch.device, spec: TranslationSpec,
              batch: int = 64) -> tuple[dict[str, float], str]:  # fmt: skip
     """(BLEU in 0–100, sacrebleu signature) of the whole test set's beam-search translations."""
     model.eval()
