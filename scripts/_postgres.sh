@@ -2,6 +2,13 @@
 # Sourced by test.sh: make sure the PostgreSQL the tests use answers.
 # SCALEBENCH_TEST_POSTGRES_URL overrides the default server (postgres@127.0.0.1:5432).
 # A local Debian cluster that is down is started; anything else is a clear failure.
+# The psql client (init.sql of the compose stack is run through it) is installed when missing.
+source "$(dirname "${BASH_SOURCE[0]}")/_apt.sh"
+if ! command -v psql >/dev/null; then
+  echo "installing postgresql-client (psql) for the deployment tests"
+  apt_install postgresql-client \
+    || echo "psql is missing and could not be installed here; apt-get install postgresql-client" >&2
+fi
 if [ -n "${SCALEBENCH_TEST_POSTGRES_URL:-}" ]; then
   return 0
 fi

