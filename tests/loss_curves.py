@@ -1,0 +1,88 @@
+"""Fixed-seed loss curves of every training task's light variant, one rank on the CPU.
+
+A curve is what ``python -m workers.run`` records for the first epochs of a
+light run with seed 0 and one torch thread: every step's loss and learning
+rate, and every evaluation's metrics. ``tests/data/loss_curves/<task>.json``
+holds the curves the training engine must reproduce exactly;
+``python tests/loss_curves.py --write`` records them again (only when a
+change of the task's math is intended).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+CURVES = Path(__file__).resolve().parent / "data" / "loss_curves"
+# Epochs recorded per task: enough steps to cover warm-up, an evaluation and
+# (for Task 3a) variable sequence lengths, while the whole check stays short.
+EPOCHS = {
+    "task1a-resnet20-cifar10": 2,
+    "task2a-logreg-epsilon": 3,
+    "task3a-awdlstm-wikitext2": 1,
+    "task4a-gnmt-wmt16": 1,
+    "task4b-transformer-wmt17": 1,
+}
+
+
+def record_curve(task_id: str, run_dir: Path, extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run one rank of ``task_id``'s light variant and return its curve."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+    command = [
+        sys.executable, "-m", "workers.run", "--task", task_id, "--light",
+        "--results", str(run_dir), "--seed", "0", "--device", "cpu",
+        "--max-epochs", str(EPOCHS[task_id]), *extra_args,
+    ]  # fmt: skip
+    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"{task_id} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
+    steps, evals = [], []
+    for line in (run_dir / "rank-0.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] == "step":
+            steps.append([record["epoch"], record["step"], record["loss"], record["lr"]])
+        elif record["kind"] == "eval":
+            evals.append([record["epoch"], record["metrics"]])
+    return {"task": task_id, "epochs": EPOCHS[task_id], "steps": steps, "evals": evals}
+
+
+# (task, extra worker arguments) of every recorded curve; the file is named by both.
+CASES: dict[str, tuple[str, tuple[str, ...]]] = {
+    **{task_id: (task_id, ()) for task_id in EPOCHS},
+    "task1a-resnet20-cifar10@ddp": ("task1a-resnet20-cifar10", ("--variant", "ddp")),
+    "task1a-resnet20-cifar10@bf16": ("task1a-resnet20-cifar10", ("--precision", "bf16")),
+}
+
+
+def expected_curve(case: str) -> dict[str, Any]:
+    return json.loads((CURVES / f"{case}.json").read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--write", action="store_true", help="record the reference curves")
+    parser.add_argument("cases", nargs="*", default=sorted(CASES))
+    args = parser.parse_args()
+    import tempfile
+
+    for case in args.cases:
+        task_id, extra_args = CASES[case]
+        with tempfile.TemporaryDirectory() as tmp:
+            curve = record_curve(task_id, Path(tmp) / "run", extra_args)
+        print(f"{case}: {len(curve['steps'])} steps, {len(curve['evals'])} evaluations")
+        if args.write:
+            CURVES.mkdir(parents=True, exist_ok=True)
+            (CURVES / f"{case}.json").write_text(json.dumps(curve) + "\n")
+        elif curve != expected_curve(case):
+            print(f"  differs from {CURVES / (case + '.json')}")
+
+
+if __name__ == "__main__":
+    main()
