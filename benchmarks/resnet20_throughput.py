@@ -26,7 +26,7 @@ import torch
 from machine_load import OtherCpuUse
 from torch.nn import functional as F
 
-from workers.image_classification import build_optimizer
+from workers.engine import sgd as build_optimizer
 from workers.models.resnet import resnet20
 from workers.tasks.registry import CIFAR10, TASK1A_RESNET20_CIFAR10
 

@@ -46,7 +46,7 @@ from torch.nn import functional as F
 from workers.data.batches import augment, epoch_partition, normalise
 from workers.data.sources import load_digits
 from workers.distributed import free_port
-from workers.image_classification import build_optimizer
+from workers.engine import sgd as build_optimizer
 from workers.models.resnet import resnet20
 from workers.records import PHASES, RecordWriter
 from workers.schedules import LearningRate

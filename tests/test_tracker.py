@@ -1,9 +1,8 @@
-"""Phase timing, goal and divergence decisions, MLPerf lines."""
+"""Phase timing, goal decisions, MLPerf lines."""
 
 from __future__ import annotations
 
 import json
-import math
 import time
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import torch
 
 from workers.records import RecordWriter, read_rank_file
 from workers.tasks import Goal
-from workers.tracker import Diverged, MLPerfLog, PhaseClock, Tracker
+from workers.tracker import MLPerfLog, PhaseClock, Tracker
 
 GOAL = Goal(metric="top1_accuracy", direction="max", threshold=80.0, light_threshold=70.0)
 
@@ -75,23 +74,6 @@ def test_light_goal_uses_the_light_threshold(tmp_path: Path) -> None:
     tracker.start()
     assert tracker.evaluation(0, {"top1_accuracy": 70.0, "loss": 1.0}, tracker.now())
     tracker.close()
-
-
-def test_non_finite_loss_stops_with_diverged_and_keeps_the_record(tmp_path: Path) -> None:
-    tracker = make_tracker(tmp_path)
-    tracker.start()
-    tracker.clock.start()
-    tracker.step(0, 0, 10, 128, 2.3, 0.1)
-    with pytest.raises(Diverged, match="epoch 0, step 1"):
-        tracker.step(0, 1, 10, 128, math.inf, 0.1)
-    tracker.fail("diverged", "loss is inf")
-    tracker.close()
-    rank = read_rank_file(tmp_path / "rank-0.jsonl")
-    steps = list(rank.of_kind("step"))
-    assert [s["loss"] for s in steps] == [2.3, None]
-    assert rank.events() == ["start", "diverged"]
-    stop = (tmp_path / "mllog-rank-0.log").read_text().splitlines()[-1]
-    assert '"status": "aborted"' in stop
 
 
 def test_record_times_count_from_the_common_start(tmp_path: Path) -> None:

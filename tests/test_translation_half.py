@@ -1,4 +1,4 @@
-"""The translation loop's fp16 path (GPUs) run on the CPU: half weights, float32 masters."""
+"""The translation tasks' fp16 path (GPUs) run on the CPU: half weights, float32 masters."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from workers import translation
-from workers.image_classification import TrainingOptions
+from workers import engine
+from workers.engine import TrainingOptions
 from workers.records import RecordWriter, read_run
 from workers.tasks import GNMTConfig, TransformerConfig, TranslationSpec, get_task
 from workers.tracker import Tracker
@@ -38,7 +38,7 @@ def one_rank(tmp_path: Path) -> Iterator[None]:
 def test_an_fp16_epoch_trains_half_weights_through_float32_masters(
     task_id: str, tmp_path: Path, one_rank: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(translation, "runs_in_half", lambda device: True)
+    monkeypatch.setattr(engine, "runs_in_half", lambda device: True)
     task = get_task(task_id)
     assert isinstance(task, TranslationSpec)
     spec = replace(task, light_model_config=SMALL[task_id])
@@ -47,7 +47,7 @@ def test_an_fp16_epoch_trains_half_weights_through_float32_masters(
     tracker = Tracker(writer, cpu, goal=spec.goal, light=True, max_epochs=1)
     options = TrainingOptions(light=True, data_dir=tmp_path, max_epochs=1)
     try:
-        assert translation.train(spec, options, tracker, cpu) == "max_epochs"
+        assert engine.train(engine.adapter_for(spec, options, cpu), tracker) == "max_epochs"
     finally:
         tracker.close()
     [rank] = read_run(tmp_path / "run")

@@ -1,17 +1,14 @@
-"""Task 3a: AWD-LSTM language model trained to a validation perplexity.
+"""Task 3a's adapter: AWD-LSTM language model trained to a validation perplexity.
 
-The same loop as the other tasks, every phase timed:
-
-    data → forward → loss → backward → communication → optimizer
-
-Each rank trains on its own contiguous part of the training stream, folded
-into ``batch_per_worker`` parallel columns; the hidden state is carried from
-one step to the next (truncated backpropagation through time). Every step
+The loop is workers/engine.py. Each rank trains on its own contiguous part
+of the training stream, folded into ``batch_per_worker`` parallel columns;
+the hidden state is carried from one step to the next (truncated
+backpropagation through time). Every step
 draws its sequence length by the spec's rule and scales the learning rate by
 ``seq_len / bptt``. The loss adds activation regularisation (AR) and temporal
 activation regularisation (TAR). Gradients are averaged with one flat
-all-reduce, then clipped to the spec's norm ("optimizer" phase), so every
-rank clips the same gradient.
+all-reduce, then clipped to the spec's norm (in the optimizer phase), so
+every rank clips the same gradient.
 
 SGD runs until the validation perplexity has not improved for
 ``asgd_patience`` epochs; then training switches to averaged SGD (ASGD), and
@@ -23,7 +20,7 @@ from __future__ import annotations
 
 import math
 import random
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,10 +28,9 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from workers.data.text import Corpus, load_corpus, rank_columns
-from workers.image_classification import TrainingOptions
-from workers.models.awd_lstm import AWDLSTM, detach
+from workers.engine import Batch, Step, TaskAdapter, TrainingOptions
+from workers.models.awd_lstm import AWDLSTM, Hidden, detach
 from workers.schedules import LearningRate
-from workers.sync_sgd import GradientAllReduce, broadcast_model
 from workers.tasks import LanguageModelSpec, TextData
 from workers.tracker import Tracker
 
@@ -60,7 +56,7 @@ def regularised_loss(
 
 
 @torch.no_grad()
-def evaluate(
+def evaluate_perplexity(
     model: AWDLSTM, stream: np.ndarray, spec: LanguageModelSpec, device: torch.device,
     columns: int = 10,
 ) -> dict[str, float]:  # fmt: skip
@@ -105,98 +101,94 @@ class AveragedWeights:
         self.saved.clear()
 
 
-def train(
-    spec: LanguageModelSpec, options: TrainingOptions, tracker: Tracker, device: torch.device
-) -> str:
-    """Train until the goal or the epoch limit; returns ``goal_reached`` or ``max_epochs``."""
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    data_spec = spec.light_data if options.light else spec.data
-    assert isinstance(data_spec, TextData)
-    corpus: Corpus = load_corpus(data_spec.name, Path(options.data_dir))
-    config = spec.light_model_config if options.light else spec.model_config
+class LanguageModel(TaskAdapter[tuple[int, int]]):
+    """Passes are (position, length) of a slice of this rank's columns of the training stream."""
 
-    torch.manual_seed(options.seed)
-    model = AWDLSTM(len(corpus.words), config).to(device)
-    broadcast_model(model)
-    reducer = GradientAllReduce(model.parameters())
-    optimizer: torch.optim.Optimizer = torch.optim.SGD(
-        model.parameters(), lr=spec.optimizer.lr, weight_decay=spec.optimizer.weight_decay
-    )
-    schedule = LearningRate(spec.schedule, spec.optimizer.lr, world_size)
-    columns = spec.batch_per_worker
-    train_data = torch.from_numpy(rank_columns(corpus.train, rank, world_size, columns)).to(device)
-    epochs = options.max_epochs or spec.epochs(options.light)
-    # The sequence lengths are drawn from the same seed on every rank, so all
-    # ranks take the same number of steps and meet at every all-reduce.
-    lengths = random.Random(options.seed)
-    steps = max(1, (train_data.size(0) - 1) // spec.bptt)
-    best, epochs_without_improvement = math.inf, 0
-    clock = tracker.clock
+    spec: LanguageModelSpec
 
-    tracker.start(
-        task=spec.id,
-        light=options.light,
-        variant=options.variant,
-        seed=options.seed,
-        data_set=data_spec.name,
-        train_samples=len(corpus.train),
-        test_samples=len(corpus.valid),
-        vocabulary=len(corpus.words),
-        steps_per_epoch=steps,
-        global_batch=columns * world_size,
-        max_epochs=epochs,
-        parameters=sum(p.numel() for p in model.parameters()),
-        device=str(device),
-        precision="fp32",
-    )
-    for epoch in range(epochs):
-        tracker.begin_epoch(epoch)
-        model.train()
-        hidden = model.initial_hidden(columns)
-        position, step = 0, 0
-        while position < train_data.size(0) - 2:
-            clock.start()
-            length = min(sequence_length(spec, lengths), train_data.size(0) - 1 - position)
-            words = train_data[position : position + length]
-            targets = train_data[position + 1 : position + 1 + length]
-            hidden = detach(hidden)
-            clock.lap("data")
+    def __init__(self, spec: LanguageModelSpec, options: TrainingOptions, device: torch.device
+                 ) -> None:  # fmt: skip
+        super().__init__(spec, options, device)
+        assert isinstance(self.data_spec, TextData)
+        self.corpus: Corpus = load_corpus(self.data_spec.name, options.data_dir)
+        self.columns = spec.batch_per_worker
+        self.train_data = torch.from_numpy(
+            rank_columns(self.corpus.train, self.rank, self.world_size, self.columns)).to(device)
+        # The sequence lengths are drawn from the same seed on every rank, so all
+        # ranks take the same number of steps and meet at every all-reduce.
+        self.lengths = random.Random(options.seed)
+        self.nominal_steps = max(1, (self.train_data.size(0) - 1) // spec.bptt)
+        self.schedule = LearningRate(spec.schedule, spec.optimizer.lr, self.world_size)
+        self.clip_norm = spec.clip_norm
+        self.best, self.epochs_without_improvement = math.inf, 0
+        self.last_lr = spec.optimizer.lr
 
-            logits, hidden, raw, dropped = model(words, hidden)
-            clock.lap("forward")
-            loss, _ = regularised_loss(logits, targets, raw, dropped, spec)
-            clock.lap("loss")
-            loss.backward()
-            clock.lap("backward")
+    def build_model(self) -> torch.nn.Module:
+        config = self.spec.light_model_config if self.options.light else self.spec.model_config
+        self.model = AWDLSTM(len(self.corpus.words), config)
+        return self.model
 
-            global_loss = reducer(loss)
-            clock.lap("communication")
+    def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        self.optimizer: torch.optim.Optimizer = torch.optim.SGD(
+            parameters, lr=self.spec.optimizer.lr, weight_decay=self.spec.optimizer.weight_decay)
+        return self.optimizer
 
-            torch.nn.utils.clip_grad_norm_(model.parameters(), spec.clip_norm)
-            lr = schedule.at(epoch + min(step / steps, 1.0)) * length / spec.bptt
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.step()
-            optimizer.zero_grad()
-            clock.lap("optimizer")
-            tracker.step(epoch, step, steps, length * columns, global_loss, lr)
+    def start_details(self) -> dict[str, Any]:
+        return {"train_samples": len(self.corpus.train), "test_samples": len(self.corpus.valid),
+                "vocabulary": len(self.corpus.words), "steps_per_epoch": self.nominal_steps,
+                "global_batch": self.columns * self.world_size}  # fmt: skip
+
+    def steps(self, epoch: int) -> list[Step[tuple[int, int]]]:
+        """The epoch's slices, each of a length drawn by the spec's rule; the state restarts."""
+        self.hidden: Hidden = self.model.initial_hidden(self.columns)
+        end = self.train_data.size(0) - 1
+        plan, position = [], 0
+        while position < end - 1:
+            length = min(sequence_length(self.spec, self.lengths), end - position)
+            plan.append(Step([(position, length)], {"length": length}))
             position += length
-            step += 1
+        return plan
 
-        started = tracker.now()
-        with AveragedWeights(optimizer):
-            metrics = evaluate(model, corpus.valid, spec, device)
-        if tracker.evaluation(epoch, metrics, started):
-            tracker.finish("goal_reached", epochs=epoch + 1)
-            return "goal_reached"
-        if metrics["perplexity"] < best:
-            best, epochs_without_improvement = metrics["perplexity"], 0
+    def load(self, item: tuple[int, int]) -> Batch:
+        position, length = item
+        words = self.train_data[position : position + length]
+        targets = self.train_data[position + 1 : position + 1 + length]
+        self.hidden = detach(self.hidden)
+        return Batch(inputs=(words,), targets=targets, samples=length * self.columns)
+
+    def forward(self, net: torch.nn.Module, batch: Batch) -> tuple[torch.Tensor, ...]:
+        logits, self.hidden, raw, dropped = net(batch.inputs[0], self.hidden)
+        return logits, raw, dropped
+
+    def loss(self, output: tuple[torch.Tensor, ...], batch: Batch) -> torch.Tensor:
+        logits, raw, dropped = output
+        return regularised_loss(logits, batch.targets, raw, dropped, self.spec)[0]
+
+    def learning_rate(self, epoch: int, index: int, step: Step[tuple[int, int]], steps: int
+                      ) -> float:  # fmt: skip
+        """The warmed-up rate, scaled by the step's sequence length over ``bptt``."""
+        fraction = min(index / self.nominal_steps, 1.0)
+        self.last_lr = self.schedule.at(epoch + fraction) * step.details["length"] / self.spec.bptt
+        return self.last_lr
+
+    def evaluate(self, model: torch.nn.Module) -> tuple[dict[str, float], dict[str, Any]]:
+        assert isinstance(model, AWDLSTM)
+        with AveragedWeights(self.optimizer):
+            return evaluate_perplexity(model, self.corpus.valid, self.spec, self.device), {}
+
+    def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker
+                     ) -> torch.optim.Optimizer | None:  # fmt: skip
+        """Averaged SGD takes over after ``asgd_patience`` epochs without a better perplexity."""
+        if metrics["perplexity"] < self.best:
+            self.best, self.epochs_without_improvement = metrics["perplexity"], 0
         else:
-            epochs_without_improvement += 1
-        if (not isinstance(optimizer, torch.optim.ASGD)
-                and epochs_without_improvement >= spec.asgd_patience):  # fmt: skip
-            tracker.event("switched_to_asgd", epoch=epoch)
-            optimizer = torch.optim.ASGD(model.parameters(), lr=lr, t0=0, lambd=0.0,
-                                         weight_decay=spec.optimizer.weight_decay)  # fmt: skip
-    tracker.finish("max_epochs", epochs=epochs)
-    return "max_epochs"
+            self.epochs_without_improvement += 1
+        if (isinstance(self.optimizer, torch.optim.ASGD)
+                or self.epochs_without_improvement < self.spec.asgd_patience):  # fmt: skip
+            return None
+        tracker.event("switched_to_asgd", epoch=epoch)
+        self.optimizer = torch.optim.ASGD(
+            self.model.parameters(), lr=self.last_lr, t0=0, lambd=0.0,
+            weight_decay=self.spec.optimizer.weight_decay,
+        )  # fmt: skip
+        return self.optimizer

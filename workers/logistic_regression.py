@@ -1,34 +1,27 @@
-"""Task 2a: L2-regularised logistic regression trained to a validation accuracy.
-
-The same loop as Task 1a, every phase timed:
-
-    data → forward → loss → backward → communication → optimizer
+"""Task 2a's adapter: L2-regularised logistic regression trained to a validation accuracy.
 
 The model is one linear layer (``features`` weights and a bias) giving a
 logit; the loss is binary cross-entropy on it plus ``l2/2 × ‖w‖²`` on the
-weights. ``variant="sync"`` averages gradients with one flat all-reduce after
-backward (timed as communication); ``variant="ddp"`` lets
-``DistributedDataParallel`` do it inside backward. Training rows are read
-batch by batch from the (memory-mapped) arrays, so epsilon's 3.2 GB of
-features never have to fit in memory at once.
+weights. Plain SGD, the rate scaled by the worker count and cut on a
+validation-loss plateau. Training rows are read batch by batch from the
+(memory-mapped) arrays, so epsilon's 3.2 GB of features never have to fit in
+memory at once. The loop is workers/engine.py.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
 from torch.nn import functional as F
-from torch.nn.parallel import DistributedDataParallel
 
 from workers.data.batches import epoch_partition, shard
 from workers.data.sources import load_tabular
-from workers.image_classification import TrainingOptions, build_optimizer
+from workers.engine import Batch, Step, TaskAdapter, TrainingOptions, pass_sizes, sgd
 from workers.schedules import LearningRate
-from workers.sync_sgd import GradientAllReduce, broadcast_model, mean_over_ranks
 from workers.tasks import TabularData, TrainingSpec
 from workers.tracker import Tracker
 
@@ -40,105 +33,82 @@ def regularised_loss(
     return F.binary_cross_entropy_with_logits(logits, labels) + 0.5 * l2 * weight.pow(2).sum()
 
 
-@torch.no_grad()
-def evaluate(
-    model: torch.nn.Linear, rows: np.ndarray, labels: np.ndarray, device: torch.device,
-    batch: int = 10_000,
-) -> dict[str, float]:  # fmt: skip
-    """Accuracy (percent) and mean cross-entropy over the whole test set, global over ranks."""
-    part = shard(len(labels), dist.get_rank(), dist.get_world_size())
-    totals = torch.zeros(3, dtype=torch.float64, device=device)  # loss sum, correct, count
-    for start in range(part.start, part.stop, batch):
-        stop = min(start + batch, part.stop)
-        x = torch.from_numpy(np.asarray(rows[start:stop])).to(device)
-        y = torch.from_numpy(np.asarray(labels[start:stop])).to(device)
-        logits = model(x).squeeze(1)
-        totals[0] += F.binary_cross_entropy_with_logits(logits, y, reduction="sum").double()
-        totals[1] += ((logits > 0).float() == y).sum().double()
-        totals[2] += len(y)
-    dist.all_reduce(totals, op=dist.ReduceOp.SUM)
-    loss_sum, correct, count = totals.tolist()
-    return {"accuracy": 100.0 * correct / count, "loss": loss_sum / count}
+class LogisticRegression(TaskAdapter[np.ndarray]):
+    """Passes are sorted row indices (sorted: fewer page faults in memory-mapped files)."""
 
+    def __init__(self, spec: TrainingSpec, options: TrainingOptions, device: torch.device) -> None:
+        super().__init__(spec, options, device)
+        assert isinstance(self.data_spec, TabularData)
+        self.table: TabularData = self.data_spec
+        self.data = load_tabular(self.table.name, options.data_dir)
+        self.batch = spec.batch_per_worker
+        self.n_train = len(self.data.train_y)
+        self.steps_per_epoch = math.ceil((self.n_train // self.world_size) / self.batch)
+        self.schedule = LearningRate(spec.schedule, spec.optimizer.lr, self.world_size)
 
-def train(
-    spec: TrainingSpec, options: TrainingOptions, tracker: Tracker, device: torch.device
-) -> str:
-    """Train until the goal or the epoch limit; returns ``goal_reached`` or ``max_epochs``."""
-    rank, world_size = dist.get_rank(), dist.get_world_size()
-    data_spec = spec.light_data if options.light else spec.data
-    assert isinstance(data_spec, TabularData)
-    data = load_tabular(data_spec.name, Path(options.data_dir))
+    def build_model(self) -> torch.nn.Module:
+        self.model = torch.nn.Linear(self.table.features, 1)
+        return self.model
 
-    torch.manual_seed(options.seed)
-    model = torch.nn.Linear(data_spec.features, 1).to(device)
-    broadcast_model(model)
-    if options.variant == "ddp":
-        device_ids = [device.index] if device.type == "cuda" else None
-        net: torch.nn.Module = DistributedDataParallel(model, device_ids=device_ids)
-        reducer = None
-    else:
-        net = model
-        reducer = GradientAllReduce(model.parameters())
-    optimizer = build_optimizer(spec.optimizer, model.parameters())
-    schedule = LearningRate(spec.schedule, spec.optimizer.lr, world_size)
-    epochs = options.max_epochs or spec.epochs(options.light)
-    batch = spec.batch_per_worker
-    n_train = len(data.train_y)
-    steps = math.ceil((n_train // world_size) / batch)
-    clock = tracker.clock
+    def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        return sgd(self.spec.optimizer, parameters)
 
-    tracker.start(
-        task=spec.id,
-        light=options.light,
-        variant=options.variant,
-        seed=options.seed,
-        data_set=data_spec.name,
-        train_samples=n_train,
-        test_samples=len(data.test_y),
-        steps_per_epoch=steps,
-        global_batch=batch * world_size,
-        max_epochs=epochs,
-        parameters=sum(p.numel() for p in model.parameters()),
-        device=str(device),
-        precision=options.precision,
-    )
-    autocast = torch.autocast(device.type, torch.bfloat16, enabled=options.precision == "bf16")
-    for epoch in range(epochs):
-        tracker.begin_epoch(epoch)
-        net.train()
-        order = epoch_partition(n_train, rank, world_size, epoch, options.seed).numpy()
-        for step in range(steps):
-            clock.start()
-            index = np.sort(order[step * batch : (step + 1) * batch])  # sorted: fewer page faults
-            rows = torch.from_numpy(np.asarray(data.train_x[index])).to(device, non_blocking=True)
-            labels = torch.from_numpy(np.asarray(data.train_y[index])).to(device)
-            clock.lap("data")
+    def start_details(self) -> dict[str, Any]:
+        return {"train_samples": self.n_train, "test_samples": len(self.data.test_y),
+                "steps_per_epoch": self.steps_per_epoch,
+                "global_batch": self.batch * self.world_size}  # fmt: skip
 
-            with autocast:
-                logits = net(rows).squeeze(1)
-                clock.lap("forward")
-                loss = regularised_loss(logits.float(), labels, model.weight, spec.l2)
-                clock.lap("loss")
-            loss.backward()
-            clock.lap("backward")
+    def steps(self, epoch: int) -> list[Step[np.ndarray]]:
+        order = epoch_partition(self.n_train, self.rank, self.world_size, epoch,
+                                self.options.seed).numpy()  # fmt: skip
+        return [Step([np.sort(order[i * self.batch : (i + 1) * self.batch])])
+                for i in range(self.steps_per_epoch)]  # fmt: skip
 
-            global_loss = reducer(loss) if reducer is not None else mean_over_ranks(loss)
-            clock.lap("communication")
+    def load(self, item: np.ndarray) -> Batch:
+        rows = torch.from_numpy(np.asarray(self.data.train_x[item]))
+        labels = torch.from_numpy(np.asarray(self.data.train_y[item]))
+        return Batch(inputs=(rows.to(self.device, non_blocking=True),),
+                     targets=labels.to(self.device), samples=len(item))  # fmt: skip
 
-            lr = schedule.at(epoch + step / steps)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=reducer is None)
-            clock.lap("optimizer")
-            tracker.step(epoch, step, steps, len(index), global_loss, lr)
+    def forward(self, net: torch.nn.Module, batch: Batch) -> torch.Tensor:
+        return net(*batch.inputs).squeeze(1)
 
-        started = tracker.now()
-        metrics = evaluate(model, data.test_x, data.test_y, device)
-        if tracker.evaluation(epoch, metrics, started):
-            tracker.finish("goal_reached", epochs=epoch + 1)
-            return "goal_reached"
-        schedule.end_of_epoch(epoch, metrics["loss"])
-    tracker.finish("max_epochs", epochs=epochs)
-    return "max_epochs"
+    def loss(self, output: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return regularised_loss(output.float(), batch.targets, self.model.weight, self.spec.l2)
+
+    def learning_rate(self, epoch: int, index: int, step: Step[np.ndarray], steps: int) -> float:
+        return self.schedule.at(epoch + index / steps)
+
+    def warmup_batches(self) -> list[Batch]:
+        """Random rows of the full batch's shape and of the epoch's last, shorter batch."""
+        sizes = pass_sizes(self.n_train // self.world_size, self.batch)
+        generator = torch.Generator().manual_seed(0)
+        return [
+            Batch(inputs=(torch.randn(n, self.table.features, generator=generator
+                                      ).to(self.device),),
+                  targets=torch.randint(0, 2, (n,), generator=generator).float().to(self.device),
+                  samples=n)
+            for n in sizes
+        ]  # fmt: skip
+
+    @torch.no_grad()
+    def evaluate(self, model: torch.nn.Module, batch: int = 10_000
+                 ) -> tuple[dict[str, float], dict[str, Any]]:  # fmt: skip
+        """Accuracy (percent) and mean cross-entropy over the whole test set, global over ranks."""
+        rows, labels = self.data.test_x, self.data.test_y
+        part = shard(len(labels), self.rank, self.world_size)
+        totals = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss, correct, count
+        for start in range(part.start, part.stop, batch):
+            stop = min(start + batch, part.stop)
+            x = torch.from_numpy(np.asarray(rows[start:stop])).to(self.device)
+            y = torch.from_numpy(np.asarray(labels[start:stop])).to(self.device)
+            logits = model(x).squeeze(1)
+            totals[0] += F.binary_cross_entropy_with_logits(logits, y, reduction="sum").double()
+            totals[1] += ((logits > 0).float() == y).sum().double()
+            totals[2] += len(y)
+        dist.all_reduce(totals, op=dist.ReduceOp.SUM)
+        loss_sum, correct, count = totals.tolist()
+        return {"accuracy": 100.0 * correct / count, "loss": loss_sum / count}, {}
+
+    def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker) -> None:
+        self.schedule.end_of_epoch(epoch, metrics["loss"])

@@ -55,6 +55,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="bf16: forward and loss under bfloat16 autocast; weights, gradients and the "
         "all-reduce stay fp32",
     )  # fmt: skip
+    parser.add_argument(
+        "--compile", default="off", choices=("off", "on", "auto"),
+        help="torch.compile the training step before the common start: on (refused when it "
+        "cannot compile), auto (where it was measured to pay; eager after a failure), off",
+    )  # fmt: skip
     parser.add_argument("--max-epochs", type=int, default=None, help="override the spec's limit")
     parser.add_argument("--repetitions", type=int, default=None, help="task 0: override")
     parser.add_argument("--max-elements", type=int, default=None, help="task 0: largest size")
@@ -97,16 +102,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from workers import (
-        allreduce,
-        image_classification,
-        language_model,
-        logistic_regression,
-        translation,
-    )
+    from workers import allreduce, engine
+    from workers.compile import CompileRefused
     from workers.distributed import check_backend, environment, init_group
     from workers.records import RecordWriter
-    from workers.tracker import Diverged, MLPerfLog, Tracker
+    from workers.tracker import MLPerfLog, Tracker
 
     try:
         check_backend(args.backend, group.world_size)
@@ -144,21 +144,22 @@ def main(argv: list[str] | None = None) -> int:
             options = allreduce.AllReduceOptions(args.light, args.repetitions, args.max_elements)
             allreduce.run(spec, options, tracker, device)
         else:
-            options = image_classification.TrainingOptions(
+            options = engine.TrainingOptions(
                 light=args.light,
                 data_dir=args.data_dir or Path("."),
                 seed=args.seed,
                 variant=args.variant,
                 max_epochs=args.max_epochs,
                 precision=args.precision,
+                compile=args.compile,
             )
-            trainers = {"resnet20": image_classification.train,
-                        "logistic-regression": logistic_regression.train,
-                        "awd-lstm": language_model.train,
-                        "transformer": translation.train, "gnmt": translation.train}  # fmt: skip
-            trainers[spec.model](spec, options, tracker, device)
+            engine.train(engine.adapter_for(spec, options, device), tracker)
         status = EXIT_OK
-    except Diverged as exc:
+    except CompileRefused as exc:
+        tracker.fail("failed", str(exc))
+        print(f"workers.run: refused: {exc}", file=sys.stderr)
+        status = EXIT_REFUSED
+    except engine.Diverged as exc:
         tracker.fail("diverged", str(exc))
         log.error("diverged: %s", exc)
         status = EXIT_DIVERGED

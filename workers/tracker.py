@@ -18,7 +18,6 @@ at the same step without extra messages.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -33,10 +32,6 @@ from workers.records import PHASES, RecordWriter
 from workers.tasks import Goal
 
 log = logging.getLogger("scalebench.worker")
-
-
-class Diverged(RuntimeError):
-    """The loss, averaged over ranks, is not finite."""
 
 
 class PhaseClock:
@@ -158,8 +153,8 @@ class Tracker:
     def step(self, epoch: int, step: int, steps: int, samples: int, loss: float, lr: float) -> None:
         """Write the step record for the phases just timed by :attr:`clock`.
 
-        ``loss`` must be the mean over ranks; a non-finite value stops every
-        rank at this step with :class:`Diverged`.
+        ``loss`` is the mean over ranks (the engine stops every rank when it
+        is not finite, after this record).
         """
         t = self.now()
         self.writer.write(
@@ -172,8 +167,6 @@ class Tracker:
             lr=lr,
             phases=dict(self.clock.phases),
         )
-        if not math.isfinite(loss):
-            raise Diverged(f"loss is {loss} at epoch {epoch}, step {step}")
         if self.is_leader and t - self._last_progress >= self.progress_every_s:
             self._last_progress = t
             log.info(

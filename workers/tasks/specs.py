@@ -196,6 +196,10 @@ class TrainingSpec:
     max_epochs: int
     light_max_epochs: int
     l2: float = 0.0  # loss regularisation: + l2/2 × ‖w‖² (weights only, not the bias)
+    # "module:Class" of the task's adapter to the training engine (workers/engine.py)
+    adapter: str = ""
+    # device types ("cpu", "cuda") where compile "auto" compiles: measured to pay there
+    compile_pays_on: tuple[str, ...] = ()
     variants: tuple[str, ...] = TRAINING_VARIANTS  # the training variants this task implements
     precisions: tuple[str, ...] = ("fp32", "bf16")  # what the trigger form may ask for
     notes: str = ""

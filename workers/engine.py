@@ -1,0 +1,358 @@
+"""The training engine: the one loop that every time-to-accuracy task runs.
+
+    build the model (seeded) → same weights on every rank → wrap (sync or DDP)
+    → compile and warm up (optional; before the common start, on synthetic inputs)
+    → common start (barrier)
+    for each epoch:
+        for each step the task cuts the epoch into:
+            for each pass of the step (more than one: gradient accumulation):
+                data → forward → loss → backward
+            communication: gradients (and the loss) averaged over ranks
+            optimizer: learning rate set, gradients normalised and clipped, update
+            step record; a non-finite loss stops every rank (diverged)
+        evaluation (global over ranks), goal check, stop decision
+        the task's end-of-epoch rule (plateau decay, switch to averaged SGD)
+
+A task contributes an adapter (:class:`TaskAdapter`): its data, model, loss,
+optimizer, learning-rate rule and evaluation. Everything a benchmark must do
+the same way for every task — what is timed and how, what is communicated
+and when, when training stops — lives here.
+
+Two ways to average gradients (``variant``):
+
+- ``sync`` (the benchmark as specified): after backward, every gradient and
+  the loss are packed into one flat buffer and all-reduced once; that
+  all-reduce is the "communication" phase;
+- ``ddp``: ``DistributedDataParallel`` all-reduces gradient buckets while
+  backward runs, so "backward" includes gradient communication and
+  "communication" is only the loss's one-element all-reduce.
+
+Two kinds of loss (``TaskAdapter.loss_sum``):
+
+- a mean over the pass's samples (Tasks 1a, 2a, 3a: one pass per step); the
+  step's loss is the mean over ranks;
+- a sum over the pass's units (Tasks 4a, 4b: several passes per step); the
+  summed gradients are divided by the global batch's count of the task's unit
+  (target tokens or sentences), and the step's loss is per target token.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Iterable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import torch
+import torch.distributed as dist
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.nn.parallel import DistributedDataParallel
+
+from workers.compile import Compiled, compile_for_training
+from workers.mixed_precision import DynamicLossScale, MasterWeights
+from workers.sync_sgd import GradientAllReduce, broadcast_model, mean_over_ranks
+from workers.tasks import LossScaleSpec, TrainingSpec
+from workers.tracker import Tracker
+
+COMPILE_SETTINGS = ("off", "on", "auto")
+
+
+class Diverged(RuntimeError):
+    """The loss, averaged over ranks, is not finite."""
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """How one rank trains: what the request asked for, beyond the task's spec."""
+
+    light: bool
+    data_dir: Path
+    seed: int = 0
+    variant: str = "sync"  # "sync" or "ddp"
+    max_epochs: int | None = None  # None: the spec's (light) maximum
+    eval_batch: int = 1000
+    precision: str = "fp32"  # "bf16": forward and loss under bfloat16 autocast
+    compile: str = "off"  # "off", "on" or "auto" (see workers/compile.py)
+
+
+@dataclass
+class Batch:
+    """One forward pass's tensors, on the device.
+
+    ``samples`` counts what throughput is measured in (images, rows, tokens);
+    ``units`` is what a summed loss is divided by (target tokens or sentences;
+    unused for a mean loss).
+    """
+
+    inputs: tuple[Any, ...]
+    targets: torch.Tensor
+    samples: int
+    units: int = 0
+
+
+Item = TypeVar("Item")
+
+
+@dataclass
+class Step(Generic[Item]):
+    """One optimizer update: the passes whose gradients it sums.
+
+    ``passes`` are the adapter's own descriptions (indices, positions), cheap
+    to make; :meth:`TaskAdapter.load` turns each into a :class:`Batch` inside
+    the timed data phase. ``details`` carry what the task's learning-rate rule
+    needs (e.g. the step's sequence length).
+    """
+
+    passes: Sequence[Item]
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskAdapter(Generic[Item]):
+    """What a task brings to the engine. Subclasses set the attributes and override the hooks.
+
+    The engine calls, in order: :meth:`build_model` (after seeding),
+    :meth:`build_optimizer`, :meth:`start_details`, then per epoch
+    :meth:`steps`; per step :meth:`load`, :meth:`forward`, :meth:`loss` for
+    every pass and :meth:`learning_rate` once; then :meth:`evaluate` and
+    :meth:`end_of_epoch`.
+    """
+
+    loss_sum: bool = False  # True: loss() returns a sum over the batch's units
+    clip_norm: float | None = None  # gradient-norm clip after averaging, None: none
+    half_on_gpu: bool = False  # fp16 weights with fp32 masters and a loss scale, on GPUs
+    loss_scale: LossScaleSpec | None = None
+    autocast_bf16: bool = False  # set by the engine from the precision option
+
+    def __init__(self, spec: TrainingSpec, options: TrainingOptions, device: torch.device) -> None:
+        self.spec = spec
+        self.options = options
+        self.device = device
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        self.data_spec = spec.light_data if options.light else spec.data
+
+    # -- set-up -----------------------------------------------------------------
+    def build_model(self) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        raise NotImplementedError
+
+    def start_details(self) -> dict[str, Any]:
+        """Fields of the start record beyond those the engine writes (data set, sizes)."""
+        return {}
+
+    # -- one epoch --------------------------------------------------------------
+    def steps(self, epoch: int) -> Sequence[Step[Item]]:
+        raise NotImplementedError
+
+    def load(self, item: Item) -> Batch:
+        """The data phase: one pass's tensors on the device."""
+        raise NotImplementedError
+
+    def forward(self, net: torch.nn.Module, batch: Batch) -> Any:
+        return net(*batch.inputs)
+
+    def loss(self, output: Any, batch: Batch) -> torch.Tensor:
+        raise NotImplementedError
+
+    def learning_rate(self, epoch: int, index: int, step: Step[Item], steps: int) -> float:
+        raise NotImplementedError
+
+    def warmup_batches(self) -> list[Batch]:
+        """Synthetic batches of every shape a timed step will present (compile warm-up).
+
+        They must touch no training or evaluation data; an empty list skips warm-up.
+        """
+        return []
+
+    # -- after an epoch ---------------------------------------------------------
+    def evaluate(self, model: torch.nn.Module) -> tuple[dict[str, float], dict[str, Any]]:
+        """(global metrics, extra fields of the evaluation record)."""
+        raise NotImplementedError
+
+    def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker
+                     ) -> torch.optim.Optimizer | None:  # fmt: skip
+        """The task's rule after an evaluation that missed the goal; may return a new optimizer."""
+        return None
+
+    def finish_details(self) -> dict[str, Any]:
+        return {}
+
+
+def adapter_for(spec: TrainingSpec, options: TrainingOptions, device: torch.device
+                ) -> TaskAdapter[Any]:  # fmt: skip
+    """The task's adapter, named by its spec (``module:Class``), with its data loaded."""
+    module_name, _, class_name = spec.adapter.partition(":")
+    adapter_class = getattr(importlib.import_module(module_name), class_name)
+    return adapter_class(spec, options, device)
+
+
+def runs_in_half(device: torch.device) -> bool:
+    """fp16 weights with fp32 masters on GPUs, as the benchmark text describes; fp32 elsewhere."""
+    return device.type == "cuda"
+
+
+def average_batch_norm_statistics(model: torch.nn.Module) -> None:
+    """Average batch-norm running statistics over ranks (each rank saw other batches)."""
+    world_size = dist.get_world_size()
+    for module in model.modules():
+        if isinstance(module, _BatchNorm):
+            for buffer in module.buffers():
+                if buffer.is_floating_point():
+                    dist.all_reduce(buffer.data, op=dist.ReduceOp.SUM)
+                    buffer.data.div_(world_size)
+
+
+def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
+    """Train until the goal or the epoch limit; returns ``goal_reached`` or ``max_epochs``.
+
+    Raises :class:`Diverged` when the loss averaged over ranks is not finite
+    (after writing that step's record).
+    """
+    options, device, spec = task.options, task.device, task.spec
+    world_size = task.world_size
+
+    torch.manual_seed(options.seed)
+    model = task.build_model().to(device)
+    half = task.half_on_gpu and runs_in_half(device)
+    if half:
+        model.half()
+    broadcast_model(model)
+    if options.variant == "ddp":
+        device_ids = [device.index] if device.type == "cuda" else None
+        net: torch.nn.Module = DistributedDataParallel(model, device_ids=device_ids)
+        reducer = None
+    else:
+        net = model
+        reducer = GradientAllReduce(model.parameters())
+    masters = None
+    if half:
+        assert task.loss_scale is not None
+        scale = task.loss_scale
+        masters = MasterWeights(model.parameters(), DynamicLossScale(
+            scale.initial, scale.factor, scale.window, scale.max_scale))  # fmt: skip
+    optimizer = task.build_optimizer(masters.master if masters else list(model.parameters()))
+    task.autocast_bf16 = options.precision == "bf16"
+    autocast = (
+        torch.autocast(device.type, torch.bfloat16) if task.autocast_bf16 else nullcontext()
+    )
+
+    compiled: Compiled = compile_for_training(net, model, task, options.compile)
+    net = compiled.net
+    epochs = options.max_epochs or spec.epochs(options.light)
+    clock = tracker.clock
+
+    tracker.start(
+        task=spec.id,
+        light=options.light,
+        variant=options.variant,
+        seed=options.seed,
+        data_set=task.data_spec.name,
+        max_epochs=epochs,
+        parameters=sum(p.numel() for p in model.parameters()),
+        device=str(device),
+        precision="fp16" if half else options.precision,
+        **task.start_details(),
+        **compiled.start_details(),
+    )
+    for epoch in range(epochs):
+        tracker.begin_epoch(epoch)
+        net.train()
+        plan = task.steps(epoch)
+        for index, step in enumerate(plan):
+            clock.start()
+            samples = 0
+            if task.loss_sum:  # this rank's summed loss, samples and units over the passes
+                totals = torch.zeros(3, dtype=torch.float64, device=device)
+            for item in step.passes:
+                batch = task.load(item)
+                clock.lap("data")
+                with autocast:
+                    output = task.forward(net, batch)
+                    clock.lap("forward")
+                    loss = task.loss(output, batch)
+                    if task.loss_sum:
+                        totals[0] += loss.detach().double()
+                        totals[1] += batch.samples
+                        totals[2] += batch.units
+                    clock.lap("loss")
+                samples += batch.samples
+                (loss * masters.scaler.scale if masters else loss).backward()
+                clock.lap("backward")
+
+            if task.loss_sum:
+                # The reducer averages over ranks; it carries this rank's mean
+                # along (unused), and the sums travel in a second, 3-number
+                # all-reduce: mean gradient = averaged sum × k / global units.
+                assert reducer is not None
+                reducer(totals[0] / totals[1])
+                dist.all_reduce(totals, op=dist.ReduceOp.SUM)
+                global_loss = float(totals[0] / totals[1])
+                samples = int(totals[1]) // world_size
+                normaliser = float(totals[2]) / world_size
+            else:
+                global_loss = reducer(loss) if reducer is not None else mean_over_ranks(loss)
+                normaliser = 1.0
+            clock.lap("communication")
+
+            lr = task.learning_rate(epoch, index, step, len(plan))
+            for group in optimizer.param_groups:
+                group["lr"] = lr
+            if masters is not None:
+                masters.step(optimizer, normaliser=normaliser, clip_norm=task.clip_norm)
+            else:
+                if normaliser != 1.0:
+                    for p in model.parameters():
+                        if p.grad is not None:
+                            p.grad.div_(normaliser)
+                if task.clip_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), task.clip_norm)
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            clock.lap("optimizer")
+
+            tracker.step(epoch, index, len(plan), samples, global_loss, lr)
+            if not math.isfinite(global_loss):
+                raise Diverged(f"loss is {global_loss} at epoch {epoch}, step {index}")
+
+        started = tracker.now()
+        average_batch_norm_statistics(model)
+        metrics, details = task.evaluate(model)
+        if tracker.evaluation(epoch, metrics, started, **details):
+            tracker.finish("goal_reached", epochs=epoch + 1,
+                           **finish_details(task, compiled, masters))  # fmt: skip
+            return "goal_reached"
+        optimizer = task.end_of_epoch(epoch, metrics, tracker) or optimizer
+    tracker.finish("max_epochs", epochs=epochs, **finish_details(task, compiled, masters))
+    return "max_epochs"
+
+
+def finish_details(task: TaskAdapter[Any], compiled: Compiled, masters: MasterWeights | None
+                   ) -> dict[str, Any]:  # fmt: skip
+    """Fields of the finish record: the task's, recompilations, and the fp16 loss scale."""
+    details = {**task.finish_details(), **compiled.finish_details()}
+    if masters is not None:  # the final scale, and how many updates an overflow skipped
+        details.update(loss_scale=masters.scaler.scale, skipped_updates=masters.scaler.skipped)
+    return details
+
+
+def pass_sizes(samples_per_rank: int, batch: int) -> list[int]:
+    """The distinct batch sizes of an epoch of ``samples_per_rank`` cut into ``batch``es."""
+    full = min(batch, samples_per_rank)
+    last = samples_per_rank - (math.ceil(samples_per_rank / batch) - 1) * batch
+    return sorted({full, last})
+
+
+def sgd(spec_optimizer: Any, parameters: Iterable[torch.nn.Parameter]) -> torch.optim.SGD:
+    """SGD with the spec's rate, momentum, Nesterov, weight decay and dampening."""
+    return torch.optim.SGD(
+        parameters,
+        lr=spec_optimizer.lr,
+        momentum=spec_optimizer.momentum,
+        nesterov=spec_optimizer.nesterov,
+        weight_decay=spec_optimizer.weight_decay,
+        dampening=spec_optimizer.dampening,
+    )
