@@ -121,6 +121,15 @@ def environment_rows(envs: Sequence[EnvironmentRow]) -> list[dict[str, Any]]:
     ]
 
 
+def compilation(run: RunInfo) -> str:
+    """How the training step ran: eager, or compiled at what cost and with how many recompiles."""
+    if not run.compiled:
+        return "eager" + ("" if run.compile == "off" else f" (compile {run.compile})")
+    recompiled = "—" if run.recompilations is None else f"{run.recompilations}"
+    return (f"compiled (compile {run.compile}), {units.seconds(run.compile_s)} before the start, "
+            f"{recompiled} recompilations while timed")  # fmt: skip
+
+
 def run_facts(run: RunInfo) -> list[tuple[str, str]]:
     """The headline numbers of a run, label and text."""
     goal = "—"
@@ -134,6 +143,7 @@ def run_facts(run: RunInfo) -> list[tuple[str, str]]:
             f"{run.variant}{', light' if run.light else ''})",
         ),
         ("repeat", str(run.repeat + 1)),
+        ("compilation", compilation(run)),
         ("goal", goal + (" — reached" if run.goal_reached else " — not reached")),
         ("time to accuracy", units.seconds(run.time_to_accuracy_s)),
         ("without evaluation", units.seconds(run.time_to_accuracy_without_eval_s)),

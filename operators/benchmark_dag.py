@@ -78,6 +78,11 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         form["precision"] = Param("fp32", type="string", enum=["fp32", "bf16"],
                                   title="Precision",
                                   description="bf16: forward and loss under autocast.")  # fmt: skip
+        form["compile"] = Param("auto", type="string", enum=["auto", "on", "off"],
+                                title="Compile",
+                                description="torch.compile the training step before the "
+                                "clock starts. auto: where measured to pay (see the "
+                                "README); on: refuse a run that cannot compile.")  # fmt: skip
     return form
 
 

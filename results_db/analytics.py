@@ -144,13 +144,17 @@ def configuration_hash(config: dict) -> str:
     """Identity of a configuration whose runs may be compared across sweeps.
 
     Only the fields that change what is measured count (task, light,
-    backend, variant, precision); worker counts, repeats and seeds do not.
+    backend, variant, precision, compile); worker counts, repeats and seeds do
+    not. ``compile`` counts only when it is not ``off``, so configurations
+    recorded before the setting existed (all eager) keep their identity.
     """
     import hashlib
     import json
 
     key = {name: config.get(name) for name in COMPARABLE_FIELDS}
     key["precision"] = key["precision"] or "fp32"
+    if config.get("compile", "off") != "off":
+        key["compile"] = config["compile"]
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 

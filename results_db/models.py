@@ -38,6 +38,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -101,6 +102,13 @@ class Run(Base):
     backend: Mapped[str] = mapped_column(String(20))
     device: Mapped[str] = mapped_column(String(40))
     precision: Mapped[str] = mapped_column(String(20))
+    # torch.compile: the setting asked for, whether the step ran compiled, the
+    # seconds compilation and warm-up took before the common start (slowest
+    # rank), and graphs compiled during the timed run (0 is the goal).
+    compile: Mapped[str] = mapped_column(String(10), server_default="off")
+    compiled: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    compile_s: Mapped[float] = mapped_column(Float, server_default="0")
+    recompilations: Mapped[int | None] = mapped_column(Integer)
     variant: Mapped[str] = mapped_column(String(20))
     light: Mapped[bool] = mapped_column(Boolean)
     status: Mapped[str] = mapped_column(String(20), index=True)

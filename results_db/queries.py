@@ -355,6 +355,10 @@ class RunInfo:
     backend: str
     device: str
     precision: str
+    compile: str
+    compiled: bool
+    compile_s: float
+    recompilations: int | None
     variant: str
     light: bool
     status: str

@@ -44,6 +44,8 @@ class RunSummary:
     samples_per_s: float | None = None
     duration_s: float = 0.0
     start: dict[str, Any] = field(default_factory=dict)
+    compile_s: float = 0.0  # slowest rank's compilation and warm-up, before the common start
+    recompilations: int | None = None  # most graphs any rank compiled during the timed run
 
 
 def _run_status(
@@ -118,6 +120,9 @@ def summarise(
     step_seconds = sum(steps_total) / len(steps_total) if steps_total else 0.0
     samples = sum(sum(map(attrgetter("samples"), r.of_kind("step"))) for r in ranks)
     duration = max((_last_time(r) for r in ranks if r.records), default=0.0)
+    starts = [e for r in ranks for e in r.of_kind("event") if e["event"] == "start"]
+    recompiled = [e["recompilations"] for r in ranks for e in r.of_kind("event")
+                  if e["event"] == "finished" and "recompilations" in e]  # fmt: skip
     return RunSummary(
         run_id=first["run_id"] if first else run_id,
         world_size=world_size,
@@ -142,4 +147,6 @@ def summarise(
         samples_per_s=samples / step_seconds if step_seconds > 0 else None,
         duration_s=float(duration),
         start={k: v for k, v in start.items() if k not in _COMMON_FIELDS},
+        compile_s=max((float(e.get("compile_s", 0.0)) for e in starts), default=0.0),
+        recompilations=max(recompiled) if recompiled else None,
     )

@@ -133,6 +133,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         collective_timeout_s=args.timeout,
         group_timeout_s=args.group_timeout,
         variant=args.variant,
+        compile=args.compile,
         seed=args.seed,
         data_dir=args.data_dir,
     )
@@ -212,6 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--repeats", default="1", help="runs per worker count (default 1)")
     run.add_argument("--variant", default="sync", help="sync (flat all-reduce) or ddp")
     run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
+    run.add_argument(
+        "--compile", default="auto",
+        help="torch.compile the training step before the clock starts: auto (where measured "
+        "to pay, see the README), on or off (default auto)",
+    )  # fmt: skip
     run.add_argument(
         "--timeout",
         default="60",

@@ -25,6 +25,9 @@ from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
 LAUNCHERS = ("local", "kubernetes")
 PRECISIONS = ("fp32", "bf16")
+# torch.compile of the training step: "auto" compiles where measured to pay
+# (TrainingSpec.compile_pays_on); see workers/compile.py.
+COMPILE_SETTINGS = ("off", "on", "auto")
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
 
@@ -52,6 +55,7 @@ class SweepRequest:
     seed: int = 0
     data_dir: Path = Path("var/data")
     precision: str = "fp32"
+    compile: str = "auto"
     launcher: str = "local"
     gpus_per_worker: int = 1  # Kubernetes: nvidia.com/gpu per pod; local ranks use the host's
     worker_image: str = ""  # Kubernetes: "" means SCALEBENCH_WORKER_IMAGE
@@ -136,6 +140,7 @@ def validate_request(
     seed: Any = 0,
     data_dir: Any = None,
     precision: Any = "fp32",
+    compile: Any = "auto",
     launcher: Any = "local",
     gpus_per_worker: Any = 1,
     worker_image: Any = "",
@@ -207,6 +212,12 @@ def validate_request(
         raise InvalidParameter(
             "precision", f"{spec.id} runs {', '.join(spec.precisions)} only, not {precision!r}"
         )
+    if not isinstance(compile, str) or compile not in COMPILE_SETTINGS:
+        raise InvalidParameter(
+            "compile", f"must be one of {', '.join(COMPILE_SETTINGS)}, got {compile!r}"
+        )
+    if isinstance(spec, AllReduceSpec) and compile == "on":
+        raise InvalidParameter("compile", "the all-reduce task has no model to compile")
     seed_value = _integer("seed", seed)
     if seed_value < 0:
         raise InvalidParameter("seed", f"must be 0 or more, got {seed_value}")
@@ -258,6 +269,7 @@ def validate_request(
         seed=seed_value,
         data_dir=data_path,
         precision=precision,
+        compile=compile,
         launcher=launcher,
         gpus_per_worker=gpus_each,
         worker_image=worker_image,
@@ -297,7 +309,8 @@ def worker_args(request: SweepRequest, group: GroupPlan, run_dir: Path) -> list[
     if request.light:
         args.append("--light")
     if not isinstance(request.spec, AllReduceSpec):
-        args += ["--variant", request.variant, "--precision", request.precision]
+        args += ["--variant", request.variant, "--precision", request.precision,
+                 "--compile", request.compile]  # fmt: skip
     return args
 
 

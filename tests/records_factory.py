@@ -24,6 +24,7 @@ class FakeRun:
     end: str = "finished"  # "finished", "failed", "diverged", "killed" (no final record)
     launcher_status: str = "succeeded"
     phases: dict[str, float] = field(default_factory=lambda: dict(PHASES))
+    compile_s: float | None = None  # compiled before the start (rank r took compile_s + r)
 
 
 def write_training_sweep(
@@ -58,8 +59,10 @@ def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun) -> None:
     writer = RecordWriter(run_dir, run_id, rank, run.world_size)
     writer.write("env", 0.0, host=f"node-{rank}", python="3.11", torch="2.13.0", cuda=None,
                  nccl=None, gpus=[], cpu_count=2)  # fmt: skip
+    compiled = {} if run.compile_s is None else {
+        "compile": "auto", "compiled": True, "compile_s": run.compile_s + rank}
     writer.write("event", 0.0, event="start", started_at="2026-11-01T02:00:00+00:00",
-                 device="cpu", precision="fp32", variant="sync")  # fmt: skip
+                 device="cpu", precision="fp32", variant="sync", **compiled)  # fmt: skip
     total_epochs = run.epochs
     epoch_s = (run.tta_s or 100.0) / total_epochs
     t = 0.0
@@ -81,7 +84,8 @@ def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun) -> None:
                      value=80.0, target=70.0, time_to_accuracy_s=run.tta_s,
                      time_to_accuracy_without_eval_s=run.tta_s * 0.9)  # fmt: skip
     if run.end == "finished":
-        writer.write("event", t + 1, event="finished", status="goal_reached")
+        recompiled = {} if run.compile_s is None else {"recompilations": rank}
+        writer.write("event", t + 1, event="finished", status="goal_reached", **recompiled)
     elif run.end == "failed":
         writer.write("event", t + 1, event="failed", reason="RuntimeError: peer went away")
     elif run.end == "diverged":

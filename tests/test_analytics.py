@@ -73,3 +73,8 @@ def test_configuration_hash_ignores_what_does_not_change_the_measurement() -> No
     assert analytics.configuration_hash(base) == same
     assert analytics.configuration_hash({**base, "backend": "nccl"}) != same
     assert analytics.configuration_hash({**base, "precision": "fp32"}) == same
+    # Compiled runs measure something else; eager ones keep the identity they had before.
+    assert analytics.configuration_hash({**base, "compile": "off"}) == same
+    assert analytics.configuration_hash({**base, "compile": "auto"}) != same
+    assert analytics.configuration_hash({**base, "compile": "on"}) != analytics.configuration_hash(
+        {**base, "compile": "auto"})

@@ -32,7 +32,8 @@ def run_info(run_id: str, size: int, tta: float | None, status: str = "succeeded
              started: datetime | None = None) -> RunInfo:  # fmt: skip
     return RunInfo(
         id=run_id, sweep_id="s", task="t", world_size=size, repeat=0, backend="gloo",
-        device="cpu", precision="fp32", variant="sync", light=True, status=status, reason="",
+        device="cpu", precision="fp32", compile="auto", compiled=True, compile_s=12.5,
+        recompilations=0, variant="sync", light=True, status=status, reason="",
         started_at=started, ended_at=None, goal_reached=tta is not None, goal_metric=None,
         goal_target=None, time_to_accuracy_s=tta, time_to_accuracy_without_eval_s=None,
         eval_s=0.0, compute_s=1.0, communication_s=0.1, step_s=1.2, communication_ratio=None,
@@ -164,3 +165,18 @@ def test_runs_table_sorts_missing_values_last_and_pages() -> None:
     rows, _ = tables.run_rows(runs, "tta", "asc", 99, 2)  # past the end: the last page
     assert rows[-1]["tta"] == "—"
     assert rows[0]["run"] == "[r0](/run?id=r0)"
+
+
+def test_the_run_facts_say_how_the_step_was_compiled() -> None:
+    from dataclasses import replace
+
+    from dash_app.tables import run_facts
+
+    facts = dict(run_facts(run_info("r", 1, 30.0)))
+    assert facts["compilation"] == (
+        "compiled (compile auto), 12.5 s before the start, 0 recompilations while timed")
+    eager = replace(run_info("r", 1, 30.0), compile="off", compiled=False, compile_s=0.0,
+                    recompilations=None)  # fmt: skip
+    assert dict(run_facts(eager))["compilation"] == "eager"
+    fell_back = replace(eager, compile="auto")
+    assert dict(run_facts(fell_back))["compilation"] == "eager (compile auto)"

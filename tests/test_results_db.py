@@ -24,7 +24,7 @@ from results_db.models import (
     StepTiming,
     Sweep,
 )
-from results_db.queries import allreduce_summary, phase_breakdown, scaling
+from results_db.queries import allreduce_summary, phase_breakdown, run_infos, scaling
 
 TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, RunEvent, RunEnvironment)
 
@@ -42,7 +42,7 @@ def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url
     engine = make_engine(database_url)
     assert current_revision(engine) == "0001"
     upgrade(database_url)
-    assert current_revision(engine) == head_revision() == "0002"
+    assert current_revision(engine) == head_revision() == "0003"
     with engine.connect() as conn:
         prices = conn.execute(select(Price.name, Price.regular_per_hour)).all()
     assert {(name, float(p)) for name, p in prices} == {
@@ -233,6 +233,21 @@ def test_ingest_of_real_worker_records(engine: Engine, tmp_path: Path) -> None:
     assert {(r.dtype, r.world_size) for r in summary} == {("float32", 2), ("float16", 2)}
     assert all(r.samples == 10 and r.busbw == pytest.approx(r.algbw) for r in summary)
     assert rows[1].speedup == 1.0 and rows[2].reached == 1
+
+
+def test_how_a_run_was_compiled_is_stored_and_older_runs_read_as_eager(
+    engine: Engine, tmp_path: Path
+) -> None:
+    write_training_sweep(tmp_path, "s-compiled", [FakeRun(1), FakeRun(2, compile_s=20.0)])
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        runs = {r.world_size: r for r in run_infos(conn, sweep_id="s-compiled")}
+    eager, compiled = runs[1], runs[2]
+    assert (eager.compile, eager.compiled, eager.compile_s, eager.recompilations) == (
+        "off", False, 0.0, None)
+    # The slowest rank's compilation, and the most recompilations of any rank.
+    assert (compiled.compile, compiled.compiled, compiled.compile_s, compiled.recompilations) == (
+        "auto", True, 21.0, 1)
 
 
 def test_migrations_build_exactly_the_models(engine: Engine) -> None:

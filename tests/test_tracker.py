@@ -83,3 +83,50 @@ def test_record_times_count_from_the_common_start(tmp_path: Path) -> None:
     time.sleep(0.02)
     assert tracker.now() >= 0.02
     tracker.close()
+
+
+class StandInEvent:
+    """``torch.cuda.Event``'s three methods on the CPU, reading a clock the test moves."""
+
+    now_ms = 0.0
+    synchronised = 0
+
+    def __init__(self) -> None:
+        self.at_ms: float | None = None
+
+    def record(self) -> None:
+        self.at_ms = StandInEvent.now_ms
+
+    def synchronize(self) -> None:
+        StandInEvent.synchronised += 1
+
+    def elapsed_time(self, end: StandInEvent) -> float:
+        assert self.at_ms is not None and end.at_ms is not None
+        return end.at_ms - self.at_ms
+
+
+def test_on_events_a_step_adds_up_its_laps_and_synchronises_once() -> None:
+    clock = PhaseClock(torch.device("cpu"), event_type=StandInEvent)
+    assert clock.on_events
+    StandInEvent.now_ms, StandInEvent.synchronised = 1000.0, 0
+    clock.start()
+    for pass_ms in (10.0, 30.0):  # two accumulated passes: data, forward, loss, backward each
+        for phase, ms in (("data", 1.0), ("forward", pass_ms), ("loss", 0.5), ("backward", 20.0)):
+            StandInEvent.now_ms += ms
+            clock.lap(phase)
+    for phase, ms in (("communication", 7.0), ("optimizer", 2.0)):
+        StandInEvent.now_ms += ms
+        clock.lap(phase)
+    assert StandInEvent.synchronised == 0  # laps only record events
+    phases = clock.read()
+    assert StandInEvent.synchronised == 1
+    assert phases == pytest.approx({"data": 0.002, "forward": 0.04, "loss": 0.001,
+                                    "backward": 0.04, "communication": 0.007,
+                                    "optimizer": 0.002})  # fmt: skip
+    assert clock.read() == phases and StandInEvent.synchronised == 1  # read once per step
+    assert clock.step_seconds == pytest.approx(0.092)
+    events = len(clock._events)
+    clock.start()  # the next step reuses the events and starts from zero
+    StandInEvent.now_ms += 5.0
+    clock.lap("data")
+    assert clock.read()["data"] == pytest.approx(0.005) and len(clock._events) == events

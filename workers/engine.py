@@ -264,7 +264,7 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
         plan = task.steps(epoch)
         for index, step in enumerate(plan):
             clock.start()
-            samples = 0
+            samples: int | torch.Tensor = 0
             if task.loss_sum:  # this rank's summed loss, samples and units over the passes
                 totals = torch.zeros(3, dtype=torch.float64, device=device)
             for item in step.passes:
@@ -290,9 +290,9 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
                 assert reducer is not None
                 reducer(totals[0] / totals[1])
                 dist.all_reduce(totals, op=dist.ReduceOp.SUM)
-                global_loss = float(totals[0] / totals[1])
-                samples = int(totals[1]) // world_size
-                normaliser = float(totals[2]) / world_size
+                global_loss = totals[0] / totals[1]
+                samples = totals[1] / world_size
+                normaliser: float | torch.Tensor = totals[2] / world_size
             else:
                 global_loss = reducer(loss) if reducer is not None else mean_over_ranks(loss)
                 normaliser = 1.0
@@ -304,7 +304,7 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
             if masters is not None:
                 masters.step(optimizer, normaliser=normaliser, clip_norm=task.clip_norm)
             else:
-                if normaliser != 1.0:
+                if task.loss_sum:
                     for p in model.parameters():
                         if p.grad is not None:
                             p.grad.div_(normaliser)
@@ -314,9 +314,11 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
                 optimizer.zero_grad(set_to_none=True)
             clock.lap("optimizer")
 
-            tracker.step(epoch, index, len(plan), samples, global_loss, lr)
-            if not math.isfinite(global_loss):
-                raise Diverged(f"loss is {global_loss} at epoch {epoch}, step {index}")
+            # The loss and counts stayed on the device until now: one read per step.
+            loss_value = float(global_loss)
+            tracker.step(epoch, index, len(plan), int(samples), loss_value, lr)
+            if not math.isfinite(loss_value):
+                raise Diverged(f"loss is {loss_value} at epoch {epoch}, step {index}")
 
         started = tracker.now()
         average_batch_norm_statistics(model)

@@ -20,7 +20,7 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from workers.data.batches import augment, epoch_partition, normalise, shard
+from workers.data.batches import ImageTensors, augment, epoch_partition, normalise, shard
 from workers.data.sources import load_images
 from workers.engine import Batch, Step, TaskAdapter, TrainingOptions, pass_sizes, sgd
 from workers.models.resnet import resnet20
@@ -36,12 +36,16 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
         super().__init__(spec, options, device)
         assert isinstance(self.data_spec, ImageData)
         self.images: ImageData = self.data_spec
-        self.data = normalise(load_images(self.images.name, options.data_dir))
+        self.data = self.load_data()
         self.batch = spec.batch_per_worker
         self.n_train = len(self.data.train_y)
         self.steps_per_epoch = math.ceil((self.n_train // self.world_size) / self.batch)
         self.augment_rng = torch.Generator().manual_seed(options.seed * 7919 + self.rank)
         self.schedule = LearningRate(spec.schedule, spec.optimizer.lr, self.world_size)
+
+    def load_data(self) -> ImageTensors:
+        """The data set's images, standardised with the training set's statistics."""
+        return normalise(load_images(self.images.name, self.options.data_dir))
 
     def build_model(self) -> torch.nn.Module:
         return resnet20(in_channels=self.images.channels, classes=self.images.classes)
@@ -75,17 +79,18 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
         return self.schedule.at(epoch + index / steps)
 
     def warmup_batches(self) -> list[Batch]:
-        """Random images of the full batch's shape and of the epoch's last, shorter batch."""
-        sizes = pass_sizes(self.n_train // self.world_size, self.batch)
+        """Random images, augmented like training batches (so of the same memory layout), of
+        the full batch's size and of the epoch's last, shorter batch's."""
         generator = torch.Generator().manual_seed(0)
         shape = (self.images.channels, self.images.image_size, self.images.image_size)
-        return [
-            Batch(inputs=(torch.randn(n, *shape, generator=generator).to(self.device),),
-                  targets=torch.randint(0, self.images.classes, (n,),
-                                        generator=generator).to(self.device),
-                  samples=n)
-            for n in sizes
-        ]  # fmt: skip
+        batches = []
+        for n in pass_sizes(self.n_train // self.world_size, self.batch):
+            images = augment(torch.randn(n, *shape, generator=generator), self.images.crop_padding,
+                             self.images.horizontal_flip, generator)  # fmt: skip
+            labels = torch.randint(0, self.images.classes, (n,), generator=generator)
+            batches.append(Batch(inputs=(images.to(self.device),), targets=labels.to(self.device),
+                                 samples=n))  # fmt: skip
+        return batches
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> tuple[dict[str, float], dict[str, Any]]:

@@ -68,7 +68,7 @@ class MasterWeights:
         self.master = [p.detach().float().clone().requires_grad_(True) for p in self.model_params]
         self.scaler = scaler
 
-    def step(self, optimizer: torch.optim.Optimizer, normaliser: float = 1.0,
+    def step(self, optimizer: torch.optim.Optimizer, normaliser: float | torch.Tensor = 1.0,
              clip_norm: float | None = None) -> bool:  # fmt: skip
         """Unscale into the masters, check, clip, update, copy back; False when skipped."""
         divisor = self.scaler.scale * normaliser

@@ -30,8 +30,9 @@ class GradientAllReduce:
         """Size of one all-reduce message, in bytes."""
         return self.buffer.numel() * self.buffer.element_size()
 
-    def __call__(self, loss: torch.Tensor) -> float:
-        """Average gradients in place; return the loss averaged over ranks."""
+    def __call__(self, loss: torch.Tensor) -> torch.Tensor:
+        """Average gradients in place; return the loss averaged over ranks (a 0-d tensor on
+        the device: reading it is left to the end of the step, so a GPU is not stalled here)."""
         offset = 0
         for p in self.parameters:
             n = p.numel()
@@ -50,14 +51,14 @@ class GradientAllReduce:
                 p.grad = torch.empty_like(p)
             p.grad.copy_(self.buffer[offset : offset + n].view_as(p))
             offset += n
-        return float(self.buffer[-1].item())
+        return self.buffer[-1]
 
 
-def mean_over_ranks(value: torch.Tensor) -> float:
-    """The mean of a scalar over all ranks (one small all-reduce)."""
+def mean_over_ranks(value: torch.Tensor) -> torch.Tensor:
+    """The mean of a scalar over all ranks (one small all-reduce), as a 0-d tensor."""
     reduced = value.detach().reshape(1).clone()
     dist.all_reduce(reduced, op=dist.ReduceOp.SUM)
-    return float(reduced.item()) / dist.get_world_size()
+    return reduced[0].double() / dist.get_world_size()
 
 
 def broadcast_model(model: torch.nn.Module, src: int = 0) -> None:
