@@ -28,6 +28,7 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 
 from operators.training_group import TrainingGroupOperator
+from scalebench.config import COMPILE_SETTINGS, default_compile
 from workers.distributed import BACKENDS
 from workers.tasks import AllReduceSpec, TaskSpec
 from workers.tasks.specs import TRAINING_VARIANTS, WORLD_SIZES
@@ -78,12 +79,22 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         form["precision"] = Param("fp32", type="string", enum=["fp32", "bf16"],
                                   title="Precision",
                                   description="bf16: forward and loss under autocast.")  # fmt: skip
-        form["compile"] = Param("auto", type="string", enum=["auto", "on", "off"],
+        form["compile"] = Param(form_compile_default(), type="string",
+                                enum=list(COMPILE_SETTINGS),
                                 title="Compile",
                                 description="torch.compile the training step before the "
                                 "clock starts. auto: where measured to pay (see the "
                                 "README); on: refuse a run that cannot compile.")  # fmt: skip
     return form
+
+
+def form_compile_default() -> str:
+    """``SCALEBENCH_COMPILE`` when it is valid; else ``auto`` (a bad value must not stop the
+    DAG file from parsing: requests that omit the field are refused naming it)."""
+    try:
+        return default_compile()
+    except ValueError:
+        return "auto"
 
 
 def doc(spec: TaskSpec) -> str:

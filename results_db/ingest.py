@@ -53,7 +53,7 @@ from workers.records import (
     rank_of,
 )
 from workers.records import SWEEP_MANIFEST as MANIFEST
-from workers.tasks import TASKS, TrainingSpec
+from workers.tasks import TASKS, Goal, TrainingSpec
 
 ENV_FIELDS = ("host", "python", "torch", "cuda", "nccl")
 
@@ -236,6 +236,21 @@ def delete_run(conn: Connection, run_id: str) -> None:
     conn.execute(delete(Run).where(Run.id == run_id))
 
 
+def goal_target(start: dict[str, Any], ranks: Sequence[RankRecords], goal: Goal | None,
+                light: bool) -> float | None:  # fmt: skip
+    """The target the run trained to: from its own records when they say (a light variant's
+    target may change between versions), else the task's current one."""
+    if goal is None:
+        return None
+    if isinstance(start.get("goal_target"), int | float):
+        return float(start["goal_target"])
+    for rank in ranks:
+        for event in rank.of_kind("event"):
+            if event["event"] == "goal_reached" and isinstance(event.get("target"), int | float):
+                return float(event["target"])
+    return goal.target(light)
+
+
 def _write_run(
     conn: Connection,
     sweep_id: str,
@@ -273,7 +288,7 @@ def _write_run(
             ended_at=started_at + timedelta(seconds=summary.duration_s) if started_at else None,
             goal_reached=summary.goal_reached,
             goal_metric=goal.metric if goal else None,
-            goal_target=goal.target(bool(request.get("light"))) if goal else None,
+            goal_target=goal_target(start, ranks, goal, bool(request.get("light"))),
             time_to_accuracy_s=summary.time_to_accuracy_s,
             time_to_accuracy_without_eval_s=summary.time_to_accuracy_without_eval_s,
             eval_s=summary.eval_s,

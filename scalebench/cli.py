@@ -214,9 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--variant", default="sync", help="sync (flat all-reduce) or ddp")
     run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
     run.add_argument(
-        "--compile", default="auto",
+        "--compile", default=None,
         help="torch.compile the training step before the clock starts: auto (where measured "
-        "to pay, see the README), on or off (default auto)",
+        "to pay, see the README), on or off (default SCALEBENCH_COMPILE, else auto)",
     )  # fmt: skip
     run.add_argument(
         "--timeout",

@@ -53,6 +53,19 @@ def max_workers() -> int:
     return value
 
 
+COMPILE_SETTINGS = ("off", "on", "auto")
+
+
+def default_compile() -> str:
+    """The compile setting of a request that names none (``SCALEBENCH_COMPILE``, default auto)."""
+    value = os.environ.get("SCALEBENCH_COMPILE", "auto").strip()
+    if value not in COMPILE_SETTINGS:
+        raise ValueError(
+            f"SCALEBENCH_COMPILE must be one of {', '.join(COMPILE_SETTINGS)}, got {value!r}"
+        )
+    return value
+
+
 def pool() -> str:
     return os.environ.get("SCALEBENCH_POOL", "scalebench_workers")
 

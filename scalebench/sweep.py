@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from scalebench.config import COMPILE_SETTINGS  # torch.compile: see workers/compile.py
 from workers.data.sources import DataSetMissing, check_available
 from workers.distributed import BACKENDS
 from workers.records import SWEEP_MANIFEST as MANIFEST
@@ -25,9 +26,6 @@ from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
 LAUNCHERS = ("local", "kubernetes")
 PRECISIONS = ("fp32", "bf16")
-# torch.compile of the training step: "auto" compiles where measured to pay
-# (TrainingSpec.compile_pays_on); see workers/compile.py.
-COMPILE_SETTINGS = ("off", "on", "auto")
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
 
@@ -140,7 +138,7 @@ def validate_request(
     seed: Any = 0,
     data_dir: Any = None,
     precision: Any = "fp32",
-    compile: Any = "auto",
+    compile: Any = None,
     launcher: Any = "local",
     gpus_per_worker: Any = 1,
     worker_image: Any = "",
@@ -149,6 +147,7 @@ def validate_request(
 ) -> SweepRequest:
     """Check every field; raise :class:`InvalidParameter` on the first bad one.
 
+    ``compile`` ``None`` takes ``SCALEBENCH_COMPILE`` (default ``auto``).
     ``gpus`` is how many GPUs the local launcher can give (``None``: count the
     host's). ``nccl`` needs one GPU per worker: on the host, or
     ``gpus_per_worker`` ≥ 1 on Kubernetes. ``max_workers`` is the largest group
@@ -212,6 +211,13 @@ def validate_request(
         raise InvalidParameter(
             "precision", f"{spec.id} runs {', '.join(spec.precisions)} only, not {precision!r}"
         )
+    if compile is None:
+        from scalebench.config import default_compile
+
+        try:
+            compile = default_compile()
+        except ValueError as exc:
+            raise InvalidParameter("compile", str(exc)) from None
     if not isinstance(compile, str) or compile not in COMPILE_SETTINGS:
         raise InvalidParameter(
             "compile", f"must be one of {', '.join(COMPILE_SETTINGS)}, got {compile!r}"

@@ -21,6 +21,10 @@ os.environ.update(
     AIRFLOW__CORE__LOAD_EXAMPLES="False",
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
 )
+# Requests that name no compile setting run eager here: compiling costs every
+# worker process seconds before it starts. The tests of compilation ask for it
+# by name (tests/test_engine.py, tests/test_compiled_runs.py).
+os.environ["SCALEBENCH_COMPILE"] = "off"
 
 
 @pytest.fixture(scope="session")

@@ -33,9 +33,10 @@ def write_training_sweep(
     runs: list[FakeRun],
     trigger: str = "cli",
     created_at: str | None = None,
+    task: str = "task1a-resnet20-cifar10",
 ) -> Path:
     request = validate_request(
-        task="task1a-resnet20-cifar10",
+        task=task,
         workers=sorted({r.world_size for r in runs}),
         light=True,
         repeats=max(r.repeat for r in runs) + 1,
@@ -50,12 +51,14 @@ def write_training_sweep(
     for entry, run in zip(manifest["groups"], runs, strict=True):
         entry["status"] = run.launcher_status
         for rank in range(run.world_size):
-            write_rank(sweep_dir / entry["run_id"], entry["run_id"], rank, run)
+            write_rank(sweep_dir / entry["run_id"], entry["run_id"], rank, run,
+                       request.spec.goal.metric)  # fmt: skip
     write_manifest(sweep_dir / "sweep.json", manifest)
     return sweep_dir
 
 
-def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun) -> None:
+def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun,
+               metric: str = "top1_accuracy") -> None:  # fmt: skip
     writer = RecordWriter(run_dir, run_id, rank, run.world_size)
     writer.write("env", 0.0, host=f"node-{rank}", python="3.11", torch="2.13.0", cuda=None,
                  nccl=None, gpus=[], cpu_count=2)  # fmt: skip
@@ -76,7 +79,7 @@ def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun) -> None:
         end = (epoch + 1) * epoch_s
         reached = run.tta_s is not None and epoch == total_epochs - 1
         accuracy = 80.0 if reached else 50.0 + epoch
-        writer.write("eval", end, epoch=epoch, metrics={"top1_accuracy": accuracy, "loss": 1.0},
+        writer.write("eval", end, epoch=epoch, metrics={metric: accuracy, "loss": 1.0},
                      eval_seconds=epoch_s * 0.1, train_seconds=end - (epoch + 1) * epoch_s * 0.1,
                      wall_seconds=end)  # fmt: skip
     if run.tta_s is not None and run.end == "finished":

@@ -250,6 +250,16 @@ def test_how_a_run_was_compiled_is_stored_and_older_runs_read_as_eager(
         "auto", True, 21.0, 1)
 
 
+def test_a_run_keeps_the_target_it_trained_to(engine: Engine, tmp_path: Path) -> None:
+    """A run that reached its goal says its target (70 here, the light target of its day);
+    one that did not, and whose start record predates targets, gets the task's current one."""
+    write_training_sweep(tmp_path, "s-targets", [FakeRun(1, tta_s=None), FakeRun(2)])
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        runs = {r.world_size: r for r in run_infos(conn, sweep_id="s-targets")}
+    assert runs[1].goal_target == 95.0 and runs[2].goal_target == 70.0
+
+
 def test_migrations_build_exactly_the_models(engine: Engine) -> None:
     from alembic.autogenerate import compare_metadata
     from alembic.migration import MigrationContext

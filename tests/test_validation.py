@@ -173,3 +173,16 @@ def test_full_translation_without_its_corpus_is_refused(
     with pytest.raises(InvalidParameter, match="newstest2014") as info:
         validate_request(task=task, workers=[1], data_dir=tmp_path)
     assert info.value.field == "data_dir" and corpus in str(info.value)
+
+
+def test_the_compile_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SCALEBENCH_COMPILE")
+    assert validate_request(task="task1a-resnet20-cifar10", workers=[1], light=True).compile == (
+        "auto")  # fmt: skip
+    monkeypatch.setenv("SCALEBENCH_COMPILE", "on")
+    assert validate_request(task="task1a-resnet20-cifar10", workers=[1], light=True).compile == (
+        "on")  # fmt: skip
+    monkeypatch.setenv("SCALEBENCH_COMPILE", "sometimes")
+    with pytest.raises(InvalidParameter, match="SCALEBENCH_COMPILE must be one of") as info:
+        validate_request(task="task1a-resnet20-cifar10", workers=[1], light=True)
+    assert info.value.field == "compile"

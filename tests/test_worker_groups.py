@@ -43,11 +43,11 @@ def test_two_workers_train_the_light_image_task_to_its_target(
         assert rank.events() == ["start", "goal_reached", "finished"]
         steps = list(rank.of_kind("step"))
         evals = list(rank.of_kind("eval"))
-        assert evals[-1]["metrics"]["top1_accuracy"] >= 70.0
-        assert all(e["metrics"]["top1_accuracy"] < 70.0 for e in evals[:-1])
-        assert len(steps) == len(evals) * 6  # 1437 // 2 samples / 128 per step
+        assert evals[-1]["metrics"]["top1_accuracy"] >= 85.0
+        assert all(e["metrics"]["top1_accuracy"] < 85.0 for e in evals[:-1])
+        assert len(steps) == len(evals) * 23  # 5748 // 2 images a rank, 128 a step
         assert all(s["phases"]["communication"] > 0 for s in steps)
-        assert {s["samples"] for s in steps} <= {128, 718 - 5 * 128}
+        assert {s["samples"] for s in steps} <= {128, 2874 - 22 * 128}
     # both ranks saw the same global values and stopped at the same epoch
     evals0, evals1 = (list(r.of_kind("eval")) for r in ranks)
     assert [e["metrics"] for e in evals0] == [e["metrics"] for e in evals1]
@@ -164,27 +164,6 @@ def test_stop_from_another_thread_ends_every_rank(
             os.kill(pid, 0)
 
 
-def test_a_fixed_seed_single_worker_run_reproduces_its_loss_curve(
-    tmp_path: Path, light_env: dict[str, str]
-) -> None:
-    curves = []
-    for attempt in range(2):
-        run_dir = tmp_path / f"seed-{attempt}"
-        result = launch_group(
-            ["--task", TASK1A, "--light", "--results", str(run_dir), "--seed", "7",
-             "--max-epochs", "2"],
-            1, timeout_s=120, env=light_env, sink=quiet([]),
-        )  # fmt: skip
-        assert result.status == "succeeded"
-        rank = read_rank_file(run_dir / "rank-0.jsonl")
-        curves.append(
-            ([s["loss"] for s in rank.of_kind("step")],
-             [e["metrics"] for e in rank.of_kind("eval")])
-        )  # fmt: skip
-    assert len(curves[0][0]) >= 12
-    assert curves[0] == curves[1]
-
-
 def test_a_missing_peer_fails_the_rank_within_the_timeout(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -212,7 +191,7 @@ def test_the_ddp_variant_trains_and_records_its_phases(
     lines: list[str] = []
     result = launch_group(
         ["--task", TASK1A, "--light", "--results", str(run_dir), "--variant", "ddp",
-         "--max-epochs", "2"],
+         "--max-epochs", "1"],
         2, timeout_s=300, env=light_env, sink=quiet(lines),
     )  # fmt: skip
     assert result.status == "succeeded", "\n".join(lines[-20:])
@@ -220,7 +199,7 @@ def test_the_ddp_variant_trains_and_records_its_phases(
         start = next(r for r in rank.of_kind("event") if r["event"] == "start")
         assert start["variant"] == "ddp"
         steps = list(rank.of_kind("step"))
-        assert len(steps) == 12
+        assert len(steps) == 23  # 5,748 training digits: 2,874 a rank, in batches of 128
         # gradient all-reduce overlaps backward; only the loss all-reduce is "communication"
         assert all(s["phases"]["backward"] > s["phases"]["communication"] for s in steps)
         assert rank.events()[-1] == "finished"

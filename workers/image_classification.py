@@ -48,7 +48,9 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
         return normalise(load_images(self.images.name, self.options.data_dir))
 
     def build_model(self) -> torch.nn.Module:
-        return resnet20(in_channels=self.images.channels, classes=self.images.classes)
+        """ResNet-20 in channels-last layout: measured faster on CPUs (see the README)."""
+        model = resnet20(in_channels=self.images.channels, classes=self.images.classes)
+        return model.to(memory_format=torch.channels_last)
 
     def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
         return sgd(self.spec.optimizer, parameters)
@@ -66,6 +68,7 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
     def load(self, item: torch.Tensor) -> Batch:
         images = augment(self.data.train_x[item], self.images.crop_padding,
                          self.images.horizontal_flip, self.augment_rng)  # fmt: skip
+        images = images.contiguous(memory_format=torch.channels_last)
         return Batch(
             inputs=(images.to(self.device, non_blocking=True),),
             targets=self.data.train_y[item].to(self.device, non_blocking=True),
@@ -87,6 +90,7 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
         for n in pass_sizes(self.n_train // self.world_size, self.batch):
             images = augment(torch.randn(n, *shape, generator=generator), self.images.crop_padding,
                              self.images.horizontal_flip, generator)  # fmt: skip
+            images = images.contiguous(memory_format=torch.channels_last)
             labels = torch.randint(0, self.images.classes, (n,), generator=generator)
             batches.append(Batch(inputs=(images.to(self.device),), targets=labels.to(self.device),
                                  samples=n))  # fmt: skip

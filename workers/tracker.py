@@ -159,6 +159,9 @@ class Tracker:
             torch.cuda.synchronize()
         self._start = time.perf_counter()
         self.writer.set_start(self._start)
+        if self.goal is not None:  # the target this run trains to, as it was when it ran
+            details = {"goal_metric": self.goal.metric,
+                       "goal_target": self.goal.target(self.light), **details}  # fmt: skip
         self.event("start", started_at=datetime.now(UTC).isoformat(), **details)
         self.mlperf.event(mllog.constants.RUN_START)
 

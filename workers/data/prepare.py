@@ -160,13 +160,14 @@ def prepare_cifar10(
     return Prepared("cifar10", status, str(folder), dict(checksums), total)
 
 
-def prepare_digits() -> Prepared:
+def prepare_digits(name: str = "digits") -> Prepared:
+    """scikit-learn's digits, checked (``digits32`` is the same set, upscaled when loaded)."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     if digits.images.shape != (1797, 8, 8) or set(digits.target.tolist()) != set(range(10)):
         raise DataSetCorrupt(f"scikit-learn digits: unexpected shape {digits.images.shape}")
-    return Prepared("digits", "verified", "sklearn.datasets.load_digits",
+    return Prepared(name, "verified", "sklearn.datasets.load_digits",
                     bytes=int(digits.images.nbytes))  # fmt: skip
 
 
@@ -350,8 +351,8 @@ def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
     """Make data set ``name`` ready in ``data_dir`` (see the module docstring)."""
     if name == "cifar10":
         return prepare_cifar10(data_dir, download=download)
-    if name == "digits":
-        return prepare_digits()
+    if name in ("digits", "digits32"):
+        return prepare_digits(name)
     if name == "epsilon":
         return prepare_epsilon(data_dir, download=download)
     if name == "breast_cancer":
