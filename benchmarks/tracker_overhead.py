@@ -136,7 +136,7 @@ def spread(values: list[float]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=9, help="interleaved trial pairs")
-    parser.add_argument("--epochs", type=int, default=4, help="light epochs per trial (12 steps)")
+    parser.add_argument("--epochs", type=int, default=1, help="light epochs per trial (45 steps)")
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--compile", default="auto", choices=("auto", "on", "off"))
     args = parser.parse_args()

@@ -240,8 +240,11 @@ def test_compile_on_that_fails_is_refused_and_auto_falls_back_to_eager(
         compile_for_training(model, model, task, "on", backend=no_compiler)
     torch._dynamo.reset()
     task.spec = replace(SPEC, compile_pays_on=("cpu",))
+    task.options = replace(task.options, light=False)  # auto compiles full runs only
     fallback = compile_for_training(model, model, task, "auto", backend=no_compiler)
     assert not fallback.compiled and fallback.net is model
     assert "no C++ compiler" in fallback.start_details()["compile_fallback"]
-    task.spec = replace(SPEC, compile_pays_on=())
+    task.options = replace(task.options, light=True)
+    assert not compile_for_training(model, model, task, "auto").compiled  # too short to pay
+    task.spec, task.options = replace(SPEC, compile_pays_on=()), replace(task.options, light=False)
     assert not compile_for_training(model, model, task, "auto").compiled  # pays nowhere: eager

@@ -1,0 +1,93 @@
+"""Light Task 1a time to accuracy with the training step compiled and not, at 1 and 2 workers.
+
+What it measures: real light sweeps (``scalebench run task1a-resnet20-cifar10
+--light``) at each worker count, alternating a sweep with ``--compile off``
+and one with ``--compile <other>`` (``on`` by default; ``auto`` leaves light
+runs eager, see workers/compile.py), ``--rounds`` times each, every sweep
+ingested into one temporary SQLite database. Time to accuracy runs from the
+group's common start, so compilation (before it) is not in it; it is shown
+apart, with the wall-clock seconds of each sweep, which include it.
+
+Units: seconds. Prints per worker count the median time to accuracy of each
+setting over the rounds, their ratio (off / compiled: above 1 means compiling
+made training faster), and the median compile seconds. No pass/fail goal:
+this is the measurement behind ``auto``'s choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from sqlalchemy import select
+
+from results_db.database import make_engine
+from results_db.models import Run
+
+TASK = "task1a-resnet20-cifar10"
+
+
+def sweep(setting: str, workers: str, results: Path, database: str) -> float:
+    """Run one light sweep; returns its wall-clock seconds (compilation included)."""
+    began = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "scalebench.cli", "run", TASK, "--light", "--workers", workers,
+         "--compile", setting, "--results", str(results), "--database", database],
+        capture_output=True, text=True, timeout=1800,
+    )  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"sweep with --compile {setting} failed:\n{done.stdout[-3000:]}")
+    return time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
+    parser.add_argument("--rounds", type=int, default=2, help="sweeps per setting")
+    parser.add_argument("--compiled", default="on", choices=("on", "auto"),
+                        help="the setting compared with off (default on)")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory(prefix="light-tta-") as tmp:
+        database = f"sqlite:///{tmp}/results.db"
+        walls: dict[str, list[float]] = {"off": [], args.compiled: []}
+        for round_ in range(args.rounds):
+            order = ("off", args.compiled) if round_ % 2 == 0 else (args.compiled, "off")
+            for setting in order:
+                wall = sweep(setting, args.workers, Path(tmp) / setting, database)
+                walls[setting].append(wall)
+                print(f"round {round_ + 1}/{args.rounds}: --compile {setting}: {wall:.0f} s "
+                      "wall-clock for the sweep", flush=True)  # fmt: skip
+        engine = make_engine(database)
+        with engine.connect() as conn:
+            rows = conn.execute(select(Run.compile, Run.world_size, Run.time_to_accuracy_s,
+                                       Run.compile_s, Run.compiled)).all()  # fmt: skip
+        engine.dispose()
+
+    for k in sorted({r.world_size for r in rows}):
+        def of(setting: str, field: str, k: int = k) -> list[float]:
+            return [getattr(r, field) for r in rows if r.compile == setting and r.world_size == k
+                    and r.time_to_accuracy_s is not None]  # fmt: skip
+
+        eager, compiled = of("off", "time_to_accuracy_s"), of(args.compiled, "time_to_accuracy_s")
+        if not eager or not compiled:
+            print(f"{k} worker(s): a setting never reached the goal")
+            continue
+        ran_compiled = any(r.compiled for r in rows if r.compile == args.compiled)
+        print(f"{k} worker(s): time to accuracy off {statistics.median(eager):.1f} s "
+              f"({len(eager)} runs), {args.compiled} {statistics.median(compiled):.1f} s "
+              f"({'compiled' if ran_compiled else 'eager'}, {len(compiled)} runs, median "
+              f"{statistics.median(of(args.compiled, 'compile_s')):.1f} s compiling before the "
+              f"start); off/{args.compiled} ratio "
+              f"{statistics.median(eager) / statistics.median(compiled):.3f}")  # fmt: skip
+    for setting, values in walls.items():
+        print(f"--compile {setting}: median sweep wall-clock {statistics.median(values):.0f} s")
+
+
+if __name__ == "__main__":
+    main()
