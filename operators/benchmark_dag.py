@@ -28,10 +28,10 @@ from typing import Any
 from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 
 from operators.training_group import TrainingGroupOperator
-from scalebench.config import COMPILE_SETTINGS, default_compile
+from scalebench.config import default_compile
 from workers.distributed import BACKENDS
 from workers.tasks import AllReduceSpec, TaskSpec
-from workers.tasks.specs import TRAINING_VARIANTS, WORLD_SIZES
+from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS, WORLD_SIZES
 
 
 def dag_id(spec: TaskSpec) -> str:

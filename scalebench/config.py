@@ -53,11 +53,10 @@ def max_workers() -> int:
     return value
 
 
-COMPILE_SETTINGS = ("off", "on", "auto")
-
-
 def default_compile() -> str:
     """The compile setting of a request that names none (``SCALEBENCH_COMPILE``, default auto)."""
+    from workers.tasks.specs import COMPILE_SETTINGS
+
     value = os.environ.get("SCALEBENCH_COMPILE", "auto").strip()
     if value not in COMPILE_SETTINGS:
         raise ValueError(

@@ -17,11 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scalebench.config import COMPILE_SETTINGS  # torch.compile: see workers/compile.py
 from workers.data.sources import DataSetMissing, check_available
 from workers.distributed import BACKENDS
 from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import AllReduceSpec, TaskSpec, get_task, task_ids
+from workers.tasks.specs import COMPILE_SETTINGS
 from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
 LAUNCHERS = ("local", "kubernetes")

@@ -161,7 +161,7 @@ def test_the_light_corpus_is_deterministic_and_needs_context() -> None:
     assert np.array_equal(a.train, b.train) and len(a.words) == 401
     counts = np.bincount(a.train, minlength=401) + 1.0
     unigram = np.exp(-np.mean(np.log((counts / counts.sum())[a.valid])))
-    assert unigram > 100  # above the light target of 90: context must be learnt
+    assert unigram > 100  # far above the light target of 6: context must be learnt
 
 
 @pytest.mark.slow
@@ -173,4 +173,4 @@ def test_two_workers_reach_the_light_perplexity(tmp_path: Path, light_env: dict[
     assert result.status == "succeeded", "\n".join(lines[-20:])
     for rank in read_run(run_dir):
         goal = [e for e in rank.of_kind("event") if e["event"] == "goal_reached"]
-        assert goal and goal[0]["value"] <= 90.0
+        assert goal and goal[0]["value"] <= 6.0

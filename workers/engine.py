@@ -57,8 +57,6 @@ from workers.sync_sgd import GradientAllReduce, broadcast_model, mean_over_ranks
 from workers.tasks import LossScaleSpec, TrainingSpec
 from workers.tracker import Tracker
 
-COMPILE_SETTINGS = ("off", "on", "auto")
-
 
 class Diverged(RuntimeError):
     """The loss, averaged over ranks, is not finite."""

@@ -23,7 +23,7 @@ from types import FrameType
 from workers.data.sources import DataSetMissing, check_available
 from workers.distributed import BACKENDS, GroupConfigError, group_env_from
 from workers.tasks import AllReduceSpec, get_task
-from workers.tasks.specs import TRAINING_VARIANTS
+from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
 
@@ -56,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "all-reduce stay fp32",
     )  # fmt: skip
     parser.add_argument(
-        "--compile", default="off", choices=("off", "on", "auto"),
+        "--compile", default="off", choices=COMPILE_SETTINGS,
         help="torch.compile the training step before the common start: on (refused when it "
         "cannot compile), auto (where it was measured to pay; eager after a failure), off",
     )  # fmt: skip

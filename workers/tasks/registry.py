@@ -174,7 +174,7 @@ TASK3A_AWDLSTM_WIKITEXT2 = LanguageModelSpec(
     batch_per_worker=80,
     optimizer=OptimizerSpec(name="sgd", lr=30.0, weight_decay=1.2e-6),
     schedule=ScheduleSpec(warmup="sqrt-k-over-3k", plateau_patience=0, plateau_factor=1.0),
-    goal=Goal(metric="perplexity", direction="min", threshold=70.0, light_threshold=90.0),
+    goal=Goal(metric="perplexity", direction="min", threshold=70.0, light_threshold=6.0),
     max_epochs=750,
     light_max_epochs=60,
     model_config=AWDLSTMConfig(),
@@ -203,7 +203,8 @@ TASK3A_AWDLSTM_WIKITEXT2 = LanguageModelSpec(
         "evaluation uses the averaged weights. Validation runs 10 columns of "
         "10-token sequences. Goal perplexity 70. The light variant trains a 2-layer "
         "model (64/128, light dropouts) on a generated Markov corpus (see "
-        "workers/data/text.py); target perplexity 90."
+        "workers/data/text.py); target perplexity 6 (a smoothed bigram count model "
+        "scores about 7), which one worker on two CPU cores reaches in about 25 s."
     ),
 )
 

@@ -11,6 +11,10 @@ WORLD_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 # "ddp": DistributedDataParallel, for comparison.
 TRAINING_VARIANTS: tuple[str, ...] = ("sync", "ddp")
 
+# torch.compile of the training step (workers/compile.py): "off" eager, "on"
+# compiled or refused, "auto" compiled where measured to pay.
+COMPILE_SETTINGS: tuple[str, ...] = ("off", "on", "auto")
+
 
 @dataclass(frozen=True)
 class Goal:
