@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -103,3 +104,14 @@ def engine(database_url: str):
     engine = make_engine(database_url)
     yield engine
     engine.dispose()
+
+
+@pytest.fixture
+def one_rank(tmp_path: Path) -> Iterator[None]:
+    """This process as rank 0 of a one-rank gloo group (what the training engine runs in)."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
+                            world_size=1)  # fmt: skip
+    yield
+    dist.destroy_process_group()

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
-import torch.distributed as dist
 from torch.nn import functional as F
 
 from workers import engine
@@ -83,12 +81,6 @@ class Regression(TaskAdapter[torch.Tensor]):
         return {"accuracy": -loss, "loss": loss}, {"note": "whole set"}
 
 
-@pytest.fixture
-def one_rank(tmp_path: Path) -> Iterator[None]:
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
-                            world_size=1)  # fmt: skip
-    yield
-    dist.destroy_process_group()
 
 
 def run(task: Regression, tmp_path: Path, epochs: int = 3, goal: Goal = NEVER

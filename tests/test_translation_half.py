@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from workers import engine
 from workers.engine import TrainingOptions
@@ -25,12 +23,6 @@ SMALL = {
 }
 
 
-@pytest.fixture
-def one_rank(tmp_path: Path) -> Iterator[None]:
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
-                            world_size=1)  # fmt: skip
-    yield
-    dist.destroy_process_group()
 
 
 @pytest.mark.slow

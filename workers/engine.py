@@ -52,7 +52,9 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
 from workers.compile import Compiled, compile_for_training
+from workers.data.batches import epoch_partition
 from workers.mixed_precision import DynamicLossScale, MasterWeights
+from workers.schedules import LearningRate
 from workers.sync_sgd import GradientAllReduce, broadcast_model, mean_over_ranks
 from workers.tasks import LossScaleSpec, TrainingSpec
 from workers.tracker import Tracker
@@ -178,6 +180,45 @@ class TaskAdapter(Generic[Item]):
 
     def finish_details(self) -> dict[str, Any]:
         return {}
+
+
+class IndexedTrainingSet(TaskAdapter[Item]):
+    """A task over a fixed training set (Tasks 1a and 2a): every epoch, each rank takes its
+    share of one seeded permutation of the samples in batches of ``batch_per_worker`` (the
+    last one shorter); SGD with the spec's settings; the rate warms up per step and decays
+    on a validation-loss plateau (:class:`workers.schedules.LearningRate`).
+
+    A subclass loads its data, then calls :meth:`cut_into_batches`; it may override
+    :meth:`pass_of` to turn a slice of the permutation into its own kind of pass.
+    """
+
+    def cut_into_batches(self, n_train: int, n_test: int) -> None:
+        self.batch = self.spec.batch_per_worker
+        self.n_train, self.n_test = n_train, n_test
+        self.steps_per_epoch = math.ceil((n_train // self.world_size) / self.batch)
+        self.schedule = LearningRate(self.spec.schedule, self.spec.optimizer.lr, self.world_size)
+
+    def pass_of(self, indices: torch.Tensor) -> Item:
+        return indices  # type: ignore[return-value]
+
+    def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+        return sgd(self.spec.optimizer, parameters)
+
+    def start_details(self) -> dict[str, Any]:
+        return {"train_samples": self.n_train, "test_samples": self.n_test,
+                "steps_per_epoch": self.steps_per_epoch,
+                "global_batch": self.batch * self.world_size}  # fmt: skip
+
+    def steps(self, epoch: int) -> list[Step[Item]]:
+        order = epoch_partition(self.n_train, self.rank, self.world_size, epoch, self.options.seed)
+        return [Step([self.pass_of(order[i * self.batch : (i + 1) * self.batch])])
+                for i in range(self.steps_per_epoch)]  # fmt: skip
+
+    def learning_rate(self, epoch: int, index: int, step: Step[Item], steps: int) -> float:
+        return self.schedule.at(epoch + index / steps)
+
+    def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker) -> None:
+        self.schedule.end_of_epoch(epoch, metrics["loss"])
 
 
 def adapter_for(spec: TrainingSpec, options: TrainingOptions, device: torch.device

@@ -13,23 +13,20 @@ gradients, the all-reduce and evaluation stay fp32.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from workers.data.batches import ImageTensors, augment, epoch_partition, normalise, shard
+from workers.data.batches import ImageTensors, augment, normalise, shard
 from workers.data.sources import load_images
-from workers.engine import Batch, Step, TaskAdapter, TrainingOptions, pass_sizes, sgd
+from workers.engine import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 from workers.models.resnet import resnet20
-from workers.schedules import LearningRate
 from workers.tasks import ImageData, TrainingSpec
-from workers.tracker import Tracker
 
 
-class ImageClassification(TaskAdapter[torch.Tensor]):
+class ImageClassification(IndexedTrainingSet[torch.Tensor]):
     """Passes are index tensors into the in-memory training images."""
 
     def __init__(self, spec: TrainingSpec, options: TrainingOptions, device: torch.device) -> None:
@@ -37,11 +34,8 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
         assert isinstance(self.data_spec, ImageData)
         self.images: ImageData = self.data_spec
         self.data = self.load_data()
-        self.batch = spec.batch_per_worker
-        self.n_train = len(self.data.train_y)
-        self.steps_per_epoch = math.ceil((self.n_train // self.world_size) / self.batch)
+        self.cut_into_batches(len(self.data.train_y), len(self.data.test_y))
         self.augment_rng = torch.Generator().manual_seed(options.seed * 7919 + self.rank)
-        self.schedule = LearningRate(spec.schedule, spec.optimizer.lr, self.world_size)
 
     def load_data(self) -> ImageTensors:
         """The data set's images, standardised with the training set's statistics."""
@@ -51,20 +45,6 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
         """ResNet-20 in channels-last layout: measured faster on CPUs (see the README)."""
         model = resnet20(in_channels=self.images.channels, classes=self.images.classes)
         return model.to(memory_format=torch.channels_last)
-
-    def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return sgd(self.spec.optimizer, parameters)
-
-    def start_details(self) -> dict[str, Any]:
-        return {"train_samples": self.n_train, "test_samples": len(self.data.test_y),
-                "steps_per_epoch": self.steps_per_epoch,
-                "global_batch": self.batch * self.world_size}  # fmt: skip
-
-    def steps(self, epoch: int) -> list[Step[torch.Tensor]]:
-        order = epoch_partition(self.n_train, self.rank, self.world_size, epoch, self.options.seed)
-        return [Step([order[i * self.batch : (i + 1) * self.batch]])
-                for i in range(self.steps_per_epoch)]  # fmt: skip
-
     def load(self, item: torch.Tensor) -> Batch:
         images = augment(self.data.train_x[item], self.images.crop_padding,
                          self.images.horizontal_flip, self.augment_rng)  # fmt: skip
@@ -77,9 +57,6 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
 
     def loss(self, output: torch.Tensor, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(output, batch.targets)
-
-    def learning_rate(self, epoch: int, index: int, step: Step[torch.Tensor], steps: int) -> float:
-        return self.schedule.at(epoch + index / steps)
 
     def warmup_batches(self) -> list[Batch]:
         """Random images, augmented like training batches (so of the same memory layout), of
@@ -117,6 +94,3 @@ class ImageClassification(TaskAdapter[torch.Tensor]):
         dist.all_reduce(totals, op=dist.ReduceOp.SUM)
         loss_sum, correct, count = totals.tolist()
         return {"top1_accuracy": 100.0 * correct / count, "loss": loss_sum / count}, {}
-
-    def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker) -> None:
-        self.schedule.end_of_epoch(epoch, metrics["loss"])

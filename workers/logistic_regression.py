@@ -10,7 +10,6 @@ memory at once. The loop is workers/engine.py.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -18,12 +17,10 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from workers.data.batches import epoch_partition, shard
+from workers.data.batches import shard
 from workers.data.sources import load_tabular
-from workers.engine import Batch, Step, TaskAdapter, TrainingOptions, pass_sizes, sgd
-from workers.schedules import LearningRate
+from workers.engine import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 from workers.tasks import TabularData, TrainingSpec
-from workers.tracker import Tracker
 
 
 def regularised_loss(
@@ -33,7 +30,7 @@ def regularised_loss(
     return F.binary_cross_entropy_with_logits(logits, labels) + 0.5 * l2 * weight.pow(2).sum()
 
 
-class LogisticRegression(TaskAdapter[np.ndarray]):
+class LogisticRegression(IndexedTrainingSet[np.ndarray]):
     """Passes are sorted row indices (sorted: fewer page faults in memory-mapped files)."""
 
     def __init__(self, spec: TrainingSpec, options: TrainingOptions, device: torch.device) -> None:
@@ -41,28 +38,14 @@ class LogisticRegression(TaskAdapter[np.ndarray]):
         assert isinstance(self.data_spec, TabularData)
         self.table: TabularData = self.data_spec
         self.data = load_tabular(self.table.name, options.data_dir)
-        self.batch = spec.batch_per_worker
-        self.n_train = len(self.data.train_y)
-        self.steps_per_epoch = math.ceil((self.n_train // self.world_size) / self.batch)
-        self.schedule = LearningRate(spec.schedule, spec.optimizer.lr, self.world_size)
+        self.cut_into_batches(len(self.data.train_y), len(self.data.test_y))
+
+    def pass_of(self, indices: torch.Tensor) -> np.ndarray:
+        return np.sort(indices.numpy())
 
     def build_model(self) -> torch.nn.Module:
         self.model = torch.nn.Linear(self.table.features, 1)
         return self.model
-
-    def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-        return sgd(self.spec.optimizer, parameters)
-
-    def start_details(self) -> dict[str, Any]:
-        return {"train_samples": self.n_train, "test_samples": len(self.data.test_y),
-                "steps_per_epoch": self.steps_per_epoch,
-                "global_batch": self.batch * self.world_size}  # fmt: skip
-
-    def steps(self, epoch: int) -> list[Step[np.ndarray]]:
-        order = epoch_partition(self.n_train, self.rank, self.world_size, epoch,
-                                self.options.seed).numpy()  # fmt: skip
-        return [Step([np.sort(order[i * self.batch : (i + 1) * self.batch])])
-                for i in range(self.steps_per_epoch)]  # fmt: skip
 
     def load(self, item: np.ndarray) -> Batch:
         rows = torch.from_numpy(np.asarray(self.data.train_x[item]))
@@ -76,8 +59,6 @@ class LogisticRegression(TaskAdapter[np.ndarray]):
     def loss(self, output: torch.Tensor, batch: Batch) -> torch.Tensor:
         return regularised_loss(output.float(), batch.targets, self.model.weight, self.spec.l2)
 
-    def learning_rate(self, epoch: int, index: int, step: Step[np.ndarray], steps: int) -> float:
-        return self.schedule.at(epoch + index / steps)
 
     def warmup_batches(self) -> list[Batch]:
         """Random rows of the full batch's shape and of the epoch's last, shorter batch."""
@@ -109,6 +90,3 @@ class LogisticRegression(TaskAdapter[np.ndarray]):
         dist.all_reduce(totals, op=dist.ReduceOp.SUM)
         loss_sum, correct, count = totals.tolist()
         return {"accuracy": 100.0 * correct / count, "loss": loss_sum / count}, {}
-
-    def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker) -> None:
-        self.schedule.end_of_epoch(epoch, metrics["loss"])

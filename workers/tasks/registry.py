@@ -38,20 +38,11 @@ CIFAR10 = ImageData(
 )
 
 # scikit-learn's handwritten digits (1,797 greyscale 8×8 images, shipped with
-# the package, so the light variant needs no download). Mirroring a digit
-# changes its meaning, so the light set crops but does not flip.
-DIGITS = ImageData(
-    name="digits",
-    image_size=8,
-    channels=1,
-    classes=10,
-    crop_padding=1,
-    horizontal_flip=False,
-)
-# The same digits at CIFAR-10's size (upscaled 4×, 3 channels, 4 training images
-# per digit: see workers/data/sources.py): Task 1a's light variant, so every
-# step has the full task's shape and arithmetic. The crop pads 4 pixels, as
-# CIFAR-10's does (one pixel of the original 8×8).
+# the package, so the light variant needs no download) at CIFAR-10's size:
+# upscaled 4×, 3 channels, 4 training images per digit (see
+# workers/data/sources.py). Task 1a's light variant, so every step has the full
+# task's shape and arithmetic. The crop pads 4 pixels, as CIFAR-10's does (one
+# pixel of the original 8×8); mirroring a digit changes its meaning, so no flip.
 DIGITS32 = ImageData(
     name="digits32",
     image_size=32,
