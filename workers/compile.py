@@ -144,7 +144,8 @@ def should_compile(setting: str, task: TaskAdapter[Any]) -> bool:
 
     Light runs stay eager under ``auto``: on this project's 2-core reference
     machine compiling Task 1a took 65–70 s with a cold cache (8 s warm) to save
-    about 10 s of a 30 s run. A full run trains for hours and repays it many times.
+    about a second of a 25 s light run (``benchmarks/light_tta_compile.py``);
+    a full run trains for hours, and 3–6 % of that repays it many times.
     """
     if setting == "auto":
         return not task.options.light and task.device.type in task.spec.compile_pays_on
