@@ -5,6 +5,8 @@ set -euo pipefail
 source "$(dirname "$0")/_env.sh" test
 source scripts/_postgres.sh
 source scripts/_chromium.sh
+# torch.compile's CPU backend builds C++: the compiled-run tests need a compiler.
+command -v g++ >/dev/null || apt_install g++ || echo "g++ is missing: the compiled-run tests will fail" >&2
 
 ruff check .
 python -m pytest "$@"

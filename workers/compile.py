@@ -118,7 +118,7 @@ class SavedState:
 def warm_up(net: torch.nn.Module, model: torch.nn.Module, task: TaskAdapter[Any]) -> None:
     """Forward, loss and backward of every synthetic batch; then the state as it was."""
     saved = SavedState.of(model)
-    autocast = torch.autocast(task.device.type, torch.bfloat16, enabled=task.autocast_bf16)
+    autocast = task.options.autocast(task.device)
     net.train()
     try:
         for batch in task.warmup_batches():

@@ -41,7 +41,7 @@ from __future__ import annotations
 import importlib
 import math
 from collections.abc import Iterable, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -76,6 +76,12 @@ class TrainingOptions:
     eval_batch: int = 1000
     precision: str = "fp32"  # "bf16": forward and loss under bfloat16 autocast
     compile: str = "off"  # "off", "on" or "auto" (see workers/compile.py)
+
+    def autocast(self, device: torch.device) -> AbstractContextManager[Any]:
+        """Where forward and loss run: under bfloat16 autocast for ``bf16``, else as they are."""
+        if self.precision == "bf16":
+            return torch.autocast(device.type, torch.bfloat16)
+        return nullcontext()
 
 
 @dataclass
@@ -124,7 +130,6 @@ class TaskAdapter(Generic[Item]):
     clip_norm: float | None = None  # gradient-norm clip after averaging, None: none
     half_on_gpu: bool = False  # fp16 weights with fp32 masters and a loss scale, on GPUs
     loss_scale: LossScaleSpec | None = None
-    autocast_bf16: bool = False  # set by the engine from the precision option
 
     def __init__(self, spec: TrainingSpec, options: TrainingOptions, device: torch.device) -> None:
         self.spec = spec
@@ -274,10 +279,7 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
         masters = MasterWeights(model.parameters(), DynamicLossScale(
             scale.initial, scale.factor, scale.window, scale.max_scale))  # fmt: skip
     optimizer = task.build_optimizer(masters.master if masters else list(model.parameters()))
-    task.autocast_bf16 = options.precision == "bf16"
-    autocast = (
-        torch.autocast(device.type, torch.bfloat16) if task.autocast_bf16 else nullcontext()
-    )
+    autocast = options.autocast(device)
 
     compiled: Compiled = compile_for_training(net, model, task, options.compile)
     net = compiled.net
