@@ -242,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument(
         "name",
         choices=("cifar10", "epsilon", "wikitext2", "wmt16-en-de", "wmt17-en-de",
-                 "digits", "breast_cancer", "markov", "synthetic"),
+                 "digits", "digits32", "epsilon_like", "markov", "synthetic"),
     )
     data.add_argument("--download", action="store_true", help="fetch it when missing")
     data.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")

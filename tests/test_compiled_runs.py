@@ -29,8 +29,8 @@ def test_compile_on_compiles_before_the_start_and_nothing_while_timed(tmp_path: 
     start, finished = events["start"], events["finished"]
     assert (start["compile"], start["compiled"]) == ("on", True)
     assert start["compile_s"] > 0 and "compile_fallback" not in start
-    # 455 breast-cancer rows in batches of 128: the short last batch was warmed up too.
+    # 40,000 rows in batches of 128: the short last batch (64 rows) was warmed up too.
     assert finished["recompilations"] == 0
     steps = [r for r in records if r["kind"] == "step"]
-    assert {s["samples"] for s in steps} == {128, 455 - 3 * 128}
+    assert {s["samples"] for s in steps} == {128, 40_000 - 312 * 128}
     assert all(0 < s["loss"] < 10 for s in steps)

@@ -156,9 +156,9 @@ def test_a_night_that_got_slower_fails_is_stored_and_notifies(
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     upgrade(url)
     # Three earlier nights in which one worker reached Task 2a's light target in 1 ms
-    # (faster than its four steps and an evaluation can be: tonight is slower).
-    # (Task 2a: its light run reaches the goal within its first epoch, so a real night
-    # takes seconds; what is tested is the nightly pipeline, the same for every task.)
+    # (faster than its epochs and evaluations can be: tonight is slower).
+    # (Task 2a: its light run is among the shortest, about 10 s; what is tested is the
+    # nightly pipeline, the same for every task.)
     for night in (19, 20, 21):
         runs = [FakeRun(1, repeat=r, tta_s=0.001) for r in range(3)]
         write_training_sweep(tmp_path / "baseline", f"nightly-{night}", runs, trigger="scheduled",

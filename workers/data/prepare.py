@@ -14,8 +14,7 @@ epsilon (Task 2a) comes as LIBSVM text files (``epsilon_normalized`` and
 fetches them from the LIBSVM site, which publishes no checksums). They are
 converted once, in chunks read by scikit-learn's ``load_svmlight_file``, into
 dense ``float32`` ``.npy`` arrays that the workers memory-map; the row counts,
-feature count and ±1 labels are checked. The breast-cancer set ships with
-scikit-learn.
+feature count and ±1 labels are checked. Its light stand-in is generated.
 
 Torch-free: the Airflow side runs this.
 """
@@ -286,13 +285,13 @@ def prepare_epsilon(
     return Prepared("epsilon", status, str(folder), bytes=total)
 
 
-def prepare_breast_cancer() -> Prepared:
-    from workers.data.sources import load_breast_cancer
+def prepare_epsilon_like() -> Prepared:
+    from workers.data.sources import load_epsilon_like
 
-    data = load_breast_cancer()
-    if data.train_x.shape[1] != 30 or len(data.train_y) + len(data.test_y) != 569:
-        raise DataSetCorrupt(f"scikit-learn breast cancer: unexpected shape {data.train_x.shape}")
-    return Prepared("breast_cancer", "verified", "sklearn.datasets.load_breast_cancer",
+    data = load_epsilon_like()
+    if not 0.45 < float(data.train_y.mean()) < 0.55:
+        raise DataSetCorrupt(f"generated epsilon-like rows: {data.train_y.mean():.2f} positive")
+    return Prepared("epsilon_like", "verified", "generated (workers/data/sources.py)",
                     bytes=int(data.train_x.nbytes + data.test_x.nbytes))  # fmt: skip
 
 
@@ -355,8 +354,8 @@ def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
         return prepare_digits(name)
     if name == "epsilon":
         return prepare_epsilon(data_dir, download=download)
-    if name == "breast_cancer":
-        return prepare_breast_cancer()
+    if name == "epsilon_like":
+        return prepare_epsilon_like()
     if name == "wikitext2":
         return prepare_wikitext2(data_dir)
     if name == "markov":

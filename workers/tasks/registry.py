@@ -115,11 +115,9 @@ TASK1A_RESNET20_CIFAR10 = TrainingSpec(
 # 2,000 features, each row scaled to unit length, labels ±1.
 EPSILON = TabularData(name="epsilon", features=2000, train_samples=400_000, test_samples=100_000)
 
-# scikit-learn's Wisconsin breast-cancer set (569 vectors of 30 features,
-# shipped with the package): standardised per feature, then each row scaled to
-# unit length like epsilon's; 80/20 stratified split.
-BREAST_CANCER = TabularData(name="breast_cancer", features=30, train_samples=455,
-                            test_samples=114)  # fmt: skip
+# Generated rows shaped like epsilon's (workers/data/sources.py: load_epsilon_like).
+EPSILON_LIKE = TabularData(name="epsilon_like", features=2000, train_samples=40_000,
+                           test_samples=10_000)  # fmt: skip
 
 TASK2A_LOGREG_EPSILON = TrainingSpec(
     id="task2a-logreg-epsilon",
@@ -127,14 +125,14 @@ TASK2A_LOGREG_EPSILON = TrainingSpec(
     model="logistic-regression",
     adapter="workers.logistic_regression:LogisticRegression",
     data=EPSILON,
-    light_data=BREAST_CANCER,
+    light_data=EPSILON_LIKE,
     world_sizes=(1, 2, 4, 8, 16),
     batch_per_worker=128,
     optimizer=OptimizerSpec(name="sgd", lr=4.0),
     schedule=ScheduleSpec(warmup="scale-k", plateau_patience=2, plateau_factor=0.1),
-    goal=Goal(metric="accuracy", direction="max", threshold=89.0, light_threshold=80.0),
+    goal=Goal(metric="accuracy", direction="max", threshold=89.0, light_threshold=89.0),
     max_epochs=164,
-    light_max_epochs=30,
+    light_max_epochs=60,
     l2=2.5e-6,
     notes=(
         "One linear layer (2,000 weights and a bias) trained with binary "
@@ -144,8 +142,11 @@ TASK2A_LOGREG_EPSILON = TrainingSpec(
         "the rate scaled from 4 to 4×k from the first step (the text gives no "
         "warm-up), cut by 0.1 (the text gives no factor) after 2 epochs without "
         "a better validation loss. Goal: 89 % validation accuracy. The light "
-        "variant trains the same model on scikit-learn's breast-cancer set "
-        "(30 features, standardised, rows scaled to unit length); target 80 %."
+        "variant trains the same model, to the same 89 %, on 40,000 generated "
+        "rows shaped like epsilon's (2,000 dense features, each row of unit "
+        "length; features of falling scale, labels of a noisy hyperplane that "
+        "itself scores about 97 %), tested on 10,000 more; one worker on two CPU "
+        "cores needs about 30 epochs, 10 s."
     ),
 )
 
