@@ -37,7 +37,8 @@ from sqlalchemy.orm import Session
 from results_db import ingest
 from results_db.database import make_engine, upgrade
 from results_db.models import StepTiming
-from scalebench.sweep import GroupPlan, new_manifest, validate_request, write_manifest
+from scalebench import manifest
+from scalebench.sweep import new_manifest, validate_request
 
 PHASES = {"data": 0.001, "forward": 0.02, "loss": 0.0005, "backward": 0.04,
           "communication": 0.01, "optimizer": 0.003}  # fmt: skip
@@ -51,9 +52,8 @@ def write_records(root: Path, rows: int, ranks: int) -> Path:
     sweep_dir = root / sweep_id
     run_dir = sweep_dir / run_id
     run_dir.mkdir(parents=True)
-    manifest = new_manifest(request, sweep_id, [GroupPlan(run_id, ranks, 0)], trigger="cli")
-    manifest["groups"][0]["status"] = "succeeded"
-    write_manifest(sweep_dir / "sweep.json", manifest)
+    group = manifest.GroupEntry(run_id, ranks, 0, status="succeeded")
+    manifest.create(sweep_dir, new_manifest(request, sweep_id, [group], trigger="cli"))
     per_rank = rows // ranks
     steps_per_epoch = 390
     common = {"v": 1, "run_id": run_id, "world_size": ranks}

@@ -29,6 +29,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 
 from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
+from scalebench.sweep import MAX_GROUP_TIMEOUT_S, MAX_REPEATS
 from workers.distributed import BACKENDS
 from workers.tasks import AllReduceSpec, TaskSpec
 from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS, WORLD_SIZES
@@ -55,7 +56,7 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         "light": Param(True, type="boolean", title="Light variant",
                        description="Laptop-sized data and target; off for the full task."),
         "backend": Param("gloo", type="string", enum=list(BACKENDS), title="Backend"),
-        "repeats": Param(1, type="integer", minimum=1, maximum=20, title="Repeats",
+        "repeats": Param(1, type="integer", minimum=1, maximum=MAX_REPEATS, title="Repeats",
                          description="Runs per worker count; 3 or more drop fastest and slowest."),
         "seed": Param(0, type="integer", minimum=0, title="Seed of the first repeat"),
         "launcher": Param("local", type="string", enum=["local", "kubernetes"], title="Launcher",
@@ -71,6 +72,7 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         "collective_timeout_s": Param(60, type="number", exclusiveMinimum=0,
                                       title="Collective timeout (s)"),
         "group_timeout_s": Param(3600, type="number", exclusiveMinimum=0,
+                                 maximum=MAX_GROUP_TIMEOUT_S,
                                  title="Time limit per group (s)"),
     }  # fmt: skip
     if not isinstance(spec, AllReduceSpec):
@@ -132,11 +134,10 @@ def sweep_steps(
 
     @task(trigger_rule="all_done")  # after an earlier sweep of the nightly, whatever it did
     def validate(**context: Any) -> dict[str, Any]:
-        from scalebench.sweep import validate_request
+        from scalebench.sweep import request_fields, validate_request
 
         chosen = dict(fixed if fixed is not None else context["params"])
-        request = validate_request(task=spec.id, **chosen)
-        return {**asdict(request), "data_dir": str(request.data_dir)}
+        return request_fields(validate_request(task=spec.id, **chosen))
 
     @task(outlets=[dataset_asset(spec)])
     def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
@@ -153,13 +154,11 @@ def sweep_steps(
         from scalebench import config
         from scalebench.sweep import SweepRequest, start_sweep
 
-        request = {**request, "world_sizes": tuple(request["world_sizes"]),
-                   "data_dir": Path(request["data_dir"])}  # fmt: skip
         run_type = str(getattr(context["dag_run"], "run_type", "manual"))
         kind = trigger or ("scheduled" if "scheduled" in run_type else "manual")
-        sweep_dir, groups = start_sweep(SweepRequest(**request), config.results_path(), kind)
-        print(f"sweep {sweep_dir.name}: {len(groups)} group(s) planned in {sweep_dir}")
-        return groups
+        sweep = start_sweep(SweepRequest.from_fields(request), config.results_path(), kind)
+        print(f"sweep {sweep.sweep_id}: {len(sweep.groups)} group(s) planned in {sweep.sweep_dir}")
+        return [group.to_xcom() for group in sweep.groups]
 
     @task
     def select(groups: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
@@ -168,12 +167,13 @@ def sweep_steps(
 
     @task(trigger_rule="all_done")
     def ingest(groups: list[dict[str, Any]]) -> str:
-        from scalebench import config
+        from scalebench import config, manifest
         from scalebench.database_commands import ingest as load
 
-        sweep_dir = groups[0]["sweep_dir"]
-        load(config.database_url(), sweep_dir)
-        return Path(sweep_dir).name
+        sweep_dir = Path(groups[0]["sweep_dir"])
+        manifest.finish(sweep_dir)
+        load(config.database_url(), str(sweep_dir))
+        return sweep_dir.name
 
     request = validate()
     groups = plan(request)

@@ -52,8 +52,8 @@ spec (``[{"key": "nvidia.com/gpu", "operator": "Exists", "effect":
 from :meth:`KubernetesGroup.start`) fails the group.
 
 The results claim must be the volume the Airflow workers see at
-``SCALEBENCH_RESULTS_URI``: :func:`pod_worker_args` maps ``--results`` below
-that root to the same place below the pod's mount.
+``SCALEBENCH_RESULTS_URI``: :func:`pod_argv` maps a run directory below that
+root to the same place below the pod's mount.
 """
 
 from __future__ import annotations
@@ -68,9 +68,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from operators.local_launcher import EXIT_DIVERGED, GroupResult
+from operators.launcher import GroupResult
+from workers.request import EXIT_DIVERGED
+
+if TYPE_CHECKING:
+    from scalebench.sweep import GroupPlan
 
 RESULTS_MOUNT = "/var/scalebench/results"
 DATA_MOUNT = "/var/scalebench/data"
@@ -341,62 +345,36 @@ def label_value(text: str) -> str:
 # --------------------------------------------------------------------------- arguments
 
 
-def _arg_value(args: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg[len(flag) + 1 :]
-    return None
+def pod_path(path: str | Path, root: str | Path, mount: str, what: str) -> str:
+    """``path`` on the Airflow side, moved from below ``root`` to below ``mount`` (pod side).
 
-
-def _below(path: str, root: str | Path, mount: str, flag: str, what: str) -> str:
-    """``path`` (Airflow side) moved from below ``root`` to below ``mount`` (pod side)."""
+    Raises :class:`ValueError` when ``path`` is outside ``root``: the pods see
+    only that volume, so they could not use the path.
+    """
     absolute, absolute_root = Path(os.path.abspath(path)), Path(os.path.abspath(root))
     try:
         relative = absolute.relative_to(absolute_root)
     except ValueError:
         raise ValueError(
-            f"{flag} {path} is not under {what} {root}: the pods see only that volume "
+            f"{path} is not under {what} {root}: the pods see only that volume "
             f"(at {mount}), so they could not use this path"
         ) from None
     return str(PurePosixPath(mount, *relative.parts))
 
 
-def pod_worker_args(
-    worker_args: Sequence[str], results_root: str | Path, data_root: str | Path
-) -> list[str]:
-    """The ``python -m workers.run`` arguments as a pod must see them.
+def pod_argv(group: GroupPlan, results_root: str | Path, data_root: str | Path) -> list[str]:
+    """The ``python -m workers.run`` arguments of ``group``'s pods: paths on their mounts.
 
-    ``--results <results_root>/<sweep>/<run>`` becomes
-    ``--results /var/scalebench/results/<sweep>/<run>`` and ``--data-dir``
-    below ``data_root`` moves below ``/var/scalebench/data``; every other
-    argument is kept. Raises :class:`ValueError` when there is no ``--results``
-    or a path is outside its root (the pods could not reach it).
+    The run directory below ``results_root`` moves below
+    ``/var/scalebench/results`` and the data directory below ``data_root``
+    below ``/var/scalebench/data``.
     """
-    targets = {
-        "--results": (results_root, RESULTS_MOUNT, "the results root (SCALEBENCH_RESULTS_URI)"),
-        "--data-dir": (data_root, DATA_MOUNT, "the data root (SCALEBENCH_DATA_DIR)"),
-    }
-    args, out = list(worker_args), []
-    i = 0
-    while i < len(args):
-        flag, has_inline, inline = args[i].partition("=")
-        if flag not in targets:
-            out.append(args[i])
-            i += 1
-            continue
-        if has_inline:
-            value, i = inline, i + 1
-        elif i + 1 < len(args):
-            value, i = args[i + 1], i + 2
-        else:
-            raise ValueError(f"{flag} is the last worker argument and has no value")
-        root, mount, what = targets[flag]
-        out += [flag, _below(value, root, mount, flag, what)]
-    if "--results" not in out:
-        raise ValueError("the worker arguments have no --results <run directory>")
-    return out
+    return group.worker.argv(
+        results_dir=pod_path(group.run_dir, results_root, RESULTS_MOUNT,
+                             "the results root (SCALEBENCH_RESULTS_URI)"),
+        data_dir=pod_path(group.data_dir, data_root, DATA_MOUNT,
+                          "the data root (SCALEBENCH_DATA_DIR)"),
+    )  # fmt: skip
 
 
 # --------------------------------------------------------------------------- manifests
@@ -449,7 +427,7 @@ def job_manifest(
 ) -> dict:
     """The Indexed Job of one group: ``world_size`` pods, rank = completion index.
 
-    ``worker_args`` are the pod-side arguments (see :func:`pod_worker_args`).
+    ``worker_args`` are the pod-side arguments (see :func:`pod_argv`).
     ``timeout_s`` (seconds) becomes ``activeDeadlineSeconds``, rounded up;
     ``gpus_per_worker`` is the ``nvidia.com/gpu`` limit of each pod (none when 0).
     """
@@ -722,39 +700,37 @@ def _log_text(response: Any) -> str:
 
 
 class KubernetesGroup:
-    """``world_size`` pods of ``python -m workers.run <worker_args>`` as one Indexed Job.
+    """The planned ``group``'s ``world_size`` pods of ``python -m workers.run`` as one Indexed Job.
 
-    ``worker_args`` are the Airflow-side arguments; they are rewritten for the
-    pod's volumes with :func:`pod_worker_args` (``results_root`` and
-    ``data_root`` default to ``SCALEBENCH_RESULTS_URI`` and
-    ``SCALEBENCH_DATA_DIR``). ``timeout_s`` (seconds), when given, becomes the
-    Job's ``activeDeadlineSeconds`` so the cluster ends the group even without
-    this process; pass the same value to :meth:`wait`. ``image`` overrides
-    ``settings.image``. ``batch_api`` / ``core_api`` replace the
-    ``BatchV1Api`` / ``CoreV1Api`` of the Airflow connection
-    ``settings.conn_id`` (created in :meth:`start`, not before). ``clock``
-    (seconds) and ``sleep`` drive the polling every ``poll_interval_s``.
+    The pods' arguments are the group's worker request with the paths of the
+    pods' volumes (:func:`pod_argv`; ``results_root`` and ``data_root``
+    default to ``SCALEBENCH_RESULTS_URI`` and ``SCALEBENCH_DATA_DIR``). The
+    group's ``timeout_s`` (seconds) becomes the Job's
+    ``activeDeadlineSeconds`` so the cluster ends the group even without this
+    process; pass the same value to :meth:`wait`. The group's
+    ``worker_image`` overrides ``settings.image``. ``batch_api`` /
+    ``core_api`` replace the ``BatchV1Api`` / ``CoreV1Api`` of the Airflow
+    connection ``settings.conn_id`` (created in :meth:`start`, not before).
+    ``clock`` (seconds) and ``sleep`` drive the polling every
+    ``poll_interval_s``.
     """
 
     def __init__(
         self,
-        worker_args: Sequence[str],
-        world_size: int,
+        group: GroupPlan,
         *,
         names: GroupNames,
         settings: KubernetesSettings,
-        gpus_per_worker: int = 1,
-        image: str | None = None,
         sink: Callable[[str], None] | None = None,
         batch_api: Any = None,
         core_api: Any = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
-        timeout_s: float | None = None,
         results_root: str | Path | None = None,
         data_root: str | Path | None = None,
         poll_interval_s: float = 5.0,
     ) -> None:
+        world_size, gpus_per_worker = group.world_size, group.gpus_per_worker
         if world_size < 1:
             raise ValueError(f"world_size must be at least 1, got {world_size}")
         if gpus_per_worker < 0:
@@ -766,11 +742,10 @@ class KubernetesGroup:
 
             results_root = config.results_path() if results_root is None else results_root
             data_root = config.data_dir() if data_root is None else data_root
-        self.pod_args = pod_worker_args(worker_args, results_root, data_root)
-        self.run_id = (
-            _arg_value(self.pod_args, "--run-id")
-            or PurePosixPath(_arg_value(self.pod_args, "--results") or "").name
-        )
+        self.pod_args = pod_argv(group, results_root, data_root)
+        self.run_id = group.run_id
+        image = group.worker_image or None
+        timeout_s = group.timeout_s
         self.world_size = world_size
         self.names = names
         self.settings = settings

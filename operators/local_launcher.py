@@ -26,32 +26,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
+from operators.launcher import GroupResult
 from workers.distributed import free_port
+from workers.request import EXIT_DIVERGED
 
-# Exit status of a rank, as set by workers.run.
-EXIT_DIVERGED = 3
-
-
-@dataclass
-class GroupResult:
-    """How a local group ended.
-
-    ``status``: ``succeeded`` (every rank exited 0), ``diverged`` (ranks stopped
-    on a non-finite loss), ``failed`` (a rank failed; ``reason`` names it) or
-    ``timed_out``. ``exit_codes`` per rank (negative: killed by that signal).
-    """
-
-    world_size: int
-    status: str
-    reason: str
-    exit_codes: list[int | None]
-    seconds: float
-    first_failed_rank: int | None = None
-    log_tail: list[str] = field(default_factory=list)
-
+if TYPE_CHECKING:
+    from scalebench.sweep import GroupPlan
 
 def threads_per_rank(world_size: int) -> int:
     """CPU threads for each rank so the group does not oversubscribe the cores."""
@@ -121,6 +103,12 @@ class LocalGroup:
         self._pumps: list[threading.Thread] = []
         self._tail: list[str] = []
         self._started = 0.0
+
+    @classmethod
+    def for_plan(cls, group: GroupPlan, **options: Any) -> LocalGroup:
+        """The planned ``group`` on this host: its run directory and data directory as they are."""
+        argv = group.worker.argv(results_dir=str(group.run_dir), data_dir=group.data_dir)
+        return cls(argv, group.world_size, **options)
 
     @property
     def pids(self) -> list[int]:

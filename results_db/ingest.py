@@ -3,7 +3,7 @@
 A results location (a local path or any fsspec URI) holds sweep directories,
 each with a ``sweep.json`` manifest and one directory per run:
 
-    <location>/<sweep>/sweep.json
+    <location>/<sweep>/sweep.json (and verdicts.jsonl while it runs: scalebench.manifest)
     <location>/<sweep>/<run>/rank-<r>.jsonl
 
 Each run is loaded in one transaction that first deletes the run's earlier
@@ -18,7 +18,6 @@ all-reduce samples) are loaded with binary COPY.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,6 +41,7 @@ from results_db.models import (
     Sweep,
 )
 from results_db.run_summary import RunSummary, summarise
+from scalebench import manifest as sweep_manifest
 from workers.records import (
     PHASES,
     InconsistentRun,
@@ -91,8 +91,7 @@ def ingest_location(
     if not sweeps:
         raise FileNotFoundError(f"no sweep ({MANIFEST}) found at {location}")
     for sweep_path in sweeps:
-        with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
-            manifest = json.load(handle)
+        manifest = sweep_manifest.read(fs, sweep_path).to_json()  # verdicts folded in
         with gc_paused():
             ingest_sweep(engine, fs, sweep_path, manifest, report, say)
     report.seconds = time.perf_counter() - started
@@ -116,7 +115,7 @@ def ingest_sweep(
     statuses = []
     for index, group in enumerate(groups, start=1):
         run_path = f"{sweep_path}/{group['run_id']}"
-        if group.get("status", "planned") == "planned" and not fs.exists(run_path):
+        if group["status"] in ("planned", "skipped") and not fs.exists(run_path):
             continue  # never started
         say(f"[{index}/{len(groups)}] loading {group['run_id']} ...")
         tick = time.perf_counter()
@@ -155,9 +154,9 @@ def ingest_sweep(
 
 def _sweep_outcome(statuses: Sequence[str], groups: Sequence[dict[str, Any]]) -> str:
     """``running`` while groups are planned, else succeeded / partial / failed / cancelled."""
-    if any(g.get("status", "planned") == "planned" for g in groups):
+    if any(g["status"] == "planned" for g in groups):
         return "running"
-    if any(g.get("status") == "cancelled" for g in groups):
+    if any(g["status"] in ("cancelled", "skipped") for g in groups):
         return "cancelled"
     if statuses and all(s == "succeeded" for s in statuses):
         return "succeeded"

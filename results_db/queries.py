@@ -2,7 +2,8 @@
 
 Every function takes a SQLAlchemy ``Connection`` and returns dataclass rows
 (numbers in seconds, dollars, bytes and bytes/second, as named), computed
-with the definitions of :mod:`results_db.analytics`.
+with the definitions of :mod:`results_db.analytics`, or plain values: a
+count, an outcome, table rows as tuples (or, for exports, pandas DataFrames).
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, Integer, cast, func, select
+from sqlalchemy import Connection, Integer, Row, cast, func, select
 
 from results_db import analytics
 from results_db.models import (
@@ -27,6 +28,9 @@ from results_db.models import (
     StepTiming,
     Sweep,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -227,6 +231,26 @@ def allreduce_summary(conn: Connection, sweep_id: str | None = None) -> list[All
                          summary.p95, summary.algbw, summary.busbw, summary.samples)
         )  # fmt: skip
     return rows
+
+
+def sweep_outcome(conn: Connection, sweep_id: str) -> str | None:
+    """A loaded sweep's outcome: succeeded, partial, failed, cancelled or running.
+
+    Raises ``sqlalchemy.exc.NoResultFound`` when there is no such sweep.
+    """
+    return conn.execute(select(Sweep.outcome).where(Sweep.id == sweep_id)).scalar_one()
+
+
+def succeeded_runs(conn: Connection, sweep_id: str) -> int:
+    """How many runs of the sweep succeeded."""
+    return conn.execute(
+        select(func.count()).where(Run.sweep_id == sweep_id, Run.status == "succeeded")
+    ).scalar_one()
+
+
+def sweep_runs(conn: Connection, sweep_id: str) -> list[Row[Any]]:
+    """Every column of each run of a sweep (times in seconds, as the ``run`` table names them)."""
+    return list(conn.execute(select(Run).where(Run.sweep_id == sweep_id)).all())
 
 
 # -- queries of the dashboard (dash_app) ------------------------------------------------------
@@ -691,3 +715,22 @@ def run_epochs(conn: Connection, run_id: str) -> list[tuple[Any, ...]]:
         .order_by(EpochEval.epoch)
     )  # fmt: skip
     return [tuple(row) for row in rows]
+
+
+def iter_export_frames(
+    conn: Connection, sweep_id: str, run_ids: list[str]
+) -> Iterator[tuple[str, pd.DataFrame]]:
+    """A sweep's ``runs``, then the ``evaluations`` and ``steps`` of ``run_ids`` (its runs):
+    whole table rows as pandas DataFrames, the tables' column names and units (seconds).
+
+    One table is read at a time, when the caller asks for it.
+    """
+    import pandas as pd
+
+    tables = {
+        "runs": select(Run).where(Run.sweep_id == sweep_id),
+        "evaluations": select(EpochEval).where(EpochEval.run_id.in_(run_ids)),
+        "steps": select(StepTiming).where(StepTiming.run_id.in_(run_ids)),
+    }
+    for name, query in tables.items():
+        yield name, pd.read_sql(query, conn)

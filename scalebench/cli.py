@@ -7,30 +7,23 @@
     scalebench prices list|set|load | scalebench regressions <sweep>
     scalebench dashboard [--host 127.0.0.1] [--port 8050] [--database URL]
 
-``run`` validates the request (nothing starts if a field is wrong), runs one
-local group per (worker count, repeat), writes ``sweep.json`` beside the
-records, and prints the results table.
+``run`` validates the request (nothing starts if a field is wrong; the options
+are the Airflow trigger form's fields), runs one group per (worker count,
+repeat) with the chosen launcher, records each group's verdict in the sweep's
+manifest beside the records, and prints the results table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 import threading
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
-from scalebench import config, database_commands
-from scalebench.sweep import (
-    InvalidParameter,
-    SweepRequest,
-    start_sweep,
-    validate_request,
-    write_manifest,
-)
+from scalebench import config, database_commands, manifest
+from scalebench.sweep import InvalidParameter, SweepRequest, start_sweep, validate_request
 from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import TASKS, AllReduceSpec, TrainingSpec
 
@@ -52,68 +45,68 @@ def cmd_tasks(_: argparse.Namespace) -> int:
 
 
 def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
-    """Run every planned group locally; returns the sweep directory and an exit status."""
-    from operators.local_launcher import launch_group
+    """Run every planned group, one after the other; returns the sweep directory and exit status.
 
-    sweep_dir, groups = start_sweep(request, results_root, trigger="cli")
-    manifest = json.loads((sweep_dir / MANIFEST).read_text(encoding="utf-8"))
-    print(f"sweep {sweep_dir.name}: {len(groups)} group(s) → {sweep_dir}", flush=True)
+    Interrupted (Ctrl-C, SIGTERM), the running group is stopped by its
+    launcher and recorded ``cancelled``, and the groups not started ``skipped``.
+    """
+    from operators.launcher import launcher_for
+
+    plan = start_sweep(request, results_root, trigger="cli")
+    groups = plan.groups
+    print(f"sweep {plan.sweep_id}: {len(groups)} group(s) → {plan.sweep_dir}", flush=True)
     started = time.monotonic()
     exit_status = 0
+    running: str | None = None
     try:
-        for index, (group, entry) in enumerate(zip(groups, manifest["groups"], strict=True)):
+        for index, group in enumerate(groups):
             elapsed = time.monotonic() - started
             eta = (
                 f", about {_clock(elapsed / index * (len(groups) - index))} to go" if index else ""
             )
             print(
-                f"── group {index + 1}/{len(groups)}: {group['world_size']} worker(s), "
-                f"repeat {group['repeat'] + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
+                f"── group {index + 1}/{len(groups)}: {group.world_size} worker(s), "
+                f"repeat {group.repeat + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
                 flush=True,
             )
-            if group["world_size"] > 2:
+            if group.launcher == "local" and group.world_size > 2:
                 print(
-                    f"   note: {group['world_size']} processes share this machine's cores; "
+                    f"   note: {group.world_size} processes share this machine's cores; "
                     "times reflect oversubscription, not a cluster",
                     flush=True,
                 )
-            result = launch_group(
-                group["worker_args"], group["world_size"], timeout_s=group["timeout_s"]
-            )
-            entry.update(status=result.status, reason=result.reason, seconds=result.seconds)
-            write_manifest(sweep_dir / MANIFEST, manifest)
+            running = group.run_id
+            launcher = launcher_for(group)
+            launcher.start()
+            result = launcher.wait(group.timeout_s)
+            manifest.record_verdict(plan.sweep_dir, group.run_id, result.status, result.reason,
+                                    result.seconds)  # fmt: skip
+            running = None
             line = f"   {result.status} in {result.seconds:.1f} s"
             print(line + (f": {result.reason}" if result.reason else ""), flush=True)
             if result.status != "succeeded":
                 exit_status = 1
     except BaseException:
-        # Interrupted (Ctrl-C, SIGTERM): the running group was stopped by its
-        # launcher; this group and the ones not started are cancelled.
-        for entry in manifest["groups"]:
-            if entry["status"] == "planned":
-                entry.update(status="cancelled", reason="the sweep was interrupted")
+        manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")
         raise
     finally:
-        manifest["finished_at"] = datetime.now(UTC).isoformat()
-        write_manifest(sweep_dir / MANIFEST, manifest)
-    return sweep_dir, exit_status
+        manifest.finish(plan.sweep_dir)
+    return plan.sweep_dir, exit_status
 
 
 def print_report(sweep_dir: Path) -> None:
     """Print the results table of a sweep directory."""
     from scalebench.report import allreduce_table, summarise_run, training_table
 
-    manifest = json.loads((sweep_dir / MANIFEST).read_text(encoding="utf-8"))
-    spec = TASKS[manifest["request"]["task"]]
-    groups = [g for g in manifest["groups"] if (sweep_dir / g["run_id"]).is_dir()]
-    print(f"\n{spec.title} — sweep {manifest['sweep_id']}")
+    sweep = manifest.load(sweep_dir)
+    spec = TASKS[sweep.request["task"]]
+    groups = [g for g in sweep.groups if (sweep_dir / g.run_id).is_dir()]
+    print(f"\n{spec.title} — sweep {sweep.sweep_id}")
     if isinstance(spec, AllReduceSpec):
-        print(allreduce_table([sweep_dir / g["run_id"] for g in groups]))
+        print(allreduce_table([sweep_dir / g.run_id for g in groups]))
         return
-    runs = [
-        summarise_run(sweep_dir / g["run_id"], g["world_size"], g.get("status")) for g in groups
-    ]
-    light = manifest["request"]["light"]
+    runs = [summarise_run(sweep_dir / g.run_id, g.world_size, g.status) for g in groups]
+    light = sweep.request["light"]
     print(f"goal: {spec.goal.describe(light)}; TTA = time to accuracy, seconds\n")
     print(training_table(runs, spec.goal.metric))
     for run in runs:
@@ -133,7 +126,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         collective_timeout_s=args.timeout,
         group_timeout_s=args.group_timeout,
         variant=args.variant,
+        precision=args.precision,
         compile=args.compile,
+        launcher=args.launcher,
+        gpus_per_worker=args.gpus_per_worker,
+        worker_image=args.worker_image,
         seed=args.seed,
         data_dir=args.data_dir,
     )
@@ -161,8 +158,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_data(args: argparse.Namespace) -> int:
     from scalebench import config
+    from workers.data.errors import DataSetMissing
     from workers.data.prepare import DataSetCorrupt, prepare
-    from workers.data.sources import DataSetMissing
 
     data_dir = Path(args.data_dir) if args.data_dir else config.data_dir()
     try:
@@ -205,13 +202,26 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = commands.add_parser("tasks", help="list the benchmark tasks")
     tasks.set_defaults(func=cmd_tasks)
 
-    run = commands.add_parser("run", help="run a sweep with local worker groups")
+    run = commands.add_parser("run", help="run a sweep: one training group per worker count")
     run.add_argument("task", help="task id (see `scalebench tasks`)")
     run.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,4 (default 1,2)")
     run.add_argument("--light", action="store_true", help="the light variant (laptop-sized)")
     run.add_argument("--backend", default="gloo", help="gloo, nccl or mpi (default gloo)")
     run.add_argument("--repeats", default="1", help="runs per worker count (default 1)")
     run.add_argument("--variant", default="sync", help="sync (flat all-reduce) or ddp")
+    run.add_argument(
+        "--precision", default="fp32",
+        help="fp32, or bf16: forward and loss under autocast (default fp32)",
+    )  # fmt: skip
+    run.add_argument(
+        "--launcher", default="local",
+        help="local (ranks as processes here) or kubernetes (an Indexed Job, one pod per rank; "
+        "SCALEBENCH_K8S_* settings); default local",
+    )  # fmt: skip
+    run.add_argument("--gpus-per-worker", default="1",
+                     help="kubernetes: nvidia.com/gpu per pod, 0 for CPU pods (default 1)")
+    run.add_argument("--worker-image", default="",
+                     help="kubernetes: the worker image (default SCALEBENCH_WORKER_IMAGE)")
     run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
     run.add_argument(
         "--compile", default=None,

@@ -8,6 +8,9 @@
     scalebench regressions SWEEP                 compare a nightly with its baseline
 
 Every command takes ``--database URL`` (default ``SCALEBENCH_DATABASE_URL``).
+The SQL lives in :mod:`results_db` (``queries`` reads, ``maintenance`` writes
+prices and roles, ``ingest`` loads, ``regressions`` detects); this module
+checks the arguments, words the errors and prints the results.
 """
 
 from __future__ import annotations
@@ -86,10 +89,7 @@ def official_result(run: Any) -> str:
 
 def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
     """Write a sweep's runs, evaluations and steps as CSV or Parquet, plus its official results."""
-    import pandas as pd
-    from sqlalchemy import select
-
-    from results_db.models import EpochEval, Run, StepTiming
+    from results_db.queries import iter_export_frames, sweep_runs
 
     if fmt not in ("csv", "parquet"):
         raise CommandError(f"format: must be csv or parquet, got {fmt!r}")
@@ -97,17 +97,10 @@ def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with engine.connect() as conn:
-        runs = conn.execute(select(Run).where(Run.sweep_id == sweep_id)).all()
+        runs = sweep_runs(conn, sweep_id)
         if not runs:
             raise CommandError(f"sweep: no runs of sweep {sweep_id!r} in the database")
-        run_ids = [r.id for r in runs]
-        tables = {
-            "runs": select(Run).where(Run.sweep_id == sweep_id),
-            "evaluations": select(EpochEval).where(EpochEval.run_id.in_(run_ids)),
-            "steps": select(StepTiming).where(StepTiming.run_id.in_(run_ids)),
-        }
-        for name, query in tables.items():
-            frame = pd.read_sql(query, conn)
+        for name, frame in iter_export_frames(conn, sweep_id, [r.id for r in runs]):
             path = out / f"{sweep_id}-{name}.{fmt}"
             if fmt == "csv":
                 frame.to_csv(path, index=False)
@@ -152,23 +145,12 @@ def _price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
 
 def set_prices(url: str | None, rows: list[dict[str, Any]]) -> int:
     """Insert or replace prices keyed by (kind, name, valid_from); returns how many."""
-    from sqlalchemy import delete, insert
-
-    from results_db.models import Price
+    from results_db.maintenance import store_prices
 
     engine = _engine(url)
-    with engine.begin() as conn:
-        for row in rows:
-            conn.execute(
-                delete(Price).where(
-                    Price.kind == row["kind"],
-                    Price.name == row["name"],
-                    Price.valid_from == row["valid_from"],
-                )
-            )
-            conn.execute(insert(Price).values(**row))
+    count = store_prices(engine, rows)
     engine.dispose()
-    return len(rows)
+    return count
 
 
 def load_price_file(path: Path) -> list[dict[str, Any]]:
@@ -188,34 +170,14 @@ ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 def grant_readonly(url: str | None, role: str, password: str | None) -> None:
     """Create (if needed) a PostgreSQL login that can only read the results tables."""
-    from sqlalchemy import text
+    from results_db.maintenance import grant_readonly_role
 
     if not ROLE_NAME.match(role):
         raise CommandError(f"role: {role!r} is not a plain lower-case PostgreSQL name")
     engine = _engine(url)
     if engine.dialect.name != "postgresql":
         raise CommandError("database: read-only roles exist on PostgreSQL only")
-    quote = engine.dialect.identifier_preparer.quote
-    with engine.begin() as conn:
-        exists = conn.execute(
-            text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}
-        ).first()
-        if not exists:
-            conn.execute(text(f"CREATE ROLE {quote(role)} LOGIN"))
-        if password is not None:
-            # PASSWORD takes no bind parameter; quote the literal with PostgreSQL's own rules.
-            literal = conn.execute(text("SELECT quote_literal(:p)"), {"p": password}).scalar_one()
-            conn.execute(text(f"ALTER ROLE {quote(role)} PASSWORD {literal}"))
-        database = conn.execute(text("SELECT current_database()")).scalar_one()
-        for statement in (
-            f"GRANT CONNECT ON DATABASE {quote(database)} TO {quote(role)}",
-            f"GRANT USAGE ON SCHEMA public TO {quote(role)}",
-            f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {quote(role)}",
-            f"ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {quote(role)}",
-            f"REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA public "
-            f"FROM {quote(role)}",
-        ):
-            conn.execute(text(statement))
+    grant_readonly_role(engine, role, password)
     engine.dispose()
 
 
@@ -261,13 +223,11 @@ class NoResult(RuntimeError):
 
 def sweep_outcome(sweep_id: str, url: str | None = None) -> str:
     """A loaded sweep's outcome: succeeded, partial, failed, cancelled or running."""
-    from sqlalchemy import select
-
-    from results_db.models import Sweep
+    from results_db import queries
 
     engine = _engine(url)
     with engine.connect() as conn:
-        outcome = conn.execute(select(Sweep.outcome).where(Sweep.id == sweep_id)).scalar_one()
+        outcome = queries.sweep_outcome(conn, sweep_id)
     engine.dispose()
     return str(outcome)
 
@@ -280,17 +240,13 @@ def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any
     """
     from dataclasses import asdict
 
-    from sqlalchemy import func, select
     from tabulate import tabulate
 
-    from results_db.models import Run
-    from results_db.queries import allreduce_summary, scaling
+    from results_db.queries import allreduce_summary, scaling, succeeded_runs
 
     engine = _engine(url)
     with engine.connect() as conn:
-        succeeded = conn.execute(
-            select(func.count()).where(Run.sweep_id == sweep_id, Run.status == "succeeded")
-        ).scalar_one()
+        succeeded = succeeded_runs(conn, sweep_id)
         rows = [asdict(r) for r in scaling(conn, sweep_id)]
         if all(r["tta_s"] is None for r in rows):
             rows = [asdict(r) for r in allreduce_summary(conn, sweep_id)]

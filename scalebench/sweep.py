@@ -1,10 +1,14 @@
-"""A sweep request, checked before anything starts, and the groups it plans.
+"""A sweep request, checked before anything starts, and the plan of its groups.
 
 :func:`validate_request` takes raw values (strings from the command line, JSON
 from an Airflow trigger form) and either returns a :class:`SweepRequest` or
-raises :class:`InvalidParameter` naming the offending field. No worker starts
-until a request has passed. torch is imported only to count GPUs, and only
-when the backend needs them.
+raises :class:`InvalidParameter` naming the offending field and, for requests
+no one can have meant, the limit (``MAX_REPEATS``, ``MAX_GROUPS``,
+``MAX_GROUP_TIMEOUT_S``). No worker starts until a request has passed.
+:func:`start_sweep` turns it into a :class:`SweepPlan`: one :class:`GroupPlan`
+per (worker count, repeat), each with the :class:`~workers.request.WorkerRequest`
+its ranks run, and the sweep's manifest (:mod:`scalebench.manifest`). torch is
+imported only to count GPUs, and only when the backend needs them.
 """
 
 from __future__ import annotations
@@ -12,19 +16,25 @@ from __future__ import annotations
 import re
 import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from workers.data.sources import DataSetMissing, check_available
+from scalebench import manifest
+from workers.data.availability import check_available
+from workers.data.errors import DataSetMissing
 from workers.distributed import BACKENDS
-from workers.records import SWEEP_MANIFEST as MANIFEST
+from workers.request import WorkerRequest
 from workers.tasks import AllReduceSpec, TaskSpec, get_task, task_ids
 from workers.tasks.specs import COMPILE_SETTINGS
 from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
 LAUNCHERS = ("local", "kubernetes")
+# Limits on what one request may ask (the trigger form states the same ones).
+MAX_REPEATS = 100  # runs per worker count
+MAX_GROUPS = 1000  # worker counts × repeats
+MAX_GROUP_TIMEOUT_S = 7 * 24 * 3600.0  # a week: the longest full task on one worker fits
 PRECISIONS = ("fp32", "bf16")
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
@@ -62,14 +72,11 @@ class SweepRequest:
     def spec(self) -> TaskSpec:
         return get_task(self.task)
 
-
-@dataclass(frozen=True)
-class GroupPlan:
-    """One training group: ``world_size`` ranks, repeat number ``repeat`` (from 0)."""
-
-    run_id: str
-    world_size: int
-    repeat: int
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> SweepRequest:
+        """The request back from :func:`request_fields` (how it crosses Airflow's XCom)."""
+        return cls(**{**fields, "world_sizes": tuple(fields["world_sizes"]),
+                      "data_dir": Path(fields["data_dir"])})  # fmt: skip
 
 
 def _integer(field: str, value: Any) -> int:
@@ -191,6 +198,16 @@ def validate_request(
     repeat_count = _integer("repeats", repeats)
     if repeat_count < 1:
         raise InvalidParameter("repeats", f"must be at least 1, got {repeat_count}")
+    if repeat_count > MAX_REPEATS:
+        raise InvalidParameter(
+            "repeats", f"at most {MAX_REPEATS} runs per worker count, got {repeat_count}"
+        )
+    if repeat_count * len(world_sizes) > MAX_GROUPS:
+        raise InvalidParameter(
+            "repeats",
+            f"{len(world_sizes)} worker count(s) × {repeat_count} repeats = "
+            f"{repeat_count * len(world_sizes)} groups; a sweep plans at most {MAX_GROUPS}",
+        )
     if variant not in VARIANTS:
         raise InvalidParameter("variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
     if isinstance(spec, AllReduceSpec) and variant != "sync":
@@ -229,6 +246,11 @@ def validate_request(
         raise InvalidParameter("seed", f"must be 0 or more, got {seed_value}")
     collective = _positive_number("collective_timeout_s", collective_timeout_s)
     group = _positive_number("group_timeout_s", group_timeout_s)
+    if group > MAX_GROUP_TIMEOUT_S:
+        raise InvalidParameter(
+            "group_timeout_s",
+            f"at most {MAX_GROUP_TIMEOUT_S:.0f} s (7 days) per group, got {group:g} s",
+        )
     if group < collective:
         raise InvalidParameter(
             "group_timeout_s",
@@ -288,36 +310,79 @@ def new_sweep_id(task: str, now: datetime | None = None) -> str:
     return f"{task}-{stamp}-{secrets.token_hex(2)}"
 
 
-def plan_groups(request: SweepRequest, sweep_id: str) -> list[GroupPlan]:
+@dataclass(frozen=True)
+class GroupPlan:
+    """One training group of a sweep: everything a launcher needs to run it.
+
+    ``worker`` is what each rank runs; ``sweep_dir`` and ``data_dir`` are the
+    host's paths (a launcher maps them to what its ranks see); ``timeout_s`` is
+    the group's wall-clock limit in seconds. Crosses Airflow's XCom as
+    :meth:`to_xcom` / :meth:`from_xcom`.
+    """
+
+    run_id: str
+    world_size: int
+    repeat: int
+    sweep_dir: str
+    data_dir: str
+    worker: WorkerRequest
+    timeout_s: float
+    launcher: str = "local"
+    gpus_per_worker: int = 1
+    worker_image: str = ""
+
+    @property
+    def run_dir(self) -> Path:
+        """The host's directory of this group's records."""
+        return Path(self.sweep_dir) / self.run_id
+
+    def to_xcom(self) -> dict[str, Any]:
+        return {**asdict(self), "worker": self.worker.as_dict()}
+
+    @classmethod
+    def from_xcom(cls, data: dict[str, Any]) -> GroupPlan:
+        return cls(**{**data, "worker": WorkerRequest(**data["worker"])})
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A started sweep: its id, its directory (holding the manifest) and its groups in order."""
+
+    sweep_id: str
+    sweep_dir: Path
+    request: SweepRequest
+    groups: tuple[GroupPlan, ...]
+
+
+def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[GroupPlan, ...]:
     """Every (world size, repeat) of the sweep, repeats interleaved across sizes.
 
     Interleaving (1, 2, 4, 1, 2, 4, ...) spreads slow drifts of the machine
-    over all sizes instead of charging them to one.
+    over all sizes instead of charging them to one. Repeat ``r`` runs with
+    seed ``seed + r``.
     """
-    return [
-        GroupPlan(run_id=f"{sweep_id}-w{k}-r{repeat}", world_size=k, repeat=repeat)
+    training = not isinstance(request.spec, AllReduceSpec)
+    return tuple(
+        GroupPlan(
+            run_id=f"{sweep_id}-w{k}-r{repeat}",
+            world_size=k,
+            repeat=repeat,
+            sweep_dir=str(sweep_dir),
+            data_dir=str(request.data_dir),
+            worker=WorkerRequest(
+                task=request.task, run_id=f"{sweep_id}-w{k}-r{repeat}", light=request.light,
+                backend=request.backend, collective_timeout_s=request.collective_timeout_s,
+                seed=request.seed + repeat, training=training, variant=request.variant,
+                precision=request.precision, compile=request.compile,
+            ),
+            timeout_s=request.group_timeout_s,
+            launcher=request.launcher,
+            gpus_per_worker=request.gpus_per_worker,
+            worker_image=request.worker_image,
+        )
         for repeat in range(request.repeats)
         for k in request.world_sizes
-    ]
-
-
-def worker_args(request: SweepRequest, group: GroupPlan, run_dir: Path) -> list[str]:
-    """The ``python -m workers.run`` arguments for one group."""
-    args = [
-        "--task", request.task,
-        "--results", str(run_dir),
-        "--run-id", group.run_id,
-        "--backend", request.backend,
-        "--timeout", f"{request.collective_timeout_s:g}",
-        "--seed", str(request.seed + group.repeat),
-        "--data-dir", str(request.data_dir),
-    ]  # fmt: skip
-    if request.light:
-        args.append("--light")
-    if not isinstance(request.spec, AllReduceSpec):
-        args += ["--variant", request.variant, "--precision", request.precision,
-                 "--compile", request.compile]  # fmt: skip
-    return args
+    )  # fmt: skip
 
 
 def code_version() -> str:
@@ -341,67 +406,43 @@ def code_version() -> str:
     return described.stdout.strip() or __version__
 
 
+def request_fields(request: SweepRequest) -> dict[str, Any]:
+    """The request as plain JSON values (the manifest's ``request``, the hashed configuration)."""
+    return {**asdict(request), "world_sizes": list(request.world_sizes),
+            "data_dir": str(request.data_dir)}  # fmt: skip
+
+
 def new_manifest(
-    request: SweepRequest, sweep_id: str, groups: list[GroupPlan], trigger: str
-) -> dict[str, Any]:
-    """The ``sweep.json`` that sits beside a sweep's runs (read by ingest).
-
-    ``trigger`` is ``manual`` (a person, e.g. the Airflow form), ``scheduled``
-    (the nightly run) or ``cli``. Each group's ``status`` starts ``planned``
-    and becomes the launcher's verdict.
-    """
-    from dataclasses import asdict
-
+    request: SweepRequest,
+    sweep_id: str,
+    groups: Sequence[manifest.GroupEntry],
+    trigger: str,
+    created_at: str | None = None,
+) -> manifest.Manifest:
+    """The manifest of a new sweep of ``request`` (``created_at``: ISO 8601, default now)."""
     from results_db.analytics import configuration_hash
 
-    config = asdict(request)
-    config["data_dir"] = str(request.data_dir)
-    return {
-        "sweep_id": sweep_id,
-        "trigger": trigger,
-        "created_at": datetime.now(UTC).isoformat(),
-        "finished_at": None,
-        "code_version": code_version(),
-        "config_hash": configuration_hash(config),
-        "request": config,
-        "groups": [asdict(g) | {"status": "planned"} for g in groups],
-    }
+    config = request_fields(request)
+    return manifest.Manifest(
+        sweep_id=sweep_id,
+        trigger=trigger,
+        created_at=created_at or datetime.now(UTC).isoformat(),
+        code_version=code_version(),
+        config_hash=configuration_hash(config),
+        request=config,
+        groups=tuple(groups),
+    )
 
 
-def write_manifest(path: Path, manifest: dict[str, Any]) -> None:
-    """Write ``manifest`` atomically (readers never see half a file)."""
-    import json
+def start_sweep(request: SweepRequest, results_root: Path, trigger: str) -> SweepPlan:
+    """Plan the sweep and write its manifest into a new directory below ``results_root``.
 
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
-
-
-def start_sweep(
-    request: SweepRequest, results_root: Path, trigger: str
-) -> tuple[Path, list[dict[str, Any]]]:
-    """Create the sweep directory and manifest; return it and one entry per group.
-
-    Each entry carries what a launcher needs: ``run_id``, ``world_size``,
-    ``repeat``, ``worker_args``, ``timeout_s``, ``sweep_dir``, ``launcher``,
-    ``gpus_per_worker`` and ``worker_image``.
+    ``trigger`` is ``manual`` (a person, e.g. the Airflow form), ``scheduled``
+    (the nightly run) or ``cli``.
     """
     sweep_id = new_sweep_id(request.task)
     sweep_dir = results_root / sweep_id
-    sweep_dir.mkdir(parents=True, exist_ok=True)
-    groups = plan_groups(request, sweep_id)
-    write_manifest(sweep_dir / MANIFEST, new_manifest(request, sweep_id, groups, trigger))
-    return sweep_dir, [
-        {
-            "run_id": g.run_id,
-            "world_size": g.world_size,
-            "repeat": g.repeat,
-            "worker_args": worker_args(request, g, sweep_dir / g.run_id),
-            "timeout_s": request.group_timeout_s,
-            "sweep_dir": str(sweep_dir),
-            "launcher": request.launcher,
-            "gpus_per_worker": request.gpus_per_worker,
-            "worker_image": request.worker_image,
-        }
-        for g in groups
-    ]
+    groups = plan_groups(request, sweep_id, sweep_dir)
+    entries = [manifest.GroupEntry(g.run_id, g.world_size, g.repeat) for g in groups]
+    manifest.create(sweep_dir, new_manifest(request, sweep_id, entries, trigger))
+    return SweepPlan(sweep_id, sweep_dir, request, groups)

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scalebench.sweep import GroupPlan, new_manifest, validate_request, write_manifest
+from scalebench import manifest
+from scalebench.sweep import new_manifest, validate_request
 from workers.records import RecordWriter
 
 PHASES = {"data": 0.01, "forward": 0.1, "loss": 0.01, "backward": 0.2,
@@ -42,18 +43,13 @@ def write_training_sweep(
         repeats=max(r.repeat for r in runs) + 1,
     )
     sweep_dir = root / sweep_id
-    sweep_dir.mkdir(parents=True)
-    groups = [GroupPlan(f"{sweep_id}-w{r.world_size}-r{r.repeat}", r.world_size, r.repeat)
-              for r in runs]  # fmt: skip
-    manifest = new_manifest(request, sweep_id, groups, trigger=trigger)
-    if created_at:
-        manifest["created_at"] = created_at
-    for entry, run in zip(manifest["groups"], runs, strict=True):
-        entry["status"] = run.launcher_status
+    groups = [manifest.GroupEntry(f"{sweep_id}-w{r.world_size}-r{r.repeat}", r.world_size,
+                                  r.repeat, status=r.launcher_status) for r in runs]  # fmt: skip
+    manifest.create(sweep_dir, new_manifest(request, sweep_id, groups, trigger, created_at))
+    for entry, run in zip(groups, runs, strict=True):
         for rank in range(run.world_size):
-            write_rank(sweep_dir / entry["run_id"], entry["run_id"], rank, run,
+            write_rank(sweep_dir / entry.run_id, entry.run_id, rank, run,
                        request.spec.goal.metric)  # fmt: skip
-    write_manifest(sweep_dir / "sweep.json", manifest)
     return sweep_dir
 
 

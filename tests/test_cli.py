@@ -10,6 +10,18 @@ import pytest
 from scalebench import cli
 
 
+def test_the_command_line_offers_every_field_of_the_trigger_form() -> None:
+    from operators.benchmark_dag import params
+    from workers.tasks import get_task
+
+    run = next(action for action in cli.build_parser()._subparsers._group_actions
+               if action.dest == "command").choices["run"]  # fmt: skip
+    options = {action.dest for action in run._actions}
+    cli_name = {"collective_timeout_s": "timeout", "group_timeout_s": "group_timeout"}
+    form = params(get_task("task1a-resnet20-cifar10"))
+    assert {cli_name.get(field, field) for field in form} <= options
+
+
 def test_tasks_lists_every_task(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["tasks"]) == 0
     out = capsys.readouterr().out
@@ -86,7 +98,10 @@ def test_report_refuses_a_directory_without_a_sweep(
 
 
 @pytest.mark.slow
-def test_sigterm_stops_the_sweep_and_records_what_was_cancelled(tmp_path: Path) -> None:
+def test_sigterm_stops_a_sweep_of_200_groups_within_seconds_and_records_each(
+    tmp_path: Path,
+) -> None:
+    """The running group is recorded ``cancelled``, the 199 never started ``skipped``."""
     import os
     import signal
     import subprocess
@@ -96,20 +111,23 @@ def test_sigterm_stops_the_sweep_and_records_what_was_cancelled(tmp_path: Path) 
     results = tmp_path / "results"
     proc = subprocess.Popen(
         [sys.executable, "-m", "scalebench.cli", "run", "task1a-resnet20-cifar10", "--light",
-         "--workers", "1,2", "--repeats", "3", "--results", str(results), "--no-ingest"],
+         "--workers", "1,2", "--repeats", "100", "--results", str(results), "--no-ingest"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     deadline = time.monotonic() + 120
     while not list(results.glob("*/*/rank-0.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.2)
+    signalled = time.monotonic()
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
+    assert time.monotonic() - signalled < 15, "stopping took longer than the ranks' grace"
     (sweep_dir,) = results.iterdir()
-    manifest = json.loads((sweep_dir / "sweep.json").read_text())
-    assert manifest["finished_at"]
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())  # verdicts folded in
+    assert manifest["finished_at"] and not (sweep_dir / "verdicts.jsonl").exists()
     statuses = [g["status"] for g in manifest["groups"]]
-    assert "planned" not in statuses and statuses[-1] == "cancelled"
+    assert len(statuses) == 200
+    assert statuses[0] == "cancelled" and set(statuses[1:]) == {"skipped"}
     # no rank outlived the command
     for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
         try:

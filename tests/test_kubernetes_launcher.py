@@ -27,9 +27,11 @@ from operators.kubernetes_launcher import (
     job_verdict,
     label_value,
     pending_problem,
-    pod_worker_args,
+    pod_argv,
     service_manifest,
 )
+from scalebench.sweep import GroupPlan
+from workers.request import WorkerRequest
 
 K8S_VERSION = "1.33"
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -41,20 +43,14 @@ UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def airflow_args(run_dir: Path = ROOT / "sweep-1" / RUN_ID) -> list[str]:
-    return [
-        "--task",
-        "task1a-resnet20-cifar10",
-        "--results",
-        str(run_dir),
-        "--run-id",
-        RUN_ID,
-        "--backend",
-        "nccl",
-        "--data-dir",
-        str(DATA),
-        "--light",
-    ]
+def planned(world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1", data_dir: Path = DATA,
+            **changes: Any) -> GroupPlan:  # fmt: skip
+    """A planned light Task 1a group on nccl, as the sweep plans it on the Airflow side."""
+    worker = WorkerRequest(task="task1a-resnet20-cifar10", run_id=RUN_ID, light=True,
+                           backend="nccl", collective_timeout_s=60.0, seed=0)  # fmt: skip
+    return GroupPlan(run_id=RUN_ID, world_size=world_size, repeat=0, sweep_dir=str(sweep_dir),
+                     data_dir=str(data_dir), worker=worker, timeout_s=3600.0,
+                     **changes)  # fmt: skip
 
 
 NAMES = group_names("task1a_resnet20_cifar10", UGLY_RUN_ID, 2, 1, 4)
@@ -62,7 +58,7 @@ NAMES = group_names("task1a_resnet20_cifar10", UGLY_RUN_ID, 2, 1, 4)
 
 def render(world_size: int = 4, **settings: Any) -> tuple[dict, dict]:
     config = KubernetesSettings(**settings)
-    args = pod_worker_args(airflow_args(), ROOT, DATA)
+    args = pod_argv(planned(world_size), ROOT, DATA)
     job = job_manifest(
         NAMES, args, world_size, config, gpus_per_worker=1, timeout_s=3599.2, run_id=RUN_ID
     )
@@ -504,8 +500,7 @@ class FakeCluster:
 def make_group(cluster: FakeCluster, lines: list[str] | None = None, **settings: Any):
     settings.setdefault("schedule_timeout_s", 600)
     group = KubernetesGroup(
-        airflow_args(),
-        4,
+        planned(),
         names=NAMES,
         settings=KubernetesSettings(**settings),
         sink=(lines.append if lines is not None else lambda line: None),
@@ -513,7 +508,6 @@ def make_group(cluster: FakeCluster, lines: list[str] | None = None, **settings:
         core_api=cluster,
         clock=cluster.clock,
         sleep=cluster.sleep,
-        timeout_s=3600,
         results_root=ROOT,
         data_root=DATA,
         poll_interval_s=5,
@@ -720,8 +714,7 @@ def test_a_failed_job_creation_removes_the_service() -> None:
         ApiException(status=409, reason="AlreadyExists")
     )
     group = KubernetesGroup(
-        airflow_args(),
-        4,
+        planned(),
         names=NAMES,
         settings=KubernetesSettings(),
         batch_api=cluster,
@@ -737,8 +730,7 @@ def test_a_failed_job_creation_removes_the_service() -> None:
 
 def test_constructing_needs_no_cluster() -> None:
     group = KubernetesGroup(
-        airflow_args(),
-        4,
+        planned(),
         names=NAMES,
         settings=KubernetesSettings(),
         results_root=ROOT,
@@ -751,30 +743,29 @@ def test_constructing_needs_no_cluster() -> None:
 # --------------------------------------------------------------------------- arguments
 
 
-def test_pod_worker_args_move_results_and_data_onto_the_mounts() -> None:
-    args = pod_worker_args(airflow_args(), ROOT, DATA)
+def test_the_pods_arguments_put_results_and_data_on_the_mounts() -> None:
+    args = pod_argv(planned(), ROOT, DATA)
     assert args[args.index("--results") + 1] == f"{RESULTS_MOUNT}/sweep-1/{RUN_ID}"
     assert args[args.index("--data-dir") + 1] == DATA_MOUNT
-    assert args[:2] == ["--task", "task1a-resnet20-cifar10"] and args[-1] == "--light"
-    inline = pod_worker_args(
-        ["--results=var/results/s/r", "--data-dir=var/data/cifar"], "var/results", "var/data"
-    )
-    assert inline == ["--results", f"{RESULTS_MOUNT}/s/r", "--data-dir", f"{DATA_MOUNT}/cifar"]
+    assert args[:2] == ["--task", "task1a-resnet20-cifar10"] and "--light" in args
+    relative = pod_argv(planned(sweep_dir=Path("var/results/s"), data_dir=Path("var/data/c")),
+                        "var/results", "var/data")  # fmt: skip
+    assert relative[relative.index("--results") + 1] == f"{RESULTS_MOUNT}/s/{RUN_ID}"
+    assert relative[relative.index("--data-dir") + 1] == f"{DATA_MOUNT}/c"
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("changes", "message"),
     [
-        (["--results", "/elsewhere/s/r"], "--results /elsewhere/s/r is not under the results root"),
-        (["--results", str(ROOT / ".." / "x")], "is not under the results root"),
-        (["--results", str(ROOT / "s"), "--data-dir", "/tmp/d"], "is not under the data root"),
-        (["--task", "t"], "no --results"),
-        (["--results"], "has no value"),
+        ({"sweep_dir": Path("/elsewhere/s")}, "/elsewhere/s/" + RUN_ID + " is not under the "
+         "results root"),
+        ({"sweep_dir": ROOT / ".." / "x"}, "is not under the results root"),
+        ({"data_dir": Path("/tmp/d")}, "/tmp/d is not under the data root"),
     ],
-)
-def test_pod_worker_args_refuse_paths_the_pods_cannot_see(args: list[str], message: str) -> None:
+)  # fmt: skip
+def test_paths_the_pods_cannot_see_are_refused(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
-        pod_worker_args(args, ROOT, DATA)
+        pod_argv(planned(**changes), ROOT, DATA)
 
 
 # --------------------------------------------------------------------------- settings
@@ -845,13 +836,11 @@ def test_bad_settings_name_their_variable(variable: str, value: str) -> None:
 def test_group_refuses_impossible_shapes() -> None:
     settings = KubernetesSettings()
     with pytest.raises(ValueError, match="world_size"):
-        KubernetesGroup(
-            airflow_args(), 0, names=NAMES, settings=settings, results_root=ROOT, data_root=DATA
-        )
+        KubernetesGroup(planned(0), names=NAMES, settings=settings, results_root=ROOT,
+                        data_root=DATA)  # fmt: skip
     with pytest.raises(ValueError, match="too long"):
         KubernetesGroup(
-            airflow_args(),
-            4,
+            planned(),
             names=GroupNames("j" * 62, "s"),
             settings=settings,
             results_root=ROOT,
@@ -925,8 +914,7 @@ def test_the_real_client_accepts_every_call(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(provider, "KubernetesHook", Hook)
     lines: list[str] = []
     group = KubernetesGroup(
-        airflow_args(),
-        4,
+        planned(),
         names=NAMES,
         settings=KubernetesSettings(conn_id="k8s_test"),
         sink=lines.append,
@@ -993,17 +981,18 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
         task="task1a-resnet20-cifar10", workers=[4], light=True,
         launcher="kubernetes", backend="nccl", gpus_per_worker=1,
     )  # fmt: skip
-    sweep_dir, [group] = start_sweep(request, tmp_path / "results", "manual")
+    sweep = start_sweep(request, tmp_path / "results", "manual")
+    sweep_dir, [group] = sweep.sweep_dir, sweep.groups
     ti = SimpleNamespace(dag_id="task1a_resnet20_cifar10", run_id=UGLY_RUN_ID, map_index=2,
                          try_number=1)  # fmt: skip
-    operator = TrainingGroupOperator(task_id="train", group=group)
+    operator = TrainingGroupOperator(task_id="train", group=group.to_xcom())
     verdict = operator.execute({"ti": ti})
 
     assert verdict["status"] == "failed" and UNSCHEDULABLE in verdict["reason"]
     assert sorted(cluster.deleted) == [("job", NAMES.job), ("service", NAMES.service)]
     [job] = cluster.created_jobs  # its pods write below the results mount
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
-    run_dir = f"{RESULTS_MOUNT}/{sweep_dir.name}/{group['run_id']}"
+    run_dir = f"{RESULTS_MOUNT}/{sweep_dir.name}/{group.run_id}"
     assert command[command.index("--results") + 1] == run_dir
     url = f"sqlite:///{tmp_path / 'r.db'}"
     upgrade(url)

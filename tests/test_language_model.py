@@ -12,8 +12,8 @@ import torch
 from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
+from workers.data.errors import DataSetMissing
 from workers.data.prepare import DataSetCorrupt, prepare_wikitext2
-from workers.data.sources import DataSetMissing
 from workers.data.text import EOS, load_wikitext2, markov_corpus, rank_columns
 from workers.language_model import AveragedWeights, regularised_loss, sequence_length
 from workers.models.awd_lstm import AWDLSTM

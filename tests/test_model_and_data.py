@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from workers.data.batches import augment, epoch_partition, normalise, shard
+from workers.data.errors import DataSetMissing
 from workers.data.sources import (
     CIFAR10_DIR,
-    DataSetMissing,
     load_cifar10,
     load_digits,
     require_cifar10,

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from workers.data.errors import DataSetMissing
 from workers.data.prepare import (
     DataSetCorrupt,
     Prepared,
@@ -17,7 +18,7 @@ from workers.data.prepare import (
     prepare,
     prepare_cifar10,
 )
-from workers.data.sources import CIFAR10_DIR, DataSetMissing
+from workers.data.sources import CIFAR10_DIR
 
 NAMES = [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from scalebench import cli
-from scalebench.sweep import InvalidParameter, plan_groups, validate_request, worker_args
+from scalebench.sweep import (
+    MAX_GROUP_TIMEOUT_S,
+    MAX_GROUPS,
+    MAX_REPEATS,
+    InvalidParameter,
+    plan_groups,
+    validate_request,
+)
+from workers.run import parse_args
 
 LIGHT = {"task": "task1a-resnet20-cifar10", "workers": "1,2", "light": True}
 
@@ -77,12 +86,42 @@ def test_all_reduce_needs_no_data_set(tmp_path: Path) -> None:
 def test_a_valid_request_is_normalised_and_planned() -> None:
     request = validate_request(**{**LIGHT, "workers": "2, 1", "repeats": "2", "seed": "5"})
     assert request.world_sizes == (1, 2) and request.repeats == 2 and request.seed == 5
-    groups = plan_groups(request, "sweep")
+    groups = plan_groups(request, "sweep", Path("/r/sweep"))
     assert [(g.world_size, g.repeat) for g in groups] == [(1, 0), (2, 0), (1, 1), (2, 1)]
     assert len({g.run_id for g in groups}) == 4
-    args = worker_args(request, groups[3], Path("/r/x"))
-    assert args[args.index("--seed") + 1] == "6"  # each repeat its own seed
-    assert "--light" in args and args[args.index("--variant") + 1] == "sync"
+    assert groups[3].run_dir == Path("/r/sweep") / groups[3].run_id
+    assert groups[3].worker.seed == 6  # each repeat its own seed
+
+
+def test_a_worker_request_renders_the_command_line_the_worker_parses() -> None:
+    request = validate_request(**{**LIGHT, "repeats": 2, "seed": 5, "compile": "off"})
+    group = plan_groups(request, "sweep", Path("/r/sweep"))[-1]
+    args = parse_args(group.worker.argv(results_dir="/pod/run", data_dir="/pod/data"))
+    assert (args.task, args.results, args.run_id) == (LIGHT["task"], Path("/pod/run"),
+                                                      group.run_id)  # fmt: skip
+    assert (args.light, args.seed, args.backend, args.timeout) == (True, 6, "gloo", 60.0)
+    assert (args.variant, args.precision, args.compile) == ("sync", "fp32", "off")
+    assert args.data_dir == Path("/pod/data")
+    all_reduce = plan_groups(validate_request(task="task0-allreduce", workers=[2]), "s", Path("/r"))
+    assert "--variant" not in all_reduce[0].worker.argv(results_dir="/r", data_dir="/d")
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "limit"),
+    [
+        ({"repeats": MAX_REPEATS + 1}, "repeats", f"at most {MAX_REPEATS} runs"),
+        ({"repeats": 1_000_000}, "repeats", f"at most {MAX_REPEATS} runs"),
+        ({"workers": list(range(1, 13)), "repeats": MAX_REPEATS}, "repeats",
+         f"a sweep plans at most {MAX_GROUPS}"),
+        ({"group_timeout_s": MAX_GROUP_TIMEOUT_S + 1}, "group_timeout_s", "at most 604800 s"),
+    ],
+)  # fmt: skip
+def test_requests_no_one_can_have_meant_are_refused_naming_the_limit(
+    changes: dict, field: str, limit: str
+) -> None:
+    with pytest.raises(InvalidParameter, match=re.escape(limit)) as refused:
+        validate_request(**{**LIGHT, "max_workers": 64, **changes})
+    assert refused.value.field == field
 
 
 def test_cli_refuses_before_creating_anything(

@@ -226,8 +226,8 @@ def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
 class RecordWriter:
     """Appends one rank's records to ``<run_dir>/rank-<rank>.jsonl``.
 
-    ``t`` is filled in from ``clock`` (seconds since the common start) unless
-    given. Each record is flushed as soon as it is written.
+    ``t`` is the record's time in seconds since the group's common start (the
+    tracker's clock). Each record is flushed as soon as it is written.
     """
 
     def __init__(self, run_dir: Path, run_id: str, rank: int, world_size: int) -> None:
@@ -237,14 +237,6 @@ class RecordWriter:
         self.rank = rank
         self.world_size = world_size
         self._file: TextIO = self.path.open("a", encoding="utf-8")
-        self._start: float | None = None
-
-    def set_start(self, perf_counter_value: float) -> None:
-        """Fix the group's common start (a ``time.perf_counter()`` reading)."""
-        self._start = perf_counter_value
-
-    def elapsed(self, now: float) -> float:
-        return 0.0 if self._start is None else now - self._start
 
     def write(self, kind: str, t: float, **payload: Any) -> dict[str, Any]:
         record = {

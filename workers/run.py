@@ -5,9 +5,10 @@ The rank, world size and rendezvous address come from the environment (see
 ``<run dir>/rank-<r>.jsonl``; rank 0 also writes MLPerf lines to
 ``<run dir>/mllog-rank-0.log``.
 
-Exit status: 0 finished (goal reached, epoch limit, or measurements done),
-1 failed (a peer died, a timeout, an error), 2 refused input (nothing
-started), 3 diverged, 143 terminated by SIGTERM.
+Exit status (defined with the request in :mod:`workers.request`): 0 finished
+(goal reached, epoch limit, or measurements done), 1 failed (a peer died, a
+timeout, an error), 2 refused input (nothing started), 3 diverged, 143
+terminated by SIGTERM.
 """
 
 from __future__ import annotations
@@ -20,12 +21,18 @@ import sys
 from pathlib import Path
 from types import FrameType
 
-from workers.data.sources import DataSetMissing, check_available
+from workers.data.availability import check_available
+from workers.data.errors import DataSetMissing
 from workers.distributed import BACKENDS, GroupConfigError, group_env_from
+from workers.request import (
+    EXIT_DIVERGED,
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_TERMINATED,
+)
 from workers.tasks import AllReduceSpec, get_task
 from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
-
-EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
 
 log = logging.getLogger("scalebench.worker")
 

@@ -158,7 +158,6 @@ class Tracker:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self._start = time.perf_counter()
-        self.writer.set_start(self._start)
         if self.goal is not None:  # the target this run trains to, as it was when it ran
             details = {"goal_metric": self.goal.metric,
                        "goal_target": self.goal.target(self.light), **details}  # fmt: skip

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from workers.data.errors import DataSetMissing
 from workers.data.sources import (
     CIFAR10_DIR,
     CIFAR10_SOURCE,
@@ -41,7 +42,6 @@ from workers.data.sources import (
     CIFAR10_TRAIN_FILES,
     EPSILON_DIR,
     EPSILON_SOURCES,
-    DataSetMissing,
     epsilon_files,
     require_cifar10,
 )

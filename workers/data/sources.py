@@ -1,7 +1,8 @@
-"""Image data sets as NumPy arrays, loaded from disk or from an installed package.
+"""Image and tabular data sets as NumPy arrays: read from disk, a package, or generated.
 
 Torch-free, and NumPy is imported only when data is actually loaded, so the
-availability checks are cheap enough for parameter validation.
+``require_*`` checks (which :mod:`workers.data.availability` dispatches to)
+are cheap enough for parameter validation.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from workers.data.errors import DataSetMissing
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -18,10 +21,6 @@ CIFAR10_DIR = "cifar-10-batches-py"
 CIFAR10_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
 CIFAR10_TEST_FILE = "test_batch"
 CIFAR10_SOURCE = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
-
-
-class DataSetMissing(FileNotFoundError):
-    """A full data set is not where the task expects it."""
 
 
 @dataclass(frozen=True)
@@ -147,22 +146,6 @@ def load_images(name: str, data_dir: Path) -> ImageArrays:
     if name == "digits32":
         return load_digits32()
     raise ValueError(f"unknown image data set {name!r}")
-
-
-def check_available(name: str, data_dir: Path) -> None:
-    """Raise :class:`DataSetMissing` when data set ``name`` cannot be loaded from ``data_dir``."""
-    if name == "cifar10":
-        require_cifar10(data_dir)
-    elif name == "epsilon":
-        require_epsilon(data_dir)
-    elif name == "wikitext2":
-        from workers.data.text import require_wikitext2
-
-        require_wikitext2(data_dir)
-    elif name.startswith("wmt"):
-        from workers.data.translation import require_wmt
-
-        require_wmt(data_dir, name)
 
 
 # -- tabular binary-classification sets (Task 2a) -----------------------------------------------

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.data.sources import DataSetMissing
+from workers.data.errors import DataSetMissing
 
 WIKITEXT2_DIR = "wikitext-2"
 WIKITEXT2_FILES = {"train": "wiki.train.tokens", "valid": "wiki.valid.tokens",

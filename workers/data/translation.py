@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.data.sources import DataSetMissing
+from workers.data.errors import DataSetMissing
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]

@@ -1,0 +1,184 @@
+"""A sweep's manifest: what was asked, which groups were planned, what became of each.
+
+Two files sit beside a sweep's run directories:
+
+    <sweep>/sweep.json       the plan, written once (atomically) when the sweep starts
+                             and once more, with every verdict folded in, when it finishes
+    <sweep>/verdicts.jsonl   one line per verdict, appended as groups end
+
+So recording a verdict costs one appended line, whatever the sweep's size, and
+a reader (ingest, the next group's cancellation check) folds the lines into
+the plan: the last verdict of a group wins. A group's ``status`` is
+``planned`` until a verdict arrives; then the launcher's verdict
+(``succeeded``, ``failed``, ``diverged``, ``timed_out``), ``cancelled`` (it
+was running when the sweep was stopped) or ``skipped`` (it never started
+because the sweep was stopped). Used by the command line's runner and by the
+Airflow operators alike; torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from workers.records import SWEEP_MANIFEST as MANIFEST
+
+VERDICTS = "verdicts.jsonl"
+GROUP_STATUSES = ("planned", "succeeded", "failed", "diverged", "timed_out", "cancelled",
+                  "skipped")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class GroupEntry:
+    """One planned group and, once it ended, its verdict (``seconds``: its wall time)."""
+
+    run_id: str
+    world_size: int
+    repeat: int
+    status: str = "planned"
+    reason: str = ""
+    seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The plan of a sweep with every verdict recorded so far folded in.
+
+    ``trigger`` is ``manual`` (a person, e.g. the Airflow form), ``scheduled``
+    (the nightly run) or ``cli``; ``request`` is the validated request's fields
+    and ``config_hash`` its hash; times are ISO 8601 in UTC.
+    """
+
+    sweep_id: str
+    trigger: str
+    created_at: str
+    code_version: str
+    config_hash: str
+    request: dict[str, Any]
+    groups: tuple[GroupEntry, ...]
+    finished_at: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether the sweep was stopped (a group cancelled or skipped)."""
+        return any(g.status in ("cancelled", "skipped") for g in self.groups)
+
+    @property
+    def planned(self) -> list[GroupEntry]:
+        """The groups without a verdict yet."""
+        return [g for g in self.groups if g.status == "planned"]
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        extra = data.pop("extra")
+        data["groups"] = [asdict(g) for g in self.groups]
+        return {**data, **extra}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], verdict_lines: Iterable[str] = ()) -> Manifest:
+        """The manifest of ``sweep.json``'s ``data`` with the verdict lines folded in."""
+        known = {"sweep_id", "trigger", "created_at", "code_version", "config_hash", "request",
+                 "groups", "finished_at"}  # fmt: skip
+        verdicts: dict[str, dict[str, Any]] = {}
+        for line in verdict_lines:
+            if line.strip():
+                try:
+                    verdict = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a crash: that verdict was never complete
+                verdicts[verdict.pop("run_id")] = verdict
+        groups = []
+        for raw in data["groups"]:
+            entry = GroupEntry(**{k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__})
+            if entry.run_id in verdicts:
+                entry = replace(entry, **verdicts[entry.run_id])
+            groups.append(entry)
+        return cls(
+            sweep_id=data["sweep_id"],
+            trigger=data.get("trigger", "cli"),
+            created_at=data.get("created_at", ""),
+            code_version=data.get("code_version", ""),
+            config_hash=data.get("config_hash", ""),
+            request=data["request"],
+            groups=tuple(groups),
+            finished_at=data.get("finished_at"),
+            extra={k: v for k, v in data.items() if k not in known},
+        )
+
+
+def create(sweep_dir: Path, manifest: Manifest) -> None:
+    """Write a new sweep's plan (the directory is created when missing)."""
+    sweep_dir.mkdir(parents=True, exist_ok=True)
+    _write_atomically(sweep_dir / MANIFEST, manifest.to_json())
+
+
+def load(sweep_dir: Path) -> Manifest:
+    """The manifest of the sweep at ``sweep_dir`` (a local directory), verdicts folded in."""
+    data = json.loads((sweep_dir / MANIFEST).read_text(encoding="utf-8"))
+    verdicts = sweep_dir / VERDICTS
+    lines = verdicts.read_text(encoding="utf-8").splitlines() if verdicts.is_file() else []
+    return Manifest.from_json(data, lines)
+
+
+def read(fs: Any, sweep_path: str) -> Manifest:
+    """:func:`load` through an fsspec filesystem (any results location ingest reads)."""
+    with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
+        data = json.load(handle)
+    lines: list[str] = []
+    if fs.exists(f"{sweep_path}/{VERDICTS}"):
+        with fs.open(f"{sweep_path}/{VERDICTS}", "r", encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    return Manifest.from_json(data, lines)
+
+
+def record_verdict(
+    sweep_dir: Path, run_id: str, status: str, reason: str = "", seconds: float | None = None
+) -> None:
+    """Append one group's verdict: one line, whatever the size of the sweep."""
+    _append(sweep_dir, [{"run_id": run_id, "status": status, "reason": reason,
+                         "seconds": seconds}])  # fmt: skip
+
+
+def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:
+    """The sweep was stopped: ``running`` (if any) is ``cancelled``, the unstarted ``skipped``."""
+    planned = [g.run_id for g in load(sweep_dir).planned]
+    verdicts = []
+    if running is not None:
+        verdicts.append({"run_id": running, "status": "cancelled", "reason": reason})
+    verdicts += [{"run_id": run_id, "status": "skipped", "reason": reason}
+                 for run_id in planned if run_id != running]  # fmt: skip
+    _append(sweep_dir, verdicts)
+
+
+def finish(sweep_dir: Path) -> Manifest:
+    """Fold the verdicts into ``sweep.json`` with the finishing time; return the result."""
+    done = replace(load(sweep_dir), finished_at=datetime.now(UTC).isoformat())
+    _write_atomically(sweep_dir / MANIFEST, done.to_json())
+    (sweep_dir / VERDICTS).unlink(missing_ok=True)  # folded: reading it again changes nothing
+    return done
+
+
+def _append(sweep_dir: Path, verdicts: list[dict[str, Any]]) -> None:
+    if not verdicts:
+        return
+    for verdict in verdicts:
+        if verdict["status"] not in GROUP_STATUSES:
+            raise ValueError(f"unknown group status {verdict['status']!r}")
+    text = "".join(json.dumps(v) + "\n" for v in verdicts)
+    with open(sweep_dir / VERDICTS, "a", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def _write_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Readers never see half a file: write a temporary file, then rename it over ``path``."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,61 @@
+"""What one rank of a planned group is asked to do, as fields.
+
+A sweep plans one :class:`WorkerRequest` per group; each launcher turns it
+into the ``python -m workers.run`` command line with the paths *it* sees:
+the local launcher with the host's results and data directories, the
+Kubernetes launcher with its pods' mount points. Nothing renders a command
+line and parses it back.
+
+A rank answers with its exit status (``EXIT_*``): 0 finished (goal reached,
+epoch limit, or measurements done), 1 failed (a peer died, a timeout, an
+error), 2 refused input (nothing started), 3 diverged, 143 terminated by
+SIGTERM. Torch-free: the Airflow side builds these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
+
+
+@dataclass(frozen=True)
+class WorkerRequest:
+    """The inputs of ``python -m workers.run`` that do not depend on where it runs.
+
+    ``training`` is false for the all-reduce task, which has no training
+    variant, precision or compile setting (they are not passed).
+    """
+
+    task: str
+    run_id: str
+    light: bool
+    backend: str
+    collective_timeout_s: float
+    seed: int
+    training: bool = True
+    variant: str = "sync"
+    precision: str = "fp32"
+    compile: str = "off"
+
+    def argv(self, results_dir: str, data_dir: str) -> list[str]:
+        """The worker's arguments, with this launcher's run directory and data directory."""
+        args = [
+            "--task", self.task,
+            "--results", results_dir,
+            "--run-id", self.run_id,
+            "--backend", self.backend,
+            "--timeout", f"{self.collective_timeout_s:g}",
+            "--seed", str(self.seed),
+            "--data-dir", data_dir,
+        ]  # fmt: skip
+        if self.light:
+            args.append("--light")
+        if self.training:
+            args += ["--variant", self.variant, "--precision", self.precision,
+                     "--compile", self.compile]  # fmt: skip
+        return args
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
