@@ -116,6 +116,17 @@ def scaling(conn: Connection, sweep_id: str) -> list[analytics.ScalingRow]:
     return analytics.scaling_rows(runs)
 
 
+def last_metric_values(conn: Connection, sweep_id: str) -> dict[str, float | None]:
+    """Per run of the sweep, its goal metric at its last evaluation (None: never evaluated)."""
+    query = (
+        select(EpochEval.run_id, EpochEval.metric_value)
+        .join(Run, Run.id == EpochEval.run_id)
+        .where(Run.sweep_id == sweep_id)
+        .order_by(EpochEval.run_id, EpochEval.epoch)
+    )  # fmt: skip
+    return {run_id: value for run_id, value in conn.execute(query)}
+
+
 def phase_breakdown(conn: Connection, sweep_id: str) -> list[PhaseRow]:
     """Mean seconds per step (per rank) in each phase, per worker count."""
     query = (

@@ -2,7 +2,7 @@
 
     scalebench tasks
     scalebench run <task> --workers 1,2,4 [--light] [--backend gloo] [--repeats N]
-    scalebench report <sweep directory>
+    scalebench report <sweep directory | sweep id>
     scalebench db upgrade | scalebench ingest <location> | scalebench export <sweep>
     scalebench prices list|set|load | scalebench regressions <sweep>
     scalebench dashboard [--host 127.0.0.1] [--port 8050] [--database URL]
@@ -25,7 +25,7 @@ from pathlib import Path
 from scalebench import config, database_commands, manifest
 from scalebench.sweep import InvalidParameter, SweepRequest, start_sweep, validate_request
 from workers.records import SWEEP_MANIFEST as MANIFEST
-from workers.tasks import TASKS, AllReduceSpec, TrainingSpec
+from workers.tasks import TASKS, TrainingSpec
 
 
 def _clock(seconds: float) -> str:
@@ -94,26 +94,34 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
     return plan.sweep_dir, exit_status
 
 
-def print_report(sweep_dir: Path) -> None:
-    """Print the results table of a sweep directory."""
-    from scalebench.report import allreduce_table, summarise_run, training_table
+def print_report(url: str, sweep_id: str) -> None:
+    """Print an ingested sweep's report from the results database at ``url``."""
+    from results_db.database import make_engine
+    from scalebench.tables import sweep_report
 
-    sweep = manifest.load(sweep_dir)
-    spec = TASKS[sweep.request["task"]]
-    groups = [g for g in sweep.groups if (sweep_dir / g.run_id).is_dir()]
-    print(f"\n{spec.title} — sweep {sweep.sweep_id}")
-    if isinstance(spec, AllReduceSpec):
-        print(allreduce_table([sweep_dir / g.run_id for g in groups]))
-        return
-    runs = [summarise_run(sweep_dir / g.run_id, g.world_size, g.status) for g in groups]
-    light = sweep.request["light"]
-    print(f"goal: {spec.goal.describe(light)}; TTA = time to accuracy, seconds\n")
-    print(training_table(runs, spec.goal.metric))
-    for run in runs:
-        if run.status != "succeeded":
-            print(f"{run.run_id}: {run.status}: {run.reason}")
-        if run.bad_lines:
-            print(f"{run.run_id}: {run.bad_lines} unreadable record line(s)")
+    engine = make_engine(url)
+    try:
+        with engine.connect() as conn:
+            report = sweep_report(conn, sweep_id)
+    except LookupError as exc:
+        raise InvalidParameter("sweep", f"{exc.args[0]}; ingest it with `scalebench ingest`"
+                               ) from None  # fmt: skip
+    finally:
+        engine.dispose()
+    print("\n" + report)
+
+
+def print_sweep_directory(sweep_dir: Path) -> None:
+    """Ingest a sweep directory into a temporary SQLite database and print its report there."""
+    import contextlib
+    import io
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="scalebench-report-") as tmp:
+        url = f"sqlite:///{Path(tmp) / 'report.db'}"
+        with contextlib.redirect_stdout(io.StringIO()):  # the progress of a private copy
+            database_commands.ingest(url, str(sweep_dir))
+        print_report(url, manifest.load(sweep_dir).sweep_id)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -139,20 +147,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise InvalidParameter("results", str(exc)) from None
     sweep_dir, status = run_sweep(request, results_root)
-    if not args.no_ingest:
-        url = args.database or config.database_url()
-        print(f"\ningesting into {database_commands.redact(url)}")
-        database_commands.ingest(url, str(sweep_dir))
-    print_report(sweep_dir)
+    if args.no_ingest:
+        print_sweep_directory(sweep_dir)
+        return status
+    url = args.database or config.database_url()
+    print(f"\ningesting into {database_commands.redact(url)}")
+    database_commands.ingest(url, str(sweep_dir))
+    print_report(url, sweep_dir.name)
     return status
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    sweep_dir = Path(args.sweep)
-    if not (sweep_dir / MANIFEST).is_file():
-        print(f"scalebench: error: sweep: no {MANIFEST} in {sweep_dir}", file=sys.stderr)
-        return 2
-    print_report(sweep_dir)
+    """A sweep directory is read through a private SQLite copy; a sweep id from the database."""
+    target = Path(args.sweep)
+    if target.is_dir():
+        if not (target / MANIFEST).is_file():
+            raise InvalidParameter("sweep", f"no {MANIFEST} in {target}")
+        print_sweep_directory(target)
+    else:
+        print_report(args.database or config.database_url(), args.sweep)
     return 0
 
 
@@ -239,11 +252,17 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--database", default=None, help="results database URL (SCALEBENCH_DATABASE_URL)"
     )
-    run.add_argument("--no-ingest", action="store_true", help="leave the results on disk only")
+    run.add_argument(
+        "--no-ingest", action="store_true",
+        help="leave the results database alone (the table comes from a temporary SQLite copy)",
+    )  # fmt: skip
     run.set_defaults(func=cmd_run)
 
-    report = commands.add_parser("report", help="print the table of a finished sweep")
-    report.add_argument("sweep", help="the sweep's results directory")
+    report = commands.add_parser("report", help="print the table of a sweep")
+    report.add_argument("sweep", help="a sweep's results directory, or the id of an ingested sweep")
+    report.add_argument(
+        "--database", default=None, help="results database URL (SCALEBENCH_DATABASE_URL)"
+    )
     report.set_defaults(func=cmd_report)
 
     data = commands.add_parser(

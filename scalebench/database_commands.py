@@ -240,9 +240,8 @@ def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any
     """
     from dataclasses import asdict
 
-    from tabulate import tabulate
-
     from results_db.queries import allreduce_summary, scaling, succeeded_runs
+    from scalebench.tables import sweep_report
 
     engine = _engine(url)
     with engine.connect() as conn:
@@ -250,8 +249,8 @@ def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any
         rows = [asdict(r) for r in scaling(conn, sweep_id)]
         if all(r["tta_s"] is None for r in rows):
             rows = [asdict(r) for r in allreduce_summary(conn, sweep_id)]
+        print(sweep_report(conn, sweep_id))
     engine.dispose()
-    print(tabulate(rows, headers="keys", floatfmt=".4g"))
     if not succeeded:
         raise NoResult(f"sweep {sweep_id}: no configuration produced a result")
     return rows

@@ -55,8 +55,16 @@ def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
     assert float(rows[1].split()[5]) > 0
     assert "group 2/2: 2 worker(s)" in out
 
+    # The same table again: from the database by sweep id, and from the directory alone.
+    assert cli.main(["report", sweep_dir.name, "--database", database]) == 0
+    again = capsys.readouterr().out
+    assert again[again.index("workers"):].splitlines()[:4] == table[:4]
     assert cli.main(["report", str(sweep_dir)]) == 0
-    assert "TTA s" in capsys.readouterr().out
+    copy = capsys.readouterr().out
+    assert copy[copy.index("workers"):].splitlines()[:4] == table[:4]
+    assert cli.main(["report", "no-such-sweep", "--database", database]) == 2
+    assert "sweep: sweep 'no-such-sweep' is not in the results database" in (
+        capsys.readouterr().err)
 
     # the sweep was ingested: the database agrees with the printed table
     from results_db.database import make_engine

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from operators.local_launcher import LocalGroup, launch_group
-from scalebench.report import summarise_run
+from results_db.run_summary import RunSummary, summarise
 from workers.allreduce import message_sizes
 from workers.records import read_rank_file, read_run
 from workers.tasks import get_task
@@ -19,6 +19,11 @@ from workers.tasks import get_task
 pytestmark = pytest.mark.slow
 
 TASK1A = "task1a-resnet20-cifar10"
+
+
+def summarise_run(run_dir: Path, world_size: int, launcher_status: str) -> RunSummary:
+    """What ingest makes of a run directory's rank files."""
+    return summarise(read_run(run_dir), run_dir.name, world_size, launcher_status)
 
 
 def quiet(lines: list[str]):

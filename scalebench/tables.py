@@ -1,0 +1,111 @@
+"""The tables the command line prints, from the results database's named queries.
+
+Every figure comes from ``results_db/queries.py``, the same rows the dashboard
+draws: :func:`sweep_report` reads them for one sweep and the pure functions
+below lay them out as text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from sqlalchemy import Connection
+from tabulate import tabulate
+
+from results_db import queries
+from results_db.analytics import ScalingRow
+from workers.tasks import TASKS, AllReduceSpec
+
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
+
+
+def _fmt(value: float | None, spec: str = ".2f") -> str:
+    return "—" if value is None else format(value, spec)
+
+
+def training_table(
+    scaling: Sequence[ScalingRow],
+    runs: Sequence[queries.RunInfo],
+    last_metric: Mapping[str, float | None],
+    metric: str,
+) -> str:
+    """Per worker count: runs reaching the goal, TTA (MLPerf's rule, ± spread), speedups,
+    communication ratio and the best last value of ``metric`` (``last_metric``: per run id)."""
+    rows = []
+    for row in scaling:
+        group = [r for r in runs if r.world_size == row.world_size]
+        lasts = [v for r in group if (v := last_metric.get(r.id)) is not None]
+        spread = f" ±{row.tta_stdev_s:.2f}" if row.reached > 1 and row.tta_stdev_s else ""
+        rows.append([
+            row.world_size,
+            f"{row.reached}/{row.runs}",
+            ", ".join(sorted({r.status for r in group})),
+            _fmt(row.tta_s) + spread,
+            _fmt(row.tta_without_eval_s),
+            _fmt(row.speedup),
+            _fmt(row.compute_speedup),
+            _fmt(row.efficiency),
+            _fmt(row.communication_ratio, ".1%"),
+            _fmt(max(lasts) if lasts else None),
+        ])  # fmt: skip
+    headers = [
+        "workers", "goal", "status", "TTA s", "TTA w/o eval s", "speedup",
+        "compute speedup", "efficiency", "comm ratio", f"last {metric}",
+    ]  # fmt: skip
+    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def allreduce_table(rows: Sequence[queries.AllReduceRow]) -> str:
+    """Per (world size, dtype, size): p50/mean/p95 latency (ms), algbw and busbw (GB/s)."""
+    lines = [
+        [
+            row.world_size,
+            row.dtype,
+            row.bytes // DTYPE_BYTES.get(row.dtype, 1),
+            _human_bytes(row.bytes),
+            f"{row.p50_s * 1e3:.3f}",
+            f"{row.mean_s * 1e3:.3f}",
+            f"{row.p95_s * 1e3:.3f}",
+            f"{row.algbw / 1e9:.3g}",
+            f"{row.busbw / 1e9:.3g}",
+            row.samples,
+        ]
+        for row in sorted(rows, key=lambda r: (r.world_size, r.dtype, r.bytes))
+    ]
+    headers = [
+        "workers", "dtype", "elements", "size", "p50 ms", "mean ms", "p95 ms",
+        "algbw GB/s", "busbw GB/s", "reps",
+    ]  # fmt: skip
+    return tabulate(lines, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def sweep_report(conn: Connection, sweep_id: str) -> str:
+    """The whole printed report of one ingested sweep: title, goal, table, what went wrong."""
+    info = queries.sweep_info(conn, sweep_id)
+    if info is None:
+        raise LookupError(f"sweep {sweep_id!r} is not in the results database")
+    spec = TASKS[info.task]
+    out = [f"{spec.title} — sweep {sweep_id}"]
+    if isinstance(spec, AllReduceSpec):
+        out.append(allreduce_table(queries.allreduce_summary(conn, sweep_id)))
+        return "\n".join(out)
+    runs = queries.run_infos(conn, sweep_id=sweep_id)
+    out.append(f"goal: {spec.goal.describe(info.light)}; TTA = time to accuracy, seconds\n")
+    out.append(training_table(queries.scaling(conn, sweep_id), runs,
+                              queries.last_metric_values(conn, sweep_id),
+                              spec.goal.metric))  # fmt: skip
+    for run in runs:
+        if run.status != "succeeded":
+            out.append(f"{run.id}: {run.status}: {run.reason}")
+        if run.quarantined_lines:
+            out.append(f"{run.id}: {run.quarantined_lines} unreadable record line(s)")
+    return "\n".join(out)
+
+
+def _human_bytes(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1000 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{n} B"
