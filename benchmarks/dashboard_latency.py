@@ -152,7 +152,10 @@ def add_training_run(
             communication_s=steps * per_step["communication_s"], step_s=steps * step_s,
             communication_ratio=per_step["communication_s"] / step_s, epochs=epochs,
             steps=steps, samples_per_s=128 * world_size * steps / tta_s, quarantined_lines=0,
-            ingested_at=started_at + timedelta(seconds=tta_s + 2),
+            ingested_at=started_at + timedelta(seconds=tta_s + 2), step_records=rows,
+            # the per-run phase totals ingest stores beside the step rows
+            **{name.replace("_s", "_total_s"): float(np.sum(columns[name]))
+               for name in (*PHASES, "communication_s")},
         )
     )  # fmt: skip
     evals = []

@@ -298,6 +298,8 @@ def _write_run(
             epochs=summary.epochs,
             steps=summary.steps,
             samples_per_s=summary.samples_per_s,
+            step_records=summary.step_records,
+            **{f"{phase}_total_s": summary.phase_totals_s.get(phase, 0.0) for phase in PHASES},
             quarantined_lines=summary.bad_lines,
             ingested_at=datetime.now(UTC),
         )

@@ -130,6 +130,15 @@ class Run(Base):
     samples_per_s: Mapped[float | None] = mapped_column(Float)
     quarantined_lines: Mapped[int] = mapped_column(Integer, default=0)
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    # Every rank's step records summed, stored at ingest so that per-step phase
+    # means need no scan of step_timing: how many step records, and seconds per phase.
+    step_records: Mapped[int] = mapped_column(Integer, server_default="0")
+    data_total_s: Mapped[float] = mapped_column(Float, server_default="0")
+    forward_total_s: Mapped[float] = mapped_column(Float, server_default="0")
+    loss_total_s: Mapped[float] = mapped_column(Float, server_default="0")
+    backward_total_s: Mapped[float] = mapped_column(Float, server_default="0")
+    communication_total_s: Mapped[float] = mapped_column(Float, server_default="0")
+    optimizer_total_s: Mapped[float] = mapped_column(Float, server_default="0")
 
 
 class EpochEval(Base):

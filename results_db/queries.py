@@ -34,16 +34,6 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class SweepRow:
-    id: str
-    task: str
-    trigger: str
-    created_at: datetime
-    outcome: str | None
-    runs: int
-
-
-@dataclass(frozen=True)
 class PhaseRow:
     """Mean seconds per step and rank in each phase, per worker count."""
 
@@ -91,21 +81,6 @@ class AllReduceRow:
     samples: int
 
 
-def latest_sweeps(conn: Connection, task: str | None = None, limit: int = 20) -> list[SweepRow]:
-    """Newest sweeps first, with their run counts."""
-    query = (
-        select(Sweep.id, Sweep.task, Sweep.trigger, Sweep.created_at, Sweep.outcome,
-               func.count(Run.id))
-        .outerjoin(Run, Run.sweep_id == Sweep.id)
-        .group_by(Sweep.id)
-        .order_by(Sweep.created_at.desc())
-        .limit(limit)
-    )  # fmt: skip
-    if task:
-        query = query.where(Sweep.task == task)
-    return [SweepRow(*row) for row in conn.execute(query)]
-
-
 def scaling(conn: Connection, sweep_id: str) -> list[analytics.ScalingRow]:
     """Time-to-accuracy, speedup, compute speedup and efficiency per worker count."""
     runs = conn.execute(
@@ -125,23 +100,6 @@ def last_metric_values(conn: Connection, sweep_id: str) -> dict[str, float | Non
         .order_by(EpochEval.run_id, EpochEval.epoch)
     )  # fmt: skip
     return {run_id: value for run_id, value in conn.execute(query)}
-
-
-def phase_breakdown(conn: Connection, sweep_id: str) -> list[PhaseRow]:
-    """Mean seconds per step (per rank) in each phase, per worker count."""
-    query = (
-        select(
-            Run.world_size,
-            func.avg(StepTiming.data_s), func.avg(StepTiming.forward_s),
-            func.avg(StepTiming.loss_s), func.avg(StepTiming.backward_s),
-            func.avg(StepTiming.communication_s), func.avg(StepTiming.optimizer_s),
-        )
-        .join(Run, Run.id == StepTiming.run_id)
-        .where(Run.sweep_id == sweep_id)
-        .group_by(Run.world_size)
-        .order_by(Run.world_size)
-    )  # fmt: skip
-    return [PhaseRow(*(row[0], *(float(v) for v in row[1:]))) for row in conn.execute(query)]
 
 
 def prices_in_force(conn: Connection, at: datetime | None = None) -> list[PriceRow]:
@@ -554,31 +512,22 @@ def eval_curve(conn: Connection, run_id: str) -> list[EvalPoint]:
 
 
 def phase_means(conn: Connection, sweep_id: str) -> list[PhaseRow]:
-    """Like :func:`phase_breakdown` (mean seconds per step and rank in each phase, per worker
-    count), reading step rows by run id, the leading column of their primary key.
+    """Mean seconds per step and rank in each phase, per worker count.
 
-    One query per worker count and no GROUP BY: hashing a text key per step row
-    costs more than summing the row.
+    From the per-run totals stored at ingest (``run.step_records`` and
+    ``run.<phase>_total_s``), so no step row is read: the same means as
+    averaging every step row of the worker count's runs.
     """
-    runs = conn.execute(
-        select(Run.id, Run.world_size).where(Run.sweep_id == sweep_id)
-    ).all()  # fmt: skip
-    by_size: dict[int, list[str]] = defaultdict(list)
-    for run_id, world_size in runs:
-        by_size[world_size].append(run_id)
-    phases = (
-        StepTiming.data_s, StepTiming.forward_s, StepTiming.loss_s,
-        StepTiming.backward_s, StepTiming.communication_s, StepTiming.optimizer_s,
+    totals = (Run.data_total_s, Run.forward_total_s, Run.loss_total_s, Run.backward_total_s,
+              Run.communication_total_s, Run.optimizer_total_s)  # fmt: skip
+    query = (
+        select(Run.world_size, func.sum(Run.step_records), *(func.sum(t) for t in totals))
+        .where(Run.sweep_id == sweep_id)
+        .group_by(Run.world_size)
+        .order_by(Run.world_size)
     )  # fmt: skip
-    rows = []
-    for world_size, run_ids in sorted(by_size.items()):
-        count, *sums = conn.execute(
-            select(func.count(), *(func.sum(p) for p in phases))
-            .where(StepTiming.run_id.in_(run_ids))
-        ).one()  # fmt: skip
-        if count:
-            rows.append(PhaseRow(world_size, *(float(value) / count for value in sums)))
-    return rows
+    return [PhaseRow(world_size, *(float(value) / count for value in sums))
+            for world_size, count, *sums in conn.execute(query) if count]  # fmt: skip
 
 
 def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:

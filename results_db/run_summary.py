@@ -46,6 +46,8 @@ class RunSummary:
     start: dict[str, Any] = field(default_factory=dict)
     compile_s: float = 0.0  # slowest rank's compilation and warm-up, before the common start
     recompilations: int | None = None  # most graphs any rank compiled during the timed run
+    step_records: int = 0  # step records of every rank
+    phase_totals_s: dict[str, float] = field(default_factory=dict)  # phase -> seconds, all ranks
 
 
 def _run_status(
@@ -102,6 +104,8 @@ def summarise(
     for rank in ranks:
         phases = list(map(attrgetter("phases"), rank.of_kind("step")))
         per_rank_times.append({p: math.fsum(map(itemgetter(p), phases)) for p in PHASES})
+    phase_totals = {p: math.fsum(t[p] for t in per_rank_times) for p in PHASES}
+    step_records = sum(len(rank.of_kind("step")) for rank in ranks)
     compute = [sum(t[p] for p in analytics.COMPUTE_PHASES) for t in per_rank_times]
     communication = [t["communication"] for t in per_rank_times]
     steps_total = [sum(t.values()) for t in per_rank_times]
@@ -149,4 +153,6 @@ def summarise(
         start={k: v for k, v in start.items() if k not in _COMMON_FIELDS},
         compile_s=max((float(e.get("compile_s", 0.0)) for e in starts), default=0.0),
         recompilations=max(recompiled) if recompiled else None,
+        step_records=step_records,
+        phase_totals_s=phase_totals,
     )

@@ -8,7 +8,7 @@ from pathlib import Path
 import fsspec
 import pytest
 from records_factory import FakeRun, write_training_sweep
-from sqlalchemy import Engine, func, select, text
+from sqlalchemy import Connection, Engine, func, select, text
 from sqlalchemy.orm import Session
 
 from results_db import ingest as ingest_module
@@ -24,7 +24,7 @@ from results_db.models import (
     StepTiming,
     Sweep,
 )
-from results_db.queries import allreduce_summary, phase_breakdown, run_infos, scaling
+from results_db.queries import allreduce_summary, phase_means, run_infos, scaling
 from workers.tasks import get_task
 
 TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, RunEvent, RunEnvironment)
@@ -43,13 +43,56 @@ def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url
     engine = make_engine(database_url)
     assert current_revision(engine) == "0001"
     upgrade(database_url)
-    assert current_revision(engine) == head_revision() == "0003"
+    assert current_revision(engine) == head_revision() == "0004"
     with engine.connect() as conn:
         prices = conn.execute(select(Price.name, Price.regular_per_hour)).all()
     assert {(name, float(p)) for name, p in prices} == {
         ("n1-standard-4", 0.2092), ("nvidia-tesla-t4", 0.35),
     }  # fmt: skip
     upgrade(database_url)  # a second upgrade is a no-op
+    engine.dispose()
+
+
+def step_means(conn: Connection, sweep_id: str) -> dict[int, tuple[int, float, float]]:
+    """Per worker count, straight from the step rows: count, mean forward and communication s."""
+    rows = conn.execute(
+        select(Run.world_size, func.count(), func.avg(StepTiming.forward_s),
+               func.avg(StepTiming.communication_s))
+        .join(Run, Run.id == StepTiming.run_id).where(Run.sweep_id == sweep_id)
+        .group_by(Run.world_size)
+    ).all()  # fmt: skip
+    return {k: (n, float(forward), float(communication)) for k, n, forward, communication in rows}
+
+
+def test_phase_totals_are_stored_at_ingest_and_filled_by_the_migration(
+    database_url: str, tmp_path: Path
+) -> None:
+    from alembic import command
+
+    from results_db.database import alembic_config
+
+    write_training_sweep(tmp_path, "s1", [FakeRun(1), FakeRun(2), FakeRun(2, repeat=1)])
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    ingest_location(engine, str(tmp_path))
+
+    def check() -> None:
+        with engine.connect() as conn:
+            expected = step_means(conn, "s1")
+            means = {r.world_size: r for r in phase_means(conn, "s1")}
+            records = dict(conn.execute(select(Run.world_size, func.sum(Run.step_records))
+                                        .group_by(Run.world_size)).all())  # fmt: skip
+        assert sorted(means) == sorted(expected) == [1, 2]
+        for k, (count, forward, communication) in expected.items():
+            assert records[k] == count
+            assert means[k].forward_s == pytest.approx(forward)
+            assert means[k].communication_s == pytest.approx(communication)
+
+    check()
+    # Runs stored before the totals existed get them from their step rows.
+    command.downgrade(alembic_config(database_url), "0003")
+    upgrade(database_url)
+    check()
     engine.dispose()
 
 
@@ -178,7 +221,7 @@ def test_scaling_and_phases_from_the_database(engine: Engine, tmp_path: Path) ->
     ingest_location(engine, str(tmp_path))
     with engine.connect() as conn:
         rows = {r.world_size: r for r in scaling(conn, "r")}
-        phases = phase_breakdown(conn, "r")
+        phases = phase_means(conn, "r")
     assert rows[1].tta_s == pytest.approx(110.0)  # 100, 110, 300 → 110
     assert rows[2].tta_s == pytest.approx(50.0)  # 10, 50, 60 → 50
     assert rows[2].speedup == pytest.approx(2.2)
