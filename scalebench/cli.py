@@ -16,6 +16,7 @@ manifest beside the records, and prints the results table.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -297,6 +298,33 @@ def _stop(signum: int, frame: object) -> None:
     raise Stopped(signal.Signals(signum).name)
 
 
+SUPPORTED_DATABASES = "sqlite:///<file> or postgresql+psycopg2://<user>@<host>:<port>/<database>"
+
+
+def database_problem(exc: BaseException) -> str | None:
+    """One line for a results database that cannot be used, or None for any other error.
+
+    Shown instead of a traceback (``SCALEBENCH_DEBUG=1`` shows the traceback).
+    """
+    from traceback import walk_tb
+
+    from sqlalchemy import exc as db
+
+    if isinstance(exc, db.ArgumentError | db.NoSuchModuleError):
+        return (f"database: not a results database URL ({exc.args[0].splitlines()[0]}); use "
+                f"{SUPPORTED_DATABASES} (--database or SCALEBENCH_DATABASE_URL)")  # fmt: skip
+    if isinstance(exc, ModuleNotFoundError) and any(  # a dialect importing its driver
+        "sqlalchemy" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__)
+    ):
+        return (f"database: this URL needs a driver scalebench does not install ({exc.name}); "
+                f"use {SUPPORTED_DATABASES}")  # fmt: skip
+    if isinstance(exc, db.OperationalError):
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        return (f"database: cannot use the results database: {reason}. Is the server running "
+                "and the URL right (--database or SCALEBENCH_DATABASE_URL)?")  # fmt: skip
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     previous = {}
@@ -311,6 +339,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("scalebench: interrupted; every group was stopped", file=sys.stderr)
         return 130
+    except Exception as exc:
+        problem = database_problem(exc)
+        if problem is None or os.environ.get("SCALEBENCH_DEBUG") == "1":
+            raise
+        print(f"scalebench: error: {problem}", file=sys.stderr)
+        return 2
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

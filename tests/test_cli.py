@@ -169,3 +169,32 @@ def test_the_embedded_runner_knows_every_task_dag_and_the_nightly() -> None:
     assert "task4a_gnmt_wmt16" in known_dag_ids() and "scalebench_nightly" in known_dag_ids()
     args = parse_args(["task4a_gnmt_wmt16", '{"workers": [2], "light": true}'])
     assert (args.dag_id, args.conf) == ("task4a_gnmt_wmt16", {"workers": [2], "light": True})
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("garbage", "database: not a results database URL"),
+        ("nosuch://x", "database: not a results database URL"),
+        ("mysql://x", "needs a driver scalebench does not install (MySQLdb)"),
+        ("postgresql+psycopg2://postgres@127.0.0.1:9/x", "Is the server running"),
+    ],
+)
+def test_an_unusable_database_gets_one_line_not_a_traceback(
+    url: str, message: str, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "SCALEBENCH_DATABASE_URL": url}
+    env.pop("SCALEBENCH_DEBUG", None)
+    done = subprocess.run([sys.executable, "-m", "scalebench.cli", "ingest", str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    debug = subprocess.run([sys.executable, "-m", "scalebench.cli", "ingest", str(tmp_path)],
+                           env={**env, "SCALEBENCH_DEBUG": "1"}, capture_output=True, text=True,
+                           timeout=120)  # fmt: skip
+    assert "Traceback" in debug.stderr
