@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection
 from tabulate import tabulate
 
+from dash_app.units import byte_size
 from results_db import queries
 from results_db.analytics import ScalingRow
 from workers.tasks import TASKS, AllReduceSpec
@@ -62,7 +63,7 @@ def allreduce_table(rows: Sequence[queries.AllReduceRow]) -> str:
             row.world_size,
             row.dtype,
             row.bytes // DTYPE_BYTES.get(row.dtype, 1),
-            _human_bytes(row.bytes),
+            byte_size(row.bytes, binary=False),
             f"{row.p50_s * 1e3:.3f}",
             f"{row.mean_s * 1e3:.3f}",
             f"{row.p95_s * 1e3:.3f}",
@@ -100,12 +101,3 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
         if run.quarantined_lines:
             out.append(f"{run.id}: {run.quarantined_lines} unreadable record line(s)")
     return "\n".join(out)
-
-
-def _human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if value < 1000 or unit == "GB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    return f"{n} B"
