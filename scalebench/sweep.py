@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -362,15 +362,16 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
     seed ``seed + r``.
     """
     training = not isinstance(request.spec, AllReduceSpec)
+    # Run ids count repeats from 1, as every table and log line does; ``repeat`` from 0.
     return tuple(
         GroupPlan(
-            run_id=f"{sweep_id}-w{k}-r{repeat}",
+            run_id=f"{sweep_id}-w{k}-r{repeat + 1}",
             world_size=k,
             repeat=repeat,
             sweep_dir=str(sweep_dir),
             data_dir=str(request.data_dir),
             worker=WorkerRequest(
-                task=request.task, run_id=f"{sweep_id}-w{k}-r{repeat}", light=request.light,
+                task=request.task, run_id=f"{sweep_id}-w{k}-r{repeat + 1}", light=request.light,
                 backend=request.backend, collective_timeout_s=request.collective_timeout_s,
                 seed=request.seed + repeat, training=training, variant=request.variant,
                 precision=request.precision, compile=request.compile,
@@ -404,6 +405,25 @@ def code_version() -> str:
     if described.returncode != 0:
         return __version__
     return described.stdout.strip() or __version__
+
+
+# The fields a trigger (the Airflow form, a nightly's settings, the REST API's conf)
+# may set; the task comes from the DAG.
+FORM_FIELDS = ("workers", "light", "backend", "repeats", "seed", "variant", "precision",
+               "compile", "launcher", "gpus_per_worker", "worker_image",
+               "collective_timeout_s", "group_timeout_s", "data_dir")  # fmt: skip
+
+
+def request_from_form(task: str, fields: Mapping[str, Any]) -> SweepRequest:
+    """Validate a trigger's ``fields`` for ``task``; unknown fields are refused by name."""
+    unknown = sorted(set(fields) - set(FORM_FIELDS))
+    if unknown:
+        raise InvalidParameter(
+            unknown[0],
+            f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            f"known fields: {', '.join(FORM_FIELDS)}",
+        )
+    return validate_request(task=task, **fields)
 
 
 def request_fields(request: SweepRequest) -> dict[str, Any]:

@@ -43,7 +43,7 @@ def write_training_sweep(
         repeats=max(r.repeat for r in runs) + 1,
     )
     sweep_dir = root / sweep_id
-    groups = [manifest.GroupEntry(f"{sweep_id}-w{r.world_size}-r{r.repeat}", r.world_size,
+    groups = [manifest.GroupEntry(f"{sweep_id}-w{r.world_size}-r{r.repeat + 1}", r.world_size,
                                   r.repeat, status=r.launcher_status) for r in runs]  # fmt: skip
     manifest.create(sweep_dir, new_manifest(request, sweep_id, groups, trigger, created_at))
     for entry, run in zip(groups, runs, strict=True):

@@ -150,8 +150,8 @@ def test_runs_table_searches_sorts_and_pages(client: Client) -> None:
 
 
 def test_run_page(client: Client) -> None:
-    out = client.call("run-loss.figure", {"run-id.value": f"{KNOWN}-w2-r1"})
-    assert out["run-url"]["search"] == f"?id={KNOWN}-w2-r1"
+    out = client.call("run-loss.figure", {"run-id.value": f"{KNOWN}-w2-r2"})
+    assert out["run-url"]["search"] == f"?id={KNOWN}-w2-r2"
     loss = out["run-loss"]["figure"]["data"]
     assert [t["name"] for t in loss] == ["1 worker", "2 workers (this run)", "4 workers"]
     metric = out["run-metric"]["figure"]
@@ -161,19 +161,19 @@ def test_run_page(client: Client) -> None:
     assert "50 s" in facts and "top1 accuracy ≥ 70 — reached" in facts
     assert "goal reached" in text_of(out["run-events"]["children"])
     assert "node-1" in text_of(out["run-environment"]["children"])
-    failed = client.call("run-loss.figure", {"run-id.value": f"{BAD}-w1-r0"})
+    failed = client.call("run-loss.figure", {"run-id.value": f"{BAD}-w1-r1"})
     assert "peer went away" in text_of(failed["run-events"]["children"])
 
 
 def test_downloads(client: Client) -> None:
-    run_id = f"{LIGHT}-w2-r0"
+    run_id = f"{LIGHT}-w2-r1"
     steps = client.http.get(f"/download/run/{run_id}/steps.csv")
     assert steps.status_code == 200 and steps.mimetype == "text/csv"
     rows = list(csv.reader(io.StringIO(steps.get_data(as_text=True))))
     assert rows[0][:4] == ["rank", "epoch", "step", "t_s"] and len(rows) == 1 + 48
     evals = client.http.get(f"/download/run/{run_id}/evaluations.csv").get_data(as_text=True)
     assert evals.splitlines()[0].startswith("epoch,t_s,metric_value")
-    official = client.http.get(f"/download/run/{KNOWN}-w1-r0/official.txt")
+    official = client.http.get(f"/download/run/{KNOWN}-w1-r1/official.txt")
     assert official.get_data(as_text=True).startswith(
         "70% Top 1 Validation Accuracy reached in 100.0 s"
     )

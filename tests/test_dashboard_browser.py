@@ -167,7 +167,7 @@ PAGES = {
     f"/communication?sweep={KNOWN}": ("comm-phases", ["communication"]),
     f"/cost?sweep={KNOWN}": ("cost-prices", ["n1-standard-4", "2020-12-07", "$0.35/h"]),
     "/runs?q=peer": ("runs-table", ["failed", "peer went away"]),
-    f"/run?id={KNOWN}-w2-r1": ("run-facts", ["50 s", "top1 accuracy ≥ 70 — reached"]),
+    f"/run?id={KNOWN}-w2-r2": ("run-facts", ["50 s", "top1 accuracy ≥ 70 — reached"]),
     "/compare": ("compare-verdict", ["REGRESSION flagged by the nightly detector"]),
     "/trend": ("trend-flags", [LATEST_NIGHT, "+10.0 %"]),
 }

@@ -141,7 +141,7 @@ def test_costs_price_index_and_pareto_of_the_known_sweep(source: Source) -> None
 
 def test_a_run_curve_is_bucketed_in_sql(seeded_url: str) -> None:
     engine = make_engine(seeded_url)
-    run_id = f"{LIGHT}-w1-r0"
+    run_id = f"{LIGHT}-w1-r1"
     with engine.connect() as conn:
         every = queries.loss_curve(conn, run_id, points=500)
         few = queries.loss_curve(conn, run_id, points=5)
@@ -163,8 +163,8 @@ def test_sweeps_runs_and_baselines(source: Source) -> None:
     assert source.baseline_of("nightly-01") is None
     assert source.sweep(KNOWN).world_sizes == (1, 2, 4)
     failed = source.runs(status="failed")
-    assert [r.id for r in failed] == [f"{BAD}-w1-r0"] and "peer went away" in failed[0].reason
-    assert {r.id for r in source.runs(search="PEER WENT")} == {f"{BAD}-w1-r0"}
+    assert [r.id for r in failed] == [f"{BAD}-w1-r1"] and "peer went away" in failed[0].reason
+    assert {r.id for r in source.runs(search="PEER WENT")} == {f"{BAD}-w1-r1"}
     assert {r.id for r in source.runs(search="nan at epoch")} == {f"{BAD}-w2-r0"}
     assert source.runs(search="100%_") == []  # LIKE wildcards are escaped
     assert len(source.runs()) == 2 + 1 + 9 + 2 + 24

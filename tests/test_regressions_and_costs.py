@@ -207,7 +207,7 @@ def allreduce_night(root: Path, night: int, repeats: int, slower: float) -> str:
     manifest["request"]["repeats"] = repeats
     manifest["groups"] = []
     for repeat in range(repeats):
-        run_id = f"{sweep_id}-w2-r{repeat}"
+        run_id = f"{sweep_id}-w2-r{repeat + 1}"
         manifest["groups"].append({**group, "run_id": run_id, "repeat": repeat})
         factor = slower * (1 + 0.01 * repeat + 0.002 * night)
         for source in (FIXTURE_ALLREDUCE / group["run_id"]).glob("rank-*.jsonl"):

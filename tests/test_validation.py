@@ -16,6 +16,7 @@ from scalebench.sweep import (
     MAX_REPEATS,
     InvalidParameter,
     plan_groups,
+    request_from_form,
     validate_request,
 )
 from workers.run import parse_args
@@ -63,6 +64,22 @@ def test_each_bad_field_is_named(changes: dict, field: str, message: str) -> Non
         validate_request(**{**LIGHT, **changes}, gpus=0, max_workers=32)
     assert info.value.field == field
     assert str(info.value).startswith(f"{field}: ")
+
+
+def test_a_trigger_with_unknown_fields_is_refused_naming_them_and_the_known_ones() -> None:
+    with pytest.raises(InvalidParameter) as refused:
+        fields = {"workers": [1], "light": True, "bogus_key": 5, "another": 1}
+        request_from_form("task2a-logreg-epsilon", fields)
+    assert refused.value.field == "another"
+    assert "unknown fields 'another', 'bogus_key'" in str(refused.value)
+    assert "known fields: workers, light, backend" in str(refused.value)
+    # every field of the Airflow form is known
+    from operators.benchmark_dag import params
+    from workers.tasks import TASKS
+
+    for spec in TASKS.values():
+        request = request_from_form(spec.id, {k: p.value for k, p in params(spec).items()})
+        assert request.task == spec.id
 
 
 def test_nccl_needs_one_gpu_per_worker() -> None:
