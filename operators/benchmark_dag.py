@@ -2,7 +2,9 @@
 
     validate → prepare_dataset → plan
              → workers_1.train → workers_2.train → … → workers_32.train
-             → ingest (also after failed groups) → summarize
+             → ingest → summarize
+    (validate is the sweep's setup, ingest and summarize its teardowns: they
+    run however the run ends, so a sweep always reaches the database closed)
 
 The trigger form comes from the DAG's params (JSON-schema checked by Airflow
 before the run starts); ``validate`` then applies scalebench's own checks
@@ -134,10 +136,10 @@ def sweep_steps(
 
     @task(trigger_rule="all_done")  # after an earlier sweep of the nightly, whatever it did
     def validate(**context: Any) -> dict[str, Any]:
-        from scalebench.sweep import request_fields, validate_request
+        from scalebench.sweep import request_fields, request_from_form
 
         chosen = dict(fixed if fixed is not None else context["params"])
-        return request_fields(validate_request(task=spec.id, **chosen))
+        return request_fields(request_from_form(spec.id, chosen))
 
     @task(outlets=[dataset_asset(spec)])
     def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
@@ -165,13 +167,18 @@ def sweep_steps(
         """The planned groups of one worker count, in repeat order."""
         return [g for g in groups if g["world_size"] == world_size]
 
-    @task(trigger_rule="all_done")
-    def ingest(groups: list[dict[str, Any]]) -> str:
+    @task
+    def ingest(groups: list[dict[str, Any]] | None) -> str:
+        """Close the sweep (groups left without a verdict: cancelled or skipped), load it."""
+        from airflow.sdk.exceptions import AirflowSkipException
+
         from scalebench import config, manifest
         from scalebench.database_commands import ingest as load
 
+        if not groups:
+            raise AirflowSkipException("no sweep was planned: nothing to ingest")
         sweep_dir = Path(groups[0]["sweep_dir"])
-        manifest.finish(sweep_dir)
+        manifest.close(sweep_dir, "the DAG run ended")
         load(config.database_url(), str(sweep_dir))
         return sweep_dir.name
 
@@ -192,9 +199,37 @@ def sweep_steps(
         if previous is not None:
             previous >> train
         previous = train
-    loaded = ingest(groups)
+    # ``validate`` is the setup of the sweep and ``ingest`` its teardown: Airflow runs a
+    # teardown however the run ends (a task failed, a task or the whole run marked
+    # failed), so every sweep that was planned reaches the database, closed; after a
+    # refused request it does not run (its setup failed). Its failure fails the run.
+    loaded = ingest(groups).as_teardown(setups=request.operator, on_failure_fail_dagrun=True)
     previous >> loaded
     return request, loaded
+
+
+def judge_step(request: Any, loaded: Any, *, fail_when_cancelled: bool) -> Any:
+    """Add ``summarize``: print the sweep's table and decide the DAG run's state.
+
+    A teardown of the sweep as well, so it runs after the run was marked failed
+    (when Airflow would skip any ordinary task still waiting) and fails it: a
+    run ends ``success`` only when its sweep produced a result and, with
+    ``fail_when_cancelled``, was not cancelled. After a refused request it does
+    not run, and the run fails on ``validate`` alone.
+    """
+
+    @task
+    def summarize(sweep_id: str | None) -> list[dict[str, Any]]:
+        from scalebench.database_commands import summarize_sweep, sweep_outcome
+
+        if sweep_id is None:
+            raise RuntimeError("the sweep was not loaded into the results database; see ingest")
+        rows = summarize_sweep(sweep_id)
+        if fail_when_cancelled and sweep_outcome(sweep_id) == "cancelled":
+            raise RuntimeError(f"sweep {sweep_id} was cancelled; what it measured is kept")
+        return rows
+
+    return summarize(loaded).as_teardown(setups=request.operator, on_failure_fail_dagrun=True)
 
 
 def _pool() -> str:
@@ -213,16 +248,6 @@ def build_benchmark_dag(spec: TaskSpec) -> DAG:
         doc_md=doc(spec),
         catchup=False,
     ) as benchmark:
-
-        @task
-        def summarize(sweep_id: str) -> list[dict[str, Any]]:
-            from scalebench.database_commands import summarize_sweep, sweep_outcome
-
-            rows = summarize_sweep(sweep_id)
-            if sweep_outcome(sweep_id) == "cancelled":
-                raise RuntimeError(f"sweep {sweep_id} was cancelled; what it measured is kept")
-            return rows
-
-        _, loaded = sweep_steps(spec)
-        summarize(loaded)
+        request, loaded = sweep_steps(spec)
+        judge_step(request, loaded, fail_when_cancelled=True)
     return benchmark

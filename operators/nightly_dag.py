@@ -13,11 +13,9 @@ baseline of the nights that follow.
 
 from __future__ import annotations
 
-from typing import Any
-
 from airflow.sdk import DAG, CronTriggerTimetable, TaskGroup, task
 
-from operators.benchmark_dag import dag_id, sweep_steps
+from operators.benchmark_dag import dag_id, judge_step, sweep_steps
 from scalebench.nightly import NightlySettings, notify_failure
 from workers.tasks import get_task
 
@@ -52,12 +50,6 @@ def build_nightly_dag(settings: NightlySettings) -> DAG:
     ) as nightly:
 
         @task
-        def summarize(sweep_id: str) -> list[dict[str, Any]]:
-            from scalebench.database_commands import summarize_sweep
-
-            return summarize_sweep(sweep_id)
-
-        @task
         def check_regressions(sweep_id: str) -> list[str]:
             from scalebench.nightly import check
 
@@ -68,7 +60,7 @@ def build_nightly_dag(settings: NightlySettings) -> DAG:
             spec = get_task(task_id)
             with TaskGroup(dag_id(spec), tooltip=spec.title):
                 first, loaded = sweep_steps(spec, fixed=settings.request(), trigger="scheduled")
-                summarize(loaded)
+                judge_step(first, loaded, fail_when_cancelled=True)
                 check_regressions(loaded)
             if previous is not None:
                 previous >> first  # one sweep at a time: they share the machines

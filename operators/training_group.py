@@ -9,6 +9,8 @@ Cancelling (marking the task or its DAG run failed in the UI, or any other
 SIGTERM to the task) makes Airflow call :meth:`TrainingGroupOperator.on_kill`:
 every rank is stopped, the group is recorded as ``cancelled`` and the task
 fails. Groups of the same sweep that have not started yet are then skipped.
+A group run again (a retry, or its task cleared) starts afresh, whatever the
+sweep's state: it was asked for.
 
 The group runs on the launcher it planned (:mod:`operators.launcher`): local
 processes on the Airflow worker running the task, or a Kubernetes Indexed
@@ -50,16 +52,26 @@ class TrainingGroupOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         group = self.plan
         sweep_dir = Path(group.sweep_dir)
-        if manifest.load(sweep_dir).cancelled:
+        sweep = manifest.load(sweep_dir)
+        if sweep.cancelled and sweep.entry(group.run_id).status == "planned":
             reason = "the sweep was cancelled before this group started"
             manifest.record_verdict(sweep_dir, group.run_id, "skipped", reason)
             raise AirflowSkipException("the sweep was cancelled; this group does not start")
+        set_aside_earlier_attempt(group.run_dir)
         self.log.info("%s: %d worker(s), repeat %d, %s launcher",
                       group.run_id, group.world_size, group.repeat + 1, group.launcher)  # fmt: skip
-        self._running = self.launcher_for(group, context)
-        self._running.start()
-        result = self._running.wait(group.timeout_s)
-        self._running = None
+        try:
+            self._running = self.launcher_for(group, context)
+            self._running.start()
+            result = self._running.wait(group.timeout_s)
+        except Exception as exc:
+            # The launcher itself broke (no cluster, a refused manifest): a verdict still.
+            if not self._cancelled.is_set():
+                manifest.record_verdict(sweep_dir, group.run_id, "failed",
+                                        f"the {group.launcher} launcher failed: {exc}")  # fmt: skip
+            raise
+        finally:
+            self._running = None
         if self._cancelled.is_set():
             status, reason = "cancelled", CANCELLED_REASON
         else:
@@ -90,3 +102,16 @@ class TrainingGroupOperator(BaseOperator):
             group = self.plan
             manifest.record_verdict(Path(group.sweep_dir), group.run_id, "cancelled",
                                     CANCELLED_REASON)  # fmt: skip
+
+
+def set_aside_earlier_attempt(run_dir: Path) -> Path | None:
+    """Move what an earlier attempt of this group wrote (an Airflow retry, or a task cleared
+    and run again) to ``<run id>.attempt-<n>`` beside it, so that the new attempt starts
+    from an empty run directory and ingest reads only its records. Returns the new place."""
+    if not run_dir.exists():
+        return None
+    attempt = 1
+    while (aside := run_dir.with_name(f"{run_dir.name}.attempt-{attempt}")).exists():
+        attempt += 1
+    run_dir.rename(aside)
+    return aside

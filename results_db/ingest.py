@@ -218,7 +218,9 @@ def load_run(
     check_consistent(ranks)
     summary = summarise(ranks, run_id, group["world_size"], group.get("status"))
     launcher_reason = group.get("reason", "")
-    if group.get("status") == "failed" and summary.status == "succeeded":
+    if summary.status in ("cancelled", "timed_out") and launcher_reason:
+        summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
+    elif group.get("status") == "failed" and summary.status == "succeeded":
         summary.status, summary.reason = "failed", launcher_reason
     elif summary.status == "failed" and launcher_reason and launcher_reason not in summary.reason:
         # What the launcher saw (a pod that was never scheduled, a rank killed

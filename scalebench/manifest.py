@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -68,6 +69,13 @@ class Manifest:
     def cancelled(self) -> bool:
         """Whether the sweep was stopped (a group cancelled or skipped)."""
         return any(g.status in ("cancelled", "skipped") for g in self.groups)
+
+    def entry(self, run_id: str) -> GroupEntry:
+        """The group ``run_id`` (``KeyError`` when the sweep has none)."""
+        for group in self.groups:
+            if group.run_id == run_id:
+                return group
+        raise KeyError(run_id)
 
     @property
     def planned(self) -> list[GroupEntry]:
@@ -154,6 +162,34 @@ def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:
     verdicts += [{"run_id": run_id, "status": "skipped", "reason": reason}
                  for run_id in planned if run_id != running]  # fmt: skip
     _append(sweep_dir, verdicts)
+
+
+def close(sweep_dir: Path, ended: str, grace_s: float = 30.0) -> Manifest:
+    """End a sweep whatever stopped it, then :func:`finish` it; return the result.
+
+    Groups that still have no verdict are settled: one whose run directory
+    exists had started, and is ``cancelled``; one without had not, and is
+    ``skipped``; the reason says that ``ended`` (e.g. "the DAG run ended")
+    while it ran, or before it started. A started group first gets up to
+    ``grace_s`` seconds for its own verdict, which its launcher records as it
+    stops the ranks (Airflow may begin this step while a killed task is still
+    stopping them). A sweep whose every group has a verdict only gets finished.
+    """
+    def undecided() -> tuple[list[str], list[str]]:
+        planned = [g.run_id for g in load(sweep_dir).planned]
+        started = [run_id for run_id in planned if (sweep_dir / run_id).exists()]
+        return started, [run_id for run_id in planned if run_id not in started]
+
+    deadline = time.monotonic() + grace_s
+    started, unstarted = undecided()
+    while started and time.monotonic() < deadline:
+        time.sleep(0.5)
+        started, unstarted = undecided()
+    _append(sweep_dir, [{"run_id": run_id, "status": "cancelled", "reason": f"{ended} while it ran"}
+                        for run_id in started]
+            + [{"run_id": run_id, "status": "skipped", "reason": f"{ended} before it started"}
+               for run_id in unstarted])  # fmt: skip
+    return finish(sweep_dir)
 
 
 def finish(sweep_dir: Path) -> Manifest:

@@ -104,11 +104,16 @@ def test_a_refused_combination_fails_before_any_worker_starts(
 ) -> None:
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{sweep_env / 'r.db'}")
     dag = dagbag.get_dag("task1a_resnet20_cifar10")
-    run = dag.test(run_conf={"light": False, "workers": [1]})  # no CIFAR-10 here
-    assert run.state == "failed"
-    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert states["validate"] == "failed"
-    assert not (sweep_env / "results").exists()  # nothing was planned or started
+    results = sweep_env / "results"
+    for conf in ({"light": False, "workers": [1]},  # no CIFAR-10 here
+                 {"workers": [1], "light": True, "bogus_key": 5}):  # fmt: skip
+        run = dag.test(run_conf=conf)
+        assert run.state == "failed"
+        states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+        # One red task, the refusal; nothing after it ran, ingest included.
+        assert states.pop("validate") == "failed"
+        assert set(states.values()) <= {"upstream_failed", "skipped"}, states
+        assert not results.exists()  # nothing was planned or started
 
 
 @pytest.mark.slow
@@ -158,22 +163,12 @@ def test_stopping_the_airflow_task_cancels_the_sweep_and_keeps_what_it_measured(
         "                         'precision': 'bf16'})  # bf16 on a CPU: slow enough to catch\n"
         "print('DAG RUN', run.state, flush=True)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, cwd=REPO)  # fmt: skip
+    log = sweep_env / "dag-test.log"
+    proc = start_in_background(script, log)
     results = sweep_env / "results"
-    deadline = time.monotonic() + 180
-    running = None  # the run directory whose ranks are training when the task is stopped
-    while time.monotonic() < deadline and proc.poll() is None and running is None:
-        for rank_file in results.glob("*/*/rank-0.jsonl"):
-            text = rank_file.read_text()
-            if '"kind":"step"' in text and '"finished"' not in text:
-                running = rank_file.parent
-        time.sleep(0.05)
-    if running is None:
-        proc.kill()
-        pytest.fail("no group was seen training:\n" + proc.communicate()[0][-3000:])
+    running = wait_for_training(proc, log, results)  # its ranks train when the task is stopped
     proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=180)
+    out = output_when_done(proc, log, timeout=180)
     assert "DAG RUN failed" in out, out[-3000:]
 
     (sweep_dir,) = results.iterdir()
@@ -196,3 +191,171 @@ def test_stopping_the_airflow_task_cancels_the_sweep_and_keeps_what_it_measured(
         except OSError:
             continue
         assert str(sweep_dir).encode() not in cmdline
+
+
+
+@pytest.mark.slow
+def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and_loaded(
+    dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Kubernetes group with a cluster that does not answer: its task fails, its verdict
+    says why, and ingest closes and loads the sweep all the same."""
+    from results_db.database import make_engine
+    from results_db.models import Run, Sweep
+
+    url = f"sqlite:///{sweep_env / 'r.db'}"
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    kubeconfig = sweep_env / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n"
+        "clusters: [{name: nowhere, cluster: {server: 'http://127.0.0.1:9'}}]\n"
+        "contexts: [{name: nowhere, context: {cluster: nowhere, user: nobody}}]\n"
+        "users: [{name: nobody, user: {}}]\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
+    run = dagbag.get_dag("task2a_logreg_epsilon").test(run_conf={
+        "workers": [1], "light": True, "launcher": "kubernetes", "gpus_per_worker": 0})
+    assert run.state == "failed"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["workers_1.train"] == "failed" and states["ingest"] == "success"
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        (status, reason), = conn.execute(select(Run.status, Run.reason)).all()
+        sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
+    engine.dispose()
+    assert status == "failed" and reason.startswith("the kubernetes launcher failed: "), reason
+    assert sweep.outcome == "failed" and sweep.finished_at is not None
+
+
+PATCH_RUN_FAILED = """
+import json, sys
+from fastapi.testclient import TestClient
+from airflow.api_fastapi.app import create_app
+
+dag_id = sys.argv[1]
+client = TestClient(create_app())
+runs = client.get(f"/api/v2/dags/{dag_id}/dagRuns", params={"state": "running"}).json()
+(run,) = runs["dag_runs"]
+answer = client.patch(f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}",
+                      json={"state": "failed"})
+print(answer.status_code, flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
+    airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PATCH the running DAG run to ``failed`` through the REST API (the UI's "mark
+    failed") while the 2-worker group trains, then SIGTERM the task as Airflow's
+    supervisor does: the finished groups, the stopped one and the unstarted one all
+    reach the database, the sweep closed, with its finishing time."""
+    import json
+    import os
+    import signal
+
+    from results_db.database import make_engine
+    from results_db.models import Run, Sweep
+
+    url = f"sqlite:///{sweep_env / 'r.db'}"
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    script = (
+        "import json\n"
+        "from airflow.dag_processing.dagbag import DagBag\n"
+        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).get_dag('task2a_logreg_epsilon')\n"
+        "run = dag.test(run_conf={'workers': [1, 2], 'repeats': 2, 'light': True})\n"
+        "states = {f'{ti.task_id}[{ti.map_index}]': ti.state for ti in run.get_task_instances()}\n"
+        "print('DAG RUN', run.state, json.dumps(states), flush=True)\n"
+        "print('RUN ID', run.run_id, flush=True)\n"
+    )
+    log = sweep_env / "dag-test.log"
+    proc = start_in_background(script, log)
+    results = sweep_env / "results"
+    running = wait_for_training(proc, log, results, "-w2-")
+    patch = subprocess.run(
+        [sys.executable, "-c", PATCH_RUN_FAILED, "task2a_logreg_epsilon"],
+        env={**os.environ, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"},
+        capture_output=True, text=True, cwd=REPO, timeout=180,
+    )  # fmt: skip
+    assert patch.stdout.strip().endswith("200"), patch.stdout[-2000:] + patch.stderr[-2000:]
+    proc.send_signal(signal.SIGTERM)  # the supervisor stops a task that is no longer running
+    out = output_when_done(proc, log, timeout=240)
+    assert "DAG RUN failed" in out, out[-3000:]
+    states = json.loads(out.split("DAG RUN failed", 1)[1].splitlines()[0])
+    assert states["ingest[-1]"] == "success", states
+    assert sorted(v for k, v in states.items() if k.startswith("workers_2.train")) == [
+        "failed", "skipped"]  # the stopped group, and the one that never started
+
+    (sweep_dir,) = results.iterdir()
+    closed = json.loads((sweep_dir / "sweep.json").read_text())
+    assert closed["finished_at"]
+    verdicts = {g["run_id"][-5:]: (g["status"], g["reason"]) for g in closed["groups"]}
+    unstarted = verdicts.pop(({"w2-r1", "w2-r2"} - {running.name[-5:]}).pop())
+    assert verdicts == {
+        "w1-r1": ("succeeded", ""),
+        "w1-r2": ("succeeded", ""),
+        running.name[-5:]: ("cancelled", "the Airflow task was stopped"),
+    }
+    # Skipped by Airflow and closed by ingest, or (if it was already scheduled) started
+    # and skipped by its own task: the sweep had been cancelled.
+    assert unstarted in (("skipped", "the DAG run ended before it started"),
+                         ("skipped", "the sweep was cancelled before this group started"))
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        runs = {r.id[-5:]: (r.status, r.reason) for r in conn.execute(
+            select(Run.id, Run.status, Run.reason))}  # fmt: skip
+        sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
+    engine.dispose()
+    assert runs == {"w1-r1": ("succeeded", ""), "w1-r2": ("succeeded", ""),
+                    running.name[-5:]: ("cancelled", "the Airflow task was stopped")}  # fmt: skip
+    assert sweep.outcome == "cancelled" and sweep.finished_at is not None
+
+    # Then clear the stopped group's task and run it again, and ingest (what the
+    # scheduler does for a cleared task instance; `airflow tasks test` runs it here).
+    run_id = out.split("RUN ID ", 1)[1].split()[0]
+    (stopped,) = [k for k, v in states.items() if k.startswith("workers_2.train") and v == "failed"]
+    for task_id, map_index in (("workers_2.train", stopped[-2]), ("ingest", "-1")):
+        again = subprocess.run(
+            [sys.executable, "-m", "airflow", "tasks", "test", "task2a_logreg_epsilon",
+             task_id, run_id, "--map-index", map_index],
+            capture_output=True, text=True, cwd=REPO, timeout=300,
+        )  # fmt: skip
+        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert (running.parent / f"{running.name}.attempt-1" / "rank-0.jsonl").is_file()
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        rerun = conn.execute(select(Run.status).where(Run.id == running.name)).scalar_one()
+        sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
+    engine.dispose()
+    assert rerun == "succeeded"
+    assert sweep.outcome == "cancelled" and sweep.finished_at is not None  # one never ran
+
+
+def start_in_background(script: str, log: Path) -> subprocess.Popen:
+    """Run ``script`` in a new Python, its output into ``log`` (not a pipe: a pipe that
+    nobody reads while it runs fills up and stalls it)."""
+    with log.open("w") as out:
+        return subprocess.Popen([sys.executable, "-c", script], stdout=out,
+                                stderr=subprocess.STDOUT, text=True, cwd=REPO)  # fmt: skip
+
+
+def output_when_done(proc: subprocess.Popen, log: Path, timeout: float) -> str:
+    proc.wait(timeout=timeout)
+    return log.read_text()
+
+
+def wait_for_training(
+    proc: subprocess.Popen, log: Path, results: Path, marker: str = ""
+) -> Path:
+    """The run directory (name containing ``marker``) whose rank 0 is between steps."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        for rank_file in results.glob(f"*/*{marker}*/rank-0.jsonl"):
+            text = rank_file.read_text()
+            if '"kind":"step"' in text and '"finished"' not in text:
+                return rank_file.parent
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    pytest.fail("no group was seen training:\n" + log.read_text()[-3000:])

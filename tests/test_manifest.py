@@ -1,0 +1,78 @@
+"""The sweep manifest: verdicts folded in, and a sweep closed however it ended."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+from scalebench import manifest
+from scalebench.manifest import GroupEntry, Manifest
+
+
+def planned_sweep(root: Path, groups: int = 3) -> Path:
+    sweep_dir = root / "s"
+    entries = tuple(GroupEntry(f"s-w1-r{i + 1}", 1, i) for i in range(groups))
+    manifest.create(sweep_dir, Manifest(sweep_id="s", trigger="manual", created_at="",
+                                        code_version="", config_hash="",
+                                        request={"task": "t"}, groups=entries))  # fmt: skip
+    return sweep_dir
+
+
+def statuses(sweep_dir: Path) -> dict[str, tuple[str, str]]:
+    return {g.run_id: (g.status, g.reason) for g in manifest.load(sweep_dir).groups}
+
+
+def test_closing_settles_every_group_without_a_verdict_and_finishes(tmp_path: Path) -> None:
+    sweep_dir = planned_sweep(tmp_path)
+    manifest.record_verdict(sweep_dir, "s-w1-r1", "succeeded", seconds=3.0)
+    (sweep_dir / "s-w1-r2").mkdir()  # it started, and its launcher never said how it ended
+    closed = manifest.close(sweep_dir, "the DAG run ended", grace_s=0)
+    assert statuses(sweep_dir) == {
+        "s-w1-r1": ("succeeded", ""),
+        "s-w1-r2": ("cancelled", "the DAG run ended while it ran"),
+        "s-w1-r3": ("skipped", "the DAG run ended before it started"),
+    }
+    assert closed.finished_at and not (sweep_dir / manifest.VERDICTS).exists()
+    on_disk = json.loads((sweep_dir / "sweep.json").read_text())
+    assert on_disk["finished_at"] == closed.finished_at
+
+
+def test_closing_waits_for_the_verdict_of_a_group_still_stopping(tmp_path: Path) -> None:
+    """Airflow may start the teardown while a killed task is still stopping its ranks:
+    the verdict that task records wins over "cancelled"."""
+    sweep_dir = planned_sweep(tmp_path, groups=1)
+    (sweep_dir / "s-w1-r1").mkdir()
+
+    def launcher_stops_its_ranks() -> None:
+        time.sleep(1.0)
+        manifest.record_verdict(sweep_dir, "s-w1-r1", "cancelled", "the Airflow task was stopped")
+
+    stopping = threading.Thread(target=launcher_stops_its_ranks)
+    stopping.start()
+    manifest.close(sweep_dir, "the DAG run ended", grace_s=30)
+    stopping.join()
+    assert statuses(sweep_dir) == {"s-w1-r1": ("cancelled", "the Airflow task was stopped")}
+
+
+def test_closing_a_sweep_twice_changes_nothing_but_the_finishing_time(tmp_path: Path) -> None:
+    sweep_dir = planned_sweep(tmp_path)
+    manifest.close(sweep_dir, "the DAG run ended", grace_s=0)
+    first = statuses(sweep_dir)
+    manifest.close(sweep_dir, "something else", grace_s=0)
+    assert statuses(sweep_dir) == first
+
+
+def test_a_group_run_again_starts_from_an_empty_run_directory(tmp_path: Path) -> None:
+    from operators.training_group import set_aside_earlier_attempt
+
+    run_dir = tmp_path / "s-w2-r1"
+    assert set_aside_earlier_attempt(run_dir) is None
+    for attempt in (1, 2):
+        run_dir.mkdir()
+        (run_dir / "rank-0.jsonl").write_text(f"attempt {attempt}\n")
+        aside = set_aside_earlier_attempt(run_dir)
+        assert aside == tmp_path / f"s-w2-r1.attempt-{attempt}"
+        assert (aside / "rank-0.jsonl").read_text() == f"attempt {attempt}\n"
+        assert not run_dir.exists()
