@@ -36,6 +36,10 @@ from workers.distributed import BACKENDS
 from workers.tasks import AllReduceSpec, TaskSpec
 from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS, WORLD_SIZES
 
+# Why ingest closes a group that has no verdict of its own.
+ENDED_WITHOUT_VERDICT = "its Airflow task ended without a verdict (killed, or its worker lost)"
+ENDED_BEFORE_START = "the DAG run ended before this group started"
+
 
 def dag_id(spec: TaskSpec) -> str:
     """``task1a-resnet20-cifar10`` → ``task1a_resnet20_cifar10``."""
@@ -178,7 +182,8 @@ def sweep_steps(
         if not groups:
             raise AirflowSkipException("no sweep was planned: nothing to ingest")
         sweep_dir = Path(groups[0]["sweep_dir"])
-        manifest.close(sweep_dir, "the DAG run ended")
+        manifest.close(sweep_dir, started_reason=ENDED_WITHOUT_VERDICT,
+                       unstarted_reason=ENDED_BEFORE_START)  # fmt: skip
         load(config.database_url(), str(sweep_dir))
         return sweep_dir.name
 

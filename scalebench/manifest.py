@@ -164,30 +164,44 @@ def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:
     _append(sweep_dir, verdicts)
 
 
-def close(sweep_dir: Path, ended: str, grace_s: float = 30.0) -> Manifest:
+def close(
+    sweep_dir: Path,
+    *,
+    started_reason: str,
+    unstarted_reason: str,
+    grace_s: float = 30.0,
+    quiet_s: float = 5.0,
+) -> Manifest:
     """End a sweep whatever stopped it, then :func:`finish` it; return the result.
 
     Groups that still have no verdict are settled: one whose run directory
     exists had started, and is ``cancelled``; one without had not, and is
-    ``skipped``; the reason says that ``ended`` (e.g. "the DAG run ended")
-    while it ran, or before it started. A started group first gets up to
+    ``skipped``, each with its reason. While a started group's files still
+    change (written within the last ``quiet_s`` seconds), it gets up to
     ``grace_s`` seconds for its own verdict, which its launcher records as it
     stops the ranks (Airflow may begin this step while a killed task is still
-    stopping them). A sweep whose every group has a verdict only gets finished.
+    stopping them); a group whose ranks died with their task is settled at
+    once. A sweep whose every group has a verdict only gets finished.
     """
+
     def undecided() -> tuple[list[str], list[str]]:
         planned = [g.run_id for g in load(sweep_dir).planned]
         started = [run_id for run_id in planned if (sweep_dir / run_id).exists()]
         return started, [run_id for run_id in planned if run_id not in started]
 
+    def still_writing(run_ids: list[str]) -> bool:
+        recent = time.time() - quiet_s
+        return any(path.stat().st_mtime > recent for run_id in run_ids
+                   for path in [sweep_dir / run_id, *(sweep_dir / run_id).iterdir()])  # fmt: skip
+
     deadline = time.monotonic() + grace_s
     started, unstarted = undecided()
-    while started and time.monotonic() < deadline:
+    while started and still_writing(started) and time.monotonic() < deadline:
         time.sleep(0.5)
         started, unstarted = undecided()
-    _append(sweep_dir, [{"run_id": run_id, "status": "cancelled", "reason": f"{ended} while it ran"}
+    _append(sweep_dir, [{"run_id": run_id, "status": "cancelled", "reason": started_reason}
                         for run_id in started]
-            + [{"run_id": run_id, "status": "skipped", "reason": f"{ended} before it started"}
+            + [{"run_id": run_id, "status": "skipped", "reason": unstarted_reason}
                for run_id in unstarted])  # fmt: skip
     return finish(sweep_dir)
 

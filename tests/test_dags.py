@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import subprocess
 import sys
 import time
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from sqlalchemy import select
+
+from operators.benchmark_dag import ENDED_BEFORE_START, ENDED_WITHOUT_VERDICT
 
 # one DAG per task, plus the nightly
 DAG_IDS = {"task0_allreduce", "task1a_resnet20_cifar10", "task2a_logreg_epsilon",
@@ -228,6 +231,61 @@ def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and
     assert sweep.outcome == "failed" and sweep.finished_at is not None
 
 
+
+@pytest.mark.slow
+def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
+    airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machine running a group's task dies (a scheduler's container restarted: the
+    task and its ranks are gone, no verdict written). The restarted scheduler fails the
+    silent task and runs the teardown, run here as one task instance of the same DAG
+    run: the sweep is closed and loaded with the dead group ``cancelled``."""
+    import json
+    import os
+    import signal
+
+    from results_db.database import make_engine
+    from results_db.models import Run, Sweep
+
+    url = f"sqlite:///{sweep_env / 'r.db'}"
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    script = (
+        "from airflow.dag_processing.dagbag import DagBag\n"
+        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).get_dag('task2a_logreg_epsilon')\n"
+        "dag.test(run_conf={'workers': [1, 2], 'light': True})\n"
+    )
+    log = sweep_env / "dag-test.log"
+    proc = start_in_background(script, log)
+    results = sweep_env / "results"
+    running = wait_for_training(proc, log, results, "-w1-")
+    sweep_dir = running.parent
+    proc.kill()
+    proc.wait()
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):  # its ranks die with it
+        try:
+            if str(sweep_dir).encode() in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            continue
+    run_id = re.search(r"run_id=(manual__\S+?)[,\s]", log.read_text()).group(1)
+    began = time.monotonic()
+    teardown = subprocess.run(
+        [sys.executable, "-m", "airflow", "tasks", "test", "task2a_logreg_epsilon", "ingest",
+         run_id], capture_output=True, text=True, cwd=REPO, timeout=300,
+    )  # fmt: skip
+    assert teardown.returncode == 0, teardown.stdout[-3000:] + teardown.stderr[-3000:]
+    closed = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [(g["status"], g["reason"]) for g in closed["groups"]] == [
+        ("cancelled", ENDED_WITHOUT_VERDICT), ("skipped", ENDED_BEFORE_START)]
+    assert time.monotonic() - began < 60  # the dead group was not waited for
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        runs = conn.execute(select(Run.id, Run.status, Run.reason)).all()
+        sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
+    engine.dispose()
+    assert runs == [(running.name, "cancelled", ENDED_WITHOUT_VERDICT)]
+    assert sweep.outcome == "cancelled" and sweep.finished_at is not None
+
 PATCH_RUN_FAILED = """
 import json, sys
 from fastapi.testclient import TestClient
@@ -299,7 +357,7 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     }
     # Skipped by Airflow and closed by ingest, or (if it was already scheduled) started
     # and skipped by its own task: the sweep had been cancelled.
-    assert unstarted in (("skipped", "the DAG run ended before it started"),
+    assert unstarted in (("skipped", "the DAG run ended before this group started"),
                          ("skipped", "the sweep was cancelled before this group started"))
     engine = make_engine(url)
     with engine.connect() as conn:

@@ -10,6 +10,8 @@ from pathlib import Path
 from scalebench import manifest
 from scalebench.manifest import GroupEntry, Manifest
 
+REASONS = {"started_reason": "stopped", "unstarted_reason": "never started"}
+
 
 def planned_sweep(root: Path, groups: int = 3) -> Path:
     sweep_dir = root / "s"
@@ -28,11 +30,11 @@ def test_closing_settles_every_group_without_a_verdict_and_finishes(tmp_path: Pa
     sweep_dir = planned_sweep(tmp_path)
     manifest.record_verdict(sweep_dir, "s-w1-r1", "succeeded", seconds=3.0)
     (sweep_dir / "s-w1-r2").mkdir()  # it started, and its launcher never said how it ended
-    closed = manifest.close(sweep_dir, "the DAG run ended", grace_s=0)
+    closed = manifest.close(sweep_dir, grace_s=0, **REASONS)
     assert statuses(sweep_dir) == {
         "s-w1-r1": ("succeeded", ""),
-        "s-w1-r2": ("cancelled", "the DAG run ended while it ran"),
-        "s-w1-r3": ("skipped", "the DAG run ended before it started"),
+        "s-w1-r2": ("cancelled", "stopped"),
+        "s-w1-r3": ("skipped", "never started"),
     }
     assert closed.finished_at and not (sweep_dir / manifest.VERDICTS).exists()
     on_disk = json.loads((sweep_dir / "sweep.json").read_text())
@@ -51,16 +53,32 @@ def test_closing_waits_for_the_verdict_of_a_group_still_stopping(tmp_path: Path)
 
     stopping = threading.Thread(target=launcher_stops_its_ranks)
     stopping.start()
-    manifest.close(sweep_dir, "the DAG run ended", grace_s=30)
+    manifest.close(sweep_dir, grace_s=30, **REASONS)
     stopping.join()
     assert statuses(sweep_dir) == {"s-w1-r1": ("cancelled", "the Airflow task was stopped")}
 
 
+def test_a_group_whose_ranks_died_silently_is_settled_at_once(tmp_path: Path) -> None:
+    import os
+
+    sweep_dir = planned_sweep(tmp_path, groups=1)
+    run_dir = sweep_dir / "s-w1-r1"
+    run_dir.mkdir()
+    (run_dir / "rank-0.jsonl").write_text("{}\n")
+    long_ago = time.time() - 60
+    for path in (run_dir, run_dir / "rank-0.jsonl"):
+        os.utime(path, (long_ago, long_ago))
+    began = time.monotonic()
+    manifest.close(sweep_dir, grace_s=30, **REASONS)
+    assert time.monotonic() - began < 2
+    assert statuses(sweep_dir) == {"s-w1-r1": ("cancelled", "stopped")}
+
+
 def test_closing_a_sweep_twice_changes_nothing_but_the_finishing_time(tmp_path: Path) -> None:
     sweep_dir = planned_sweep(tmp_path)
-    manifest.close(sweep_dir, "the DAG run ended", grace_s=0)
+    manifest.close(sweep_dir, grace_s=0, **REASONS)
     first = statuses(sweep_dir)
-    manifest.close(sweep_dir, "something else", grace_s=0)
+    manifest.close(sweep_dir, grace_s=0, started_reason="other", unstarted_reason="other")
     assert statuses(sweep_dir) == first
 
 
