@@ -79,9 +79,10 @@ def copy_rows(conn: Connection, table: str, columns: dict[str, Any]) -> None:
 
 
 def step_columns(
-    rng: np.random.Generator, run_id: str, world_size: int, rows: int, tta_s: float
+    rng: np.random.Generator, run_id: str, world_size: int, rows: int, time_to_accuracy_s: float
 ) -> dict[str, Any]:
-    """``rows`` step rows of one run: every rank runs the same steps, spread over ``tta_s``."""
+    """``rows`` step rows of one run: every rank runs the same steps, spread over
+    ``time_to_accuracy_s``."""
     steps_per_epoch = max(1, math.ceil(390 / world_size))
     index = np.arange(rows)
     global_step = index // world_size
@@ -92,7 +93,7 @@ def step_columns(
         "rank": index % world_size,
         "epoch": global_step // steps_per_epoch,
         "step": global_step % steps_per_epoch,
-        "t_s": fraction * tta_s,
+        "t_s": fraction * time_to_accuracy_s,
         "samples": np.full(rows, 128),
         "loss": 2.3 * np.exp(-3 * fraction) + rng.normal(0, 0.05, rows),
         "lr": np.full(rows, 0.1),
@@ -124,7 +125,7 @@ def add_training_run(
     request: dict[str, Any],
     world_size: int,
     repeat: int,
-    tta_s: float,
+    time_to_accuracy_s: float,
     rows: int,
     started_at: datetime,
 ) -> None:
@@ -132,7 +133,7 @@ def add_training_run(
     run_id = f"{sweep_id}-w{world_size}-r{repeat}"
     steps = max(1, rows // world_size)
     rows = steps * world_size
-    columns = step_columns(rng, run_id, world_size, rows, tta_s)
+    columns = step_columns(rng, run_id, world_size, rows, time_to_accuracy_s)
     copy_rows(conn, "step_timing", columns)
     per_step = {name: float(np.mean(columns[name])) for name in (*PHASES, "communication_s")}
     step_s = sum(per_step.values())
@@ -145,14 +146,17 @@ def add_training_run(
             config_hash=configuration_hash(request), world_size=world_size, repeat=repeat,
             backend=request["backend"], device="cuda" if not request["light"] else "cpu",
             precision="fp32", variant="sync", light=request["light"], status="succeeded",
-            reason="", started_at=started_at, ended_at=started_at + timedelta(seconds=tta_s + 1),
+            reason="", started_at=started_at,
+            ended_at=started_at + timedelta(seconds=time_to_accuracy_s + 1),
             goal_reached=True, goal_metric="top1_accuracy", goal_target=target,
-            time_to_accuracy_s=tta_s, time_to_accuracy_without_eval_s=tta_s * 0.95,
-            eval_s=tta_s * 0.05, compute_s=compute_s,
+            time_to_accuracy_s=time_to_accuracy_s,
+            time_to_accuracy_without_eval_s=time_to_accuracy_s * 0.95,
+            eval_s=time_to_accuracy_s * 0.05, compute_s=compute_s,
             communication_s=steps * per_step["communication_s"], step_s=steps * step_s,
             communication_ratio=per_step["communication_s"] / step_s, epochs=epochs,
-            steps=steps, samples_per_s=128 * world_size * steps / tta_s, quarantined_lines=0,
-            ingested_at=started_at + timedelta(seconds=tta_s + 2), step_records=rows,
+            steps=steps, samples_per_s=128 * world_size * steps / time_to_accuracy_s,
+            quarantined_lines=0,
+            ingested_at=started_at + timedelta(seconds=time_to_accuracy_s + 2), step_records=rows,
             # the per-run phase totals ingest stores beside the step rows
             **{name.replace("_s", "_total_s"): float(np.sum(columns[name]))
                for name in (*PHASES, "communication_s")},
@@ -160,21 +164,22 @@ def add_training_run(
     )  # fmt: skip
     evals = []
     for epoch in range(epochs):
-        t = tta_s * (epoch + 1) / epochs
+        t = time_to_accuracy_s * (epoch + 1) / epochs
         accuracy = target + 0.5 - (target - 10) * (1 - (epoch + 1) / epochs) ** 2
         evals.append(
             {"run_id": run_id, "epoch": epoch, "t_s": t, "metric_value": accuracy,
-             "loss": 2.0 * (1 - (epoch + 1) / epochs) + 0.3, "eval_s": tta_s * 0.05 / epochs,
+             "loss": 2.0 * (1 - (epoch + 1) / epochs) + 0.3,
+             "eval_s": time_to_accuracy_s * 0.05 / epochs,
              "train_s": t * 0.95, "wall_s": t,
              "metrics": {"top1_accuracy": accuracy, "loss": 0.3}}
         )  # fmt: skip
     conn.execute(insert(EpochEval), evals)
     events = [
         {"run_id": run_id, "rank": 0, "t_s": 0.0, "event": "start", "details": {}},
-        {"run_id": run_id, "rank": 0, "t_s": tta_s, "event": "goal_reached",
+        {"run_id": run_id, "rank": 0, "t_s": time_to_accuracy_s, "event": "goal_reached",
          "details": {"epoch": epochs - 1, "value": target + 0.5, "target": target}},
     ] + [
-        {"run_id": run_id, "rank": rank, "t_s": tta_s + 1, "event": "finished",
+        {"run_id": run_id, "rank": rank, "t_s": time_to_accuracy_s + 1, "event": "finished",
          "details": {"status": "goal_reached"}}
         for rank in range(world_size)
     ]  # fmt: skip

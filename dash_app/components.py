@@ -36,9 +36,10 @@ OUTCOME_COLOURS = {
 }
 
 DEFINITIONS = {
-    "tta": "Time to accuracy: wall time from the group's common start to the end of the first "
-    "evaluation that meets the goal (also shown without evaluation time). Repeats are combined "
-    "by MLPerf's rule: drop the fastest and slowest of three or more, then take the mean.",
+    "time_to_accuracy": "Time to accuracy: wall time from the group's common start to the end "
+    "of the first evaluation that meets the goal (also shown without evaluation time). "
+    "Repeats are combined by MLPerf's rule: drop the fastest and slowest of three or more, "
+    "then take the mean.",
     "speedup": "Speedup(k) = TTA(1) / TTA(k); compute speedup uses compute time only "
     "(forward, loss, backward, optimizer). Efficiency = speedup(k) / k.",
     "communication": "Communication ratio = communication time / total step time, per rank, "

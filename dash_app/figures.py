@@ -48,7 +48,9 @@ HEIGHT = 360
 PHASE_NAMES = ("data", "forward", "loss", "backward", "communication", "optimizer")
 PHASE_COLOURS = ("#9e9e9e", "#1f77b4", "#aec7e8", "#2ca02c", "#d62728", "#ff7f0e")
 SECONDS_AXIS = {"tickformat": "~s", "ticksuffix": "s"}
-TREND_METRICS = {"tta": "time_to_accuracy_s", "throughput": "samples_per_s"}
+# The measures a nightly trend shows: the run's column, and how it is labelled.
+TREND_METRICS = {"time_to_accuracy_s": ("time to accuracy", "s"),
+                 "samples_per_s": ("throughput", "samples/s")}  # fmt: skip
 SINGLE_RUN = {"size": 6, "color": "rgba(80,80,80,0.45)"}
 GRID = "#e5e9f0"
 # A small template of our own: Plotly's named templates are deep-copied into every
@@ -221,8 +223,8 @@ def _spread(rows: Sequence[ScalingRow]) -> dict[str, Any]:
     return {
         "type": "data",
         "symmetric": False,
-        "array": [r.tta_max_s - r.tta_s for r in rows],
-        "arrayminus": [r.tta_s - r.tta_min_s for r in rows],
+        "array": [r.time_to_accuracy_max_s - r.time_to_accuracy_s for r in rows],
+        "arrayminus": [r.time_to_accuracy_s - r.time_to_accuracy_min_s for r in rows],
     }
 
 
@@ -233,21 +235,21 @@ def tta_figure(rows: Sequence[ScalingRow], runs: Sequence[RunInfo] = ()) -> go.F
     """Time-to-accuracy (s) per worker count: MLPerf mean with the kept repeats' min–max as
     error bars, the same without evaluation time, and every run that reached the goal."""
     title = "Time to accuracy"
-    done = [r for r in rows if r.tta_s is not None]
+    done = [r for r in rows if r.time_to_accuracy_s is not None]
     if not done:
         return empty_figure("No run of this sweep reached its goal yet.", title)
     traces = [
         go.Scatter(
             x=[r.world_size for r in done],
-            y=[r.tta_s for r in done],
+            y=[r.time_to_accuracy_s for r in done],
             mode="lines+markers",
             name="with evaluation (MLPerf mean)",
             error_y=_spread(done),
             customdata=[
                 [
-                    units.seconds(r.tta_s),
-                    units.seconds(r.tta_min_s),
-                    units.seconds(r.tta_max_s),
+                    units.seconds(r.time_to_accuracy_s),
+                    units.seconds(r.time_to_accuracy_min_s),
+                    units.seconds(r.time_to_accuracy_max_s),
                     r.reached,
                     r.runs,
                 ]
@@ -261,11 +263,11 @@ def tta_figure(rows: Sequence[ScalingRow], runs: Sequence[RunInfo] = ()) -> go.F
             ),
         ),
     ]
-    without = [r for r in done if r.tta_without_eval_s is not None]
+    without = [r for r in done if r.time_to_accuracy_without_eval_s is not None]
     traces.append(
         go.Scatter(
             x=[r.world_size for r in without],
-            y=[r.tta_without_eval_s for r in without],
+            y=[r.time_to_accuracy_without_eval_s for r in without],
             mode="lines+markers",
             line={"dash": "dash"},
             name="without evaluation time",
@@ -595,7 +597,7 @@ def cost_time_figure(rows: Sequence[CostRow]) -> go.Figure:
     colours = {"regular": "#1f77b4", "preemptible": "#2ca02c"}
     traces = []
     for name, cost, _ in PRICE_KINDS:
-        points = [(r.tta_s, getattr(r, cost)) for r in rows]
+        points = [(r.time_to_accuracy_s, getattr(r, cost)) for r in rows]
         front = pareto_front(points)
         traces.append(
             go.Scatter(
@@ -736,15 +738,15 @@ def compare_figure(
 ) -> go.Figure:
     """Time to accuracy (s) of two sweeps side by side, per worker count."""
     title = "Time to accuracy, side by side"
-    if not any(r.tta_s for r in a_rows) and not any(r.tta_s for r in b_rows):
+    if not any(r.time_to_accuracy_s for r in [*a_rows, *b_rows]):
         return empty_figure("Neither sweep has a run that reached its goal.", title)
     traces = []
     for rows, name in ((b_rows, f"B: {b_name}"), (a_rows, f"A: {a_name}")):
-        done = [r for r in rows if r.tta_s is not None]
+        done = [r for r in rows if r.time_to_accuracy_s is not None]
         traces.append(
             go.Bar(
                 x=[str(r.world_size) for r in done],
-                y=[r.tta_s for r in done],
+                y=[r.time_to_accuracy_s for r in done],
                 name=name,
                 error_y=_spread(done),
                 hovertemplate="%{x} worker(s): %{y:.4g} s<extra>" + name[:40] + "</extra>",
@@ -757,13 +759,11 @@ def compare_figure(
 def trend_figure(
     points: Sequence[TrendPoint], flags: Sequence[RegressionRow], metric: str
 ) -> go.Figure:
-    """A metric of every nightly (``tta``: seconds, ``throughput``: samples/s) per worker
+    """A metric of every nightly (``time_to_accuracy_s`` or ``samples_per_s``) per worker
     count over time; nights the detector flagged are marked with a red cross."""
-    column = TREND_METRICS[metric]
-    field = "tta_s" if metric == "tta" else "samples_per_s"
-    unit = "s" if metric == "tta" else "samples/s"
-    title = "Nightly " + ("time to accuracy" if metric == "tta" else "throughput")
-    shown = [p for p in points if getattr(p, field) is not None]
+    measure, unit = TREND_METRICS[metric]
+    title = f"Nightly {measure}"
+    shown = [p for p in points if getattr(p, metric) is not None]
     if not shown:
         return empty_figure("No scheduled sweep with this measure yet.", title)
     configs = sorted({p.config_hash for p in shown})
@@ -777,7 +777,7 @@ def trend_figure(
         traces.append(
             go.Scatter(
                 x=[p.created_at for p in group],
-                y=[getattr(p, field) for p in group],
+                y=[getattr(p, metric) for p in group],
                 mode="lines+markers",
                 marker={"size": 5},
                 name=units.workers(size) + suffix,
@@ -790,13 +790,13 @@ def trend_figure(
                 ),
             )
         )
-    changes = {(f.sweep_id, f.world_size): f.change for f in flags if f.metric == column}
+    changes = {(f.sweep_id, f.world_size): f.change for f in flags if f.metric == metric}
     marked = [p for p in shown if (p.sweep_id, p.world_size) in changes]
     if marked:
         traces.append(
             go.Scatter(
                 x=[p.created_at for p in marked],
-                y=[getattr(p, field) for p in marked],
+                y=[getattr(p, metric) for p in marked],
                 mode="markers",
                 marker={"size": 14, "symbol": "x", "color": "#d62728"},
                 name="flagged regression",
@@ -808,8 +808,7 @@ def trend_figure(
                 hovertemplate="REGRESSION %{text}<extra></extra>",
             )
         )
-    label = "time to accuracy (s)" if metric == "tta" else "throughput (samples/s)"
-    yaxis = {"rangemode": "tozero", "title": {"text": label}}
-    if metric == "tta":
+    yaxis = {"rangemode": "tozero", "title": {"text": f"{measure} ({unit})"}}
+    if unit == "s":
         yaxis.update(SECONDS_AXIS)
     return _figure(title, traces, {"title": {"text": "night"}}, yaxis)

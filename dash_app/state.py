@@ -31,12 +31,15 @@ SORTABLE_RUN_COLUMNS = (
     "workers",
     "repeat",
     "status",
-    "tta",
-    "throughput",
-    "comm",
+    "time_to_accuracy_s",
+    "samples_per_s",
+    "communication_ratio",
     "reason",
 )
-TREND_METRICS = ("tta", "throughput")
+TREND_METRICS = ("time_to_accuracy_s", "samples_per_s")
+# Short names older addresses used for the same quantities; still understood.
+FORMER_NAMES = {"tta": "time_to_accuracy_s", "throughput": "samples_per_s",
+                "comm": "communication_ratio"}  # fmt: skip
 
 
 def _shown(value: object) -> str:
@@ -82,6 +85,7 @@ class Query:
         value = self._raw(name)
         if value is None or value == "":
             return default
+        value = FORMER_NAMES.get(value, value)
         if value not in options:
             self._problems.append(
                 f"{name}: {_shown(value)} is not one of {', '.join(options)}; using {default}."
@@ -199,7 +203,7 @@ class TrendState:
     """Nightly trend of one task: a metric over the newest ``nights`` scheduled sweeps."""
 
     task: str | None = None
-    metric: str = "tta"
+    metric: str = "time_to_accuracy_s"
     nights: int = 90
 
 
@@ -260,7 +264,7 @@ def parse_trend(params: Mapping[str, Any]) -> tuple[TrendState, list[str]]:
     query = Query(params)
     state = TrendState(
         task=query.identifier("task", "task"),
-        metric=query.choice("metric", TREND_METRICS, "tta"),
+        metric=query.choice("metric", TREND_METRICS, TrendState.metric),
         nights=query.integer("nights", 90, 2, 3650),
     )
     return state, query.problems()

@@ -45,9 +45,9 @@ RUN_SORT_KEYS: dict[str, Any] = {
     "workers": lambda r: r.world_size,
     "repeat": lambda r: r.repeat,
     "status": lambda r: r.status,
-    "tta": lambda r: r.time_to_accuracy_s,
-    "throughput": lambda r: r.samples_per_s,
-    "comm": lambda r: r.communication_ratio,
+    "time_to_accuracy_s": lambda r: r.time_to_accuracy_s,
+    "samples_per_s": lambda r: r.samples_per_s,
+    "communication_ratio": lambda r: r.communication_ratio,
     "reason": lambda r: r.reason or None,
 }
 
@@ -74,9 +74,9 @@ def run_rows(
             "workers": r.world_size,
             "repeat": r.repeat + 1,
             "status": r.status,
-            "tta": units.seconds(r.time_to_accuracy_s),
-            "throughput": units.number(r.samples_per_s),
-            "comm": units.percent(r.communication_ratio),
+            "time_to_accuracy_s": units.seconds(r.time_to_accuracy_s),
+            "samples_per_s": units.number(r.samples_per_s),
+            "communication_ratio": units.percent(r.communication_ratio),
             "started": when(r.started_at),
             "reason": r.reason[:120],
         }
@@ -217,7 +217,7 @@ def compare_rows(
     deltas = []
     for size in sorted(set(a_by) | set(b_by)):
         a, b = a_by.get(size), b_by.get(size)
-        a_tta, b_tta = (a.tta_s if a else None), (b.tta_s if b else None)
+        a_tta, b_tta = (a.time_to_accuracy_s if a else None), (b.time_to_accuracy_s if b else None)
         a_rate_values = _values(a_runs, size, "samples_per_s")
         b_rate_values = _values(b_runs, size, "samples_per_s")
         a_rate = statistics.fmean(a_rate_values) if a_rate_values else None

@@ -178,11 +178,11 @@ class ScalingRow:
     world_size: int
     runs: int
     reached: int
-    tta_s: float | None
-    tta_min_s: float | None
-    tta_max_s: float | None
-    tta_stdev_s: float | None
-    tta_without_eval_s: float | None
+    time_to_accuracy_s: float | None
+    time_to_accuracy_min_s: float | None
+    time_to_accuracy_max_s: float | None
+    time_to_accuracy_stdev_s: float | None
+    time_to_accuracy_without_eval_s: float | None
     compute_s: float | None
     speedup: float | None
     compute_speedup: float | None
@@ -230,11 +230,11 @@ def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
                 world_size=size,
                 runs=len(group),
                 reached=sum(bool(r.goal_reached) for r in group),
-                tta_s=tta.mean if tta else None,
-                tta_min_s=tta.minimum if tta else None,
-                tta_max_s=tta.maximum if tta else None,
-                tta_stdev_s=tta.stdev if tta else None,
-                tta_without_eval_s=without_eval.mean if without_eval else None,
+                time_to_accuracy_s=tta.mean if tta else None,
+                time_to_accuracy_min_s=tta.minimum if tta else None,
+                time_to_accuracy_max_s=tta.maximum if tta else None,
+                time_to_accuracy_stdev_s=tta.stdev if tta else None,
+                time_to_accuracy_without_eval_s=without_eval.mean if without_eval else None,
                 compute_s=compute.mean if compute else None,
                 speedup=speed,
                 compute_speedup=compute_speed,

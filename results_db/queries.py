@@ -49,7 +49,7 @@ class PhaseRow:
 @dataclass(frozen=True)
 class CostRow:
     world_size: int
-    tta_s: float
+    time_to_accuracy_s: float
     cost_regular: float
     cost_preemptible: float
     speedup: float
@@ -151,20 +151,20 @@ def costs(
             raise PriceMissing(f"no price for GPU type {gpu!r}")
     regular = (node.regular_per_hour, card.regular_per_hour if card else 0.0)
     preemptible = (node.preemptible_per_hour, card.preemptible_per_hour if card else 0.0)
-    rows = [r for r in scaling(conn, sweep_id) if r.tta_s is not None]
+    rows = [r for r in scaling(conn, sweep_id) if r.time_to_accuracy_s is not None]
     base = next((r for r in rows if r.world_size == 1), None)
     if base is None:
         return []
-    base_regular = analytics.cost(1, *regular, base.tta_s)
-    base_preemptible = analytics.cost(1, *preemptible, base.tta_s)
+    base_regular = analytics.cost(1, *regular, base.time_to_accuracy_s)
+    base_preemptible = analytics.cost(1, *preemptible, base.time_to_accuracy_s)
     result = []
     for row in rows:
-        reg = analytics.cost(row.world_size, *regular, row.tta_s)
-        pre = analytics.cost(row.world_size, *preemptible, row.tta_s)
+        reg = analytics.cost(row.world_size, *regular, row.time_to_accuracy_s)
+        pre = analytics.cost(row.world_size, *preemptible, row.time_to_accuracy_s)
         result.append(
             CostRow(
                 world_size=row.world_size,
-                tta_s=row.tta_s,
+                time_to_accuracy_s=row.time_to_accuracy_s,
                 cost_regular=reg,
                 cost_preemptible=pre,
                 speedup=row.speedup or 1.0,
@@ -603,7 +603,7 @@ class TrendPoint:
     world_size: int
     runs: int
     succeeded: int
-    tta_s: float | None
+    time_to_accuracy_s: float | None
     samples_per_s: float | None
 
 
@@ -637,7 +637,7 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
                 world_size=world_size,
                 runs=len(runs),
                 succeeded=len(ok),
-                tta_s=analytics.mlperf_mean(tta).mean if tta else None,
+                time_to_accuracy_s=analytics.mlperf_mean(tta).mean if tta else None,
                 samples_per_s=sum(rate) / len(rate) if rate else None,
             )
         )

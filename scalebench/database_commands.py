@@ -247,7 +247,7 @@ def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any
     with engine.connect() as conn:
         succeeded = succeeded_runs(conn, sweep_id)
         rows = [asdict(r) for r in scaling(conn, sweep_id)]
-        if all(r["tta_s"] is None for r in rows):
+        if all(r["time_to_accuracy_s"] is None for r in rows):
             rows = [asdict(r) for r in allreduce_summary(conn, sweep_id)]
         print(sweep_report(conn, sweep_id))
     engine.dispose()

@@ -36,13 +36,14 @@ def training_table(
     for row in scaling:
         group = [r for r in runs if r.world_size == row.world_size]
         lasts = [v for r in group if (v := last_metric.get(r.id)) is not None]
-        spread = f" ±{row.tta_stdev_s:.2f}" if row.reached > 1 and row.tta_stdev_s else ""
+        stdev = row.time_to_accuracy_stdev_s
+        spread = f" ±{stdev:.2f}" if row.reached > 1 and stdev else ""
         rows.append([
             row.world_size,
             f"{row.reached}/{row.runs}",
             ", ".join(sorted({r.status for r in group})),
-            _fmt(row.tta_s) + spread,
-            _fmt(row.tta_without_eval_s),
+            _fmt(row.time_to_accuracy_s) + spread,
+            _fmt(row.time_to_accuracy_without_eval_s),
             _fmt(row.speedup),
             _fmt(row.compute_speedup),
             _fmt(row.efficiency),
@@ -51,7 +52,7 @@ def training_table(
         ])  # fmt: skip
     headers = [
         "workers", "goal", "status", "TTA s", "TTA w/o eval s", "speedup",
-        "compute speedup", "efficiency", "comm ratio", f"last {metric}",
+        "compute speedup", "efficiency", "communication ratio", f"last {metric}",
     ]  # fmt: skip
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 

@@ -58,17 +58,18 @@ def write_all(root: Path) -> Path:
         manifest = json.loads((root / name / "sweep.json").read_text(encoding="utf-8"))
         manifest.setdefault("created_at", created)  # a fixed order, whatever the clock says
         (root / name / "sweep.json").write_text(json.dumps(manifest), encoding="utf-8")
-    runs = [FakeRun(size, repeat=i, tta_s=tta) for size, ttas in KNOWN_TTA.items()
+    runs = [FakeRun(size, repeat=i, time_to_accuracy_s=tta) for size, ttas in KNOWN_TTA.items()
             for i, tta in enumerate(ttas)]  # fmt: skip
     write_training_sweep(root, KNOWN, runs, created_at="2026-11-23T10:00:00+00:00")
-    bad = [FakeRun(1, tta_s=None, end="failed", launcher_status="failed"),
-           FakeRun(2, tta_s=None, end="diverged", launcher_status="diverged")]  # fmt: skip
+    bad = [FakeRun(1, time_to_accuracy_s=None, end="failed", launcher_status="failed"),
+           FakeRun(2, time_to_accuracy_s=None, end="diverged",
+                   launcher_status="diverged")]  # fmt: skip
     write_training_sweep(root, BAD, bad, created_at="2026-11-20T10:00:00+00:00")
     for night, values in enumerate(NIGHTS, start=1):
         write_training_sweep(
             root,
             f"nightly-{night:02d}",
-            [FakeRun(2, repeat=i, tta_s=value) for i, value in enumerate(values)],
+            [FakeRun(2, repeat=i, time_to_accuracy_s=value) for i, value in enumerate(values)],
             trigger="scheduled",
             created_at=f"2026-11-{night:02d}T02:00:00+00:00",
         )

@@ -15,11 +15,11 @@ PHASES = {"data": 0.01, "forward": 0.1, "loss": 0.01, "backward": 0.2,
 
 @dataclass
 class FakeRun:
-    """A training run to write: ``tta_s`` None means the goal was not reached."""
+    """A training run to write: ``time_to_accuracy_s`` None means the goal was not reached."""
 
     world_size: int
     repeat: int = 0
-    tta_s: float | None = 100.0
+    time_to_accuracy_s: float | None = 100.0
     epochs: int = 3
     steps_per_epoch: int = 4
     end: str = "finished"  # "finished", "failed", "diverged", "killed" (no final record)
@@ -63,7 +63,7 @@ def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun,
     writer.write("event", 0.0, event="start", started_at="2026-11-01T02:00:00+00:00",
                  device="cpu", precision="fp32", variant="sync", **compiled)  # fmt: skip
     total_epochs = run.epochs
-    epoch_s = (run.tta_s or 100.0) / total_epochs
+    epoch_s = (run.time_to_accuracy_s or 100.0) / total_epochs
     t = 0.0
     for epoch in range(total_epochs):
         for step in range(run.steps_per_epoch):
@@ -73,15 +73,15 @@ def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun,
         if run.end in ("diverged", "killed") and epoch == total_epochs - 1:
             break
         end = (epoch + 1) * epoch_s
-        reached = run.tta_s is not None and epoch == total_epochs - 1
+        reached = run.time_to_accuracy_s is not None and epoch == total_epochs - 1
         accuracy = 80.0 if reached else 50.0 + epoch
         writer.write("eval", end, epoch=epoch, metrics={metric: accuracy, "loss": 1.0},
                      eval_seconds=epoch_s * 0.1, train_seconds=end - (epoch + 1) * epoch_s * 0.1,
                      wall_seconds=end)  # fmt: skip
-    if run.tta_s is not None and run.end == "finished":
-        writer.write("event", run.tta_s, event="goal_reached", epoch=total_epochs - 1,
-                     value=80.0, target=70.0, time_to_accuracy_s=run.tta_s,
-                     time_to_accuracy_without_eval_s=run.tta_s * 0.9)  # fmt: skip
+    if run.time_to_accuracy_s is not None and run.end == "finished":
+        writer.write("event", run.time_to_accuracy_s, event="goal_reached", epoch=total_epochs - 1,
+                     value=80.0, target=70.0, time_to_accuracy_s=run.time_to_accuracy_s,
+                     time_to_accuracy_without_eval_s=run.time_to_accuracy_s * 0.9)  # fmt: skip
     if run.end == "finished":
         recompiled = {} if run.compile_s is None else {"recompilations": rank}
         writer.write("event", t + 1, event="finished", status="goal_reached", **recompiled)

@@ -139,13 +139,14 @@ def test_runs_table_searches_sorts_and_pages(client: Client) -> None:
     out = client.call("runs-table.data", {**base, "runs-q.value": "peer"}, "runs-q.value")
     assert [r["status"] for r in out["runs-table"]["data"]] == ["failed"]
     assert out["runs-url"]["search"] == "?q=peer"
-    sort = [{"column_id": "tta", "direction": "asc"}]
+    sort = [{"column_id": "time_to_accuracy_s", "direction": "asc"}]
     paged = {**base, "runs-table.sort_by": sort, "runs-table.page_current": 1}
     out = client.call("runs-table.data", paged, "runs-table.sort_by")
     assert out["runs-table"]["page_count"] == 2 and out["runs-table"]["page_current"] == 1
-    assert out["runs-url"]["search"] == "?sort=tta&order=asc&page=1"
+    assert out["runs-url"]["search"] == "?sort=time_to_accuracy_s&order=asc&page=1"
     first = client.call("runs-table.data", {**base, "runs-table.sort_by": sort})
-    assert first["runs-table"]["data"][0]["tta"] == "1.83 s"  # the real 1-worker light run
+    # the real 1-worker light run
+    assert first["runs-table"]["data"][0]["time_to_accuracy_s"] == "1.83 s"
     assert "38 run(s)" in first["runs-count"]["children"]
 
 
@@ -166,7 +167,7 @@ def test_run_page(client: Client) -> None:
 
 
 def test_downloads(client: Client) -> None:
-    run_id = f"{LIGHT}-w2-r1"
+    run_id = f"{LIGHT}-w2-r0"
     steps = client.http.get(f"/download/run/{run_id}/steps.csv")
     assert steps.status_code == 200 and steps.mimetype == "text/csv"
     rows = list(csv.reader(io.StringIO(steps.get_data(as_text=True))))
@@ -196,8 +197,8 @@ def test_compare_shows_the_regression_verdict(client: Client) -> None:
 
 
 def test_trend_marks_the_flagged_night(client: Client) -> None:
-    values = {"trend-task.value": "task1a-resnet20-cifar10", "trend-metric.value": "tta",
-              "trend-nights.value": 5}  # fmt: skip
+    values = {"trend-task.value": "task1a-resnet20-cifar10",
+              "trend-metric.value": "time_to_accuracy_s", "trend-nights.value": 5}  # fmt: skip
     out = client.call("trend-figure.figure", values)
     assert out["trend-url"]["search"] == "?task=task1a-resnet20-cifar10&nights=5"
     traces = out["trend-figure"]["figure"]["data"]
@@ -258,7 +259,8 @@ def test_a_missing_database_file_is_explained(tmp_path: Path) -> None:
 def test_pages_refresh_only_while_a_sweep_runs(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'running.db'}"
     upgrade(url)
-    runs = [FakeRun(1, tta_s=50.0), FakeRun(2, tta_s=None, end="killed", launcher_status="planned")]
+    runs = [FakeRun(1, time_to_accuracy_s=50.0),
+            FakeRun(2, time_to_accuracy_s=None, end="killed", launcher_status="planned")]
     write_training_sweep(tmp_path / "records", "in-progress", runs)
     engine = make_engine(url)
     ingest_location(engine, str(tmp_path / "records"))

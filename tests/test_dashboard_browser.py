@@ -231,12 +231,12 @@ def test_filters_live_in_the_address(page: Page) -> None:
     page.shows("runs-count", "1 run(s)")
 
     page.open("/trend")
-    page.driver.find_element(By.XPATH, "//label[.//input[@value='throughput']]").click()
-    page.until(lambda: "metric=throughput" in page.url, "the address to change")
+    page.driver.find_element(By.XPATH, "//label[.//input[@value='samples_per_s']]").click()
+    page.until(lambda: "metric=samples_per_s" in page.url, "the address to change")
     page.idle()
     page.driver.refresh()
     page.idle()
-    checked = page.driver.find_element(By.CSS_SELECTOR, "#trend-metric input[value=throughput]")
+    checked = page.driver.find_element(By.CSS_SELECTOR, "#trend-metric input[value=samples_per_s]")
     assert checked.is_selected()
     assert page.traces("trend-figure")[0]["y"] == pytest.approx([640.0] * 8)
 

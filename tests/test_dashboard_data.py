@@ -48,7 +48,7 @@ def source(seeded_url: str):
 def test_scaling_of_the_known_sweep(source: Source) -> None:
     rows = {r.world_size: r for r in source.scaling(KNOWN)}
     for size, mean in KNOWN_MEAN.items():
-        assert rows[size].tta_s == pytest.approx(mean)
+        assert rows[size].time_to_accuracy_s == pytest.approx(mean)
         assert rows[size].speedup == pytest.approx(KNOWN_SPEEDUP[size])
         assert rows[size].runs == 3 and rows[size].reached == 3
     assert rows[4].efficiency == pytest.approx(100 / 31 / 4)
@@ -141,7 +141,7 @@ def test_costs_price_index_and_pareto_of_the_known_sweep(source: Source) -> None
 
 def test_a_run_curve_is_bucketed_in_sql(seeded_url: str) -> None:
     engine = make_engine(seeded_url)
-    run_id = f"{LIGHT}-w1-r1"
+    run_id = f"{LIGHT}-w1-r0"
     with engine.connect() as conn:
         every = queries.loss_curve(conn, run_id, points=500)
         few = queries.loss_curve(conn, run_id, points=5)
@@ -165,7 +165,7 @@ def test_sweeps_runs_and_baselines(source: Source) -> None:
     failed = source.runs(status="failed")
     assert [r.id for r in failed] == [f"{BAD}-w1-r1"] and "peer went away" in failed[0].reason
     assert {r.id for r in source.runs(search="PEER WENT")} == {f"{BAD}-w1-r1"}
-    assert {r.id for r in source.runs(search="nan at epoch")} == {f"{BAD}-w2-r0"}
+    assert {r.id for r in source.runs(search="nan at epoch")} == {f"{BAD}-w2-r1"}
     assert source.runs(search="100%_") == []  # LIKE wildcards are escaped
     assert len(source.runs()) == 2 + 1 + 9 + 2 + 24
 
@@ -173,12 +173,12 @@ def test_sweeps_runs_and_baselines(source: Source) -> None:
 def test_nightly_trend_and_flags(source: Source) -> None:
     points = source.trend("task1a-resnet20-cifar10", nights=3)
     assert [p.sweep_id for p in points] == ["nightly-06", "nightly-07", LATEST_NIGHT]
-    assert points[-1].tta_s == pytest.approx(110.5)  # middle of 109, 110.5, 111
+    assert points[-1].time_to_accuracy_s == pytest.approx(110.5)  # middle of 109, 110.5, 111
     flags = source.regressions(task="task1a-resnet20-cifar10")
     assert {(f.sweep_id, f.world_size, f.metric) for f in flags} == {
         (LATEST_NIGHT, 2, "time_to_accuracy_s")
     }
-    figure = figures.trend_figure(points, flags, "tta")
+    figure = figures.trend_figure(points, flags, "time_to_accuracy_s")
     marked = next(t for t in figure.data if t.name == "flagged regression")
     assert list(marked.y) == pytest.approx([110.5])
     assert "+10.0 %" in marked.text[0]

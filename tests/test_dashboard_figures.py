@@ -100,7 +100,7 @@ def test_empty_inputs_give_figures_that_say_why() -> None:
     for figure in (figures.tta_figure([]), figures.speedup_figure([]),
                    figures.phase_figure([]), figures.cost_figure([]),
                    figures.allreduce_latency_figure([]), figures.loss_figure([]),
-                   figures.trend_figure([], [], "tta")):  # fmt: skip
+                   figures.trend_figure([], [], "time_to_accuracy_s")):  # fmt: skip
         assert not figure.data and figure.layout.annotations[0].text
 
 
@@ -158,12 +158,13 @@ def test_run_figures_mark_events_and_the_target() -> None:
 
 def test_runs_table_sorts_missing_values_last_and_pages() -> None:
     runs = [run_info(f"r{i}", 1, tta) for i, tta in enumerate([5.0, None, 1.0, 3.0])]
-    rows, pages = tables.run_rows(runs, "tta", "asc", 0, 2)
+    rows, pages = tables.run_rows(runs, "time_to_accuracy_s", "asc", 0, 2)
     assert [r["run"].split("]")[0] for r in rows] == ["[r2", "[r3"] and pages == 2
-    rows, _ = tables.run_rows(runs, "tta", "desc", 1, 2)
-    assert [r["tta"] for r in rows] == ["1 s", "—"]
-    rows, _ = tables.run_rows(runs, "tta", "asc", 99, 2)  # past the end: the last page
-    assert rows[-1]["tta"] == "—"
+    rows, _ = tables.run_rows(runs, "time_to_accuracy_s", "desc", 1, 2)
+    assert [r["time_to_accuracy_s"] for r in rows] == ["1 s", "—"]
+    # past the end: the last page
+    rows, _ = tables.run_rows(runs, "time_to_accuracy_s", "asc", 99, 2)
+    assert rows[-1]["time_to_accuracy_s"] == "—"
     assert rows[0]["run"] == "[r0](/run?id=r0)"
 
 

@@ -40,9 +40,10 @@ def test_good_values_are_kept() -> None:
     parsed, problems = state.parse_runs(
         {"q": "w4", "status": "failed", "task": "task1a-resnet20-cifar10", "sort": "tta",
          "order": "asc", "page": "3"}
-    )  # fmt: skip
+    )  # fmt: skip  ("tta": the former name of time_to_accuracy_s, still understood)
     assert problems == []
-    assert parsed == RunsState("w4", "failed", "task1a-resnet20-cifar10", "tta", "asc", 3)
+    assert parsed == RunsState("w4", "failed", "task1a-resnet20-cifar10",
+                               "time_to_accuracy_s", "asc", 3)  # fmt: skip
     parsed, problems = state.parse_communication(
         {"sweep": "known-scaling", "allreduce": "task0-allreduce-20261122T021847Z-80d9",
          "dtype": "float16"}
@@ -54,7 +55,7 @@ def test_bad_values_fall_back_to_defaults_with_a_message() -> None:
     parsed, problems = state.parse_trend({"metric": "speed", "nights": "-4", "task": "a b"})
     assert parsed == TrendState()
     assert len(problems) == 3
-    assert any("metric" in p and "tta, throughput" in p for p in problems)
+    assert any("metric" in p and "time_to_accuracy_s, samples_per_s" in p for p in problems)
     assert any("nights" in p and "from 2 to 3650" in p for p in problems)
     assert any("task" in p and "not a valid task id" in p for p in problems)
 
@@ -74,8 +75,9 @@ def test_long_values_are_shortened_in_messages() -> None:
 @pytest.mark.parametrize(
     "value",
     [SweepState("known-scaling"), CommunicationState("a", "b", "float32"),
-     CostState("s", "n1-highmem-8", "none"), RunsState("peer went", "failed", "t", "tta", "asc", 2),
-     TrendState("task1a-resnet20-cifar10", "throughput", 30), state.RunState("r-1"),
+     CostState("s", "n1-highmem-8", "none"),
+     RunsState("peer went", "failed", "t", "time_to_accuracy_s", "asc", 2),
+     TrendState("task1a-resnet20-cifar10", "samples_per_s", 30), state.RunState("r-1"),
      state.CompareState("nightly-08", "nightly-07")],
 )  # fmt: skip
 def test_search_round_trips(value: object) -> None:
@@ -111,7 +113,7 @@ def test_hostile_values_never_raise(parse) -> None:  # type: ignore[no-untyped-d
             got = getattr(parsed, item.name)
             if isinstance(got, str) and item.name != "q":
                 assert got == item.default or state.IDENTIFIER.fullmatch(got) or got in (
-                    "all", "asc", "desc", "tta", "throughput", "none", *state.SORTABLE_RUN_COLUMNS,
+                    "all", "asc", "desc", *state.TREND_METRICS, "none", *state.SORTABLE_RUN_COLUMNS,
                     "float32", "float16", "bfloat16", *state.RUN_STATUSES,
                 )
         if hasattr(parsed, "q"):

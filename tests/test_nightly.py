@@ -160,7 +160,7 @@ def test_a_night_that_got_slower_fails_is_stored_and_notifies(
     # (Task 2a: its light run is among the shortest, about 10 s; what is tested is the
     # nightly pipeline, the same for every task.)
     for night in (19, 20, 21):
-        runs = [FakeRun(1, repeat=r, tta_s=0.001) for r in range(3)]
+        runs = [FakeRun(1, repeat=r, time_to_accuracy_s=0.001) for r in range(3)]
         write_training_sweep(tmp_path / "baseline", f"nightly-{night}", runs, trigger="scheduled",
                              created_at=f"2026-11-{night}T02:00:00+00:00",
                              task="task2a-logreg-epsilon")  # fmt: skip

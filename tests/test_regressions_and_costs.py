@@ -18,7 +18,7 @@ from scalebench import cli, database_commands
 
 def nightly(root: Path, night: int, tta: list[float]) -> str:
     sweep_id = f"nightly-{night:02d}"
-    runs = [FakeRun(2, repeat=i, tta_s=value) for i, value in enumerate(tta)]
+    runs = [FakeRun(2, repeat=i, time_to_accuracy_s=value) for i, value in enumerate(tta)]
     write_training_sweep(
         root, sweep_id, runs, trigger="scheduled", created_at=f"2026-11-{night:02d}T02:00:00+00:00"
     )
@@ -103,7 +103,8 @@ def test_regressions_command_exits_1_when_flagged(
 
 
 def test_costs_and_price_index_use_the_prices_in_force(engine: Engine, tmp_path: Path) -> None:
-    write_training_sweep(tmp_path, "c", [FakeRun(1, tta_s=3600.0), FakeRun(4, tta_s=1406.25)])
+    runs = [FakeRun(1, time_to_accuracy_s=3600.0), FakeRun(4, time_to_accuracy_s=1406.25)]
+    write_training_sweep(tmp_path, "c", runs)
     ingest_location(engine, str(tmp_path))
     with engine.connect() as conn:
         rows = {r.world_size: r for r in costs(conn, "c")}
@@ -157,7 +158,8 @@ def test_bad_price_input_names_the_field(
 def test_export_writes_tables_and_official_results(
     engine: Engine, tmp_path: Path, fmt: str
 ) -> None:
-    write_training_sweep(tmp_path / "r", "e", [FakeRun(1, tta_s=407.0), FakeRun(2, tta_s=None)])
+    runs = [FakeRun(1, time_to_accuracy_s=407.0), FakeRun(2, time_to_accuracy_s=None)]
+    write_training_sweep(tmp_path / "r", "e", runs)
     ingest_location(engine, str(tmp_path / "r"))
     url = engine.url.render_as_string(hide_password=False)
     written = database_commands.export(url, "e", fmt, tmp_path / "out")
@@ -177,7 +179,7 @@ def test_export_writes_tables_and_official_results(
 
 def test_a_nightly_whose_runs_all_fail_is_flagged(engine: Engine, tmp_path: Path) -> None:
     seed_baseline(tmp_path)
-    runs = [FakeRun(2, repeat=i, tta_s=None, end="failed", launcher_status="failed")
+    runs = [FakeRun(2, repeat=i, time_to_accuracy_s=None, end="failed", launcher_status="failed")
             for i in range(3)]  # fmt: skip
     write_training_sweep(tmp_path, "nightly-08", runs, trigger="scheduled",
                          created_at="2026-11-08T02:00:00+00:00")  # fmt: skip

@@ -97,7 +97,8 @@ def test_phase_totals_are_stored_at_ingest_and_filled_by_the_migration(
 
 
 def test_ingest_twice_leaves_the_same_rows(engine: Engine, tmp_path: Path) -> None:
-    write_training_sweep(tmp_path, "s1", [FakeRun(1, tta_s=120.0), FakeRun(2, tta_s=80.0)])
+    runs = [FakeRun(1, time_to_accuracy_s=120.0), FakeRun(2, time_to_accuracy_s=80.0)]
+    write_training_sweep(tmp_path, "s1", runs)
     first = ingest_location(engine, str(tmp_path))
     before = counts(engine)
     for _ in range(2):
@@ -109,7 +110,7 @@ def test_ingest_twice_leaves_the_same_rows(engine: Engine, tmp_path: Path) -> No
 
 
 def test_columns_are_typed(engine: Engine, tmp_path: Path) -> None:
-    write_training_sweep(tmp_path, "s1", [FakeRun(2, tta_s=80.0)])
+    write_training_sweep(tmp_path, "s1", [FakeRun(2, time_to_accuracy_s=80.0)])
     ingest_location(engine, str(tmp_path))
     with Session(engine) as session:
         run = session.scalars(select(Run)).one()
@@ -128,9 +129,9 @@ def test_columns_are_typed(engine: Engine, tmp_path: Path) -> None:
 
 def test_failed_diverged_and_killed_runs_keep_their_metrics(engine: Engine, tmp_path: Path) -> None:
     runs = [
-        FakeRun(1, tta_s=None, end="failed", launcher_status="failed"),
-        FakeRun(2, tta_s=None, end="diverged", launcher_status="diverged"),
-        FakeRun(4, tta_s=None, end="killed", launcher_status="failed"),
+        FakeRun(1, time_to_accuracy_s=None, end="failed", launcher_status="failed"),
+        FakeRun(2, time_to_accuracy_s=None, end="diverged", launcher_status="diverged"),
+        FakeRun(4, time_to_accuracy_s=None, end="killed", launcher_status="failed"),
     ]
     write_training_sweep(tmp_path, "bad", runs)
     ingest_location(engine, str(tmp_path))
@@ -157,7 +158,7 @@ def test_unreadable_lines_are_quarantined_and_counted(engine: Engine, tmp_path: 
     rank_file = next(sweep.glob("*/rank-0.jsonl"))
     with rank_file.open("a") as handle:
         handle.write("{not json\n")
-        handle.write('{"v": 1, "run_id": "q-w1-r0", "rank": 0, "world_size": 1, "kind": "st')
+        handle.write('{"v": 1, "run_id": "q-w1-r1", "rank": 0, "world_size": 1, "kind": "st')
     report = ingest_location(engine, str(tmp_path))
     assert report.quarantined_lines == 2 and len(report.problems) == 2
     with engine.connect() as conn:
@@ -170,19 +171,19 @@ def test_rank_files_that_disagree_are_refused_and_nothing_of_the_run_written(
 ) -> None:
     sweep = write_training_sweep(tmp_path, "x", [FakeRun(1), FakeRun(2)])
     ingest_location(engine, str(tmp_path))  # both runs in; then one goes bad on disk
-    other = next(sweep.glob("x-w2-r0/rank-1.jsonl"))
-    other.write_text(other.read_text().replace('"run_id":"x-w2-r0"', '"run_id":"elsewhere"'))
+    other = next(sweep.glob("x-w2-r1/rank-1.jsonl"))
+    other.write_text(other.read_text().replace('"run_id":"x-w2-r1"', '"run_id":"elsewhere"'))
     report = ingest_location(engine, str(tmp_path))
     assert len(report.refused) == 1 and "different runs" in report.refused[0]
     with engine.connect() as conn:
-        assert conn.execute(select(Run.id)).scalars().all() == ["x-w1-r0"]
+        assert conn.execute(select(Run.id)).scalars().all() == ["x-w1-r1"]
         assert conn.execute(select(Sweep.outcome)).scalar_one() == "partial"
 
 
 def test_a_crash_in_the_middle_leaves_the_run_as_it_was(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_training_sweep(tmp_path, "c", [FakeRun(2, tta_s=50.0)])
+    write_training_sweep(tmp_path, "c", [FakeRun(2, time_to_accuracy_s=50.0)])
     ingest_location(engine, str(tmp_path))
     before = counts(engine)
 
@@ -191,7 +192,7 @@ def test_a_crash_in_the_middle_leaves_the_run_as_it_was(
 
     monkeypatch.setattr(ingest_module, "_eval_row", explode)  # after steps were written
     report = ingest_location(engine, str(tmp_path))
-    assert report.refused == ["c-w2-r0: RuntimeError('disk full')"]
+    assert report.refused == ["c-w2-r1: RuntimeError('disk full')"]
     assert counts(engine) == before
     with engine.connect() as conn:
         assert conn.execute(select(Run.time_to_accuracy_s)).scalar_one() == 50.0
@@ -212,18 +213,20 @@ def test_ingest_reads_fsspec_uris(engine: Engine, tmp_path: Path) -> None:
 
 def test_scaling_and_phases_from_the_database(engine: Engine, tmp_path: Path) -> None:
     runs = [
-        FakeRun(1, repeat=0, tta_s=100.0), FakeRun(1, repeat=1, tta_s=110.0),
-        FakeRun(1, repeat=2, tta_s=300.0),  # slowest: dropped by the MLPerf rule
-        FakeRun(2, repeat=0, tta_s=50.0), FakeRun(2, repeat=1, tta_s=60.0),
-        FakeRun(2, repeat=2, tta_s=10.0),  # fastest: dropped
+        FakeRun(1, repeat=0, time_to_accuracy_s=100.0),
+        FakeRun(1, repeat=1, time_to_accuracy_s=110.0),
+        FakeRun(1, repeat=2, time_to_accuracy_s=300.0),  # slowest: dropped by the MLPerf rule
+        FakeRun(2, repeat=0, time_to_accuracy_s=50.0),
+        FakeRun(2, repeat=1, time_to_accuracy_s=60.0),
+        FakeRun(2, repeat=2, time_to_accuracy_s=10.0),  # fastest: dropped
     ]  # fmt: skip
     write_training_sweep(tmp_path, "r", runs)
     ingest_location(engine, str(tmp_path))
     with engine.connect() as conn:
         rows = {r.world_size: r for r in scaling(conn, "r")}
         phases = phase_means(conn, "r")
-    assert rows[1].tta_s == pytest.approx(110.0)  # 100, 110, 300 → 110
-    assert rows[2].tta_s == pytest.approx(50.0)  # 10, 50, 60 → 50
+    assert rows[1].time_to_accuracy_s == pytest.approx(110.0)  # 100, 110, 300 → 110
+    assert rows[2].time_to_accuracy_s == pytest.approx(50.0)  # 10, 50, 60 → 50
     assert rows[2].speedup == pytest.approx(2.2)
     assert rows[2].efficiency == pytest.approx(1.1)
     assert rows[2].runs == 3 and rows[2].reached == 3
@@ -297,7 +300,7 @@ def test_how_a_run_was_compiled_is_stored_and_older_runs_read_as_eager(
 def test_a_run_keeps_the_target_it_trained_to(engine: Engine, tmp_path: Path) -> None:
     """A run that reached its goal says its target (70 here, the light target of its day);
     one that did not, and whose start record predates targets, gets the task's current one."""
-    write_training_sweep(tmp_path, "s-targets", [FakeRun(1, tta_s=None), FakeRun(2)])
+    write_training_sweep(tmp_path, "s-targets", [FakeRun(1, time_to_accuracy_s=None), FakeRun(2)])
     ingest_location(engine, str(tmp_path))
     with engine.connect() as conn:
         runs = {r.world_size: r for r in run_infos(conn, sweep_id="s-targets")}
@@ -339,7 +342,7 @@ def test_binary_copy_round_trips_nulls_and_text_of_any_length(postgres_admin: En
 def test_a_failed_background_copy_rolls_the_run_back(
     engine: Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    write_training_sweep(tmp_path, "bg", [FakeRun(2, tta_s=50.0)])
+    write_training_sweep(tmp_path, "bg", [FakeRun(2, time_to_accuracy_s=50.0)])
     ingest_location(engine, str(tmp_path))
     before = counts(engine)
 

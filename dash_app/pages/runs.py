@@ -30,9 +30,9 @@ COLUMNS = [
     {"name": "workers", "id": "workers"},
     {"name": "repeat", "id": "repeat"},
     {"name": "status", "id": "status"},
-    {"name": "time to accuracy", "id": "tta"},
-    {"name": "samples/s", "id": "throughput"},
-    {"name": "communication", "id": "comm"},
+    {"name": "time to accuracy", "id": "time_to_accuracy_s"},
+    {"name": "samples/s", "id": "samples_per_s"},
+    {"name": "communication ratio", "id": "communication_ratio"},
     {"name": "started", "id": "started"},
     {"name": "reason", "id": "reason"},
 ]

@@ -40,7 +40,7 @@ def _layout(state: SweepState, problems: list[str]) -> html.Div:
         ui.location("scaling"),
         ui.refresher("scaling"),
         dbc.Row(ui.sweep_picker("scaling-sweep", choice.offered, choice.chosen.id, "Sweep")),
-        ui.help_text("tta"),
+        ui.help_text("time_to_accuracy"),
         html.Div(id="scaling-summary", className="my-3"),
         dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=12)]),
         dbc.Row([dbc.Col(ui.graph(GRAPHS[1]), lg=6), dbc.Col(ui.graph(GRAPHS[2]), lg=6)]),
@@ -54,13 +54,14 @@ def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
         {
             "workers": str(r.world_size),
             "runs (reached goal)": f"{r.runs} ({r.reached})",
-            "time to accuracy": units.seconds(r.tta_s),
+            "time to accuracy": units.seconds(r.time_to_accuracy_s),
             "kept repeats": (
-                f"{units.seconds(r.tta_min_s)} – {units.seconds(r.tta_max_s)}"
-                if r.tta_s is not None
+                f"{units.seconds(r.time_to_accuracy_min_s)} – "
+                f"{units.seconds(r.time_to_accuracy_max_s)}"
+                if r.time_to_accuracy_s is not None
                 else "—"
             ),
-            "without evaluation": units.seconds(r.tta_without_eval_s),
+            "without evaluation": units.seconds(r.time_to_accuracy_without_eval_s),
             "speedup": "—" if r.speedup is None else f"{r.speedup:.3g}×",
             "compute speedup": "—" if r.compute_speedup is None else f"{r.compute_speedup:.3g}×",
             "efficiency": units.percent(r.efficiency),

@@ -21,8 +21,8 @@ PATH = "/trend"
 TITLE = "Nightly trend"
 INTRO = "Every nightly run of the regression suite, night after night; red crosses are flagged."
 METRICS = [
-    {"label": "time to accuracy", "value": "tta"},
-    {"label": "throughput (samples/s)", "value": "throughput"},
+    {"label": "time to accuracy", "value": "time_to_accuracy_s"},
+    {"label": "throughput (samples/s)", "value": "samples_per_s"},
 ]
 NO_NIGHTLY = (
     "No nightly (scheduled) sweep yet. The nightly DAG (dags/, Airflow) runs the regression "
@@ -114,7 +114,7 @@ def update(
     """Outputs: URL search, trend figure, flagged list, refresh disabled."""
     if not task:
         return failure("Choose a task.")
-    metric = metric if metric in figures.TREND_METRICS else "tta"
+    metric = metric if metric in figures.TREND_METRICS else TrendState.metric
     valid = isinstance(nights, int) and 2 <= nights <= 3650
     state = TrendState(task=task, metric=metric, nights=nights if valid else TrendState.nights)
     source = data.current()
