@@ -5,7 +5,7 @@ A launcher runs one planned group (:class:`~scalebench.sweep.GroupPlan`) of
 
 - ``local``: ranks as processes on this machine (:mod:`operators.local_launcher`);
 - ``kubernetes``: an Indexed Job with one pod per rank plus a headless Service
-  (:mod:`operators.kubernetes_launcher`).
+  (:mod:`operators.kubernetes`).
 
 Both classify the ranks' exit statuses, which :mod:`workers.request` defines.
 """
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from operators.kubernetes_launcher import GroupNames
+    from operators.kubernetes import GroupNames
     from scalebench.sweep import GroupPlan
 
 
@@ -57,7 +57,7 @@ def launcher_for(
 
         return LocalGroup.for_plan(group, sink=sink)
     if group.launcher == "kubernetes":
-        from operators.kubernetes_launcher import KubernetesGroup, KubernetesSettings, group_names
+        from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names
 
         if names is None:
             names = group_names("scalebench", group.run_id, 0, 1, group.world_size)

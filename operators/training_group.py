@@ -86,7 +86,7 @@ class TrainingGroupOperator(BaseOperator):
     def launcher_for(self, group: GroupPlan, context: Any) -> Launcher:
         names = None
         if group.launcher == "kubernetes":
-            from operators.kubernetes_launcher import group_names
+            from operators.kubernetes import group_names
 
             ti = context["ti"]
             names = group_names(ti.dag_id, ti.run_id, ti.map_index, ti.try_number,

@@ -486,7 +486,7 @@ def test_every_scalebench_setting_the_code_reads_reaches_its_service() -> None:
 
 
 def test_the_example_settings_are_valid_for_the_code() -> None:
-    from operators.kubernetes_launcher import KubernetesSettings
+    from operators.kubernetes import KubernetesSettings
     from scalebench.nightly import NightlySettings
 
     env = {k: v for k, v in environment(SERVICES["airflow-scheduler"]).items() if v is not None}
@@ -700,8 +700,8 @@ def test_dockerfile_basics(image: str) -> None:
     assert "apt-get" not in " ".join(found["RUN"]), "pin and clean apt packages if you add some"
 
 
-def test_worker_image_matches_the_kubernetes_launcher() -> None:
-    from operators import kubernetes_launcher as k8s
+def test_worker_image_matches_the_kubernetes_constants() -> None:
+    from operators.kubernetes import constants as k8s
 
     found = dockerfile_instructions("worker")
     assert found["USER"][-1] == f"{k8s.WORKER_UID}:{k8s.WORKER_UID}"
@@ -1262,7 +1262,7 @@ def test_outside_cluster_manifests_pass_the_official_schema(doc: dict) -> None:
 
 
 def test_token_is_for_the_airflow_service_account_of_the_launchers_namespace() -> None:
-    from operators.kubernetes_launcher import KubernetesSettings
+    from operators.kubernetes import KubernetesSettings
 
     ((_, secret),) = outside_cluster_documents()
     namespace = KubernetesSettings().namespace

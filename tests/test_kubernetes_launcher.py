@@ -15,7 +15,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from operators.kubernetes_launcher import (
+from operators.kubernetes import (
     API_CALLS,
     DATA_MOUNT,
     RESULTS_MOUNT,

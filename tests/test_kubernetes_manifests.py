@@ -9,7 +9,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from operators.kubernetes_launcher import API_CALLS, KubernetesSettings
+from operators.kubernetes import API_CALLS, KubernetesSettings
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes"
 K8S_VERSION = "1.33"

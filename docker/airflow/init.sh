@@ -30,7 +30,7 @@ import json
 import os
 import sys
 
-from operators.kubernetes_launcher import KubernetesSettings
+from operators.kubernetes import KubernetesSettings
 from scalebench import config
 from scalebench.nightly import NightlySettings
 

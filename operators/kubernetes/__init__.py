@@ -1,0 +1,61 @@
+"""Start a training group as a Kubernetes Indexed Job and see it through.
+
+One group of ``k`` workers is one **Indexed Job** (``k`` pods, completion
+index = rank, no retries) plus one **headless Service** named by the pod
+template's ``subdomain``, so that rank 0 answers at ``<job>-0.<service>``:
+the rendezvous address every rank gets as ``MASTER_ADDR`` (port 29500).
+Kubernetes sets ``JOB_COMPLETION_INDEX``, which ``workers.distributed`` reads
+as the rank.
+
+:class:`KubernetesGroup` has the interface of the local launcher
+(``start`` / ``wait`` / ``stop``, a :class:`~operators.launcher.GroupResult`
+verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
+
+- a pod still ``Pending`` after ``SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S`` fails the
+  group with the scheduler's own words (``0/3 nodes are available: 3
+  Insufficient nvidia.com/gpu.``), and an image that cannot be pulled or a
+  container that cannot be configured fails it at once;
+- a failed rank is named with its exit code and termination reason, and ranks
+  that all exit with status 3 make the verdict ``diverged``;
+- the Job and the Service are deleted when :meth:`KubernetesGroup.wait` ends,
+  however it ends, and by :meth:`KubernetesGroup.stop` (Airflow's ``on_kill``).
+  ``activeDeadlineSeconds`` and ``ttlSecondsAfterFinished`` on the Job, and
+  the Service's owner reference to it, clean up after an Airflow worker that
+  died without either.
+
+| module         | what it holds                                                              |
+|----------------|----------------------------------------------------------------------------|
+| ``constants``  | mounts, port, labels, limits, and ``API_CALLS`` (what RBAC must grant)     |
+| ``settings``   | ``KubernetesSettings``: the ``SCALEBENCH_K8S_*`` variables, checked        |
+| ``names``      | ``GroupNames`` / ``group_names``: Job and Service names; ``label_value``   |
+| ``arguments``  | ``pod_argv`` / ``pod_path``: the pods' command line, on their mounts       |
+| ``manifests``  | ``job_manifest`` / ``service_manifest``: the objects as the API takes them |
+| ``pod_status`` | ``pod_rank``, ``pending_problem``, ``job_verdict``: reading pods and Jobs  |
+| ``group``      | ``KubernetesGroup``: start, follow and delete one group                    |
+"""
+
+from operators.kubernetes.arguments import pod_argv, pod_path
+from operators.kubernetes.constants import API_CALLS, DATA_MOUNT, RESULTS_MOUNT, WORKER_UID
+from operators.kubernetes.group import KubernetesGroup
+from operators.kubernetes.manifests import job_manifest, service_manifest
+from operators.kubernetes.names import GroupNames, group_names, label_value
+from operators.kubernetes.pod_status import job_verdict, pending_problem
+from operators.kubernetes.settings import KubernetesSettings
+
+__all__ = [
+    "API_CALLS",
+    "DATA_MOUNT",
+    "RESULTS_MOUNT",
+    "WORKER_UID",
+    "GroupNames",
+    "KubernetesGroup",
+    "KubernetesSettings",
+    "group_names",
+    "job_manifest",
+    "job_verdict",
+    "label_value",
+    "pending_problem",
+    "pod_argv",
+    "pod_path",
+    "service_manifest",
+]

@@ -1,0 +1,44 @@
+"""What the modules of :mod:`operators.kubernetes` share: where the pods mount the
+results and data volumes (``/var/scalebench/results``, ``/var/scalebench/data``),
+the rendezvous port, the worker container's name and user, the labels and
+annotations that tie a Job to its pods and to a run, the limits on names, waits
+and API errors, and :data:`API_CALLS`, every call the launcher makes as RBAC sees
+it (``deploy/kubernetes/10-rbac.yaml`` must grant them all).
+"""
+
+RESULTS_MOUNT = "/var/scalebench/results"
+DATA_MOUNT = "/var/scalebench/data"
+MASTER_PORT = 29500
+CONTAINER = "worker"
+WORKER_UID = 1000
+
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"  # annotation (and label since 1.28)
+RUN_ID_LABEL = "scalebench.io/run-id"
+BASE_LABELS = {
+    "app.kubernetes.io/name": "scalebench-worker",
+    "app.kubernetes.io/managed-by": "scalebench",
+}
+
+# The pod hostname is "<job>-<index>" and must fit in 63 characters: 52 leaves
+# room for any index below 100000.
+MAX_JOB_NAME = 52
+TTL_AFTER_FINISHED_S = 3600  # safety net: the Job outlives an Airflow worker that died by 1 h
+IMAGE_PULL_GRACE_S = 60.0  # ErrImagePull / ImagePullBackOff fail the group after this (s)
+SETTLE_S = 2.0  # after a first failed rank, wait this long (s) for others that stop with it
+MAX_API_ERRORS = 3  # consecutive transient API errors tolerated while waiting
+LOG_TAIL_LINES = 50
+LOG_PHASES = ("Running", "Succeeded", "Failed")  # a pod's log can be read
+
+# Every API call the launcher makes, as RBAC sees it: client method -> (API group,
+# resource, verb). deploy/kubernetes/rbac.yaml must grant them all.
+API_CALLS = {
+    "create_namespaced_service": ("", "services", "create"),
+    "patch_namespaced_service": ("", "services", "patch"),
+    "delete_namespaced_service": ("", "services", "delete"),
+    "create_namespaced_job": ("batch", "jobs", "create"),
+    "read_namespaced_job": ("batch", "jobs", "get"),
+    "delete_namespaced_job": ("batch", "jobs", "delete"),
+    "list_namespaced_pod": ("", "pods", "list"),
+    "read_namespaced_pod_log": ("", "pods/log", "get"),
+}

@@ -1,0 +1,364 @@
+"""One training group on the cluster, through the interface of the local launcher:
+:class:`KubernetesGroup` creates the Service, then the Job, follows the pods
+until the group ends, fails, cannot start or times out, copies rank 0's output
+to its ``sink`` line by line (each poll reads rank 0's whole log and passes on
+the lines not seen yet; lines rotated away by the kubelet before a poll are
+lost), fetches the end of a failed rank's log into ``log_tail``, and deletes
+the Job and the Service however the wait ends, and on :meth:`~KubernetesGroup.stop`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from operators.kubernetes.arguments import pod_argv
+from operators.kubernetes.constants import (
+    CONTAINER,
+    JOB_NAME_LABEL,
+    LOG_PHASES,
+    LOG_TAIL_LINES,
+    MAX_API_ERRORS,
+    SETTLE_S,
+)
+from operators.kubernetes.manifests import job_manifest, service_manifest
+from operators.kubernetes.names import GroupNames
+from operators.kubernetes.pod_status import (
+    _exit_code,
+    _get,
+    job_verdict,
+    pending_problem,
+    pod_rank,
+)
+from operators.kubernetes.settings import KubernetesSettings
+from operators.launcher import GroupResult
+
+if TYPE_CHECKING:
+    from scalebench.sweep import GroupPlan
+
+
+def _log_text(response: Any) -> str:
+    """Text of a log read with ``_preload_content=False`` (or a plain string)."""
+    if isinstance(response, str):
+        return response
+    data = response if isinstance(response, bytes) else getattr(response, "data", b"")
+    release = getattr(response, "release_conn", None)
+    if release is not None:
+        release()
+    return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
+
+
+class KubernetesGroup:
+    """The planned ``group``'s ``world_size`` pods of ``python -m workers.run`` as one Indexed Job.
+
+    The pods' arguments are the group's worker request with the paths of the
+    pods' volumes (:func:`pod_argv`; ``results_root`` and ``data_root``
+    default to ``SCALEBENCH_RESULTS_URI`` and ``SCALEBENCH_DATA_DIR``). The
+    group's ``timeout_s`` (seconds) becomes the Job's
+    ``activeDeadlineSeconds`` so the cluster ends the group even without this
+    process; pass the same value to :meth:`wait`. The group's
+    ``worker_image`` overrides ``settings.image``. ``batch_api`` /
+    ``core_api`` replace the ``BatchV1Api`` / ``CoreV1Api`` of the Airflow
+    connection ``settings.conn_id`` (created in :meth:`start`, not before).
+    ``clock`` (seconds) and ``sleep`` drive the polling every
+    ``poll_interval_s``.
+    """
+
+    def __init__(
+        self,
+        group: GroupPlan,
+        *,
+        names: GroupNames,
+        settings: KubernetesSettings,
+        sink: Callable[[str], None] | None = None,
+        batch_api: Any = None,
+        core_api: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        results_root: str | Path | None = None,
+        data_root: str | Path | None = None,
+        poll_interval_s: float = 5.0,
+    ) -> None:
+        world_size, gpus_per_worker = group.world_size, group.gpus_per_worker
+        if world_size < 1:
+            raise ValueError(f"world_size must be at least 1, got {world_size}")
+        if gpus_per_worker < 0:
+            raise ValueError(f"gpus_per_worker must be 0 or more, got {gpus_per_worker}")
+        if len(f"{names.job}-{world_size - 1}") > 63:
+            raise ValueError(f"job name {names.job!r} is too long for {world_size} pod hostnames")
+        if results_root is None or data_root is None:
+            from scalebench import config
+
+            results_root = config.results_path() if results_root is None else results_root
+            data_root = config.data_dir() if data_root is None else data_root
+        self.pod_args = pod_argv(group, results_root, data_root)
+        self.run_id = group.run_id
+        image = group.worker_image or None
+        timeout_s = group.timeout_s
+        self.world_size = world_size
+        self.names = names
+        self.settings = settings
+        self.gpus_per_worker = gpus_per_worker
+        self.image = image
+        self.timeout_s = timeout_s
+        self.sink = sink or (lambda line: print(line, flush=True))
+        self.poll_interval_s = poll_interval_s
+        self._batch = batch_api
+        self._core = core_api
+        self._clock = clock
+        self._sleep = sleep
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._created: list[str] = []  # "service" / "job", in creation order
+        self._started: float | None = None
+        self._rank0_pod: str | None = None
+        self._rank0_lines = 0
+        self._rank0_seen: list[str] = []
+
+    # -- manifests
+
+    def job_manifest(self) -> dict:
+        return job_manifest(
+            self.names,
+            self.pod_args,
+            self.world_size,
+            self.settings,
+            gpus_per_worker=self.gpus_per_worker,
+            image=self.image,
+            timeout_s=self.timeout_s,
+            run_id=self.run_id,
+        )
+
+    def service_manifest(self) -> dict:
+        return service_manifest(self.names, self.settings, run_id=self.run_id)
+
+    # -- life cycle
+
+    def _connect(self) -> None:
+        if self._batch is not None and self._core is not None:
+            return
+        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+        hook = KubernetesHook(conn_id=self.settings.conn_id)
+        self._batch = self._batch if self._batch is not None else hook.batch_v1_client
+        self._core = self._core if self._core is not None else hook.core_v1_client
+
+    def start(self) -> None:
+        """Create the Service, then the Job (the pods find rank 0's name from the start)."""
+        namespace = self.settings.namespace
+        with self._lock:
+            if self._stopping.is_set():
+                raise RuntimeError(f"group {self.names.job} was stopped before it started")
+            self._connect()
+            self._started = self._clock()
+            try:
+                self._core.create_namespaced_service(namespace, self.service_manifest())
+                self._created.append("service")
+                job = self._batch.create_namespaced_job(namespace, self.job_manifest())
+                self._created.append("job")
+            except BaseException as exc:
+                self._delete()
+                if getattr(exc, "status", None) == 409:
+                    raise RuntimeError(
+                        f"a Job or Service named {self.names.job} already exists in namespace "
+                        f"{namespace}; group names are unique per Airflow try, so it is a "
+                        "leftover of this very try"
+                    ) from exc
+                raise
+            self._own_service(job)
+        self.sink(
+            f"[kubernetes] started Job {namespace}/{self.names.job}: "
+            f"{self.world_size} pod(s), rendezvous {self.names.job}-0.{self.names.service}"
+        )
+
+    def _own_service(self, job: Any) -> None:
+        """Make the Job the Service's owner, so deleting the Job (its TTL) takes it along."""
+        uid = _get(job, "metadata", "uid")
+        if not uid:
+            return
+        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": self.names.job, "uid": uid}
+        try:
+            # A JSON patch (a list): the client sends a dict as json-patch too, which fails.
+            self._core.patch_namespaced_service(
+                self.names.service,
+                self.settings.namespace,
+                [{"op": "add", "path": "/metadata/ownerReferences", "value": [owner]}],
+            )
+        except Exception as exc:  # only a safety net: wait() and stop() delete it anyway
+            self.sink(f"[kubernetes] could not make Job {self.names.job} own its Service: {exc}")
+
+    def stop(self) -> None:
+        """Delete the Job (with its pods) and the Service. Idempotent and thread-safe."""
+        self._stopping.set()
+        with self._lock:
+            self._delete()
+
+    def _delete(self) -> None:
+        """Delete what this group created; 404 counts as deleted. Call with the lock held."""
+        namespace = self.settings.namespace
+        calls = {
+            "job": lambda: self._batch.delete_namespaced_job(
+                self.names.job, namespace, propagation_policy="Background"
+            ),
+            "service": lambda: self._core.delete_namespaced_service(self.names.service, namespace),
+        }
+        for kind in reversed(list(self._created)):
+            try:
+                calls[kind]()
+            except Exception as exc:
+                if getattr(exc, "status", None) != 404:
+                    self.sink(
+                        f"[kubernetes] could not delete {kind} {namespace}/{self.names.job} "
+                        f"({exc}); delete it with: kubectl -n {namespace} delete {kind} "
+                        f"{self.names.job}"
+                    )
+                    continue
+            self._created.remove(kind)
+
+    # -- following the group
+
+    def wait(self, timeout_s: float) -> GroupResult:
+        """Follow the group until it ends, fails, cannot start, or ``timeout_s`` (s) passes.
+
+        Always deletes the Job and the Service before returning or raising.
+        """
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        if self._started is None:
+            raise RuntimeError("start() the group before waiting for it")
+        namespace, job_name = self.settings.namespace, self.names.job
+        stopped = "the group was stopped before it finished (Job deleted)"
+        deleted = f"Job {namespace}/{job_name} was deleted by someone else"
+        status, reason, first_failed = "failed", "", None
+        pods: list[Any] = []
+        log_tail: list[str] = []
+        settled = False
+        api_errors = 0
+        try:
+            while True:
+                if self._stopping.is_set():
+                    reason = stopped
+                    break
+                try:
+                    job = self._batch.read_namespaced_job(job_name, namespace)
+                    selector = f"{JOB_NAME_LABEL}={job_name}"
+                    pod_list = self._core.list_namespaced_pod(namespace, label_selector=selector)
+                    pods = _get(pod_list, "items") or []
+                except (ApiException, HTTPError, OSError) as exc:
+                    code = getattr(exc, "status", None)
+                    if code == 404:
+                        reason = stopped if self._stopping.is_set() else deleted
+                        break
+                    api_errors += 1
+                    if code in (401, 403) or api_errors > MAX_API_ERRORS:
+                        raise
+                    self.sink(f"[kubernetes] reading the group failed ({exc}); trying again")
+                    self._sleep(self.poll_interval_s)
+                    continue
+                api_errors = 0
+                self._follow_rank0(pods)
+                verdict = job_verdict(job, pods)
+                if verdict is not None and verdict[0] in ("failed", "diverged") and not settled:
+                    # Ranks that stop together (divergence) exit moments apart: let them.
+                    settled = True
+                    self._sleep(min(SETTLE_S, self.poll_interval_s))
+                    continue
+                if verdict is not None:
+                    status, reason, first_failed = verdict
+                    break
+                now = self._clock()
+                problem = pending_problem(
+                    pods, now, self._started, self.settings.schedule_timeout_s
+                ) or self._missing_pods(pods, now)
+                if problem:
+                    status, reason = "failed", problem
+                    break
+                if now - self._started > timeout_s:
+                    status, reason = "timed_out", f"the group did not finish within {timeout_s:g} s"
+                    break
+                self._sleep(self.poll_interval_s)
+            if first_failed is not None:
+                log_tail = self._failed_tail(pods, first_failed)
+        finally:
+            self.stop()
+        return GroupResult(
+            world_size=self.world_size,
+            status=status,
+            reason=reason,
+            exit_codes=self._exit_codes(pods),
+            seconds=self._clock() - self._started,
+            first_failed_rank=first_failed,
+            log_tail=log_tail or self._rank0_seen[-LOG_TAIL_LINES:],
+        )
+
+    def _missing_pods(self, pods: list[Any], now: float) -> str | None:
+        """Pods the Job controller never created (quota, admission) count as unschedulable."""
+        assert self._started is not None
+        timeout = self.settings.schedule_timeout_s
+        if now - self._started < timeout or len(pods) >= self.world_size:
+            return None
+        return (
+            f"only {len(pods)} of {self.world_size} pods were created within {timeout:g} s; "
+            f"kubectl -n {self.settings.namespace} describe job {self.names.job} says why "
+            "(e.g. a ResourceQuota, or a missing service account)"
+        )
+
+    def _read_log(self, pod_name: str, **options: Any) -> str | None:
+        try:
+            response = self._core.read_namespaced_pod_log(
+                pod_name,
+                self.settings.namespace,
+                container=CONTAINER,
+                _preload_content=False,
+                **options,
+            )
+            return _log_text(response)
+        except Exception as exc:  # logs are for people; never let them end the wait
+            self.sink(f"[kubernetes] could not read the log of pod {pod_name}: {exc}")
+            return None
+
+    def _follow_rank0(self, pods: list[Any]) -> None:
+        """Pass rank 0's new complete lines to the sink."""
+        started = [p for p in pods if pod_rank(p) == 0 and _get(p, "status", "phase") in LOG_PHASES]
+        if not started:
+            return
+        pod = started[0]
+        name = _get(pod, "metadata", "name")
+        if name != self._rank0_pod:
+            self._rank0_pod, self._rank0_lines = name, 0
+        text = self._read_log(name)
+        if text is None:
+            return
+        lines = text.splitlines()
+        if lines and not text.endswith("\n") and _get(pod, "status", "phase") == "Running":
+            lines.pop()  # still being written
+        for line in lines[self._rank0_lines :]:
+            entry = f"[rank 0] {line}"
+            self.sink(entry)
+            self._rank0_seen.append(entry)
+        del self._rank0_seen[: -LOG_TAIL_LINES * 2]
+        self._rank0_lines = max(self._rank0_lines, len(lines))
+
+    def _failed_tail(self, pods: list[Any], rank: int) -> list[str]:
+        pod = next((p for p in pods if pod_rank(p) == rank), None)
+        if pod is None:
+            return []
+        text = self._read_log(_get(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES)
+        tail = [f"[rank {rank}] {line}" for line in (text or "").splitlines()]
+        if tail and rank != 0:
+            self.sink(f"[kubernetes] last {len(tail)} line(s) of rank {rank}:")
+            for line in tail:
+                self.sink(line)
+        return tail
+
+    def _exit_codes(self, pods: list[Any]) -> list[int | None]:
+        codes: list[int | None] = [None] * self.world_size
+        for pod in pods:
+            rank = pod_rank(pod)
+            if rank is not None and 0 <= rank < self.world_size:
+                codes[rank] = _exit_code(pod)
+        return codes

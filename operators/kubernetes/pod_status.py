@@ -1,0 +1,194 @@
+"""Reading a group's state from what the API returns (``kubernetes.client``
+models or the API's JSON dicts alike): :func:`pod_rank` is a pod's rank,
+:func:`pending_problem` says why a group cannot start (an unschedulable pod, in
+the scheduler's words, or an image that cannot be pulled), and
+:func:`job_verdict` says how it ended: ``succeeded``, ``failed`` naming the
+failed rank with its exit code and reason, ``diverged`` when the ranks that
+failed all exited with status 3, or ``timed_out`` at the Job's deadline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from operators.kubernetes.constants import CONTAINER, IMAGE_PULL_GRACE_S, INDEX_KEY
+from workers.request import EXIT_DIVERGED
+
+# Container waiting reasons that never resolve without a change to the spec.
+HOPELESS_REASONS = ("InvalidImageName", "CreateContainerConfigError")
+IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
+
+
+def _get(obj: Any, *path: str) -> Any:
+    """Follow ``path`` (API field names, camelCase) through JSON dicts or client models.
+
+    ``kubernetes.client`` models spell fields in snake_case; keys of plain
+    maps (labels, annotations) are used as they are.
+    """
+    for key in path:
+        if obj is None:
+            return None
+        if isinstance(obj, Mapping):
+            obj = obj.get(key)
+        else:
+            obj = getattr(obj, re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(), None)
+    return obj
+
+
+def pod_rank(pod: Any) -> int | None:
+    """The rank of a Job pod: its completion index (annotation, or label since 1.28)."""
+    for where in ("annotations", "labels"):
+        value = _get(pod, "metadata", where, INDEX_KEY)
+        if value is not None and str(value).isdigit():
+            return int(value)
+    return None
+
+
+def _describe_pod(pod: Any) -> str:
+    rank = pod_rank(pod)
+    return f"pod {_get(pod, 'metadata', 'name')} (rank {'?' if rank is None else rank})"
+
+
+def _container_statuses(pod: Any) -> list[Any]:
+    return [
+        *(_get(pod, "status", "initContainerStatuses") or []),
+        *(_get(pod, "status", "containerStatuses") or []),
+    ]
+
+
+def _image_of(pod: Any, status: Any) -> str:
+    image = _get(status, "image")
+    if not image:
+        for container in _get(pod, "spec", "containers") or []:
+            if _get(container, "name") == _get(status, "name"):
+                image = _get(container, "image")
+    return image or "?"
+
+
+def pending_problem(
+    pods: Iterable[Any],
+    now: float,
+    started: float,
+    schedule_timeout_s: float,
+    *,
+    image_pull_grace_s: float = IMAGE_PULL_GRACE_S,
+) -> str | None:
+    """Why the group cannot start, or ``None`` while it still may.
+
+    ``pods`` are ``kubernetes.client.V1Pod`` objects or the API's JSON dicts;
+    ``now`` and ``started`` are readings of the same clock (seconds). A pod
+    waiting on ``InvalidImageName`` or ``CreateContainerConfigError`` is
+    hopeless at once, on an image pull error after ``image_pull_grace_s``;
+    a pod still ``Pending`` ``schedule_timeout_s`` after ``started`` is
+    reported with the scheduler's message when it was not scheduled.
+    """
+    pods = list(pods)
+    waited = now - started
+    pending = [p for p in pods if _get(p, "status", "phase") == "Pending"]
+    for pod in pending:
+        for status in _container_statuses(pod):
+            reason = _get(status, "state", "waiting", "reason") or ""
+            if reason in HOPELESS_REASONS or (
+                reason in IMAGE_PULL_REASONS and waited >= image_pull_grace_s
+            ):
+                message = _get(status, "state", "waiting", "message") or "no details"
+                return (
+                    f"{_describe_pod(pod)} cannot start: {reason} for image "
+                    f"{_image_of(pod, status)}: {message}"
+                )
+    if waited < schedule_timeout_s:
+        return None
+    for pod in pending:
+        for condition in _get(pod, "status", "conditions") or []:
+            if _get(condition, "type") == "PodScheduled" and _get(condition, "status") == "False":
+                message = _get(condition, "message") or _get(condition, "reason") or "no reason"
+                return (
+                    f"{_describe_pod(pod)} could not be scheduled within "
+                    f"{schedule_timeout_s:g} s: {message}"
+                )
+        waiting = [_waiting(s) for s in _container_statuses(pod) if _waiting(s)]
+        detail = "; ".join(waiting) or "no reason reported (see kubectl describe pod)"
+        return f"{_describe_pod(pod)} was still pending after {schedule_timeout_s:g} s: {detail}"
+    return None
+
+
+def _waiting(status: Any) -> str:
+    """``reason (message)`` of a waiting container, or ``""``."""
+    reason = _get(status, "state", "waiting", "reason")
+    message = _get(status, "state", "waiting", "message")
+    return f"{reason} ({message})" if reason and message else reason or ""
+
+
+def _terminated(pod: Any) -> Any:
+    for status in _get(pod, "status", "containerStatuses") or []:
+        if _get(status, "name") == CONTAINER:
+            return _get(status, "state", "terminated")
+    return None
+
+
+def _exit_code(pod: Any) -> int | None:
+    code = _get(_terminated(pod), "exitCode")
+    return None if code is None else int(code)
+
+
+def _true_conditions(job: Any) -> dict[str, Any]:
+    return {
+        _get(c, "type"): c
+        for c in _get(job, "status", "conditions") or []
+        if _get(c, "status") == "True"
+    }
+
+
+def job_verdict(job: Any, pods: Iterable[Any]) -> tuple[str, str, int | None] | None:
+    """``(status, reason, first failed rank)`` once the group has ended, else ``None``.
+
+    ``job`` and ``pods`` as the API returns them (client models or JSON dicts).
+    The Job's deadline makes ``timed_out``; failed pods make ``failed`` (or
+    ``diverged`` when every rank that failed by itself exited with status 3);
+    the Job complete makes ``succeeded``.
+    """
+    pods = list(pods)
+    conditions = _true_conditions(job)
+    failed_condition = conditions.get("Failed") or conditions.get("FailureTarget")
+    if failed_condition is not None and _get(failed_condition, "reason") == "DeadlineExceeded":
+        deadline = _get(job, "spec", "activeDeadlineSeconds")
+        return "timed_out", f"the Job's deadline of {deadline} s passed", None
+    failed = [p for p in pods if _get(p, "status", "phase") == "Failed"]
+    if failed:
+        return _classify_failed(failed)
+    if failed_condition is not None:
+        reason = _get(failed_condition, "reason") or "Failed"
+        message = _get(failed_condition, "message") or ""
+        return "failed", f"the Job failed: {reason}" + (f": {message}" if message else ""), None
+    completions = _get(job, "spec", "completions") or 0
+    succeeded = _get(job, "status", "succeeded") or 0
+    if "Complete" in conditions or (completions and succeeded >= completions):
+        return "succeeded", "", None
+    return None
+
+
+def _classify_failed(failed: list[Any]) -> tuple[str, str, int | None]:
+    # Pods the Job controller is deleting (it ends the group after one rank
+    # failed) did not fail by themselves: blame the others first.
+    own = [p for p in failed if _get(p, "metadata", "deletionTimestamp") is None] or failed
+    own.sort(key=lambda p: (str(_get(_terminated(p), "finishedAt") or "~"), pod_rank(p) or 0))
+    if all(_exit_code(p) == EXIT_DIVERGED for p in own):
+        ranks = ", ".join(str(pod_rank(p)) for p in own)
+        return "diverged", f"the loss stopped being finite (rank {ranks})", pod_rank(own[0])
+    culprits = [p for p in own if _exit_code(p) != EXIT_DIVERGED]
+    return "failed", "; ".join(_describe_failure(p) for p in culprits), pod_rank(culprits[0])
+
+
+def _describe_failure(pod: Any) -> str:
+    terminated = _terminated(pod)
+    rank = pod_rank(pod)
+    who = f"rank {'?' if rank is None else rank} (pod {_get(pod, 'metadata', 'name')})"
+    if terminated is None:  # e.g. evicted before the container ran
+        reason = _get(pod, "status", "reason") or "no container status"
+        message = _get(pod, "status", "message")
+        return f"{who} failed: {reason}" + (f": {message}" if message else "")
+    code, reason = _get(terminated, "exitCode"), _get(terminated, "reason") or "no reason"
+    message = _get(terminated, "message")
+    return f"{who} exited with status {code} ({reason})" + (f": {message}" if message else "")

@@ -1,0 +1,201 @@
+"""Where and how worker pods run: :class:`KubernetesSettings`, read by
+:meth:`KubernetesSettings.from_env` on the Airflow worker and checked as it is
+built (an invalid value raises :class:`ValueError` naming its variable). In the
+pods the results claim is mounted at ``/var/scalebench/results`` and the data
+claim at ``/var/scalebench/data``. Tolerations are spelled as in a pod spec
+(``[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]``);
+a pod still Pending after the schedule timeout (counted from
+:meth:`~operators.kubernetes.group.KubernetesGroup.start`) fails the group.
+
+| variable                          | default                  | meaning                          |
+|-----------------------------------|--------------------------|----------------------------------|
+| SCALEBENCH_K8S_NAMESPACE          | scalebench               | namespace of Jobs, Services, pods|
+| SCALEBENCH_K8S_CONN_ID            | kubernetes_default       | Airflow connection to the cluster|
+| SCALEBENCH_WORKER_IMAGE           | scalebench-worker:latest | worker image (a group may differ)|
+| SCALEBENCH_K8S_IMAGE_PULL_POLICY  | IfNotPresent             | Always, IfNotPresent or Never    |
+| SCALEBENCH_K8S_SERVICE_ACCOUNT    | scalebench-worker        | service account of worker pods   |
+| SCALEBENCH_K8S_NODE_SELECTOR      | {} (none)                | JSON object: node label -> value |
+| SCALEBENCH_K8S_TOLERATIONS        | [] (none)                | JSON list of pod tolerations     |
+| SCALEBENCH_K8S_RESULTS_CLAIM      | scalebench-results       | PVC of results (read-write)      |
+| SCALEBENCH_K8S_DATA_CLAIM         | empty (no data volume)   | PVC of data sets (read-only)     |
+| SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S | 600                      | seconds a pod may stay Pending   |
+| SCALEBENCH_K8S_SHM_SIZE           | 2Gi                      | /dev/shm size in bytes (quantity)|
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
+
+
+@dataclass(frozen=True)
+class KubernetesSettings:
+    """Where and how worker pods run; see the module docstring for each variable.
+
+    ``node_selector`` and ``tolerations`` are in the API's own form (as in a
+    pod spec). ``schedule_timeout_s`` is in seconds; ``shm_size`` is a
+    Kubernetes quantity (``2Gi``). Invalid values raise :class:`ValueError`
+    naming the environment variable that sets them.
+    """
+
+    namespace: str = "scalebench"
+    conn_id: str = "kubernetes_default"
+    image: str = "scalebench-worker:latest"
+    image_pull_policy: str = "IfNotPresent"
+    service_account: str = "scalebench-worker"
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    tolerations: tuple[Mapping[str, Any], ...] = ()
+    results_claim: str = "scalebench-results"
+    data_claim: str = ""
+    schedule_timeout_s: float = 600.0
+    shm_size: str = "2Gi"
+
+    def __post_init__(self) -> None:
+        selector = self.node_selector
+        checks = [
+            (
+                "SCALEBENCH_K8S_NAMESPACE",
+                self.namespace,
+                _DNS_LABEL.match(self.namespace) and len(self.namespace) <= 63,
+                "a DNS-1123 label (e.g. scalebench)",
+            ),
+            (
+                "SCALEBENCH_K8S_CONN_ID",
+                self.conn_id,
+                self.conn_id.strip(),
+                "an Airflow connection id",
+            ),
+            (
+                "SCALEBENCH_WORKER_IMAGE",
+                self.image,
+                self.image and not any(c.isspace() for c in self.image),
+                "an image reference without spaces",
+            ),
+            (
+                "SCALEBENCH_K8S_IMAGE_PULL_POLICY",
+                self.image_pull_policy,
+                self.image_pull_policy in PULL_POLICIES,
+                "one of " + ", ".join(PULL_POLICIES),
+            ),
+            (
+                "SCALEBENCH_K8S_SERVICE_ACCOUNT",
+                self.service_account,
+                _is_subdomain(self.service_account),
+                "a service account name (DNS-1123 subdomain)",
+            ),
+            (
+                "SCALEBENCH_K8S_NODE_SELECTOR",
+                selector,
+                isinstance(selector, Mapping)
+                and all(isinstance(k, str) and isinstance(v, str) for k, v in selector.items()),
+                'a JSON object of strings, e.g. {"pool": "gpu"}',
+            ),
+            (
+                "SCALEBENCH_K8S_RESULTS_CLAIM",
+                self.results_claim,
+                _is_subdomain(self.results_claim),
+                "a PersistentVolumeClaim name",
+            ),
+            (
+                "SCALEBENCH_K8S_DATA_CLAIM",
+                self.data_claim,
+                self.data_claim == "" or _is_subdomain(self.data_claim),
+                "a PersistentVolumeClaim name, or empty for none",
+            ),
+            (
+                "SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S",
+                self.schedule_timeout_s,
+                math.isfinite(self.schedule_timeout_s) and self.schedule_timeout_s > 0,
+                "a positive number of seconds",
+            ),
+            (
+                "SCALEBENCH_K8S_SHM_SIZE",
+                self.shm_size,
+                _QUANTITY.match(self.shm_size),
+                "a Kubernetes quantity such as 2Gi or 512Mi",
+            ),
+        ]
+        for variable, value, ok, expected in checks:
+            _check(ok, variable, value, expected)
+        for toleration in self.tolerations:
+            _check_toleration(toleration)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] = os.environ) -> KubernetesSettings:
+        """Settings from ``SCALEBENCH_K8S_*`` / ``SCALEBENCH_WORKER_IMAGE``; unset means default."""
+        defaults = cls()
+
+        def text(name: str, default: str) -> str:
+            return env.get(name, "").strip() or default
+
+        raw_timeout = text("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "")
+        try:
+            timeout = float(raw_timeout) if raw_timeout else defaults.schedule_timeout_s
+        except ValueError:
+            raise ValueError(
+                f"SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S={raw_timeout!r}: "
+                "must be a positive number of seconds"
+            ) from None
+        tolerations = _json_var(env, "SCALEBENCH_K8S_TOLERATIONS", [], list, "a JSON list")
+        return cls(
+            namespace=text("SCALEBENCH_K8S_NAMESPACE", defaults.namespace),
+            conn_id=text("SCALEBENCH_K8S_CONN_ID", defaults.conn_id),
+            image=text("SCALEBENCH_WORKER_IMAGE", defaults.image),
+            image_pull_policy=text("SCALEBENCH_K8S_IMAGE_PULL_POLICY", defaults.image_pull_policy),
+            service_account=text("SCALEBENCH_K8S_SERVICE_ACCOUNT", defaults.service_account),
+            node_selector=_json_var(env, "SCALEBENCH_K8S_NODE_SELECTOR", {}, dict, "a JSON object"),
+            tolerations=tuple(tolerations),
+            results_claim=text("SCALEBENCH_K8S_RESULTS_CLAIM", defaults.results_claim),
+            data_claim=env.get("SCALEBENCH_K8S_DATA_CLAIM", "").strip(),
+            schedule_timeout_s=timeout,
+            shm_size=text("SCALEBENCH_K8S_SHM_SIZE", defaults.shm_size),
+        )
+
+
+def _check(ok: object, variable: str, value: object, expected: str) -> None:
+    if not ok:
+        raise ValueError(f"{variable}={value!r}: must be {expected}")
+
+
+def _is_subdomain(name: str) -> bool:
+    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253
+
+
+def _json_var(env: Mapping[str, str], name: str, default: Any, kind: type, what: str) -> Any:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name}={raw!r}: must be {what} ({exc})") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"{name}={raw!r}: must be {what}")
+    return value
+
+
+def _check_toleration(toleration: object) -> None:
+    problem = ""
+    if not isinstance(toleration, Mapping):
+        problem = "is not a JSON object"
+    elif unknown := set(toleration) - _TOLERATION_KEYS:
+        problem = f"has unknown keys {sorted(map(str, unknown))}; known: {sorted(_TOLERATION_KEYS)}"
+    elif toleration.get("operator", "Equal") not in ("Equal", "Exists"):
+        problem = "needs operator Equal or Exists"
+    elif toleration.get("effect", "") not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+        problem = "needs effect NoSchedule, PreferNoSchedule or NoExecute"
+    elif type(toleration.get("tolerationSeconds", 0)) is not int:
+        problem = "needs an integer tolerationSeconds"
+    if problem:
+        raise ValueError(f"SCALEBENCH_K8S_TOLERATIONS: the toleration {toleration!r} {problem}")
