@@ -236,8 +236,15 @@ def tta_figure(rows: Sequence[ScalingRow], runs: Sequence[RunInfo] = ()) -> go.F
     error bars, the same without evaluation time, and every run that reached the goal."""
     title = "Time to accuracy"
     done = [r for r in rows if r.time_to_accuracy_s is not None]
+    # MLPerf's rule gives no time where too few repeats reached the goal: say so.
+    short = "; ".join(f"{units.workers(r.world_size)}: {r.reached} of {r.runs} reached the goal"
+                      for r in rows if r.time_to_accuracy_s is None and r.runs)  # fmt: skip
     if not done:
-        return empty_figure("No run of this sweep reached its goal yet.", title)
+        if not any(r.reached for r in rows):
+            return empty_figure("No run of this sweep reached its goal yet.", title)
+        return empty_figure(f"Too few repeats reached the goal. {short}", title)
+    if short:
+        title += f"<br><sup>no time to accuracy for {short}</sup>"
     traces = [
         go.Scatter(
             x=[r.world_size for r in done],

@@ -46,15 +46,32 @@ def mlperf_mean(values: Sequence[float]) -> Combined:
     """
     if not values:
         raise ValueError("no values to combine")
-    ordered = sorted(values)
+    combined = converged_mean(values)
+    assert combined is not None
+    return combined
+
+
+def converged_mean(values: Sequence[float | None]) -> Combined | None:
+    """MLPerf's rule for repeats that may not all have reached the goal.
+
+    ``None`` is a repeat that never reached it, counted as infinitely slow. With
+    three or more repeats the fastest and slowest are dropped and the rest
+    averaged, so one repeat that never converged is tolerated (it is the
+    slowest); with fewer, every repeat must have converged. Returns ``None``
+    when the kept repeats include one that never converged (or there are no
+    repeats): the configuration then has no time to accuracy.
+    """
+    ordered = sorted(values, key=lambda v: math.inf if v is None else v)
     kept = ordered[1:-1] if len(ordered) >= 3 else ordered
-    stdev = statistics.stdev(kept) if len(kept) > 1 else 0.0
+    if not kept or any(v is None for v in kept):
+        return None
+    numbers = [float(v) for v in kept if v is not None]
     return Combined(
-        mean=statistics.fmean(kept),
-        minimum=kept[0],
-        maximum=kept[-1],
-        stdev=stdev,
-        kept=len(kept),
+        mean=statistics.fmean(numbers),
+        minimum=numbers[0],
+        maximum=numbers[-1],
+        stdev=statistics.stdev(numbers) if len(numbers) > 1 else 0.0,
+        kept=len(numbers),
         total=len(values),
     )
 
@@ -179,6 +196,8 @@ class ScalingRow:
     runs: int
     reached: int
     time_to_accuracy_s: float | None
+    # how many repeats the time to accuracy and its spread rest on (0: it has none)
+    kept: int
     time_to_accuracy_min_s: float | None
     time_to_accuracy_max_s: float | None
     time_to_accuracy_stdev_s: float | None
@@ -190,8 +209,23 @@ class ScalingRow:
     communication_ratio: float | None
 
 
+def time_to_accuracy_text(row: ScalingRow, seconds: Any = lambda s: f"{s:.2f}") -> str:
+    """A configuration's time to accuracy for a table: the mean with its spread and the
+    number of repeats it rests on (``seconds`` formats a duration), or, when it has none,
+    how many repeats reached the goal."""
+    if row.time_to_accuracy_s is None:
+        return f"{row.reached} of {row.runs} reached the goal" if row.runs else "—"
+    value = seconds(row.time_to_accuracy_s)
+    if row.kept == 1:
+        return f"{value} (1 repeat)" if row.runs == 1 else f"{value} (middle of {row.runs})"
+    spread = seconds(row.time_to_accuracy_stdev_s or 0.0)
+    kept = f"{row.kept} of {row.runs}" if row.kept < row.runs else str(row.kept)
+    return f"{value} ±{spread} ({kept} repeats)"
+
+
 def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
-    """Per worker count: TTA by MLPerf's rule over the runs that reached the goal, speedups.
+    """Per worker count: TTA by MLPerf's rule (:func:`converged_mean`: a repeat that did not
+    reach the goal counts as infinitely slow), speedups.
 
     ``runs`` are any objects with ``world_size``, ``goal_reached``,
     ``time_to_accuracy_s``, ``time_to_accuracy_without_eval_s``, ``compute_s``
@@ -202,16 +236,18 @@ def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
     for run in runs:
         by_size[run.world_size].append(run)
 
-    def combined(values: list[float]) -> Combined | None:
-        return mlperf_mean(values) if values else None
+    def combined(group: list[Any], measure: str) -> Combined | None:
+        return converged_mean([
+            getattr(r, measure) if r.goal_reached and r.time_to_accuracy_s is not None else None
+            for r in group
+        ])  # fmt: skip
 
     stats = {}
     for size, group in by_size.items():
-        reached = [r for r in group if r.goal_reached and r.time_to_accuracy_s is not None]
         stats[size] = (
-            combined([r.time_to_accuracy_s for r in reached]),
-            combined([r.time_to_accuracy_without_eval_s for r in reached]),
-            combined([r.compute_s for r in reached]),
+            combined(group, "time_to_accuracy_s"),
+            combined(group, "time_to_accuracy_without_eval_s"),
+            combined(group, "compute_s"),
         )
     base_tta, _, base_compute = stats.get(1, (None, None, None))
     rows = []
@@ -231,6 +267,7 @@ def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
                 runs=len(group),
                 reached=sum(bool(r.goal_reached) for r in group),
                 time_to_accuracy_s=tta.mean if tta else None,
+                kept=tta.kept if tta else 0,
                 time_to_accuracy_min_s=tta.minimum if tta else None,
                 time_to_accuracy_max_s=tta.maximum if tta else None,
                 time_to_accuracy_stdev_s=tta.stdev if tta else None,

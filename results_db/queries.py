@@ -627,7 +627,10 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
     points = []
     for (sweep_id, world_size), runs in grouped.items():
         ok = [r for r in runs if r.status == "succeeded"]
-        tta = [r.time_to_accuracy_s for r in ok if r.goal_reached and r.time_to_accuracy_s]
+        tta = analytics.converged_mean([
+            r.time_to_accuracy_s if r.status == "succeeded" and r.goal_reached else None
+            for r in runs
+        ])  # fmt: skip
         rate = [r.samples_per_s for r in ok if r.samples_per_s is not None]
         points.append(
             TrendPoint(
@@ -637,7 +640,7 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
                 world_size=world_size,
                 runs=len(runs),
                 succeeded=len(ok),
-                time_to_accuracy_s=analytics.mlperf_mean(tta).mean if tta else None,
+                time_to_accuracy_s=tta.mean if tta else None,
                 samples_per_s=sum(rate) / len(rate) if rate else None,
             )
         )

@@ -14,7 +14,7 @@ from tabulate import tabulate
 
 from dash_app.units import byte_size
 from results_db import queries
-from results_db.analytics import ScalingRow
+from results_db.analytics import ScalingRow, time_to_accuracy_text
 from workers.tasks import TASKS, AllReduceSpec
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
@@ -36,13 +36,11 @@ def training_table(
     for row in scaling:
         group = [r for r in runs if r.world_size == row.world_size]
         lasts = [v for r in group if (v := last_metric.get(r.id)) is not None]
-        stdev = row.time_to_accuracy_stdev_s
-        spread = f" ±{stdev:.2f}" if row.reached > 1 and stdev else ""
         rows.append([
             row.world_size,
             f"{row.reached}/{row.runs}",
             ", ".join(sorted({r.status for r in group})),
-            _fmt(row.time_to_accuracy_s) + spread,
+            time_to_accuracy_text(row),
             _fmt(row.time_to_accuracy_without_eval_s),
             _fmt(row.speedup),
             _fmt(row.compute_speedup),

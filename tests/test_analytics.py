@@ -26,6 +26,44 @@ def test_mlperf_mean_drops_fastest_and_slowest_from_three_up() -> None:
         analytics.mlperf_mean([])
 
 
+def test_a_repeat_that_never_converged_counts_as_infinitely_slow() -> None:
+    # three repeats, one never reached the goal: it is the slowest, dropped
+    combined = analytics.converged_mean([100.0, None, 110.0])
+    assert combined is not None and combined.mean == 110.0 and combined.kept == 1
+    # two of three never reached it: one of them is kept, so there is no time
+    assert analytics.converged_mean([100.0, None, None]) is None
+    # with fewer than three repeats every one must have converged
+    assert analytics.converged_mean([100.0, None]) is None
+    assert analytics.converged_mean([]) is None
+    assert analytics.converged_mean([100.0, 120.0]).mean == 110.0
+
+
+class _Run:
+    def __init__(self, size: int, tta: float | None) -> None:
+        self.world_size = size
+        self.goal_reached = tta is not None
+        self.time_to_accuracy_s = tta
+        self.time_to_accuracy_without_eval_s = None if tta is None else tta * 0.9
+        self.compute_s = None if tta is None else tta * 0.5
+        self.communication_ratio = 0.1
+
+
+def test_a_configuration_without_enough_converged_repeats_has_no_time_and_says_so() -> None:
+    rows = analytics.scaling_rows([_Run(1, 100.0), _Run(1, 104.0), _Run(1, 96.0),
+                                   _Run(2, 60.0), _Run(2, None), _Run(2, None),
+                                   _Run(4, 30.0)])  # fmt: skip
+    one, two, four = rows
+    assert one.time_to_accuracy_s == 100.0 and one.kept == 1
+    assert analytics.time_to_accuracy_text(one) == "100.00 (middle of 3)"
+    # before: the mean of the one repeat that converged, 60 s, and a speedup of 1.67
+    assert two.time_to_accuracy_s is None and two.speedup is None and two.kept == 0
+    assert analytics.time_to_accuracy_text(two) == "1 of 3 reached the goal"
+    assert four.kept == 1 and four.speedup == pytest.approx(100.0 / 30.0)
+    assert analytics.time_to_accuracy_text(four) == "30.00 (1 repeat)"
+    five = analytics.scaling_rows([_Run(1, 100.0), _Run(1, 110.0)])[0]
+    assert analytics.time_to_accuracy_text(five) == "105.00 ±7.07 (2 repeats)"
+
+
 def test_speedup_and_efficiency() -> None:
     assert analytics.speedup(407.0, 101.75) == pytest.approx(4.0)
     assert analytics.scaling_efficiency(4.0, 8) == 0.5

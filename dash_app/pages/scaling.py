@@ -15,7 +15,7 @@ from dash_app import components as ui
 from dash_app import data, figures, units
 from dash_app.choices import pick_sweep
 from dash_app.state import SweepState, parse_sweep, to_search
-from results_db.analytics import ScalingRow
+from results_db.analytics import ScalingRow, time_to_accuracy_text
 from results_db.queries import RunInfo, SweepInfo
 
 PATH = "/scaling"
@@ -54,7 +54,7 @@ def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
         {
             "workers": str(r.world_size),
             "runs (reached goal)": f"{r.runs} ({r.reached})",
-            "time to accuracy": units.seconds(r.time_to_accuracy_s),
+            "time to accuracy": time_to_accuracy_text(r, units.seconds),
             "kept repeats": (
                 f"{units.seconds(r.time_to_accuracy_min_s)} – "
                 f"{units.seconds(r.time_to_accuracy_max_s)}"
