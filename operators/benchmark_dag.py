@@ -31,10 +31,10 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 
 from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
-from scalebench.sweep import MAX_GROUP_TIMEOUT_S, MAX_REPEATS
+from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS
 from workers.distributed import BACKENDS
 from workers.tasks import AllReduceSpec, TaskSpec
-from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS, WORLD_SIZES
+from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
 
 # Why ingest closes a group that has no verdict of its own.
 ENDED_WITHOUT_VERDICT = "its Airflow task ended without a verdict (killed, or its worker lost)"
@@ -55,15 +55,16 @@ def params(spec: TaskSpec) -> dict[str, Param]:
     """The trigger form."""
     form = {
         "workers": Param(
-            [1, 2], type="array", items={"type": "integer", "enum": list(WORLD_SIZES)},
+            [1, 2], type="array", items={"type": "integer", "enum": list(spec.world_sizes)},
             minItems=1, uniqueItems=True, title="Worker counts",
             description="One training group per worker count (and repeat).",
         ),
         "light": Param(True, type="boolean", title="Light variant",
                        description="Laptop-sized data and target; off for the full task."),
         "backend": Param("gloo", type="string", enum=list(BACKENDS), title="Backend"),
-        "repeats": Param(1, type="integer", minimum=1, maximum=MAX_REPEATS, title="Repeats",
-                         description="Runs per worker count; 3 or more drop fastest and slowest."),
+        "repeats": Param(DEFAULT_REPEATS, type="integer", minimum=1, maximum=MAX_REPEATS,
+                         title="Repeats", description="Runs per worker count; 3 or more drop "
+                         "the fastest and slowest, 1 is allowed but marked as one repeat."),
         "seed": Param(0, type="integer", minimum=0, title="Seed of the first repeat"),
         "launcher": Param("local", type="string", enum=["local", "kubernetes"], title="Launcher",
                           description="local: ranks as processes on the Airflow worker; "
@@ -192,7 +193,7 @@ def sweep_steps(
     if not isinstance(spec, AllReduceSpec):
         prepare_dataset(request) >> groups
     previous = None
-    for k in WORLD_SIZES:
+    for k in spec.world_sizes:
         with TaskGroup(f"workers_{k}", tooltip=f"training groups of {k} worker(s)"):
             train = TrainingGroupOperator.partial(
                 task_id="train",

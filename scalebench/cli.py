@@ -24,7 +24,13 @@ import time
 from pathlib import Path
 
 from scalebench import config, database_commands, manifest
-from scalebench.sweep import InvalidParameter, SweepRequest, start_sweep, validate_request
+from scalebench.sweep import (
+    DEFAULT_REPEATS,
+    InvalidParameter,
+    SweepRequest,
+    start_sweep,
+    validate_request,
+)
 from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import TASKS, TrainingSpec
 
@@ -221,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,4 (default 1,2)")
     run.add_argument("--light", action="store_true", help="the light variant (laptop-sized)")
     run.add_argument("--backend", default="gloo", help="gloo, nccl or mpi (default gloo)")
-    run.add_argument("--repeats", default="1", help="runs per worker count (default 1)")
+    run.add_argument("--repeats", default=str(DEFAULT_REPEATS),
+                     help=f"runs per worker count (default {DEFAULT_REPEATS})")
     run.add_argument("--variant", default="sync", help="sync (flat all-reduce) or ddp")
     run.add_argument(
         "--precision", default="fp32",

@@ -33,7 +33,10 @@ from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 LAUNCHERS = ("local", "kubernetes")
 # Limits on what one request may ask (the trigger form states the same ones).
 MAX_REPEATS = 100  # runs per worker count
-MAX_GROUPS = 1000  # worker counts × repeats
+MAX_GROUPS = 500  # worker counts × repeats
+# Runs per worker count unless asked otherwise: three, so that MLPerf's rule (drop the
+# fastest and slowest) has something to drop and one straggler cannot decide a result.
+DEFAULT_REPEATS = 3
 MAX_GROUP_TIMEOUT_S = 7 * 24 * 3600.0  # a week: the longest full task on one worker fits
 PRECISIONS = ("fp32", "bf16")
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
@@ -138,7 +141,7 @@ def validate_request(
     workers: Any,
     backend: Any = "gloo",
     light: Any = False,
-    repeats: Any = 1,
+    repeats: Any = DEFAULT_REPEATS,
     collective_timeout_s: Any = 60.0,
     group_timeout_s: Any = 3600.0,
     variant: Any = "sync",
@@ -166,6 +169,13 @@ def validate_request(
         )
     spec = get_task(task)
     world_sizes = parse_world_sizes(workers)
+    unknown_sizes = [k for k in world_sizes if k not in spec.world_sizes]
+    if unknown_sizes:
+        raise InvalidParameter(
+            "workers",
+            f"{task} runs at {', '.join(map(str, spec.world_sizes))} workers (the task's "
+            f"definition), not {', '.join(map(str, unknown_sizes))}",
+        )
     if max_workers is None:
         from scalebench.config import max_workers as configured_max_workers
 

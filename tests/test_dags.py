@@ -130,7 +130,7 @@ def test_a_light_sweep_runs_end_to_end_into_the_database(
     started = time.monotonic()
     # Task 2a: its light runs reach the goal within seconds; the DAG is the same for every task.
     run = dagbag.get_dag("task2a_logreg_epsilon").test(
-        run_conf={"workers": [1, 2], "light": True}
+        run_conf={"workers": [1, 2], "light": True, "repeats": 1}
     )
     assert run.state == "success", f"DAG run ended {run.state}"
     engine = make_engine(database_url)
@@ -218,7 +218,8 @@ def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
     run = dagbag.get_dag("task2a_logreg_epsilon").test(run_conf={
-        "workers": [1], "light": True, "launcher": "kubernetes", "gpus_per_worker": 0})
+        "workers": [1], "light": True, "repeats": 1, "launcher": "kubernetes",
+        "gpus_per_worker": 0})
     assert run.state == "failed"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["workers_1.train"] == "failed" and states["ingest"] == "success"
@@ -252,7 +253,7 @@ def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
     script = (
         "from airflow.dag_processing.dagbag import DagBag\n"
         f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).get_dag('task2a_logreg_epsilon')\n"
-        "dag.test(run_conf={'workers': [1, 2], 'light': True})\n"
+        "dag.test(run_conf={'workers': [1, 2], 'light': True, 'repeats': 1})\n"
     )
     log = sweep_env / "dag-test.log"
     proc = start_in_background(script, log)
