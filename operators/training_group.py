@@ -1,9 +1,10 @@
 """The Airflow operator that runs one training group (one worker count, one repeat).
 
 It starts the group with the launcher the sweep chose, waits for it, records
-the verdict in the sweep's manifest and returns it. A failed, diverged or
-timed-out group does not fail the task: the verdict is data, and the ingest
-that follows keeps what the group measured.
+the verdict in the sweep's manifest, loads the group into the results database
+(so the dashboard shows each group as it ends) and returns the verdict. A
+failed, diverged or timed-out group does not fail the task: the verdict is
+data, and the ingest that follows keeps what the group measured.
 
 Cancelling (marking the task or its DAG run failed in the UI, or any other
 SIGTERM to the task) makes Airflow call :meth:`TrainingGroupOperator.on_kill`:
@@ -79,9 +80,23 @@ class TrainingGroupOperator(BaseOperator):
         manifest.record_verdict(sweep_dir, group.run_id, status, reason, result.seconds)
         log = self.log.info if status == "succeeded" else self.log.error
         log("%s: %s %s", group.run_id, status, reason)
+        self.publish(group)
         if self._cancelled.is_set():
             raise AirflowException(f"{group.run_id}: cancelled; what it measured is kept")
         return {**self.group, "status": status, "reason": reason, "seconds": result.seconds}
+
+    def publish(self, group: GroupPlan) -> None:
+        """Load the group that just ended into the results database, so the dashboard
+        shows it while the sweep goes on. A failure here only delays it: the sweep's
+        ingest loads every group again at the end."""
+        from scalebench import config
+        from scalebench.database_commands import ingest
+
+        try:
+            ingest(config.database_url(), group.sweep_dir, only=[group.run_id])
+        except Exception as exc:  # the measurement is safe on disk either way
+            self.log.warning("%s: not loaded into the results database yet (%s); the "
+                             "sweep's ingest will", group.run_id, exc)  # fmt: skip
 
     def launcher_for(self, group: GroupPlan, context: Any) -> Launcher:
         names = None

@@ -19,7 +19,7 @@ all-reduce samples) are loaded with binary COPY.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -80,9 +80,16 @@ def find_sweeps(fs: Any, root: str) -> list[str]:
 
 
 def ingest_location(
-    engine: Engine, location: str, progress: Callable[[str], None] | None = None
+    engine: Engine,
+    location: str,
+    progress: Callable[[str], None] | None = None,
+    only: Collection[str] | None = None,
 ) -> IngestReport:
-    """Ingest every sweep under ``location`` (a path or an fsspec URI)."""
+    """Ingest every sweep under ``location`` (a path or an fsspec URI).
+
+    ``only``: load just these runs (and the sweep's row), e.g. the group that just
+    ended while its sweep goes on; the sweep's outcome still counts every group.
+    """
     say = progress or (lambda line: None)
     report = IngestReport()
     started = time.perf_counter()
@@ -93,7 +100,7 @@ def ingest_location(
     for sweep_path in sweeps:
         manifest = sweep_manifest.read(fs, sweep_path).to_json()  # verdicts folded in
         with gc_paused():
-            ingest_sweep(engine, fs, sweep_path, manifest, report, say)
+            ingest_sweep(engine, fs, sweep_path, manifest, report, say, only)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -105,6 +112,7 @@ def ingest_sweep(
     manifest: dict[str, Any],
     report: IngestReport,
     say: Callable[[str], None],
+    only: Collection[str] | None = None,
 ) -> None:
     sweep_id = manifest["sweep_id"]
     request = manifest["request"]
@@ -113,10 +121,19 @@ def ingest_sweep(
     report.sweeps += 1
     groups = manifest["groups"]
     statuses = []
+    stored: dict[str, str] = {}  # what earlier ingests stored of the runs not loaded now
+    if only is not None:
+        with engine.connect() as conn:
+            query = select(Run.id, Run.status).where(Run.sweep_id == sweep_id)
+            stored = {run_id: status for run_id, status in conn.execute(query)}
     for index, group in enumerate(groups, start=1):
         run_path = f"{sweep_path}/{group['run_id']}"
         if group["status"] in ("planned", "skipped") and not fs.exists(run_path):
             continue  # never started
+        if only is not None and group["run_id"] not in only:
+            if group["run_id"] in stored:
+                statuses.append(stored[group["run_id"]])
+            continue
         say(f"[{index}/{len(groups)}] loading {group['run_id']} ...")
         tick = time.perf_counter()
         try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import csv
 import re
+from collections.abc import Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,14 +49,15 @@ def upgrade(url: str, revision: str = "head") -> None:
     migrate(url, revision)
 
 
-def ingest(url: str, location: str) -> int:
-    """Migrate if needed, ingest ``location``, print progress; returns an exit status."""
+def ingest(url: str, location: str, only: Collection[str] | None = None) -> int:
+    """Migrate if needed, ingest ``location`` (``only``: just these runs), print progress;
+    returns an exit status."""
     from results_db.ingest import ingest_location
 
     upgrade(url)
     engine = _engine(url)
     try:
-        report = ingest_location(engine, location, progress=lambda line: print(line, flush=True))
+        report = ingest_location(engine, location, lambda line: print(line, flush=True), only)
     except FileNotFoundError as exc:
         raise CommandError(f"location: {exc}") from None
     finally:
