@@ -51,6 +51,23 @@ def test_task4b_hyperparameters_follow_the_text() -> None:
     assert "WMT-17" in part and task.data.name == "wmt17-en-de"
 
 
+# The benchmark's second published text: it keeps Task 4a's batch figures.
+SECOND_TEXT = SPEC_TEXT.with_name("001_23da3aea731e972a.txt")
+
+
+@pytest.mark.skipif(not SECOND_TEXT.is_file(), reason="the published task text is not here")
+def test_task4a_passes_hold_the_texts_largest_batch() -> None:
+    text = SECOND_TEXT.read_text(encoding="utf-8")
+    part = text[: text.index("4.b Transformer")]  # Task 4a's section ends here
+    gnmt = get_task("task4a-gnmt-wmt16")
+    assert isinstance(gnmt, TranslationSpec)
+    bs_max = int(re.findall(r"bs_max = (\d+)", part)[-1])
+    assert gnmt.max_batch_per_worker == bs_max == 128
+    # update_freq = max(1, b / (bs_max × k)); bs = b / (k × update_freq)
+    assert (gnmt.update_freq(1, False), gnmt.batch_per_pass(1, False)) == (16, 128)
+    assert (gnmt.update_freq(16, False), gnmt.batch_per_pass(16, False)) == (1, 128)
+
+
 def test_update_frequency_and_tokens_per_pass_follow_the_rule() -> None:
     task = spec()
     # update_freq = max(1, b / (bs_max × k)); bs = b / (k × update_freq)
