@@ -136,10 +136,10 @@ def test_a_light_sweep_runs_end_to_end_into_the_database(
     engine = make_engine(database_url)
     with engine.connect() as conn:
         runs = conn.execute(select(Run.world_size, Run.status, Run.goal_reached)).all()
-        sweep = conn.execute(select(Sweep.trigger, Sweep.outcome)).one()
+        sweep = conn.execute(select(Sweep.trigger, Sweep.outcome, Sweep.finished_at)).one()
     engine.dispose()
     assert sorted(runs) == [(1, "succeeded", True), (2, "succeeded", True)]
-    assert tuple(sweep) == ("manual", "succeeded")
+    assert tuple(sweep)[:2] == ("manual", "succeeded") and sweep.finished_at is not None
     assert time.monotonic() - started < 300
 
 
