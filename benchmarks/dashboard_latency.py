@@ -42,7 +42,15 @@ from results_db import pg_copy
 from results_db.analytics import configuration_hash, percentile
 from results_db.database import make_engine, upgrade
 from results_db.ingest import COLUMN_KINDS, STEP_COLUMNS
-from results_db.models import EpochEval, Regression, Run, RunEnvironment, RunEvent, Sweep
+from results_db.models import (
+    AllReduceCurve,
+    EpochEval,
+    Regression,
+    Run,
+    RunEnvironment,
+    RunEvent,
+    Sweep,
+)
 
 GOAL_S = 0.300
 BIG_SIZES = (1, 2, 4, 8, 16, 32)
@@ -297,6 +305,14 @@ def seed(url: str, steps: int, runs: int, big_share: float, say: Callable[[str],
                     "world_size": np.full(count, size), "backend": ["nccl"] * count,
                     "bytes": nbytes, "seconds": seconds,
                 })  # fmt: skip
+                # what ingest stores beside the samples: per size, the slowest rank's
+                # seconds of each repetition (grid order: rank, size, repetition)
+                slowest = seconds.reshape(size, len(elements), 100).max(axis=0)
+                conn.execute(insert(AllReduceCurve), [
+                    {"run_id": run_id, "dtype": dtype, "bytes": int(n) * itemsize,
+                     "slowest_s": [float(v) for v in row]}
+                    for n, row in zip(elements, slowest, strict=True)
+                ])  # fmt: skip
     with engine.connect() as conn:
         conn.execute(text("ANALYZE"))
         stored_runs = conn.execute(text("SELECT count(*) FROM run")).scalar_one()
@@ -351,7 +367,8 @@ def page_calls(s: Seeded) -> list[PageCall]:
                   "cost-gpu.value": "nvidia-tesla-t4"}),
         PageCall("runs", "/runs", "runs-table.data",
                  {"runs-q.value": "", "runs-status.value": "all", "runs-task.value": None,
-                  "runs-table.sort_by": [{"column_id": "tta", "direction": "desc"}],
+                  "runs-table.sort_by": [{"column_id": "time_to_accuracy_s",
+                                          "direction": "desc"}],
                   "runs-table.page_current": 3}),
         PageCall("runs (search)", "/runs?q=w32", "runs-table.data",
                  {"runs-q.value": "w32", "runs-status.value": "all", "runs-task.value": task,
@@ -361,7 +378,7 @@ def page_calls(s: Seeded) -> list[PageCall]:
                  "compare-table.children",
                  {"compare-a.value": s.latest_night, "compare-b.value": s.baseline_night}),
         PageCall("trend", f"/trend?task={task}&nights=365", "trend-figure.figure",
-                 {"trend-task.value": task, "trend-metric.value": "tta",
+                 {"trend-task.value": task, "trend-metric.value": "time_to_accuracy_s",
                   "trend-nights.value": 365}),
     ]  # fmt: skip
 
@@ -372,8 +389,15 @@ def timed(call: Callable[[], Any]) -> float:
     return time.perf_counter() - started
 
 
-def measure(url: str, seeded: Seeded, calls: int, say: Callable[[str], None]) -> list[list[str]]:
-    """Per page: cold time (empty cache), then p50/p95 of ``calls`` warm calls; table rows."""
+def measure(
+    url: str,
+    seeded: Seeded,
+    calls: int,
+    say: Callable[[str], None],
+    profile: str | None = None,
+) -> list[list[str]]:
+    """Per page: cold time (empty cache), then p50/p95 of ``calls`` warm calls; table rows.
+    ``profile``: a page whose cold call is also profiled (the top of cProfile's report)."""
     from dash_app.app import create_app
     from dash_app.client import Client
 
@@ -389,6 +413,14 @@ def measure(url: str, seeded: Seeded, calls: int, say: Callable[[str], None]) ->
         assert answer, f"{page.name}: empty answer"
         source.clear_cache()
         cold = timed(lambda page=page: client.call(page.output, page.values))
+        if page.name == profile:
+            import cProfile
+            import pstats
+
+            source.clear_cache()
+            profiler = cProfile.Profile()
+            profiler.runcall(client.call, page.output, page.values)
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
         warm = [timed(lambda page=page: client.call(page.output, page.values))
                 for _ in range(calls)]  # fmt: skip
         layouts = [timed(lambda page=page: client.open(*page.path.partition("?")[::2]))
@@ -412,6 +444,7 @@ def main() -> None:
     parser.add_argument("--big-share", type=float, default=0.8,
                         help="share of the step rows in the big sweep")  # fmt: skip
     parser.add_argument("--calls", type=int, default=30, help="warm calls per page")
+    parser.add_argument("--profile", metavar="PAGE", help="profile this page's cold call")
     parser.add_argument(
         "--postgres", default="postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
     )
@@ -427,7 +460,8 @@ def main() -> None:
         print(f"  {seeded.runs:,} runs and {seeded.step_rows:,} step rows in "
               f"{time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
         print(f"calling each page's main callback {args.calls} times ...", flush=True)
-        rows = measure(url, seeded, args.calls, lambda line: print(line, flush=True))
+        rows = measure(url, seeded, args.calls, lambda line: print(line, flush=True),
+                       args.profile)
     finally:
         drop_database(args.postgres, name)
         print(f"dropped {name}", flush=True)

@@ -32,6 +32,7 @@ from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
 from results_db import pg_copy
 from results_db.analytics import configuration_hash
 from results_db.models import (
+    AllReduceCurve,
     AllReduceSample,
     EpochEval,
     Run,
@@ -249,7 +250,8 @@ def load_run(
 
 def delete_run(conn: Connection, run_id: str) -> None:
     """Remove a run and every row it owns."""
-    for child in (StepTiming, EpochEval, AllReduceSample, RunEvent, RunEnvironment):
+    for child in (StepTiming, EpochEval, AllReduceSample, AllReduceCurve, RunEvent,
+                  RunEnvironment):
         conn.execute(delete(child).where(child.run_id == run_id))  # type: ignore[attr-defined]
     conn.execute(delete(Run).where(Run.id == run_id))
 
@@ -336,6 +338,7 @@ def _write_run(
         (EpochEval.__table__, evals),
         (RunEvent.__table__, events),
         (RunEnvironment.__table__, envs),
+        (AllReduceCurve.__table__, allreduce_curves(run_id, ranks)),
     ):
         if table_rows:
             conn.execute(insert(table), table_rows)
@@ -450,6 +453,24 @@ def _allreduce_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, l
         name: list(values)
         for name, values in zip(ALLREDUCE_COLUMNS, zip(*rows, strict=True), strict=True)
     }
+
+
+def allreduce_curves(run_id: str, ranks: Sequence[RankRecords]) -> list[dict[str, Any]]:
+    """Per dtype and message size: the slowest rank's seconds of each repetition (the rows
+    of ``allreduce_curve``; what every latency and bandwidth summary is made of)."""
+    slowest: dict[tuple[str, int], list[float]] = {}
+    for rank in ranks:
+        for record in rank.of_kind("allreduce"):
+            seconds = [float(s) for s in record["seconds"]]
+            key = (record["dtype"], record["bytes"])
+            known = slowest.setdefault(key, [])
+            for repetition, value in enumerate(seconds):
+                if repetition < len(known):
+                    known[repetition] = max(known[repetition], value)
+                else:
+                    known.append(value)
+    return [{"run_id": run_id, "dtype": dtype, "bytes": nbytes, "slowest_s": seconds}
+            for (dtype, nbytes), seconds in sorted(slowest.items())]  # fmt: skip
 
 
 class BulkLoader:

@@ -201,6 +201,19 @@ class AllReduceSample(Base):
     seconds: Mapped[float] = mapped_column(Float)
 
 
+class AllReduceCurve(Base):
+    """One run's all-reduce of one dtype and message size: the slowest rank's seconds of
+    each repetition, in repetition order. Every latency and bandwidth summary is built
+    from these; ingest stores them so a summary needs no pass over ``allreduce_sample``."""
+
+    __tablename__ = "allreduce_curve"
+
+    run_id: Mapped[str] = mapped_column(String(250), primary_key=True)
+    dtype: Mapped[str] = mapped_column(String(20), primary_key=True)
+    bytes: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    slowest_s: Mapped[list[float]] = mapped_column(JSON)
+
+
 class RunEvent(Base):
     """An event of one rank: start, goal_reached, diverged, finished, failed."""
 

@@ -18,6 +18,7 @@ from sqlalchemy import Connection, Integer, Row, cast, func, select
 
 from results_db import analytics
 from results_db.models import (
+    AllReduceCurve,
     AllReduceSample,
     EpochEval,
     Price,
@@ -531,21 +532,17 @@ def phase_means(conn: Connection, sweep_id: str) -> list[PhaseRow]:
 
 
 def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:
-    """The figures of :func:`allreduce_summary` for one sweep, with the slowest rank of each
-    repetition taken in SQL, one run at a time (a rank's rows never leave the database)."""
-    runs = conn.execute(
-        select(Run.id, Run.backend, Run.world_size).where(Run.sweep_id == sweep_id)
-    ).all()  # fmt: skip
+    """The figures of :func:`allreduce_summary` for one sweep, from the slowest rank's
+    seconds per repetition that ingest stored (``allreduce_curve``): no scan of samples."""
+    rows = conn.execute(
+        select(Run.backend, AllReduceCurve.dtype, Run.world_size, AllReduceCurve.bytes,
+               AllReduceCurve.slowest_s)
+        .join(Run, Run.id == AllReduceCurve.run_id)
+        .where(Run.sweep_id == sweep_id)
+    )  # fmt: skip
     by_config: dict[tuple[str, str, int, int], list[float]] = defaultdict(list)
-    for run_id, backend, world_size in runs:
-        rows = conn.execute(
-            select(AllReduceSample.dtype, AllReduceSample.bytes,
-                   func.max(AllReduceSample.seconds))
-            .where(AllReduceSample.run_id == run_id)
-            .group_by(AllReduceSample.dtype, AllReduceSample.bytes, AllReduceSample.repetition)
-        )  # fmt: skip
-        for dtype, nbytes, seconds in rows:
-            by_config[(backend, dtype, world_size, nbytes)].append(float(seconds))
+    for backend, dtype, world_size, nbytes, seconds in rows:
+        by_config[(backend, dtype, world_size, nbytes)].extend(seconds)
     result = []
     for (backend, dtype, world_size, nbytes), seconds in sorted(by_config.items()):
         summary = analytics.summarise_allreduce([seconds], nbytes, world_size)

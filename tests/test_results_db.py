@@ -15,6 +15,7 @@ from results_db import ingest as ingest_module
 from results_db.database import current_revision, head_revision, make_engine, upgrade
 from results_db.ingest import ingest_location
 from results_db.models import (
+    AllReduceCurve,
     AllReduceSample,
     EpochEval,
     Price,
@@ -27,7 +28,8 @@ from results_db.models import (
 from results_db.queries import allreduce_summary, phase_means, run_infos, scaling
 from workers.tasks import get_task
 
-TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, RunEvent, RunEnvironment)
+TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, AllReduceCurve, RunEvent,
+          RunEnvironment)
 
 
 def counts(engine: Engine) -> dict[str, int]:
@@ -43,7 +45,7 @@ def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url
     engine = make_engine(database_url)
     assert current_revision(engine) == "0001"
     upgrade(database_url)
-    assert current_revision(engine) == head_revision() == "0004"
+    assert current_revision(engine) == head_revision() == "0005"
     with engine.connect() as conn:
         prices = conn.execute(select(Price.name, Price.regular_per_hour)).all()
     assert {(name, float(p)) for name, p in prices} == {
@@ -91,6 +93,36 @@ def test_phase_totals_are_stored_at_ingest_and_filled_by_the_migration(
     check()
     # Runs stored before the totals existed get them from their step rows.
     command.downgrade(alembic_config(database_url), "0003")
+    upgrade(database_url)
+    check()
+    engine.dispose()
+
+
+def test_allreduce_curves_are_stored_at_ingest_and_filled_by_the_migration(
+    database_url: str, tmp_path: Path
+) -> None:
+    from alembic import command
+
+    from results_db.database import alembic_config
+    from results_db.queries import allreduce_curves
+
+    shutil.copytree(Path(__file__).with_name("data") / "sweep-allreduce", tmp_path / "a")
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    ingest_location(engine, str(tmp_path))
+    (sweep_id,) = [p.name for p in (tmp_path / "a").iterdir() if p.is_dir()]
+    sweep_id = sweep_id.rsplit("-w", 1)[0]
+
+    def check() -> None:
+        with engine.connect() as conn:
+            stored = allreduce_curves(conn, sweep_id)  # from allreduce_curve
+            scanned = allreduce_summary(conn, sweep_id)  # from every sample row
+            curves = conn.execute(select(func.count()).select_from(AllReduceCurve)).scalar_one()
+        assert stored == scanned and len(stored) == curves == 26  # 13 sizes × 2 dtypes
+
+    check()
+    # Runs stored before the curves existed get them from their sample rows.
+    command.downgrade(alembic_config(database_url), "0004")
     upgrade(database_url)
     check()
     engine.dispose()
