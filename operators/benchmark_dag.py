@@ -34,7 +34,7 @@ from scalebench.config import default_compile
 from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS
 from workers.distributed import BACKENDS
 from workers.tasks import AllReduceSpec, TaskSpec
-from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
+from workers.tasks.specs import COMPILE_SETTINGS
 
 # Why ingest closes a group that has no verdict of its own.
 ENDED_WITHOUT_VERDICT = "its Airflow task ended without a verdict (killed, or its worker lost)"
@@ -83,9 +83,10 @@ def params(spec: TaskSpec) -> dict[str, Param]:
                                  title="Time limit per group (s)"),
     }  # fmt: skip
     if not isinstance(spec, AllReduceSpec):
-        form["variant"] = Param("sync", type="string", enum=list(TRAINING_VARIANTS),
+        # Only what this task implements (Tasks 3a, 4a and 4b: sync, fp32 from the form).
+        form["variant"] = Param("sync", type="string", enum=list(spec.variants),
                                 title="Training variant")  # fmt: skip
-        form["precision"] = Param("fp32", type="string", enum=["fp32", "bf16"],
+        form["precision"] = Param("fp32", type="string", enum=list(spec.precisions),
                                   title="Precision",
                                   description="bf16: forward and loss under autocast.")  # fmt: skip
         form["compile"] = Param(form_compile_default(), type="string",

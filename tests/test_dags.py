@@ -94,6 +94,24 @@ def test_the_trigger_form_refuses_bad_input_naming_the_field(dagbag, conf, field
         params.validate()  # ...or, at the latest, when the run is created
 
 
+def test_each_form_offers_only_what_its_task_implements(dagbag) -> None:
+    from airflow.sdk.exceptions import ParamValidationError
+
+    def offered(dag_id: str, field: str) -> list:
+        schema = dagbag.get_dag(dag_id).params.get_param(field).schema
+        return schema.get("enum") or schema["items"]["enum"]
+
+    assert offered("task1a_resnet20_cifar10", "precision") == ["fp32", "bf16"]
+    assert offered("task1a_resnet20_cifar10", "variant") == ["sync", "ddp"]
+    assert offered("task3a_awdlstm_wikitext2", "precision") == ["fp32"]
+    assert offered("task4b_transformer_wmt17", "variant") == ["sync"]
+    assert offered("task2a_logreg_epsilon", "workers") == [1, 2, 4, 8, 16]
+    params = copy.deepcopy(dagbag.get_dag("task2a_logreg_epsilon").params)
+    with pytest.raises(ParamValidationError, match="param workers"):
+        params.update({"workers": [1, 32]})
+        params.validate()
+
+
 @pytest.fixture
 def sweep_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
