@@ -21,6 +21,7 @@ speedup(k); busbw = algbw × 2(n−1)/n.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -567,6 +568,13 @@ def price_index_figure(rows: Sequence[CostRow]) -> go.Figure:
     title = "Price index"
     if not rows:
         return empty_figure("The price index needs a 1-worker run that reached the goal.", title)
+    kinds = list(PRICE_KINDS)
+    # Cost grows linearly with the workers at both prices, so the two indices are the same
+    # numbers whenever prices are per worker: draw that line once, and say so.
+    if all(math.isclose(r.price_index_regular, r.price_index_preemptible, rel_tol=1e-9)
+           for r in rows):  # fmt: skip
+        kinds = [("regular and preemptible", *PRICE_KINDS[0][1:])]
+        title += "<br><sup>the same at regular and preemptible prices: both scale with k</sup>"
     traces = [
         go.Scatter(
             x=[r.world_size for r in rows],
@@ -575,7 +583,7 @@ def price_index_figure(rows: Sequence[CostRow]) -> go.Figure:
             name=f"{name} prices",
             hovertemplate=f"%{{x}} worker(s), {name}: price index %{{y:.4f}}<extra></extra>",
         )
-        for name, _, index in PRICE_KINDS
+        for name, _, index in kinds
     ]
     yaxis = {"rangemode": "tozero", "title": {"text": "price index (1.0: cost grows as speed)"}}
     line = _level(1.0, "1.0: below it the extra workers pay for themselves")

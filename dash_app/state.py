@@ -164,11 +164,12 @@ class CommunicationState:
 
 @dataclass(frozen=True)
 class CostState:
-    """Cost: a training sweep and the instance and GPU types priced (``gpu="none"``: CPU only)."""
+    """Cost: a training sweep and the instance and GPU types priced (``gpu="none"``: CPU
+    only; ``None``: follow the sweep's device, a T4 for GPU runs and none for CPU runs)."""
 
     sweep: str | None = None
     instance: str = "n1-standard-4"
-    gpu: str = "nvidia-tesla-t4"
+    gpu: str | None = None
 
 
 @dataclass(frozen=True)
@@ -231,7 +232,7 @@ def parse_cost(params: Mapping[str, Any]) -> tuple[CostState, list[str]]:
     state = CostState(
         sweep=query.identifier("sweep", "sweep"),
         instance=query.identifier("instance", "instance type") or CostState.instance,
-        gpu=query.identifier("gpu", "GPU type") or CostState.gpu,
+        gpu=query.identifier("gpu", "GPU type"),
     )
     return state, query.problems()
 

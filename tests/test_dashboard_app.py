@@ -74,6 +74,24 @@ def test_every_page_opens(client: Client, path: str) -> None:
     assert (expected or path.strip("/").capitalize()[:5]) in shown or "Nightly trend" in shown
 
 
+def test_the_cost_page_prices_the_device_the_runs_ran_on(client: Client) -> None:
+    def gpu_chosen(search: str) -> str:
+        def find(node: Any) -> Any:
+            if isinstance(node, dict):
+                if node.get("props", {}).get("id") == "cost-gpu":
+                    return node["props"]["value"]
+                return next((v for v in map(find, node.values()) if v is not None), None)
+            if isinstance(node, list):
+                return next((v for v in map(find, node) if v is not None), None)
+            return None
+
+        return find(client.open("/cost", search))
+
+    # the seeded sweeps ran on CPUs: no GPU price unless one is asked for
+    assert gpu_chosen(f"?sweep={KNOWN}") == "none"
+    assert gpu_chosen(f"?sweep={KNOWN}&gpu=nvidia-tesla-t4") == "nvidia-tesla-t4"
+
+
 def test_overview_puts_the_flagged_regression_first(client: Client) -> None:
     out = client.call("overview-content.children", {})
     shown = text_of(out["overview-content"]["children"])

@@ -131,6 +131,9 @@ def test_costs_price_index_and_pareto_of_the_known_sweep(source: Source) -> None
     )
     index = figures.price_index_figure(rows)
     assert list(index.data[0].y) == pytest.approx([1.0, 0.605, 0.3844])
+    # prices per worker: the preemptible index is the same line, drawn once and explained
+    assert len(index.data) == 1 and index.data[0].name == "regular and preemptible prices"
+    assert "both scale with k" in index.layout.title.text
     pareto = figures.cost_time_figure(rows)
     front = next(t for t in pareto.data if t.name == "Pareto front, regular")
     # faster is dearer here: every configuration is on the front

@@ -26,6 +26,7 @@ INTRO = (
 )
 GRAPHS = ("cost-bars", "cost-index", "cost-pareto")
 NO_GPU = "none"
+GPU_FOR_GPU_RUNS = "nvidia-tesla-t4"  # the published results' GPU
 
 
 def _names(prices: list[PriceRow], kind: str) -> list[str]:
@@ -46,6 +47,9 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
     prices = source.prices()
     instances, gpus = _names(prices, "instance"), [*_names(prices, "gpu"), NO_GPU]
     instance, gpu = state.instance, state.gpu
+    if gpu is None:  # price what the runs ran on: no GPU price on CPU runs
+        devices = {r.device for r in source.sweep_runs(choice.chosen.id)}
+        gpu = GPU_FOR_GPU_RUNS if any(d.startswith("cuda") for d in devices) else NO_GPU
     if instances and instance not in instances:
         problems = [*problems, f"instance: no price for {instance!r}; using {instances[0]}."]
         instance = instances[0]
