@@ -161,6 +161,11 @@ class Source:
     def phases(self, sweep_id: str) -> list[queries.PhaseRow]:
         return self.per_sweep("phases", sweep_id, lambda c: queries.phase_means(c, sweep_id))
 
+    def phase_totals(self, sweep_id: str) -> list[queries.PhaseRow]:
+        return self.per_sweep(
+            "phase_totals", sweep_id, lambda c: queries.phase_totals(c, sweep_id)
+        )
+
     def allreduce(self, sweep_id: str) -> list[queries.AllReduceRow]:
         return self.per_sweep(
             "allreduce", sweep_id, lambda c: queries.allreduce_curves(c, sweep_id)

@@ -368,10 +368,11 @@ def efficiency_figure(rows: Sequence[ScalingRow]) -> go.Figure:
 
 
 def communication_ratio_figure(
-    rows: Sequence[ScalingRow], runs: Sequence[RunInfo] = ()
+    rows: Sequence[ScalingRow], runs: Sequence[RunInfo] = (), phases: Sequence[PhaseRow] = ()
 ) -> go.Figure:
     """Communication ratio = communication / total step time per worker count (mean of the
-    sweep's runs, and each run)."""
+    sweep's runs, and each run), and, from the phase means, communication / computation
+    (forward, loss, backward and optimizer): the text uses both."""
     title = "Communication share of step time"
     shown = [r for r in rows if r.communication_ratio is not None]
     if not shown:
@@ -385,6 +386,20 @@ def communication_ratio_figure(
             hovertemplate="%{x} worker(s): %{y:.2%} of step time communicating<extra></extra>",
         )
     ]
+    computing = [(p.world_size, p.communication_s / compute) for p in phases
+                 if (compute := p.forward_s + p.loss_s + p.backward_s + p.optimizer_s) > 0]
+    if computing:
+        traces.append(
+            go.Scatter(
+                x=[size for size, _ in computing],
+                y=[ratio for _, ratio in computing],
+                mode="lines+markers",
+                line={"dash": "dot"},
+                name="communication / computation",
+                hovertemplate="%{x} worker(s): communication is %{y:.2%} of computation"
+                "<extra></extra>",
+            )
+        )
     single = thin([r for r in runs if r.communication_ratio is not None])
     if single:
         traces.append(
@@ -401,16 +416,21 @@ def communication_ratio_figure(
     yaxis = {
         "tickformat": ".0%",
         "rangemode": "tozero",
-        "title": {"text": "communication / step time"},
+        "title": {"text": "communication / step time (or / computation)"},
     }
     return _figure(title, traces, _workers_axis([r.world_size for r in shown]), yaxis)
 
 
-def phase_figure(rows: Sequence[PhaseRow]) -> go.Figure:
-    """Mean seconds per step and rank in each phase, stacked, per worker count."""
-    title = "Where a step's time goes"
+def phase_figure(rows: Sequence[PhaseRow], to_goal: bool = False) -> go.Figure:
+    """Seconds in each phase, stacked, per worker count: per step and rank
+    (:func:`results_db.queries.phase_means`), or with ``to_goal`` per rank over a whole run
+    to the goal (:func:`results_db.queries.phase_totals`)."""
+    title = "Time in each phase to reach the goal" if to_goal else "Where a step's time goes"
+    unit = "rank, to the goal" if to_goal else "step and rank"
     if not rows:
-        return empty_figure("No step timings recorded for this sweep.", title)
+        return empty_figure(
+            "No run of this sweep reached its goal yet." if to_goal
+            else "No step timings recorded for this sweep.", title)  # fmt: skip
     sizes = [str(r.world_size) for r in rows]
     totals = [sum(getattr(r, f"{p}_s") for p in PHASE_NAMES) for r in rows]
     traces = []
@@ -428,11 +448,11 @@ def phase_figure(rows: Sequence[PhaseRow]) -> go.Figure:
                 ],
                 hovertemplate=(
                     f"{phase}: %{{y:.4g}} s (%{{customdata[0]}}, "
-                    "%{customdata[1]} of the step) at %{x} worker(s)<extra></extra>"
+                    "%{customdata[1]} of the total) at %{x} worker(s)<extra></extra>"
                 ),
             )
         )
-    yaxis = {**SECONDS_AXIS, "title": {"text": "time per step and rank (s)"}}
+    yaxis = {**SECONDS_AXIS, "title": {"text": f"time per {unit} (s)"}}
     return _figure(title, traces, CATEGORY_WORKERS, yaxis, barmode="stack")
 
 

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PhaseRow:
-    """Mean seconds per step and rank in each phase, per worker count."""
+    """Seconds in each phase per worker count: per step and rank (:func:`phase_means`), or
+    per rank over a whole run to the goal (:func:`phase_totals`)."""
 
     world_size: int
     data_s: float
@@ -529,6 +530,22 @@ def phase_means(conn: Connection, sweep_id: str) -> list[PhaseRow]:
     )  # fmt: skip
     return [PhaseRow(world_size, *(float(value) / count for value in sums))
             for world_size, count, *sums in conn.execute(query) if count]  # fmt: skip
+
+
+def phase_totals(conn: Connection, sweep_id: str) -> list[PhaseRow]:
+    """Seconds each rank spent in each phase to reach the goal, per worker count: the
+    text's "total time spent in each step" against cluster size. A run's totals are
+    divided by its ranks; the runs of a worker count that reached the goal are averaged."""
+    totals = (Run.data_total_s, Run.forward_total_s, Run.loss_total_s, Run.backward_total_s,
+              Run.communication_total_s, Run.optimizer_total_s)  # fmt: skip
+    query = (
+        select(Run.world_size, *(func.avg(t / Run.world_size) for t in totals))
+        .where(Run.sweep_id == sweep_id, Run.goal_reached.is_(True), Run.step_records > 0)
+        .group_by(Run.world_size)
+        .order_by(Run.world_size)
+    )  # fmt: skip
+    return [PhaseRow(world_size, *map(float, means))
+            for world_size, *means in conn.execute(query)]  # fmt: skip
 
 
 def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:

@@ -102,6 +102,39 @@ def test_phase_means_match_the_step_rows(source: Source, seeded_url: str) -> Non
     assert known.layout.barmode == "stack"
 
 
+def test_phase_totals_to_the_goal_match_the_step_rows(source: Source, seeded_url: str) -> None:
+    from sqlalchemy import func, select
+
+    from results_db.models import Run, StepTiming
+
+    engine = make_engine(seeded_url)
+    with engine.connect() as conn:
+        per_run = conn.execute(
+            select(Run.world_size, Run.id, func.sum(StepTiming.communication_s),
+                   func.sum(StepTiming.forward_s))
+            .join(Run, Run.id == StepTiming.run_id)
+            .where(Run.sweep_id == KNOWN, Run.goal_reached.is_(True))
+            .group_by(Run.world_size, Run.id)
+        ).all()  # fmt: skip
+        ours = {r.world_size: r for r in queries.phase_totals(conn, KNOWN)}
+        assert queries.phase_totals(conn, BAD) == []  # no run of it reached the goal
+    engine.dispose()
+    for size in (1, 2, 4):
+        runs = [r for r in per_run if r[0] == size]
+        assert ours[size].communication_s == pytest.approx(
+            sum(r[2] / size for r in runs) / len(runs))
+        assert ours[size].forward_s == pytest.approx(sum(r[3] / size for r in runs) / len(runs))
+    to_goal = figures.phase_figure(source.phase_totals(KNOWN), to_goal=True)
+    assert to_goal.layout.title.text == "Time in each phase to reach the goal"
+    assert len(to_goal.data) == 6 and to_goal.layout.barmode == "stack"
+    ratio = figures.communication_ratio_figure(source.scaling(KNOWN), (), source.phases(KNOWN))
+    versus = next(t for t in ratio.data if t.name == "communication / computation")
+    means = {r.world_size: r for r in source.phases(KNOWN)}
+    assert list(versus.y) == pytest.approx([
+        m.communication_s / (m.forward_s + m.loss_s + m.backward_s + m.optimizer_s)
+        for m in means.values()])  # fmt: skip
+
+
 def test_allreduce_curves_match_the_python_summary(source: Source, seeded_url: str) -> None:
     engine = make_engine(seeded_url)
     with engine.connect() as conn:

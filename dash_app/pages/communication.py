@@ -23,7 +23,7 @@ INTRO = (
     "The share of each step spent communicating as workers are added, the time of each phase "
     "of a step, and the all-reduce benchmark (Task 0)."
 )
-GRAPHS = ("comm-ratio", "comm-phases", "comm-latency", "comm-busbw")
+GRAPHS = ("comm-ratio", "comm-phases", "comm-phase-totals", "comm-latency", "comm-busbw")
 NO_ALLREDUCE = "No all-reduce sweep yet: scalebench run task0-allreduce --light --workers 2"
 
 
@@ -78,31 +78,35 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
         ui.help_text("communication"),
         html.Div(id="comm-status"),
         dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=6), dbc.Col(ui.graph(GRAPHS[1]), lg=6)]),
-        dbc.Row([dbc.Col(ui.graph(GRAPHS[2]), lg=6), dbc.Col(ui.graph(GRAPHS[3]), lg=6)]),
+        dbc.Row([dbc.Col(ui.graph(GRAPHS[2]), lg=6)]),
+        dbc.Row([dbc.Col(ui.graph(GRAPHS[3]), lg=6), dbc.Col(ui.graph(GRAPHS[4]), lg=6)]),
         problems=[*problems, *training.problems, *allreduce.problems],
     )
 
 
 def failure(message: str) -> tuple[Any, ...]:
     blank = figures.empty_figure(message)
-    return (no_update, ui.error_alert(message), blank, blank, blank, blank, True)
+    return (no_update, ui.error_alert(message), *(blank for _ in GRAPHS), True)
 
 
 @ui.guarded(failure)
 def update(
     sweep_id: str | None, allreduce_id: str | None, dtype: str | None, _tick: int | None = None
 ) -> tuple[Any, ...]:
-    """Outputs: URL search, status, ratio, phases, latency, busbw figures, refresh disabled."""
+    """Outputs: URL search, status, the ratio, phases per step, phases to the goal,
+    latency and busbw figures, refresh disabled."""
     source = data.current()
     state = CommunicationState(sweep=sweep_id, allreduce=allreduce_id, dtype=dtype or "all")
     running = False
     if sweep_id and (sweep := source.sweep(sweep_id)) is not None:
         rows = source.scaling(sweep_id)
-        ratio = figures.communication_ratio_figure(rows, source.sweep_runs(sweep_id))
-        phases = figures.phase_figure(source.phases(sweep_id))
+        per_step = source.phases(sweep_id)
+        ratio = figures.communication_ratio_figure(rows, source.sweep_runs(sweep_id), per_step)
+        phases = figures.phase_figure(per_step)
+        to_goal = figures.phase_figure(source.phase_totals(sweep_id), to_goal=True)
         running = sweep.outcome == "running"
     else:
-        ratio = phases = figures.empty_figure("No training sweep chosen.")
+        ratio = phases = to_goal = figures.empty_figure("No training sweep chosen.")
     if allreduce_id and (sweep := source.sweep(allreduce_id)) is not None:
         rows = source.allreduce(allreduce_id)
         latency = figures.allreduce_latency_figure(rows, state.dtype)
@@ -115,7 +119,7 @@ def update(
         if running
         else None
     )
-    return (to_search(state), status, ratio, phases, latency, busbw, not running)
+    return (to_search(state), status, ratio, phases, to_goal, latency, busbw, not running)
 
 
 def register(app: Dash) -> None:
