@@ -7,6 +7,7 @@ below lay them out as text.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from sqlalchemy import Connection
@@ -21,7 +22,7 @@ DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 
 
 def _fmt(value: float | None, spec: str = ".2f") -> str:
-    return "—" if value is None else format(value, spec)
+    return "—" if value is None or not math.isfinite(value) else format(value, spec)
 
 
 def training_table(
@@ -35,7 +36,8 @@ def training_table(
     rows = []
     for row in scaling:
         group = [r for r in runs if r.world_size == row.world_size]
-        lasts = [v for r in group if (v := last_metric.get(r.id)) is not None]
+        # a diverged run's last metric can be NaN: not a value to show
+        lasts = [v for r in group if (v := last_metric.get(r.id)) is not None and math.isfinite(v)]
         rows.append([
             row.world_size,
             f"{row.reached}/{row.runs}",

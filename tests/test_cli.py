@@ -199,3 +199,17 @@ def test_an_unusable_database_gets_one_line_not_a_traceback(
                            env={**env, "SCALEBENCH_DEBUG": "1"}, capture_output=True, text=True,
                            timeout=120)  # fmt: skip
     assert "Traceback" in debug.stderr
+
+
+def test_a_diverged_runs_nan_metric_shows_as_a_dash() -> None:
+    from types import SimpleNamespace
+
+    from results_db.analytics import scaling_rows
+    from scalebench.tables import training_table
+
+    run = SimpleNamespace(id="r", world_size=1, status="diverged", goal_reached=False,
+                          time_to_accuracy_s=None, time_to_accuracy_without_eval_s=None,
+                          compute_s=None, communication_ratio=float("nan"))  # fmt: skip
+    table = training_table(scaling_rows([run]), [run], {"r": float("nan")}, "bleu")
+    assert "nan" not in table.lower()
+    assert "0 of 1 reached the goal" in table and table.splitlines()[-1].endswith("—")

@@ -12,7 +12,7 @@ import pytest
 
 from operators.local_launcher import LocalGroup, launch_group
 from results_db.run_summary import RunSummary, summarise
-from workers.allreduce import message_sizes
+from workers.allreduce import message_sizes, seconds_to_go
 from workers.records import read_rank_file, read_run
 from workers.tasks import get_task
 
@@ -210,3 +210,18 @@ def test_the_ddp_variant_trains_and_records_its_phases(
         assert rank.events()[-1] == "finished"
     # its communication phase is not its gradient traffic: no ratio is claimed
     assert summarise_run(run_dir, 2, result.status).communication_ratio is None
+
+
+def test_the_all_reduce_estimate_waits_for_the_bandwidth_then_follows_it() -> None:
+    """Time per size = 2 ms latency + bytes at 1 GB/s. Extrapolating elapsed time per byte
+    from the small sizes (the old estimate) said days were left; the fit says nothing until
+    bandwidth shows, then the truth within 5 %."""
+    sizes = [round(10 ** (k / 4)) * 4 for k in range(33)]  # 4 B … 400 MB, float32
+    took = [(b, 2e-3 + b / 1e9) for b in sizes]
+    assert seconds_to_go(took[:5], sizes[5:]) is None  # latency only so far
+    jitter = [*took[:5], (sizes[5], 0.02), *took[6:9]]  # one slow size is not bandwidth
+    assert seconds_to_go(jitter, sizes[9:]) is None
+    for measured in (28, 30, 32):
+        truth = sum(t for _, t in took[measured:])
+        assert seconds_to_go(took[:measured], sizes[measured:]) == pytest.approx(truth, rel=0.05)
+    assert seconds_to_go(took, []) == 0.0

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -79,6 +79,31 @@ def time_allreduce(
     return seconds
 
 
+def seconds_to_go(taken: Sequence[tuple[int, float]], remaining: Sequence[int]) -> float | None:
+    """Seconds the ``remaining`` message sizes (bytes) will take, from what the sizes
+    measured so far took (``taken``: bytes, seconds), fitted as latency + bytes / bandwidth.
+
+    ``None`` until the sizes measured show the bandwidth term (the two largest each took at
+    least twice the median size's time; one slow repetition is not a trend): extrapolating
+    from small messages, where latency is all there is, would be wildly wrong.
+    """
+    if not remaining:
+        return 0.0
+    if len(taken) < 3:
+        return None
+    times = sorted(t for _, t in taken)
+    largest = sorted(taken)[-2:]
+    if any(t < 2 * times[len(times) // 2] for _, t in largest):
+        return None
+    n = len(taken)
+    mean_b = sum(b for b, _ in taken) / n
+    mean_t = sum(times) / n
+    spread = sum((b - mean_b) ** 2 for b, _ in taken)
+    per_byte = max(0.0, sum((b - mean_b) * (t - mean_t) for b, t in taken) / spread)
+    latency = max(0.0, mean_t - per_byte * mean_b)
+    return sum(latency + per_byte * b for b in remaining)
+
+
 def run(
     spec: AllReduceSpec, options: AllReduceOptions, tracker: Tracker, device: torch.device
 ) -> str:
@@ -106,11 +131,12 @@ def run(
             if tracker.is_leader:
                 log.warning("backend %s cannot all-reduce %s here; skipped", backend, name)
 
-    total_work = sum(sizes) * len(measured)
-    done_work = 0
+    remaining = [elements * DTYPES[name].itemsize for name in measured for elements in sizes]
+    taken: list[tuple[int, float]] = []  # (bytes, seconds this size took) so far
     for name in measured:
         dtype = DTYPES[name]
         for elements in sizes:
+            began = tracker.now()
             # Zeros: repeated in-place sums stay zero, never overflowing float16.
             tensor = torch.zeros(elements, dtype=dtype, device=device)
             seconds = time_allreduce(tensor, repetitions, spec.warmup, sync)
@@ -124,18 +150,17 @@ def run(
                 seconds=seconds,
             )
             del tensor
-            done_work += elements
+            taken.append((remaining.pop(0), tracker.now() - began))
             if tracker.is_leader:
-                elapsed = tracker.now()
-                eta = elapsed * (total_work - done_work) / max(done_work, 1)
+                eta = seconds_to_go(taken, remaining)
                 median = sorted(seconds)[len(seconds) // 2]
                 log.info(
-                    "%s %11d elements: median %.3g ms (%.1f s elapsed, about %.0f s to go)",
+                    "%s %11d elements: median %.3g ms (%.1f s elapsed, %s)",
                     name,
                     elements,
                     median * 1e3,
-                    elapsed,
-                    eta,
+                    tracker.now(),
+                    "estimating the time to go" if eta is None else f"about {eta:.0f} s to go",
                 )
     tracker.finish("completed", dtypes=measured, unsupported_dtypes=unsupported)
     return "completed"
