@@ -56,7 +56,7 @@ from workers.data.batches import epoch_partition
 from workers.mixed_precision import DynamicLossScale, MasterWeights
 from workers.schedules import LearningRate
 from workers.sync_sgd import GradientAllReduce, broadcast_model, mean_over_ranks
-from workers.tasks import LossScaleSpec, TrainingSpec
+from workers.tasks import LossScaleSpec, TrainingSpec, TranslationSpec
 from workers.tracker import Tracker
 
 
@@ -286,6 +286,7 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
     epochs = options.max_epochs or spec.epochs(options.light)
     clock = tracker.clock
 
+    tracker.hyperparameters(mlperf_hyperparameters(task))
     tracker.start(
         task=spec.id,
         light=options.light,
@@ -361,7 +362,7 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
             if not math.isfinite(loss_value):
                 raise Diverged(f"loss is {loss_value} at epoch {epoch}, step {index}")
 
-        started = tracker.now()
+        started = tracker.begin_evaluation(epoch)
         average_batch_norm_statistics(model)
         metrics, details = task.evaluate(model)
         if tracker.evaluation(epoch, metrics, started, **details):
@@ -380,6 +381,25 @@ def finish_details(task: TaskAdapter[Any], compiled: Compiled, masters: MasterWe
     if masters is not None:  # the final scale, and how many updates an overflow skipped
         details.update(loss_scale=masters.scaler.scale, skipped_updates=masters.scaler.skipped)
     return details
+
+
+def mlperf_hyperparameters(task: TaskAdapter[Any]) -> dict[str, Any]:
+    """The run's hyperparameters under MLPerf's log keys: global batch (samples, or the
+    translation tasks' sentences or tokens), base rate before scaling with k, optimizer,
+    and the warm-up (epochs by the task's rule, or steps for the translation tasks)."""
+    spec, k, light = task.spec, task.world_size, task.options.light
+    details = task.start_details()
+    if isinstance(spec, TranslationSpec):
+        batch = spec.light_global_batch if light else spec.global_batch
+        warmup = {"opt_learning_rate_warmup_steps":
+                  spec.light_warmup_steps if light else spec.warmup_steps}  # fmt: skip
+    else:
+        batch = details.get("global_batch", spec.batch_per_worker * k)
+        rule = spec.schedule.warmup
+        epochs = {"linear-log2k": math.log2(k), "sqrt-k-over-3k": 3 * k}.get(rule, 0)
+        warmup = {"opt_learning_rate_warmup_epochs": epochs}
+    return {"global_batch_size": batch, "opt_base_learning_rate": spec.optimizer.lr,
+            "opt_name": spec.optimizer.name, **warmup}  # fmt: skip
 
 
 def pass_sizes(samples_per_rank: int, batch: int) -> list[int]:

@@ -140,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     tracker = Tracker(
         writer, device, goal=goal, light=args.light, max_epochs=max_epochs, mlperf_log=mlperf
     )
+    tracker.init_start()  # MLPerf: data, model and compilation are initialisation
     signal.signal(signal.SIGTERM, _on_sigterm)
     status = EXIT_FAILED
     try:

@@ -150,6 +150,16 @@ class Tracker:
         self._start: float | None = None
         self.is_leader = writer.rank == 0
 
+    # -- MLPerf's initialisation and hyperparameters ----------------------------
+    def init_start(self) -> None:
+        """Initialisation (data, model, compilation) begins: MLPerf's ``init_start``."""
+        self.mlperf.event(mllog.constants.INIT_START)
+
+    def hyperparameters(self, values: dict[str, Any]) -> None:
+        """MLPerf hyperparameter lines (``global_batch_size``, ``opt_base_learning_rate``, ...)."""
+        for key, value in values.items():
+            self.mlperf.event(key, value)
+
     # -- time ---------------------------------------------------------------
     def start(self, **details: Any) -> None:
         """Barrier, then take the common start; writes the ``start`` event."""
@@ -162,6 +172,7 @@ class Tracker:
             details = {"goal_metric": self.goal.metric,
                        "goal_target": self.goal.target(self.light), **details}  # fmt: skip
         self.event("start", started_at=datetime.now(UTC).isoformat(), **details)
+        self.mlperf.event(mllog.constants.INIT_STOP)  # MLPerf: initialisation is not timed
         self.mlperf.event(mllog.constants.RUN_START)
 
     def now(self) -> float:
@@ -214,6 +225,11 @@ class Tracker:
                 t,
             )
 
+    def begin_evaluation(self, epoch: int) -> float:
+        """An evaluation begins: returns its start (from :meth:`now`) for :meth:`evaluation`."""
+        self.mlperf.event(mllog.constants.EVAL_START, epoch_num=epoch)
+        return self.now()
+
     def evaluation(
         self, epoch: int, metrics: dict[str, float], started: float, **details: Any
     ) -> bool:
@@ -225,6 +241,7 @@ class Tracker:
         """
         end = self.now()
         eval_seconds = end - started
+        self.mlperf.event(mllog.constants.EVAL_STOP, epoch_num=epoch)
         self.eval_total_s += eval_seconds
         self.epoch_wall_s.append(end - self._epoch_started)
         self.writer.write(
