@@ -172,3 +172,32 @@ def test_the_big_transformer_has_the_parameters_its_shapes_give() -> None:
     expected = 32_000 * d + layers * (encoder_layer + decoder_layer) + 2 * 2 * d  # final norms
     assert sum(p.numel() for p in model.parameters()) == expected
     assert 205e6 < expected < 215e6  # the paper's "big" model: 213M with its 37k vocabulary
+
+
+@pytest.mark.parametrize(("task_id", "limit"), [("task4a-gnmt-wmt16", 150),
+                                                ("task4b-transformer-wmt17", 80)])
+def test_test_sentences_longer_than_the_texts_limit_are_left_out_and_counted(
+    task_id: str, limit: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_rank: None
+) -> None:
+    from dataclasses import replace
+
+    import workers.translation as translation
+    from workers.engine import TrainingOptions
+
+    spec = get_task(task_id)
+    assert isinstance(spec, TranslationSpec) and spec.test_max_length == limit
+    real = translation.load_bitext
+
+    def with_long_test_sentences(name: str, data_dir: Path) -> translation.Bitext:
+        bitext = real(name, data_dir)
+        longest = [np.ones(limit, dtype=np.int64), np.ones(limit + 1, dtype=np.int64)]
+        return replace(bitext, test_source=[*bitext.test_source, *longest],
+                       test_references=[*bitext.test_references, "at the limit", "over it"])
+
+    monkeypatch.setattr(translation, "load_bitext", with_long_test_sentences)
+    options = TrainingOptions(light=True, data_dir=tmp_path)
+    task = translation.Translation(spec, options, torch.device("cpu"))
+    shown = real(spec.light_data.name, tmp_path)
+    assert task.bitext.test_references[-1] == "at the limit"  # kept: not longer than it
+    assert len(task.bitext.test_source) == len(shown.test_source) + 1
+    assert task.start_details()["test_samples_left_out"] == 1

@@ -23,6 +23,7 @@ evaluation record.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -124,7 +125,14 @@ class Translation(TaskAdapter[np.ndarray]):
                  ) -> None:  # fmt: skip
         super().__init__(spec, options, device)
         assert isinstance(self.data_spec, ParallelText)
-        self.bitext = load_bitext(self.data_spec.name, options.data_dir)
+        bitext = load_bitext(self.data_spec.name, options.data_dir)
+        # The text tests on sentences of at most test_max_length tokens: the rest is left out.
+        tested = [i for i, s in enumerate(bitext.test_source) if len(s) <= spec.test_max_length]
+        self.test_left_out = len(bitext.test_source) - len(tested)
+        if self.test_left_out:
+            bitext = replace(bitext, test_source=[bitext.test_source[i] for i in tested],
+                             test_references=[bitext.test_references[i] for i in tested])
+        self.bitext = bitext
         source, target = self.bitext.train_source, self.bitext.train_target
         self.kept = np.asarray([i for i in range(len(source))
                                 if len(source[i]) <= spec.max_length
@@ -148,6 +156,7 @@ class Translation(TaskAdapter[np.ndarray]):
 
     def start_details(self) -> dict[str, Any]:
         return {"train_samples": len(self.kept), "test_samples": len(self.bitext.test_source),
+                "test_samples_left_out": self.test_left_out,
                 "vocabulary": self.bitext.vocabulary, "update_freq": self.update_freq,
                 "batch_per_pass": self.batch_per_pass, "batch_unit": self.spec.batch_unit,
                 "beam_size": self.spec.beam_size}  # fmt: skip

@@ -277,7 +277,8 @@ class TranslationSpec(TrainingSpec):
     Rate: ``warmup_steps`` of warm-up to ``optimizer.lr``, linear then
     ``1/√step`` (``lr_schedule`` ``"inverse-sqrt"``), or exponential then
     ``decay`` (``"gnmt"``). Training pairs have at most ``max_length`` tokens a
-    side; translations at most ``decode_max_length``, found by beam search with
+    side, test sentences at most ``test_max_length``; translations at most
+    ``decode_max_length``, found by beam search with
     ``beam_size`` hypotheses and GNMT's length penalty (``length_penalty`` is
     its alpha; see workers/beam_search.py).
     """
@@ -295,6 +296,7 @@ class TranslationSpec(TrainingSpec):
     label_smoothing: float = 0.1
     clip_norm: float | None = None
     max_length: int = 80
+    test_max_length: int = 80  # test sentences (source tokens) longer than this are left out
     decode_max_length: int = 80
     beam_size: int = 4
     length_penalty: float = 0.6  # alpha of ((5 + length) / 6) ** alpha
