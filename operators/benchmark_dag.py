@@ -24,6 +24,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 from dataclasses import asdict
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -173,7 +174,9 @@ def sweep_steps(
         """The planned groups of one worker count, in repeat order."""
         return [g for g in groups if g["world_size"] == world_size]
 
-    @task
+    # A database that restarts or drops the connection gets three more tries, 30 s, 60 s
+    # and 120 s later: ingest is idempotent, so a retry loads exactly what one try would.
+    @task(retries=3, retry_delay=timedelta(seconds=30), retry_exponential_backoff=True)
     def ingest(groups: list[dict[str, Any]] | None) -> str:
         """Close the sweep (groups left without a verdict: cancelled or skipped), load it."""
         from airflow.sdk.exceptions import AirflowSkipException
