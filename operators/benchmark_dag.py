@@ -74,6 +74,10 @@ def params(spec: TaskSpec) -> dict[str, Param]:
                                  title="GPUs per worker (Kubernetes)",
                                  description="nvidia.com/gpu requested by each pod; 0 for CPU "
                                  "pods. Local ranks use the host's GPUs, one each with nccl."),
+        "device": Param("auto", type="string", enum=["auto", "cpu", "cuda"],
+                        title="Tensors on",
+                        description="auto: a GPU when the rank has one; cpu; cuda (Task 0: "
+                        "time CPU or GPU tensors)."),
         "worker_image": Param("", type="string", maxLength=255,
                               title="Worker image (Kubernetes)",
                               description="Empty: SCALEBENCH_WORKER_IMAGE."),

@@ -172,6 +172,8 @@ def configuration_hash(config: dict) -> str:
     key["precision"] = key["precision"] or "fp32"
     if config.get("compile", "off") != "off":
         key["compile"] = config["compile"]
+    if config.get("device", "auto") != "auto":  # CPU and GPU tensors are not comparable
+        key["device"] = config["device"]
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 

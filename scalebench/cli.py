@@ -146,6 +146,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         launcher=args.launcher,
         gpus_per_worker=args.gpus_per_worker,
         worker_image=args.worker_image,
+        device=args.device,
         seed=args.seed,
         data_dir=args.data_dir,
     )
@@ -243,6 +244,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="kubernetes: nvidia.com/gpu per pod, 0 for CPU pods (default 1)")
     run.add_argument("--worker-image", default="",
                      help="kubernetes: the worker image (default SCALEBENCH_WORKER_IMAGE)")
+    run.add_argument("--device", default="auto",
+                     help="where tensors live: auto (a GPU when the rank has one), cpu or "
+                     "cuda; Task 0 times CPU or GPU tensors by it (default auto)")
     run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
     run.add_argument(
         "--compile", default=None,

@@ -31,6 +31,7 @@ from workers.tasks.specs import COMPILE_SETTINGS
 from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
 LAUNCHERS = ("local", "kubernetes")
+DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
 # Limits on what one request may ask (the trigger form states the same ones).
 MAX_REPEATS = 100  # runs per worker count
 MAX_GROUPS = 500  # worker counts × repeats
@@ -70,6 +71,7 @@ class SweepRequest:
     launcher: str = "local"
     gpus_per_worker: int = 1  # Kubernetes: nvidia.com/gpu per pod; local ranks use the host's
     worker_image: str = ""  # Kubernetes: "" means SCALEBENCH_WORKER_IMAGE
+    device: str = "auto"  # where tensors live: auto (a GPU when there is one), cpu or cuda
 
     @property
     def spec(self) -> TaskSpec:
@@ -152,6 +154,7 @@ def validate_request(
     launcher: Any = "local",
     gpus_per_worker: Any = 1,
     worker_image: Any = "",
+    device: Any = "auto",
     gpus: int | None = None,
     max_workers: int | None = None,
 ) -> SweepRequest:
@@ -266,6 +269,15 @@ def validate_request(
             "group_timeout_s",
             f"{group:g} s is shorter than the collective timeout ({collective:g} s)",
         )
+    if not isinstance(device, str) or device not in DEVICES:
+        raise InvalidParameter("device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
+    if device == "cpu" and backend == "nccl":
+        raise InvalidParameter("device", "nccl all-reduces GPU tensors only; use gloo for cpu")
+    if device == "cuda" and launcher == "kubernetes" and gpus_each == 0:
+        raise InvalidParameter("gpus_per_worker", "cuda tensors need a GPU in every pod")
+    if device == "cuda" and launcher == "local" and (
+            local_gpu_count() if gpus is None else gpus) == 0:  # fmt: skip
+        raise InvalidParameter("device", "cuda asked, but this host has no GPU; use cpu or auto")
     if backend == "nccl" and launcher == "kubernetes":
         if gpus_each == 0:
             raise InvalidParameter("gpus_per_worker", "nccl needs at least one GPU per worker")
@@ -311,6 +323,7 @@ def validate_request(
         launcher=launcher,
         gpus_per_worker=gpus_each,
         worker_image=worker_image,
+        device=device,
     )
 
 
@@ -384,7 +397,7 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
                 task=request.task, run_id=f"{sweep_id}-w{k}-r{repeat + 1}", light=request.light,
                 backend=request.backend, collective_timeout_s=request.collective_timeout_s,
                 seed=request.seed + repeat, training=training, variant=request.variant,
-                precision=request.precision, compile=request.compile,
+                precision=request.precision, compile=request.compile, device=request.device,
             ),
             timeout_s=request.group_timeout_s,
             launcher=request.launcher,
@@ -420,7 +433,7 @@ def code_version() -> str:
 # The fields a trigger (the Airflow form, a nightly's settings, the REST API's conf)
 # may set; the task comes from the DAG.
 FORM_FIELDS = ("workers", "light", "backend", "repeats", "seed", "variant", "precision",
-               "compile", "launcher", "gpus_per_worker", "worker_image",
+               "compile", "launcher", "gpus_per_worker", "worker_image", "device",
                "collective_timeout_s", "group_timeout_s", "data_dir")  # fmt: skip
 
 

@@ -57,6 +57,11 @@ LIGHT = {"task": "task1a-resnet20-cifar10", "workers": "1,2", "light": True}
          "gpus_per_worker", "at least one GPU"),
         ({"launcher": "kubernetes", "backend": "mpi"}, "backend", "gloo or nccl"),
         ({"workers": "1,64"}, "workers", "not 64"),
+        ({"device": "tpu"}, "device", "auto, cpu, cuda"),
+        ({"device": "cuda"}, "device", "no GPU"),
+        ({"device": "cpu", "backend": "nccl"}, "device", "GPU tensors only"),
+        ({"device": "cuda", "launcher": "kubernetes", "gpus_per_worker": 0},
+         "gpus_per_worker", "a GPU in every pod"),
         ({"workers": "1,3"}, "workers", "runs at 1, 2, 4, 8, 16, 32 workers"),
         ({"task": "task2a-logreg-epsilon", "workers": "1,32"}, "workers", "not 32"),
     ],
@@ -121,8 +126,26 @@ def test_a_worker_request_renders_the_command_line_the_worker_parses() -> None:
     assert (args.light, args.seed, args.backend, args.timeout) == (True, 6, "gloo", 60.0)
     assert (args.variant, args.precision, args.compile) == ("sync", "fp32", "off")
     assert args.data_dir == Path("/pod/data")
+    assert args.device == "auto"
     all_reduce = plan_groups(validate_request(task="task0-allreduce", workers=[2]), "s", Path("/r"))
     assert "--variant" not in all_reduce[0].worker.argv(results_dir="/r", data_dir="/d")
+    on_cpu = validate_request(task="task0-allreduce", workers=[2], device="cpu")
+    worker = plan_groups(on_cpu, "s", Path("/r"))[0].worker
+    assert parse_args(worker.argv(results_dir="/r", data_dir="/d")).device == "cpu"
+
+
+def test_cpu_and_gpu_tensors_are_different_configurations() -> None:
+    from results_db.analytics import configuration_hash
+    from scalebench.sweep import request_fields
+
+    def config(**changes: str) -> str:
+        fields = request_fields(validate_request(task="task0-allreduce", workers=[2], **changes))
+        return configuration_hash(fields)
+
+    assert config() == config(device="auto") != config(device="cpu")
+    # sweeps stored before the device could be chosen keep their configuration
+    fields = request_fields(validate_request(task="task0-allreduce", workers=[2]))
+    assert configuration_hash({k: v for k, v in fields.items() if k != "device"}) == config()
 
 
 @pytest.mark.parametrize(

@@ -38,6 +38,7 @@ class WorkerRequest:
     variant: str = "sync"
     precision: str = "fp32"
     compile: str = "off"
+    device: str = "auto"  # auto: a GPU when the rank has one; cpu; cuda
 
     def argv(self, results_dir: str, data_dir: str) -> list[str]:
         """The worker's arguments, with this launcher's run directory and data directory."""
@@ -52,6 +53,8 @@ class WorkerRequest:
         ]  # fmt: skip
         if self.light:
             args.append("--light")
+        if self.device != "auto":
+            args += ["--device", self.device]
         if self.training:
             args += ["--variant", self.variant, "--precision", self.precision,
                      "--compile", self.compile]  # fmt: skip
