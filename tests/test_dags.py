@@ -365,7 +365,11 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
             stdout=patch_out, stderr=subprocess.STDOUT, text=True, cwd=REPO,
         )  # fmt: skip
     results = sweep_env / "results"
-    running = wait_for_training(proc, log, results, "-w1-r2")
+    # Airflow runs mapped instances in any order: wait for the second group to train.
+    running = wait_for_training(proc, log, results, after=1)
+    (done,) = [d.name[-5:] for d in running.parent.iterdir() if d.is_dir() and d != running]
+    stopped = running.name[-5:]
+    (unstarted_id,) = {"w1-r1", "w1-r2", "w1-r3"} - {done, stopped}
     go.touch()
     # Live results: each group is in the database as soon as it ended, mid-sweep (read
     # while the PATCH goes out).
@@ -374,7 +378,7 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
         live = dict(conn.execute(select(Run.id, Run.status)).all())
         outcome = conn.execute(select(Sweep.outcome)).scalar_one()
     engine.dispose()
-    assert [(k[-5:], v) for k, v in live.items()] == [("w1-r1", "succeeded")]
+    assert [(k[-5:], v) for k, v in live.items()] == [(done, "succeeded")]
     assert outcome == "running"
     answer = output_when_done(patch, patch_log, timeout=180)
     assert "PATCHED 200" in answer, answer[-3000:]
@@ -386,16 +390,18 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     # Airflow marks every instance of a mapped task that was running failed, the
     # finished ones too, so the task states tell little; the sweep's record below is
     # what says which group did what.
-    assert states["workers_1.train[1]"] == "failed" and states["summarize[-1]"] == "failed"
+    stopped_index = int(stopped[-1]) - 1  # mapped instance i runs repeat i + 1
+    assert states[f"workers_1.train[{stopped_index}]"] == "failed"
+    assert states["summarize[-1]"] == "failed"
 
     (sweep_dir,) = results.iterdir()
     closed = json.loads((sweep_dir / "sweep.json").read_text())
     assert closed["finished_at"]
     verdicts = {g["run_id"][-5:]: (g["status"], g["reason"]) for g in closed["groups"]}
-    unstarted = verdicts.pop("w1-r3")
+    unstarted = verdicts.pop(unstarted_id)
     assert verdicts == {
-        "w1-r1": ("succeeded", ""),
-        "w1-r2": ("cancelled", "the Airflow task was stopped"),
+        done: ("succeeded", ""),
+        stopped: ("cancelled", "the Airflow task was stopped"),
     }
     # Skipped by Airflow and closed by ingest, or (if it was already scheduled) started
     # and skipped by its own task: the sweep had been cancelled.
@@ -407,14 +413,14 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
             select(Run.id, Run.status, Run.reason))}  # fmt: skip
         sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
     engine.dispose()
-    assert runs == {"w1-r1": ("succeeded", ""),
-                    "w1-r2": ("cancelled", "the Airflow task was stopped")}  # fmt: skip
+    assert runs == {done: ("succeeded", ""),
+                    stopped: ("cancelled", "the Airflow task was stopped")}  # fmt: skip
     assert sweep.outcome == "cancelled" and sweep.finished_at is not None
 
     # Then clear the stopped group's task and run it again, and ingest (what the
     # scheduler does for a cleared task instance; `airflow tasks test` runs it here).
     run_id = out.split("RUN ID ", 1)[1].split()[0]
-    for task_id, map_index in (("workers_1.train", "1"), ("ingest", "-1")):
+    for task_id, map_index in (("workers_1.train", str(stopped_index)), ("ingest", "-1")):
         again = subprocess.run(
             [sys.executable, "-m", "airflow", "tasks", "test", "task2a_logreg_epsilon",
              task_id, run_id, "--map-index", map_index],
@@ -445,14 +451,17 @@ def output_when_done(proc: subprocess.Popen, log: Path, timeout: float) -> str:
 
 
 def wait_for_training(
-    proc: subprocess.Popen, log: Path, results: Path, marker: str = ""
+    proc: subprocess.Popen, log: Path, results: Path, marker: str = "", after: int = 0
 ) -> Path:
-    """The run directory (name containing ``marker``) whose rank 0 is between steps."""
+    """The run directory (name containing ``marker``) whose rank 0 is between steps, once
+    ``after`` groups of the sweep have finished."""
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and proc.poll() is None:
-        for rank_file in results.glob(f"*/*{marker}*/rank-0.jsonl"):
-            text = rank_file.read_text()
-            if '"kind":"step"' in text and '"finished"' not in text:
+        rank_files = [(f, f.read_text()) for f in results.glob("*/*/rank-0.jsonl")]
+        finished = sum('"finished"' in text for _, text in rank_files)
+        for rank_file, text in rank_files:
+            if (marker in rank_file.parent.name and finished >= after
+                    and '"kind":"step"' in text and '"finished"' not in text):  # fmt: skip
                 return rank_file.parent
         time.sleep(0.05)
     proc.kill()

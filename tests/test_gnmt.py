@@ -67,9 +67,10 @@ def test_task4a_hyperparameters_follow_the_text() -> None:
 def test_update_frequency_and_sentences_per_pass_follow_the_rule() -> None:
     task = spec()
     # update_freq = max(1, b / (bs_max × k)); bs = b / (k × update_freq); b = 2048 sentences
-    assert (task.update_freq(1, False), task.batch_per_pass(1, False)) == (8, 256)
-    assert (task.update_freq(2, False), task.batch_per_pass(2, False)) == (4, 256)
-    assert (task.update_freq(8, False), task.batch_per_pass(8, False)) == (1, 256)
+    # (bs_max = 128 sentences, the text's figure)
+    assert (task.update_freq(1, False), task.batch_per_pass(1, False)) == (16, 128)
+    assert (task.update_freq(2, False), task.batch_per_pass(2, False)) == (8, 128)
+    assert (task.update_freq(16, False), task.batch_per_pass(16, False)) == (1, 128)
     assert (task.update_freq(32, False), task.batch_per_pass(32, False)) == (1, 64)
     for k in task.world_sizes:
         assert k * task.update_freq(k, False) * task.batch_per_pass(k, False) == 2048

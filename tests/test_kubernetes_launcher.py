@@ -978,7 +978,7 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
         "airflow.providers.cncf.kubernetes.hooks.kubernetes.KubernetesHook", lambda conn_id: hook
     )
     request = validate_request(
-        task="task1a-resnet20-cifar10", workers=[4], light=True,
+        task="task1a-resnet20-cifar10", workers=[4], light=True, repeats=1,
         launcher="kubernetes", backend="nccl", gpus_per_worker=1,
     )  # fmt: skip
     sweep = start_sweep(request, tmp_path / "results", "manual")
