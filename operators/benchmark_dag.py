@@ -34,6 +34,7 @@ from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
 from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS
 from workers.distributed import BACKENDS
+from workers.request import MAX_COLLECTIVE_TIMEOUT_S, MAX_SEED, MIN_COLLECTIVE_TIMEOUT_S
 from workers.tasks import AllReduceSpec, TaskSpec
 from workers.tasks.specs import COMPILE_SETTINGS
 
@@ -66,7 +67,8 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         "repeats": Param(DEFAULT_REPEATS, type="integer", minimum=1, maximum=MAX_REPEATS,
                          title="Repeats", description="Runs per worker count; 3 or more drop "
                          "the fastest and slowest, 1 is allowed but marked as one repeat."),
-        "seed": Param(0, type="integer", minimum=0, title="Seed of the first repeat"),
+        "seed": Param(0, type="integer", minimum=0, maximum=MAX_SEED,
+                      title="Seed of the first repeat"),
         "launcher": Param("local", type="string", enum=["local", "kubernetes"], title="Launcher",
                           description="local: ranks as processes on the Airflow worker; "
                           "kubernetes: an Indexed Job with one pod per rank."),
@@ -81,7 +83,8 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         "worker_image": Param("", type="string", maxLength=255,
                               title="Worker image (Kubernetes)",
                               description="Empty: SCALEBENCH_WORKER_IMAGE."),
-        "collective_timeout_s": Param(60, type="number", exclusiveMinimum=0,
+        "collective_timeout_s": Param(60, type="number", minimum=MIN_COLLECTIVE_TIMEOUT_S,
+                                      maximum=MAX_COLLECTIVE_TIMEOUT_S,
                                       title="Collective timeout (s)"),
         "group_timeout_s": Param(3600, type="number", exclusiveMinimum=0,
                                  maximum=MAX_GROUP_TIMEOUT_S,

@@ -4,7 +4,8 @@
 from an Airflow trigger form) and either returns a :class:`SweepRequest` or
 raises :class:`InvalidParameter` naming the offending field and, for requests
 no one can have meant, the limit (``MAX_REPEATS``, ``MAX_GROUPS``,
-``MAX_GROUP_TIMEOUT_S``). No worker starts until a request has passed.
+``MAX_GROUP_TIMEOUT_S``, and :mod:`workers.request`'s ``MAX_SEED`` and collective
+timeout bounds). No worker starts until a request has passed.
 :func:`start_sweep` turns it into a :class:`SweepPlan`: one :class:`GroupPlan`
 per (worker count, repeat), each with the :class:`~workers.request.WorkerRequest`
 its ranks run, and the sweep's manifest (:mod:`scalebench.manifest`). torch is
@@ -25,7 +26,12 @@ from scalebench import manifest
 from workers.data.availability import check_available
 from workers.data.errors import DataSetMissing
 from workers.distributed import BACKENDS
-from workers.request import WorkerRequest
+from workers.request import (
+    MAX_COLLECTIVE_TIMEOUT_S,
+    MAX_SEED,
+    MIN_COLLECTIVE_TIMEOUT_S,
+    WorkerRequest,
+)
 from workers.tasks import AllReduceSpec, TaskSpec, get_task, task_ids
 from workers.tasks.specs import COMPILE_SETTINGS
 from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
@@ -257,7 +263,19 @@ def validate_request(
     seed_value = _integer("seed", seed)
     if seed_value < 0:
         raise InvalidParameter("seed", f"must be 0 or more, got {seed_value}")
+    if seed_value + repeat_count - 1 > MAX_SEED:  # repeat r runs with seed + r
+        raise InvalidParameter(
+            "seed",
+            f"with {repeat_count} repeat(s) the seed may be at most "
+            f"{MAX_SEED - repeat_count + 1} (seeds are 64-bit), got {seed_value}",
+        )
     collective = _positive_number("collective_timeout_s", collective_timeout_s)
+    if not MIN_COLLECTIVE_TIMEOUT_S <= collective <= MAX_COLLECTIVE_TIMEOUT_S:
+        raise InvalidParameter(
+            "collective_timeout_s",
+            f"must be between {MIN_COLLECTIVE_TIMEOUT_S:g} s (time to form the group) and "
+            f"{MAX_COLLECTIVE_TIMEOUT_S:.0f} s (7 days), got {collective:g} s",
+        )
     group = _positive_number("group_timeout_s", group_timeout_s)
     if group > MAX_GROUP_TIMEOUT_S:
         raise InvalidParameter(

@@ -156,6 +156,13 @@ def test_cpu_and_gpu_tensors_are_different_configurations() -> None:
         ({"workers": [1, 2, 4, 8, 16, 32], "repeats": MAX_REPEATS}, "repeats",
          f"a sweep plans at most {MAX_GROUPS}"),
         ({"group_timeout_s": MAX_GROUP_TIMEOUT_S + 1}, "group_timeout_s", "at most 604800 s"),
+        ({"seed": 2**63}, "seed", "at most 9223372036854775805"),  # 3 repeats: seed + 2 fits
+        ({"seed": 2**64 + 5, "repeats": 1}, "seed", "seeds are 64-bit"),
+        ({"collective_timeout_s": 1e15, "group_timeout_s": MAX_GROUP_TIMEOUT_S},
+         "collective_timeout_s", "604800 s (7 days)"),
+        ({"collective_timeout_s": 0.000001}, "collective_timeout_s", "time to form the group"),
+        ({"collective_timeout_s": "nan"}, "collective_timeout_s", "positive and finite"),
+        ({"group_timeout_s": "inf"}, "group_timeout_s", "positive and finite"),
     ],
 )  # fmt: skip
 def test_requests_no_one_can_have_meant_are_refused_naming_the_limit(
@@ -193,7 +200,18 @@ def test_worker_refuses_bad_input_with_exit_status_2(tmp_path: Path) -> None:
         (["--task", "nope"], {}, "unknown task"),
         (["--task", "task0-allreduce"], {"WORLD_SIZE": "-1"}, "WORLD_SIZE must be at least 1"),
         (["--task", "task1a-resnet20-cifar10", "--data-dir", str(tmp_path)], {}, "CIFAR-10"),
-        (["--task", "task0-allreduce", "--timeout", "0"], {}, "--timeout must be positive"),
+        (["--task", "task0-allreduce", "--timeout", "0"], {}, "--timeout must be between 1"),
+        (["--task", "task0-allreduce", "--timeout", "1e15"], {}, "and 604800 seconds"),
+        (["--task", "task0-allreduce", "--timeout", "0.000001"], {}, "--timeout must be"),
+        (["--task", "task0-allreduce", "--timeout", "nan"], {}, "got nan"),
+        (["--task", "task0-allreduce", "--timeout", "inf"], {}, "got inf"),
+        (["--task", "task0-allreduce", "--seed", str(2**63)], {}, "--seed must be between"),
+        (["--task", "task0-allreduce"],
+         {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "70000"},
+         "MASTER_PORT must be a TCP port (1-65535), got 70000"),
+        (["--task", "task0-allreduce"],
+         {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"},
+         "MASTER_PORT must be a TCP port"),
     ]
     for args, env, message in cases:
         proc = subprocess.run(

@@ -63,6 +63,8 @@ def group_env_from(env: Mapping[str, str]) -> GroupEnv:
         )
     master_addr = env.get("MASTER_ADDR", "127.0.0.1")
     master_port = _int_var(env, "MASTER_PORT") if "MASTER_PORT" in env else 0
+    if "MASTER_PORT" in env and not 1 <= master_port <= 65535:
+        raise GroupConfigError(f"MASTER_PORT must be a TCP port (1-65535), got {master_port}")
     return GroupEnv(rank, world_size, local_rank, master_addr, master_port)
 
 

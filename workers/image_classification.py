@@ -35,7 +35,7 @@ class ImageClassification(IndexedTrainingSet[torch.Tensor]):
         self.images: ImageData = self.data_spec
         self.data = self.load_data()
         self.cut_into_batches(len(self.data.train_y), len(self.data.test_y))
-        self.augment_rng = torch.Generator().manual_seed(options.seed * 7919 + self.rank)
+        self.augment_rng = torch.Generator().manual_seed((options.seed * 7919 + self.rank) % 2**63)
 
     def load_data(self) -> ImageTensors:
         """The data set's images, standardised with the training set's statistics."""

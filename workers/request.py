@@ -18,6 +18,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
+MAX_SEED = 2**63 - 1  # torch seeds are signed 64-bit integers
+# A collective must be given long enough to form the group, and no longer than
+# a process group can count (a week is far below that and above any task's need).
+MIN_COLLECTIVE_TIMEOUT_S = 1.0
+MAX_COLLECTIVE_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,9 @@ from workers.request import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_TERMINATED,
+    MAX_COLLECTIVE_TIMEOUT_S,
+    MAX_SEED,
+    MIN_COLLECTIVE_TIMEOUT_S,
 )
 from workers.tasks import AllReduceSpec, get_task
 from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
@@ -88,8 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = get_task(args.task)
         group = group_env_from(os.environ)
-        if args.timeout <= 0:
-            raise GroupConfigError(f"--timeout must be positive, got {args.timeout}")
+        if not MIN_COLLECTIVE_TIMEOUT_S <= args.timeout <= MAX_COLLECTIVE_TIMEOUT_S:
+            raise GroupConfigError(
+                f"--timeout must be between {MIN_COLLECTIVE_TIMEOUT_S:g} and "
+                f"{MAX_COLLECTIVE_TIMEOUT_S:.0f} seconds, got {args.timeout:g}"
+            )
+        if not 0 <= args.seed <= MAX_SEED:
+            raise GroupConfigError(f"--seed must be between 0 and {MAX_SEED}, got {args.seed}")
         for name in ("max_epochs", "repetitions", "max_elements"):
             value = getattr(args, name)
             if value is not None and value < 1:

@@ -40,7 +40,8 @@ def epoch_partition(n: int, rank: int, world_size: int, epoch: int, seed: int) -
     take disjoint, equal slices of it, so the shards cover the data set but
     for ``n mod world_size`` samples, and change every epoch.
     """
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    # Modulo 2**63: any seed up to MAX_SEED gives a seed torch accepts (small seeds unchanged).
+    generator = torch.Generator().manual_seed((seed * 1_000_003 + epoch) % 2**63)
     order = torch.randperm(n, generator=generator)
     per_rank = n // world_size
     return order[rank * per_rank : (rank + 1) * per_rank]
