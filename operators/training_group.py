@@ -93,7 +93,9 @@ class TrainingGroupOperator(BaseOperator):
         from scalebench.database_commands import ingest
 
         try:
-            ingest(config.database_url(), group.sweep_dir, only=[group.run_id])
+            # The files were written just now by this very group: they are the run
+            # (an earlier attempt's stored rows give way even when this one did less).
+            ingest(config.database_url(), group.sweep_dir, only=[group.run_id], replace=True)
         except Exception as exc:  # the measurement is safe on disk either way
             self.log.warning("%s: not loaded into the results database yet (%s); the "
                              "sweep's ingest will", group.run_id, exc)  # fmt: skip

@@ -8,16 +8,23 @@ each with a ``sweep.json`` manifest and one directory per run:
 
 Each run is loaded in one transaction that first deletes the run's earlier
 rows, so ingesting the same run again leaves the same rows, and a crash in
-the middle leaves nothing of that run half-written. Lines that cannot be read
-are counted into the run's ``quarantined_lines`` and reported; rank files that
+the middle leaves nothing of that run half-written. A stored run is never
+replaced by a reading of its files that holds fewer records or a worse
+verdict (files damaged or removed after a good ingest): the stored run stays
+and the conflict is reported, unless ``replace`` says otherwise. Lines that
+cannot be read, repeat an earlier record, hold impossible values (a negative
+duration) or values no column can hold are counted into the run's
+``quarantined_lines`` and reported with their line numbers; rank files that
 disagree about their run are refused, with the reason, and nothing of that run
-is written. Failed, diverged and timed-out runs are loaded with that status
-and whatever they measured. On PostgreSQL the large tables (step timings,
+is written; a rank file outside the group's world size is left out. Failed,
+diverged and timed-out runs are loaded with that status and whatever they
+measured. On PostgreSQL the large tables (step timings,
 all-reduce samples) are loaded with binary COPY.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -27,7 +34,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 import fsspec
-from sqlalchemy import Connection, Engine, Table, delete, insert, select, update
+from sqlalchemy import Connection, Engine, Table, delete, func, insert, select, update
 
 from results_db import pg_copy
 from results_db.analytics import configuration_hash
@@ -42,6 +49,7 @@ from results_db.models import (
     Sweep,
 )
 from results_db.run_summary import RunSummary, summarise
+from results_db.schema_limits import check_record, row_problems, value_problem
 from scalebench import manifest as sweep_manifest
 from workers.records import (
     PHASES,
@@ -57,6 +65,38 @@ from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import TASKS, Goal, TrainingSpec
 
 ENV_FIELDS = ("host", "python", "torch", "cuda", "nccl")
+# A run id names a directory inside its sweep's: one path component, nothing that climbs out.
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+@dataclass(frozen=True)
+class RunExtent:
+    """How much of a run a reading holds: its verdict and how many records of each kind."""
+
+    status: str
+    step_records: int
+    evaluations: int
+    events: int
+    allreduce_samples: int
+
+    def shortfall(self, stored: RunExtent) -> str | None:
+        """Why this reading must not replace ``stored`` (``None`` when it may)."""
+        if stored.status == "succeeded" and self.status != "succeeded":
+            return f"it is stored as succeeded, and the files now read as {self.status}"
+        for name in ("step_records", "evaluations", "events", "allreduce_samples"):
+            now, before = getattr(self, name), getattr(stored, name)
+            if now < before:
+                label = name.replace("_", " ")
+                return f"the files now hold {now:,} {label}, the stored run {before:,}"
+        return None
+
+
+class KeptStoredRun(Exception):
+    """A reading that would lose what is stored of a run; the stored run stays."""
+
+    def __init__(self, reason: str, status: str) -> None:
+        super().__init__(reason)
+        self.status = status  # the stored run's, which still stands
 
 
 @dataclass
@@ -69,6 +109,7 @@ class IngestReport:
     quarantined_lines: int = 0
     refused: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    conflicts: list[str] = field(default_factory=list)  # stored runs kept over their files
     seconds: float = 0.0
 
 
@@ -85,11 +126,13 @@ def ingest_location(
     location: str,
     progress: Callable[[str], None] | None = None,
     only: Collection[str] | None = None,
+    replace: bool = False,
 ) -> IngestReport:
     """Ingest every sweep under ``location`` (a path or an fsspec URI).
 
     ``only``: load just these runs (and the sweep's row), e.g. the group that just
     ended while its sweep goes on; the sweep's outcome still counts every group.
+    ``replace``: let the files replace a stored run even when they now hold less.
     """
     say = progress or (lambda line: None)
     report = IngestReport()
@@ -101,7 +144,7 @@ def ingest_location(
     for sweep_path in sweeps:
         manifest = sweep_manifest.read(fs, sweep_path).to_json()  # verdicts folded in
         with gc_paused():
-            ingest_sweep(engine, fs, sweep_path, manifest, report, say, only)
+            ingest_sweep(engine, fs, sweep_path, manifest, report, say, only, replace)
     report.seconds = time.perf_counter() - started
     return report
 
@@ -114,9 +157,15 @@ def ingest_sweep(
     report: IngestReport,
     say: Callable[[str], None],
     only: Collection[str] | None = None,
+    replace: bool = False,
 ) -> None:
     sweep_id = manifest["sweep_id"]
     request = manifest["request"]
+    unstorable = row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
+    if unstorable:
+        report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
+        say(f"refused sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
+        return
     with engine.begin() as conn:
         _upsert_sweep(conn, manifest)
     report.sweeps += 1
@@ -135,18 +184,29 @@ def ingest_sweep(
             if group["run_id"] in stored:
                 statuses.append(stored[group["run_id"]])
             continue
+        bad_id = _run_id_problem(group["run_id"])
+        if bad_id:
+            report.refused.append(f"{group['run_id'][:80]!r}: {bad_id}")
+            say(f"refused {group['run_id'][:80]!r}: {bad_id}")
+            statuses.append("refused")
+            continue
         say(f"[{index}/{len(groups)}] loading {group['run_id']} ...")
         tick = time.perf_counter()
         try:
             with engine.begin() as conn:
-                rows, summary, ranks = load_run(conn, fs, run_path, sweep_id, request, group)
+                rows, summary, ranks = load_run(conn, fs, run_path, sweep_id, request, group,
+                                                replace)  # fmt: skip
+        except KeptStoredRun as kept:
+            report.conflicts.append(f"{group['run_id']}: {kept}")
+            say(f"kept the stored {group['run_id']}: {kept} (--replace loads the files)")
+            statuses.append(kept.status)
+            continue
         except Exception as exc:  # one unreadable run must not stop the others
             reason = exc.args[0] if isinstance(exc, InconsistentRun) else repr(exc)
             report.refused.append(f"{group['run_id']}: {reason}")
             say(f"refused {group['run_id']}: {reason}")
-            if isinstance(exc, InconsistentRun):
-                # The run's earlier rows no longer stand for what is on disk.
-                with engine.begin() as conn:
+            if replace and isinstance(exc, InconsistentRun):
+                with engine.begin() as conn:  # asked to follow the files, which hold no run
                     delete_run(conn, group["run_id"])
             statuses.append("refused")
             continue
@@ -185,9 +245,27 @@ def _parse_time(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
+def _run_id_problem(run_id: Any) -> str | None:
+    """Why ``run_id`` from a manifest cannot name a run of its sweep (``None``: it can)."""
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        return ("a run id is one directory name inside the sweep's (letters, digits, '.', "
+                "'_', '-'), so this manifest entry is not read")  # fmt: skip
+    return value_problem(Run.__table__, "id", run_id)
+
+
 def _upsert_sweep(conn: Connection, manifest: dict[str, Any]) -> None:
+    values = _sweep_values(manifest)
+    exists = conn.execute(select(Sweep.id).where(Sweep.id == manifest["sweep_id"])).first()
+    if exists:
+        conn.execute(update(Sweep).where(Sweep.id == manifest["sweep_id"]).values(**values))
+    else:
+        conn.execute(insert(Sweep).values(id=manifest["sweep_id"], **values))
+
+
+def _sweep_values(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The sweep row's columns but its id, from the manifest."""
     request = manifest["request"]
-    values = {
+    return {
         "task": request["task"],
         "trigger": manifest.get("trigger", "cli"),
         "config": request,
@@ -196,11 +274,6 @@ def _upsert_sweep(conn: Connection, manifest: dict[str, Any]) -> None:
         "created_at": _parse_time(manifest.get("created_at")) or datetime.now(UTC),
         "finished_at": _parse_time(manifest.get("finished_at")),
     }
-    exists = conn.execute(select(Sweep.id).where(Sweep.id == manifest["sweep_id"])).first()
-    if exists:
-        conn.execute(update(Sweep).where(Sweep.id == manifest["sweep_id"]).values(**values))
-    else:
-        conn.execute(insert(Sweep).values(id=manifest["sweep_id"], **values))
 
 
 def load_run(
@@ -210,22 +283,30 @@ def load_run(
     sweep_id: str,
     request: dict[str, Any],
     group: dict[str, Any],
+    replace: bool = False,
 ) -> tuple[int, RunSummary, list[RankRecords]]:
     """Replace one run's rows with what its rank files hold, within ``conn``'s transaction.
 
     Rank files are read one after another; on PostgreSQL each one's bulk rows
     are COPied on a second thread while the next file is read. Raises
-    :class:`InconsistentRun` (and the transaction rolls back) when the files
-    disagree. Returns the rows written, the run's summary and its records.
+    :class:`InconsistentRun` when the files disagree, and :class:`KeptStoredRun`
+    when they hold less than the stored run (unless ``replace``); the
+    transaction then rolls back and the stored rows stay. Returns the rows
+    written, the run's summary and its records.
     """
     run_id = group["run_id"]
+    stored = stored_extent(conn, run_id)
     delete_run(conn, run_id)
     ranks: list[RankRecords] = []
+    outside: list[RankRecords] = []  # files of ranks the group does not have
     rows = 0
     loader = BulkLoader(conn)
     try:
         if fs.exists(run_path):
-            for rank in iter_rank_files(run_path, fs):
+            for rank in iter_rank_files(run_path, fs, check_record):
+                if rank_of(rank.path) >= group["world_size"]:
+                    outside.append(rank)
+                    continue
                 ranks.append(rank)
                 rows += loader.load(StepTiming.__table__, _step_columns(run_id, [rank]))
                 rows += loader.load(AllReduceSample.__table__, _allreduce_columns(run_id, [rank]))
@@ -233,8 +314,18 @@ def load_run(
         loader.abandon()  # the error in hand is the one to report
         raise
     loader.finish()
-    check_consistent(ranks)
+    try:
+        check_consistent(ranks)
+    except InconsistentRun as exc:
+        if stored is not None and not replace:
+            raise KeptStoredRun(f"the rank files now disagree ({exc})", stored.status) from None
+        raise
     summary = summarise(ranks, run_id, group["world_size"], group.get("status"))
+    for rank in outside:
+        lines = len(rank.records) + rank.bad_lines
+        summary.bad_lines += lines
+        rank.problems = [f"{rank.path.name}: rank {rank_of(rank.path)} is outside the group of "
+                         f"{group['world_size']}; its {lines} line(s) are left out"]  # fmt: skip
     launcher_reason = group.get("reason", "")
     if summary.status in ("cancelled", "timed_out") and launcher_reason:
         summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
@@ -244,8 +335,49 @@ def load_run(
         # What the launcher saw (a pod that was never scheduled, a rank killed
         # by a signal) comes first; the ranks' own records add the detail.
         summary.reason = "; ".join(filter(None, [launcher_reason, summary.reason]))
+    if stored is not None and not replace:
+        shortfall = extent_of(summary, ranks).shortfall(stored)
+        if shortfall:
+            raise KeptStoredRun(shortfall, stored.status)
+    unstorable = row_problems(Run.__table__, _run_strings(summary, request))
+    if unstorable:
+        raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
     rows += _write_run(conn, sweep_id, request, group, summary, ranks)
-    return rows, summary, ranks
+    return rows, summary, ranks + outside
+
+
+def stored_extent(conn: Connection, run_id: str) -> RunExtent | None:
+    """How much of run ``run_id`` the database holds (``None``: nothing)."""
+    row = conn.execute(
+        select(Run.status, Run.step_records, Run.epochs).where(Run.id == run_id)
+    ).first()
+    if row is None:
+        return None
+    events = conn.execute(select(func.count()).where(RunEvent.run_id == run_id)).scalar_one()
+    samples = conn.execute(
+        select(func.count()).where(AllReduceSample.run_id == run_id)
+    ).scalar_one()
+    return RunExtent(row.status, row.step_records, row.epochs, events, samples)
+
+
+def extent_of(summary: RunSummary, ranks: Sequence[RankRecords]) -> RunExtent:
+    """How much of its run a reading of the rank files holds."""
+    return RunExtent(
+        status=summary.status,
+        step_records=summary.step_records,
+        evaluations=summary.epochs,
+        events=sum(len(rank.of_kind("event")) for rank in ranks),
+        allreduce_samples=sum(
+            len(r["seconds"]) for rank in ranks for r in rank.of_kind("allreduce")
+        ),
+    )
+
+
+def _run_strings(summary: RunSummary, request: dict[str, Any]) -> dict[str, Any]:
+    """The run row's text columns that come from the request (the records' are checked
+    line by line)."""
+    return {"id": summary.run_id, "task": request.get("task"),
+            "backend": request.get("backend", "gloo"), "variant": request.get("variant", "sync")}
 
 
 def delete_run(conn: Connection, run_id: str) -> None:
@@ -405,11 +537,8 @@ def _step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[A
     """Step rows of every rank as columns named like :data:`STEP_COLUMNS`."""
     steps: list[StepRecord] = []
     rank_numbers: list[int] = []
-    for rank in ranks:
+    for rank in ranks:  # a repeated step was quarantined as the file was read
         records = rank.of_kind("step")
-        keys = set(map(attrgetter("epoch", "step"), records))
-        if len(keys) != len(records):
-            records = _first_of_each_step(records)  # a file appended to twice
         steps += records
         rank_numbers += [rank_of(rank.path)] * len(records)
     phases = list(map(attrgetter("phases"), steps))
@@ -426,16 +555,6 @@ def _step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[A
     for phase in PHASES:  # every step record has all six (checked when read)
         columns[f"{phase}_s"] = list(map(itemgetter(phase), phases))
     return columns
-
-
-def _first_of_each_step(records: list[StepRecord]) -> list[StepRecord]:
-    seen: set[tuple[int, int]] = set()
-    kept = []
-    for r in records:
-        if (r.epoch, r.step) not in seen:
-            seen.add((r.epoch, r.step))
-            kept.append(r)
-    return kept
 
 
 def _allreduce_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[Any]]:

@@ -49,15 +49,20 @@ def upgrade(url: str, revision: str = "head") -> None:
     migrate(url, revision)
 
 
-def ingest(url: str, location: str, only: Collection[str] | None = None) -> int:
-    """Migrate if needed, ingest ``location`` (``only``: just these runs), print progress;
-    returns an exit status."""
+def ingest(
+    url: str, location: str, only: Collection[str] | None = None, replace: bool = False
+) -> int:
+    """Migrate if needed, ingest ``location`` (``only``: just these runs; ``replace``: the
+    files replace stored runs even where they hold less), print progress; returns an exit
+    status (1 when a run was refused or a stored run kept over its files)."""
     from results_db.ingest import ingest_location
 
     upgrade(url)
     engine = _engine(url)
     try:
-        report = ingest_location(engine, location, lambda line: print(line, flush=True), only)
+        report = ingest_location(
+            engine, location, lambda line: print(line, flush=True), only, replace
+        )
     except FileNotFoundError as exc:
         raise CommandError(f"location: {exc}") from None
     finally:
@@ -70,7 +75,9 @@ def ingest(url: str, location: str, only: Collection[str] | None = None) -> int:
         print(f"  unreadable: {problem}")
     for refused in report.refused:
         print(f"  refused: {refused}")
-    return 1 if report.refused else 0
+    for conflict in report.conflicts:
+        print(f"  kept the stored run {conflict}; `scalebench ingest --replace` loads the files")
+    return 1 if report.refused or report.conflicts else 0
 
 
 def official_result(run: Any) -> str:
@@ -280,8 +287,13 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
     ingest_parser = with_database(commands.add_parser("ingest", help="load sweeps' records"))
     ingest_parser.add_argument("location", help="a sweep directory or a folder of sweeps (fsspec)")
+    ingest_parser.add_argument(
+        "--replace", action="store_true",
+        help="load the files even where they now hold less than the stored run "
+        "(fewer records, a worse verdict); without it the stored run is kept",
+    )  # fmt: skip
     ingest_parser.set_defaults(
-        func=lambda a: ingest(a.database or config.database_url(), a.location)
+        func=lambda a: ingest(a.database or config.database_url(), a.location, replace=a.replace)
     )
 
     export_parser = with_database(commands.add_parser("export", help="export a sweep"))

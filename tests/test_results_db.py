@@ -202,14 +202,28 @@ def test_rank_files_that_disagree_are_refused_and_nothing_of_the_run_written(
     engine: Engine, tmp_path: Path
 ) -> None:
     sweep = write_training_sweep(tmp_path, "x", [FakeRun(1), FakeRun(2)])
-    ingest_location(engine, str(tmp_path))  # both runs in; then one goes bad on disk
     other = next(sweep.glob("x-w2-r1/rank-1.jsonl"))
-    other.write_text(other.read_text().replace('"run_id":"x-w2-r1"', '"run_id":"elsewhere"'))
+    good = other.read_text()
+    other.write_text(good.replace('"run_id":"x-w2-r1"', '"run_id":"elsewhere"'))
     report = ingest_location(engine, str(tmp_path))
     assert len(report.refused) == 1 and "different runs" in report.refused[0]
     with engine.connect() as conn:
         assert conn.execute(select(Run.id)).scalars().all() == ["x-w1-r1"]
         assert conn.execute(select(Sweep.outcome)).scalar_one() == "partial"
+
+    # Stored first, damaged after: the stored run stays unless the user says --replace.
+    other.write_text(good)
+    ingest_location(engine, str(tmp_path))
+    before = counts(engine)
+    other.write_text(good.replace('"run_id":"x-w2-r1"', '"run_id":"elsewhere"'))
+    report = ingest_location(engine, str(tmp_path))
+    assert not report.refused and len(report.conflicts) == 1
+    assert "x-w2-r1: the rank files now disagree" in report.conflicts[0]
+    assert counts(engine) == before
+    report = ingest_location(engine, str(tmp_path), replace=True)
+    assert len(report.refused) == 1 and not report.conflicts
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.id)).scalars().all() == ["x-w1-r1"]
 
 
 def test_a_crash_in_the_middle_leaves_the_run_as_it_was(

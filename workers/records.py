@@ -32,7 +32,7 @@ import gc
 import math
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import product
@@ -73,6 +73,33 @@ _PAYLOAD: dict[str, dict[str, type | tuple[type, ...]]] = {
     "event": {"event": str},
     "env": {},
 }
+
+
+# Fields of events that readers use, with their types; "required" ones must be there.
+# Other details an event carries are free (stored as they are).
+_EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
+    "start": {"started_at": (str,), "compile_s": (int, float), "goal_target": (int, float),
+              "goal_metric": (str,), "precision": (str,), "compile": (str,), "device": (str,),
+              "variant": (str,), "compiled": (bool,)},
+    "goal_reached": {"time_to_accuracy_s": (int, float),
+                     "time_to_accuracy_without_eval_s": (int, float),
+                     "epoch": (int,), "value": (int, float), "target": (int, float)},
+    "finished": {"status": (str,), "recompilations": (int,)},
+    "failed": {"reason": (str,)},
+    "diverged": {"reason": (str,)},
+    "switched_to_asgd": {},
+}  # fmt: skip
+_REQUIRED_EVENT_FIELDS = {
+    "goal_reached": ("time_to_accuracy_s", "time_to_accuracy_without_eval_s"),
+    "finished": ("status",),
+}
+# Durations that cannot be negative, by kind (``t``, every phase, all-reduce
+# repetitions and these event fields are checked as well).
+_DURATIONS = {
+    "eval": ("eval_seconds", "train_seconds", "wall_seconds"),
+    "event": ("compile_s", "time_to_accuracy_s", "time_to_accuracy_without_eval_s"),
+}
+_INT8_MAX = 2**63 - 1  # byte and element counts are stored as 64-bit integers
 
 
 class BadRecord(ValueError):
@@ -140,10 +167,52 @@ def validate_record(record: Any) -> dict[str, Any]:
     for name in _COUNTERS[kind]:
         if not 0 <= record[name] <= _INT4_MAX:
             raise BadRecord(f"field {name!r} is out of range: {record[name]}")
+    if record["rank"] >= record["world_size"]:
+        raise BadRecord(f"rank {record['rank']} is outside a group of {record['world_size']}")
+    if record["t"] < 0:
+        raise BadRecord(f"field 't' is negative: {record['t']}")
     if kind == "step" and not record["phases"].keys() >= _PHASE_SET:
         missing = sorted(_PHASE_SET - record["phases"].keys())
         raise BadRecord(f"step record without phase(s) {', '.join(missing)}")
+    _check_values(kind, record)
     return record
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) in _NUMBER
+
+
+def _check_values(kind: str, record: dict[str, Any]) -> None:
+    """Raise :class:`BadRecord` for a value no measurement can have (a negative duration,
+    a text where a number belongs, an event without the fields its readers need)."""
+    if kind == "step":
+        for phase in PHASES:
+            value = record["phases"][phase]
+            if not _is_number(value) or value < 0:
+                raise BadRecord(f"phase {phase!r} must be seconds ≥ 0, got {value!r}")
+    elif kind == "eval":
+        for name, value in record["metrics"].items():
+            if value is not None and not _is_number(value):
+                raise BadRecord(f"metric {name!r} must be a number, got {value!r}")
+    elif kind == "allreduce":
+        for name in ("bytes", "elements"):
+            if not 0 <= record[name] <= _INT8_MAX:
+                raise BadRecord(f"field {name!r} is out of range: {record[name]}")
+        for value in record["seconds"]:
+            if not _is_number(value) or value < 0:
+                raise BadRecord(f"all-reduce repetitions must be seconds ≥ 0, got {value!r}")
+    elif kind == "event":
+        event = record["event"]
+        for name in _REQUIRED_EVENT_FIELDS.get(event, ()):
+            if name not in record:
+                raise BadRecord(f"{event} event without {name!r}")
+        for name, types in _EVENT_FIELDS[event].items():
+            if name in record and record[name] is not None and type(record[name]) not in types:
+                raise BadRecord(f"{event} event: field {name!r} has {record[name]!r}")
+    for name in _DURATIONS.get(kind, ()):
+        value = record.get(name)
+        if value is not None and _is_number(value) and value < 0:
+            raise BadRecord(f"field {name!r} must be seconds ≥ 0, got {value}")
 
 
 def _explain(record: dict[str, Any], checks: tuple[tuple[str, tuple[type, ...]], ...]) -> None:
@@ -208,7 +277,13 @@ def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass  # not a step, or a bad one: the slow path says which
         else:
-            if record.v == SCHEMA_VERSION and record.phases.keys() >= _PHASE_SET:
+            if (
+                record.v == SCHEMA_VERSION
+                and record.phases.keys() >= _PHASE_SET
+                and record.t >= 0
+                and record.rank < record.world_size
+                and min(record.phases.values()) >= 0
+            ):
                 return record
     try:
         parsed = orjson.loads(line)
@@ -274,17 +349,27 @@ class RankRecords:
     )
 
     earlier_attempts: int = 0
+    # What each record of this attempt stands for (see _identity) -> its line number.
+    seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
-    def add(self, record: dict[str, Any] | StepRecord) -> None:
-        if record["kind"] == "env" and self.records:
+    def add(self, record: dict[str, Any] | StepRecord, line: int = 0) -> None:
+        """Keep ``record`` (read from line ``line``); :class:`BadRecord` if it repeats one."""
+        kind = record["kind"]
+        if kind == "env" and self.records:
             # A new attempt of this rank (restarted into the same directory):
             # what the earlier attempts wrote is superseded.
             self.earlier_attempts += 1
             self.records.clear()
+            self.seen.clear()
             for records in self.by_kind.values():
                 records.clear()
+        identity = _identity(kind, record)
+        if identity is not None:
+            first = self.seen.setdefault(identity, line)
+            if first != line:
+                raise BadRecord(f"repeats the {kind} record of line {first}")
         self.records.append(record)
-        self.by_kind[record["kind"]].append(record)
+        self.by_kind[kind].append(record)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return self.by_kind[kind]
@@ -293,17 +378,42 @@ class RankRecords:
         return [r["event"] for r in self.of_kind("event")]
 
 
-def parse_rank_lines(path: PurePath, lines: Iterable[str | bytes]) -> RankRecords:
+def _identity(kind: str, record: dict[str, Any] | StepRecord) -> tuple[Any, ...] | None:
+    """What a record measures, once per attempt: a step, an epoch's evaluation, a message
+    size's timings, an event (each happens once); ``None`` for the environment."""
+    if type(record) is StepRecord:
+        return (kind, record.epoch, record.step)
+    if kind == "eval":
+        return (kind, record["epoch"])
+    if kind == "allreduce":
+        return (kind, record["dtype"], record["elements"])
+    if kind == "event":
+        return (kind, record["event"])
+    return None
+
+
+RecordCheck = Callable[[dict[str, Any]], None]
+
+
+def parse_rank_lines(
+    path: PurePath, lines: Iterable[str | bytes], check: RecordCheck | None = None
+) -> RankRecords:
     """Parse one rank file's lines; unreadable lines are counted and described.
 
-    A truncated last line (a rank killed mid-write) is one bad line.
+    A truncated last line (a rank killed mid-write) is one bad line; so is a
+    record that repeats an earlier one of the same attempt (the first stands),
+    and one that ``check`` (e.g. the database's column limits) raises
+    :class:`BadRecord` for. ``check`` sees every record but the steps.
     """
     result = RankRecords(path=path)
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            result.add(parse_line(line))
+            record = parse_line(line)
+            if check is not None and type(record) is dict:
+                check(record)
+            result.add(record, number)
         except BadRecord as exc:
             result.bad_lines += 1
             if len(result.problems) < 20:
@@ -349,9 +459,12 @@ def read_run(run_dir: Path | str, fs: Any = None) -> list[RankRecords]:
     return ranks
 
 
-def iter_rank_files(run_dir: Path | str, fs: Any = None) -> Iterator[RankRecords]:
+def iter_rank_files(
+    run_dir: Path | str, fs: Any = None, check: RecordCheck | None = None
+) -> Iterator[RankRecords]:
     """Each rank file of a run, parsed, in rank order (one file in memory at a time
-    until the caller keeps them). Consistency is the caller's to check."""
+    until the caller keeps them). Consistency is the caller's to check; ``check``
+    as in :func:`parse_rank_lines`."""
     if fs is None:
         paths = [PurePath(p) for p in Path(run_dir).glob("rank-*.jsonl")]
         opener = open
@@ -361,7 +474,7 @@ def iter_rank_files(run_dir: Path | str, fs: Any = None) -> Iterator[RankRecords
     paths = [p for p in paths if RANK_FILE.fullmatch(p.name)]  # e.g. not "rank-0 (1).jsonl"
     for path in sorted(paths, key=rank_of):
         with gc_paused(), opener(str(path), "rb") as lines:
-            rank = parse_rank_lines(path, lines)
+            rank = parse_rank_lines(path, lines, check)
         yield rank
 
 

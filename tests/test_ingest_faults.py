@@ -1,0 +1,238 @@
+"""Ingest against damaged files and impossible values, with the same verdict on SQLite and
+PostgreSQL: no good row destroyed, one bad line never refuses a run, nothing stored that
+the schema cannot hold."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from records_factory import FakeRun, write_rank, write_training_sweep
+from sqlalchemy import Engine, func, select
+
+from results_db.ingest import ingest_location
+from results_db.models import (
+    AllReduceSample,
+    EpochEval,
+    Run,
+    RunEnvironment,
+    RunEvent,
+    StepTiming,
+    Sweep,
+)
+
+TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, RunEvent, RunEnvironment)
+DATA = Path(__file__).parent / "data"
+
+
+def counts(engine: Engine) -> dict[str, int]:
+    with engine.connect() as conn:
+        return {
+            model.__tablename__: conn.execute(select(func.count()).select_from(model)).scalar_one()
+            for model in TABLES
+        }
+
+
+def edit_lines(path: Path, change: Callable[[list[dict]], list[dict]]) -> None:
+    """Rewrite a rank file's records through ``change`` (records as dicts, in file order)."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in change(records)))
+
+
+def truncate_half(path: Path) -> None:
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[: len(lines) // 2]))
+
+
+def drop_some_steps(path: Path) -> None:
+    edit_lines(path, lambda rs: [r for r in rs if not (r["kind"] == "step" and r["epoch"] == 2)])
+
+
+def drop_final_record(path: Path) -> None:
+    edit_lines(path, lambda rs: [r for r in rs if r.get("event") != "finished"])
+
+
+def remove_run(path: Path) -> None:
+    shutil.rmtree(path.parent)
+
+
+@pytest.mark.parametrize(
+    ("damage", "why", "replaced"),
+    [
+        (truncate_half, "stored as succeeded, and the files now read as failed", "failed"),
+        (drop_some_steps, "the files now hold 20 step records, the stored run 24", "succeeded"),
+        (drop_final_record, "stored as succeeded, and the files now read as failed", "failed"),
+        (remove_run, "stored as succeeded, and the files now read as failed", "failed"),
+    ],
+)
+def test_files_damaged_after_a_good_ingest_never_replace_the_stored_run(
+    engine: Engine, tmp_path: Path, damage: Callable[[Path], None], why: str, replaced: str
+) -> None:
+    sweep = write_training_sweep(tmp_path, "d", [FakeRun(1), FakeRun(2)])
+    ingest_location(engine, str(tmp_path))
+    good = counts(engine)
+    damage(sweep / "d-w2-r1" / "rank-1.jsonl")
+
+    report = ingest_location(engine, str(tmp_path))
+    assert len(report.conflicts) == 1 and report.conflicts[0].startswith("d-w2-r1: ")
+    assert why in report.conflicts[0]
+    assert counts(engine) == good  # nothing deleted, nothing downgraded
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.status).where(Run.id == "d-w2-r1")).scalar_one() == (
+            "succeeded"
+        )
+        assert conn.execute(select(Sweep.outcome)).scalar_one() == "succeeded"
+
+    # An explicit replace follows the files.
+    report = ingest_location(engine, str(tmp_path), replace=True)
+    assert not report.conflicts
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.status).where(Run.id == "d-w2-r1")).scalar_one() == (
+            replaced
+        )
+    assert counts(engine) != good
+
+
+def test_a_reading_that_completes_a_run_replaces_the_partial_one(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep = write_training_sweep(tmp_path, "p", [FakeRun(2)])
+    rank_file = sweep / "p-w2-r1" / "rank-1.jsonl"
+    whole = rank_file.read_text()
+    truncate_half(rank_file)  # read while rank 1 was still writing
+    ingest_location(engine, str(tmp_path))
+    partial = counts(engine)
+    rank_file.write_text(whole)
+    report = ingest_location(engine, str(tmp_path))
+    assert not report.conflicts and not report.refused
+    assert counts(engine)["step_timing"] > partial["step_timing"]
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.status)).scalar_one() == "succeeded"
+
+
+def _first(kind: str, event: str | None = None) -> Callable[[dict], bool]:
+    return lambda r: r["kind"] == kind and (event is None or r.get("event") == event)
+
+
+def _edit_first(match: Callable[[dict], bool], change: Callable[[dict], None]):
+    def edit(records: list[dict]) -> list[dict]:
+        record = next(r for r in records if match(r))
+        change(record)
+        return records
+
+    return edit
+
+
+def _repeat_first_eval(records: list[dict]) -> list[dict]:
+    return [*records, next(r for r in records if r["kind"] == "eval")]
+
+
+BAD_LINES = {
+    "a repeated evaluation": _repeat_first_eval,
+    "goal event without its time": _edit_first(
+        _first("event", "goal_reached"), lambda r: r.pop("time_to_accuracy_s")
+    ),
+    "compile time in words": _edit_first(
+        _first("event", "start"), lambda r: r.update(compile_s="fast")
+    ),
+    "metric in words": _edit_first(
+        _first("eval"), lambda r: r["metrics"].update(top1_accuracy="fast")
+    ),
+    "negative phase time": _edit_first(
+        _first("step"), lambda r: r["phases"].update(compute=1, communication=-800.0)
+    ),
+    "negative evaluation time": _edit_first(_first("eval"), lambda r: r.update(eval_seconds=-3)),
+    "negative record time": _edit_first(_first("step"), lambda r: r.update(t=-1.0)),
+    "a host name of 100,000 characters": _edit_first(
+        _first("env"), lambda r: r.update(host="h" * 100_000)
+    ),
+    "a 70-character device": _edit_first(
+        _first("event", "start"), lambda r: r.update(device="d" * 70)
+    ),
+    "a rank beyond the group": _edit_first(_first("step"), lambda r: r.update(rank=7)),
+}
+
+
+@pytest.mark.parametrize("damage", list(BAD_LINES), ids=list(BAD_LINES))
+def test_one_bad_line_is_quarantined_with_its_number_and_the_rest_of_the_run_loads(
+    engine: Engine, tmp_path: Path, damage: str
+) -> None:
+    sweep = write_training_sweep(tmp_path, "b", [FakeRun(2)])
+    edit_lines(sweep / "b-w2-r1" / "rank-0.jsonl", BAD_LINES[damage])
+    report = ingest_location(engine, str(tmp_path))
+    assert not report.refused and report.runs == 1
+    assert report.quarantined_lines == 1
+    assert len(report.problems) == 1 and report.problems[0].startswith("rank-0.jsonl:")
+    with engine.connect() as conn:
+        run = conn.execute(select(Run)).one()
+        steps = conn.execute(select(func.count()).select_from(StepTiming)).scalar_one()
+        evals = conn.execute(select(func.count()).select_from(EpochEval)).scalar_one()
+        negative = conn.execute(
+            select(func.count()).where(StepTiming.communication_s < 0)
+        ).scalar_one()
+    assert run.quarantined_lines == 1 and negative == 0
+    assert steps >= 2 * 12 - 1 and evals >= 2
+    # A re-ingest yields the same rows.
+    before = counts(engine)
+    assert not ingest_location(engine, str(tmp_path)).conflicts
+    assert counts(engine) == before
+
+
+def test_a_rank_file_outside_the_group_is_left_out(engine: Engine, tmp_path: Path) -> None:
+    sweep = write_training_sweep(tmp_path, "o", [FakeRun(2)])
+    write_rank(sweep / "o-w2-r1", "o-w2-r1", 5, FakeRun(8))  # a stray file of a larger group
+    report = ingest_location(engine, str(tmp_path))
+    assert not report.refused
+    assert any("rank-5.jsonl: rank 5 is outside the group of 2" in p for p in report.problems)
+    with engine.connect() as conn:
+        ranks = set(conn.execute(select(StepTiming.rank).distinct()).scalars())
+        run = conn.execute(select(Run)).one()
+    assert ranks == {0, 1} and run.world_size == 2 and run.quarantined_lines > 0
+
+
+def test_a_manifest_run_id_that_leaves_the_sweep_directory_is_refused(
+    engine: Engine, tmp_path: Path
+) -> None:
+    write_training_sweep(tmp_path / "other", "victim", [FakeRun(1)])
+    sweep = write_training_sweep(tmp_path / "mine", "mine", [FakeRun(1)])
+    data = json.loads((sweep / "sweep.json").read_text())
+    data["groups"][0]["run_id"] = "../../other/victim/victim-w1-r1"
+    (sweep / "sweep.json").write_text(json.dumps(data))
+    report = ingest_location(engine, str(sweep))
+    assert len(report.refused) == 1 and "one directory name inside the sweep's" in (
+        report.refused[0]
+    )
+    with engine.connect() as conn:
+        assert conn.execute(select(func.count()).select_from(Run)).scalar_one() == 0
+
+
+def test_a_sweep_id_the_schema_cannot_hold_is_refused_on_both_databases(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep = write_training_sweep(tmp_path, "long", [FakeRun(1)])
+    data = json.loads((sweep / "sweep.json").read_text())
+    data["sweep_id"] = "s" * 300
+    (sweep / "sweep.json").write_text(json.dumps(data))
+    report = ingest_location(engine, str(tmp_path))
+    assert report.refused == [
+        f"sweep {'s' * 60}: id is 300 characters long; the database keeps at most 200"
+    ]
+    assert sum(counts(engine).values()) == 0
+
+
+def test_an_allreduce_dtype_the_schema_cannot_hold_is_quarantined(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep = tmp_path / "sweep-allreduce"
+    shutil.copytree(DATA / "sweep-allreduce", sweep)
+    rank_file = sorted(sweep.glob("*/rank-0.jsonl"))[0]
+    edit_lines(rank_file, _edit_first(_first("allreduce"), lambda r: r.update(dtype="f" * 70)))
+    report = ingest_location(engine, str(sweep))
+    assert not report.refused and report.quarantined_lines == 1
+    assert "field 'dtype' is 70 characters long" in report.problems[0]
+    with engine.connect() as conn:
+        longest = conn.execute(select(func.max(func.length(AllReduceSample.dtype)))).scalar_one()
+    assert longest <= 20
