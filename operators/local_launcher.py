@@ -19,18 +19,21 @@ benchmark must not do, and has no wall-clock limit. No orphan survives
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from operators.launcher import GroupResult
 from workers.distributed import free_port
-from workers.request import EXIT_DIVERGED
+from workers.request import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
 
 if TYPE_CHECKING:
     from scalebench.sweep import GroupPlan
@@ -90,6 +93,7 @@ class LocalGroup:
         env: dict[str, str] | None = None,
         sink: Callable[[str], None] | None = None,
         master_addr: str = "127.0.0.1",
+        run_dir: Path | None = None,
     ) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be at least 1, got {world_size}")
@@ -99,6 +103,7 @@ class LocalGroup:
         self.env = dict(os.environ if env is None else env)
         self.sink = sink or (lambda line: print(line, flush=True))
         self.master_addr = master_addr
+        self.run_dir = run_dir  # where the ranks write (to tell which one fell silent)
         self.procs: list[subprocess.Popen[str]] = []
         self._pumps: list[threading.Thread] = []
         self._tail: list[str] = []
@@ -108,7 +113,7 @@ class LocalGroup:
     def for_plan(cls, group: GroupPlan, **options: Any) -> LocalGroup:
         """The planned ``group`` on this host: its run directory and data directory as they are."""
         argv = group.worker.argv(results_dir=str(group.run_dir), data_dir=group.data_dir)
-        return cls(argv, group.world_size, **options)
+        return cls(argv, group.world_size, run_dir=group.run_dir, **options)
 
     @property
     def pids(self) -> list[int]:
@@ -119,6 +124,7 @@ class LocalGroup:
         base_env = dict(self.env)
         base_env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(self.world_size)))
         base_env["PYTHONUNBUFFERED"] = "1"
+        base_env[LAUNCHER_PID_VARIABLE] = str(os.getpid())  # the ranks end when it is gone
         self._started = time.monotonic()
         try:
             for rank in range(self.world_size):
@@ -174,7 +180,8 @@ class LocalGroup:
                     exit_order += [
                         r for r, c in enumerate(codes) if c is not None and r not in exit_order
                     ]
-                    status, reason, failed_rank = _classify(codes, exit_order)
+                    silent = self._silent_ranks(codes)
+                    status, reason, failed_rank = _classify(codes, exit_order, silent)
                     break
                 if all(c == 0 for c in codes):
                     break
@@ -194,6 +201,66 @@ class LocalGroup:
             first_failed_rank=failed_rank,
             log_tail=self._tail[-50:],
         )
+
+
+    def _silent_ranks(self, codes: list[int | None]) -> dict[int, str]:
+        """Ranks still running after others failed that had stopped answering, each with
+        what shows it: a stopped process, or silence while the others' collectives timed out
+        waiting for it. A rank that merely waits for a crashed peer is not named."""
+        alive = [rank for rank, code in enumerate(codes) if code is None]
+        if not alive:
+            return {}
+        silent: dict[int, str] = {}
+        for rank in alive:
+            if _process_state(self.procs[rank].pid) in ("T", "t"):
+                silent[rank] = f"rank {rank} stopped answering: its process was stopped (state T)"
+        if silent:
+            return silent
+        failed = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
+        if failed and all(_timed_out(self._failure_reason(rank)) for rank in failed):
+            for rank in alive:
+                quiet_s = self._seconds_since_last_record(rank)
+                waited = f", silent for {quiet_s:.0f} s" if quiet_s is not None else ""
+                silent[rank] = (f"rank {rank} stopped answering (still running{waited} while "
+                                "its peers' collectives timed out waiting for it)")  # fmt: skip
+        return silent
+
+    def _rank_file(self, rank: int) -> Path | None:
+        return None if self.run_dir is None else self.run_dir / f"rank-{rank}.jsonl"
+
+    def _failure_reason(self, rank: int) -> str:
+        """The reason in rank ``rank``'s last ``failed`` record ("" when there is none)."""
+        path = self._rank_file(rank)
+        if path is None or not path.is_file():
+            return ""
+        with path.open("rb") as handle:
+            handle.seek(max(0, path.stat().st_size - 8192))
+            lines = handle.read().decode("utf-8", "replace").splitlines()
+        for line in reversed(lines):
+            if '"event":"failed"' in line:
+                with contextlib.suppress(ValueError, AttributeError):
+                    return str(json.loads(line).get("reason", ""))
+        return ""
+
+    def _seconds_since_last_record(self, rank: int) -> float | None:
+        path = self._rank_file(rank)
+        if path is None or not path.is_file():
+            return None
+        return max(0.0, time.time() - path.stat().st_mtime)
+
+
+def _process_state(pid: int) -> str:
+    """The one-letter state of process ``pid`` from ``/proc`` ("" where unknown)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[-1].split()[0]
+
+
+def _timed_out(reason: str) -> bool:
+    """Whether a rank's failure reads as a collective that waited in vain."""
+    return bool(re.search(r"timed out|timeout", reason, re.IGNORECASE))
 
 
 def launch_group(
@@ -217,15 +284,20 @@ def _wait_all(procs: Sequence[subprocess.Popen[str]], seconds: float) -> None:
         time.sleep(0.02)
 
 
-def _classify(codes: list[int | None], exit_order: list[int]) -> tuple[str, str, int | None]:
-    """(status, reason, first failed rank) from the ranks' exit codes, blaming first
-    the rank that exited first (the others usually fail because it did)."""
+def _classify(
+    codes: list[int | None], exit_order: list[int], silent: dict[int, str] | None = None
+) -> tuple[str, str, int | None]:
+    """(status, reason, first failed rank) from the ranks' exit codes, blaming first a
+    rank that had stopped answering (``silent``: rank -> what shows it), then the rank
+    that exited first (the others usually fail because it did)."""
     nonzero = {rank: codes[rank] for rank in exit_order if codes[rank] not in (None, 0)}
     if all(code == EXIT_DIVERGED for code in nonzero.values()):
         return "diverged", "the loss stopped being finite", next(iter(nonzero))
     culprits = {r: c for r, c in nonzero.items() if c != EXIT_DIVERGED}
-    reason = "; ".join(f"rank {r} exited with {_describe_exit(c)}" for r, c in culprits.items())
-    return "failed", reason, next(iter(culprits))
+    exits = [f"rank {r} exited with {_describe_exit(c)}" for r, c in culprits.items()]
+    if silent:
+        return "failed", "; ".join([*silent.values(), *exits]), next(iter(silent))
+    return "failed", "; ".join(exits), next(iter(culprits))
 
 
 def _describe_exit(code: int | None) -> str:

@@ -59,7 +59,8 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
     """
     from operators.launcher import launcher_for
 
-    plan = start_sweep(request, results_root, trigger="cli")
+    database_commands.close_vanished_sweeps(results_root)
+    plan = start_sweep(request, results_root, trigger="cli", runner=manifest.this_process())
     groups = plan.groups
     print(f"sweep {plan.sweep_id}: {len(groups)} group(s) → {plan.sweep_dir}", flush=True)
     started = time.monotonic()

@@ -49,6 +49,16 @@ def upgrade(url: str, revision: str = "head") -> None:
     migrate(url, revision)
 
 
+def close_vanished_sweeps(root: Path) -> None:
+    """Close the sweeps at ``root`` (a local folder) whose command line was killed, saying
+    which (see :func:`scalebench.manifest.close_vanished`)."""
+    from scalebench import manifest
+
+    if root.is_dir():
+        for closed in manifest.close_vanished(root):
+            print(f"closed sweep {closed.sweep_id}: {manifest.LAUNCHER_VANISHED}", flush=True)
+
+
 def ingest(
     url: str, location: str, only: Collection[str] | None = None, replace: bool = False
 ) -> int:
@@ -57,6 +67,7 @@ def ingest(
     status (1 when a run was refused or a stored run kept over its files)."""
     from results_db.ingest import ingest_location
 
+    close_vanished_sweeps(Path(location))  # a local location: sweeps whose runner was killed
     upgrade(url)
     engine = _engine(url)
     try:

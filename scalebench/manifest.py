@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -30,6 +31,7 @@ from typing import Any
 from workers.records import SWEEP_MANIFEST as MANIFEST
 
 VERDICTS = "verdicts.jsonl"
+LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
 GROUP_STATUSES = ("planned", "succeeded", "failed", "diverged", "timed_out", "cancelled",
                   "skipped")  # fmt: skip
 
@@ -143,6 +145,58 @@ def read(fs: Any, sweep_path: str) -> Manifest:
         with fs.open(f"{sweep_path}/{VERDICTS}", "r", encoding="utf-8") as handle:
             lines = handle.read().splitlines()
     return Manifest.from_json(data, lines)
+
+
+def this_process() -> dict[str, Any]:
+    """Who runs a sweep from here: host, process id and the process's start time (clock
+    ticks since boot, so that a process id used again later is not taken for it)."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "started": _start_ticks(os.getpid())}
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started, from ``/proc`` (``None``: no such process, or no /proc)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[-1].split()[19])  # field 22, after the command's name
+
+
+def launcher_gone(launcher: dict[str, Any]) -> bool:
+    """Whether the process that ran a sweep (:func:`this_process` then) has ended; a sweep
+    run on another host is never judged from here."""
+    if launcher.get("host") != socket.gethostname() or not isinstance(launcher.get("pid"), int):
+        return False
+    if not Path("/proc/self/stat").exists():  # no /proc: whether the id is in use at all
+        try:
+            os.kill(launcher["pid"], 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    started = _start_ticks(launcher["pid"])
+    return started is None or started != launcher.get("started", started)
+
+
+def close_vanished(root: Path) -> list[Manifest]:
+    """Close every unfinished sweep at ``root`` (a sweep directory or a folder of them)
+    whose launcher process (its ``runner``, written by the command line) is gone: groups
+    left without a verdict become ``cancelled`` (started) or ``skipped``, with
+    :data:`LAUNCHER_VANISHED` as the reason. Returns the manifests closed."""
+    sweep_dirs = [root] if (root / MANIFEST).is_file() else sorted(
+        path.parent for path in root.glob(f"*/{MANIFEST}"))  # fmt: skip
+    closed = []
+    for sweep_dir in sweep_dirs:
+        try:
+            sweep = load(sweep_dir)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # unreadable: ingest says so, with the reason
+        runner = sweep.extra.get("runner")
+        if sweep.finished_at is None and isinstance(runner, dict) and launcher_gone(runner):
+            closed.append(close(sweep_dir, started_reason=LAUNCHER_VANISHED,
+                                unstarted_reason=LAUNCHER_VANISHED, grace_s=15.0))  # fmt: skip
+    return closed
 
 
 def record_verdict(

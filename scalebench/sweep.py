@@ -479,8 +479,10 @@ def new_manifest(
     groups: Sequence[manifest.GroupEntry],
     trigger: str,
     created_at: str | None = None,
+    runner: dict[str, Any] | None = None,
 ) -> manifest.Manifest:
-    """The manifest of a new sweep of ``request`` (``created_at``: ISO 8601, default now)."""
+    """The manifest of a new sweep of ``request`` (``created_at``: ISO 8601, default now;
+    ``runner``: the process that runs it, :func:`scalebench.manifest.this_process`)."""
     from results_db.analytics import configuration_hash
 
     config = request_fields(request)
@@ -492,18 +494,25 @@ def new_manifest(
         config_hash=configuration_hash(config),
         request=config,
         groups=tuple(groups),
+        extra={} if runner is None else {"runner": runner},
     )
 
 
-def start_sweep(request: SweepRequest, results_root: Path, trigger: str) -> SweepPlan:
+def start_sweep(
+    request: SweepRequest,
+    results_root: Path,
+    trigger: str,
+    runner: dict[str, Any] | None = None,
+) -> SweepPlan:
     """Plan the sweep and write its manifest into a new directory below ``results_root``.
 
     ``trigger`` is ``manual`` (a person, e.g. the Airflow form), ``scheduled``
-    (the nightly run) or ``cli``.
+    (the nightly run) or ``cli``; ``runner`` names the process that runs every group
+    (the command line's), so that a sweep it left open can be closed once it is gone.
     """
     sweep_id = new_sweep_id(request.task)
     sweep_dir = results_root / sweep_id
     groups = plan_groups(request, sweep_id, sweep_dir)
     entries = [manifest.GroupEntry(g.run_id, g.world_size, g.repeat) for g in groups]
-    manifest.create(sweep_dir, new_manifest(request, sweep_id, entries, trigger))
+    manifest.create(sweep_dir, new_manifest(request, sweep_id, entries, trigger, runner=runner))
     return SweepPlan(sweep_id, sweep_dir, request, groups)

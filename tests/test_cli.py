@@ -146,6 +146,79 @@ def test_sigterm_stops_a_sweep_of_200_groups_within_seconds_and_records_each(
         assert str(sweep_dir).encode() not in cmdline
 
 
+def rank_processes(marker: Path) -> list[int]:
+    """Process ids whose command line names ``marker`` (a sweep's directory)."""
+    import os
+
+    found = []
+    for pid in map(int, filter(str.isdigit, os.listdir("/proc"))):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"workers.run" in cmdline and str(marker).encode() in cmdline:
+            found.append(pid)
+    return found
+
+
+@pytest.mark.slow
+def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
+    tmp_path: Path,
+) -> None:
+    """``kill -9`` of the command line: its ranks stop within seconds (not hours later,
+    under PID 1), and the next ingest records the group ``cancelled``, the launcher gone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from scalebench.manifest import LAUNCHER_VANISHED
+    from workers.records import read_rank_file
+    from workers.run import LAUNCHER_VANISHED as RANK_REASON
+
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "scalebench.cli", "run", "task3a-awdlstm-wikitext2", "--light",
+         "--workers", "2", "--repeats", "2", "--results", str(results), "--no-ingest"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        rank1 = list(results.glob("*/*/rank-1.jsonl"))
+        if rank1 and rank1[0].read_text().count('"kind":"step"') >= 2:
+            break
+        time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("the ranks never started training")
+    (sweep_dir,) = results.iterdir()
+    assert len(rank_processes(sweep_dir)) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed = time.monotonic()
+    while rank_processes(sweep_dir) and time.monotonic() - killed < 20:
+        time.sleep(0.2)
+    assert not rank_processes(sweep_dir), "ranks outlived their launcher"
+    assert time.monotonic() - killed < 15
+    endings = [read_rank_file(path).of_kind("event")[-1]
+               for path in sweep_dir.glob("*/rank-*.jsonl")]  # fmt: skip
+    assert len(endings) == 2 and {e["event"] for e in endings} == {"failed"}
+    # the first to notice says why; its peer may see the connection drop first
+    assert RANK_REASON in [e["reason"] for e in endings]
+    assert json.loads((sweep_dir / "sweep.json").read_text())["finished_at"] is None
+
+    done = subprocess.run(
+        [sys.executable, "-m", "scalebench.cli", "ingest", str(results),
+         "--database", f"sqlite:///{tmp_path / 'results.db'}"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert f"closed sweep {sweep_dir.name}: {LAUNCHER_VANISHED}" in done.stdout
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    assert manifest["finished_at"]
+    verdicts = [(g["status"], g["reason"]) for g in manifest["groups"]]
+    assert verdicts == [("cancelled", LAUNCHER_VANISHED), ("skipped", LAUNCHER_VANISHED)]
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -94,3 +94,31 @@ def test_a_group_run_again_starts_from_an_empty_run_directory(tmp_path: Path) ->
         assert aside == tmp_path / f"s-w2-r1.attempt-{attempt}"
         assert (aside / "rank-0.jsonl").read_text() == f"attempt {attempt}\n"
         assert not run_dir.exists()
+
+
+def test_a_sweep_is_closed_only_when_the_process_that_ran_it_is_gone(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    here = manifest.this_process()
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    gone = {**here, "pid": int(ended.stdout)}
+    assert not manifest.launcher_gone(here)
+    assert manifest.launcher_gone(gone)
+    assert manifest.launcher_gone({**here, "started": here["started"] - 1})  # the id reused
+    assert not manifest.launcher_gone({**gone, "host": "another-host"})  # not judged from here
+
+    alive, dead = planned_sweep(tmp_path / "a"), planned_sweep(tmp_path / "d")
+    for sweep_dir, runner in ((alive, here), (dead, gone)):
+        data = json.loads((sweep_dir / "sweep.json").read_text())
+        (sweep_dir / "sweep.json").write_text(json.dumps({**data, "runner": runner}))
+    (dead / "s-w1-r1").mkdir()  # the group that was running
+    assert manifest.close_vanished(tmp_path / "a") == []
+    (closed,) = manifest.close_vanished(tmp_path / "d")
+    assert closed.finished_at is not None
+    vanished = manifest.LAUNCHER_VANISHED
+    assert statuses(dead) == {"s-w1-r1": ("cancelled", vanished),
+                              "s-w1-r2": ("skipped", vanished),
+                              "s-w1-r3": ("skipped", vanished)}  # fmt: skip
+    assert manifest.load(alive).finished_at is None

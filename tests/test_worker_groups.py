@@ -136,6 +136,46 @@ def test_a_killed_rank_fails_the_group_within_the_timeout(
     assert "rank 1 left no final record" in summary.reason
 
 
+def test_a_stopped_rank_is_named_not_the_peer_whose_collective_timed_out(
+    tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    """Rank 1 stops answering (SIGSTOP): rank 0's collective times out and it exits
+    first, but the verdict names rank 1."""
+    run_dir = tmp_path / "hung"
+    lines: list[str] = []
+    group = LocalGroup(
+        ["--task", TASK1A, "--light", "--results", str(run_dir), "--timeout", "5",
+         "--max-epochs", "200"],
+        2, env={**light_env}, sink=quiet(lines), run_dir=run_dir,
+    )  # fmt: skip
+    group.start()
+    rank1_file = run_dir / "rank-1.jsonl"
+    deadline = time.monotonic() + 120
+    while not (rank1_file.exists() and rank1_file.read_text().count('"kind":"step"') >= 2):
+        if time.monotonic() > deadline:
+            group.stop()
+            pytest.fail("rank 1 never started training:\n" + "\n".join(lines[-20:]))
+        time.sleep(0.1)
+    os.kill(group.pids[1], signal.SIGSTOP)
+    result = group.wait(timeout_s=120)
+    assert result.status == "failed" and result.first_failed_rank == 1
+    assert result.reason.startswith("rank 1 stopped answering: its process was stopped")
+    assert "rank 0 exited with status 1" in result.reason  # what followed from it
+    for pid in group.pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+def test_a_silent_peer_is_blamed_when_the_others_timed_out_waiting() -> None:
+    from operators.local_launcher import _classify
+
+    silent = {1: "rank 1 stopped answering (still running, silent for 61 s ...)"}
+    assert _classify([1, None], [0], silent) == (
+        "failed", f"{silent[1]}; rank 0 exited with status 1", 1
+    )  # fmt: skip
+    assert _classify([1, None], [0]) == ("failed", "rank 0 exited with status 1", 0)
+
+
 def test_the_group_is_stopped_at_its_time_limit(tmp_path: Path, light_env: dict[str, str]) -> None:
     run_dir = tmp_path / "slow"
     result = launch_group(

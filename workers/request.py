@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
+# Set by the local launcher to its own process id: a rank whose launcher is gone stops.
+LAUNCHER_PID_VARIABLE = "SCALEBENCH_LAUNCHER_PID"
 MAX_SEED = 2**63 - 1  # torch seeds are signed 64-bit integers
 # A collective must be given long enough to form the group, and no longer than
 # a process group can count (a week is far below that and above any task's need).

@@ -18,6 +18,8 @@ import logging
 import os
 import signal
 import sys
+import threading
+import time
 from pathlib import Path
 from types import FrameType
 
@@ -30,6 +32,7 @@ from workers.request import (
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_TERMINATED,
+    LAUNCHER_PID_VARIABLE,
     MAX_COLLECTIVE_TIMEOUT_S,
     MAX_SEED,
     MIN_COLLECTIVE_TIMEOUT_S,
@@ -44,8 +47,33 @@ class Terminated(BaseException):
     """SIGTERM arrived (the launcher's timeout, a cancelled sweep, a deleted pod)."""
 
 
+LAUNCHER_VANISHED = "the launcher vanished (its process ended), so this rank stopped"
+_launcher_gone = threading.Event()
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
+
+
+def watch_launcher(launcher_pid: int, poll_s: float = 0.5, grace_s: float = 10.0) -> None:
+    """Stop this rank once its launcher (the parent process ``launcher_pid``) is gone.
+
+    A launcher killed outright (``kill -9``, an out-of-memory kill of an Airflow
+    worker) cannot stop its ranks; they would train on, orphaned, for hours. So a
+    thread checks the parent every ``poll_s`` seconds; when it has changed, the rank
+    gets SIGTERM (it records why and exits), and if it is stuck in a collective it
+    leaves anyway ``grace_s`` seconds later.
+    """
+
+    def watch() -> None:
+        while os.getppid() == launcher_pid:
+            time.sleep(poll_s)
+        _launcher_gone.set()
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace_s)
+        os._exit(EXIT_TERMINATED)
+
+    threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -150,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     tracker.init_start()  # MLPerf: data, model and compilation are initialisation
     signal.signal(signal.SIGTERM, _on_sigterm)
+    if os.environ.get(LAUNCHER_PID_VARIABLE, "").isdigit():
+        watch_launcher(int(os.environ[LAUNCHER_PID_VARIABLE]))
     status = EXIT_FAILED
     try:
         # The env record opens every attempt: a rank restarted into the same
@@ -180,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
         log.error("diverged: %s", exc)
         status = EXIT_DIVERGED
     except Terminated:
-        tracker.fail("failed", "terminated by SIGTERM (timeout or cancellation)")
+        reason = (LAUNCHER_VANISHED if _launcher_gone.is_set()
+                  else "terminated by SIGTERM (timeout or cancellation)")  # fmt: skip
+        tracker.fail("failed", reason)
         status = EXIT_TERMINATED
     except KeyboardInterrupt:
         tracker.fail("failed", "interrupted (SIGINT)")
@@ -191,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         status = EXIT_FAILED
     finally:
         tracker.close()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # every record is written: just end
     if status == EXIT_OK and dist.is_initialized():
         dist.destroy_process_group()
     return status
