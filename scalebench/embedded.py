@@ -9,7 +9,9 @@ which it migrates first. Airflow's own log goes to
 ``var/airflow/<dag>-<time>.log``; the terminal gets one line per task
 started and finished (with seconds), the workers' progress lines (epochs,
 with the time left), and, at the end, the sweep's table from the results
-database. The exit status is 0 when the DAG run succeeded.
+database. A conf the trigger form would refuse is refused before Airflow
+starts, naming the field (exit status 2); a task that fails is named with its
+error's message. The exit status is 0 when the DAG run succeeded, else 1.
 """
 
 from __future__ import annotations
@@ -32,6 +34,10 @@ FINISHED = re.compile(r"DagRun Finished: .*?\bstate=(\w+)")
 PLANNED = re.compile(r"sweep (\S+): \d+ group\(s\) planned")
 # The message of a structured Airflow log line: "<time> [info     ] <message> [<logger>] loc=..."
 MESSAGE = re.compile(r"^\S+ \[(?:info|warning|error)\s*\] (.*?)(?: \[[\w.]+\])?(?: \w+=\S+)*$")
+TASK_FAILED = re.compile(r"\[error\s*\] Task failed with exception")
+TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\S+ \[")
+TRACEBACK_HEADERS = ("Traceback (most recent call last)", "During handling of the above",
+                     "The above exception was the direct cause")  # fmt: skip
 WORKER_PROGRESS = re.compile(r"\[rank 0\] .*(epoch \d+/\d+|size|finished|refused)|ingested")
 
 
@@ -65,21 +71,57 @@ def prepare_airflow(env: dict[str, str]) -> None:
             raise SystemExit(f"airflow {' '.join(args[:2])} failed:\n{done.stderr[-3000:]}")
 
 
-def follow(dag_id: str, conf: dict, env: dict[str, str], log_path: Path) -> tuple[str, str | None]:
-    """Run ``airflow dags test``; print progress; return (DAG run state, sweep id)."""
+class TaskFailures:
+    """The tasks that failed in a ``dags test`` log, each with its exception's last line
+    (the message a user acts on; the traceback stays in Airflow's log file)."""
+
+    def __init__(self) -> None:
+        self.failures: list[tuple[str, str]] = []
+        self.task = ""
+        self._in_traceback = False
+        self._last = ""
+
+    def feed(self, line: str, task: str) -> None:
+        text = line.rstrip()
+        if TASK_FAILED.search(text):
+            self.task, self._in_traceback, self._last = task, True, ""
+            return
+        if not self._in_traceback:
+            return
+        if TIMESTAMPED.match(text):  # the traceback is over: its last message stands
+            self._in_traceback = False
+            if self._last:
+                self.failures.append((self.task, self._last))
+        elif text and not text[0].isspace() and not text.startswith(TRACEBACK_HEADERS):
+            self._last = text
+
+    def close(self) -> None:
+        if self._in_traceback and self._last:
+            self.failures.append((self.task, self._last))
+        self._in_traceback = False
+
+
+def follow(
+    dag_id: str, conf: dict, env: dict[str, str], log_path: Path
+) -> tuple[str, str | None, list[tuple[str, str]]]:
+    """Run ``airflow dags test``; print progress; return (DAG run state, sweep id, the
+    failed tasks with their messages)."""
     command = shutil.which("airflow") or str(Path(sys.executable).with_name("airflow"))
     proc = subprocess.Popen(
         [command, "dags", "test", dag_id, "-c", json.dumps(conf)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     state, sweep_id, began, started_at = "unknown", None, time.monotonic(), {}
+    failures, current = TaskFailures(), ""
     assert proc.stdout is not None
     with log_path.open("w", encoding="utf-8") as log:
         for line in proc.stdout:
             log.write(line)
             elapsed = f"{time.monotonic() - began:6.1f}s"
+            failures.feed(line, current)
             if match := STARTED.search(line):
                 key = match.groups()
+                current = _task_name(*key)
                 started_at[key] = time.monotonic()
                 print(f"{elapsed}  ▶ {_task_name(*key)}", flush=True)
             elif match := ENDED.search(line):
@@ -93,7 +135,8 @@ def follow(dag_id: str, conf: dict, env: dict[str, str], log_path: Path) -> tupl
             if match := PLANNED.search(line):
                 sweep_id = match.group(1)
     proc.wait()
-    return state, sweep_id
+    failures.close()
+    return state, sweep_id, failures.failures
 
 
 def _task_name(task_id: str, map_index: str) -> str:
@@ -125,7 +168,39 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"conf is not JSON: {exc}")
     if not isinstance(args.conf, dict):
         parser.error("conf must be a JSON object, e.g. '{\"workers\": [1, 2]}'")
+    refusal = conf_refusal(args.dag_id, args.conf)
+    if refusal:
+        parser.error(f"conf refused: {refusal}")
     return args
+
+
+def conf_refusal(dag_id: str, conf: dict) -> str | None:
+    """Why the DAG's trigger form would refuse ``conf``, naming the field (``None``: it
+    would not): the form's JSON schema first, then the request's own validation, as the
+    DAG's ``validate`` task does. The nightly DAG takes no conf fields of its own."""
+    from workers.tasks import get_task, task_ids
+
+    task = next((t for t in task_ids() if t.replace("-", "_") == dag_id), None)
+    if task is None:
+        return None
+    from airflow.sdk.definitions.param import ParamsDict
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from operators.benchmark_dag import params
+    from scalebench.sweep import InvalidParameter, request_from_form
+
+    form = ParamsDict(params(get_task(task)))
+    try:
+        form.update(conf)
+        form.validate()
+    except ParamValidationError as exc:
+        first = str(exc).splitlines()[0]
+        return re.sub(r"^Invalid input for param (\w+): ", r"\1: ", first)
+    try:
+        request_from_form(task, form.dump())
+    except InvalidParameter as exc:
+        return str(exc)
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,8 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     log_path = Path(env["AIRFLOW_HOME"]) / f"{dag_id}-{stamp}.log"
     print(f"running DAG {dag_id} with {json.dumps(conf)} (Airflow's log: {log_path})", flush=True)
-    state, sweep_id = follow(dag_id, conf, env, log_path)
+    state, sweep_id, failures = follow(dag_id, conf, env, log_path)
     print(f"DAG run {state}")
+    for task, message in failures:
+        print(f"  {task} failed: {message}")
     if sweep_id:
         from scalebench.database_commands import NoResult, summarize_sweep
 

@@ -225,6 +225,12 @@ def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
         (["task9_unknown"], "invalid choice: 'task9_unknown'"),
         (["task4a_gnmt_wmt16", "{light: true}"], "conf is not JSON"),
         (["task4a_gnmt_wmt16", "[1, 2]"], "conf must be a JSON object"),
+        (["task2a_logreg_epsilon", '{"workers": "1,2", "light": true}'],
+         "conf refused: workers: '1,2' is not of type 'array'"),
+        (["task2a_logreg_epsilon", '{"light": true, "seed": 9223372036854775807}'],
+         "conf refused: seed: with 3 repeat(s) the seed may be at most"),
+        (["task2a_logreg_epsilon", '{"light": true, "speed": "fast"}'],
+         "conf refused: speed: unknown field 'speed'"),
     ],
 )
 def test_the_embedded_runner_refuses_bad_arguments_before_starting_airflow(
@@ -235,6 +241,33 @@ def test_the_embedded_runner_refuses_bad_arguments_before_starting_airflow(
     with pytest.raises(SystemExit) as exited:
         embedded.main(argv)
     assert exited.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_the_embedded_runner_names_a_failed_task_with_its_error() -> None:
+    from scalebench.embedded import TaskFailures
+
+    log = """\
+2026-11-23T23:26:27.64Z [info     ] starting [task] loc=task_runner.py:1
+2026-11-23T23:26:28.77Z [error    ] Task failed with exception     [task] loc=task_runner.py:1676
+Traceback (most recent call last):
+  File "x.py", line 1, in f
+    raise ConfigException("Service host/port is not set.")
+kubernetes.config.config_exception.ConfigException: Service host/port is not set.
+
+During handling of the above exception, another exception occurred:
+
+Traceback (most recent call last):
+  File "y.py", line 2, in g
+ConfigException: Invalid kube-config file. No configuration found.
+2026-11-23T23:26:28.80Z [info     ] Task finished [task] loc=task_runner.py:1
+"""
+    failures = TaskFailures()
+    for line in log.splitlines(keepends=True):
+        failures.feed(line, "workers_1.train[0]")
+    failures.close()
+    assert failures.failures == [
+        ("workers_1.train[0]", "ConfigException: Invalid kube-config file. No configuration found.")
+    ]
 
 
 def test_the_embedded_runner_knows_every_task_dag_and_the_nightly() -> None:
