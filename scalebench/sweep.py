@@ -116,8 +116,10 @@ def _positive_number(field: str, value: Any) -> float:
 
 def parse_world_sizes(value: Any) -> tuple[int, ...]:
     """``"1,2,4"``, ``[1, 2, 4]`` or ``4`` → (1, 2, 4): distinct, ascending, each ≥ 1."""
-    if isinstance(value, str):
-        items: Sequence[Any] = [part for part in value.split(",") if part.strip()]
+    if value is None:
+        items: Sequence[Any] = []
+    elif isinstance(value, str):
+        items = [part for part in value.split(",") if part.strip()]
     elif isinstance(value, Sequence):
         items = value
     else:
@@ -146,7 +148,7 @@ def mpi_available() -> bool:
 def validate_request(
     *,
     task: Any,
-    workers: Any,
+    workers: Any = None,
     backend: Any = "gloo",
     light: Any = False,
     repeats: Any = DEFAULT_REPEATS,
@@ -319,6 +321,8 @@ def validate_request(
         from scalebench.config import data_dir as default_data_dir
 
         data_dir = default_data_dir()
+    if not isinstance(data_dir, str | Path) or not str(data_dir).strip() or "\0" in str(data_dir):
+        raise InvalidParameter("data_dir", f"must be a folder's path, got {data_dir!r}")
     data_path = Path(data_dir)
     if not light and not isinstance(spec, AllReduceSpec):
         try:

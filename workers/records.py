@@ -349,6 +349,7 @@ class RankRecords:
     )
 
     earlier_attempts: int = 0
+    superseded: int = 0  # records of earlier attempts, set aside
     # What each record of this attempt stands for (see _identity) -> its line number.
     seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
 
@@ -359,6 +360,7 @@ class RankRecords:
             # A new attempt of this rank (restarted into the same directory):
             # what the earlier attempts wrote is superseded.
             self.earlier_attempts += 1
+            self.superseded += len(self.records)
             self.records.clear()
             self.seen.clear()
             for records in self.by_kind.values():
