@@ -18,8 +18,10 @@ duration) or values no column can hold are counted into the run's
 disagree about their run are refused, with the reason, and nothing of that run
 is written; a rank file outside the group's world size is left out. Failed,
 diverged and timed-out runs are loaded with that status and whatever they
-measured. On PostgreSQL the large tables (step timings,
-all-reduce samples) are loaded with binary COPY.
+measured. A database that drops the connection or restarts meanwhile is
+waited for (:data:`RETRY_DELAYS_S`), and the transaction it broke is tried
+again. On PostgreSQL the large tables (step timings, all-reduce samples) are
+loaded with binary COPY.
 """
 
 from __future__ import annotations
@@ -31,10 +33,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from operator import attrgetter, itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 import fsspec
 from sqlalchemy import Connection, Engine, Table, delete, func, insert, select, update
+from sqlalchemy.exc import OperationalError
 
 from results_db import pg_copy
 from results_db.analytics import configuration_hash
@@ -65,6 +68,7 @@ from workers.records import SWEEP_MANIFEST as MANIFEST
 from workers.tasks import TASKS, Goal, TrainingSpec
 
 ENV_FIELDS = ("host", "python", "torch", "cuda", "nccl")
+T = TypeVar("T")
 # A run id names a directory inside its sweep's: one path component, nothing that climbs out.
 RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -89,6 +93,39 @@ class RunExtent:
                 label = name.replace("_", " ")
                 return f"the files now hold {now:,} {label}, the stored run {before:,}"
         return None
+
+
+# Waits between tries when the database drops the connection or restarts: about half a
+# minute in all, then the error stands (the Airflow task retries on a longer scale).
+RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether ``exc`` is the database going away (a dropped connection, a restart, a
+    server not answering yet), which the same work may survive if tried again."""
+    if isinstance(exc, OperationalError) or getattr(exc, "connection_invalidated", False):
+        return True
+    try:  # a COPY talks to psycopg2 directly: its errors come unwrapped
+        import psycopg2
+    except ImportError:
+        return False
+    return isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
+
+
+def with_retries(action: Callable[[], T], say: Callable[[str], None], what: str) -> T:
+    """``action()``, tried again after each of :data:`RETRY_DELAYS_S` while the database
+    is away; each action is one transaction, so a try that failed left nothing behind."""
+    for delay in (*RETRY_DELAYS_S, None):
+        try:
+            return action()
+        except Exception as exc:
+            if delay is None or not transient(exc):
+                raise
+            first_line = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
+            say(f"{what}: the database did not answer ({first_line}); trying again in "
+                f"{delay:g} s")  # fmt: skip
+            time.sleep(delay)
+    raise AssertionError("unreachable")
 
 
 class KeptStoredRun(Exception):
@@ -166,16 +203,24 @@ def ingest_sweep(
         report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
         say(f"refused sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
         return
-    with engine.begin() as conn:
-        _upsert_sweep(conn, manifest)
+
+    def upsert() -> None:
+        with engine.begin() as conn:
+            _upsert_sweep(conn, manifest)
+
+    with_retries(upsert, say, f"sweep {sweep_id}")
     report.sweeps += 1
     groups = manifest["groups"]
     statuses = []
     stored: dict[str, str] = {}  # what earlier ingests stored of the runs not loaded now
     if only is not None:
-        with engine.connect() as conn:
-            query = select(Run.id, Run.status).where(Run.sweep_id == sweep_id)
-            stored = {run_id: status for run_id, status in conn.execute(query)}
+
+        def stored_statuses() -> dict[str, str]:
+            with engine.connect() as conn:
+                query = select(Run.id, Run.status).where(Run.sweep_id == sweep_id)
+                return {run_id: status for run_id, status in conn.execute(query)}
+
+        stored = with_retries(stored_statuses, say, f"sweep {sweep_id}")
     for index, group in enumerate(groups, start=1):
         run_path = f"{sweep_path}/{group['run_id']}"
         if group["status"] in ("planned", "skipped") and not fs.exists(run_path):
@@ -192,10 +237,13 @@ def ingest_sweep(
             continue
         say(f"[{index}/{len(groups)}] loading {group['run_id']} ...")
         tick = time.perf_counter()
-        try:
+
+        def load(run_path: str = run_path, group: dict[str, Any] = group) -> Any:
             with engine.begin() as conn:
-                rows, summary, ranks = load_run(conn, fs, run_path, sweep_id, request, group,
-                                                replace)  # fmt: skip
+                return load_run(conn, fs, run_path, sweep_id, request, group, replace)
+
+        try:
+            rows, summary, ranks = with_retries(load, say, group["run_id"])
         except KeptStoredRun as kept:
             report.conflicts.append(f"{group['run_id']}: {kept}")
             say(f"kept the stored {group['run_id']}: {kept} (--replace loads the files)")
@@ -222,12 +270,16 @@ def ingest_sweep(
             f"{rows:,} rows ({rate:,.0f} rows/s)"
             + (f", {summary.bad_lines} unreadable line(s) quarantined" if summary.bad_lines else "")
         )
-    with engine.begin() as conn:
-        conn.execute(
-            update(Sweep)
-            .where(Sweep.id == sweep_id)
-            .values(outcome=_sweep_outcome(statuses, groups))
-        )
+
+    def record_outcome() -> None:
+        with engine.begin() as conn:
+            conn.execute(
+                update(Sweep)
+                .where(Sweep.id == sweep_id)
+                .values(outcome=_sweep_outcome(statuses, groups))
+            )
+
+    with_retries(record_outcome, say, f"sweep {sweep_id}")
 
 
 def _sweep_outcome(statuses: Sequence[str], groups: Sequence[dict[str, Any]]) -> str:

@@ -4,6 +4,7 @@ the schema cannot hold."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from collections.abc import Callable
@@ -236,3 +237,102 @@ def test_an_allreduce_dtype_the_schema_cannot_hold_is_quarantined(
     with engine.connect() as conn:
         longest = conn.execute(select(func.max(func.length(AllReduceSample.dtype)))).scalar_one()
     assert longest <= 20
+
+
+# -- a database that goes away in the middle of an ingest ------------------------------------
+
+
+class PrivateCluster:
+    """A PostgreSQL cluster of the test's own (``initdb`` into a temporary folder, its own
+    port), which the test may stop and start at will."""
+
+    def __init__(self, root: Path) -> None:
+        import os
+        import subprocess
+
+        from workers.distributed import free_port
+
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+        if not bins:
+            pytest.fail("no PostgreSQL server binaries (pg_ctl) under /usr/lib/postgresql")
+        self.bin = bins[-1].parent
+        self.data = root / "data"
+        self.port = free_port()
+        # initdb and the server refuse to run as root: as root, run them as "postgres".
+        self.as_user = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        if self.as_user:
+            shutil.chown(root, "postgres")
+        self._run = lambda *args: subprocess.run(
+            [*self.as_user, *args], check=True, capture_output=True, text=True, timeout=120
+        )
+        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
+                  "--auth=trust", "-E", "UTF8")  # fmt: skip
+        self.start()
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg2://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
+                  str(self.data / "server.log"), "-o", options, "-w", "start")  # fmt: skip
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+
+@pytest.fixture
+def private_cluster():
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="scalebench-pg-"))  # reachable by the postgres user
+    cluster = PrivateCluster(root)
+    yield cluster
+    with contextlib.suppress(Exception):
+        cluster.stop("immediate")
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_an_ingest_survives_a_database_restart_and_loses_nothing(
+    private_cluster: PrivateCluster, tmp_path: Path
+) -> None:
+    """The cluster is stopped outright (connections cut) before the third run loads and
+    comes back two seconds later: the ingest waits, tries again, and every table holds
+    exactly what a clean ingest of the same files gives."""
+    import threading
+
+    from results_db.database import make_engine, upgrade
+
+    runs = [FakeRun(1), FakeRun(2), FakeRun(4), FakeRun(1, repeat=1), FakeRun(2, repeat=1)]
+    write_training_sweep(tmp_path, "pg", runs)
+    upgrade(private_cluster.url)
+    engine = make_engine(private_cluster.url)
+    lines: list[str] = []
+    comeback = threading.Timer(2.0, private_cluster.start)
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        if line.startswith("[3/5] loading"):
+            private_cluster.stop("immediate")  # every connection cut, the server gone
+            comeback.start()
+
+    try:
+        report = ingest_location(engine, str(tmp_path), progress)
+    finally:
+        comeback.join()
+        engine.dispose()
+    assert any("the database did not answer" in line for line in lines), lines
+    assert report.runs == 5 and not report.refused and not report.conflicts
+    restarted = counts(make_engine(private_cluster.url))
+
+    clean_url = private_cluster.url.rsplit("/", 1)[0] + "/clean"
+    with make_engine(private_cluster.url).connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql(
+            "CREATE DATABASE clean"
+        )
+    upgrade(clean_url)
+    clean = make_engine(clean_url)
+    ingest_location(clean, str(tmp_path))
+    assert restarted == counts(clean)
+    clean.dispose()
