@@ -11,8 +11,10 @@ process. The app only reads: see :mod:`dash_app.data`.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
+from html import escape as html_escape
 
 import dash
 import dash_bootstrap_components as dbc
@@ -85,4 +87,32 @@ def create_app(database_url: str | None = None, stylesheets: Sequence[str] | Non
         [navbar(), dbc.Container(dash.page_container, fluid=True, className="pb-5")]
     )
     downloads.register(app.server)
+    app.server.before_request(functools.partial(unavailable_page, source))
     return app
+
+
+# Requests that are not a page: Dash's own machinery, assets and downloads (which answer
+# for themselves).
+NOT_PAGES = ("/_dash-", "/assets/", "/_favicon", "/_reload-hash", "/download")
+
+
+def unavailable_page(source: Source) -> tuple[str, int, dict[str, str]] | None:
+    """Before a page is served: when its database cannot be read (bad URL, server down,
+    no schema), a plain page that says why and what to do, with HTTP 503 (the dashboard
+    itself is fine; what it shows is not there). ``None`` lets the request through."""
+    from flask import request
+
+    if request.path.startswith(NOT_PAGES):
+        return None
+    problem = source.health()
+    if problem is None:
+        return None
+    body = (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        "<title>scalebench: results database unavailable</title></head><body "
+        "style='font-family: sans-serif; max-width: 48em; margin: 3em auto'>"
+        "<h1>The results database cannot be read</h1>"
+        f"<p>{html_escape(problem)}</p>"
+        "<p>This page tries again when you reload it.</p></body></html>"
+    )
+    return body, 503, {"Retry-After": "30", "Content-Type": "text/html; charset=utf-8"}

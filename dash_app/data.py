@@ -15,6 +15,7 @@ Database trouble (no file yet, no tables yet, server down) becomes a
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
 from results_db import queries
 
@@ -33,6 +34,7 @@ T = TypeVar("T")
 QUICKSTART = "./scripts/quickstart.sh"
 FIRST_SWEEP = "scalebench run task1a-resnet20-cifar10 --light --workers 1,2"
 CACHE_ENTRIES = 256
+HEALTH_TTL_S = 5.0  # how long a database check is trusted before pages check again
 
 
 class DataUnavailable(RuntimeError):
@@ -69,22 +71,54 @@ class Source:
 
     def __init__(self, database_url: str) -> None:
         self.url = database_url
-        self.engine = readonly_engine(database_url)
+        self.engine: Engine | None = None
+        self.configuration_problem: str | None = None  # a URL no engine can be made of
+        try:
+            self.engine = readonly_engine(database_url)
+        except (ArgumentError, NoSuchModuleError, ModuleNotFoundError, ValueError) as exc:
+            self.configuration_problem = (
+                f"SCALEBENCH_DATABASE_URL is not a results database URL this dashboard can "
+                f"open ({str(exc).splitlines()[0][:200]}); use sqlite:///<file> or "
+                "postgresql+psycopg2://<user>@<host>:<port>/<database>."
+            )
         self._cache: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
         self._lock = threading.Lock()
+        self._health: tuple[float, str | None] = (-HEALTH_TTL_S, None)
 
     def describe(self) -> str:
         """The database URL without its password."""
-        return make_url(self.url).render_as_string(hide_password=True)
+        try:
+            return make_url(self.url).render_as_string(hide_password=True)
+        except ArgumentError:
+            return "(an unreadable URL)"
 
     def dispose(self) -> None:
-        self.engine.dispose()
+        if self.engine is not None:
+            self.engine.dispose()
+
+    def health(self) -> str | None:
+        """What keeps the dashboard from reading its database (``None``: nothing), checked
+        at most every :data:`HEALTH_TTL_S` seconds: a bad URL, a server that does not
+        answer, a database without the results schema."""
+        checked_at, problem = self._health
+        if time.monotonic() - checked_at < HEALTH_TTL_S:
+            return problem
+        try:
+            with self.connect() as conn:
+                queries.schema_ready(conn)
+            problem = None
+        except DataUnavailable as exc:
+            problem = str(exc)
+        self._health = (time.monotonic(), problem)
+        return problem
 
     # -- plumbing --------------------------------------------------------------------------
 
     @contextmanager
     def connect(self) -> Iterator[Connection]:
         """A connection; database errors become :class:`DataUnavailable` with advice."""
+        if self.engine is None:
+            raise DataUnavailable(self.configuration_problem or "no results database")
         try:
             with self.engine.connect() as conn:
                 yield conn

@@ -325,6 +325,13 @@ def baseline_of(conn: Connection, sweep_id: str) -> str | None:
     ).scalar()  # fmt: skip
 
 
+def schema_ready(conn: Connection) -> None:
+    """Touch the oldest and the newest tables of the schema: raises the database's own
+    error when it has no results schema, or one older than this code reads."""
+    conn.execute(select(Sweep.id).limit(1)).all()
+    conn.execute(select(AllReduceCurve.run_id).limit(1)).all()
+
+
 def sweep_version(conn: Connection, sweep_id: str) -> tuple[Any, ...]:
     """What changes when a sweep's rows change: outcome, run count and newest ingest.
 

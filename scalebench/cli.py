@@ -203,9 +203,14 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     if not 1 <= port <= 65535:
         raise InvalidParameter("port", f"must be from 1 to 65535, got {port}")
     from dash_app.app import create_app
+    from dash_app.data import readonly_engine
 
     url = args.database or config.database_url()
+    readonly_engine(url).dispose()  # a URL no engine can be made of is refused here, by name
     app = create_app(url)
+    problem = app.server.extensions["scalebench"].health()
+    if problem:  # served anyway: the database may come up; pages say why until then
+        print(f"scalebench: warning: {problem}", file=sys.stderr, flush=True)
     print(f"dashboard of {database_commands.redact(url)} on http://{args.host}:{port}/ "
           "(Ctrl-C stops it)", flush=True)  # fmt: skip
     try:

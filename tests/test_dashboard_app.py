@@ -8,6 +8,7 @@ JSON encoding; ``test_dashboard_browser.py`` checks the same app in Chromium.
 from __future__ import annotations
 
 import csv
+import html
 import io
 import json
 import random
@@ -296,3 +297,33 @@ def test_the_dashboard_command_checks_its_port(capsys: pytest.CaptureFixture[str
     assert "port: must be a whole number" in capsys.readouterr().err
     args = cli.build_parser().parse_args(["dashboard", "--database", "sqlite://"])
     assert (args.host, args.port, args.func) == ("127.0.0.1", "8050", cli.cmd_dashboard)
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("garbage", "not a results database URL this dashboard can open"),
+        ("mysql://x", "No module named"),
+        ("postgresql+psycopg2://postgres@127.0.0.1:9/x", "Connection refused"),
+        ("sqlite:///{tmp}/none.db", "There is no results database at"),
+        ("sqlite:///{tmp}/empty.db", "has no scalebench tables yet"),
+    ],
+)
+def test_a_database_that_cannot_be_read_gets_a_503_page_not_a_stack(
+    url: str, says: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dash_app import data
+
+    monkeypatch.setattr(data, "HEALTH_TTL_S", 0.0)
+    (tmp_path / "empty.db").touch()
+    url = url.format(tmp=tmp_path)
+    server = create_app(url, stylesheets=[]).server.test_client()
+    for path in ("/", "/runs", "/scaling?sweep=x"):
+        answer = server.get(path)
+        text = answer.get_data(as_text=True)
+        assert answer.status_code == 503 and answer.headers["Retry-After"] == "30"
+        assert says in html.unescape(text) and "Traceback" not in text
+    assert server.get("/_dash-layout").status_code == 200  # the app itself still answers
+    if url.endswith("empty.db"):  # once migrated, the same app serves its pages
+        upgrade(url)
+        assert server.get("/").status_code == 200
