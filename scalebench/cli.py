@@ -16,7 +16,9 @@ manifest beside the records, and prints the results table.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import re
 import signal
 import sys
 import threading
@@ -224,6 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalebench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (also SCALEBENCH_DEBUG=1)")
     commands = parser.add_subparsers(dest="command", required=True)
 
     tasks = commands.add_parser("tasks", help="list the benchmark tasks")
@@ -315,6 +319,8 @@ def _stop(signum: int, frame: object) -> None:
     raise Stopped(signal.Signals(signum).name)
 
 
+# What SQLite and PostgreSQL say about a table or column the schema should have.
+SCHEMA_MISSING = re.compile(r"no such (table|column)|(relation|column) \S+ does not exist")
 SUPPORTED_DATABASES = "sqlite:///<file> or postgresql+psycopg2://<user>@<host>:<port>/<database>"
 
 
@@ -335,11 +341,33 @@ def database_problem(exc: BaseException) -> str | None:
     ):
         return (f"database: this URL needs a driver scalebench does not install ({exc.name}); "
                 f"use {SUPPORTED_DATABASES}")  # fmt: skip
+    if isinstance(exc, db.DBAPIError) and SCHEMA_MISSING.search(str(exc.orig or exc)):
+        return ("database: the results database has no scalebench schema, or an older one "
+                "than this scalebench reads; run `scalebench db upgrade` (with the same "
+                "--database or SCALEBENCH_DATABASE_URL)")  # fmt: skip
     if isinstance(exc, db.OperationalError):
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
         return (f"database: cannot use the results database: {reason}. Is the server running "
                 "and the URL right (--database or SCALEBENCH_DATABASE_URL)?")  # fmt: skip
     return None
+
+
+def path_problem(exc: BaseException) -> str | None:
+    """One line for a file or folder that cannot be read or written, or None."""
+    if not isinstance(exc, OSError) or not exc.filename or exc.errno not in PATH_ERRORS:
+        return None
+    return (f"cannot use {exc.filename}: {exc.strerror}; choose a folder you can read and "
+            "write (--results or SCALEBENCH_RESULTS_DIR for results, --out for exports, "
+            "--data-dir or SCALEBENCH_DATA_DIR for data sets) or fix its permissions")  # fmt: skip
+
+
+PATH_ERRORS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOENT,
+               errno.ENOTDIR, errno.EISDIR, errno.EDQUOT}  # fmt: skip
+
+
+def debugging(args: argparse.Namespace | None = None) -> bool:
+    """Whether a traceback is wanted (``--debug`` or ``SCALEBENCH_DEBUG=1``)."""
+    return bool(getattr(args, "debug", False)) or os.environ.get("SCALEBENCH_DEBUG") == "1"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,16 +379,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (InvalidParameter, database_commands.CommandError) as exc:
+        if debugging(args):
+            raise
         print(f"scalebench: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("scalebench: interrupted; every group was stopped", file=sys.stderr)
         return 130
     except Exception as exc:
-        problem = database_problem(exc)
-        if problem is None or os.environ.get("SCALEBENCH_DEBUG") == "1":
-            raise
-        print(f"scalebench: error: {problem}", file=sys.stderr)
+        problem = database_problem(exc) or path_problem(exc)
+        if problem is None or debugging(args):
+            raise  # a genuine bug: its traceback is the report
+        print(f"scalebench: error: {problem} (--debug shows the traceback)", file=sys.stderr)
         return 2
     finally:
         for signum, handler in previous.items():

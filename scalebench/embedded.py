@@ -227,5 +227,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if state == "success" else 1
 
 
+def run_with_boundary(argv: list[str] | None = None) -> int:
+    """:func:`main`, with an expected failure (the results database, a folder) as one
+    line and exit status 2; ``SCALEBENCH_DEBUG=1`` shows the traceback."""
+    from scalebench.cli import database_problem, debugging, path_problem
+
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print("scalebench.embedded: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        problem = database_problem(exc) or path_problem(exc)
+        if problem is None or debugging():
+            raise
+        print(f"scalebench.embedded: error: {problem} (SCALEBENCH_DEBUG=1 shows the "
+              "traceback)", file=sys.stderr)  # fmt: skip
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_with_boundary())

@@ -136,8 +136,14 @@ def main(argv: list[str] | None = None) -> int:
 
             args.data_dir = args.data_dir or data_dir()
             check_available(spec.data.name, args.data_dir)
+        args.results.mkdir(parents=True, exist_ok=True)
+        if not os.access(args.results, os.W_OK):
+            raise PermissionError(13, "Permission denied", str(args.results))
     except (KeyError, GroupConfigError, DataSetMissing) as exc:
         print(f"workers.run: refused: {exc.args[0]}", file=sys.stderr)
+        return EXIT_REFUSED
+    except OSError as exc:
+        print(f"workers.run: refused: --results {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_REFUSED
     _configure_logging(group.rank)
 

@@ -1,0 +1,161 @@
+"""Every entry point, run as a real process in a broken environment, exits with its documented
+status and one clear line that names the setting, never a traceback.
+
+Exit statuses (README, "When something goes wrong"): 0 done, 1 ran but something failed,
+2 refused (bad input or an environment that cannot serve: database URL, database down or
+without schema, a folder that cannot be read or written), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from workers.distributed import free_port
+
+DATA = Path(__file__).parent / "data"
+# Root reads and writes everything; without these capabilities, permission bits apply to it.
+AS_USER = (["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+           if os.geteuid() == 0 else [])  # fmt: skip
+
+
+def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*AS_USER, *argv], env={**os.environ, **env}, cwd=cwd,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def scalebench(*args: str) -> list[str]:
+    return [sys.executable, "-m", "scalebench.cli", *args]
+
+
+def assert_refused(done: subprocess.CompletedProcess[str], says: str, prefix: str) -> None:
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2, (done.returncode, done.stdout[-2000:], done.stderr[-2000:])
+    assert "Traceback" not in done.stderr + done.stdout
+    assert len(lines) == 1 and lines[0].startswith(prefix), done.stderr
+    assert says in lines[0], lines[0]
+
+
+@pytest.fixture(scope="module")
+def unmigrated_postgres(postgres_admin) -> str:
+    """A PostgreSQL database that exists but has no results schema."""
+    with postgres_admin.connect() as conn:
+        conn.execute(text("DROP DATABASE IF EXISTS scalebench_unmigrated"))
+        conn.execute(text("CREATE DATABASE scalebench_unmigrated"))
+    return postgres_admin.url.set(database="scalebench_unmigrated").render_as_string(False)
+
+
+NO_SCHEMA = "run `scalebench db upgrade`"
+NOT_A_URL = "not a results database URL"
+DATABASES: dict[str, tuple[Callable[[Path, str], str], str]] = {
+    "garbage URL": (lambda tmp, pg: "garbage", NOT_A_URL),
+    "unknown scheme": (lambda tmp, pg: "nosuch://x", NOT_A_URL),
+    "driver not installed": (lambda tmp, pg: "mysql://x", "needs a driver scalebench does not"),
+    "nothing listening": (
+        lambda tmp, pg: f"postgresql+psycopg2://postgres@127.0.0.1:{free_port()}/x",
+        "Is the server running",
+    ),
+    "empty SQLite file": (lambda tmp, pg: f"sqlite:///{tmp / 'empty.db'}", NO_SCHEMA),
+    "unmigrated PostgreSQL": (lambda tmp, pg: pg, NO_SCHEMA),
+}
+READERS = {
+    "report": ["report", "some-sweep"],
+    "export": ["export", "some-sweep", "--out", "exports"],
+    "regressions": ["regressions", "some-sweep"],
+    "prices list": ["prices", "list"],
+}
+WRITERS = {  # these create the schema themselves: only an unusable server refuses them
+    "ingest": ["ingest", str(DATA / "sweep-light")],
+    "db upgrade": ["db", "upgrade"],
+    "dashboard": ["dashboard", "--port", "1"],  # refused before it would listen
+}
+URL_PROBLEMS = list(DATABASES)[:3]  # no engine can be made: refused before anything starts
+CASES = (
+    [(db, command) for db in DATABASES for command in READERS]
+    + [(db, command) for db in [*URL_PROBLEMS, "nothing listening"]
+       for command in ("ingest", "db upgrade")]
+    # a database that is down at start may come up: the dashboard serves 503 pages meanwhile
+    + [(db, "dashboard") for db in URL_PROBLEMS]
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(("database", "command"), CASES, ids=[f"{d}-{c}" for d, c in CASES])
+def test_a_database_that_cannot_serve_is_named_with_what_to_do(
+    database: str, command: str, tmp_path: Path, unmigrated_postgres: str
+) -> None:
+    make_url, says = DATABASES[database]
+    (tmp_path / "empty.db").touch()
+    url = make_url(tmp_path, unmigrated_postgres)
+    argv = {**READERS, **WRITERS}[command]
+    if command == "dashboard":
+        argv = ["dashboard", "--port", str(free_port())]
+    done = run(scalebench(*argv), {"SCALEBENCH_DATABASE_URL": url}, tmp_path)
+    assert_refused(done, says, "scalebench: error: ")
+
+
+def test_debug_shows_the_traceback(tmp_path: Path) -> None:
+    done = run(scalebench("--debug", "prices", "list"), {"SCALEBENCH_DATABASE_URL": "garbage"},
+               tmp_path)  # fmt: skip
+    assert done.returncode == 1 and "Traceback" in done.stderr and "ArgumentError" in done.stderr
+    done = run(scalebench("prices", "list"),
+               {"SCALEBENCH_DATABASE_URL": "garbage", "SCALEBENCH_DEBUG": "1"}, tmp_path)
+    assert "Traceback" in done.stderr
+
+
+@pytest.fixture
+def folders(tmp_path: Path):
+    """A results folder that cannot be read and one that cannot be written."""
+    unreadable, read_only = tmp_path / "unreadable", tmp_path / "read-only"
+    shutil.copytree(DATA / "sweep-light", unreadable)
+    read_only.mkdir()
+    unreadable.chmod(0)
+    read_only.chmod(0o555)
+    yield {"unreadable": unreadable, "read-only": read_only}
+    unreadable.chmod(0o755)
+    read_only.chmod(0o755)
+
+
+FOLDER_CASES = {
+    "run into a read-only folder": (
+        lambda f: scalebench("run", "task2a-logreg-epsilon", "--light", "--workers", "1",
+                             "--repeats", "1", "--results", str(f["read-only"])),
+        "Permission denied", "scalebench: error: cannot use"),
+    "ingest an unreadable folder": (
+        lambda f: scalebench("ingest", str(f["unreadable"])), "Permission denied",
+        "scalebench: error: cannot use"),
+    "report an unreadable sweep folder": (
+        lambda f: scalebench("report", str(f["unreadable"])), "Permission denied",
+        "scalebench: error: cannot use"),
+    "export into a read-only folder": (
+        lambda f: scalebench("export", "x", "--out", str(f["read-only"] / "out")),
+        "Permission denied", "scalebench: error: cannot use"),
+    "a rank writing into a read-only folder": (
+        lambda f: [sys.executable, "-m", "workers.run", "--task", "task0-allreduce", "--light",
+                   "--results", str(f["read-only"] / "run")],
+        "Permission denied", "workers.run: refused: --results"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(FOLDER_CASES))
+def test_a_folder_that_cannot_be_read_or_written_is_named(
+    case: str, folders: dict[str, Path], tmp_path: Path
+) -> None:
+    argv, says, prefix = FOLDER_CASES[case]
+    env = {"SCALEBENCH_DATABASE_URL": f"sqlite:///{tmp_path / 'results.db'}"}
+    if case.startswith("export"):  # a database with the sweep, so only the folder is wrong
+        subprocess.run(scalebench("ingest", str(DATA / "sweep-light")), env={**os.environ, **env},
+                       capture_output=True, check=True, timeout=120)  # fmt: skip
+        sweep_id = next((DATA / "sweep-light").glob("*/rank-0.jsonl")).parent.name
+        argv_of = argv(folders)
+        argv_of[argv_of.index("x")] = sweep_id.rsplit("-w", 1)[0]
+        done = run(argv_of, env, tmp_path)
+    else:
+        done = run(argv(folders), env, tmp_path)
+    assert_refused(done, says, prefix)
