@@ -150,10 +150,15 @@ def sweep_steps(
 
     @task(trigger_rule="all_done")  # after an earlier sweep of the nightly, whatever it did
     def validate(**context: Any) -> dict[str, Any]:
-        from scalebench.sweep import request_fields, request_from_form
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from scalebench.sweep import InvalidParameter, request_fields, request_from_form
 
         chosen = dict(fixed if fixed is not None else context["params"])
-        return request_fields(request_from_form(spec.id, chosen))
+        try:
+            return request_fields(request_from_form(spec.id, chosen))
+        except InvalidParameter as exc:  # the user's to fix: no retry, the field named
+            raise AirflowFailException(f"request refused: {exc}") from None
 
     @task(outlets=[dataset_asset(spec)])
     def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
@@ -196,7 +201,19 @@ def sweep_steps(
         sweep_dir = Path(groups[0]["sweep_dir"])
         manifest.close(sweep_dir, started_reason=ENDED_WITHOUT_VERDICT,
                        unstarted_reason=ENDED_BEFORE_START)  # fmt: skip
-        load(config.database_url(), str(sweep_dir))
+        try:
+            load(config.database_url(), str(sweep_dir))
+        except Exception as exc:
+            from airflow.sdk.exceptions import AirflowFailException
+            from sqlalchemy.exc import OperationalError
+
+            from scalebench.cli import database_problem
+
+            problem = database_problem(exc)
+            if problem is None or isinstance(exc, OperationalError):
+                raise  # a bug, or a database that may come back: Airflow retries
+            # A URL that cannot work, or a database without the schema: no retry helps.
+            raise AirflowFailException(f"{problem}; the records stay in {sweep_dir}") from None
         return sweep_dir.name
 
     request = validate()
