@@ -147,3 +147,32 @@ def test_two_workers_reach_the_light_target(tmp_path: Path, light_env: dict[str,
         assert goal and goal[0]["value"] >= 89.0
         steps = rank.of_kind("step")
         assert steps and all(s["phases"]["communication"] > 0 for s in steps)
+
+
+def test_a_corrupt_archive_leaves_nothing_that_looks_prepared(tmp_path: Path) -> None:
+    """A .bz2 cut short is refused, leaves no half-unpacked text and no arrays, and the
+    next attempt is refused the same way (never a 0-row data set reported as converted)."""
+    folder = tmp_path / "epsilon"
+    write_epsilon_like(folder, compress=True)
+    packed = folder / "epsilon_normalized.bz2"
+    packed.write_bytes(packed.read_bytes()[: len(packed.read_bytes()) // 2])
+    for _ in range(2):
+        with pytest.raises(DataSetCorrupt, match="not a complete bzip2 file"):
+            prepare_epsilon(tmp_path, features=8, rows={"train": 60, "test": 20},
+                            say=lambda line: None)  # fmt: skip
+        assert not (folder / "epsilon_normalized").exists()
+        assert not list(folder.glob("*.npy")) and not list(folder.glob(".*partial*"))
+
+
+@pytest.mark.parametrize("text", ["", "+1 1:0.5\n"])
+def test_a_text_file_without_the_expected_rows_is_refused_before_converting(
+    tmp_path: Path, text: str
+) -> None:
+    folder = tmp_path / "epsilon"
+    write_epsilon_like(folder, compress=False)
+    (folder / "epsilon_normalized").write_text(text)
+    for _ in range(2):
+        with pytest.raises(DataSetCorrupt, match=r"expected 60 rows"):
+            prepare_epsilon(tmp_path, features=8, rows={"train": 60, "test": 20},
+                            say=lambda line: None)  # fmt: skip
+        assert not list(folder.glob("*.npy"))

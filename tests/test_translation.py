@@ -137,6 +137,19 @@ def test_bpe_is_trained_once_and_decodes_to_the_original_text(tmp_path: Path) ->
     assert bitext.detokenize(bitext.train_target[1].tolist()) == "die Katze schläft ."
 
 
+def test_a_corpus_whose_sides_differ_in_length_is_refused(tmp_path: Path) -> None:
+    from workers.data.errors import DataSetCorrupt
+
+    folder = tmp_path / "wmt17-en-de"
+    write_wmt(folder)
+    (folder / "train.en").write_text("".join(f"line {i} .\n" for i in range(10)))
+    (folder / "train.de").write_text("".join(f"Zeile {i} .\n" for i in range(5)))
+    for _ in range(2):
+        with pytest.raises(DataSetCorrupt, match=r"train.en has 10 lines and .*train.de 5"):
+            prepare_parallel_text(tmp_path, "wmt17-en-de")
+        assert not (folder / "bpe.json").exists() and not list(folder.glob("*.npy"))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("task_id", "unit", "per_pass"),

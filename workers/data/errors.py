@@ -1,4 +1,4 @@
-"""The error every data set loader raises when its files are not on disk.
+"""The errors of data sets: missing files, and files that are there but wrong.
 
 It lives in a module of its own, importing nothing, so that the per-format
 modules (:mod:`workers.data.sources`, :mod:`workers.data.text`,
@@ -10,3 +10,7 @@ and catch it without importing one another.
 
 class DataSetMissing(FileNotFoundError):
     """A full data set is not where the task expects it."""
+
+
+class DataSetCorrupt(ValueError):
+    """A data set file with the wrong checksum, format or size."""

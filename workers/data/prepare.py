@@ -33,8 +33,10 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from workers.data.errors import DataSetMissing
+from workers.data.atomic import replaced_when_done
+from workers.data.errors import DataSetCorrupt, DataSetMissing
 from workers.data.sources import (
     CIFAR10_DIR,
     CIFAR10_SOURCE,
@@ -59,10 +61,6 @@ CIFAR10_MD5 = {
 STAMP = ".scalebench-verified.json"
 
 
-class DataSetCorrupt(ValueError):
-    """A data set file with the wrong checksum or format."""
-
-
 @dataclass
 class Prepared:
     """What :func:`prepare` found: ``status`` is ``fresh`` (stamp still valid),
@@ -73,6 +71,21 @@ class Prepared:
     location: str
     files: dict[str, str] = field(default_factory=dict)  # file name -> MD5
     bytes: int = 0
+
+
+def write_stamp(path: Path, data: dict[str, Any]) -> None:
+    """Write a stamp whole or not at all: a stamp cut short must never read as fresh."""
+    with replaced_when_done(path) as partial:
+        partial.write_text(json.dumps(data, indent=1), encoding="utf-8")
+
+
+def read_stamp(path: Path) -> dict[str, Any]:
+    """A stamp's content; ``{}`` (not fresh: check again) when it cannot be read."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def md5_of(path: Path, chunk: int = 1 << 20) -> str:
@@ -142,7 +155,7 @@ def prepare_cifar10(
     states = {name: _file_state(folder / name) for name in names}
     total = sum(s["size"] for s in states.values())
     if status == "verified" and stamp_path.is_file():
-        stamp = json.loads(stamp_path.read_text(encoding="utf-8"))
+        stamp = read_stamp(stamp_path)
         if stamp.get("files") == states and stamp.get("checksums") == checksums:
             return Prepared("cifar10", "fresh", str(folder), dict(checksums), total)
     for name in names:
@@ -153,9 +166,7 @@ def prepare_cifar10(
                 "the file is damaged or not the official CIFAR-10 release"
             )
         _check_cifar_batch(folder / name)
-    stamp_path.write_text(
-        json.dumps({"files": states, "checksums": checksums}, indent=1), encoding="utf-8"
-    )
+    write_stamp(stamp_path, {"files": states, "checksums": checksums})
     return Prepared("cifar10", status, str(folder), dict(checksums), total)
 
 
@@ -179,6 +190,7 @@ def convert_libsvm(
     x_path: Path,
     y_path: Path,
     *,
+    expected_rows: int | None = None,
     chunk_bytes: int = 256 << 20,
     say: Callable[[str], None] = print,
 ) -> int:
@@ -186,39 +198,47 @@ def convert_libsvm(
 
     Reads ``chunk_bytes`` of text at a time (``load_svmlight_file``'s
     ``offset``/``length`` split the file at line ends), so memory stays at one
-    chunk's dense rows. Labels become 0 (−1) and 1 (+1). Returns the row count.
+    chunk's dense rows. Labels become 0 (−1) and 1 (+1). A file without rows, or
+    with other than ``expected_rows``, is refused before anything is written; the
+    arrays appear under their names only when complete. Returns the row count.
     """
     import numpy as np
     from sklearn.datasets import load_svmlight_file
 
     with source.open("rb") as handle:
         rows = sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 24), b""))
-    size = source.stat().st_size
-    tmp_x, tmp_y = x_path.with_suffix(".tmp.npy"), y_path.with_suffix(".tmp.npy")
-    x = np.lib.format.open_memmap(tmp_x, mode="w+", dtype=np.float32, shape=(rows, features))
-    y = np.empty(rows, dtype=np.float32)
-    done, offset, began = 0, 0, time.monotonic()
-    while offset < size:
-        chunk, labels = load_svmlight_file(
-            str(source), n_features=features, dtype=np.float32, zero_based=False,
-            offset=offset, length=chunk_bytes,
+    if rows == 0 or (expected_rows is not None and rows != expected_rows):
+        expected = f"{expected_rows:,}" if expected_rows is not None else "some"
+        raise DataSetCorrupt(
+            f"{source}: {rows:,} lines, expected {expected} rows; the file is cut short or "
+            "not this data set: delete it and prepare again"
         )
-        if not set(np.unique(labels).tolist()) <= {-1.0, 1.0}:
-            raise DataSetCorrupt(f"{source}: labels other than -1 and +1")
-        n = chunk.shape[0]
-        x[done : done + n] = chunk.toarray()
-        y[done : done + n] = labels > 0
-        done += n
-        offset += chunk_bytes
-        rate = done / max(time.monotonic() - began, 1e-9)
-        say(f"{source.name}: {done:,}/{rows:,} rows, {(rows - done) / max(rate, 1e-9):.0f} s to go")
-    if done != rows:
-        raise DataSetCorrupt(f"{source}: read {done:,} rows of {rows:,} lines")
-    x.flush()
-    del x
-    np.save(tmp_y, y)
-    tmp_x.replace(x_path)
-    tmp_y.replace(y_path)
+    size = source.stat().st_size
+    with replaced_when_done(x_path) as tmp_x, replaced_when_done(y_path) as tmp_y:
+        x = np.lib.format.open_memmap(tmp_x, mode="w+", dtype=np.float32,
+                                      shape=(rows, features))  # fmt: skip
+        y = np.empty(rows, dtype=np.float32)
+        done, offset, began = 0, 0, time.monotonic()
+        while offset < size:
+            chunk, labels = load_svmlight_file(
+                str(source), n_features=features, dtype=np.float32, zero_based=False,
+                offset=offset, length=chunk_bytes,
+            )  # fmt: skip
+            if not set(np.unique(labels).tolist()) <= {-1.0, 1.0}:
+                raise DataSetCorrupt(f"{source}: labels other than -1 and +1")
+            n = chunk.shape[0]
+            x[done : done + n] = chunk.toarray()
+            y[done : done + n] = labels > 0
+            done += n
+            offset += chunk_bytes
+            rate = done / max(time.monotonic() - began, 1e-9)
+            say(f"{source.name}: {done:,}/{rows:,} rows, "
+                f"{(rows - done) / max(rate, 1e-9):.0f} s to go")  # fmt: skip
+        if done != rows:
+            raise DataSetCorrupt(f"{source}: read {done:,} rows of {rows:,} lines")
+        x.flush()
+        del x
+        np.save(tmp_y, y)
     return rows
 
 
@@ -232,8 +252,15 @@ def _text_source(folder: Path, name: str, download: bool, url: str) -> Path:
             raise DataSetMissing(f"neither {text} nor {packed} exists")
         folder.mkdir(parents=True, exist_ok=True)
         urllib.request.urlretrieve(url, packed)
-    with bz2.open(packed, "rb") as src, text.open("wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 24)
+    try:
+        with replaced_when_done(text) as unpacked, bz2.open(packed, "rb") as src, \
+                unpacked.open("wb") as dst:  # fmt: skip
+            shutil.copyfileobj(src, dst, 1 << 24)
+    except (OSError, EOFError, ValueError) as exc:
+        raise DataSetCorrupt(
+            f"{packed}: not a complete bzip2 file ({exc}); delete it and put the original "
+            "there, or delete it and pass --download"
+        ) from None
     return text
 
 
@@ -262,12 +289,13 @@ def prepare_epsilon(
                 raise DataSetMissing(
                     f"epsilon: {exc}. Put LIBSVM's {name}.bz2 into {folder}, or pass --download"
                 ) from None
-            convert_libsvm(source, features, files[f"{split}_x"], files[f"{split}_y"], say=say)
+            convert_libsvm(source, features, files[f"{split}_x"], files[f"{split}_y"],
+                           expected_rows=rows[split], say=say)  # fmt: skip
         status = "converted"
     states = {path.name: _file_state(path) for path in files.values()}
     total = sum(state["size"] for state in states.values())
     fresh = stamp_path.is_file() and (
-        json.loads(stamp_path.read_text(encoding="utf-8")).get("files") == states
+        read_stamp(stamp_path).get("files") == states
     )
     if status == "verified" and fresh:
         return Prepared("epsilon", "fresh", str(folder), bytes=total)
@@ -281,7 +309,7 @@ def prepare_epsilon(
             )
         if not set(np.unique(y).tolist()) <= {0.0, 1.0}:
             raise DataSetCorrupt(f"epsilon {split}: labels other than 0 and 1")
-    stamp_path.write_text(json.dumps({"files": states}, indent=1), encoding="utf-8")
+    write_stamp(stamp_path, {"files": states})
     return Prepared("epsilon", status, str(folder), bytes=total)
 
 
@@ -305,7 +333,7 @@ def prepare_wikitext2(data_dir: Path, *, vocabulary: int = 33_278) -> Prepared:
     stamp_path = folder / STAMP
     total = sum(state["size"] for state in states.values())
     if len(states) == len(files) and stamp_path.is_file() and (
-        json.loads(stamp_path.read_text(encoding="utf-8")).get("files") == states
+        read_stamp(stamp_path).get("files") == states
     ):
         return Prepared("wikitext2", "fresh", str(folder), bytes=total)
     corpus = load_wikitext2(data_dir)  # raises DataSetMissing naming the files
@@ -314,7 +342,7 @@ def prepare_wikitext2(data_dir: Path, *, vocabulary: int = 33_278) -> Prepared:
             f"{folder}: {len(corpus.words):,} distinct training words, expected {vocabulary:,} "
             "(the tokenised wikitext-2-v1 release, not the raw one)"
         )
-    stamp_path.write_text(json.dumps({"files": states}, indent=1), encoding="utf-8")
+    write_stamp(stamp_path, {"files": states})
     return Prepared("wikitext2", "verified", str(folder), bytes=total)
 
 
@@ -336,13 +364,13 @@ def prepare_parallel_text(data_dir: Path, name: str) -> Prepared:
     total = sum(state["size"] for state in states.values())
     stamp_path = folder / STAMP
     if (folder / "bpe.json").is_file() and stamp_path.is_file() and (
-        json.loads(stamp_path.read_text(encoding="utf-8")).get("files") == states
+        read_stamp(stamp_path).get("files") == states
     ):
         return Prepared(name, "fresh", str(folder), bytes=total)
     pairs = prepare_wmt(data_dir, name)
     if pairs == 0:
         raise DataSetCorrupt(f"{folder}: no training sentence pairs")
-    stamp_path.write_text(json.dumps({"files": states}, indent=1), encoding="utf-8")
+    write_stamp(stamp_path, {"files": states})
     return Prepared(name, "converted", str(folder), bytes=total)
 
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.data.errors import DataSetMissing
+from workers.data.atomic import replaced_when_done
+from workers.data.errors import DataSetCorrupt, DataSetMissing
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -172,24 +173,33 @@ def prepare_wmt(data_dir: Path, name: str, vocabulary: int = 32_000, batch: int 
     """Train the BPE model and encode every split once; returns the training pairs."""
     require_wmt(data_dir, name)
     files = wmt_files(data_dir, name)
-    train = [line for lang in ("en", "de") for line in _lines(files[f"train.{lang}"])]
-    tokenizer = train_bpe(train, vocabulary)
+    texts = {key: _lines(path) for key, path in files.items()}
+    for split in WMT_SPLITS:
+        english, german = files[f"{split}.en"], files[f"{split}.de"]
+        if len(texts[f"{split}.en"]) != len(texts[f"{split}.de"]):
+            raise DataSetCorrupt(
+                f"{name}: {english} has {len(texts[f'{split}.en']):,} lines and {german} "
+                f"{len(texts[f'{split}.de']):,}; a parallel corpus needs one German line per "
+                "English line (sentence-aligned files)"
+            )
     folder = data_dir / name
-    pairs = 0
-    for key, path in files.items():
-        lines = _lines(path)
+    (folder / "bpe.json").unlink(missing_ok=True)  # the mark of a finished preparation: last
+    tokenizer = train_bpe([line for lang in ("en", "de") for line in texts[f"train.{lang}"]],
+                          vocabulary)  # fmt: skip
+    for key, lines in texts.items():
         ids: list[int] = []
         offsets = [0]
         for start in range(0, len(lines), batch):
             for encoding in tokenizer.encode_batch(lines[start : start + batch]):
                 ids += encoding.ids
                 offsets.append(len(ids))
-        np.save(folder / f"{key}.ids.npy", np.asarray(ids, dtype=np.int32))
-        np.save(folder / f"{key}.offsets.npy", np.asarray(offsets, dtype=np.int64))
-        if key == "train.en":
-            pairs = len(lines)
-    tokenizer.save(str(folder / "bpe.json"))
-    return pairs
+        for suffix, values in ((".ids.npy", np.asarray(ids, dtype=np.int32)),
+                               (".offsets.npy", np.asarray(offsets, dtype=np.int64))):
+            with replaced_when_done(folder / f"{key}{suffix}") as partial:
+                np.save(partial, values)  # fmt: skip
+    with replaced_when_done(folder / "bpe.json") as partial:
+        tokenizer.save(str(partial))
+    return len(texts["train.en"])
 
 
 def load_wmt(data_dir: Path, name: str) -> Bitext:
