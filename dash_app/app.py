@@ -88,12 +88,19 @@ def create_app(database_url: str | None = None, stylesheets: Sequence[str] | Non
     )
     downloads.register(app.server)
     app.server.before_request(functools.partial(unavailable_page, source))
+    app.server.add_url_rule("/healthz", "healthz", functools.partial(health, source))
     return app
+
+
+def health(source: Source) -> tuple[dict[str, str], int]:
+    """For container health checks: 200 while the dashboard serves, whatever its database
+    (a database that is down is the pages' to explain, not a reason to restart this)."""
+    return {"service": "scalebench dashboard", "database": source.health() or "ok"}, 200
 
 
 # Requests that are not a page: Dash's own machinery, assets and downloads (which answer
 # for themselves).
-NOT_PAGES = ("/_dash-", "/assets/", "/_favicon", "/_reload-hash", "/download")
+NOT_PAGES = ("/_dash-", "/assets/", "/_favicon", "/_reload-hash", "/download", "/healthz")
 
 
 def unavailable_page(source: Source) -> tuple[str, int, dict[str, str]] | None:

@@ -357,7 +357,7 @@ def path_problem(exc: BaseException) -> str | None:
     if not isinstance(exc, OSError) or not exc.filename or exc.errno not in PATH_ERRORS:
         return None
     return (f"cannot use {exc.filename}: {exc.strerror}; choose a folder you can read and "
-            "write (--results or SCALEBENCH_RESULTS_DIR for results, --out for exports, "
+            "write (--results or SCALEBENCH_RESULTS_URI for results, --out for exports, "
             "--data-dir or SCALEBENCH_DATA_DIR for data sets) or fix its permissions")  # fmt: skip
 
 

@@ -474,6 +474,7 @@ def test_every_scalebench_setting_the_code_reads_reaches_its_service() -> None:
         for path in (REPO / package).rglob("*.py"):
             names |= set(re.findall(r"SCALEBENCH_[A-Z0-9_]*[A-Z0-9]", path.read_text("utf-8")))
     names = {n for n in names if not any(o.startswith(n + "_") for o in names)}  # drop prefixes
+    names -= {"SCALEBENCH_LAUNCHER_PID"}  # the local launcher tells its ranks; not a setting
     assert len(names) >= 25
     given = set(environment(SERVICES["airflow-scheduler"])) | set(
         environment(SERVICES["dashboard"])
@@ -1105,9 +1106,56 @@ def init_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         AIRFLOW_ADMIN_USER="admin",
         AIRFLOW_ADMIN_PASSWORD="s3cret-" + uuid.uuid4().hex,
         SCALEBENCH_MAX_WORKERS="3",
+        SCALEBENCH_ENV_EXAMPLE=str(REPO / ".env.example"),
     )
     env.update(extra)
     return env
+
+
+def example_secrets() -> dict[str, str]:
+    """The variables .env.example marks "local development only", with its (public) values."""
+    found, marked = {}, False
+    for line in (REPO / ".env.example").read_text().splitlines():
+        if line.startswith("# local development only"):
+            marked = True
+            continue
+        if line.startswith("#") or not line.strip():
+            continue
+        if marked:
+            name, value = line.split("=", 1)
+            found[name] = value
+        marked = False
+    return found
+
+
+def test_init_script_refuses_the_example_secrets_naming_them(
+    tmp_path: Path, stubbed_commands: Path
+) -> None:
+    secrets = example_secrets()
+    assert len(secrets) == 8 and "AIRFLOW_FERNET_KEY" in secrets
+    done = run_init(init_env(tmp_path, **secrets), stubbed_commands)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "refusing to start" in done.stderr and "Traceback" not in done.stderr
+    for name in secrets:
+        assert name in done.stderr
+    assert not (tmp_path / "calls").exists()  # nothing migrated, granted or written
+    # One fresh secret among example ones: only the example ones are named.
+    fresh = {**secrets, "AIRFLOW_FERNET_KEY": "bmV3LWtleS0" + uuid.uuid4().hex}
+    done = run_init(init_env(tmp_path, **fresh), stubbed_commands)
+    named = done.stderr.split("still have")[0]
+    assert done.returncode == 2 and "AIRFLOW_JWT_SECRET" in named
+    assert "AIRFLOW_FERNET_KEY" not in named
+    # Fresh values everywhere: it goes on.
+    fresh = {name: "fresh-" + uuid.uuid4().hex for name in secrets}
+    assert run_init(init_env(tmp_path, **fresh), stubbed_commands).returncode == 0
+
+
+def test_airflow_init_gets_every_example_secret_and_the_example_file() -> None:
+    init = load_compose()["services"]["airflow-init"]
+    for name in example_secrets():
+        assert init["environment"][name].startswith(f"${{{name}:?"), name
+    assert "./.env.example:/opt/scalebench/env.example:ro" in init["volumes"]
+    assert init["environment"]["SCALEBENCH_ENV_EXAMPLE"] == "/opt/scalebench/env.example"
 
 
 @pytest.fixture

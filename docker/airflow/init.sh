@@ -2,6 +2,7 @@
 # airflow-init: what the long-running services need before they start. The
 # compose file runs it on every `docker compose up`; every step is idempotent.
 #
+#   0. refuse .env.example's publicly known secrets
 #   1. check the settings the DAGs read (a bad one fails here, naming it,
 #      rather than as a DAG import error later) and the Kubernetes connection
 #   2. airflow db migrate                       (Airflow's metadata database)
@@ -15,6 +16,27 @@ set -euo pipefail
 
 say() { printf 'airflow-init: %s\n' "$*"; }
 fail() { printf 'airflow-init: %s\n' "$*" >&2; exit 2; }
+
+# 0. No secret may still be .env.example's: those values are public. Every variable
+#    marked "local development only" there is compared with the one given here.
+example=${SCALEBENCH_ENV_EXAMPLE:-/opt/scalebench/env.example}
+[ -r "$example" ] || fail "cannot read $example (.env.example, which the compose file mounts) to check that no secret still has its example value"
+public=()
+marked=0
+while IFS= read -r line || [ -n "$line" ]; do
+  case "$line" in
+    "# local development only"*) marked=1; continue ;;
+    \#* | "") continue ;;
+  esac
+  if [ "$marked" = 1 ]; then
+    name=${line%%=*}
+    if [ -n "${!name:-}" ] && [ "${!name}" = "${line#*=}" ]; then public+=("$name"); fi
+  fi
+  marked=0
+done <"$example"
+if [ "${#public[@]}" -gt 0 ]; then
+  fail "refusing to start: ${public[*]} still have the publicly known values of .env.example. Put new ones in .env (a secret: python3 -c \"import secrets; print(secrets.token_urlsafe(32))\"; AIRFLOW_FERNET_KEY: python3 -c \"import base64, os; print(base64.urlsafe_b64encode(os.urandom(32)).decode())\"); database passwords must be set before the postgres volume is first created (or changed there too: see .env.example)"
+fi
 
 for name in AIRFLOW__DATABASE__SQL_ALCHEMY_CONN SCALEBENCH_DATABASE_URL \
             SCALEBENCH_DASHBOARD_DB_USER AIRFLOW_ADMIN_USER AIRFLOW_ADMIN_PASSWORD \
