@@ -43,6 +43,9 @@ def store_prices(engine: Engine, rows: Iterable[dict[str, Any]]) -> int:
 # schema, read every table there now and every table a migration adds later.
 # ``{database}`` and ``{role}`` are quoted identifiers.
 READONLY_GRANTS = (
+    # As docker/postgres/init.sql: no one connects or makes temporary tables by default...
+    "REVOKE CONNECT, TEMPORARY ON DATABASE {database} FROM PUBLIC",
+    # ...the read-only role may connect, and nothing more.
     "GRANT CONNECT ON DATABASE {database} TO {role}",
     "GRANT USAGE ON SCHEMA public TO {role}",
     "GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}",

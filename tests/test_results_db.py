@@ -291,6 +291,7 @@ def test_readonly_role_can_read_but_not_write(postgres_admin: Engine, tmp_path: 
 
     name = f"scalebench_test_{uuid.uuid4().hex[:12]}"
     role = f"reader_{uuid.uuid4().hex[:8]}"
+    other = f"stranger_{uuid.uuid4().hex[:8]}"
     with postgres_admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
     url = make_url(str(postgres_admin.url)).set(database=name).render_as_string(False)
@@ -305,10 +306,22 @@ def test_readonly_role_can_read_but_not_write(postgres_admin: Engine, tmp_path: 
         with reader.connect() as conn, pytest.raises(ProgrammingError, match="permission denied"):
             conn.execute(text("DELETE FROM run"))
         reader.dispose()
+        with postgres_admin.connect() as conn:  # as init.sql: PUBLIC may neither connect
+            conn.execute(text(f'CREATE ROLE "{other}" LOGIN'))  # nor make temporary tables
+            privileges = {
+                (who, what): conn.execute(
+                    text("SELECT has_database_privilege(:who, :db, :what)"),
+                    {"who": who, "db": name, "what": what},
+                ).scalar_one()
+                for who in (role, other) for what in ("CONNECT", "TEMPORARY")
+            }  # fmt: skip
+        assert privileges == {(role, "CONNECT"): True, (role, "TEMPORARY"): False,
+                              (other, "CONNECT"): False, (other, "TEMPORARY"): False}
     finally:
         with postgres_admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
             conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
+            conn.execute(text(f'DROP ROLE IF EXISTS "{other}"'))
 
 
 def test_ingest_of_real_worker_records(engine: Engine, tmp_path: Path) -> None:
