@@ -150,7 +150,7 @@ def test_optional_data_claim_node_selector_tolerations_and_cpu_only() -> None:
     assert data["readOnly"] is True
     assert pod["nodeSelector"] == {"pool": "gpu"}
     assert pod["tolerations"] == [GPU_TOLERATION]
-    assert "resources" not in container  # no nvidia.com/gpu on CPU clusters
+    assert "nvidia.com/gpu" not in container["resources"]["limits"]  # CPU clusters
     assert container["image"] == "me/w:1"
     assert "activeDeadlineSeconds" not in job["spec"]
     assert kubernetes_validate.validate(job, K8S_VERSION, strict=True)

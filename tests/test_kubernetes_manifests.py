@@ -36,6 +36,7 @@ def test_there_is_something_to_check() -> None:
     assert kinds == [
         "ConfigMap",
         "Namespace",
+        "NetworkPolicy",
         "PersistentVolumeClaim",
         "Role",
         "RoleBinding",
@@ -116,3 +117,65 @@ def test_example_launcher_environment_is_valid_settings() -> None:
     # Every variable the launcher reads is shown in the example.
     defaults = KubernetesSettings.from_env({})
     assert len(env) == len(defaults.__dataclass_fields__)
+
+
+def rendered_pod(settings: KubernetesSettings | None = None) -> dict:
+    from operators.kubernetes.manifests import job_manifest
+    from operators.kubernetes.names import group_names
+
+    names = group_names("task1a_resnet20_cifar10", "manual__2026-11-23", 0, 1, 2)
+    job = job_manifest(names, ["--results", "/x"], 2, settings or KubernetesSettings(),
+                       run_id="r-w2-r1")  # fmt: skip
+    return job["spec"]["template"]
+
+
+def test_the_namespace_enforces_the_restricted_pod_security_standard() -> None:
+    labels = the("Namespace", KubernetesSettings().namespace)["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
+
+
+def test_worker_pods_meet_the_restricted_standard_and_write_only_where_needed() -> None:
+    pod = rendered_pod()["spec"]
+    (container,) = pod["containers"]
+    context = container["securityContext"]
+    assert context["readOnlyRootFilesystem"] is True
+    assert context["allowPrivilegeEscalation"] is False
+    assert context["capabilities"] == {"drop": ["ALL"]} and context["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    writable = {m["mountPath"] for m in container["volumeMounts"] if not m.get("readOnly")}
+    assert writable == {"/var/scalebench/results", "/dev/shm", "/tmp"}
+    kinds = {v["name"]: set(v) - {"name"} for v in pod["volumes"]}
+    assert kinds["tmp"] == {"emptyDir"} and kinds["dshm"] == {"emptyDir"}
+    home = {e["name"]: e["value"] for e in container["env"]}["HOME"]
+    assert home.startswith("/tmp")  # caches land on a writable mount
+
+
+def test_worker_pods_get_the_cpu_and_memory_of_the_settings() -> None:
+    settings = KubernetesSettings.from_env({
+        "SCALEBENCH_K8S_CPU_REQUEST": "500m", "SCALEBENCH_K8S_CPU_LIMIT": "2",
+        "SCALEBENCH_K8S_MEMORY_REQUEST": "1Gi", "SCALEBENCH_K8S_MEMORY_LIMIT": "1536Mi"})
+    (container,) = rendered_pod(settings)["spec"]["containers"]
+    assert container["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
+    assert container["resources"]["limits"]["cpu"] == "2"
+    assert container["resources"]["limits"]["memory"] == "1536Mi"
+    defaults = rendered_pod()["spec"]["containers"][0]["resources"]
+    assert defaults["requests"]["cpu"] == "3"  # the task text: 3 CPUs per pod
+    for variable, value in (("SCALEBENCH_K8S_MEMORY_LIMIT", "1Gi"),  # below the request
+                            ("SCALEBENCH_K8S_CPU_REQUEST", "three")):  # fmt: skip
+        with pytest.raises(ValueError, match=variable):
+            KubernetesSettings.from_env({variable: value})
+
+
+def test_the_network_policy_isolates_exactly_the_pods_the_launcher_renders() -> None:
+    policy = the("NetworkPolicy", "scalebench-workers")
+    pod_labels = rendered_pod()["metadata"]["labels"]
+    selected = policy["spec"]["podSelector"]["matchLabels"]
+    assert selected.items() <= pod_labels.items()
+    assert sorted(policy["spec"]["policyTypes"]) == ["Egress", "Ingress"]
+    (ingress,) = policy["spec"]["ingress"]
+    assert ingress["from"] == [{"podSelector": {"matchLabels": selected}}]
+    peers, dns = policy["spec"]["egress"]
+    assert peers["to"] == [{"podSelector": {"matchLabels": selected}}] and "ports" not in peers
+    assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
+    assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}

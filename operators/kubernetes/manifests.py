@@ -18,8 +18,10 @@ from operators.kubernetes.constants import (
     MASTER_PORT,
     RESULTS_MOUNT,
     RUN_ID_LABEL,
+    TMP_SIZE,
     TTL_AFTER_FINISHED_S,
     WORKER_UID,
+    WRITABLE_HOMES,
 )
 from operators.kubernetes.names import GroupNames, label_value
 from operators.kubernetes.settings import KubernetesSettings
@@ -83,13 +85,16 @@ def job_manifest(
         "MASTER_PORT": str(MASTER_PORT),
         "PYTHONUNBUFFERED": "1",
     }
+    # The root filesystem is read-only: these three are all a rank writes to.
     mounts = [
         {"name": "results", "mountPath": RESULTS_MOUNT},
         {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "tmp", "mountPath": "/tmp"},
     ]
     volumes: list[dict[str, Any]] = [
         {"name": "results", "persistentVolumeClaim": {"claimName": settings.results_claim}},
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
+        {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
     ]
     if settings.data_claim:
         mounts.append({"name": "data", "mountPath": DATA_MOUNT, "readOnly": True})
@@ -104,7 +109,7 @@ def job_manifest(
         "image": image or settings.image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["python", "-m", "workers.run", *worker_args],
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": [{"name": k, "value": v} for k, v in {**env, **WRITABLE_HOMES}.items()],
         "ports": [{"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}],
         "volumeMounts": mounts,
         "securityContext": {
@@ -112,10 +117,12 @@ def job_manifest(
             "runAsUser": WORKER_UID,
             "allowPrivilegeEscalation": False,
             "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
         },
+        "resources": settings.resources,
     }
     if gpus_per_worker > 0:
-        container["resources"] = {"limits": {"nvidia.com/gpu": gpus_per_worker}}
+        container["resources"]["limits"]["nvidia.com/gpu"] = gpus_per_worker
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "subdomain": names.service,

@@ -20,6 +20,13 @@ a pod still Pending after the schedule timeout (counted from
 | SCALEBENCH_K8S_DATA_CLAIM         | empty (no data volume)   | PVC of data sets (read-only)     |
 | SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S | 600                      | seconds a pod may stay Pending   |
 | SCALEBENCH_K8S_SHM_SIZE           | 2Gi                      | /dev/shm size in bytes (quantity)|
+| SCALEBENCH_K8S_CPU_REQUEST        | 3                        | CPUs a worker pod is given       |
+| SCALEBENCH_K8S_CPU_LIMIT          | 4                        | CPUs a worker pod may use at most|
+| SCALEBENCH_K8S_MEMORY_REQUEST     | 12Gi                     | memory a worker pod is given     |
+| SCALEBENCH_K8S_MEMORY_LIMIT       | 16Gi                     | memory beyond which it is killed |
+
+The CPU request follows the task text's "3 CPUs available for pod"; the limits keep
+one runaway pod from starving the node's others (and /dev/shm counts against memory).
 """
 
 from __future__ import annotations
@@ -36,6 +43,9 @@ PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
+_CPU = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
+_SUFFIXES = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
+             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 
 
@@ -60,6 +70,10 @@ class KubernetesSettings:
     data_claim: str = ""
     schedule_timeout_s: float = 600.0
     shm_size: str = "2Gi"
+    cpu_request: str = "3"
+    cpu_limit: str = "4"
+    memory_request: str = "12Gi"
+    memory_limit: str = "16Gi"
 
     def __post_init__(self) -> None:
         selector = self.node_selector
@@ -126,6 +140,17 @@ class KubernetesSettings:
                 "a Kubernetes quantity such as 2Gi or 512Mi",
             ),
         ]
+        for kind, pattern, example in (("CPU", _CPU, "3 or 500m"),
+                                       ("MEMORY", _QUANTITY, "12Gi or 512Mi")):  # fmt: skip
+            request = getattr(self, f"{kind.lower()}_request")
+            limit = getattr(self, f"{kind.lower()}_limit")
+            checks += [
+                (f"SCALEBENCH_K8S_{kind}_REQUEST", request, pattern.match(request),
+                 f"a Kubernetes quantity such as {example}"),
+                (f"SCALEBENCH_K8S_{kind}_LIMIT", limit, pattern.match(limit)
+                 and (not pattern.match(request) or quantity(limit) >= quantity(request)),
+                 f"a Kubernetes quantity such as {example}, at least the request ({request})"),
+            ]  # fmt: skip
         for variable, value, ok, expected in checks:
             _check(ok, variable, value, expected)
         for toleration in self.tolerations:
@@ -160,7 +185,25 @@ class KubernetesSettings:
             data_claim=env.get("SCALEBENCH_K8S_DATA_CLAIM", "").strip(),
             schedule_timeout_s=timeout,
             shm_size=text("SCALEBENCH_K8S_SHM_SIZE", defaults.shm_size),
+            cpu_request=text("SCALEBENCH_K8S_CPU_REQUEST", defaults.cpu_request),
+            cpu_limit=text("SCALEBENCH_K8S_CPU_LIMIT", defaults.cpu_limit),
+            memory_request=text("SCALEBENCH_K8S_MEMORY_REQUEST", defaults.memory_request),
+            memory_limit=text("SCALEBENCH_K8S_MEMORY_LIMIT", defaults.memory_limit),
         )
+
+    @property
+    def resources(self) -> dict[str, dict[str, str]]:
+        """A worker container's CPU and memory requests and limits, as the API takes them."""
+        return {"requests": {"cpu": self.cpu_request, "memory": self.memory_request},
+                "limits": {"cpu": self.cpu_limit, "memory": self.memory_limit}}  # fmt: skip
+
+
+def quantity(text: str) -> float:
+    """The number a Kubernetes quantity stands for (``500m`` → 0.5, ``2Gi`` → 2**31)."""
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)", text)
+    if match is None or match.group(2) not in _SUFFIXES:
+        raise ValueError(f"not a quantity: {text!r}")
+    return float(match.group(1)) * _SUFFIXES[match.group(2)]
 
 
 def _check(ok: object, variable: str, value: object, expected: str) -> None:
