@@ -73,7 +73,7 @@ def run_rows(
             "task": r.task,
             "workers": r.world_size,
             "repeat": r.repeat + 1,
-            "status": r.status,
+            "status": f"{r.status} ⚠ ranks shared a node" if r.shared_node else r.status,
             "time_to_accuracy_s": units.seconds(r.time_to_accuracy_s),
             "samples_per_s": units.number(r.samples_per_s),
             "communication_ratio": units.percent(r.communication_ratio),

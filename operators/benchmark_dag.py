@@ -32,7 +32,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 
 from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
-from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS
+from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS, PLACEMENTS
 from workers.distributed import BACKENDS
 from workers.request import MAX_COLLECTIVE_TIMEOUT_S, MAX_SEED, MIN_COLLECTIVE_TIMEOUT_S
 from workers.tasks import AllReduceSpec, TaskSpec
@@ -76,6 +76,9 @@ def params(spec: TaskSpec) -> dict[str, Param]:
                                  title="GPUs per worker (Kubernetes)",
                                  description="nvidia.com/gpu requested by each pod; 0 for CPU "
                                  "pods. Local ranks use the host's GPUs, one each with nccl."),
+        "placement": Param("auto", type="string", enum=list(PLACEMENTS), title="Placement",
+                           description="spread: one rank per node (Kubernetes); pack: ranks "
+                           "may share a node; auto: spread on Kubernetes, pack locally."),
         "device": Param("auto", type="string", enum=["auto", "cpu", "cuda"],
                         title="Tensors on",
                         description="auto: a GPU when the rank has one; cpu; cuda (Task 0: "

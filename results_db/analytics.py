@@ -174,6 +174,8 @@ def configuration_hash(config: dict) -> str:
         key["compile"] = config["compile"]
     if config.get("device", "auto") != "auto":  # CPU and GPU tensors are not comparable
         key["device"] = config["device"]
+    if config.get("placement", "pack") != "pack":  # one rank per node: another measurement
+        key["placement"] = config["placement"]
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -373,6 +373,11 @@ def load_run(
             raise KeptStoredRun(f"the rank files now disagree ({exc})", stored.status) from None
         raise
     summary = summarise(ranks, run_id, group["world_size"], group.get("status"))
+    shared = shared_nodes(ranks) if request.get("placement") == "spread" else {}
+    if shared:
+        where = "; ".join(f"ranks {', '.join(map(str, r))} on {node}" for node, r in shared.items())
+        summary.reason = "; ".join(filter(None, [
+            summary.reason, f"placement: one rank per node was asked, but {where}"]))  # fmt: skip
     for rank in outside:
         lines = len(rank.records) + rank.bad_lines
         summary.bad_lines += lines
@@ -394,8 +399,20 @@ def load_run(
     unstorable = row_problems(Run.__table__, _run_strings(summary, request))
     if unstorable:
         raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
-    rows += _write_run(conn, sweep_id, request, group, summary, ranks)
+    rows += _write_run(conn, sweep_id, request, group, summary, ranks, bool(shared))
     return rows, summary, ranks + outside
+
+
+def shared_nodes(ranks: Sequence[RankRecords]) -> dict[str, list[int]]:
+    """Nodes that more than one rank ran on (node -> ranks), from the environment
+    records' ``node`` (a pod's node; ``host`` in records from before it was written)."""
+    on: dict[str, list[int]] = {}
+    for rank in ranks:
+        for record in rank.of_kind("env")[:1]:
+            node = record.get("node") or record.get("host")
+            if isinstance(node, str) and node:
+                on.setdefault(node, []).append(rank_of(rank.path))
+    return {node: sorted(r) for node, r in on.items() if len(r) > 1}
 
 
 def stored_extent(conn: Connection, run_id: str) -> RunExtent | None:
@@ -462,6 +479,7 @@ def _write_run(
     group: dict[str, Any],
     summary: RunSummary,
     ranks: Sequence[RankRecords],
+    shared_node: bool = False,
 ) -> int:
     """The run row and its small tables (evaluations, events, environments)."""
     run_id = group["run_id"]
@@ -506,6 +524,8 @@ def _write_run(
             step_records=summary.step_records,
             **{f"{phase}_total_s": summary.phase_totals_s.get(phase, 0.0) for phase in PHASES},
             quarantined_lines=summary.bad_lines,
+            placement=str(request.get("placement", "pack")),
+            shared_node=shared_node,
             ingested_at=datetime.now(UTC),
         )
     )

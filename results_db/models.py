@@ -129,6 +129,10 @@ class Run(Base):
     steps: Mapped[int] = mapped_column(Integer, default=0)
     samples_per_s: Mapped[float | None] = mapped_column(Float)
     quarantined_lines: Mapped[int] = mapped_column(Integer, default=0)
+    # spread: one rank per node was asked (Kubernetes); pack: ranks may share a node.
+    # shared_node: a spread run whose ranks' environment records name one node twice.
+    placement: Mapped[str] = mapped_column(String(10), server_default="pack")
+    shared_node: Mapped[bool] = mapped_column(Boolean, server_default=false())
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # Every rank's step records summed, stored at ingest so that per-step phase
     # means need no scan of step_timing: how many step records, and seconds per phase.

@@ -381,6 +381,8 @@ class RunInfo:
     steps: int
     samples_per_s: float | None
     quarantined_lines: int
+    placement: str = "pack"
+    shared_node: bool = False  # a spread run whose ranks shared a node
 
 
 _RUN_COLUMNS = tuple(getattr(Run, name) for name in RunInfo.__dataclass_fields__)

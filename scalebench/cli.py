@@ -150,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         gpus_per_worker=args.gpus_per_worker,
         worker_image=args.worker_image,
         device=args.device,
+        placement=args.placement,
         seed=args.seed,
         data_dir=args.data_dir,
     )
@@ -257,6 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--device", default="auto",
                      help="where tensors live: auto (a GPU when the rank has one), cpu or "
                      "cuda; Task 0 times CPU or GPU tensors by it (default auto)")
+    run.add_argument("--placement", default="auto",
+                     help="spread: one rank per node (kubernetes); pack: ranks may share a "
+                     "node; auto: spread on kubernetes, pack locally (default auto)")
     run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
     run.add_argument(
         "--compile", default=None,

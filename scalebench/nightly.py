@@ -46,6 +46,7 @@ class NightlySettings:
     light: bool = True
     launcher: str = "local"
     backend: str = "gloo"
+    placement: str = "auto"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> NightlySettings:
@@ -56,7 +57,7 @@ class NightlySettings:
         """
         from croniter import croniter
 
-        from scalebench.sweep import LAUNCHERS, InvalidParameter, parse_world_sizes
+        from scalebench.sweep import LAUNCHERS, PLACEMENTS, InvalidParameter, parse_world_sizes
         from workers.distributed import BACKENDS
         from workers.tasks import task_ids
 
@@ -91,13 +92,18 @@ class NightlySettings:
         backend = read("BACKEND", default.backend)
         if backend not in BACKENDS:
             raise bad("BACKEND", f"expected one of {', '.join(BACKENDS)}, got {backend!r}")
+        placement = read("PLACEMENT", default.placement)
+        if placement not in PLACEMENTS:
+            raise bad("PLACEMENT", f"expected one of {', '.join(PLACEMENTS)}, got {placement!r}")
         return cls(schedule=schedule, tasks=tasks, workers=workers, repeats=int(repeats),
-                   light=full in ("0", "false"), launcher=launcher, backend=backend)  # fmt: skip
+                   light=full in ("0", "false"), launcher=launcher, backend=backend,
+                   placement=placement)  # fmt: skip
 
     def request(self) -> dict[str, Any]:
         """The fixed sweep request of every task in the suite (without ``task``)."""
         return {"workers": list(self.workers), "repeats": self.repeats, "light": self.light,
-                "launcher": self.launcher, "backend": self.backend}  # fmt: skip
+                "launcher": self.launcher, "backend": self.backend,
+                "placement": self.placement}  # fmt: skip
 
 
 def check(sweep_id: str, url: str | None = None) -> list[str]:

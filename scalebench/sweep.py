@@ -38,6 +38,10 @@ from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
 LAUNCHERS = ("local", "kubernetes")
 DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
+# Where ranks run: spread, one rank per node (what the task texts measure: "a single
+# process per node"), or pack, ranks may share a node (the local launcher: one machine;
+# on a cluster, e.g. the 8 GPUs of one server). auto: spread on Kubernetes, pack locally.
+PLACEMENTS = ("auto", "spread", "pack")
 # Limits on what one request may ask (the trigger form states the same ones).
 MAX_REPEATS = 100  # runs per worker count
 MAX_GROUPS = 500  # worker counts × repeats
@@ -78,6 +82,7 @@ class SweepRequest:
     gpus_per_worker: int = 1  # Kubernetes: nvidia.com/gpu per pod; local ranks use the host's
     worker_image: str = ""  # Kubernetes: "" means SCALEBENCH_WORKER_IMAGE
     device: str = "auto"  # where tensors live: auto (a GPU when there is one), cpu or cuda
+    placement: str = "pack"  # spread (one rank per node) or pack; "auto" is resolved
 
     @property
     def spec(self) -> TaskSpec:
@@ -163,6 +168,7 @@ def validate_request(
     gpus_per_worker: Any = 1,
     worker_image: Any = "",
     device: Any = "auto",
+    placement: Any = "auto",
     gpus: int | None = None,
     max_workers: int | None = None,
 ) -> SweepRequest:
@@ -289,6 +295,17 @@ def validate_request(
             "group_timeout_s",
             f"{group:g} s is shorter than the collective timeout ({collective:g} s)",
         )
+    if not isinstance(placement, str) or placement not in PLACEMENTS:
+        raise InvalidParameter(
+            "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}"
+        )
+    if placement == "spread" and launcher == "local":
+        raise InvalidParameter(
+            "placement", "the local launcher runs every rank on this machine: spread needs "
+            "the kubernetes launcher (use pack or auto)",
+        )  # fmt: skip
+    if placement == "auto":
+        placement = "spread" if launcher == "kubernetes" else "pack"
     if not isinstance(device, str) or device not in DEVICES:
         raise InvalidParameter("device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
     if device == "cpu" and backend == "nccl":
@@ -346,6 +363,7 @@ def validate_request(
         gpus_per_worker=gpus_each,
         worker_image=worker_image,
         device=device,
+        placement=placement,
     )
 
 
@@ -375,6 +393,7 @@ class GroupPlan:
     launcher: str = "local"
     gpus_per_worker: int = 1
     worker_image: str = ""
+    placement: str = "pack"  # spread: one rank per node (Kubernetes); pack: may share
 
     @property
     def run_dir(self) -> Path:
@@ -425,6 +444,7 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
             launcher=request.launcher,
             gpus_per_worker=request.gpus_per_worker,
             worker_image=request.worker_image,
+            placement=request.placement,
         )
         for repeat in range(request.repeats)
         for k in request.world_sizes
@@ -455,7 +475,7 @@ def code_version() -> str:
 # The fields a trigger (the Airflow form, a nightly's settings, the REST API's conf)
 # may set; the task comes from the DAG.
 FORM_FIELDS = ("workers", "light", "backend", "repeats", "seed", "variant", "precision",
-               "compile", "launcher", "gpus_per_worker", "worker_image", "device",
+               "compile", "launcher", "gpus_per_worker", "worker_image", "device", "placement",
                "collective_timeout_s", "group_timeout_s", "data_dir")  # fmt: skip
 
 

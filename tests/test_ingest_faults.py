@@ -336,3 +336,26 @@ def test_an_ingest_survives_a_database_restart_and_loses_nothing(
     ingest_location(clean, str(tmp_path))
     assert restarted == counts(clean)
     clean.dispose()
+
+
+def test_a_spread_run_whose_ranks_shared_a_node_is_flagged(engine: Engine, tmp_path: Path) -> None:
+    from dash_app.tables import run_rows
+    from results_db.queries import run_infos
+
+    sweep = write_training_sweep(tmp_path, "sp", [FakeRun(2), FakeRun(4)])
+    data = json.loads((sweep / "sweep.json").read_text())
+    data["request"]["placement"] = "spread"  # as a Kubernetes sweep asks by default
+    (sweep / "sweep.json").write_text(json.dumps(data))
+    for rank in (1, 3):  # ranks 0 and 1, and 2 and 3, of the 4-worker run on one node each
+        edit_lines(sweep / "sp-w4-r1" / f"rank-{rank}.jsonl",
+                   _edit_first(_first("env"), lambda r, n=rank: r.update(node=f"node-{n - 1}")))
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        runs = {r.world_size: r for r in run_infos(conn)}
+    assert not runs[2].shared_node and runs[2].placement == "spread"
+    assert runs[4].shared_node and runs[4].status == "succeeded"
+    assert runs[4].reason == (
+        "placement: one rank per node was asked, but ranks 0, 1 on node-0; ranks 2, 3 on node-2"
+    )
+    rows, _ = run_rows(list(runs.values()), "workers", "asc", 0, 10)
+    assert [row["status"] for row in rows] == ["succeeded", "succeeded ⚠ ranks shared a node"]

@@ -110,7 +110,9 @@ def test_rendezvous_is_rank_0_behind_the_headless_service() -> None:
     assert service["spec"]["publishNotReadyAddresses"] is True
     assert service["spec"]["ports"][0]["port"] == 29500
     assert service["spec"]["selector"] == {"batch.kubernetes.io/job-name": NAMES.job}
-    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    node = next(e for e in pod["containers"][0]["env"] if e["name"] == "NODE_NAME")
+    assert node["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     assert env["MASTER_ADDR"] == f"{NAMES.job}-0.{NAMES.service}"
     assert env["MASTER_PORT"] == "29500"
     assert env["WORLD_SIZE"] == "4"

@@ -147,7 +147,7 @@ def test_worker_pods_meet_the_restricted_standard_and_write_only_where_needed() 
     assert writable == {"/var/scalebench/results", "/dev/shm", "/tmp"}
     kinds = {v["name"]: set(v) - {"name"} for v in pod["volumes"]}
     assert kinds["tmp"] == {"emptyDir"} and kinds["dshm"] == {"emptyDir"}
-    home = {e["name"]: e["value"] for e in container["env"]}["HOME"]
+    home = {e["name"]: e.get("value") for e in container["env"]}["HOME"]
     assert home.startswith("/tmp")  # caches land on a writable mount
 
 
@@ -179,3 +179,18 @@ def test_the_network_policy_isolates_exactly_the_pods_the_launcher_renders() -> 
     assert peers["to"] == [{"podSelector": {"matchLabels": selected}}] and "ports" not in peers
     assert {(p["protocol"], p["port"]) for p in dns["ports"]} == {("UDP", 53), ("TCP", 53)}
     assert dns["to"][0]["podSelector"]["matchLabels"] == {"k8s-app": "kube-dns"}
+
+
+def test_spread_keeps_the_groups_pods_on_different_nodes_and_pack_lets_them_share() -> None:
+    from operators.kubernetes.manifests import job_manifest
+    from operators.kubernetes.names import group_names
+
+    names = group_names("task1a_resnet20_cifar10", "manual__2026-11-23", 0, 1, 4)
+    spread = job_manifest(names, ["--results", "/x"], 4, KubernetesSettings())
+    (term,) = spread["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert term["labelSelector"]["matchLabels"] == {"batch.kubernetes.io/job-name": names.job}
+    assert kubernetes_validate.validate(spread, K8S_VERSION, strict=True) == K8S_VERSION
+    pack = job_manifest(names, ["--results", "/x"], 4, KubernetesSettings(), placement="pack")
+    assert "affinity" not in pack["spec"]["template"]["spec"]

@@ -16,6 +16,7 @@ from scalebench.sweep import (
     MAX_REPEATS,
     InvalidParameter,
     plan_groups,
+    request_fields,
     request_from_form,
     validate_request,
 )
@@ -285,3 +286,23 @@ def test_the_compile_default_comes_from_the_environment(monkeypatch: pytest.Monk
     with pytest.raises(InvalidParameter, match="SCALEBENCH_COMPILE must be one of") as info:
         validate_request(task="task1a-resnet20-cifar10", workers=[1], light=True)
     assert info.value.field == "compile"
+
+
+def test_placement_is_spread_on_kubernetes_and_pack_locally_unless_asked() -> None:
+    from results_db.analytics import configuration_hash
+
+    kubernetes = {**LIGHT, "launcher": "kubernetes", "gpus": 0, "gpus_per_worker": 0,
+                  "max_workers": 64}  # fmt: skip
+    assert validate_request(**LIGHT).placement == "pack"
+    assert validate_request(**kubernetes).placement == "spread"
+    assert validate_request(**kubernetes, placement="pack").placement == "pack"
+    with pytest.raises(InvalidParameter, match="spread needs the kubernetes launcher") as info:
+        validate_request(**LIGHT, placement="spread")
+    assert info.value.field == "placement"
+    with pytest.raises(InvalidParameter, match="must be one of auto, spread, pack"):
+        validate_request(**LIGHT, placement="everywhere")
+    # One rank per node is another measurement than ranks sharing one: another configuration.
+    hashes = {p: configuration_hash(request_fields(validate_request(**kubernetes, placement=p)))
+              for p in ("spread", "pack")}  # fmt: skip
+    assert hashes["spread"] != hashes["pack"]
+    assert hashes["pack"] == configuration_hash(request_fields(validate_request(**LIGHT)))

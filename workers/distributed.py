@@ -130,6 +130,8 @@ def environment(backend: str) -> dict[str, object]:
 
     info: dict[str, object] = {
         "host": platform.node(),
+        # The machine: a pod's node (NODE_NAME, from the pod spec), else this host.
+        "node": os.environ.get("NODE_NAME") or platform.node(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

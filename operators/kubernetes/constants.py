@@ -17,6 +17,7 @@ WRITABLE_HOMES = {"HOME": "/tmp", "XDG_CACHE_HOME": "/tmp/.cache",
                   "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor", "MPLCONFIGDIR": "/tmp/mpl"}
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # one value per node
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"  # annotation (and label since 1.28)
 RUN_ID_LABEL = "scalebench.io/run-id"
 BASE_LABELS = {

@@ -102,6 +102,7 @@ class KubernetesGroup:
         self.names = names
         self.settings = settings
         self.gpus_per_worker = gpus_per_worker
+        self.placement = group.placement
         self.image = image
         self.timeout_s = timeout_s
         self.sink = sink or (lambda line: print(line, flush=True))
@@ -130,6 +131,7 @@ class KubernetesGroup:
             image=self.image,
             timeout_s=self.timeout_s,
             run_id=self.run_id,
+            placement=self.placement,
         )
 
     def service_manifest(self) -> dict:

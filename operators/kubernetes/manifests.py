@@ -14,6 +14,7 @@ from operators.kubernetes.constants import (
     BASE_LABELS,
     CONTAINER,
     DATA_MOUNT,
+    HOSTNAME_LABEL,
     JOB_NAME_LABEL,
     MASTER_PORT,
     RESULTS_MOUNT,
@@ -71,12 +72,15 @@ def job_manifest(
     image: str | None = None,
     timeout_s: float | None = None,
     run_id: str = "",
+    placement: str = "spread",
 ) -> dict:
     """The Indexed Job of one group: ``world_size`` pods, rank = completion index.
 
     ``worker_args`` are the pod-side arguments (see :func:`pod_argv`).
     ``timeout_s`` (seconds) becomes ``activeDeadlineSeconds``, rounded up;
     ``gpus_per_worker`` is the ``nvidia.com/gpu`` limit of each pod (none when 0).
+    ``placement`` ``spread`` keeps two pods of the group off one node (a required
+    anti-affinity on the node's hostname label); ``pack`` lets them share.
     """
     labels = _labels(run_id)
     env = {
@@ -109,7 +113,9 @@ def job_manifest(
         "image": image or settings.image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": ["python", "-m", "workers.run", *worker_args],
-        "env": [{"name": k, "value": v} for k, v in {**env, **WRITABLE_HOMES}.items()],
+        "env": [{"name": k, "value": v} for k, v in {**env, **WRITABLE_HOMES}.items()]
+        # The node each rank runs on, for its environment record (placement is checked).
+        + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
         "ports": [{"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}],
         "volumeMounts": mounts,
         "securityContext": {
@@ -139,6 +145,12 @@ def job_manifest(
         "containers": [container],
         "volumes": volumes,
     }
+    if placement == "spread":  # one rank per node: the network between ranks is measured
+        apart = {"labelSelector": {"matchLabels": {JOB_NAME_LABEL: names.job}},
+                 "topologyKey": HOSTNAME_LABEL}  # fmt: skip
+        pod_spec["affinity"] = {
+            "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
+        }
     if settings.node_selector:
         pod_spec["nodeSelector"] = dict(settings.node_selector)
     if settings.tolerations:
