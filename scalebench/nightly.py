@@ -10,6 +10,7 @@ value is an import error that names the variable, shown in the Airflow UI):
 - ``SCALEBENCH_NIGHTLY_FULL``: ``1`` runs the full tasks instead of the light ones (``0``)
 - ``SCALEBENCH_NIGHTLY_LAUNCHER``: ``local`` or ``kubernetes`` (``local``)
 - ``SCALEBENCH_NIGHTLY_BACKEND``: ``gloo`` or ``nccl`` (``gloo``)
+- ``SCALEBENCH_NIGHTLY_PLACEMENT``: ``spread``, ``pack`` or ``auto`` (``auto``)
 - ``SCALEBENCH_NOTIFY_WEBHOOK``: a URL that is POSTed ``{"text": ...}`` when a nightly
   task fails (Slack and Mattermost incoming webhooks take this as is)
 - ``SCALEBENCH_NOTIFY_CALLBACK``: ``module:function`` called with the Airflow

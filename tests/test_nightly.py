@@ -36,9 +36,11 @@ def test_settings_come_from_the_environment() -> None:
         "SCALEBENCH_NIGHTLY_FULL": "1",
         "SCALEBENCH_NIGHTLY_LAUNCHER": "kubernetes",
         "SCALEBENCH_NIGHTLY_BACKEND": "nccl",
+        "SCALEBENCH_NIGHTLY_PLACEMENT": "pack",
     })  # fmt: skip
     assert settings == NightlySettings("30 3 * * 1-5", ("task0-allreduce",), (1, 2, 4), 5,
-                                       False, "kubernetes", "nccl")  # fmt: skip
+                                       False, "kubernetes", "nccl", "pack")  # fmt: skip
+    assert settings.request()["placement"] == "pack"
 
 
 @pytest.mark.parametrize(
@@ -51,6 +53,7 @@ def test_settings_come_from_the_environment() -> None:
         ("FULL", "maybe"),
         ("LAUNCHER", "slurm"),
         ("BACKEND", "carrier-pigeon"),
+        ("PLACEMENT", "everywhere"),
     ],
 )
 def test_a_bad_setting_names_its_variable(variable: str, value: str) -> None:
