@@ -212,6 +212,9 @@ class Source:
     def prices(self) -> list[queries.PriceRow]:
         return self.call(queries.prices_in_force)
 
+    def running(self) -> list[queries.RunProgress]:
+        return self.call(queries.running_runs)
+
     def runs(self, **filters: Any) -> list[queries.RunInfo]:
         return self.call(queries.run_infos, **filters)
 

@@ -130,13 +130,26 @@ def compilation(run: RunInfo) -> str:
             f"{recompiled} recompilations while timed")  # fmt: skip
 
 
+def progress_metric(metric: str | None, value: float | None) -> str:
+    """The newest evaluation of a running group, e.g. ``top1 accuracy 71.2``."""
+    if metric is None or value is None:
+        return "—"
+    return f"{metric.replace('_', ' ')} {units.number(value)}"
+
+
 def run_facts(run: RunInfo) -> list[tuple[str, str]]:
     """The headline numbers of a run, label and text."""
     goal = "—"
     if run.goal_metric:
         goal = f"{run.goal_metric.replace('_', ' ')} ≥ {run.goal_target:g}"
+    status = run.status + (f": {run.reason}" if run.reason else "")
+    if run.status == "running":  # as its last load found it; the page refreshes
+        elapsed = (run.ended_at - run.started_at).total_seconds() if (
+            run.started_at and run.ended_at) else None  # fmt: skip
+        status = (f"running: {run.epochs} epoch(s), {run.steps:,} steps done, "
+                  f"{units.seconds(elapsed)} since the start (as last loaded)")  # fmt: skip
     return [
-        ("status", run.status + (f": {run.reason}" if run.reason else "")),
+        ("status", status),
         (
             "workers",
             f"{run.world_size} ({run.backend}, {run.device}, {run.precision}, "

@@ -2,7 +2,8 @@
 
 It starts the group with the launcher the sweep chose, waits for it, records
 the verdict in the sweep's manifest, loads the group into the results database
-(so the dashboard shows each group as it ends) and returns the verdict. A
+(every ``SCALEBENCH_LIVE_INGEST_S`` seconds while it runs, as ``running``, and
+once it ended, so the dashboard follows each group) and returns the verdict. A
 failed, diverged or timed-out group does not fail the task: the verdict is
 data, and the ingest that follows keeps what the group measured.
 
@@ -21,6 +22,7 @@ Job named after the task instance.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
 from operators.launcher import Launcher, launcher_for
-from scalebench import manifest
+from scalebench import config, manifest
 from scalebench.sweep import GroupPlan
 
 CANCELLED_REASON = "the Airflow task was stopped"
@@ -64,7 +66,8 @@ class TrainingGroupOperator(BaseOperator):
         try:
             self._running = self.launcher_for(group, context)
             self._running.start()
-            result = self._running.wait(group.timeout_s)
+            with LiveResults(lambda: self.publish(group, final=False), config.live_ingest_s()):
+                result = self._running.wait(group.timeout_s)
         except Exception as exc:
             # The launcher itself broke (no cluster, a refused manifest): a verdict still.
             if not self._cancelled.is_set():
@@ -85,17 +88,21 @@ class TrainingGroupOperator(BaseOperator):
             raise AirflowException(f"{group.run_id}: cancelled; what it measured is kept")
         return {**self.group, "status": status, "reason": reason, "seconds": result.seconds}
 
-    def publish(self, group: GroupPlan) -> None:
-        """Load the group that just ended into the results database, so the dashboard
-        shows it while the sweep goes on. A failure here only delays it: the sweep's
-        ingest loads every group again at the end."""
-        from scalebench import config
+    def publish(self, group: GroupPlan, final: bool = True) -> None:
+        """Load the group into the results database, so the dashboard shows it while the
+        sweep goes on: what its ranks wrote so far while it runs (``final`` false: the
+        run reads as ``running``), everything once it ended. A failure here only delays
+        it: the sweep's ingest loads every group again at the end."""
         from scalebench.database_commands import ingest
 
         try:
-            # The files were written just now by this very group: they are the run
-            # (an earlier attempt's stored rows give way even when this one did less).
-            ingest(config.database_url(), group.sweep_dir, only=[group.run_id], replace=True)
+            if final:
+                # The files were written just now by this very group: they are the run
+                # (an earlier attempt's stored rows give way even when this one did less).
+                ingest(config.database_url(), group.sweep_dir, only=[group.run_id],
+                       replace=True)  # fmt: skip
+            else:
+                load_quietly(config.database_url(), group)
         except Exception as exc:  # the measurement is safe on disk either way
             self.log.warning("%s: not loaded into the results database yet (%s); the "
                              "sweep's ingest will", group.run_id, exc)  # fmt: skip
@@ -119,6 +126,46 @@ class TrainingGroupOperator(BaseOperator):
             group = self.plan
             manifest.record_verdict(Path(group.sweep_dir), group.run_id, "cancelled",
                                     CANCELLED_REASON)  # fmt: skip
+
+
+class LiveResults:
+    """While a group runs, call ``publish`` every ``interval_s`` seconds on a thread of
+    its own (0: never); leaving the ``with`` block stops it and waits for the call in
+    progress, so the final load comes after the last partial one."""
+
+    def __init__(self, publish: Callable[[], None], interval_s: float) -> None:
+        self.publish = publish
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="live-results", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.publish()
+
+    def __enter__(self) -> LiveResults:
+        if self.interval_s > 0:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def load_quietly(url: str, group: GroupPlan) -> None:
+    """Load what the ranks of ``group`` wrote so far (its manifest entry has no verdict
+    yet, so the run reads as ``running``); a later load completes it without duplicates."""
+    from results_db.database import make_engine, upgrade
+    from results_db.ingest import ingest_location
+
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        ingest_location(engine, group.sweep_dir, only=[group.run_id], replace=True)
+    finally:
+        engine.dispose()
 
 
 def set_aside_earlier_attempt(run_dir: Path) -> Path | None:

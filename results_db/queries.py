@@ -325,6 +325,44 @@ def baseline_of(conn: Connection, sweep_id: str) -> str | None:
     ).scalar()  # fmt: skip
 
 
+@dataclass(frozen=True)
+class RunProgress:
+    """A group still running, as its last load found it: epochs evaluated, the newest value
+    of the goal metric (``None`` before the first evaluation), seconds since its common
+    start to its newest record."""
+
+    id: str
+    sweep_id: str
+    task: str
+    world_size: int
+    repeat: int
+    epochs: int
+    steps: int
+    goal_metric: str | None
+    last_metric: float | None
+    elapsed_s: float | None
+
+
+def running_runs(conn: Connection) -> list[RunProgress]:
+    """Every run stored as ``running`` (loaded while its ranks wrote), oldest first."""
+    rows = conn.execute(
+        select(Run.id, Run.sweep_id, Run.task, Run.world_size, Run.repeat, Run.epochs,
+               Run.steps, Run.goal_metric, Run.started_at, Run.ended_at)
+        .where(Run.status == "running").order_by(Run.started_at, Run.id)
+    ).all()  # fmt: skip
+    progress = []
+    for row in rows:
+        last = conn.execute(
+            select(EpochEval.metric_value).where(EpochEval.run_id == row.id)
+            .order_by(EpochEval.epoch.desc()).limit(1)
+        ).scalar()  # fmt: skip
+        elapsed = ((row.ended_at - row.started_at).total_seconds()
+                   if row.started_at and row.ended_at else None)  # fmt: skip
+        progress.append(RunProgress(row.id, row.sweep_id, row.task, row.world_size, row.repeat,
+                                    row.epochs, row.steps, row.goal_metric, last, elapsed))
+    return progress
+
+
 def schema_ready(conn: Connection) -> None:
     """Touch the oldest and the newest tables of the schema: raises the database's own
     error when it has no results schema, or one older than this code reads."""

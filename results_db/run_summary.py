@@ -1,6 +1,8 @@
 """One run's outcome, reduced from its ranks' records.
 
-A run's status comes from the records: ``diverged`` if any rank diverged,
+A run's status comes from the records: ``running`` while its group has no verdict
+yet and no rank has failed (a reading taken while the ranks write), ``diverged`` if
+any rank diverged,
 ``timed_out`` if the launcher had to stop it, ``failed`` if any rank failed,
 left no final record or wrote nothing, ``succeeded`` when every rank
 finished. Reaching the goal is separate: a run can succeed without reaching
@@ -64,6 +66,8 @@ def _run_status(
     ]
     if diverged:
         return "diverged", str(diverged[0].get("reason", ""))
+    if launcher_status == "planned" and not failed:  # read while its ranks still write
+        return "running", ""
     if launcher_status == "timed_out":
         return "timed_out", "stopped by the launcher's time limit"
     if launcher_status == "cancelled":

@@ -7,6 +7,7 @@
 | ``SCALEBENCH_DATABASE_URL``| ``sqlite:///./var/scalebench.db`` | the results database        |
 | ``SCALEBENCH_MAX_WORKERS``| ``32``                       | largest group allowed (GPUs)     |
 | ``SCALEBENCH_POOL``       | ``scalebench_workers``       | Airflow pool (k slots a group) |
+| ``SCALEBENCH_LIVE_INGEST_S``| ``60``                     | loads of a running group (s; 0: none) |
 
 The pool bounds what all sweeps together ask for: create it with as many slots
 as workers (GPUs) there are, e.g. ``airflow pools set scalebench_workers 32 ...``.
@@ -50,6 +51,20 @@ def max_workers() -> int:
         raise ValueError(f"SCALEBENCH_MAX_WORKERS must be a whole number, got {raw!r}") from None
     if value < 1:
         raise ValueError(f"SCALEBENCH_MAX_WORKERS must be at least 1, got {value}")
+    return value
+
+
+def live_ingest_s() -> float:
+    """Seconds between loads of what a running group's ranks wrote so far (0: only at its
+    end); bad values raise, naming the variable."""
+    raw = os.environ.get("SCALEBENCH_LIVE_INGEST_S", "60")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ValueError(f"SCALEBENCH_LIVE_INGEST_S must be a number of seconds, got {raw!r}"
+                         ) from None  # fmt: skip
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"SCALEBENCH_LIVE_INGEST_S must be 0 or more seconds, got {raw!r}")
     return value
 
 

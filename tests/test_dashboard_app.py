@@ -290,6 +290,14 @@ def test_pages_refresh_only_while_a_sweep_runs(tmp_path: Path) -> None:
     assert client.call("overview-content.children", {})["overview-refresh"]["disabled"] is False
     layout = json.dumps(client.open("/scaling"))
     assert '"interval": 10000' in layout
+    # The running group's progress, as its last load found it.
+    overview = text_of(client.call("overview-content.children", {}))
+    assert "Running now" in overview and "in-progress-w2-r1" in overview
+    # Its ranks wrote 3 epochs of 4 steps; rank 0's third evaluation was not written yet.
+    assert "2 epoch(s), 12 steps" in overview
+    assert "top1 accuracy 51" in overview  # the newest evaluation, the second
+    facts = text_of(client.call("run-facts.children", {"run-id.value": "in-progress-w2-r1"}))
+    assert "running: 2 epoch(s), 12 steps done" in facts
 
 
 def test_the_dashboard_command_checks_its_port(capsys: pytest.CaptureFixture[str]) -> None:

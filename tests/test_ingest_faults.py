@@ -359,3 +359,32 @@ def test_a_spread_run_whose_ranks_shared_a_node_is_flagged(engine: Engine, tmp_p
     )
     rows, _ = run_rows(list(runs.values()), "workers", "asc", 0, 10)
     assert [row["status"] for row in rows] == ["succeeded", "succeeded ⚠ ranks shared a node"]
+
+
+def test_a_group_read_while_it_runs_is_running_and_its_final_load_completes_it(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A partial load (the operator's live results) stores ``running``, not ``failed``; the
+    load after the verdict replaces it whole, without duplicates."""
+    sweep = write_training_sweep(tmp_path, "live", [FakeRun(2, launcher_status="planned")])
+    rank_files = sorted((sweep / "live-w2-r1").glob("rank-*.jsonl"))
+    whole = {path: path.read_text() for path in rank_files}
+    for path in rank_files:  # the ranks are in their second epoch
+        edit_lines(path, lambda rs: [r for r in rs if r.get("epoch", 0) < 2
+                                     and r.get("event") not in ("goal_reached", "finished")])
+    ingest_location(engine, str(tmp_path), only=["live-w2-r1"])
+    with engine.connect() as conn:
+        run = conn.execute(select(Run)).one()
+        assert (run.status, run.reason, run.epochs) == ("running", "", 2)
+        assert conn.execute(select(Sweep.outcome)).scalar_one() == "running"
+    for path, text in whole.items():
+        path.write_text(text)
+    from scalebench import manifest
+
+    manifest.record_verdict(sweep, "live-w2-r1", "succeeded", "", 10.0)
+    report = ingest_location(engine, str(tmp_path), only=["live-w2-r1"])
+    assert not report.conflicts
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.status)).scalar_one() == "succeeded"
+        steps = conn.execute(select(func.count()).select_from(StepTiming)).scalar_one()
+    assert steps == 2 * 12  # every step once

@@ -122,3 +122,18 @@ def test_a_sweep_is_closed_only_when_the_process_that_ran_it_is_gone(tmp_path: P
                               "s-w1-r2": ("skipped", vanished),
                               "s-w1-r3": ("skipped", vanished)}  # fmt: skip
     assert manifest.load(alive).finished_at is None
+
+
+def test_live_results_publish_while_the_group_runs_and_stop_with_it() -> None:
+    from operators.training_group import LiveResults
+
+    calls: list[float] = []
+    with LiveResults(lambda: calls.append(time.monotonic()), 0.05):
+        time.sleep(0.5)
+    count = len(calls)
+    assert 4 <= count <= 11
+    time.sleep(0.2)
+    assert len(calls) == count  # nothing after the group ended
+    with LiveResults(lambda: calls.append(0.0), 0):  # 0: only the final load
+        time.sleep(0.1)
+    assert len(calls) == count

@@ -15,7 +15,7 @@ from dash_app import components as ui
 from dash_app import data, tables, units
 from dash_app.choices import is_allreduce
 from dash_app.state import parse_overview
-from results_db.queries import RegressionRow, SweepInfo
+from results_db.queries import RegressionRow, RunProgress, SweepInfo
 
 PATH = "/"
 TITLE = "Overview"
@@ -136,6 +136,27 @@ def latest_table(latest: list[SweepInfo]) -> Any:
     return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="overview-latest")
 
 
+def running_table(running: list[RunProgress]) -> Any:
+    """The groups running now, as their last load found them."""
+    rows = [
+        html.Tr(
+            [
+                html.Td(dcc.Link(r.id, href=tables.link("/run", id=r.id))),
+                html.Td(r.task),
+                html.Td(units.workers(r.world_size)),
+                html.Td(str(r.repeat + 1)),
+                html.Td(f"{r.epochs} epoch(s), {r.steps:,} steps"),
+                html.Td(tables.progress_metric(r.goal_metric, r.last_metric)),
+                html.Td(units.seconds(r.elapsed_s)),
+            ]
+        )
+        for r in running
+    ]
+    header = html.Thead(html.Tr([html.Th(h) for h in (
+        "run", "task", "workers", "repeat", "done", "last evaluation", "elapsed")]))  # fmt: skip
+    return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="overview-running")
+
+
 def failure(message: str) -> tuple[Any, ...]:
     return (ui.error_alert(message), True)
 
@@ -149,17 +170,20 @@ def update(_tick: int | None = None) -> tuple[Any, ...]:
         return (ui.empty_database(), True)
     nightly = source.latest_per_task("scheduled")
     flags = source.regressions(sweep_ids=[s.id for s in nightly]) if nightly else []
+    running = source.running()
+    now = [html.H4("Running now", className="mt-4"), running_table(running)] if running else []
     content = html.Div(
         [
             regressions_alert(flags),
+            *now,
             html.H4("Nightly", className="mt-4"),
             nightly_table(nightly, flags),
             html.H4("Latest sweep of each task", className="mt-4"),
             latest_table(latest),
         ]
     )
-    running = any(s.outcome == "running" for s in [*latest, *nightly])
-    return (content, not running)
+    refresh = bool(running) or any(s.outcome == "running" for s in [*latest, *nightly])
+    return (content, not refresh)
 
 
 def register(app: Dash) -> None:
