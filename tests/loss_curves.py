@@ -3,9 +3,10 @@
 A curve is what ``python -m workers.run`` records for the first epochs of a
 light run with seed 0 and one torch thread: every step's loss and learning
 rate, and every evaluation's metrics, with the CPU's vector instruction set
-as torch reports it (floating-point sums differ between AVX2 and AVX-512
+as torch reports it and the processor model (floating-point sums differ
+between AVX2 and AVX-512 kernels, and between processors that pick different
 kernels). ``tests/data/loss_curves/<task>.json`` holds the curves the
-training engine must reproduce exactly on that instruction set;
+training engine must reproduce exactly on that processor;
 ``python tests/loss_curves.py --write`` records them again (only when a
 change of the task's math is intended).
 """
@@ -57,10 +58,24 @@ def record_curve(task_id: str, run_dir: Path, extra_args: tuple[str, ...] = ()) 
 
 
 def cpu_capability() -> str:
-    """The vector instruction set torch's CPU kernels use here, e.g. ``AVX512`` or ``AVX2``."""
+    """The vector instruction set torch's CPU kernels use here and the processor model.
+
+    E.g. ``AVX512 AMD EPYC (family 25, model 17)``. The instruction set alone is
+    not enough: oneDNN and the BLAS pick kernels per processor, so two AVX-512
+    machines of different makers sum in different orders.
+    """
     import torch
 
-    return str(torch.backends.cpu.get_cpu_capability())
+    fields: dict[str, str] = {}
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    model = fields.get("model name", "unknown processor")
+    if "model" in fields:
+        model += f" (family {fields.get('cpu family', '?')}, model {fields['model']})"
+    return f"{torch.backends.cpu.get_cpu_capability()} {model}"
 
 
 # (task, extra worker arguments) of every recorded curve; the file is named by both.

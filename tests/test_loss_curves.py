@@ -6,8 +6,11 @@ exactly. Task 1a's were recorded again when its light variant moved to the
 digits at 32×32 and the model to channels-last layout. Any change of the
 training math shows up here as a different loss or learning rate at some step.
 
-Exactly, on the instruction set the curves were recorded on. On another one
-(AVX2 against AVX-512) the kernels sum in another order: the first step's loss
+Exactly, on the processor the curves were recorded on (instruction set and
+model: they were recorded again on an AMD EPYC, family 25, with the same code
+that had reproduced the earlier recording exactly). On another one (AVX2
+against AVX-512, or another maker's AVX-512 kernels) sums run in another
+order: the first step's loss
 differs in the sixth digit and, training being chaotic, the differences grow
 to percents within an epoch (Task 1a: 1e-6 at its second step, 4e-4 at its
 third, 4e-3 at its seventh). There the steps and the learning rate of every
