@@ -14,6 +14,7 @@ from workers.data.errors import DataSetMissing
 from workers.data.prepare import (
     DataSetCorrupt,
     Prepared,
+    fetch,
     md5_of,
     prepare,
     prepare_cifar10,
@@ -89,6 +90,31 @@ def test_a_download_is_checked_then_unpacked(tmp_path: Path) -> None:
                            archive_md5=md5_of(archive))  # fmt: skip
     assert done.status == "downloaded"
     assert sorted(os.listdir(target)) == [CIFAR10_DIR]  # the archive itself is not kept
+
+
+def test_a_mirror_is_used_and_checked_against_the_published_checksum(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mirror = tmp_path / "mirror.tar.gz"
+    with tarfile.open(mirror, "w:gz") as tar:
+        tar.add(__file__, arcname="not-cifar.py")
+    monkeypatch.setenv("SCALEBENCH_CIFAR10_URL", mirror.as_uri())
+    with pytest.raises(DataSetCorrupt, match=f"{mirror.name}: archive MD5 .*, expected c58f"):
+        prepare("cifar10", tmp_path / "data", download=True)
+    monkeypatch.setenv("SCALEBENCH_CIFAR10_URL", (tmp_path / "gone.tar.gz").as_uri())
+    with pytest.raises(DataSetMissing, match=r"could not download .*gone\.tar\.gz.*a mirror"):
+        prepare("cifar10", tmp_path / "data", download=True)
+    assert os.listdir(tmp_path / "data") == []  # nothing half-written is left
+
+
+def test_a_download_says_how_far_it_got(tmp_path: Path) -> None:
+    source = tmp_path / "source.bin"
+    source.write_bytes(os.urandom(3 << 20))
+    lines: list[str] = []
+    fetch(source.as_uri(), tmp_path / "copy.bin", say=lines.append)
+    assert (tmp_path / "copy.bin").read_bytes() == source.read_bytes()
+    assert 2 <= len(lines) <= 11 and lines[-1].startswith("copy.bin: 100% of 3 MB")
+    assert "s to go" in lines[0]
 
 
 def test_the_digits_set_needs_no_download() -> None:

@@ -16,6 +16,22 @@ from pathlib import Path
 
 from workers.data.sources import require_cifar10, require_epsilon
 
+# The full data sets ``prepare(..., download=True)`` can fetch, and whether their
+# publisher gives checksums to verify the download against (CIFAR-10: MD5 of the
+# archive and of every batch; LIBSVM publishes none for epsilon). WikiText-2 and
+# the WMT corpora are put in place by hand.
+DOWNLOADABLE = {"cifar10": True, "epsilon": False}
+
+
+def downloadable(name: str) -> bool:
+    """True when data set ``name`` can be fetched by :func:`workers.data.prepare.prepare`."""
+    return name in DOWNLOADABLE
+
+
+def published_checksums(name: str) -> bool:
+    """True when a download of ``name`` is checked against checksums its publisher gives."""
+    return DOWNLOADABLE.get(name, False)
+
 
 def check_available(name: str, data_dir: Path) -> None:
     """Raise :class:`DataSetMissing` when data set ``name`` cannot be loaded from ``data_dir``."""

@@ -39,11 +39,12 @@ from workers.data.atomic import replaced_when_done
 from workers.data.errors import DataSetCorrupt, DataSetMissing
 from workers.data.sources import (
     CIFAR10_DIR,
-    CIFAR10_SOURCE,
     CIFAR10_TEST_FILE,
     CIFAR10_TRAIN_FILES,
+    CIFAR10_URL_VARIABLE,
     EPSILON_DIR,
     EPSILON_SOURCES,
+    cifar10_url,
     epsilon_files,
     require_cifar10,
 )
@@ -119,12 +120,44 @@ def _check_cifar_batch(path: Path) -> None:
         raise DataSetCorrupt(f"{path}: labels outside 0-9")
 
 
+def fetch(url: str, target: Path, say: Callable[[str], None] = print) -> None:
+    """Download ``url`` into ``target``, saying how far it got about every 10 %.
+
+    Raises :class:`DataSetMissing` naming the address when it cannot be fetched
+    (no network, a wrong mirror, a server error).
+    """
+    started = time.monotonic()
+    said = [0]
+
+    def progress(blocks: int, block_bytes: int, total_bytes: int) -> None:
+        if total_bytes <= 0:
+            return
+        done = min(1.0, blocks * block_bytes / total_bytes)
+        if done * 10 >= said[0] + 1:
+            said[0] = int(done * 10)
+            elapsed = time.monotonic() - started
+            left = elapsed / done * (1 - done) if done > 0 else 0.0
+            say(f"{target.name}: {done:.0%} of {total_bytes / 1e6:.0f} MB, "
+                f"{elapsed:.0f} s elapsed, about {left:.0f} s to go")  # fmt: skip
+
+    try:
+        urllib.request.urlretrieve(url, target, progress)
+    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
+        raise DataSetMissing(f"could not download {url}: {exc}") from None
+
+
 def download_cifar10(data_dir: Path, url: str, archive_md5: str) -> None:
     """Fetch the CIFAR-10 archive, check its MD5 and unpack it into ``data_dir``."""
     data_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=data_dir) as scratch:
         archive = Path(scratch) / "cifar-10-python.tar.gz"
-        urllib.request.urlretrieve(url, archive)
+        try:
+            fetch(url, archive)
+        except DataSetMissing as exc:
+            raise DataSetMissing(
+                f"{exc}. Put the files in place by hand, or set {CIFAR10_URL_VARIABLE} to a "
+                "mirror of the archive"
+            ) from None
         found = md5_of(archive)
         if found != archive_md5:
             raise DataSetCorrupt(f"{url}: archive MD5 {found}, expected {archive_md5}")
@@ -136,7 +169,7 @@ def prepare_cifar10(
     data_dir: Path,
     *,
     download: bool = False,
-    url: str = CIFAR10_SOURCE,
+    url: str | None = None,
     checksums: dict[str, str] = CIFAR10_MD5,
     archive_md5: str = CIFAR10_ARCHIVE_MD5,
 ) -> Prepared:
@@ -148,7 +181,7 @@ def prepare_cifar10(
     except DataSetMissing:
         if not download:
             raise
-        download_cifar10(data_dir, url, archive_md5)
+        download_cifar10(data_dir, url or cifar10_url(), archive_md5)
         require_cifar10(data_dir)
         status = "downloaded"
     stamp_path = folder / STAMP
@@ -251,7 +284,8 @@ def _text_source(folder: Path, name: str, download: bool, url: str) -> Path:
         if not download:
             raise DataSetMissing(f"neither {text} nor {packed} exists")
         folder.mkdir(parents=True, exist_ok=True)
-        urllib.request.urlretrieve(url, packed)
+        with replaced_when_done(packed) as partial:
+            fetch(url, partial)
     try:
         with replaced_when_done(text) as unpacked, bz2.open(packed, "rb") as src, \
                 unpacked.open("wb") as dst:  # fmt: skip

@@ -7,6 +7,7 @@ are cheap enough for parameter validation.
 
 from __future__ import annotations
 
+import os
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,15 @@ CIFAR10_DIR = "cifar-10-batches-py"
 CIFAR10_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
 CIFAR10_TEST_FILE = "test_batch"
 CIFAR10_SOURCE = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+# A mirror of that archive (e.g. inside a network without internet access); a
+# download from it is checked against the same published MD5.
+CIFAR10_URL_VARIABLE = "SCALEBENCH_CIFAR10_URL"
+
+
+def cifar10_url() -> str:
+    """Where a download of CIFAR-10 comes from: ``SCALEBENCH_CIFAR10_URL``, else the official
+    address."""
+    return os.environ.get(CIFAR10_URL_VARIABLE, "").strip() or CIFAR10_SOURCE
 
 
 @dataclass(frozen=True)
