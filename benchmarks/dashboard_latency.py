@@ -18,7 +18,11 @@ Flask's test client (``POST /_dash-update-component``, exactly what the browser
 sends: query, figure building, JSON encoding) ``--calls`` times, the first call
 of each page counted apart as "cold" (the dashboard caches finished sweeps).
 Prints per-page p50/p95 of the warm calls and the cold time, and PASS/MISS
-against the goal (p95 ≤ 300 ms). The database is dropped at the end.
+against the goal (p95 ≤ 300 ms), and each page's first view (its layout and
+first callback on an empty cache) with the Communication page's own goal
+(≤ 200 ms: per-run sums of the step phases are stored at ingest, so the
+largest sweep's phases are not summed from its step rows). The database is
+dropped at the end.
 
     .venv/bin/python benchmarks/dashboard_latency.py [--steps 1000000] [--runs 1000] [--calls 30]
 """
@@ -52,6 +56,7 @@ from results_db.models import (
     Sweep,
 )
 
+FIRST_VIEW_GOALS_S = {"communication": 0.2}  # the largest sweep's phases, first open
 GOAL_S = 0.300
 BIG_SIZES = (1, 2, 4, 8, 16, 32)
 BIG_REPEATS = 2
@@ -360,7 +365,7 @@ def page_calls(s: Seeded) -> list[PageCall]:
         PageCall("scaling", f"/scaling?sweep={s.big_sweep}", "scaling-tta.figure",
                  {"scaling-sweep.value": s.big_sweep}),
         PageCall("communication", f"/communication?sweep={s.big_sweep}", "comm-phases.figure",
-                 {"comm-sweep.value": s.big_sweep, "comm-allreduce.value": s.allreduce_sweep,
+                 {"comm-sweep.value": s.big_sweep, "comm-allreduce.value": [s.allreduce_sweep],
                   "comm-dtype.value": "all"}),
         PageCall("cost", f"/cost?sweep={s.big_sweep}", "cost-bars.figure",
                  {"cost-sweep.value": s.big_sweep, "cost-instance.value": "n1-standard-4",
@@ -432,7 +437,8 @@ def measure(
             f"{percentile(layouts, 95) * 1e3:5.1f} ms (first {layout * 1e3:.0f} ms)")  # fmt: skip
         rows.append([page.name, f"{p50 * 1e3:.1f}", f"{p95 * 1e3:.1f}", verdict,
                      f"{cold * 1e3:.1f}", "PASS" if cold <= GOAL_S else "MISS",
-                     f"{percentile(layouts, 95) * 1e3:.1f}"])  # fmt: skip
+                     f"{percentile(layouts, 95) * 1e3:.1f}",
+                     f"{(layout + cold) * 1e3:.1f}"])  # fmt: skip
     source.dispose()
     return rows
 
@@ -469,10 +475,16 @@ def main() -> None:
 
     print()
     print(tabulate(rows, headers=["page", "p50 ms", "p95 ms", "≤ 300 ms", "cold ms", "cold ≤ 300",
-                                  "layout p95 ms"]))  # fmt: skip
+                                  "layout p95 ms", "first view ms"]))  # fmt: skip
     misses = sum(row[3] == "MISS" for row in rows)
     print(f"\n{len(rows) - misses} of {len(rows)} pages PASS (p95 of warm calls ≤ 300 ms); "
           f"cold = first call with an empty cache")  # fmt: skip
+    for row in rows:
+        if row[0] in FIRST_VIEW_GOALS_S:
+            goal_ms = FIRST_VIEW_GOALS_S[row[0]] * 1e3
+            verdict = "PASS" if float(row[7]) <= goal_ms else "MISS"
+            print(f"{row[0]}: first view (layout and first callback, empty cache) {row[7]} ms, "
+                  f"goal ≤ {goal_ms:.0f} ms: {verdict}")
 
 
 if __name__ == "__main__":

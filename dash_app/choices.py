@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dash_app.data import Source
@@ -25,27 +26,62 @@ class Pick:
     problems: list[str]
 
 
+def _offered(source: Source, want_allreduce: bool) -> list[SweepInfo]:
+    return [s for s in source.sweeps(limit=OFFERED) if is_allreduce(s.task) == want_allreduce]
+
+
+def _look_up(
+    source: Source, offered: list[SweepInfo], requested: str, want_allreduce: bool, name: str
+) -> tuple[SweepInfo | None, str | None]:
+    """The sweep a link asks for, or what is wrong with the request."""
+    found = next((s for s in offered if s.id == requested), None) or source.sweep(requested)
+    if found is None:
+        return None, f"{name}: there is no sweep {requested!r} in the database."
+    if is_allreduce(found.task) != want_allreduce:
+        label = "an all-reduce" if want_allreduce else "a training"
+        return None, f"{name}: {requested!r} is not {label} sweep."
+    return found, None
+
+
 def pick_sweep(source: Source, requested: str | None, kind: str, name: str = "sweep") -> Pick:
     """Newest ``kind`` ("training" or "allreduce") sweeps, and the one a link asks for.
 
     A link to a sweep that does not exist, or of the other kind, shows the
     newest one instead and says so.
     """
+    picks = pick_sweeps(source, (requested,) if requested else (), kind, name)
+    return Pick(picks.offered, picks.chosen[0] if picks.chosen else None, picks.problems)
+
+
+@dataclass(frozen=True)
+class Picks:
+    """The sweeps a multiple picker lists, those shown together, and what went wrong."""
+
+    offered: list[SweepInfo]
+    chosen: list[SweepInfo]
+    problems: list[str]
+
+
+def pick_sweeps(source: Source, requested: Sequence[str], kind: str, name: str = "sweep") -> Picks:
+    """Newest ``kind`` sweeps, and those a link asks for (in its order).
+
+    Requested sweeps that do not exist or are of the other kind are named in
+    the problems and left out; when none is left, the newest one is shown.
+    """
     want_allreduce = kind == "allreduce"
-    offered = [s for s in source.sweeps(limit=OFFERED) if is_allreduce(s.task) == want_allreduce]
+    offered = _offered(source, want_allreduce)
+    chosen: list[SweepInfo] = []
     problems: list[str] = []
-    chosen = offered[0] if offered else None
-    if requested is not None:
-        found = next((s for s in offered if s.id == requested), None) or source.sweep(requested)
-        label = "an all-reduce" if want_allreduce else "a training"
+    for sweep_id in requested:
+        found, problem = _look_up(source, offered, sweep_id, want_allreduce, name)
         if found is None:
-            problems.append(f"{name}: there is no sweep {requested!r} in the database.")
-        elif is_allreduce(found.task) != want_allreduce:
-            problems.append(f"{name}: {requested!r} is not {label} sweep.")
-        else:
-            chosen = found
-            if found not in offered:
-                offered = [found, *offered]
-        if problems and chosen is not None:
+            problems.append(str(problem))
+            continue
+        chosen.append(found)
+        if found not in offered:
+            offered = [found, *offered]
+    if not chosen and offered:
+        chosen = [offered[0]]
+        if problems:
             problems[-1] += " Showing the newest one instead."
-    return Pick(offered, chosen, problems)
+    return Picks(offered, chosen, problems)

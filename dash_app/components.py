@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import dash_bootstrap_components as dbc
@@ -17,7 +18,9 @@ from dash import dash_table, dcc, html
 
 from dash_app import figures
 from dash_app.data import FIRST_SWEEP, QUICKSTART, DataUnavailable
+from results_db import regressions
 from results_db.queries import SweepInfo
+from workers.tasks.published import SOURCE, PublishedPoint, published_points
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -47,9 +50,7 @@ DEFINITIONS = {
     "2(n−1)/n (the nccl-tests convention).",
     "cost": "Cost(k) = k × (node $/h + GPU $/h) × TTA(k) in hours. Price index(k) = "
     "(cost(k) / cost(1)) / speedup(k): below 1.0 the extra workers pay for themselves.",
-    "regression": "A nightly is flagged when its runs are both significantly slower than the "
-    "last 7 nightlies of the same configuration (one-sided Mann–Whitney U, p < 0.01) and at "
-    "least 5 % slower on average.",
+    "regression": f"A nightly is flagged when {regressions.RULE.describe()}.",
 }
 
 
@@ -154,9 +155,13 @@ def sweep_label(sweep: SweepInfo) -> str:
 
 
 def sweep_picker(
-    element_id: str, sweeps: Sequence[SweepInfo], value: str | None, label: str
+    element_id: str,
+    sweeps: Sequence[SweepInfo],
+    value: str | list[str] | None,
+    label: str,
+    multi: bool = False,
 ) -> dbc.Col:
-    """A labelled, searchable sweep dropdown."""
+    """A labelled, searchable sweep dropdown; ``multi``: several sweeps (``value`` a list)."""
     return dbc.Col(
         [
             dbc.Label(label, html_for=element_id),
@@ -164,12 +169,105 @@ def sweep_picker(
                 id=element_id,
                 options=[{"label": sweep_label(s), "value": s.id} for s in sweeps],
                 value=value,
-                clearable=False,
+                multi=multi,
+                clearable=multi,
                 placeholder="no sweep yet",
             ),
         ],
         md=6,
     )
+
+
+ALL_NETWORKS = "all"
+
+
+@dataclass(frozen=True)
+class NetworkChoice:
+    """What a network picker's value means for a sweep with several profiles or one."""
+
+    shown: list[str]  # the profiles drawn: the one picked, or all
+    picked: str | None  # the one for the address (None: all, or the sweep has one only)
+    options: list[dict[str, str]]  # the picker's options
+    several: bool  # the sweep has several profiles
+
+    @property
+    def style(self) -> dict[str, str] | None:
+        """The picker's column: hidden while there is one profile."""
+        return None if self.several else {"display": "none"}
+
+
+def choose_networks(networks: Sequence[str], value: str | None) -> NetworkChoice:
+    """The profiles a picker's ``value`` shows for a sweep with ``networks``: one, or all
+    (also for a profile the sweep does not have, e.g. after the sweep changed)."""
+    several = len(networks) > 1
+    options = [{"label": f"all ({len(networks)}), a curve each", "value": ALL_NETWORKS}]
+    options += [{"label": name, "value": name} for name in networks]
+    return NetworkChoice(
+        shown=[value] if value in networks else list(networks),  # type: ignore[list-item]
+        picked=value if value in networks and several else None,
+        options=options,
+        several=several,
+    )
+
+
+def network_picker(element_id: str, networks: Sequence[str], value: str | None) -> dbc.Col:
+    """The network profiles of a sweep to show: each alone, or all of them, a curve each
+    (``value`` None). Hidden while the sweep has one profile only."""
+    choice = choose_networks(networks, value)
+    return dbc.Col(
+        [
+            dbc.Label("Network profile", html_for=element_id),
+            dcc.Dropdown(
+                id=element_id,
+                options=choice.options,
+                value=value or ALL_NETWORKS,
+                clearable=False,
+                searchable=False,
+            ),
+        ],
+        md=3,
+        id=f"{element_id}-column",
+        style=choice.style,
+    )
+
+
+def published_switch(element_id: str, value: str) -> dbc.Col:
+    """A switch that overlays the benchmark text's published results (``value``: on or off)."""
+    return dbc.Col(
+        [
+            dbc.Label("Published results", html_for=element_id),
+            dcc.RadioItems(
+                id=element_id,
+                options=[{"label": "hide", "value": "off"}, {"label": "overlay", "value": "on"}],
+                value=value,
+                inline=True,
+                inputClassName="me-1",
+                labelClassName="me-3",
+            ),
+        ],
+        md=3,
+    )
+
+
+def published_note(task: str, light: bool, points: Sequence[PublishedPoint]) -> html.P:
+    """Why an overlay asked for shows nothing, or where its points come from."""
+    if light:
+        text = "Published results are for the full task; this sweep ran the light variant."
+    elif not points:
+        text = f"The benchmark text states no result for {task} in figures we can draw."
+    else:
+        text = f"Black markers: {SOURCE}, labelled with their hardware; hover for how each "
+        text += "number was obtained."
+    return html.P(text, className="small text-muted")
+
+
+def published_for(sweep: SweepInfo, wanted: bool) -> tuple[tuple[PublishedPoint, ...], Any]:
+    """The published results to overlay on ``sweep``'s figures (full sweeps only), and the
+    note that says where they come from or why there are none."""
+    if not wanted:
+        return (), None
+    points = () if sweep.light else published_points(sweep.task)
+    return points, published_note(sweep.task, sweep.light, points)
 
 
 def table(element_id: str, rows: list[dict[str, Any]], **options: Any) -> dash_table.DataTable:

@@ -186,28 +186,35 @@ class Source:
     def tasks(self) -> list[str]:
         return self.call(queries.task_names)
 
-    def scaling(self, sweep_id: str) -> list[Any]:
-        return self.per_sweep("scaling", sweep_id, lambda c: queries.scaling(c, sweep_id))
+    def networks(self, sweep_id: str) -> list[str]:
+        """The sweep's network profiles, in the order its request names them."""
+        return self.per_sweep("networks", sweep_id, lambda c: queries.sweep_networks(c, sweep_id))
+
+    def scaling(self, sweep_id: str, network: str | None = None) -> list[Any]:
+        return self.per_sweep(f"scaling:{network}", sweep_id,
+                              lambda c: queries.scaling(c, sweep_id, network))  # fmt: skip
 
     def sweep_runs(self, sweep_id: str) -> list[queries.RunInfo]:
         return self.per_sweep("runs", sweep_id, lambda c: queries.run_infos(c, sweep_id=sweep_id))
 
-    def phases(self, sweep_id: str) -> list[queries.PhaseRow]:
-        return self.per_sweep("phases", sweep_id, lambda c: queries.phase_means(c, sweep_id))
+    def phases(self, sweep_id: str, network: str | None = None) -> list[queries.PhaseRow]:
+        return self.per_sweep(f"phases:{network}", sweep_id,
+                              lambda c: queries.phase_means(c, sweep_id, network))  # fmt: skip
 
-    def phase_totals(self, sweep_id: str) -> list[queries.PhaseRow]:
-        return self.per_sweep(
-            "phase_totals", sweep_id, lambda c: queries.phase_totals(c, sweep_id)
-        )
+    def phase_totals(self, sweep_id: str, network: str | None = None) -> list[queries.PhaseRow]:
+        return self.per_sweep(f"phase_totals:{network}", sweep_id,
+                              lambda c: queries.phase_totals(c, sweep_id, network))  # fmt: skip
 
     def allreduce(self, sweep_id: str) -> list[queries.AllReduceRow]:
         return self.per_sweep(
             "allreduce", sweep_id, lambda c: queries.allreduce_curves(c, sweep_id)
         )
 
-    def costs(self, sweep_id: str, instance: str, gpu: str | None) -> list[queries.CostRow]:
+    def costs(
+        self, sweep_id: str, instance: str, gpu: str | None, network: str | None = None
+    ) -> list[queries.CostRow]:
         """Raises :class:`results_db.queries.PriceMissing` when a price is missing."""
-        return self.call(queries.costs, sweep_id, instance=instance, gpu=gpu)
+        return self.call(queries.costs, sweep_id, instance=instance, gpu=gpu, network=network)
 
     def prices(self) -> list[queries.PriceRow]:
         return self.call(queries.prices_in_force)

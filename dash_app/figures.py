@@ -21,9 +21,10 @@ speedup(k); busbw = algbw × 2(n−1)/n.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -42,6 +43,7 @@ from results_db.queries import (
     RunInfo,
     TrendPoint,
 )
+from workers.tasks.published import PublishedPoint
 
 T = TypeVar("T")
 MAX_POINTS = 5000  # per trace
@@ -56,20 +58,11 @@ SINGLE_RUN = {"size": 6, "color": "rgba(80,80,80,0.45)"}
 GRID = "#e5e9f0"
 # A small template of our own: Plotly's named templates are deep-copied into every
 # figure, which costs more than building the figure itself.
+THEME_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
+                 "#17becf", "#bcbd22", "#7f7f7f")  # fmt: skip
 THEME = go.layout.Template(
     layout={
-        "colorway": [
-            "#1f77b4",
-            "#d62728",
-            "#2ca02c",
-            "#ff7f0e",
-            "#9467bd",
-            "#8c564b",
-            "#e377c2",
-            "#17becf",
-            "#bcbd22",
-            "#7f7f7f",
-        ],
+        "colorway": list(THEME_COLOURS),
         "font": {
             "family": "system-ui, -apple-system, Segoe UI, Roboto, sans-serif",
             "color": "#333",
@@ -229,12 +222,89 @@ def _spread(rows: Sequence[ScalingRow]) -> dict[str, Any]:
     }
 
 
+PUBLISHED_SYMBOLS = ("diamond", "square", "triangle-up", "star")
+
+
+def published_traces(
+    points: Sequence[PublishedPoint], value: str, unit: str, category: bool = False
+) -> list[go.Scatter]:
+    """The published results with a ``value`` (a :class:`PublishedPoint` field), as black
+    markers, one trace per hardware; ``category``: x is the worker count as text."""
+    by_hardware: dict[str, list[PublishedPoint]] = defaultdict(list)
+    for point in points:
+        if getattr(point, value) is not None:
+            by_hardware[point.hardware].append(point)
+    return [
+        go.Scatter(
+            x=[str(p.world_size) if category else p.world_size for p in group],
+            y=[getattr(p, value) for p in group],
+            mode="markers",
+            marker={"size": 11, "color": "black", "symbol": PUBLISHED_SYMBOLS[i % 4]},
+            name=group[0].label,
+            text=[p.note for p in group],
+            hovertemplate=(
+                f"published, {hardware}<br>%{{x}} worker(s): %{{y:.4g}} {unit}"
+                "<br>%{text}<extra></extra>"
+            ),
+        )
+        for i, (hardware, group) in enumerate(by_hardware.items())
+    ]
+
+
+NETWORK_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+
+
+def per_network(figures: Mapping[str, go.Figure]) -> go.Figure:
+    """One figure from the same figure drawn for each network profile (``{profile: figure}``,
+    in the order to show): every trace named and grouped by its profile, the profiles told
+    apart by line style, the colours kept per quantity; an ideal line that every profile
+    draws alike is drawn once. A single profile is returned as it is; profiles whose
+    figure has no data are left out."""
+    drawn = {name: figure for name, figure in figures.items() if figure.data}
+    if len(figures) == 1 or not drawn:
+        return next(iter(drawn.values()), next(iter(figures.values())))
+
+    def signature(trace: Any) -> tuple[Any, ...]:
+        return (trace.name, tuple(trace.x or ()), tuple(trace.y or ()))
+
+    shared = set.intersection(*({signature(t) for t in f.data if str(t.name).startswith("ideal")}
+                                for f in drawn.values()))  # fmt: skip
+    first = next(iter(drawn.values()))
+    combined = go.Figure(layout=first.layout)
+    for trace in first.data:
+        if signature(trace) in shared:
+            combined.add_trace(trace)
+    for index, (network, figure) in enumerate(drawn.items()):
+        own = [t for t in figure.data if signature(t) not in shared]
+        for position, trace in enumerate(own):
+            trace = copy.deepcopy(trace)
+            colour = THEME_COLOURS[position % len(THEME_COLOURS)]
+            trace.name = f"{trace.name} · {network}"
+            trace.legendgroup = network
+            if position == 0:
+                trace.legendgrouptitle = {"text": network}
+            if isinstance(trace, go.Scatter):
+                trace.line.color = trace.line.color or colour
+                trace.marker.color = trace.marker.color or colour
+                trace.line.dash = NETWORK_DASHES[index % len(NETWORK_DASHES)]
+            if trace.hovertemplate:
+                trace.hovertemplate = f"{network}: {trace.hovertemplate}"
+            combined.add_trace(trace)
+    combined.update_layout(legend={"groupclick": "toggleitem"})
+    return combined
+
+
 # -- Scaling ---------------------------------------------------------------------------------
 
 
-def tta_figure(rows: Sequence[ScalingRow], runs: Sequence[RunInfo] = ()) -> go.Figure:
+def tta_figure(
+    rows: Sequence[ScalingRow],
+    runs: Sequence[RunInfo] = (),
+    published: Sequence[PublishedPoint] = (),
+) -> go.Figure:
     """Time-to-accuracy (s) per worker count: MLPerf mean with the kept repeats' min–max as
-    error bars, the same without evaluation time, and every run that reached the goal."""
+    error bars, the same without evaluation time, every run that reached the goal, and the
+    ``published`` results that give a time."""
     title = "Time to accuracy"
     done = [r for r in rows if r.time_to_accuracy_s is not None]
     # MLPerf's rule gives no time where too few repeats reached the goal: say so.
@@ -295,17 +365,24 @@ def tta_figure(rows: Sequence[ScalingRow], runs: Sequence[RunInfo] = ()) -> go.F
                 hovertemplate="%{text}: %{y:.4g} s<extra></extra>",
             )
         )
+    shown = published_traces(published, "time_to_accuracy_s", "s")
+    traces += shown
+    sizes = [r.world_size for r in done] + [x for trace in shown for x in trace.x]
     yaxis = {"title": {"text": "time to accuracy (s)"}, "rangemode": "tozero"}
-    return _figure(title, traces, _workers_axis([r.world_size for r in done]), yaxis)
+    return _figure(title, traces, _workers_axis(sizes), yaxis)
 
 
-def speedup_figure(rows: Sequence[ScalingRow]) -> go.Figure:
-    """Speedup and compute-only speedup against ideal linear scaling (log–log)."""
+def speedup_figure(
+    rows: Sequence[ScalingRow], published: Sequence[PublishedPoint] = ()
+) -> go.Figure:
+    """Speedup and compute-only speedup against ideal linear scaling (log–log), and the
+    ``published`` speedups."""
     title = "Speedup against one worker"
     with_speedup = [r for r in rows if r.speedup is not None]
     if not with_speedup:
         return empty_figure("Speedup needs a 1-worker run that reached the goal.", title)
-    sizes = sorted({r.world_size for r in rows})
+    shown = published_traces(published, "speedup", "×")
+    sizes = sorted({r.world_size for r in rows} | {x for trace in shown for x in trace.x})
     compute = [r for r in rows if r.compute_speedup is not None]
     traces = [
         go.Scatter(
@@ -331,6 +408,7 @@ def speedup_figure(rows: Sequence[ScalingRow]) -> go.Figure:
             name="compute speedup (compute time only)",
             hovertemplate="%{x} worker(s): compute speedup %{y:.4g}×<extra></extra>",
         ),
+        *shown,
     ]
     ticks = [2.0**i for i in range(-4, 11)]
     yaxis = {
@@ -456,14 +534,54 @@ def phase_figure(rows: Sequence[PhaseRow], to_goal: bool = False) -> go.Figure:
     return _figure(title, traces, CATEGORY_WORKERS, yaxis, barmode="stack")
 
 
-def _allreduce_groups(
-    rows: Sequence[AllReduceRow], dtype: str
-) -> dict[tuple[str, str, int], list[AllReduceRow]]:
-    groups: dict[tuple[str, str, int], list[AllReduceRow]] = defaultdict(list)
+def short_sweep(sweep_id: str) -> str:
+    """``task0-allreduce-20261122T021847Z-80d9`` → ``20261122T021847Z-80d9``: what tells
+    one sweep of a task from another."""
+    parts = sweep_id.rsplit("-", 2)
+    return "-".join(parts[1:]) if len(parts) == 3 else sweep_id
+
+
+def _allreduce_groups(rows: Sequence[AllReduceRow], dtype: str) -> dict[str, list[AllReduceRow]]:
+    """One curve per (sweep, backend, device, network, dtype, workers), keyed by its legend
+    name.
+
+    The name says only what differs: the device where the curves hold both CPU and GPU
+    tensors, the network profile where there are several, the sweep where two sweeps would
+    otherwise share a name.
+    """
+    Key = tuple[str, str, str, str, int, str]
+    groups: dict[Key, list[AllReduceRow]] = defaultdict(list)
     for row in rows:
         if dtype in ("all", row.dtype):
-            groups[(row.backend, row.dtype, row.world_size)].append(row)
-    return dict(sorted(groups.items()))
+            key = (row.backend, row.device, row.network, row.dtype, row.world_size, row.sweep)
+            groups[key].append(row)
+    several_devices = len({key[1] for key in groups}) > 1
+    several_networks = len({key[2] for key in groups}) > 1
+
+    def base(key: Key) -> str:
+        backend, device, network, kind, size, _ = key
+        device_part = f"{device} " if several_devices else ""
+        network_part = f" on {network}" if several_networks else ""
+        return f"{backend} {device_part}{kind} ×{size}{network_part}"
+
+    sweeps_per_name: dict[str, set[str]] = defaultdict(set)
+    for key in groups:
+        sweeps_per_name[base(key)].add(key[5])
+    named = {}
+    for key, group in sorted(groups.items()):
+        name = base(key)
+        if len(sweeps_per_name[name]) > 1:
+            name += f" · {short_sweep(key[5])}"
+        named[name] = group
+    return named
+
+
+def _curve_title(row: AllReduceRow) -> str:
+    """The first hover line of a curve: everything that identifies it."""
+    device = f" {row.device}" if row.device else ""
+    network = f" on {row.network}" if row.network != "host" else ""
+    sweep = f"<br>sweep {row.sweep}" if row.sweep else ""
+    return f"{row.backend}{device} {row.dtype}, {units.workers(row.world_size)}{network}{sweep}"
 
 
 def _bytes_axis(rows: Sequence[AllReduceRow]) -> dict[str, Any]:
@@ -489,7 +607,7 @@ def allreduce_latency_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -
             y=[r.p50_s for r in group],
             mode="lines+markers",
             marker={"size": 4},
-            name=f"{backend} {kind} ×{size}",
+            name=name,
             customdata=[
                 [
                     units.byte_size(r.bytes),
@@ -502,14 +620,14 @@ def allreduce_latency_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -
                 for r in group
             ],
             hovertemplate=(
-                f"{backend} {kind}, {units.workers(size)}<br>"
+                f"{_curve_title(group[0])}<br>"
                 "%{customdata[0]} (%{customdata[1]:,} B)<br>"
                 "p50 %{customdata[2]} (%{y:.4g} s), mean %{customdata[3]}, "
                 "p95 %{customdata[4]}<br>%{customdata[5]} repetitions"
                 "<extra></extra>"
             ),
         )
-        for (backend, kind, size), group in groups.items()
+        for name, group in groups.items()
     ]
     shown = [r for group in groups.values() for r in group]
     ticks, labels = units.log_ticks(
@@ -531,17 +649,17 @@ def allreduce_busbw_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -> 
             y=[r.busbw / 1e9 for r in group],
             mode="lines+markers",
             marker={"size": 4},
-            name=f"{backend} {kind} ×{size}",
+            name=name,
             customdata=[
                 [units.byte_size(r.bytes), r.bytes, units.bandwidth(r.algbw)] for r in group
             ],
             hovertemplate=(
-                f"{backend} {kind}, {units.workers(size)}<br>"
+                f"{_curve_title(group[0])}<br>"
                 "%{customdata[0]} (%{customdata[1]:,} B)<br>"
                 "busbw %{y:.4g} GB/s, algbw %{customdata[2]}<extra></extra>"
             ),
         )
-        for (backend, kind, size), group in groups.items()
+        for name, group in groups.items()
     ]
     shown = [r for group in groups.values() for r in group]
     low, high = min(r.busbw for r in shown) / 1e9, max(r.busbw for r in shown) / 1e9
@@ -564,8 +682,9 @@ PRICE_KINDS = (
 DOLLARS_AXIS = {"tickprefix": "$", "rangemode": "tozero", "title": {"text": "cost (US$)"}}
 
 
-def cost_figure(rows: Sequence[CostRow]) -> go.Figure:
-    """Dollars to reach the goal per worker count, at regular and preemptible prices."""
+def cost_figure(rows: Sequence[CostRow], published: Sequence[PublishedPoint] = ()) -> go.Figure:
+    """Dollars to reach the goal per worker count, at regular and preemptible prices, and
+    the ``published`` costs."""
     title = "Cost to reach the goal"
     if not rows:
         return empty_figure("Costs need a 1-worker run that reached the goal.", title)
@@ -580,6 +699,7 @@ def cost_figure(rows: Sequence[CostRow]) -> go.Figure:
         )
         for name, cost, _ in PRICE_KINDS
     ]
+    traces += published_traces(published, "cost_usd", "US$", category=True)
     return _figure(title, traces, CATEGORY_WORKERS, DOLLARS_AXIS, barmode="group")
 
 
@@ -623,9 +743,12 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
     return front
 
 
-def cost_time_figure(rows: Sequence[CostRow]) -> go.Figure:
+def cost_time_figure(
+    rows: Sequence[CostRow], published: Sequence[PublishedPoint] = ()
+) -> go.Figure:
     """Cost ($) against time to accuracy (s) per worker count and price kind; the Pareto
-    front (no configuration is both faster and cheaper) drawn as a line."""
+    front (no configuration is both faster and cheaper) drawn as a line; the ``published``
+    results that give both."""
     title = "Cost against time to accuracy"
     if not rows:
         return empty_figure("Costs need a 1-worker run that reached the goal.", title)
@@ -660,6 +783,23 @@ def cost_time_figure(rows: Sequence[CostRow]) -> go.Figure:
                 ),
             )
         )
+    for point in published:
+        if point.time_to_accuracy_s is not None and point.cost_usd is not None:
+            traces.append(
+                go.Scatter(
+                    x=[point.time_to_accuracy_s],
+                    y=[point.cost_usd],
+                    mode="markers+text",
+                    marker={"size": 11, "color": "black", "symbol": "diamond"},
+                    text=[f"{point.world_size}w"],
+                    textposition="top center",
+                    name=point.label,
+                    hovertemplate=(
+                        f"published, {point.hardware}: %{{x:.4g}} s, $%{{y:.4f}}"
+                        f"<br>{point.note}<extra></extra>"
+                    ),
+                )
+            )
     xaxis = {**SECONDS_AXIS, "title": {"text": "time to accuracy (s)"}}
     return _figure(title, traces, xaxis, DOLLARS_AXIS)
 
@@ -802,13 +942,15 @@ def trend_figure(
     if not shown:
         return empty_figure("No scheduled sweep with this measure yet.", title)
     configs = sorted({p.config_hash for p in shown})
-    series: dict[tuple[int, str], list[TrendPoint]] = defaultdict(list)
+    networks = {p.network for p in shown}
+    series: dict[tuple[int, str, str], list[TrendPoint]] = defaultdict(list)
     for point in shown:
-        series[(point.world_size, point.config_hash)].append(point)
+        series[(point.world_size, point.network, point.config_hash)].append(point)
     traces = []
-    for (size, config), group in sorted(series.items()):
+    for (size, network, config), group in sorted(series.items()):
         group = thin(group)
-        suffix = f" (configuration {config[:6]})" if len(configs) > 1 else ""
+        suffix = f" on {network}" if len(networks) > 1 else ""
+        suffix += f" (configuration {config[:6]})" if len(configs) > 1 else ""
         traces.append(
             go.Scatter(
                 x=[p.created_at for p in group],

@@ -23,6 +23,7 @@ from results_db.models import RUN_STATUSES
 # Sweep and run ids, task ids, machine and GPU type names: printable, no spaces.
 IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,249}")
 MAX_SEARCH = 100
+MAX_OVERLAID = 6  # all-reduce sweeps drawn together on the Communication page
 SORTABLE_RUN_COLUMNS = (
     "started",
     "run",
@@ -80,6 +81,23 @@ class Query:
             return None
         return value
 
+    def identifiers(self, name: str, what: str, limit: int) -> tuple[str, ...]:
+        """Comma-separated ids, each checked as :meth:`identifier` does; repeats dropped,
+        at most ``limit`` kept."""
+        value = self._raw(name)
+        kept: list[str] = []
+        for item in (value or "").split(","):
+            item = item.strip()
+            if not item or item in kept:
+                continue
+            if not IDENTIFIER.fullmatch(item):
+                self._problems.append(f"{name}: {_shown(item)} is not a valid {what} id.")
+            elif len(kept) == limit:
+                self._problems.append(f"{name}: at most {limit} are shown; {_shown(item)} is not.")
+            else:
+                kept.append(item)
+        return tuple(kept)
+
     def choice(self, name: str, options: Sequence[str], default: str) -> str:
         """One of ``options``; the default when absent or not one of them."""
         value = self._raw(name)
@@ -134,8 +152,8 @@ def to_search(state: Any) -> str:
         value = getattr(state, item.name)
         if value is None or value == "" or value == item.default:
             continue
-        pairs.append((item.name, str(value)))
-    return "?" + urlencode(pairs) if pairs else ""
+        pairs.append((item.name, ",".join(value) if isinstance(value, tuple) else str(value)))
+    return "?" + urlencode(pairs, safe=",") if pairs else ""
 
 
 # -- one state per page ----------------------------------------------------------------------
@@ -148,18 +166,23 @@ class OverviewState:
 
 @dataclass(frozen=True)
 class SweepState:
-    """Scaling: one training sweep (None: the newest)."""
+    """Scaling: one training sweep (None: the newest), with the published results overlaid
+    or not, on one of its network profiles (None: every profile, a curve each)."""
 
     sweep: str | None = None
+    published: str = "off"
+    network: str | None = None
 
 
 @dataclass(frozen=True)
 class CommunicationState:
-    """Communication: a training sweep and an all-reduce sweep (None: the newest of each)."""
+    """Communication: a training sweep (None: the newest) and the all-reduce sweeps whose
+    curves are overlaid (none: the newest one)."""
 
     sweep: str | None = None
-    allreduce: str | None = None
+    allreduce: tuple[str, ...] = ()
     dtype: str = "all"
+    network: str | None = None  # the training sweep's profile shown (None: all, a curve each)
 
 
 @dataclass(frozen=True)
@@ -170,6 +193,8 @@ class CostState:
     sweep: str | None = None
     instance: str = "n1-standard-4"
     gpu: str | None = None
+    published: str = "off"
+    network: str | None = None  # one network profile of the sweep (None: all, each apart)
 
 
 @dataclass(frozen=True)
@@ -214,15 +239,19 @@ def parse_overview(params: Mapping[str, Any]) -> tuple[OverviewState, list[str]]
 
 def parse_sweep(params: Mapping[str, Any]) -> tuple[SweepState, list[str]]:
     query = Query(params)
-    return SweepState(sweep=query.identifier("sweep", "sweep")), query.problems()
+    state = SweepState(sweep=query.identifier("sweep", "sweep"),
+                       published=query.choice("published", ("off", "on"), "off"),
+                       network=query.identifier("network", "network profile"))  # fmt: skip
+    return state, query.problems()
 
 
 def parse_communication(params: Mapping[str, Any]) -> tuple[CommunicationState, list[str]]:
     query = Query(params)
     state = CommunicationState(
         sweep=query.identifier("sweep", "sweep"),
-        allreduce=query.identifier("allreduce", "sweep"),
+        allreduce=query.identifiers("allreduce", "sweep", MAX_OVERLAID),
         dtype=query.choice("dtype", ("all", "float32", "float16", "bfloat16"), "all"),
+        network=query.identifier("network", "network profile"),
     )
     return state, query.problems()
 
@@ -233,6 +262,8 @@ def parse_cost(params: Mapping[str, Any]) -> tuple[CostState, list[str]]:
         sweep=query.identifier("sweep", "sweep"),
         instance=query.identifier("instance", "instance type") or CostState.instance,
         gpu=query.identifier("gpu", "GPU type"),
+        published=query.choice("published", ("off", "on"), "off"),
+        network=query.identifier("network", "network profile"),
     )
     return state, query.problems()
 

@@ -19,9 +19,6 @@ from results_db import regressions
 from results_db.analytics import ScalingRow
 from results_db.queries import EnvironmentRow, EventRow, PriceRow, RunInfo
 
-ALPHA = 0.01  # the nightly detector's rule (results_db.regressions)
-MIN_CHANGE = 0.05
-
 
 def when(moment: datetime | None) -> str:
     """A timestamp as ``2026-11-22 02:18 UTC`` (naive ones are taken as UTC)."""
@@ -207,6 +204,7 @@ class Delta:
     rate_change: float | None
     p_value: float | None
     verdict: str
+    network: str = "host"  # the link profile both sides ran on
 
 
 def _values(runs: Sequence[RunInfo], size: int, attribute: str) -> list[float]:
@@ -222,10 +220,14 @@ def compare_rows(
     b_rows: Sequence[ScalingRow],
     a_runs: Sequence[RunInfo],
     b_runs: Sequence[RunInfo],
+    network: str = "host",
 ) -> list[Delta]:
     """Per worker count of either sweep: TTA and throughput of A and B, their relative
-    changes and a verdict by the nightly detector's rule (one-sided Mann–Whitney U,
-    p < 0.01, and at least 5 % worse) applied to A's runs against B's."""
+    changes and a verdict by the nightly detector's rule (``regressions.RULE``: one-sided
+    Mann–Whitney U, p < 0.01, and at least 5 % worse) applied to A's runs against B's.
+    Rows and runs are of one ``network`` profile; runs of others are left out."""
+    a_runs = [r for r in a_runs if r.network == network]
+    b_runs = [r for r in b_runs if r.network == network]
     a_by, b_by = {r.world_size: r for r in a_rows}, {r.world_size: r for r in b_rows}
     deltas = []
     for size in sorted(set(a_by) | set(b_by)):
@@ -245,27 +247,27 @@ def compare_rows(
         elif not latest or not baseline:
             verdict = "no time to accuracy in " + ("A" if not latest else "B")
         else:
-            change, p_value, flagged = regressions.compare(
-                baseline, latest, higher_is_better=False, alpha=ALPHA, min_change=MIN_CHANGE
-            )
+            rule = regressions.RULE
+            change, p_value, flagged = regressions.compare(baseline, latest, False, rule)
             if flagged:
                 verdict = "REGRESSION"
-            elif change >= MIN_CHANGE:
+            elif change >= rule.min_change:
                 verdict = f"slower, not significant ({len(latest)} vs {len(baseline)} runs)"
-            elif change <= -MIN_CHANGE:
+            elif change <= -rule.min_change:
                 verdict = "faster"
             else:
-                verdict = "within 5 %"
-        deltas.append(
-            Delta(size, a_tta, b_tta, tta_change, a_rate, b_rate, rate_change, p_value, verdict)
-        )
+                verdict = f"within {rule.min_change:.0%}"
+        deltas.append(Delta(size, a_tta, b_tta, tta_change, a_rate, b_rate, rate_change,
+                            p_value, verdict, network))  # fmt: skip
     return deltas
 
 
 def delta_rows(deltas: Sequence[Delta]) -> list[dict[str, Any]]:
-    """Compare deltas as table rows with units."""
+    """Compare deltas as table rows with units (the network profile where there are several)."""
+    several = len({d.network for d in deltas}) > 1
     return [
         {
+            **({"network": d.network} if several else {}),
             "workers": d.world_size,
             "A: TTA": units.seconds(d.a_tta_s),
             "B: TTA": units.seconds(d.b_tta_s),

@@ -33,8 +33,15 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
 from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS, PLACEMENTS
+from workers.data.availability import downloadable, published_checksums
 from workers.distributed import BACKENDS
-from workers.request import MAX_COLLECTIVE_TIMEOUT_S, MAX_SEED, MIN_COLLECTIVE_TIMEOUT_S
+from workers.network import MAX_PROFILES, NETWORK_PATTERN
+from workers.request import (
+    DEFAULT_PRECISION,
+    MAX_COLLECTIVE_TIMEOUT_S,
+    MAX_SEED,
+    MIN_COLLECTIVE_TIMEOUT_S,
+)
 from workers.tasks import AllReduceSpec, TaskSpec
 from workers.tasks.specs import COMPILE_SETTINGS
 
@@ -79,6 +86,13 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         "placement": Param("auto", type="string", enum=list(PLACEMENTS), title="Placement",
                            description="spread: one rank per node (Kubernetes); pack: ranks "
                            "may share a node; auto: spread on Kubernetes, pack locally."),
+        "network": Param(
+            ["host"], type="array", minItems=1, maxItems=MAX_PROFILES, uniqueItems=True,
+            items={"type": "string", "pattern": NETWORK_PATTERN}, title="Network profiles",
+            description="Every worker count runs on each: host (the machines' own network) or "
+            "an emulated link, e.g. 100mbit, 1gbit, 10gbit, 1gbit+2ms (a one-way delay; local "
+            "launcher only, where the kernel has netem).",
+        ),
         "device": Param("auto", type="string", enum=["auto", "cpu", "cuda"],
                         title="Tensors on",
                         description="auto: a GPU when the rank has one; cpu; cuda (Task 0: "
@@ -94,10 +108,14 @@ def params(spec: TaskSpec) -> dict[str, Param]:
                                  title="Time limit per group (s)"),
     }  # fmt: skip
     if not isinstance(spec, AllReduceSpec):
+        form["download"] = Param(
+            published_checksums(spec.data.name), type="boolean", title="Download the data set",
+            description=download_help(spec.data.name),
+        )
         # Only what this task implements (Tasks 3a, 4a and 4b: sync, fp32 from the form).
         form["variant"] = Param("sync", type="string", enum=list(spec.variants),
                                 title="Training variant")  # fmt: skip
-        form["precision"] = Param("fp32", type="string", enum=list(spec.precisions),
+        form["precision"] = Param(DEFAULT_PRECISION, type="string", enum=list(spec.precisions),
                                   title="Precision",
                                   description="bf16: forward and loss under autocast.")  # fmt: skip
         form["compile"] = Param(form_compile_default(), type="string",
@@ -107,6 +125,18 @@ def params(spec: TaskSpec) -> dict[str, Param]:
                                 "clock starts. auto: where measured to pay (see the "
                                 "README); on: refuse a run that cannot compile.")  # fmt: skip
     return form
+
+
+def download_help(name: str) -> str:
+    """What the form's download switch does for data set ``name``."""
+    if published_checksums(name):
+        return (f"Full variant: fetch {name} when it is missing (checked against its "
+                "published checksums). prepare_dataset verifies it either way.")  # fmt: skip
+    if downloadable(name):
+        return (f"Full variant: fetch {name} when it is missing. Its publisher gives no "
+                "checksums; rows, features and labels are checked.")  # fmt: skip
+    return (f"{name} cannot be downloaded by scalebench: put it in SCALEBENCH_DATA_DIR "
+            "(see the README's task table).")  # fmt: skip
 
 
 def form_compile_default() -> str:
@@ -165,10 +195,17 @@ def sweep_steps(
 
     @task(outlets=[dataset_asset(spec)])
     def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
+        from airflow.sdk.exceptions import AirflowFailException
+
+        from workers.data.errors import DataSetCorrupt, DataSetMissing
         from workers.data.prepare import prepare
 
         data = spec.light_data if request["light"] else spec.data
-        prepared = prepare(data.name, Path(request["data_dir"]))
+        try:
+            prepared = prepare(data.name, Path(request["data_dir"]),
+                               download=request.get("download", False))  # fmt: skip
+        except (DataSetMissing, DataSetCorrupt) as exc:  # no retry: someone must act
+            raise AirflowFailException(f"data set {data.name}: {exc}") from None
         print(f"{prepared.name}: {prepared.status} at {prepared.location}")
         context["outlet_events"][dataset_asset(spec)].extra = asdict(prepared)
         return asdict(prepared)

@@ -14,6 +14,10 @@ is ended as a whole:
 torchrun's elastic agent is not used: it restarts failed groups, which a
 benchmark must not do, and has no wall-clock limit. No orphan survives
 :meth:`LocalGroup.wait`.
+
+On a shaped network profile (``100mbit``, ``1gbit``...) every rank runs in its
+own network namespace on an emulated link (:mod:`operators.shaped_network`),
+built before the first rank starts and removed with the group, however it ends.
 """
 
 from __future__ import annotations
@@ -32,7 +36,9 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from operators.launcher import GroupResult
+from operators.shaped_network import ShapedNetwork
 from workers.distributed import free_port
+from workers.network import NetworkProfile, parse_profile
 from workers.request import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
 
 if TYPE_CHECKING:
@@ -94,6 +100,7 @@ class LocalGroup:
         sink: Callable[[str], None] | None = None,
         master_addr: str = "127.0.0.1",
         run_dir: Path | None = None,
+        network: NetworkProfile | None = None,
     ) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be at least 1, got {world_size}")
@@ -104,6 +111,8 @@ class LocalGroup:
         self.sink = sink or (lambda line: print(line, flush=True))
         self.master_addr = master_addr
         self.run_dir = run_dir  # where the ranks write (to tell which one fell silent)
+        self.network = network or NetworkProfile()
+        self._shaped: ShapedNetwork | None = None
         self.procs: list[subprocess.Popen[str]] = []
         self._pumps: list[threading.Thread] = []
         self._tail: list[str] = []
@@ -113,19 +122,28 @@ class LocalGroup:
     def for_plan(cls, group: GroupPlan, **options: Any) -> LocalGroup:
         """The planned ``group`` on this host: its run directory and data directory as they are."""
         argv = group.worker.argv(results_dir=str(group.run_dir), data_dir=group.data_dir)
-        return cls(argv, group.world_size, run_dir=group.run_dir, **options)
+        network = parse_profile(group.worker.network)
+        return cls(argv, group.world_size, run_dir=group.run_dir, network=network, **options)
 
     @property
     def pids(self) -> list[int]:
         return [p.pid for p in self.procs]
 
     def start(self) -> None:
-        port = free_port(self.master_addr)
+        self._started = time.monotonic()
+        master_addr, command = self.master_addr, [sys.executable, "-m", "workers.run"]
         base_env = dict(self.env)
+        if self.network.shaped:
+            self._shaped = ShapedNetwork(self.world_size, self.network)
+            self._shaped.create()
+            master_addr = self._shaped.master_addr
+            base_env.update(self._shaped.environment())
+            self.sink(f"[launcher] ranks on an emulated {self.network} network, "
+                      f"{self._shaped.subnet} on bridge {self._shaped.bridge}")  # fmt: skip
+        port = free_port(self.master_addr) if self._shaped is None else 29500
         base_env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(self.world_size)))
         base_env["PYTHONUNBUFFERED"] = "1"
         base_env[LAUNCHER_PID_VARIABLE] = str(os.getpid())  # the ranks end when it is gone
-        self._started = time.monotonic()
         try:
             for rank in range(self.world_size):
                 rank_env = {
@@ -134,11 +152,12 @@ class LocalGroup:
                     "LOCAL_RANK": str(rank),
                     "WORLD_SIZE": str(self.world_size),
                     "LOCAL_WORLD_SIZE": str(self.world_size),
-                    "MASTER_ADDR": self.master_addr,
+                    "MASTER_ADDR": master_addr,
                     "MASTER_PORT": str(port),
                 }
+                argv = [*command, *self.worker_args]
                 proc = subprocess.Popen(
-                    [sys.executable, "-m", "workers.run", *self.worker_args],
+                    argv if self._shaped is None else self._shaped.command(rank, argv),
                     env=rank_env,
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
@@ -157,9 +176,13 @@ class LocalGroup:
 
     def stop(self) -> None:
         """End every rank (SIGTERM, then SIGKILL after the grace period)."""
-        stop_ranks(self.procs, self.grace_s)
-        for pump in self._pumps:
-            pump.join(timeout=5)
+        try:
+            stop_ranks(self.procs, self.grace_s)
+            for pump in self._pumps:
+                pump.join(timeout=5)
+        finally:
+            if self._shaped is not None:
+                self._shaped.remove()
 
     def wait(self, timeout_s: float) -> GroupResult:
         """Follow the group until it ends, a rank fails, or ``timeout_s`` passes."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 from airflow.sdk import DAG, CronTriggerTimetable, TaskGroup, task
 
 from operators.benchmark_dag import dag_id, judge_step, sweep_steps
+from results_db import regressions
 from scalebench.nightly import NightlySettings, notify_failure
 from workers.tasks import get_task
 
@@ -24,15 +25,16 @@ NIGHTLY_DAG_ID = "scalebench_nightly"
 
 def doc(settings: NightlySettings) -> str:
     variant = "light" if settings.light else "full"
+    links = f" on network profiles {', '.join(settings.network)}"
     return (
         "## Nightly regression run\n\n"
         f"At `{settings.schedule}` (UTC) runs the {variant} variants of "
         f"{', '.join(f'`{t}`' for t in settings.tasks)} at "
         f"{', '.join(map(str, settings.workers))} worker(s), {settings.repeats} repeat(s) each, "
-        f"with the {settings.launcher} launcher and {settings.backend}. Each sweep is then "
-        "compared with the last 7 nights of the same configuration: time to accuracy, "
-        "throughput and the largest all-reduce's time are flagged when a Mann-Whitney U "
-        "test gives p < 0.01 and the mean is at least 5 % worse. A flagged regression "
+        f"with the {settings.launcher} launcher and {settings.backend}"
+        f"{links if settings.network != ('host',) else ''}. Each sweep is then "
+        "compared with its baseline: time to accuracy, throughput and the largest "
+        f"all-reduce's time are flagged when {regressions.RULE.describe()}. A flagged regression "
         "fails `check_regressions`, is stored for the dashboard, and is sent to "
         "`SCALEBENCH_NOTIFY_WEBHOOK` / `SCALEBENCH_NOTIFY_CALLBACK`."
     )

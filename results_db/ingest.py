@@ -65,6 +65,7 @@ from workers.records import (
     rank_of,
 )
 from workers.records import SWEEP_MANIFEST as MANIFEST
+from workers.request import DEFAULT_PRECISION
 from workers.tasks import TASKS, Goal, TrainingSpec
 
 ENV_FIELDS = ("host", "python", "torch", "cuda", "nccl")
@@ -487,17 +488,22 @@ def _write_run(
     goal = spec.goal if isinstance(spec, TrainingSpec) else None
     start = summary.start
     started_at = _parse_time(start.get("started_at"))
+    # The plan's profile (a group that never started has no start event); runs loaded
+    # before profiles existed ran on the host's network.
+    network = str(group.get("network") or start.get("network") or "host")
     conn.execute(
         insert(Run).values(
             id=run_id,
             sweep_id=sweep_id,
             task=request["task"],
-            config_hash=configuration_hash({**request, "precision": start.get("precision")}),
+            config_hash=configuration_hash(
+                {**request, "precision": start.get("precision"), "network": network}
+            ),
             world_size=group["world_size"],
             repeat=group.get("repeat", 0),
             backend=request.get("backend", "gloo"),
             device=str(start.get("device", "unknown")),
-            precision=str(start.get("precision", "fp32")),
+            precision=str(start.get("precision", DEFAULT_PRECISION)),
             compile=str(start.get("compile", "off")),
             compiled=bool(start.get("compiled", False)),
             compile_s=summary.compile_s,
@@ -526,6 +532,7 @@ def _write_run(
             quarantined_lines=summary.bad_lines,
             placement=str(request.get("placement", "pack")),
             shared_node=shared_node,
+            network=network,
             ingested_at=datetime.now(UTC),
         )
     )
@@ -566,9 +573,9 @@ def _eval_row(run_id: str, record: dict[str, Any], metric: str | None) -> dict[s
         "t_s": record["t"],
         "metric_value": metrics.get(metric) if metric else None,
         "loss": metrics.get("loss"),
-        "eval_s": record["eval_seconds"],
-        "train_s": record["train_seconds"],
-        "wall_s": record["wall_seconds"],
+        "eval_s": record["eval_s"],
+        "train_s": record["train_s"],
+        "wall_s": record["wall_s"],
         "metrics": metrics,
     }
 

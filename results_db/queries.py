@@ -71,6 +71,10 @@ class PriceRow:
 
 @dataclass(frozen=True)
 class AllReduceRow:
+    """One point of an all-reduce curve: latency in seconds, bandwidths in bytes per second,
+    of ``samples`` timed repetitions; ``sweep``, ``device`` (cpu, cuda) and ``network`` (the
+    link profile) say whose it is when several curves are drawn together."""
+
     backend: str
     dtype: str
     world_size: int
@@ -81,16 +85,38 @@ class AllReduceRow:
     algbw: float
     busbw: float
     samples: int
+    sweep: str = ""
+    device: str = ""
+    network: str = "host"
 
 
-def scaling(conn: Connection, sweep_id: str) -> list[analytics.ScalingRow]:
-    """Time-to-accuracy, speedup, compute speedup and efficiency per worker count."""
+def scaling(
+    conn: Connection, sweep_id: str, network: str | None = None
+) -> list[analytics.ScalingRow]:
+    """Time-to-accuracy, speedup, compute speedup and efficiency per worker count, of the
+    runs on one ``network`` profile (None: the sweep's first, see :func:`sweep_networks`)."""
     runs = conn.execute(
         select(Run.world_size, Run.goal_reached, Run.time_to_accuracy_s,
                Run.time_to_accuracy_without_eval_s, Run.compute_s, Run.communication_ratio)
-        .where(Run.sweep_id == sweep_id)
+        .where(Run.sweep_id == sweep_id, Run.network == _profile(conn, sweep_id, network))
     ).all()  # fmt: skip
     return analytics.scaling_rows(runs)
+
+
+def sweep_networks(conn: Connection, sweep_id: str) -> list[str]:
+    """The network profiles a sweep's runs ran on, in the order its request names them
+    (``["host"]`` for a sweep with no runs yet, or from before profiles existed)."""
+    stored = set(conn.execute(select(Run.network).where(Run.sweep_id == sweep_id).distinct())
+                 .scalars())  # fmt: skip
+    config = conn.execute(select(Sweep.config).where(Sweep.id == sweep_id)).scalar()
+    asked = [str(n) for n in (config or {}).get("network", ["host"])]
+    ordered = [n for n in asked if n in stored] + sorted(stored - set(asked))
+    return ordered or ["host"]
+
+
+def _profile(conn: Connection, sweep_id: str, network: str | None) -> str:
+    """``network``, or the sweep's first profile when None: what a per-profile query reads."""
+    return network if network is not None else sweep_networks(conn, sweep_id)[0]
 
 
 def last_metric_values(conn: Connection, sweep_id: str) -> dict[str, float | None]:
@@ -140,8 +166,10 @@ def costs(
     instance: str = "n1-standard-4",
     gpu: str | None = "nvidia-tesla-t4",
     at: datetime | None = None,
+    network: str | None = None,
 ) -> list[CostRow]:
-    """Cost and price index per worker count, for regular and preemptible prices."""
+    """Cost and price index per worker count, for regular and preemptible prices, of the
+    runs on one ``network`` profile (None: the sweep's first)."""
     prices = {(p.kind, p.name): p for p in prices_in_force(conn, at)}
     node = prices.get(("instance", instance))
     if node is None:
@@ -153,7 +181,7 @@ def costs(
             raise PriceMissing(f"no price for GPU type {gpu!r}")
     regular = (node.regular_per_hour, card.regular_per_hour if card else 0.0)
     preemptible = (node.preemptible_per_hour, card.preemptible_per_hour if card else 0.0)
-    rows = [r for r in scaling(conn, sweep_id) if r.time_to_accuracy_s is not None]
+    rows = [r for r in scaling(conn, sweep_id, network) if r.time_to_accuracy_s is not None]
     base = next((r for r in rows if r.world_size == 1), None)
     if base is None:
         return []
@@ -180,26 +208,27 @@ def costs(
 
 
 def allreduce_summary(conn: Connection, sweep_id: str | None = None) -> list[AllReduceRow]:
-    """p50/mean/p95 latency and algbw/busbw per (backend, dtype, world size, bytes)."""
+    """p50/mean/p95 latency and algbw/busbw per (backend, network, dtype, world size, bytes)."""
     query = select(
-        AllReduceSample.backend, AllReduceSample.dtype, AllReduceSample.world_size,
+        AllReduceSample.backend, Run.network, AllReduceSample.dtype, AllReduceSample.world_size,
         AllReduceSample.bytes, AllReduceSample.run_id, AllReduceSample.rank,
         AllReduceSample.repetition, AllReduceSample.seconds,
-    )  # fmt: skip
+    ).join(Run, Run.id == AllReduceSample.run_id)  # fmt: skip
     if sweep_id is not None:
-        query = query.join(Run, Run.id == AllReduceSample.run_id).where(Run.sweep_id == sweep_id)
+        query = query.where(Run.sweep_id == sweep_id)
     # (config) -> (run, repetition) -> slowest rank's seconds
     slowest: dict[tuple, dict[tuple[str, int], float]] = defaultdict(dict)
     for row in conn.execute(query):
-        key = (row.backend, row.dtype, row.world_size, row.bytes)
+        key = (row.backend, row.network, row.dtype, row.world_size, row.bytes)
         rep = (row.run_id, row.repetition)
         slowest[key][rep] = max(slowest[key].get(rep, 0.0), row.seconds)
     rows = []
-    for (backend, dtype, world_size, nbytes), reps in sorted(slowest.items()):
+    for (backend, network, dtype, world_size, nbytes), reps in sorted(slowest.items()):
         summary = analytics.summarise_allreduce([list(reps.values())], nbytes, world_size)
         rows.append(
             AllReduceRow(backend, dtype, world_size, nbytes, summary.p50, summary.mean,
-                         summary.p95, summary.algbw, summary.busbw, summary.samples)
+                         summary.p95, summary.algbw, summary.busbw, summary.samples,
+                         network=network)
         )  # fmt: skip
     return rows
 
@@ -421,6 +450,7 @@ class RunInfo:
     quarantined_lines: int
     placement: str = "pack"
     shared_node: bool = False  # a spread run whose ranks shared a node
+    network: str = "host"  # the link profile (workers.network)
 
 
 _RUN_COLUMNS = tuple(getattr(Run, name) for name in RunInfo.__dataclass_fields__)
@@ -560,8 +590,9 @@ def eval_curve(conn: Connection, run_id: str) -> list[EvalPoint]:
     return [EvalPoint(*row) for row in rows]
 
 
-def phase_means(conn: Connection, sweep_id: str) -> list[PhaseRow]:
-    """Mean seconds per step and rank in each phase, per worker count.
+def phase_means(conn: Connection, sweep_id: str, network: str | None = None) -> list[PhaseRow]:
+    """Mean seconds per step and rank in each phase, per worker count, on one ``network``
+    profile (None: the sweep's first).
 
     From the per-run totals stored at ingest (``run.step_records`` and
     ``run.<phase>_total_s``), so no step row is read: the same means as
@@ -571,7 +602,7 @@ def phase_means(conn: Connection, sweep_id: str) -> list[PhaseRow]:
               Run.communication_total_s, Run.optimizer_total_s)  # fmt: skip
     query = (
         select(Run.world_size, func.sum(Run.step_records), *(func.sum(t) for t in totals))
-        .where(Run.sweep_id == sweep_id)
+        .where(Run.sweep_id == sweep_id, Run.network == _profile(conn, sweep_id, network))
         .group_by(Run.world_size)
         .order_by(Run.world_size)
     )  # fmt: skip
@@ -579,15 +610,17 @@ def phase_means(conn: Connection, sweep_id: str) -> list[PhaseRow]:
             for world_size, count, *sums in conn.execute(query) if count]  # fmt: skip
 
 
-def phase_totals(conn: Connection, sweep_id: str) -> list[PhaseRow]:
+def phase_totals(conn: Connection, sweep_id: str, network: str | None = None) -> list[PhaseRow]:
     """Seconds each rank spent in each phase to reach the goal, per worker count: the
     text's "total time spent in each step" against cluster size. A run's totals are
-    divided by its ranks; the runs of a worker count that reached the goal are averaged."""
+    divided by its ranks; the runs of a worker count that reached the goal are averaged.
+    One ``network`` profile (None: the sweep's first)."""
     totals = (Run.data_total_s, Run.forward_total_s, Run.loss_total_s, Run.backward_total_s,
               Run.communication_total_s, Run.optimizer_total_s)  # fmt: skip
     query = (
         select(Run.world_size, *(func.avg(t / Run.world_size) for t in totals))
-        .where(Run.sweep_id == sweep_id, Run.goal_reached.is_(True), Run.step_records > 0)
+        .where(Run.sweep_id == sweep_id, Run.goal_reached.is_(True), Run.step_records > 0,
+               Run.network == _profile(conn, sweep_id, network))
         .group_by(Run.world_size)
         .order_by(Run.world_size)
     )  # fmt: skip
@@ -599,20 +632,23 @@ def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:
     """The figures of :func:`allreduce_summary` for one sweep, from the slowest rank's
     seconds per repetition that ingest stored (``allreduce_curve``): no scan of samples."""
     rows = conn.execute(
-        select(Run.backend, AllReduceCurve.dtype, Run.world_size, AllReduceCurve.bytes,
-               AllReduceCurve.slowest_s)
+        select(Run.backend, Run.device, Run.network, AllReduceCurve.dtype, Run.world_size,
+               AllReduceCurve.bytes, AllReduceCurve.slowest_s)
         .join(Run, Run.id == AllReduceCurve.run_id)
         .where(Run.sweep_id == sweep_id)
     )  # fmt: skip
-    by_config: dict[tuple[str, str, int, int], list[float]] = defaultdict(list)
-    for backend, dtype, world_size, nbytes, seconds in rows:
-        by_config[(backend, dtype, world_size, nbytes)].extend(seconds)
+    by_config: dict[tuple[str, str, str, str, int, int], list[float]] = defaultdict(list)
+    for backend, device, network, dtype, world_size, nbytes, seconds in rows:
+        kind = device.split(":")[0]  # cuda:0 and cuda:1 hold the same kind of tensor
+        by_config[(backend, kind, network, dtype, world_size, nbytes)].extend(seconds)
     result = []
-    for (backend, dtype, world_size, nbytes), seconds in sorted(by_config.items()):
+    for key, seconds in sorted(by_config.items()):
+        backend, device, network, dtype, world_size, nbytes = key
         summary = analytics.summarise_allreduce([seconds], nbytes, world_size)
         result.append(
             AllReduceRow(backend, dtype, world_size, nbytes, summary.p50, summary.mean,
-                         summary.p95, summary.algbw, summary.busbw, summary.samples)
+                         summary.p95, summary.algbw, summary.busbw, summary.samples,
+                         sweep=sweep_id, device=device, network=network)
         )  # fmt: skip
     return result
 
@@ -666,10 +702,12 @@ class TrendPoint:
     succeeded: int
     time_to_accuracy_s: float | None
     samples_per_s: float | None
+    network: str = "host"  # the link profile: each is a trend of its own
 
 
 def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPoint]:
-    """Per scheduled sweep of ``task`` (the newest ``nights``) and worker count, oldest first."""
+    """Per scheduled sweep of ``task`` (the newest ``nights``), worker count and network
+    profile, oldest first."""
     sweeps = (
         select(Sweep.id, Sweep.created_at, Sweep.config_hash)
         .where(Sweep.task == task, Sweep.trigger == "scheduled")
@@ -679,14 +717,15 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
     )  # fmt: skip
     rows = conn.execute(
         select(sweeps.c.id, sweeps.c.created_at, sweeps.c.config_hash, Run.world_size,
-               Run.status, Run.goal_reached, Run.time_to_accuracy_s, Run.samples_per_s)
+               Run.status, Run.goal_reached, Run.time_to_accuracy_s, Run.samples_per_s,
+               Run.network)
         .join(Run, Run.sweep_id == sweeps.c.id)
     ).all()  # fmt: skip
-    grouped: dict[tuple[str, int], list[Any]] = defaultdict(list)
+    grouped: dict[tuple[str, int, str], list[Any]] = defaultdict(list)
     for row in rows:
-        grouped[(row.id, row.world_size)].append(row)
+        grouped[(row.id, row.world_size, row.network)].append(row)
     points = []
-    for (sweep_id, world_size), runs in grouped.items():
+    for (sweep_id, world_size, network), runs in grouped.items():
         ok = [r for r in runs if r.status == "succeeded"]
         tta = analytics.converged_mean([
             r.time_to_accuracy_s if r.status == "succeeded" and r.goal_reached else None
@@ -703,6 +742,7 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
                 succeeded=len(ok),
                 time_to_accuracy_s=tta.mean if tta else None,
                 samples_per_s=sum(rate) / len(rate) if rate else None,
+                network=network,
             )
         )
     return sorted(points, key=lambda p: (p.created_at, p.sweep_id, p.world_size))

@@ -2,13 +2,16 @@
 
 For each worker count of the latest scheduled sweep, its runs are compared
 with the runs of the same configuration (task, light, backend, variant,
-precision) in up to ``window`` earlier scheduled sweeps. A configuration is
-flagged only when both hold:
+precision) in up to ``Rule.window`` earlier scheduled sweeps. A configuration
+is flagged only when both hold:
 
 - the difference is **significant**: a one-sided Mann–Whitney U test
-  (``p < alpha``) says the latest values are worse, and
-- it is **large enough**: the mean moved by at least ``min_change``
+  (``p < Rule.alpha``) says the latest values are worse, and
+- it is **large enough**: the mean moved by at least ``Rule.min_change``
   (0.05 = 5 %) in the bad direction.
+
+:data:`RULE` holds the defaults; the nightly DAG, ``scalebench db regressions``
+and the dashboard's Compare page read them from here.
 
 Metrics: time to accuracy (lower is better), training throughput in
 samples/s (higher is better) and, for the all-reduce task,
@@ -27,13 +30,33 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from scipy.stats import mannwhitneyu
 from sqlalchemy import Connection, delete, func, insert, select
 
 from results_db.models import AllReduceSample, Regression, Run, Sweep
 
 # metric -> True when a larger value is better
 METRICS = {"time_to_accuracy_s": False, "samples_per_s": True, "allreduce_largest_s": False}
+
+
+@dataclass(frozen=True)
+class Rule:
+    """When a sweep counts as a regression of its baseline."""
+
+    window: int = 7  # earlier scheduled sweeps of the configuration compared
+    alpha: float = 0.01  # significance level of the one-sided Mann–Whitney U test
+    min_change: float = 0.05  # relative worsening of the mean (0.05 = 5 %)
+    min_baseline_sweeps: int = 2  # fewer earlier sweeps: nothing to compare with
+
+    def describe(self) -> str:
+        """The rule in words, e.g. for the nightly DAG's documentation."""
+        return (
+            f"a one-sided Mann–Whitney U test gives p < {self.alpha:g} and the mean is at "
+            f"least {self.min_change * 100:g} % worse than over the last {self.window} "
+            "scheduled sweeps of the same configuration"
+        )
+
+
+RULE = Rule()
 
 
 @dataclass(frozen=True)
@@ -50,12 +73,17 @@ class Finding:
     latest_runs: int
     flagged: bool
     reason: str = ""
+    network: str = "host"  # the link profile the runs compared ran on
 
 
-def _allreduce_values(conn: Connection, sweep_ids: list[str]) -> dict[int, list[float]]:
+def _allreduce_values(
+    conn: Connection, sweep_ids: list[str], network: str
+) -> dict[int, list[float]]:
     """Per worker count, each succeeded run's median time (s) of its largest float32 size."""
     runs = conn.execute(
-        select(Run.id, Run.world_size).where(Run.sweep_id.in_(sweep_ids), Run.status == "succeeded")
+        select(Run.id, Run.world_size).where(
+            Run.sweep_id.in_(sweep_ids), Run.status == "succeeded", Run.network == network
+        )
     ).all()
     values: dict[int, list[float]] = defaultdict(list)
     for run_id, world_size in runs:
@@ -72,13 +100,17 @@ def _allreduce_values(conn: Connection, sweep_ids: list[str]) -> dict[int, list[
     return values
 
 
-def _values(conn: Connection, sweep_ids: list[str], metric: str) -> dict[int, list[float]]:
+def _values(
+    conn: Connection, sweep_ids: list[str], metric: str, network: str
+) -> dict[int, list[float]]:
+    """Per worker count, the ``metric`` of every succeeded run on ``network``."""
     if metric == "allreduce_largest_s":
-        return _allreduce_values(conn, sweep_ids)
+        return _allreduce_values(conn, sweep_ids, network)
     column = getattr(Run, metric)
     rows = conn.execute(
         select(Run.world_size, column).where(
-            Run.sweep_id.in_(sweep_ids), Run.status == "succeeded", column.is_not(None)
+            Run.sweep_id.in_(sweep_ids), Run.status == "succeeded", column.is_not(None),
+            Run.network == network,
         )
     )
     values: dict[int, list[float]] = defaultdict(list)
@@ -91,32 +123,29 @@ def compare(
     baseline: list[float],
     latest: list[float],
     higher_is_better: bool,
-    alpha: float,
-    min_change: float,
+    rule: Rule = RULE,
 ) -> tuple[float, float, bool]:
     """(relative change, p-value, flagged) of ``latest`` against ``baseline``.
 
     The change is positive when ``latest`` is worse.
     """
+    from scipy.stats import mannwhitneyu  # imported here: the DAG files read RULE
+
     base_mean, latest_mean = statistics.fmean(baseline), statistics.fmean(latest)
     change = (latest_mean - base_mean) / base_mean
     if higher_is_better:
         change = -change
     alternative = "less" if higher_is_better else "greater"
     p_value = float(mannwhitneyu(latest, baseline, alternative=alternative).pvalue)
-    return change, p_value, p_value < alpha and change >= min_change
+    return change, p_value, p_value < rule.alpha and change >= rule.min_change
 
 
 def detect(
     conn: Connection,
     sweep_id: str,
-    *,
-    window: int = 7,
-    alpha: float = 0.01,
-    min_change: float = 0.05,
-    min_baseline_sweeps: int = 2,
+    rule: Rule = RULE,
 ) -> list[Finding]:
-    """Compare sweep ``sweep_id`` with up to ``window`` earlier scheduled sweeps."""
+    """Compare sweep ``sweep_id`` with up to ``rule.window`` earlier scheduled sweeps."""
     latest = conn.execute(
         select(Sweep.task, Sweep.config_hash, Sweep.created_at).where(Sweep.id == sweep_id)
     ).one()
@@ -131,16 +160,27 @@ def detect(
                 Sweep.id != sweep_id,
             )
             .order_by(Sweep.created_at.desc())
-            .limit(window)
+            .limit(rule.window)
         ).scalars()
     )
-    if len(baseline_ids) < min_baseline_sweeps:
+    if len(baseline_ids) < rule.min_baseline_sweeps:
         return []
-    attempted = set(conn.execute(select(Run.world_size).where(Run.sweep_id == sweep_id)).scalars())
+    findings = []
+    networks = conn.execute(select(Run.network).where(Run.sweep_id == sweep_id).distinct())
+    for network in sorted(networks.scalars()):  # each profile is its own configuration
+        findings += _network_findings(conn, sweep_id, baseline_ids, network, rule)
+    return findings
+
+
+def _network_findings(
+    conn: Connection, sweep_id: str, baseline_ids: list[str], network: str, rule: Rule
+) -> list[Finding]:
+    attempted = set(conn.execute(select(Run.world_size).where(
+        Run.sweep_id == sweep_id, Run.network == network)).scalars())  # fmt: skip
     findings = []
     for metric, higher_is_better in METRICS.items():
-        latest_values = _values(conn, [sweep_id], metric)
-        baseline_values = _values(conn, baseline_ids, metric)
+        latest_values = _values(conn, [sweep_id], metric, network)
+        baseline_values = _values(conn, baseline_ids, metric, network)
         for world_size in sorted(set(latest_values) | (attempted & set(baseline_values))):
             base = baseline_values.get(world_size, [])
             now = latest_values.get(world_size, [])
@@ -151,10 +191,11 @@ def detect(
                 # (failed, diverged, goal missed) while the baseline did.
                 findings.append(
                     Finding(world_size, metric, statistics.fmean(base), None, None, None,
-                            len(base), 0, True, "no successful run; the baseline had some")
+                            len(base), 0, True, "no successful run; the baseline had some",
+                            network)
                 )  # fmt: skip
                 continue
-            change, p_value, flagged = compare(base, now, higher_is_better, alpha, min_change)
+            change, p_value, flagged = compare(base, now, higher_is_better, rule)
             findings.append(
                 Finding(
                     world_size=world_size,
@@ -166,9 +207,16 @@ def detect(
                     baseline_runs=len(base),
                     latest_runs=len(now),
                     flagged=flagged,
+                    network=network,
                 )
             )
     return findings
+
+
+def _with_network(finding: Finding) -> str:
+    """A finding's reason, naming its network profile where it is not the host's."""
+    where = f"on the {finding.network} network" if finding.network != "host" else ""
+    return "; ".join(part for part in (finding.reason, where) if part)
 
 
 def record(conn: Connection, sweep_id: str, findings: list[Finding]) -> int:
@@ -191,7 +239,7 @@ def record(conn: Connection, sweep_id: str, findings: list[Finding]) -> int:
                     "latest_mean": f.latest_mean,
                     "change": f.change,
                     "p_value": f.p_value,
-                    "reason": f.reason,
+                    "reason": _with_network(f),
                     "flagged_at": now,
                 }
                 for f in flagged

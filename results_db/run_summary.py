@@ -148,7 +148,7 @@ def summarise(
         communication_ratio=ratio,
         bad_lines=sum(r.bad_lines for r in ranks),
         step_s=step_seconds,
-        eval_s=sum(e["eval_seconds"] for e in evals),
+        eval_s=sum(e["eval_s"] for e in evals),
         steps=len(steps),
         # Training throughput of the whole group: every rank's samples over the
         # mean time a rank spent in training steps.

@@ -34,6 +34,7 @@ from scalebench.sweep import (
     validate_request,
 )
 from workers.records import SWEEP_MANIFEST as MANIFEST
+from workers.request import DEFAULT_PRECISION
 from workers.tasks import TASKS, TrainingSpec
 
 
@@ -153,11 +154,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         placement=args.placement,
         seed=args.seed,
         data_dir=args.data_dir,
+        download=args.download,
+        network=args.network,
     )
     try:
         results_root = config.results_path(args.results)
     except ValueError as exc:
         raise InvalidParameter("results", str(exc)) from None
+    if request.download and not request.light and isinstance(request.spec, TrainingSpec):
+        prepare_data(request.spec.data.name, request.data_dir)
     sweep_dir, status = run_sweep(request, results_root)
     if args.no_ingest:
         print_sweep_directory(sweep_dir)
@@ -179,6 +184,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         print_report(args.database or config.database_url(), args.sweep)
     return 0
+
+
+def prepare_data(name: str, data_dir: Path) -> None:
+    """Fetch data set ``name`` when it is missing and verify it, before a sweep starts."""
+    from workers.data.errors import DataSetCorrupt, DataSetMissing
+    from workers.data.prepare import prepare
+
+    try:
+        prepared = prepare(name, data_dir, download=True)
+    except (DataSetMissing, DataSetCorrupt) as exc:
+        raise InvalidParameter("download", str(exc)) from None
+    print(f"{prepared.name}: {prepared.status} at {prepared.location}", flush=True)
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -243,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"runs per worker count (default {DEFAULT_REPEATS})")
     run.add_argument("--variant", default="sync", help="sync (flat all-reduce) or ddp")
     run.add_argument(
-        "--precision", default="fp32",
+        "--precision", default=DEFAULT_PRECISION,
         help="fp32, or bf16: forward and loss under autocast (default fp32)",
     )  # fmt: skip
     run.add_argument(
@@ -261,6 +278,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--placement", default="auto",
                      help="spread: one rank per node (kubernetes); pack: ranks may share a "
                      "node; auto: spread on kubernetes, pack locally (default auto)")
+    run.add_argument("--network", default="host",
+                     help="link profiles, every worker count runs on each: host (unshaped) or "
+                     "an emulated rate with an optional one-way delay, e.g. host,10gbit,1gbit "
+                     "or 1gbit+2ms (default host)")
     run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
     run.add_argument(
         "--compile", default=None,
@@ -275,6 +296,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--group-timeout", default="3600", help="wall-clock limit per group, seconds")
     run.add_argument("--results", default=None, help="results directory (SCALEBENCH_RESULTS_URI)")
     run.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
+    run.add_argument(
+        "--download", action=argparse.BooleanOptionalAction, default=None,
+        help="fetch a missing full data set before the first group (default: on for "
+        "CIFAR-10, whose published checksums are checked; see `scalebench data`)",
+    )  # fmt: skip
     run.add_argument(
         "--database", default=None, help="results database URL (SCALEBENCH_DATABASE_URL)"
     )

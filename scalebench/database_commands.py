@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from results_db.regressions import RULE, Rule
 from scalebench import config
 
 
@@ -201,15 +202,13 @@ def grant_readonly(url: str | None, role: str, password: str | None) -> None:
     engine.dispose()
 
 
-def check_regressions(
-    url: str | None, sweep_id: str, *, window: int = 7, alpha: float = 0.01, change: float = 0.05
-) -> list[Any]:
+def check_regressions(url: str | None, sweep_id: str, rule: Rule = RULE) -> list[Any]:
     """Detect, store and print the regressions of a nightly sweep; return every finding."""
     from results_db import regressions as detector
 
     engine = _engine(url)
     with engine.begin() as conn:
-        findings = detector.detect(conn, sweep_id, window=window, alpha=alpha, min_change=change)
+        findings = detector.detect(conn, sweep_id, rule)
         detector.record(conn, sweep_id, findings)
     engine.dispose()
     if not findings:
@@ -231,9 +230,9 @@ def describe_finding(f: Any) -> str:
     )
 
 
-def regressions(url: str | None, sweep_id: str, window: int, alpha: float, change: float) -> int:
+def regressions(url: str | None, sweep_id: str, rule: Rule) -> int:
     """Detect and store regressions of a nightly sweep; exit status 1 when any is flagged."""
-    findings = check_regressions(url, sweep_id, window=window, alpha=alpha, change=change)
+    findings = check_regressions(url, sweep_id, rule)
     return 1 if any(f.flagged for f in findings) else 0
 
 
@@ -346,11 +345,14 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
 
     detect = with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
     detect.add_argument("sweep")
-    detect.add_argument("--window", type=int, default=7, help="earlier nightlies compared")
-    detect.add_argument("--alpha", type=float, default=0.01, help="significance level")
-    detect.add_argument("--min-change", type=float, default=0.05, help="0.05 = 5 %% worse")
+    detect.add_argument("--window", type=int, default=RULE.window, help="earlier nightlies")
+    detect.add_argument("--alpha", type=float, default=RULE.alpha, help="significance level")
+    detect.add_argument("--min-change", type=float, default=RULE.min_change,
+                        help="relative worsening of the mean, e.g. 0.05 = 5 %% worse")  # fmt: skip
     detect.set_defaults(
-        func=lambda a: regressions(a.database, a.sweep, a.window, a.alpha, a.min_change)
+        func=lambda a: regressions(
+            a.database, a.sweep, Rule(window=a.window, alpha=a.alpha, min_change=a.min_change)
+        )
     )
 
 

@@ -46,6 +46,7 @@ class GroupEntry:
     status: str = "planned"
     reason: str = ""
     seconds: float | None = None
+    network: str = "host"  # the link profile the group runs on (workers.network)
 
 
 @dataclass(frozen=True)

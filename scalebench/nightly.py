@@ -16,8 +16,9 @@ value is an import error that names the variable, shown in the Airflow UI):
 - ``SCALEBENCH_NOTIFY_CALLBACK``: ``module:function`` called with the Airflow
   context on failure, for anything else (e-mail, paging)
 
-Regressions are judged by :mod:`results_db.regressions` (Mann–Whitney U,
-``p < 0.01`` and at least 5 % worse than the last 7 scheduled nights).
+Regressions are judged by the rule :data:`results_db.regressions.RULE`
+(Mann–Whitney U, ``p < 0.01`` and at least 5 % worse than the last 7
+scheduled nights, unless changed there).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class NightlySettings:
     launcher: str = "local"
     backend: str = "gloo"
     placement: str = "auto"
+    network: tuple[str, ...] = ("host",)  # link profiles (workers.network), each its own trend
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> NightlySettings:
@@ -60,6 +62,7 @@ class NightlySettings:
 
         from scalebench.sweep import LAUNCHERS, PLACEMENTS, InvalidParameter, parse_world_sizes
         from workers.distributed import BACKENDS
+        from workers.network import BadProfile, parse_profiles
         from workers.tasks import task_ids
 
         default = cls()
@@ -96,15 +99,19 @@ class NightlySettings:
         placement = read("PLACEMENT", default.placement)
         if placement not in PLACEMENTS:
             raise bad("PLACEMENT", f"expected one of {', '.join(PLACEMENTS)}, got {placement!r}")
+        try:
+            network = tuple(p.name for p in parse_profiles(read("NETWORK", "host")))
+        except BadProfile as exc:
+            raise bad("NETWORK", str(exc)) from None
         return cls(schedule=schedule, tasks=tasks, workers=workers, repeats=int(repeats),
                    light=full in ("0", "false"), launcher=launcher, backend=backend,
-                   placement=placement)  # fmt: skip
+                   placement=placement, network=network)  # fmt: skip
 
     def request(self) -> dict[str, Any]:
         """The fixed sweep request of every task in the suite (without ``task``)."""
         return {"workers": list(self.workers), "repeats": self.repeats, "light": self.light,
                 "launcher": self.launcher, "backend": self.backend,
-                "placement": self.placement}  # fmt: skip
+                "placement": self.placement, "network": list(self.network)}  # fmt: skip
 
 
 def check(sweep_id: str, url: str | None = None) -> list[str]:

@@ -23,16 +23,19 @@ from pathlib import Path
 from typing import Any
 
 from scalebench import manifest
-from workers.data.availability import check_available
+from workers.data.availability import check_available, downloadable, published_checksums
 from workers.data.errors import DataSetMissing
 from workers.distributed import BACKENDS
+from workers.network import BadProfile, parse_profile, parse_profiles
 from workers.request import (
+    DEFAULT_PRECISION,
     MAX_COLLECTIVE_TIMEOUT_S,
     MAX_SEED,
     MIN_COLLECTIVE_TIMEOUT_S,
+    PRECISIONS,
     WorkerRequest,
 )
-from workers.tasks import AllReduceSpec, TaskSpec, get_task, task_ids
+from workers.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
 from workers.tasks.specs import COMPILE_SETTINGS
 from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
@@ -49,7 +52,6 @@ MAX_GROUPS = 500  # worker counts × repeats
 # fastest and slowest) has something to drop and one straggler cannot decide a result.
 DEFAULT_REPEATS = 3
 MAX_GROUP_TIMEOUT_S = 7 * 24 * 3600.0  # a week: the longest full task on one worker fits
-PRECISIONS = ("fp32", "bf16")
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
 
@@ -76,13 +78,17 @@ class SweepRequest:
     variant: str = "sync"
     seed: int = 0
     data_dir: Path = Path("var/data")
-    precision: str = "fp32"
+    precision: str = DEFAULT_PRECISION
     compile: str = "auto"
     launcher: str = "local"
     gpus_per_worker: int = 1  # Kubernetes: nvidia.com/gpu per pod; local ranks use the host's
     worker_image: str = ""  # Kubernetes: "" means SCALEBENCH_WORKER_IMAGE
     device: str = "auto"  # where tensors live: auto (a GPU when there is one), cpu or cuda
     placement: str = "pack"  # spread (one rank per node) or pack; "auto" is resolved
+    download: bool = False  # fetch a missing full data set before the first group
+    # Link profiles (workers.network), every worker count runs on each: "host" (unshaped),
+    # or a rate with an optional one-way delay, e.g. "100mbit", "1gbit+2ms".
+    network: tuple[str, ...] = ("host",)
 
     @property
     def spec(self) -> TaskSpec:
@@ -92,7 +98,8 @@ class SweepRequest:
     def from_fields(cls, fields: dict[str, Any]) -> SweepRequest:
         """The request back from :func:`request_fields` (how it crosses Airflow's XCom)."""
         return cls(**{**fields, "world_sizes": tuple(fields["world_sizes"]),
-                      "data_dir": Path(fields["data_dir"])})  # fmt: skip
+                      "data_dir": Path(fields["data_dir"]),
+                      "network": tuple(fields.get("network", ("host",)))})  # fmt: skip
 
 
 def _integer(field: str, value: Any) -> int:
@@ -162,19 +169,25 @@ def validate_request(
     variant: Any = "sync",
     seed: Any = 0,
     data_dir: Any = None,
-    precision: Any = "fp32",
+    precision: Any = DEFAULT_PRECISION,
     compile: Any = None,
     launcher: Any = "local",
     gpus_per_worker: Any = 1,
     worker_image: Any = "",
     device: Any = "auto",
     placement: Any = "auto",
+    download: Any = None,
+    network: Any = None,
     gpus: int | None = None,
     max_workers: int | None = None,
 ) -> SweepRequest:
     """Check every field; raise :class:`InvalidParameter` on the first bad one.
 
     ``compile`` ``None`` takes ``SCALEBENCH_COMPILE`` (default ``auto``).
+    ``download`` ``None`` is on for a full data set whose publisher gives
+    checksums (CIFAR-10); a missing set is then fetched by the sweep's data
+    step instead of refused here. ``network`` lists link profiles (``None``:
+    ``host``); a shaped one is refused where the launcher cannot emulate it.
     ``gpus`` is how many GPUs the local launcher can give (``None``: count the
     host's). ``nccl`` needs one GPU per worker: on the host, or
     ``gpus_per_worker`` ≥ 1 on Kubernetes. ``max_workers`` is the largest group
@@ -229,11 +242,17 @@ def validate_request(
         raise InvalidParameter(
             "repeats", f"at most {MAX_REPEATS} runs per worker count, got {repeat_count}"
         )
-    if repeat_count * len(world_sizes) > MAX_GROUPS:
+    try:
+        profiles = parse_profiles(network)
+    except BadProfile as exc:
+        raise InvalidParameter("network", str(exc)) from None
+    planned = repeat_count * len(world_sizes) * len(profiles)
+    if planned > MAX_GROUPS:
+        per_profile = f" × {len(profiles)} network profiles" if len(profiles) > 1 else ""
         raise InvalidParameter(
             "repeats",
-            f"{len(world_sizes)} worker count(s) × {repeat_count} repeats = "
-            f"{repeat_count * len(world_sizes)} groups; a sweep plans at most {MAX_GROUPS}",
+            f"{len(world_sizes)} worker count(s) × {repeat_count} repeats{per_profile} = "
+            f"{planned} groups; a sweep plans at most {MAX_GROUPS}",
         )
     if variant not in VARIANTS:
         raise InvalidParameter("variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
@@ -247,7 +266,7 @@ def validate_request(
         raise InvalidParameter(
             "precision", f"must be one of {', '.join(PRECISIONS)}, got {precision!r}"
         )
-    if isinstance(spec, AllReduceSpec) and precision != "fp32":
+    if isinstance(spec, AllReduceSpec) and precision != DEFAULT_PRECISION:
         raise InvalidParameter(
             "precision", "the all-reduce task measures the data types its spec lists"
         )
@@ -328,6 +347,27 @@ def validate_request(
                 f"nccl needs one GPU per worker: {max(world_sizes)} workers asked, "
                 f"{available} GPUs available",
             )
+    shaped = [p for p in profiles if p.shaped]
+    if shaped and backend == "mpi":
+        raise InvalidParameter("network", "the emulated networks carry gloo and nccl groups")
+    if shaped and launcher == "kubernetes":
+        delayed = [p.name for p in shaped if p.delay_s]
+        if delayed:
+            raise InvalidParameter(
+                "network",
+                f"{', '.join(delayed)}: the kubernetes launcher can limit rates (the CNI "
+                "bandwidth plugin) but not add delay; ask for the rate alone",
+            )
+    elif shaped:
+        from operators.shaped_network import shaping_problems
+
+        problems = shaping_problems(shaped)
+        if problems:
+            raise InvalidParameter(
+                "network",
+                f"{', '.join(p.name for p in shaped)} cannot be emulated here: "
+                f"{'; '.join(problems)}. Ask for host alone to run unshaped",
+            )
     if backend == "mpi" and launcher == "kubernetes":
         raise InvalidParameter("backend", "the kubernetes launcher starts gloo or nccl groups")
     if backend == "mpi" and not mpi_available():
@@ -341,11 +381,21 @@ def validate_request(
     if not isinstance(data_dir, str | Path) or not str(data_dir).strip() or "\0" in str(data_dir):
         raise InvalidParameter("data_dir", f"must be a folder's path, got {data_dir!r}")
     data_path = Path(data_dir)
+    if download is None:  # on where the publisher's checksums prove the download intact
+        download = published_checksums(spec.data.name) if isinstance(spec, TrainingSpec) else False
+    if not isinstance(download, bool):
+        raise InvalidParameter("download", f"must be true or false, got {download!r}")
     if not light and not isinstance(spec, AllReduceSpec):
         try:
             check_available(spec.data.name, data_path)
         except DataSetMissing as exc:
-            raise InvalidParameter("data_dir", str(exc)) from None
+            if not downloadable(spec.data.name):
+                raise InvalidParameter("data_dir", f"{exc} ({spec.data.name} cannot be "
+                                       "downloaded by scalebench)") from None  # fmt: skip
+            if not download:
+                raise InvalidParameter(
+                    "data_dir", f"{exc} Or ask for the download (download: true, --download)."
+                ) from None
     return SweepRequest(
         task=task,
         world_sizes=world_sizes,
@@ -364,6 +414,8 @@ def validate_request(
         worker_image=worker_image,
         device=device,
         placement=placement,
+        download=download,
+        network=tuple(p.name for p in profiles),
     )
 
 
@@ -418,27 +470,35 @@ class SweepPlan:
     groups: tuple[GroupPlan, ...]
 
 
-def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[GroupPlan, ...]:
-    """Every (world size, repeat) of the sweep, repeats interleaved across sizes.
+def run_id(sweep_id: str, world_size: int, repeat: int, network: str = "host") -> str:
+    """``<sweep>-w<k>-r<repeat + 1>``, with the network profile's token before the repeat
+    when it is shaped (``<sweep>-w2-n100mbit-r1``). Repeats count from 1 in run ids, as
+    every table and log line does; ``repeat`` from 0."""
+    token = parse_profile(network).token
+    return f"{sweep_id}-w{world_size}{'-' + token if token else ''}-r{repeat + 1}"
 
-    Interleaving (1, 2, 4, 1, 2, 4, ...) spreads slow drifts of the machine
-    over all sizes instead of charging them to one. Repeat ``r`` runs with
-    seed ``seed + r``.
+
+def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[GroupPlan, ...]:
+    """Every (world size, network profile, repeat) of the sweep, interleaved.
+
+    Interleaving (1, 2, 4, 1, 2, 4, ...; each profile in turn within a
+    repeat) spreads slow drifts of the machine over all sizes and profiles
+    instead of charging them to one. Repeat ``r`` runs with seed ``seed + r``.
     """
     training = not isinstance(request.spec, AllReduceSpec)
-    # Run ids count repeats from 1, as every table and log line does; ``repeat`` from 0.
     return tuple(
         GroupPlan(
-            run_id=f"{sweep_id}-w{k}-r{repeat + 1}",
+            run_id=run_id(sweep_id, k, repeat, network),
             world_size=k,
             repeat=repeat,
             sweep_dir=str(sweep_dir),
             data_dir=str(request.data_dir),
             worker=WorkerRequest(
-                task=request.task, run_id=f"{sweep_id}-w{k}-r{repeat + 1}", light=request.light,
+                task=request.task, run_id=run_id(sweep_id, k, repeat, network), light=request.light,
                 backend=request.backend, collective_timeout_s=request.collective_timeout_s,
                 seed=request.seed + repeat, training=training, variant=request.variant,
                 precision=request.precision, compile=request.compile, device=request.device,
+                network=network,
             ),
             timeout_s=request.group_timeout_s,
             launcher=request.launcher,
@@ -447,6 +507,7 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
             placement=request.placement,
         )
         for repeat in range(request.repeats)
+        for network in request.network
         for k in request.world_sizes
     )  # fmt: skip
 
@@ -476,7 +537,8 @@ def code_version() -> str:
 # may set; the task comes from the DAG.
 FORM_FIELDS = ("workers", "light", "backend", "repeats", "seed", "variant", "precision",
                "compile", "launcher", "gpus_per_worker", "worker_image", "device", "placement",
-               "collective_timeout_s", "group_timeout_s", "data_dir")  # fmt: skip
+               "collective_timeout_s", "group_timeout_s", "data_dir", "download",
+               "network")  # fmt: skip
 
 
 def request_from_form(task: str, fields: Mapping[str, Any]) -> SweepRequest:
@@ -494,7 +556,7 @@ def request_from_form(task: str, fields: Mapping[str, Any]) -> SweepRequest:
 def request_fields(request: SweepRequest) -> dict[str, Any]:
     """The request as plain JSON values (the manifest's ``request``, the hashed configuration)."""
     return {**asdict(request), "world_sizes": list(request.world_sizes),
-            "data_dir": str(request.data_dir)}  # fmt: skip
+            "data_dir": str(request.data_dir), "network": list(request.network)}  # fmt: skip
 
 
 def new_manifest(
@@ -537,6 +599,7 @@ def start_sweep(
     sweep_id = new_sweep_id(request.task)
     sweep_dir = results_root / sweep_id
     groups = plan_groups(request, sweep_id, sweep_dir)
-    entries = [manifest.GroupEntry(g.run_id, g.world_size, g.repeat) for g in groups]
+    entries = [manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.worker.network)
+               for g in groups]  # fmt: skip
     manifest.create(sweep_dir, new_manifest(request, sweep_id, entries, trigger, runner=runner))
     return SweepPlan(sweep_id, sweep_dir, request, groups)

@@ -78,6 +78,11 @@ def allreduce_table(rows: Sequence[queries.AllReduceRow]) -> str:
         "workers", "dtype", "elements", "size", "p50 ms", "mean ms", "p95 ms",
         "algbw GB/s", "busbw GB/s", "reps",
     ]  # fmt: skip
+    if len({row.network for row in rows}) > 1:  # a column only where profiles differ
+        for line, row in zip(lines, sorted(rows, key=lambda r: (r.world_size, r.dtype, r.bytes)),
+                             strict=True):  # fmt: skip
+            line.insert(1, row.network)
+        headers.insert(1, "network")
     return tabulate(lines, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
@@ -93,9 +98,14 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
         return "\n".join(out)
     runs = queries.run_infos(conn, sweep_id=sweep_id)
     out.append(f"goal: {spec.goal.describe(info.light)}; TTA = time to accuracy, seconds\n")
-    out.append(training_table(queries.scaling(conn, sweep_id), runs,
-                              queries.last_metric_values(conn, sweep_id),
-                              spec.goal.metric))  # fmt: skip
+    networks = queries.sweep_networks(conn, sweep_id)
+    last_metric = queries.last_metric_values(conn, sweep_id)
+    for network in networks:  # one table per link profile: speedups are within a profile
+        if len(networks) > 1:
+            out.append(f"network {network}:")
+        out.append(training_table(queries.scaling(conn, sweep_id, network),
+                                  [r for r in runs if r.network == network], last_metric,
+                                  spec.goal.metric))  # fmt: skip
     for run in runs:
         if run.status != "succeeded":
             out.append(f"{run.id}: {run.status}: {run.reason}")

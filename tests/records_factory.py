@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scalebench import manifest
-from scalebench.sweep import new_manifest, validate_request
+from scalebench.sweep import new_manifest, run_id, validate_request
 from workers.records import RecordWriter
 
 PHASES = {"data": 0.01, "forward": 0.1, "loss": 0.01, "backward": 0.2,
@@ -26,6 +26,7 @@ class FakeRun:
     launcher_status: str = "succeeded"
     phases: dict[str, float] = field(default_factory=lambda: dict(PHASES))
     compile_s: float | None = None  # compiled before the start (rank r took compile_s + r)
+    network: str = "host"  # the link profile it ran on (run ids carry it, as planned)
 
 
 def write_training_sweep(
@@ -35,16 +36,21 @@ def write_training_sweep(
     trigger: str = "cli",
     created_at: str | None = None,
     task: str = "task1a-resnet20-cifar10",
+    light: bool = True,
 ) -> Path:
     request = validate_request(
         task=task,
         workers=sorted({r.world_size for r in runs}),
-        light=True,
+        light=light,
+        download=not light,  # a full sweep's records without its data set
         repeats=max(r.repeat for r in runs) + 1,
     )
+    networks = tuple(dict.fromkeys(r.network for r in runs))
+    request = replace(request, network=networks)  # recorded as asked, not emulated here
     sweep_dir = root / sweep_id
-    groups = [manifest.GroupEntry(f"{sweep_id}-w{r.world_size}-r{r.repeat + 1}", r.world_size,
-                                  r.repeat, status=r.launcher_status) for r in runs]  # fmt: skip
+    groups = [manifest.GroupEntry(run_id(sweep_id, r.world_size, r.repeat, r.network),
+                                  r.world_size, r.repeat, status=r.launcher_status,
+                                  network=r.network) for r in runs]  # fmt: skip
     manifest.create(sweep_dir, new_manifest(request, sweep_id, groups, trigger, created_at))
     for entry, run in zip(groups, runs, strict=True):
         for rank in range(run.world_size):
@@ -60,8 +66,10 @@ def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun,
                  nccl=None, gpus=[], cpu_count=2)  # fmt: skip
     compiled = {} if run.compile_s is None else {
         "compile": "auto", "compiled": True, "compile_s": run.compile_s + rank}
+    network = {} if run.network == "host" else {"network": run.network}
     writer.write("event", 0.0, event="start", started_at="2026-11-01T02:00:00+00:00",
-                 device="cpu", precision="fp32", variant="sync", **compiled)  # fmt: skip
+                 device="cpu", precision="fp32", variant="sync", **compiled,
+                 **network)  # fmt: skip
     total_epochs = run.epochs
     epoch_s = (run.time_to_accuracy_s or 100.0) / total_epochs
     t = 0.0
@@ -76,8 +84,8 @@ def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun,
         reached = run.time_to_accuracy_s is not None and epoch == total_epochs - 1
         accuracy = 80.0 if reached else 50.0 + epoch
         writer.write("eval", end, epoch=epoch, metrics={metric: accuracy, "loss": 1.0},
-                     eval_seconds=epoch_s * 0.1, train_seconds=end - (epoch + 1) * epoch_s * 0.1,
-                     wall_seconds=end)  # fmt: skip
+                     eval_s=epoch_s * 0.1, train_s=end - (epoch + 1) * epoch_s * 0.1,
+                     wall_s=end)  # fmt: skip
     if run.time_to_accuracy_s is not None and run.end == "finished":
         writer.write("event", run.time_to_accuracy_s, event="goal_reached", epoch=total_epochs - 1,
                      value=80.0, target=70.0, time_to_accuracy_s=run.time_to_accuracy_s,

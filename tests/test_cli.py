@@ -106,6 +106,20 @@ def test_report_refuses_a_directory_without_a_sweep(
     assert "sweep: no sweep.json" in capsys.readouterr().err
 
 
+def test_run_fetches_a_missing_data_set_first_and_stops_when_it_cannot(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCALEBENCH_CIFAR10_URL", (tmp_path / "gone.tar.gz").as_uri())
+    data, results = str(tmp_path / "data"), str(tmp_path / "results")
+    args = ["run", "task1a-resnet20-cifar10", "--workers", "1", "--no-ingest",
+            "--data-dir", data, "--results", results]  # fmt: skip
+    assert cli.main(args) == 2  # on by default for CIFAR-10: tried, and it failed
+    assert "download: could not download" in capsys.readouterr().err
+    assert cli.main([*args, "--no-download"]) == 2
+    assert "data_dir: CIFAR-10 is not in" in capsys.readouterr().err
+    assert not (tmp_path / "results").exists()  # no sweep was started
+
+
 @pytest.mark.slow
 def test_sigterm_stops_a_sweep_of_200_groups_within_seconds_and_records_each(
     tmp_path: Path,

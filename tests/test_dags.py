@@ -14,6 +14,8 @@ from conftest import REPO
 from sqlalchemy import select
 
 from operators.benchmark_dag import ENDED_BEFORE_START, ENDED_WITHOUT_VERDICT
+from operators.shaped_network import shaping_problems
+from workers.network import parse_profile
 
 # one DAG per task, plus the nightly
 DAG_IDS = {"task0_allreduce", "task1a_resnet20_cifar10", "task2a_logreg_epsilon",
@@ -90,6 +92,10 @@ def test_dag_files_parse_fast_and_import_no_torch(dag_file: str) -> None:
         ({"gpus_per_worker": 1.5}, "gpus_per_worker"),
         ({"precision": "fp8"}, "precision"),
         ({"worker_image": "x" * 300}, "worker_image"),
+        ({"network": ["10mbps"]}, "network"),
+        ({"network": []}, "network"),
+        ({"network": "host"}, "network"),
+        ({"network": ["host", "host"]}, "network"),
     ],
 )
 def test_the_trigger_form_refuses_bad_input_naming_the_field(dagbag, conf, field) -> None:
@@ -113,6 +119,13 @@ def test_each_form_offers_only_what_its_task_implements(dagbag) -> None:
     assert offered("task3a_awdlstm_wikitext2", "precision") == ["fp32"]
     assert offered("task4b_transformer_wmt17", "variant") == ["sync"]
     assert offered("task2a_logreg_epsilon", "workers") == [1, 2, 4, 8, 16]
+    # Downloading is on where the publisher's checksums prove the download intact.
+    download = {dag_id: dagbag.get_dag(dag_id).params.get_param("download").value
+                for dag_id in ("task1a_resnet20_cifar10", "task2a_logreg_epsilon",
+                               "task3a_awdlstm_wikitext2")}  # fmt: skip
+    assert download == {"task1a_resnet20_cifar10": True, "task2a_logreg_epsilon": False,
+                        "task3a_awdlstm_wikitext2": False}  # fmt: skip
+    assert "download" not in dagbag.get_dag("task0_allreduce").params
     params = copy.deepcopy(dagbag.get_dag("task2a_logreg_epsilon").params)
     with pytest.raises(ParamValidationError, match="param workers"):
         params.update({"workers": [1, 32]})
@@ -133,7 +146,7 @@ def test_a_refused_combination_fails_before_any_worker_starts(
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{sweep_env / 'r.db'}")
     dag = dagbag.get_dag("task1a_resnet20_cifar10")
     results = sweep_env / "results"
-    for conf in ({"light": False, "workers": [1]},  # no CIFAR-10 here
+    for conf in ({"light": False, "workers": [1], "download": False},  # no CIFAR-10 here
                  {"workers": [1], "light": True, "bogus_key": 5}):  # fmt: skip
         run = dag.test(run_conf=conf)
         assert run.state == "failed"
@@ -142,6 +155,19 @@ def test_a_refused_combination_fails_before_any_worker_starts(
         assert states.pop("validate") == "failed"
         assert set(states.values()) <= {"upstream_failed", "skipped"}, states
         assert not results.exists()  # nothing was planned or started
+
+    # Asked to download, the request passes; the data step fetches from the mirror, finds
+    # an archive that is not CIFAR-10's and fails, and nothing trains.
+    mirror = sweep_env / "mirror.tar.gz"
+    mirror.write_bytes(b"not an archive")
+    monkeypatch.setenv("SCALEBENCH_CIFAR10_URL", mirror.as_uri())
+    monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(sweep_env / "data"))
+    run = dag.test(run_conf={"light": False, "workers": [1], "download": True})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "failed"
+    assert states["validate"] == "success" and states["prepare_dataset"] == "failed", states
+    assert not results.exists()
+    assert not (sweep_env / "data" / "cifar-10-batches-py").exists()
 
 
 @pytest.mark.slow
@@ -154,16 +180,21 @@ def test_a_light_sweep_runs_end_to_end_into_the_database(
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", database_url)
     started = time.monotonic()
     # Task 2a: its light runs reach the goal within seconds; the DAG is the same for every task.
+    # On an emulated 1gbit link as well, where this machine can build one (root).
+    shaping = not shaping_problems([parse_profile("1gbit")])
+    networks = ["host", "1gbit"] if shaping else ["host"]
     run = dagbag.get_dag("task2a_logreg_epsilon").test(
-        run_conf={"workers": [1, 2], "light": True, "repeats": 1}
+        run_conf={"workers": [1, 2], "light": True, "repeats": 1, "network": networks}
     )
     assert run.state == "success", f"DAG run ended {run.state}"
     engine = make_engine(database_url)
     with engine.connect() as conn:
-        runs = conn.execute(select(Run.world_size, Run.status, Run.goal_reached)).all()
+        runs = conn.execute(select(Run.world_size, Run.status, Run.goal_reached, Run.network))
+        runs = runs.all()
         sweep = conn.execute(select(Sweep.trigger, Sweep.outcome, Sweep.finished_at)).one()
     engine.dispose()
-    assert sorted(runs) == [(1, "succeeded", True), (2, "succeeded", True)]
+    assert sorted(runs) == sorted((k, "succeeded", True, network) for network in networks
+                                  for k in (1, 2))  # fmt: skip
     assert tuple(sweep)[:2] == ("manual", "succeeded") and sweep.finished_at is not None
     assert time.monotonic() - started < 300
 
@@ -242,9 +273,11 @@ def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and
     )
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
+    # Every field an earlier test of this module set is given: dag.test keeps a run's conf
+    # in the DAG's stored form, and the next run of the same DAG would inherit it.
     run = dagbag.get_dag("task2a_logreg_epsilon").test(run_conf={
         "workers": [1], "light": True, "repeats": 1, "launcher": "kubernetes",
-        "gpus_per_worker": 0})
+        "gpus_per_worker": 0, "network": ["host"]})
     assert run.state == "failed"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["workers_1.train"] == "failed" and states["ingest"] == "success"

@@ -12,6 +12,7 @@ import html
 import io
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from dashboard_seed import (
     LIGHT,
     seeded_database,
 )
-from records_factory import FakeRun, write_training_sweep
+from records_factory import PHASES, FakeRun, write_training_sweep
 
 from dash_app.app import create_app
 from dash_app.client import Client
@@ -57,6 +58,18 @@ def text_of(component: Any) -> str:
     return ""
 
 
+def prop_of(layout: Any, element_id: str, name: str) -> Any:
+    """Property ``name`` of the component ``element_id`` in a serialised layout."""
+    if isinstance(layout, dict):
+        if layout.get("props", {}).get("id") == element_id:
+            return layout["props"][name]
+        layout = list(layout.values())
+    if isinstance(layout, list):
+        return next((v for v in (prop_of(x, element_id, name) for x in layout) if v is not None),
+                    None)  # fmt: skip
+    return None
+
+
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
 def client(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     admin = request.getfixturevalue("postgres_admin") if request.param == "postgresql" else None
@@ -77,16 +90,7 @@ def test_every_page_opens(client: Client, path: str) -> None:
 
 def test_the_cost_page_prices_the_device_the_runs_ran_on(client: Client) -> None:
     def gpu_chosen(search: str) -> str:
-        def find(node: Any) -> Any:
-            if isinstance(node, dict):
-                if node.get("props", {}).get("id") == "cost-gpu":
-                    return node["props"]["value"]
-                return next((v for v in map(find, node.values()) if v is not None), None)
-            if isinstance(node, list):
-                return next((v for v in map(find, node) if v is not None), None)
-            return None
-
-        return find(client.open("/cost", search))
+        return prop_of(client.open("/cost", search), "cost-gpu", "value")
 
     # the seeded sweeps ran on CPUs: no GPU price unless one is asked for
     assert gpu_chosen(f"?sweep={KNOWN}") == "none"
@@ -273,6 +277,163 @@ def test_a_missing_database_file_is_explained(tmp_path: Path) -> None:
     for path in PAGES[1:]:
         assert "There is no results database" in text_of(client.open(path))
     assert not (tmp_path / "none.db").exists()
+
+
+def test_published_results_are_overlaid_on_full_sweeps_only(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'full.db'}"
+    upgrade(url)
+    runs = [FakeRun(size, time_to_accuracy_s=tta) for size, tta in ((1, 400.0), (2, 230.0))]
+    write_training_sweep(tmp_path / "records", "full-1a", runs, light=False)
+    write_training_sweep(tmp_path / "records", "light-1a", runs)
+    engine = make_engine(url)
+    ingest_location(engine, str(tmp_path / "records"))
+    engine.dispose()
+    client = Client(create_app(url, stylesheets=[]))
+
+    def published(out: dict, graph: str) -> dict[str, list]:
+        return {t["name"]: t["y"] for t in out[graph]["figure"]["data"]
+                if t["name"].startswith("published")}  # fmt: skip
+
+    scaling = {"scaling-sweep.value": "full-1a", "scaling-published.value": "on"}
+    out = client.call("scaling-tta.figure", scaling)
+    assert out["scaling-url"]["search"] == "?sweep=full-1a&published=on"
+    assert published(out, "scaling-tta") == {
+        "published: 1 T4 per n1-standard-4": [407.0],
+        "published: 3 vCPUs of an n1-standard-4": [5895.0],
+    }
+    assert "MLBench published results" in text_of(out["scaling-published-note"]["children"])
+    off = client.call("scaling-tta.figure", {**scaling, "scaling-published.value": "off"})
+    assert published(off, "scaling-tta") == {} and off["scaling-published-note"]["children"] is None
+    light = client.call("scaling-tta.figure", {**scaling, "scaling-sweep.value": "light-1a"})
+    assert published(light, "scaling-tta") == {}
+    assert "light variant" in text_of(light["scaling-published-note"]["children"])
+
+    cost = {"cost-sweep.value": "full-1a", "cost-instance.value": "n1-standard-4",
+            "cost-gpu.value": "nvidia-tesla-t4", "cost-published.value": "on"}  # fmt: skip
+    out = client.call("cost-bars.figure", cost)
+    bars = published(out, "cost-bars")
+    assert bars["published: 1 T4 per n1-standard-4"] == pytest.approx([407 / 3600 * 0.154])
+    pareto = published(out, "cost-pareto")
+    assert pareto["published: 3 vCPUs of an n1-standard-4"] == pytest.approx([5895 / 3600 * 0.044])
+    assert "published=on" in out["cost-url"]["search"]
+    for path in ("/cost", "/scaling"):  # a link opens with the overlay on
+        layout = client.open(path, "?sweep=full-1a&published=on")
+        assert prop_of(layout, f"{path[1:]}-published", "value") == "on"
+
+
+def copy_allreduce_sweep(target: Path, suffix: str, device: str) -> str:
+    """The recorded all-reduce sweep again under another id, its tensors said to be on
+    ``device``; returns the new sweep id."""
+    sweep_id = ALLREDUCE[: -len(suffix)] + suffix
+    source = Path(__file__).parent / "data" / "sweep-allreduce"
+    for path in source.rglob("*"):
+        if path.is_file():
+            copy = target / sweep_id / str(path.relative_to(source)).replace(ALLREDUCE, sweep_id)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            text = path.read_text().replace(ALLREDUCE, sweep_id)
+            copy.write_text(text.replace('"device":"cpu"', f'"device":"{device}"'))
+    return sweep_id
+
+
+def test_several_allreduce_sweeps_are_overlaid(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'allreduce.db'}"
+    upgrade(url)
+    records = tmp_path / "records"
+    on_gpu = copy_allreduce_sweep(records, "aaaa", "cuda:0")
+    again = copy_allreduce_sweep(records, "bbbb", "cpu")
+    original = copy_allreduce_sweep(records, ALLREDUCE[-4:], "cpu")
+    engine = make_engine(url)
+    ingest_location(engine, str(records))
+    engine.dispose()
+    client = Client(create_app(url, stylesheets=[]))
+
+    chosen = [original, on_gpu, again]
+    out = client.call("comm-latency.figure", {"comm-sweep.value": None,
+                                              "comm-allreduce.value": chosen,
+                                              "comm-dtype.value": "float32"})  # fmt: skip
+    assert out["comm-url"]["search"] == f"?allreduce={original},{on_gpu},{again}&dtype=float32"
+    for graph in ("comm-latency", "comm-busbw"):
+        names = [t["name"] for t in out[graph]["figure"]["data"]]
+        # the device is named because it differs; the sweep where two curves would share a name
+        assert names == ["gloo cpu float32 ×2 · 20261122T021847Z-80d9",
+                         "gloo cpu float32 ×2 · 20261122T021847Z-bbbb",
+                         "gloo cuda float32 ×2"], graph  # fmt: skip
+    busbw = {t["name"]: t for t in out["comm-busbw"]["figure"]["data"]}
+    assert busbw["gloo cuda float32 ×2"]["y"] == busbw[names[0]]["y"]  # the same records
+    assert f"sweep {on_gpu}" in busbw["gloo cuda float32 ×2"]["hovertemplate"]
+
+    one = client.call("comm-latency.figure", {"comm-sweep.value": None,
+                                              "comm-allreduce.value": on_gpu,
+                                              "comm-dtype.value": "float32"})  # fmt: skip
+    assert [t["name"] for t in one["comm-latency"]["figure"]["data"]] == ["gloo float32 ×2"]
+    none = client.call("comm-latency.figure", {"comm-sweep.value": None,
+                                               "comm-allreduce.value": [],
+                                               "comm-dtype.value": "float32"})  # fmt: skip
+    assert "No all-reduce sweep chosen" in json.dumps(none["comm-latency"]["figure"])
+    # a shared link opens with the same sweeps picked; an unknown one is named and left out
+    layout = client.open("/communication", f"?allreduce={on_gpu},{again},nosuch-sweep")
+    assert prop_of(layout, "comm-allreduce", "value") == [on_gpu, again]
+    assert "there is no sweep 'nosuch-sweep'" in text_of(layout)
+
+
+def test_a_sweep_on_two_network_profiles_draws_a_curve_for_each(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'networks.db'}"
+    upgrade(url)
+    slow = dict(PHASES, communication=0.5)  # the slow link: ten times the communication
+    runs = [FakeRun(size, time_to_accuracy_s=tta, network=network, phases=phases)
+            for network, phases, ttas in (("host", PHASES, (100.0, 55.0)),
+                                          ("100mbit", slow, (100.0, 90.0)))
+            for size, tta in zip((1, 2), ttas, strict=True)]  # fmt: skip
+    write_training_sweep(tmp_path / "records", "two-links", runs)
+    later = [replace(r, time_to_accuracy_s=120.0) if (r.network, r.world_size) == ("100mbit", 2)
+             else r for r in runs]  # fmt: skip
+    write_training_sweep(tmp_path / "records", "two-links-later", later)
+    engine = make_engine(url)
+    ingest_location(engine, str(tmp_path / "records"))
+    engine.dispose()
+    client = Client(create_app(url, stylesheets=[]))
+
+    out = client.call("scaling-tta.figure", {"scaling-sweep.value": "two-links",
+                                             "scaling-network.value": "all"})  # fmt: skip
+    speedups = {t["name"]: t["y"] for t in out["scaling-speedup"]["figure"]["data"]}
+    assert speedups["speedup = TTA(1) / TTA(k) · host"] == pytest.approx([1.0, 100 / 55])
+    assert speedups["speedup = TTA(1) / TTA(k) · 100mbit"] == pytest.approx([1.0, 100 / 90])
+    assert list(speedups).count("ideal (linear)") == 1
+    assert out["scaling-url"]["search"] == "?sweep=two-links"
+    assert out["scaling-network-column"]["style"] is None  # shown: the sweep has two profiles
+    assert [o["value"] for o in out["scaling-network"]["options"]] == ["all", "host", "100mbit"]
+    table = text_of(out["scaling-summary"]["children"])
+    assert "network host" in table and "network 100mbit" in table and "1.11×" in table
+
+    one = client.call("scaling-tta.figure", {"scaling-sweep.value": "two-links",
+                                             "scaling-network.value": "100mbit"})  # fmt: skip
+    assert one["scaling-url"]["search"] == "?sweep=two-links&network=100mbit"
+    names = [t["name"] for t in one["scaling-speedup"]["figure"]["data"]]
+    assert "speedup = TTA(1) / TTA(k)" in names and not any("host" in n for n in names)
+
+    comm = client.call("comm-ratio.figure", {"comm-sweep.value": "two-links",
+                                             "comm-allreduce.value": [], "comm-dtype.value": "all",
+                                             "comm-network.value": "all"})  # fmt: skip
+    ratios = {t["name"]: t["y"] for t in comm["comm-ratio"]["figure"]["data"]}
+    host = ratios["mean over runs · host"]
+    assert ratios["mean over runs · 100mbit"][0] == pytest.approx(10 * host[0] * 0.4 / 0.85)
+    assert comm["comm-phases"]["figure"]["layout"]["title"]["text"].endswith("· host")
+    layout = client.open("/scaling", "?sweep=two-links&network=100mbit")
+    assert prop_of(layout, "scaling-network", "value") == "100mbit"
+
+    cost = client.call("cost-bars.figure", {"cost-sweep.value": "two-links", "cost-gpu.value":
+                                            "none", "cost-instance.value": "n1-standard-4",
+                                            "cost-network.value": "all"})  # fmt: skip
+    bars = {t["name"]: t["y"] for t in cost["cost-bars"]["figure"]["data"]}
+    regular = [name for name in bars if name.startswith("regular")]
+    assert sorted(name.rsplit(" · ", 1)[1] for name in regular) == ["100mbit", "host"]
+
+    compared = client.call("compare-table.children", {"compare-a.value": "two-links-later",
+                                                      "compare-b.value": "two-links"})  # fmt: skip
+    rows = compared["compare-table"]["children"]["props"]["data"]
+    changes = {(r["network"], r["workers"]): r["TTA change"] for r in rows}
+    assert changes == {("host", 1): "+0.0 %", ("host", 2): "+0.0 %",
+                       ("100mbit", 1): "+0.0 %", ("100mbit", 2): "+33.3 %"}  # fmt: skip
 
 
 def test_pages_refresh_only_while_a_sweep_runs(tmp_path: Path) -> None:

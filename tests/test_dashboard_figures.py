@@ -96,6 +96,24 @@ def test_tta_speedup_and_efficiency_figures() -> None:
     assert efficiency.layout.shapes[0].y0 == 1.0  # the 100 % line
 
 
+def test_published_results_are_drawn_with_their_hardware() -> None:
+    from workers.tasks.published import published_points
+
+    rows = scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(2, 60.0)])
+    gnmt = published_points("task4a-gnmt-wmt16")
+    speedup = figures.speedup_figure(rows, gnmt)
+    (mark,) = [t for t in speedup.data if t.name.startswith("published")]
+    assert list(mark.x) == [1, 4] and list(mark.y) == [1.0, 2.56]
+    assert mark.name == "published: 1 T4 per n1-standard-4"
+    assert 4 in speedup.layout.xaxis.tickvals  # the axis reaches the published point
+    costs = figures.cost_figure([], gnmt)  # nothing to compare with: no overlay either
+    assert not [t for t in costs.data if t.name and t.name.startswith("published")]
+    # The price index the text's numbers imply: ($18 / $10) / 2.56 = 0.70 at 4 workers.
+    cost_1, cost_4 = (p.cost_usd for p in gnmt)
+    assert cost_4 / cost_1 / gnmt[1].speedup == pytest.approx(0.703, abs=1e-3)
+    assert published_points("task0-allreduce") == ()
+
+
 def test_empty_inputs_give_figures_that_say_why() -> None:
     for figure in (figures.tta_figure([]), figures.speedup_figure([]),
                    figures.phase_figure([]), figures.cost_figure([]),
@@ -127,6 +145,24 @@ def test_allreduce_figures_split_by_backend_dtype_and_size() -> None:
     only = figures.allreduce_busbw_figure(rows, "float32")
     assert len(only.data) == 2 and list(only.data[0].y) == [1.5, 1.5]  # GB/s
     assert only.layout.yaxis.title.text == "bus bandwidth (GB/s)"
+
+
+def test_overlaid_allreduce_curves_are_named_by_what_tells_them_apart() -> None:
+    def curve(sweep: str, device: str, backend: str = "gloo") -> list[AllReduceRow]:
+        return [AllReduceRow(backend, "float32", 2, nbytes, 1e-4, 1e-4, 2e-4, 1e8, 1e8, 10,
+                             sweep=sweep, device=device) for nbytes in (4, 4096)]  # fmt: skip
+
+    first, second = "task0-allreduce-20261123T010000Z-aaaa", "task0-allreduce-20261124T010000Z-bbbb"
+    assert figures.short_sweep(first) == "20261123T010000Z-aaaa"
+    rows = curve(first, "cpu") + curve(second, "cpu") + curve(second, "cuda", "nccl")
+    names = [t.name for t in figures.allreduce_latency_figure(rows).data]
+    assert names == ["gloo cpu float32 ×2 · 20261123T010000Z-aaaa",
+                     "gloo cpu float32 ×2 · 20261124T010000Z-bbbb",
+                     "nccl cuda float32 ×2"]  # fmt: skip
+    # one device and one sweep per name: nothing added
+    same_device = curve(first, "cuda", "nccl") + curve(second, "cuda")
+    names = [t.name for t in figures.allreduce_busbw_figure(same_device).data]
+    assert names == ["gloo float32 ×2", "nccl float32 ×2"]
 
 
 def test_pareto_front() -> None:
@@ -181,3 +217,21 @@ def test_the_run_facts_say_how_the_step_was_compiled() -> None:
     assert dict(run_facts(eager))["compilation"] == "eager"
     fell_back = replace(eager, compile="auto")
     assert dict(run_facts(fell_back))["compilation"] == "eager (compile auto)"
+
+
+def test_per_network_figures_keep_profiles_apart_and_draw_the_ideal_once() -> None:
+    def rows(tta_two: float) -> list:
+        return scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(2, tta_two)])
+
+    host, slow = figures.speedup_figure(rows(55.0)), figures.speedup_figure(rows(90.0))
+    combined = figures.per_network({"host": host, "100mbit": slow})
+    named = {t.name: t for t in combined.data}
+    assert [t.name for t in combined.data].count("ideal (linear)") == 1
+    fast, slowed = named["speedup = TTA(1) / TTA(k) · host"], named[
+        "speedup = TTA(1) / TTA(k) · 100mbit"]  # fmt: skip
+    assert list(slowed.y) == pytest.approx([1.0, 100 / 90])
+    assert fast.line.color == slowed.line.color and fast.line.dash != slowed.line.dash
+    assert slowed.legendgroup == "100mbit" and slowed.hovertemplate.startswith("100mbit: ")
+    assert figures.per_network({"host": host}) is host  # one profile: the figure as it is
+    empty = figures.empty_figure("nothing")
+    assert figures.per_network({"host": empty, "1gbit": slow}).data[1].name.endswith("1gbit")

@@ -51,6 +51,18 @@ def test_good_values_are_kept() -> None:
     assert problems == [] and parsed.dtype == "float16" and parsed.sweep == "known-scaling"
 
 
+def test_several_allreduce_sweeps_are_read_in_order_without_repeats() -> None:
+    parsed, problems = state.parse_communication({"allreduce": "b-2, a-1,,b-2,c"})
+    assert parsed.allreduce == ("b-2", "a-1", "c") and problems == []
+    many = ",".join(f"s{i}" for i in range(state.MAX_OVERLAID + 2))
+    parsed, problems = state.parse_communication({"allreduce": f"{many},<x>"})
+    assert parsed.allreduce == tuple(f"s{i}" for i in range(state.MAX_OVERLAID))
+    assert problems == [f"allreduce: at most {state.MAX_OVERLAID} are shown; 's6' is not.",
+                        f"allreduce: at most {state.MAX_OVERLAID} are shown; 's7' is not.",
+                        "allreduce: '<x>' is not a valid sweep id."]  # fmt: skip
+    assert to_search(parsed) == f"?allreduce={','.join(parsed.allreduce)}"
+
+
 def test_bad_values_fall_back_to_defaults_with_a_message() -> None:
     parsed, problems = state.parse_trend({"metric": "speed", "nights": "-4", "task": "a b"})
     assert parsed == TrendState()
@@ -74,7 +86,8 @@ def test_long_values_are_shortened_in_messages() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [SweepState("known-scaling"), CommunicationState("a", "b", "float32"),
+    [SweepState("known-scaling"), CommunicationState("a", ("b",), "float32"),
+     CommunicationState(None, ("b", "c-2", "d"), "all"),
      CostState("s", "n1-highmem-8", "none"),
      RunsState("peer went", "failed", "t", "time_to_accuracy_s", "asc", 2),
      TrendState("task1a-resnet20-cifar10", "samples_per_s", 30), state.RunState("r-1"),

@@ -145,7 +145,7 @@ BAD_LINES = {
     "negative phase time": _edit_first(
         _first("step"), lambda r: r["phases"].update(compute=1, communication=-800.0)
     ),
-    "negative evaluation time": _edit_first(_first("eval"), lambda r: r.update(eval_seconds=-3)),
+    "negative evaluation time": _edit_first(_first("eval"), lambda r: r.update(eval_s=-3)),
     "negative record time": _edit_first(_first("step"), lambda r: r.update(t=-1.0)),
     "a host name of 100,000 characters": _edit_first(
         _first("env"), lambda r: r.update(host="h" * 100_000)

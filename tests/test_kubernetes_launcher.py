@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -740,6 +741,17 @@ def test_constructing_needs_no_cluster() -> None:
     )
     assert group.job_manifest()["spec"]["completions"] == 4
     group.stop()  # nothing created, nothing to delete
+
+
+def test_a_planned_network_profile_reaches_the_pods_and_their_arguments() -> None:
+    plan = planned()
+    plan = replace(plan, worker=replace(plan.worker, network="10gbit"))
+    group = KubernetesGroup(plan, names=NAMES, settings=KubernetesSettings(), results_root=ROOT,
+                            data_root=DATA)  # fmt: skip
+    template = group.job_manifest()["spec"]["template"]
+    assert template["metadata"]["annotations"]["kubernetes.io/egress-bandwidth"] == "10G"
+    command = template["spec"]["containers"][0]["command"]
+    assert command[command.index("--network") + 1] == "10gbit"  # recorded by every rank
 
 
 # --------------------------------------------------------------------------- arguments

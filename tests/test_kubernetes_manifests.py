@@ -194,3 +194,20 @@ def test_spread_keeps_the_groups_pods_on_different_nodes_and_pack_lets_them_shar
     assert kubernetes_validate.validate(spread, K8S_VERSION, strict=True) == K8S_VERSION
     pack = job_manifest(names, ["--results", "/x"], 4, KubernetesSettings(), placement="pack")
     assert "affinity" not in pack["spec"]["template"]["spec"]
+
+
+def test_a_shaped_network_asks_the_bandwidth_plugin_for_its_rate_both_ways() -> None:
+    from operators.kubernetes.manifests import bandwidth_quantity, job_manifest
+    from operators.kubernetes.names import group_names
+
+    names = group_names("task0_allreduce", "manual__2026-11-24", 0, 1, 2)
+    shaped = job_manifest(names, ["--results", "/x"], 2, KubernetesSettings(), network="100mbit")
+    assert shaped["spec"]["template"]["metadata"]["annotations"] == {
+        "kubernetes.io/ingress-bandwidth": "100M", "kubernetes.io/egress-bandwidth": "100M"}
+    assert kubernetes_validate.validate(shaped, K8S_VERSION, strict=True) == K8S_VERSION
+    host = job_manifest(names, ["--results", "/x"], 2, KubernetesSettings())
+    assert "annotations" not in host["spec"]["template"]["metadata"]
+    assert [bandwidth_quantity(b) for b in (10**10, 2_500_000, 250_000, 1500)] == [
+        "10G", "2500k", "250k", "1500"]  # fmt: skip
+    with pytest.raises(ValueError, match="cannot add delay"):
+        job_manifest(names, ["--results", "/x"], 2, KubernetesSettings(), network="1gbit+2ms")

@@ -37,10 +37,13 @@ def test_settings_come_from_the_environment() -> None:
         "SCALEBENCH_NIGHTLY_LAUNCHER": "kubernetes",
         "SCALEBENCH_NIGHTLY_BACKEND": "nccl",
         "SCALEBENCH_NIGHTLY_PLACEMENT": "pack",
+        "SCALEBENCH_NIGHTLY_NETWORK": "host, 1000mbit",
     })  # fmt: skip
     assert settings == NightlySettings("30 3 * * 1-5", ("task0-allreduce",), (1, 2, 4), 5,
-                                       False, "kubernetes", "nccl", "pack")  # fmt: skip
+                                       False, "kubernetes", "nccl", "pack",
+                                       ("host", "1gbit"))  # fmt: skip
     assert settings.request()["placement"] == "pack"
+    assert settings.request()["network"] == ["host", "1gbit"]
 
 
 @pytest.mark.parametrize(
@@ -54,6 +57,7 @@ def test_settings_come_from_the_environment() -> None:
         ("LAUNCHER", "slurm"),
         ("BACKEND", "carrier-pigeon"),
         ("PLACEMENT", "everywhere"),
+        ("NETWORK", "10mbps"),
     ],
 )
 def test_a_bad_setting_names_its_variable(variable: str, value: str) -> None:

@@ -31,7 +31,7 @@ def write_some(run_dir: Path, rank: int = 0, world_size: int = 2, run_id: str = 
     writer.write("step", 0.5, epoch=0, step=0, samples=128, loss=2.3, lr=0.02, phases=PHASES)
     writer.write(
         "eval", 1.0, epoch=0, metrics={"top1_accuracy": 41.5, "loss": 1.7},
-        eval_seconds=0.2, train_seconds=0.8, wall_seconds=1.0,
+        eval_s=0.2, train_s=0.8, wall_s=1.0,
     )  # fmt: skip
     writer.write(
         "allreduce", 1.1, bytes=4, elements=1, dtype="float32", backend="gloo",
@@ -54,6 +54,25 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     assert rank.records[3]["metrics"]["top1_accuracy"] == 41.5
     assert rank.records[4]["seconds"] == [0.001, 0.002]
     assert rank.events() == ["start", "finished"]
+
+
+def test_version_1_records_are_read_with_todays_names() -> None:
+    """Version 1 named the evaluation times ``eval_seconds``, ``train_seconds`` and
+    ``wall_seconds``; they are read as ``eval_s``, ``train_s``, ``wall_s`` (the columns)."""
+    old = ('{"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "eval", "t": 2.0, '
+           '"epoch": 0, "metrics": {"loss": 1.5}, "eval_seconds": 0.5, "train_seconds": 1.5, '
+           '"wall_seconds": 2.0}')  # fmt: skip
+    record = parse_line(old)
+    assert (record["eval_s"], record["train_s"], record["wall_s"]) == (0.5, 1.5, 2.0)
+    assert "eval_seconds" not in record
+    step = json.dumps({"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "step",
+                       "t": 1.0, "epoch": 0, "step": 0, "samples": 8,
+                       "phases": PHASES})  # fmt: skip
+    assert parse_line(step)["phases"] == PHASES
+    with pytest.raises(BadRecord, match="without 'eval_s'"):  # version 2 has only the new names
+        parse_line(old.replace('"v": 1', '"v": 2'))
+    with pytest.raises(BadRecord, match="this reader knows 1 and 2"):
+        parse_line('{"v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "env", "t": 0}')
 
 
 def test_non_finite_numbers_are_written_as_null_so_files_stay_json(tmp_path: Path) -> None:

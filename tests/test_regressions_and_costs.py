@@ -9,10 +9,11 @@ import pytest
 from records_factory import FakeRun, write_training_sweep
 from sqlalchemy import Engine, select
 
+from dash_app.figures import trend_figure
 from results_db import regressions
 from results_db.ingest import ingest_location
 from results_db.models import Regression
-from results_db.queries import costs, prices_in_force
+from results_db.queries import costs, nightly_trend, prices_in_force, scaling, sweep_networks
 from scalebench import cli, database_commands
 
 
@@ -90,6 +91,57 @@ def test_without_enough_history_nothing_is_compared(engine: Engine, tmp_path: Pa
     assert detect(engine, latest) == []
 
 
+def test_each_network_profile_is_compared_with_its_own_baseline(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """A nightly on host and 100mbit: only the profile that got slower is flagged, and
+    a sweep's tables and costs are per profile, never a mixture of both."""
+    for night, values in enumerate(BASELINE, start=1):
+        runs = [FakeRun(size, repeat=i, time_to_accuracy_s=v * factor, network=network)
+                for i, v in enumerate(values) for network, factor in (("host", 1), ("100mbit", 3))
+                for size in (1, 2)]  # fmt: skip
+        write_training_sweep(tmp_path, f"nightly-{night:02d}", runs, trigger="scheduled",
+                             created_at=f"2026-11-{night:02d}T02:00:00+00:00")  # fmt: skip
+    slower = {"100mbit": 1.1, "host": 1.0}  # only the slow link's runs take 10 % longer
+    latest = [FakeRun(size, repeat=i, time_to_accuracy_s=v * factor * slower[network],
+                      network=network)
+              for i, v in enumerate([100.0, 100.5, 99.5]) for network, factor in
+              (("host", 1), ("100mbit", 3)) for size in (1, 2)]  # fmt: skip
+    write_training_sweep(tmp_path, "nightly-08", latest, trigger="scheduled",
+                         created_at="2026-11-08T02:00:00+00:00")  # fmt: skip
+    ingest_location(engine, str(tmp_path))
+    flagged = {(f.network, f.world_size, f.metric) for f in detect(engine, "nightly-08")
+               if f.flagged}  # fmt: skip
+    assert flagged == {("100mbit", 1, "time_to_accuracy_s"), ("100mbit", 2, "time_to_accuracy_s")}
+    with engine.connect() as conn:
+        reasons = conn.execute(select(Regression.reason)).scalars().all()
+        assert set(reasons) == {"on the 100mbit network"}
+        assert sweep_networks(conn, "nightly-08") == ["host", "100mbit"]
+        host = scaling(conn, "nightly-08")  # the first profile the sweep names
+        shaped = scaling(conn, "nightly-08", "100mbit")
+        assert [r.runs for r in host] == [3, 3] == [r.runs for r in shaped]
+        assert shaped[0].time_to_accuracy_s == pytest.approx(3 * 1.1 * 100.0)
+        assert host[0].time_to_accuracy_s == pytest.approx(100.0)
+        assert costs(conn, "nightly-08", network="100mbit")[0].time_to_accuracy_s == (
+            shaped[0].time_to_accuracy_s)  # fmt: skip
+        trend = nightly_trend(conn, "task1a-resnet20-cifar10")
+    night = {(p.network, p.world_size): p.time_to_accuracy_s for p in trend
+             if p.sweep_id == "nightly-08"}  # fmt: skip
+    assert night[("100mbit", 1)] == pytest.approx(3 * 1.1 * 100.0)
+    assert night[("host", 1)] == pytest.approx(100.0)
+    names = {t.name for t in trend_figure(trend, [], "time_to_accuracy_s").data}
+    assert {n for n in names if "on 100mbit" in n} and {n for n in names if "on host" in n}
+    report = cli_report(engine, "nightly-08")
+    assert "network host:" in report and "network 100mbit:" in report
+
+
+def cli_report(engine: Engine, sweep_id: str) -> str:
+    from scalebench.tables import sweep_report
+
+    with engine.connect() as conn:
+        return sweep_report(conn, sweep_id)
+
+
 def test_regressions_command_exits_1_when_flagged(
     engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -100,6 +152,9 @@ def test_regressions_command_exits_1_when_flagged(
     assert cli.main(["regressions", latest, "--database", url]) == 1
     assert "REGRESSION" in capsys.readouterr().out
     assert cli.main(["regressions", "nightly-07", "--database", url]) == 0
+    # the rule's options reach the detector: 10 % slower is within a 20 % tolerance
+    assert cli.main(["regressions", latest, "--database", url, "--min-change", "0.2"]) == 0
+    assert "REGRESSION" not in capsys.readouterr().out
 
 
 def test_costs_and_price_index_use_the_prices_in_force(engine: Engine, tmp_path: Path) -> None:

@@ -55,8 +55,8 @@ def test_goal_is_reached_at_the_first_evaluation_that_meets_it(tmp_path: Path) -
     goal = next(r for r in rank.of_kind("event") if r["event"] == "goal_reached")
     evals = list(rank.of_kind("eval"))
     assert goal["epoch"] == 1 and goal["target"] == 80.0
-    assert goal["time_to_accuracy_s"] == evals[1]["wall_seconds"]
-    total_eval = sum(e["eval_seconds"] for e in evals)
+    assert goal["time_to_accuracy_s"] == evals[1]["wall_s"]
+    total_eval = sum(e["eval_s"] for e in evals)
     assert total_eval >= 0.01
     assert goal["time_to_accuracy_without_eval_s"] == pytest.approx(
         goal["time_to_accuracy_s"] - total_eval

@@ -98,9 +98,30 @@ def test_nccl_needs_one_gpu_per_worker() -> None:
 
 
 def test_full_task_without_its_data_set_is_refused(tmp_path: Path) -> None:
-    with pytest.raises(InvalidParameter, match="cifar-10-batches-py") as info:
-        validate_request(task="task1a-resnet20-cifar10", workers="1", data_dir=tmp_path)
+    with pytest.raises(InvalidParameter, match=r"cifar-10-batches-py.*the download") as info:
+        validate_request(task="task1a-resnet20-cifar10", workers="1", data_dir=tmp_path,
+                         download=False)  # fmt: skip
     assert info.value.field == "data_dir"
+
+
+def test_a_missing_set_that_can_be_downloaded_is_left_to_the_data_step(tmp_path: Path) -> None:
+    # CIFAR-10 has published checksums: downloaded unless the request says not to.
+    request = validate_request(task="task1a-resnet20-cifar10", workers="1", data_dir=tmp_path)
+    assert request.download is True
+    # epsilon publishes none: fetched only when asked for.
+    with pytest.raises(InvalidParameter, match="ask for the download") as info:
+        validate_request(task="task2a-logreg-epsilon", workers="1", data_dir=tmp_path)
+    assert info.value.field == "data_dir"
+    assert validate_request(task="task2a-logreg-epsilon", workers="1", data_dir=tmp_path,
+                            download=True).download  # fmt: skip
+    # WikiText-2 cannot be downloaded by scalebench: asking does not help.
+    with pytest.raises(InvalidParameter, match="cannot be downloaded") as info:
+        validate_request(task="task3a-awdlstm-wikitext2", workers="1", data_dir=tmp_path,
+                         download=True)  # fmt: skip
+    assert info.value.field == "data_dir"
+    with pytest.raises(InvalidParameter, match="true or false") as info:
+        validate_request(**LIGHT, download="yes")
+    assert info.value.field == "download"
 
 
 def test_all_reduce_needs_no_data_set(tmp_path: Path) -> None:

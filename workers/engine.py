@@ -54,6 +54,7 @@ from torch.nn.parallel import DistributedDataParallel
 from workers.compile import Compiled, compile_for_training
 from workers.data.batches import epoch_partition
 from workers.mixed_precision import DynamicLossScale, MasterWeights
+from workers.request import DEFAULT_PRECISION
 from workers.schedules import LearningRate
 from workers.sync_sgd import GradientAllReduce, broadcast_model, mean_over_ranks
 from workers.tasks import LossScaleSpec, TrainingSpec, TranslationSpec
@@ -74,7 +75,7 @@ class TrainingOptions:
     variant: str = "sync"  # "sync" or "ddp"
     max_epochs: int | None = None  # None: the spec's (light) maximum
     eval_batch: int = 1000
-    precision: str = "fp32"  # "bf16": forward and loss under bfloat16 autocast
+    precision: str = DEFAULT_PRECISION  # "bf16": forward and loss under bfloat16 autocast
     compile: str = "off"  # "off", "on" or "auto" (see workers/compile.py)
 
     def autocast(self, device: torch.device) -> AbstractContextManager[Any]:

@@ -4,7 +4,9 @@ Each rank appends to its own file ``rank-<r>.jsonl`` in the run's directory and
 flushes after every record, so a killed rank leaves every record it finished.
 Every record carries:
 
-- ``v``: schema version (:data:`SCHEMA_VERSION`);
+- ``v``: schema version (:data:`SCHEMA_VERSION`; version 1 records, whose
+  evaluation times were named ``eval_seconds``, ``train_seconds`` and
+  ``wall_seconds``, are read with today's names);
 - ``run_id``, ``rank``, ``world_size``;
 - ``kind``: one of :data:`KINDS`;
 - ``t``: seconds since the group's common start (taken right after a barrier).
@@ -15,8 +17,9 @@ and a payload by kind:
   ranks, ``null`` when not finite), ``lr``, and ``phases``: seconds spent in
   ``data``, ``forward``, ``loss``, ``backward``, ``communication``, ``optimizer``.
 - ``eval``: ``epoch``, ``metrics`` (global values, e.g. ``top1_accuracy`` in
-  percent and ``loss``), ``eval_seconds`` (this evaluation), ``train_seconds``
-  (wall time so far minus all evaluation time so far), ``wall_seconds``.
+  percent and ``loss``), ``eval_s`` (this evaluation), ``train_s`` (wall time
+  so far minus all evaluation time so far), ``wall_s``: the names of the
+  results database's columns.
 - ``allreduce``: ``bytes``, ``elements``, ``dtype``, ``backend``, ``seconds``
   (one entry per timed repetition, this rank's view).
 - ``event``: ``event`` (``start``, ``goal_reached``, ``diverged``, ``finished``,
@@ -43,7 +46,12 @@ from typing import Annotated, Any, TextIO
 import msgspec
 import orjson
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+# Fields renamed since version 1, by kind: {old name: new name}.
+_RENAMED_SINCE_1 = {
+    "eval": {"eval_seconds": "eval_s", "train_seconds": "train_s", "wall_seconds": "wall_s"},
+}
 SWEEP_MANIFEST = "sweep.json"  # beside a sweep's run directories (see scalebench.sweep)
 KINDS = ("step", "eval", "allreduce", "event", "env")
 PHASES = ("data", "forward", "loss", "backward", "communication", "optimizer")
@@ -65,9 +73,9 @@ _PAYLOAD: dict[str, dict[str, type | tuple[type, ...]]] = {
     "eval": {
         "epoch": int,
         "metrics": dict,
-        "eval_seconds": float,
-        "train_seconds": float,
-        "wall_seconds": float,
+        "eval_s": float,
+        "train_s": float,
+        "wall_s": float,
     },
     "allreduce": {"bytes": int, "elements": int, "dtype": str, "backend": str, "seconds": list},
     "event": {"event": str},
@@ -80,7 +88,7 @@ _PAYLOAD: dict[str, dict[str, type | tuple[type, ...]]] = {
 _EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "start": {"started_at": (str,), "compile_s": (int, float), "goal_target": (int, float),
               "goal_metric": (str,), "precision": (str,), "compile": (str,), "device": (str,),
-              "variant": (str,), "compiled": (bool,)},
+              "variant": (str,), "compiled": (bool,), "network": (str,)},
     "goal_reached": {"time_to_accuracy_s": (int, float),
                      "time_to_accuracy_without_eval_s": (int, float),
                      "epoch": (int,), "value": (int, float), "target": (int, float)},
@@ -96,7 +104,7 @@ _REQUIRED_EVENT_FIELDS = {
 # Durations that cannot be negative, by kind (``t``, every phase, all-reduce
 # repetitions and these event fields are checked as well).
 _DURATIONS = {
-    "eval": ("eval_seconds", "train_seconds", "wall_seconds"),
+    "eval": ("eval_s", "train_s", "wall_s"),
     "event": ("compile_s", "time_to_accuracy_s", "time_to_accuracy_without_eval_s"),
 }
 _INT8_MAX = 2**63 - 1  # byte and element counts are stored as 64-bit integers
@@ -154,14 +162,19 @@ def validate_record(record: Any) -> dict[str, Any]:
         if "kind" not in record:
             raise BadRecord("missing field 'kind'")
         raise BadRecord(f"unknown kind {kind!r}")
+    if record.get("v") == 1 and kind in _RENAMED_SINCE_1:
+        for old, new in _RENAMED_SINCE_1[kind].items():
+            if old in record:
+                record[new] = record.pop(old)
     try:
         types = tuple(map(type, getter(record)))
     except KeyError:
         types = ()
     if types not in _ALLOWED_TYPES[kind]:
         _explain(record, _CHECKS[kind])
-    if record["v"] != SCHEMA_VERSION:
-        raise BadRecord(f"schema version {record['v']} (this reader knows {SCHEMA_VERSION})")
+    if record["v"] not in READABLE_VERSIONS:
+        known = " and ".join(map(str, READABLE_VERSIONS))
+        raise BadRecord(f"schema version {record['v']} (this reader knows {known})")
     if kind == "event" and record["event"] not in EVENTS:
         raise BadRecord(f"unknown event {record['event']!r}")
     for name in _COUNTERS[kind]:
@@ -278,7 +291,7 @@ def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
             pass  # not a step, or a bad one: the slow path says which
         else:
             if (
-                record.v == SCHEMA_VERSION
+                record.v in READABLE_VERSIONS
                 and record.phases.keys() >= _PHASE_SET
                 and record.t >= 0
                 and record.rank < record.world_size

@@ -18,6 +18,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
+# Arithmetic of the training step: fp32, or bf16 (forward and loss under bfloat16
+# autocast, fp32 weights and optimizer). A task's spec says which of them it offers.
+PRECISIONS = ("fp32", "bf16")
+DEFAULT_PRECISION = "fp32"
 # Set by the local launcher to its own process id: a rank whose launcher is gone stops.
 LAUNCHER_PID_VARIABLE = "SCALEBENCH_LAUNCHER_PID"
 MAX_SEED = 2**63 - 1  # torch seeds are signed 64-bit integers
@@ -43,9 +47,10 @@ class WorkerRequest:
     seed: int
     training: bool = True
     variant: str = "sync"
-    precision: str = "fp32"
+    precision: str = DEFAULT_PRECISION
     compile: str = "off"
     device: str = "auto"  # auto: a GPU when the rank has one; cpu; cuda
+    network: str = "host"  # the link profile (workers.network) the launcher runs the group on
 
     def argv(self, results_dir: str, data_dir: str) -> list[str]:
         """The worker's arguments, with this launcher's run directory and data directory."""
@@ -62,6 +67,8 @@ class WorkerRequest:
             args.append("--light")
         if self.device != "auto":
             args += ["--device", self.device]
+        if self.network != "host":
+            args += ["--network", self.network]
         if self.training:
             args += ["--variant", self.variant, "--precision", self.precision,
                      "--compile", self.compile]  # fmt: skip

@@ -26,7 +26,9 @@ from types import FrameType
 from workers.data.availability import check_available
 from workers.data.errors import DataSetMissing
 from workers.distributed import BACKENDS, GroupConfigError, group_env_from
+from workers.network import BadProfile, parse_profile
 from workers.request import (
+    DEFAULT_PRECISION,
     EXIT_DIVERGED,
     EXIT_FAILED,
     EXIT_OK,
@@ -36,6 +38,7 @@ from workers.request import (
     MAX_COLLECTIVE_TIMEOUT_S,
     MAX_SEED,
     MIN_COLLECTIVE_TIMEOUT_S,
+    PRECISIONS,
 )
 from workers.tasks import AllReduceSpec, get_task
 from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
@@ -76,6 +79,13 @@ def watch_launcher(launcher_pid: int, poll_s: float = 0.5, grace_s: float = 10.0
     threading.Thread(target=watch, name="launcher-watchdog", daemon=True).start()
 
 
+def _network_profile(text: str) -> str:
+    try:
+        return parse_profile(text).name
+    except BadProfile as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m workers.run", description=__doc__)
     parser.add_argument("--task", required=True, help="task id, e.g. task1a-resnet20-cifar10")
@@ -85,11 +95,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--backend", default="gloo", choices=BACKENDS)
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--timeout", type=float, default=60.0, help="collective timeout, seconds")
+    parser.add_argument(
+        "--network", default="host", type=_network_profile,
+        help="the link profile the launcher runs this group on (recorded, not applied: the "
+        "launcher shapes the network), e.g. host or 100mbit",
+    )  # fmt: skip
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--variant", default="sync", choices=TRAINING_VARIANTS)
     parser.add_argument(
-        "--precision", default="fp32", choices=("fp32", "bf16"),
+        "--precision", default=DEFAULT_PRECISION, choices=PRECISIONS,
         help="bf16: forward and loss under bfloat16 autocast; weights, gradients and the "
         "all-reduce stay fp32",
     )  # fmt: skip
@@ -180,7 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         0 if isinstance(spec, AllReduceSpec) else (args.max_epochs or spec.epochs(args.light))
     )
     tracker = Tracker(
-        writer, device, goal=goal, light=args.light, max_epochs=max_epochs, mlperf_log=mlperf
+        writer, device, goal=goal, light=args.light, max_epochs=max_epochs, mlperf_log=mlperf,
+        network=args.network,
     )
     tracker.init_start()  # MLPerf: data, model and compilation are initialisation
     signal.signal(signal.SIGTERM, _on_sigterm)

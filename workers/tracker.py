@@ -134,8 +134,10 @@ class Tracker:
         max_epochs: int = 0,
         mlperf_log: MLPerfLog | None = None,
         progress_every_s: float = 10.0,
+        network: str = "host",
     ) -> None:
         self.writer = writer
+        self.network = network  # the link profile the group runs on, recorded at its start
         self.device = device
         self.goal = goal
         self.light = light
@@ -171,6 +173,8 @@ class Tracker:
         if self.goal is not None:  # the target this run trains to, as it was when it ran
             details = {"goal_metric": self.goal.metric,
                        "goal_target": self.goal.target(self.light), **details}  # fmt: skip
+        if self.network != "host":
+            details = {**details, "network": self.network}
         self.event("start", started_at=datetime.now(UTC).isoformat(), **details)
         self.mlperf.event(mllog.constants.INIT_STOP)  # MLPerf: initialisation is not timed
         self.mlperf.event(mllog.constants.RUN_START)
@@ -240,18 +244,18 @@ class Tracker:
         same answer on every rank, since ``metrics`` are global).
         """
         end = self.now()
-        eval_seconds = end - started
+        eval_s = end - started
         self.mlperf.event(mllog.constants.EVAL_STOP, epoch_num=epoch)
-        self.eval_total_s += eval_seconds
+        self.eval_total_s += eval_s
         self.epoch_wall_s.append(end - self._epoch_started)
         self.writer.write(
             "eval",
             end,
             epoch=epoch,
             metrics=metrics,
-            eval_seconds=eval_seconds,
-            train_seconds=end - self.eval_total_s,
-            wall_seconds=end,
+            eval_s=eval_s,
+            train_s=end - self.eval_total_s,
+            wall_s=end,
             **details,
         )
         self.mlperf.event(mllog.constants.EPOCH_STOP, epoch_num=epoch)
@@ -271,7 +275,7 @@ class Tracker:
                 self.goal.metric,
                 value,
                 self.goal.describe(self.light),
-                eval_seconds,
+                eval_s,
                 end,
                 0.0 if reached else remaining * mean_epoch,
             )

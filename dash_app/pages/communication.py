@@ -1,7 +1,10 @@
 """Communication: how much of a step is communication, where step time goes, and all-reduce
 latency and bus bandwidth against message size.
 
-URL: ``/communication?sweep=<training sweep>&allreduce=<all-reduce sweep>&dtype=all|float32|…``
+URL: ``/communication?sweep=<training sweep>&allreduce=<all-reduce sweep>[,<another>…]&dtype=…``
+(several all-reduce sweeps, e.g. gloo against nccl or CPU against GPU tensors, are overlaid on
+one latency and one bus-bandwidth plot; each network profile of a sweep is a curve of its own;
+``&network=<profile>`` shows one profile of the training sweep)
 """
 
 from __future__ import annotations
@@ -14,8 +17,13 @@ from dash import Dash, Input, Output, dcc, html, no_update
 
 from dash_app import components as ui
 from dash_app import data, figures
-from dash_app.choices import pick_sweep
-from dash_app.state import CommunicationState, parse_communication, to_search
+from dash_app.choices import pick_sweep, pick_sweeps
+from dash_app.state import (
+    MAX_OVERLAID,
+    CommunicationState,
+    parse_communication,
+    to_search,
+)
 
 PATH = "/communication"
 TITLE = "Communication"
@@ -24,7 +32,10 @@ INTRO = (
     "of a step, and the all-reduce benchmark (Task 0)."
 )
 GRAPHS = ("comm-ratio", "comm-phases", "comm-phase-totals", "comm-latency", "comm-busbw")
-NO_ALLREDUCE = "No all-reduce sweep yet: scalebench run task0-allreduce --light --workers 2"
+NO_ALLREDUCE = (
+    "No all-reduce sweep chosen.<br>To measure one: "
+    "scalebench run task0-allreduce --light --workers 2"
+)
 
 
 def layout(**params: Any) -> html.Div:
@@ -36,8 +47,8 @@ def layout(**params: Any) -> html.Div:
 def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
     source = data.current()
     training = pick_sweep(source, state.sweep, "training")
-    allreduce = pick_sweep(source, state.allreduce, "allreduce", "allreduce")
-    if training.chosen is None and allreduce.chosen is None:
+    allreduce = pick_sweeps(source, state.allreduce, "allreduce", "allreduce")
+    if training.chosen is None and not allreduce.chosen:
         return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
     dtype = dbc.Col(
         [
@@ -69,12 +80,23 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
                 ui.sweep_picker(
                     "comm-allreduce",
                     allreduce.offered,
-                    allreduce.chosen.id if allreduce.chosen else None,
-                    "All-reduce sweep",
+                    [s.id for s in allreduce.chosen],
+                    f"All-reduce sweeps (up to {MAX_OVERLAID} overlaid)",
+                    multi=True,
                 ),
             ]
         ),
-        dbc.Row(dtype, className="mt-2"),
+        dbc.Row(
+            [
+                dtype,
+                ui.network_picker(
+                    "comm-network",
+                    source.networks(training.chosen.id) if training.chosen else ["host"],
+                    state.network,
+                ),
+            ],
+            className="mt-2",
+        ),
         ui.help_text("communication"),
         html.Div(id="comm-status"),
         dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=6), dbc.Col(ui.graph(GRAPHS[1]), lg=6)]),
@@ -86,40 +108,69 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
 
 def failure(message: str) -> tuple[Any, ...]:
     blank = figures.empty_figure(message)
-    return (no_update, ui.error_alert(message), *(blank for _ in GRAPHS), True)
+    return (no_update, ui.error_alert(message), *(blank for _ in GRAPHS), True, no_update,
+            no_update)  # fmt: skip
 
 
 @ui.guarded(failure)
+def chosen_ids(value: Any) -> tuple[str, ...]:
+    """The all-reduce picker's value as sweep ids: a list, or one id (an older link's)."""
+    values = value if isinstance(value, list) else [value]
+    return tuple(dict.fromkeys(v for v in values if isinstance(v, str) and v))
+
+
 def update(
-    sweep_id: str | None, allreduce_id: str | None, dtype: str | None, _tick: int | None = None
+    sweep_id: str | None,
+    allreduce_value: Any,
+    dtype: str | None,
+    network: str | None = None,
+    _tick: int | None = None,
 ) -> tuple[Any, ...]:
-    """Outputs: URL search, status, the ratio, phases per step, phases to the goal,
-    latency and busbw figures, refresh disabled."""
+    """Outputs: URL search, status, the ratio (a curve per network profile shown), phases
+    per step, phases to the goal (the first profile shown), latency and busbw figures (the
+    chosen all-reduce sweeps overlaid), refresh disabled, the network picker's options and
+    visibility."""
     source = data.current()
-    state = CommunicationState(sweep=sweep_id, allreduce=allreduce_id, dtype=dtype or "all")
+    chosen = chosen_ids(allreduce_value)
+    notes = []
+    if len(chosen) > MAX_OVERLAID:
+        notes.append(f"At most {MAX_OVERLAID} all-reduce sweeps are overlaid; the first are shown.")
+        chosen = chosen[:MAX_OVERLAID]
     running = False
-    if sweep_id and (sweep := source.sweep(sweep_id)) is not None:
-        rows = source.scaling(sweep_id)
-        per_step = source.phases(sweep_id)
-        ratio = figures.communication_ratio_figure(rows, source.sweep_runs(sweep_id), per_step)
-        phases = figures.phase_figure(per_step)
-        to_goal = figures.phase_figure(source.phase_totals(sweep_id), to_goal=True)
+    sweep = source.sweep(sweep_id) if sweep_id else None
+    networks = ui.choose_networks(source.networks(sweep.id) if sweep else ["host"], network)
+    shown = networks.shown
+    if sweep is not None:
+        runs = source.sweep_runs(sweep.id)
+        ratio = figures.per_network({
+            name: figures.communication_ratio_figure(
+                source.scaling(sweep_id, name), [r for r in runs if r.network == name],
+                source.phases(sweep_id, name))
+            for name in shown
+        })  # fmt: skip
+        phases = figures.phase_figure(source.phases(sweep_id, shown[0]))
+        to_goal = figures.phase_figure(source.phase_totals(sweep_id, shown[0]), to_goal=True)
+        if networks.several:  # the stacked bars show one profile
+            for figure in (phases, to_goal):
+                figure.update_layout(title_text=f"{figure.layout.title.text} · {shown[0]}")
         running = sweep.outcome == "running"
     else:
         ratio = phases = to_goal = figures.empty_figure("No training sweep chosen.")
-    if allreduce_id and (sweep := source.sweep(allreduce_id)) is not None:
-        rows = source.allreduce(allreduce_id)
+    state = CommunicationState(sweep=sweep_id, allreduce=chosen, dtype=dtype or "all",
+                               network=networks.picked)  # fmt: skip
+    sweeps = [s for s in (source.sweep(i) for i in chosen) if s is not None]
+    if sweeps:
+        rows = [row for s in sweeps for row in source.allreduce(s.id)]
         latency = figures.allreduce_latency_figure(rows, state.dtype)
         busbw = figures.allreduce_busbw_figure(rows, state.dtype)
-        running = running or sweep.outcome == "running"
+        running = running or any(s.outcome == "running" for s in sweeps)
     else:
         latency = busbw = figures.empty_figure(NO_ALLREDUCE)
-    status = (
-        html.P("A shown sweep is still running; this page refreshes itself.", className="text-info")
-        if running
-        else None
-    )
-    return (to_search(state), status, ratio, phases, to_goal, latency, busbw, not running)
+    if running:
+        notes.append("A shown sweep is still running; this page refreshes itself.")
+    status = html.P(" ".join(notes), className="text-info") if notes else None
+    return (to_search(state), status, ratio, phases, to_goal, latency, busbw, not running,
+            networks.options, networks.style)  # fmt: skip
 
 
 def register(app: Dash) -> None:
@@ -131,8 +182,11 @@ def register(app: Dash) -> None:
         Output("comm-status", "children"),
         *(Output(graph, "figure") for graph in GRAPHS),
         Output("comm-refresh", "disabled"),
+        Output("comm-network", "options"),
+        Output("comm-network-column", "style"),
         Input("comm-sweep", "value"),
         Input("comm-allreduce", "value"),
         Input("comm-dtype", "value"),
+        Input("comm-network", "value"),
         Input("comm-refresh", "n_intervals"),
     )(update)

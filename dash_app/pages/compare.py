@@ -139,14 +139,22 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> tupl
     a, b = source.sweep(a_id), source.sweep(b_id)
     if a is None or b is None:
         return failure(f"There is no sweep {(b_id if a else a_id)!r} in the database.")
-    a_rows, b_rows = source.scaling(a_id), source.scaling(b_id)
-    deltas = tables.compare_rows(a_rows, b_rows, source.sweep_runs(a_id), source.sweep_runs(b_id))
+    # Each network profile is its own configuration: compared with the same profile only.
+    a_networks, b_networks = source.networks(a_id), source.networks(b_id)
+    networks = list(dict.fromkeys([*a_networks, *b_networks]))
+    a_runs, b_runs = source.sweep_runs(a_id), source.sweep_runs(b_id)
+    deltas, drawn = [], {}
+    for network in networks:
+        a_rows = source.scaling(a_id, network) if network in a_networks else []
+        b_rows = source.scaling(b_id, network) if network in b_networks else []
+        deltas += tables.compare_rows(a_rows, b_rows, a_runs, b_runs, network)
+        drawn[network] = figures.compare_figure(a_rows, b_rows, a_id, b_id)
     flags = source.regressions(sweep_ids=[a_id])
     return (
         to_search(CompareState(a=a_id, b=b_id)),
         verdict(a, b, flags, deltas),
         ui.table("compare-deltas", tables.delta_rows(deltas)),
-        figures.compare_figure(a_rows, b_rows, a_id, b_id),
+        figures.per_network(drawn),
         "running" not in (a.outcome, b.outcome),
     )
 

@@ -78,6 +78,15 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
                 picker("cost-gpu", "GPU type (one per worker)", gpus, gpu),
             ]
         ),
+        dbc.Row(
+            [
+                ui.published_switch("cost-published", state.published),
+                ui.network_picker("cost-network", source.networks(choice.chosen.id),
+                                  state.network),
+            ],
+            className="mt-2",
+        ),
+        html.Div(id="cost-published-note"),
         ui.help_text("cost"),
         html.Div(id="cost-status"),
         dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=6), dbc.Col(ui.graph(GRAPHS[1]), lg=6)]),
@@ -95,29 +104,44 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
 
 def failure(message: str) -> tuple[Any, ...]:
     blank = figures.empty_figure(message)
-    return (no_update, ui.error_alert(message), blank, blank, blank, None, True)
+    return (no_update, ui.error_alert(message), None, blank, blank, blank, None, True, no_update,
+            no_update)  # fmt: skip
 
 
 @ui.guarded(failure)
 def update(
-    sweep_id: str | None, instance: str | None, gpu: str | None, _tick: int | None = None
+    sweep_id: str | None,
+    instance: str | None,
+    gpu: str | None,
+    published: str | None = "off",
+    network: str | None = None,
+    _tick: int | None = None,
 ) -> tuple[Any, ...]:
-    """Outputs: URL search, status, cost, price index, Pareto figures, price table, refresh."""
+    """Outputs: URL search, status, published-results note, cost, price index, Pareto
+    figures (each network profile shown apart), price table, refresh, the network picker's
+    options and visibility."""
     if not sweep_id or not instance or not gpu:
         return failure("Choose a sweep, a machine type and a GPU type.")
     source = data.current()
     sweep = source.sweep(sweep_id)
     if sweep is None:
         return failure(f"There is no sweep {sweep_id!r} in the database.")
-    state = CostState(sweep=sweep_id, instance=instance, gpu=gpu)
+    networks = ui.choose_networks(source.networks(sweep_id), network)
+    shown = networks.shown
+    state = CostState(sweep=sweep_id, instance=instance, gpu=gpu, published=published or "off",
+                      network=networks.picked)  # fmt: skip
+    points, note = ui.published_for(sweep, published == "on")
+    drawn_with = {name: points if i == 0 else () for i, name in enumerate(shown)}
     prices = ui.table("cost-price-table", tables.price_rows(source.prices()))
     try:
-        rows = source.costs(sweep_id, instance, None if gpu == NO_GPU else gpu)
+        rows = {name: source.costs(sweep_id, instance, None if gpu == NO_GPU else gpu, name)
+                for name in shown}  # fmt: skip
     except PriceMissing as exc:
         blank = figures.empty_figure(f"{exc}; add it with `scalebench prices set`.")
-        return (to_search(state), ui.error_alert(str(exc)), blank, blank, blank, prices, True)
+        return (to_search(state), ui.error_alert(str(exc)), note, blank, blank, blank, prices,
+                True, networks.options, networks.style)  # fmt: skip
     status = None
-    if not rows:
+    if not any(rows.values()):
         status = dbc.Alert(
             "Costs are relative to one worker: this sweep has no 1-worker run "
             "that reached the goal.",
@@ -126,11 +150,15 @@ def update(
     return (
         to_search(state),
         status,
-        figures.cost_figure(rows),
-        figures.price_index_figure(rows),
-        figures.cost_time_figure(rows),
+        note,
+        figures.per_network({n: figures.cost_figure(rows[n], drawn_with[n]) for n in shown}),
+        figures.per_network({n: figures.price_index_figure(rows[n]) for n in shown}),
+        figures.per_network({n: figures.cost_time_figure(rows[n], drawn_with[n])
+                             for n in shown}),
         prices,
         sweep.outcome != "running",
+        networks.options,
+        networks.style,
     )
 
 
@@ -141,11 +169,16 @@ def register(app: Dash) -> None:
     app.callback(
         Output("cost-url", "search"),
         Output("cost-status", "children"),
+        Output("cost-published-note", "children"),
         *(Output(graph, "figure") for graph in GRAPHS),
         Output("cost-prices", "children"),
         Output("cost-refresh", "disabled"),
+        Output("cost-network", "options"),
+        Output("cost-network-column", "style"),
         Input("cost-sweep", "value"),
         Input("cost-instance", "value"),
         Input("cost-gpu", "value"),
+        Input("cost-published", "value"),
+        Input("cost-network", "value"),
         Input("cost-refresh", "n_intervals"),
     )(update)

@@ -1,6 +1,7 @@
 """Scaling: time-to-accuracy, speedup and efficiency of one training sweep, per worker count.
 
-URL: ``/scaling?sweep=<sweep id>`` (default: the newest training sweep).
+URL: ``/scaling?sweep=<sweep id>[&network=<profile>]`` (default: the newest training sweep;
+every network profile of the sweep, a curve each).
 """
 
 from __future__ import annotations
@@ -31,15 +32,24 @@ def layout(**params: Any) -> html.Div:
 
 @ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
 def _layout(state: SweepState, problems: list[str]) -> html.Div:
-    choice = pick_sweep(data.current(), state.sweep, "training")
+    source = data.current()
+    choice = pick_sweep(source, state.sweep, "training")
     if choice.chosen is None:
         return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+    networks = source.networks(choice.chosen.id)
     return ui.page(
         TITLE,
         INTRO,
         ui.location("scaling"),
         ui.refresher("scaling"),
-        dbc.Row(ui.sweep_picker("scaling-sweep", choice.offered, choice.chosen.id, "Sweep")),
+        dbc.Row(
+            [
+                ui.sweep_picker("scaling-sweep", choice.offered, choice.chosen.id, "Sweep"),
+                ui.network_picker("scaling-network", networks, state.network),
+                ui.published_switch("scaling-published", state.published),
+            ]
+        ),
+        html.Div(id="scaling-published-note"),
         ui.help_text("time_to_accuracy"),
         html.Div(id="scaling-summary", className="my-3"),
         dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=12)]),
@@ -71,8 +81,17 @@ def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
     ]
 
 
-def summary(sweep: SweepInfo, rows: list[ScalingRow], runs: list[RunInfo]) -> html.Div:
+def summary(
+    sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunInfo]
+) -> html.Div:
+    """The sweep in a line, the numbers of each shown network profile, what failed."""
     failed = [r for r in runs if r.status != "succeeded"]
+    tables: list[Any] = []
+    for network, network_rows in rows.items():
+        if len(rows) > 1:
+            tables.append(html.H6(f"network {network}", className="mt-3"))
+        tables.append(ui.table(f"scaling-table-{len(tables)}" if tables else "scaling-table",
+                               scaling_rows_table(network_rows)))  # fmt: skip
     notes = [html.Li(f"{r.id}: {r.status} — {r.reason or 'no reason recorded'}") for r in failed]
     return html.Div(
         [
@@ -84,7 +103,7 @@ def summary(sweep: SweepInfo, rows: list[ScalingRow], runs: list[RunInfo]) -> ht
                     html.A("Its runs", href=f"/runs?q={sweep.id}"),
                 ]
             ),
-            ui.table("scaling-table", scaling_rows_table(rows)),
+            *tables,
             html.Ul(notes, className="small text-danger mt-2") if notes else None,
         ]
     )
@@ -92,28 +111,47 @@ def summary(sweep: SweepInfo, rows: list[ScalingRow], runs: list[RunInfo]) -> ht
 
 def failure(message: str) -> tuple[Any, ...]:
     blank = figures.empty_figure(message)
-    return (no_update, ui.error_alert(message), blank, blank, blank, True)
+    return (no_update, ui.error_alert(message), None, blank, blank, blank, True, no_update,
+            no_update)  # fmt: skip
 
 
 @ui.guarded(failure)
-def update(sweep_id: str | None, _tick: int | None = None) -> tuple[Any, ...]:
-    """Outputs: URL search, summary, TTA, speedup, efficiency figures, refresh disabled."""
+def update(
+    sweep_id: str | None,
+    published: str | None = "off",
+    network: str | None = None,
+    _tick: int | None = None,
+) -> tuple[Any, ...]:
+    """Outputs: URL search, summary, published-results note, TTA, speedup, efficiency
+    figures (a curve per network profile shown), refresh disabled, the network picker's
+    options and visibility."""
     if not sweep_id:
         return failure("Choose a sweep.")
     source = data.current()
     sweep = source.sweep(sweep_id)
     if sweep is None:
         return failure(f"There is no sweep {sweep_id!r} in the database.")
-    rows = source.scaling(sweep_id)
+    networks = ui.choose_networks(source.networks(sweep_id), network)
+    shown = networks.shown
+    rows = {name: source.scaling(sweep_id, name) for name in shown}
     runs = source.sweep_runs(sweep_id)
+    runs_on = {name: [r for r in runs if r.network == name] for name in shown}
+    points, note = ui.published_for(sweep, published == "on")
+    # Published results ran on real clusters' networks: drawn once, beside the first profile.
+    drawn_with = {name: points if i == 0 else () for i, name in enumerate(shown)}
+    state = SweepState(sweep=sweep_id, published=published or "off", network=networks.picked)
     return (
-        to_search(SweepState(sweep=sweep_id)),
-        summary(sweep, rows, runs),
-        figures.tta_figure(rows, runs),
-        figures.speedup_figure(rows),
-        figures.efficiency_figure(rows),
+        to_search(state),
+        summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
+        note,
+        figures.per_network({n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n])
+                             for n in shown}),
+        figures.per_network({n: figures.speedup_figure(rows[n], drawn_with[n]) for n in shown}),
+        figures.per_network({n: figures.efficiency_figure(rows[n]) for n in shown}),
         sweep.outcome != "running",
-    )
+        networks.options,
+        networks.style,
+    )  # fmt: skip
 
 
 def register(app: Dash) -> None:
@@ -123,8 +161,13 @@ def register(app: Dash) -> None:
     app.callback(
         Output("scaling-url", "search"),
         Output("scaling-summary", "children"),
+        Output("scaling-published-note", "children"),
         *(Output(graph, "figure") for graph in GRAPHS),
         Output("scaling-refresh", "disabled"),
+        Output("scaling-network", "options"),
+        Output("scaling-network-column", "style"),
         Input("scaling-sweep", "value"),
+        Input("scaling-published", "value"),
+        Input("scaling-network", "value"),
         Input("scaling-refresh", "n_intervals"),
     )(update)

@@ -103,6 +103,7 @@ class KubernetesGroup:
         self.settings = settings
         self.gpus_per_worker = gpus_per_worker
         self.placement = group.placement
+        self.network = group.worker.network  # a shaped profile: the pods' bandwidth limits
         self.image = image
         self.timeout_s = timeout_s
         self.sink = sink or (lambda line: print(line, flush=True))
@@ -132,6 +133,7 @@ class KubernetesGroup:
             timeout_s=self.timeout_s,
             run_id=self.run_id,
             placement=self.placement,
+            network=self.network,
         )
 
     def service_manifest(self) -> dict:

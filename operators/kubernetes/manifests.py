@@ -26,6 +26,7 @@ from operators.kubernetes.constants import (
 )
 from operators.kubernetes.names import GroupNames, label_value
 from operators.kubernetes.settings import KubernetesSettings
+from workers.network import parse_profile
 
 
 def _labels(run_id: str) -> dict[str, str]:
@@ -62,6 +63,28 @@ def service_manifest(names: GroupNames, settings: KubernetesSettings, *, run_id:
     }
 
 
+def bandwidth_quantity(bits_per_s: int) -> str:
+    """Bits per second as a Kubernetes quantity: 100000000 → ``100M``, 10**9 → ``1G``."""
+    for suffix, scale in (("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        if bits_per_s % scale == 0:
+            return f"{bits_per_s // scale}{suffix}"
+    return str(bits_per_s)
+
+
+def bandwidth_annotations(network: str) -> dict[str, dict[str, str]]:
+    """``{"annotations": ...}`` asking the CNI bandwidth plugin to limit a pod's traffic in
+    both directions to ``network``'s rate; nothing for ``host``. Delays cannot be asked
+    for this way (validation refuses them on Kubernetes)."""
+    profile = parse_profile(network)
+    if profile.rate_bit_per_s is None:
+        return {}
+    if profile.delay_s:
+        raise ValueError(f"{network}: the bandwidth plugin limits rates; it cannot add delay")
+    rate = bandwidth_quantity(profile.rate_bit_per_s)
+    return {"annotations": {"kubernetes.io/ingress-bandwidth": rate,
+                            "kubernetes.io/egress-bandwidth": rate}}  # fmt: skip
+
+
 def job_manifest(
     names: GroupNames,
     worker_args: Sequence[str],
@@ -73,6 +96,7 @@ def job_manifest(
     timeout_s: float | None = None,
     run_id: str = "",
     placement: str = "spread",
+    network: str = "host",
 ) -> dict:
     """The Indexed Job of one group: ``world_size`` pods, rank = completion index.
 
@@ -81,6 +105,8 @@ def job_manifest(
     ``gpus_per_worker`` is the ``nvidia.com/gpu`` limit of each pod (none when 0).
     ``placement`` ``spread`` keeps two pods of the group off one node (a required
     anti-affinity on the node's hostname label); ``pack`` lets them share.
+    ``network`` a shaped profile (``workers.network``, rate only) sets the CNI bandwidth
+    plugin's ingress and egress annotations on every pod.
     """
     labels = _labels(run_id)
     env = {
@@ -161,7 +187,8 @@ def job_manifest(
         "parallelism": world_size,
         "backoffLimit": 0,
         "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
-        "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        "template": {"metadata": {"labels": labels, **bandwidth_annotations(network)},
+                     "spec": pod_spec},
     }
     if timeout_s is not None:
         spec["activeDeadlineSeconds"] = max(1, math.ceil(timeout_s))

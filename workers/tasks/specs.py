@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from workers.request import PRECISIONS
+
 WORLD_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
 # "sync": one flat all-reduce after backward, as the spec says;
@@ -205,7 +207,7 @@ class TrainingSpec:
     # device types ("cpu", "cuda") where compile "auto" compiles: measured to pay there
     compile_pays_on: tuple[str, ...] = ()
     variants: tuple[str, ...] = TRAINING_VARIANTS  # the training variants this task implements
-    precisions: tuple[str, ...] = ("fp32", "bf16")  # what the trigger form may ask for
+    precisions: tuple[str, ...] = PRECISIONS  # what the trigger form may ask for
     notes: str = ""
     kind: Literal["training"] = field(default="training", init=False)
 

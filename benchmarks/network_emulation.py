@@ -1,0 +1,146 @@
+"""Emulated networks against their configured rate: all-reduce bus bandwidth on each profile.
+
+What it measures: for each link profile (default ``100mbit``, ``1gbit``, ``10gbit``)
+and group size (2 and 4 ranks), a gloo group of real processes on the local
+launcher's emulated network (``operators/shaped_network.py``: a network
+namespace per rank, veth pairs on a bridge, ``tbf`` on both ends) all-reduces
+float32 messages of 1, 4, 16 and 64 MB the way Task 0 times them
+(``workers.allreduce.time_allreduce``: warm-up, a barrier before each timed
+repetition, the slowest rank's time). Bus bandwidth = bytes / seconds ×
+2(n−1)/n (the nccl-tests convention), medians over repetitions.
+
+The same sizes on ``host`` (no shaping, ranks on loopback) show what this
+machine reaches at all. Printed per profile, size and group: measured bus
+bandwidth in MB/s, measured / configured, and the verdict against the goal
+(0.8–1.05) where the configured rate is below what ``host`` reaches at that
+size; elsewhere the machine, not the emulation, is the limit, and it says so.
+
+Needs root (network namespaces and ``tc``).
+
+    .venv/bin/python benchmarks/network_emulation.py [--profiles 100mbit,1gbit,10gbit]
+        [--ranks 2,4] [--repetitions 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from operators.shaped_network import ShapedNetwork, shaping_problems  # noqa: E402
+from workers.network import parse_profile  # noqa: E402
+
+SIZES_BYTES = (1_000_000, 4_000_000, 16_000_000, 64_000_000)
+GOAL_LOW, GOAL_HIGH = 0.8, 1.05
+MACHINE_LIMIT = 0.8  # a rate above this share of what host reaches is not the emulation's
+
+
+def rank_main(repetitions: int, warmup: int) -> None:
+    """One rank: every size, Task 0's timing; rank 0 prints one JSON line per size."""
+    import torch
+    import torch.distributed as dist
+
+    from workers.allreduce import time_allreduce
+
+    dist.init_process_group("gloo")
+    world_size = dist.get_world_size()
+    for nbytes in SIZES_BYTES:
+        tensor = torch.ones(nbytes // 4, dtype=torch.float32)
+        seconds = torch.tensor(time_allreduce(tensor, repetitions, warmup, None))
+        dist.all_reduce(seconds, op=dist.ReduceOp.MAX)  # a repetition takes its slowest rank
+        median = statistics.median(seconds.tolist())
+        if dist.get_rank() == 0:
+            busbw = nbytes / median * 2 * (world_size - 1) / world_size
+            print(json.dumps({"bytes": nbytes, "seconds": median, "busbw": busbw}), flush=True)
+    dist.destroy_process_group()
+
+
+def measure(profile: str, world_size: int, repetitions: int, warmup: int) -> dict[int, float]:
+    """Bus bandwidth (bytes/s) per size of a ``world_size`` group on ``profile``."""
+    network = None
+    master_addr, env = "127.0.0.1", dict(os.environ)
+    if parse_profile(profile).shaped:
+        network = ShapedNetwork(world_size, parse_profile(profile)).create()
+        master_addr = network.master_addr
+        env.update(network.environment())
+    argv = [sys.executable, __file__, "--rank", str(repetitions), str(warmup)]
+    env.update(MASTER_ADDR=master_addr, MASTER_PORT="29517", WORLD_SIZE=str(world_size),
+               OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))  # fmt: skip
+    procs = []
+    try:
+        for rank in range(world_size):
+            command = argv if network is None else network.command(rank, argv)
+            procs.append(subprocess.Popen(command, env={**env, "RANK": str(rank)},
+                                          stdout=subprocess.PIPE, text=True))  # fmt: skip
+        out, _ = procs[0].communicate(timeout=1800)
+        for proc in procs[1:]:
+            proc.wait(timeout=60)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+        if network is not None:
+            network.remove()
+    if any(proc.returncode for proc in procs):
+        raise SystemExit(f"{profile} at {world_size} ranks: a rank failed")
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {line["bytes"]: line["busbw"] for line in lines}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profiles", default="100mbit,1gbit,10gbit")
+    parser.add_argument("--ranks", default="2,4")
+    parser.add_argument("--repetitions", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    args = parser.parse_args()
+    profiles = [parse_profile(p) for p in args.profiles.split(",")]
+    problems = shaping_problems(profiles)
+    if problems:
+        raise SystemExit("cannot emulate networks here: " + "; ".join(problems))
+    sizes = [int(k) for k in args.ranks.split(",")]
+    plan = [(p, k) for k in sizes for p in ["host", *(p.name for p in profiles)]]
+    rows = []
+    host: dict[int, dict[int, float]] = {}
+    started = time.perf_counter()
+    for done, (profile, world_size) in enumerate(plan):
+        print(f"[{done + 1}/{len(plan)}] {profile} at {world_size} ranks "
+              f"({time.perf_counter() - started:.0f} s so far) ...", flush=True)  # fmt: skip
+        measured = measure(profile, world_size, args.repetitions, args.warmup)
+        if profile == "host":
+            host[world_size] = measured
+            continue
+        rate = parse_profile(profile).rate_bytes_per_s or 0.0
+        for nbytes, busbw in sorted(measured.items()):
+            ratio = busbw / rate
+            if rate > MACHINE_LIMIT * host[world_size][nbytes]:
+                verdict = f"machine-bound (host reaches {host[world_size][nbytes] / 1e6:.0f} MB/s)"
+            else:
+                verdict = "PASS" if GOAL_LOW <= ratio <= GOAL_HIGH else "MISS"
+            rows.append([profile, world_size, f"{nbytes / 1e6:g}", f"{rate / 1e6:g}",
+                         f"{busbw / 1e6:.1f}", f"{ratio:.2f}", verdict])  # fmt: skip
+    from tabulate import tabulate
+
+    print()
+    print(tabulate(rows, headers=["profile", "ranks", "MB", "configured MB/s", "busbw MB/s",
+                                  "measured / configured", "verdict"]))  # fmt: skip
+    judged = [r for r in rows if r[-1] in ("PASS", "MISS")]
+    passed = sum(r[-1] == "PASS" for r in judged)
+    print(f"\n{passed} of {len(judged)} judged points within {GOAL_LOW}–{GOAL_HIGH} of the "
+          f"configured rate; {len(rows) - len(judged)} where this machine is the limit; "
+          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--rank":
+        rank_main(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        main()

@@ -1,0 +1,283 @@
+"""An emulated network for one local training group: namespaces, veth pairs, a bridge, ``tc``.
+
+Each rank of a shaped group runs in its own network namespace, joined to the
+others through a veth pair on a bridge that only this group uses::
+
+    rank 0 netns: sbeth0 10.x.y.1 ──veth── sbv<pid>r0 ┐
+    rank 1 netns: sbeth0 10.x.y.2 ──veth── sbv<pid>r1 ┼─ bridge sbbr<pid>
+    ...                                                ┘
+
+The rate is applied on both ends of every rank's veth pair with a token
+bucket (``tbf``): the namespace end limits what the rank sends, the bridge end
+what it receives. A delay adds ``netem`` on the namespace end, so each packet
+is delayed once on its way. Rank 0's address is ``MASTER_ADDR``; gloo (and
+nccl) are told to use ``sbeth0``. The subnet is a private /24 that overlaps
+none of the host's addresses and routes.
+
+Names carry the launcher's process id: :func:`remove_leftovers` deletes what a
+launcher that no longer runs left behind (killed with SIGKILL, say), and every
+new group calls it first. :func:`shaping_problems` says what this machine lacks
+to shape at all, for validation to refuse the request before any worker starts.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from workers.network import NetworkProfile
+
+INTERFACE = "sbeth0"  # every rank's end of its veth pair, inside its namespace
+NAMESPACE_PREFIX = "scalebench-"
+_NAMESPACE = re.compile(rf"{NAMESPACE_PREFIX}(?P<pid>[0-9]+)-r[0-9]+")
+_LINK = re.compile(r"sb(?:br|v)(?P<pid>[0-9]+)(?:r[0-9]+)?")
+# Where subnets are looked for: 10.128.0.0/9, far from the 10.0.x and 10.96.x that
+# containers, clusters and clouds tend to use.
+_SUBNET_POOL = ipaddress.ip_network("10.128.0.0/9")
+_CAP_NET_ADMIN, _CAP_SYS_ADMIN = 12, 21
+_TBF_LATENCY = "100ms"  # queueing a token bucket allows before it drops
+# ``ip netns exec`` mounts /etc/netns/<namespace>/hosts over /etc/hosts: the ranks'
+# addresses get names, so that gloo's reverse look-ups of its peers find one.
+NETNS_ETC = Path("/etc/netns")
+
+
+class ShapingError(RuntimeError):
+    """The emulated network could not be built (a command failed); the message says which."""
+
+
+def _run(*command: str, namespace: str | None = None, check: bool = True) -> str:
+    """Run an ``ip``/``tc`` command (inside ``namespace``); its output, or ShapingError."""
+    argv = ["ip", "netns", "exec", namespace, *command] if namespace else list(command)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    if check and done.returncode != 0:
+        raise ShapingError(f"{' '.join(argv)} failed: {done.stderr.strip() or done.returncode}")
+    return done.stdout
+
+
+def _capabilities() -> int:
+    """This process's effective capabilities as a bit mask (0 where unknown)."""
+    try:
+        for line in open("/proc/self/status", encoding="ascii"):  # noqa: SIM115
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
+
+
+def _qdisc_works(kind: str, *arguments: str) -> bool:
+    """Whether the kernel has queueing discipline ``kind``: tried on the loopback of a
+    namespace that exists for this check only (gone when ``unshare`` exits)."""
+    try:
+        done = subprocess.run(
+            ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", kind, *arguments],
+            capture_output=True, text=True, timeout=10,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+@functools.cache
+def _machine_problems(needs_delay: bool) -> tuple[str, ...]:
+    problems = []
+    caps = _capabilities()
+    if not (caps >> _CAP_NET_ADMIN & 1 and caps >> _CAP_SYS_ADMIN & 1):
+        problems.append(
+            "the launcher needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to build network "
+            "namespaces and shape their links"
+        )
+    missing = [tool for tool in ("ip", "tc", "unshare") if shutil.which(tool) is None]
+    if missing:
+        problems.append(f"{' and '.join(missing)} missing (Debian: apt-get install iproute2)")
+    if problems:
+        return tuple(problems)
+    if not _qdisc_works("tbf", "rate", "1mbit", "burst", "32kb", "latency", "50ms"):
+        problems.append("this kernel has no tbf queueing discipline (sch_tbf) to limit rates")
+    if needs_delay and not _qdisc_works("netem", "delay", "1ms"):
+        problems.append(
+            "this kernel has no netem queueing discipline (sch_netem), which delays need; "
+            "ask for the rate alone (e.g. 1gbit) or load sch_netem"
+        )
+    return tuple(problems)
+
+
+def shaping_problems(profiles: Sequence[NetworkProfile]) -> list[str]:
+    """What this machine lacks to emulate ``profiles`` locally (empty: nothing)."""
+    shaped = [p for p in profiles if p.shaped]
+    if not shaped:
+        return []
+    return list(_machine_problems(any(p.delay_s for p in shaped)))
+
+
+def _used_networks() -> list[ipaddress.IPv4Network]:
+    """The host's IPv4 addresses and routes, as networks."""
+    used = []
+    for command in (("ip", "-j", "-4", "addr", "show"), ("ip", "-j", "-4", "route", "show",
+                                                          "table", "all")):  # fmt: skip
+        try:
+            entries = json.loads(_run(*command) or "[]")
+        except (ShapingError, ValueError):
+            continue
+        for entry in entries:
+            for info in entry.get("addr_info", [entry]):
+                prefix = info.get("local") or info.get("dst")
+                length = info.get("prefixlen")
+                if not prefix or prefix == "default":
+                    continue
+                text = prefix if "/" in prefix or length is None else f"{prefix}/{length}"
+                try:
+                    used.append(ipaddress.ip_network(text, strict=False))
+                except ValueError:
+                    continue
+    return [n for n in used if isinstance(n, ipaddress.IPv4Network)]
+
+
+def free_subnet() -> ipaddress.IPv4Network:
+    """The first /24 of 10.128.0.0/9 that overlaps none of the host's addresses and routes."""
+    used = _used_networks()
+    for subnet in _SUBNET_POOL.subnets(new_prefix=24):
+        if not any(subnet.overlaps(other) for other in used):
+            return subnet
+    raise ShapingError("no free /24 left in 10.128.0.0/9 for the group's network")
+
+
+def leftovers() -> tuple[list[str], list[str]]:
+    """(namespaces, links) of scalebench launchers that no longer run."""
+    def gone(pid: str) -> bool:
+        return not os.path.exists(f"/proc/{pid}") or int(pid) == os.getpid()
+
+    namespaces = [line.split()[0] for line in _run("ip", "netns", "list").splitlines() if line]
+    stale_ns = [n for n in namespaces if (m := _NAMESPACE.fullmatch(n)) and gone(m["pid"])]
+    links = [entry["ifname"] for entry in json.loads(_run("ip", "-j", "link", "show") or "[]")]
+    stale_links = [name for name in links if (m := _LINK.fullmatch(name)) and gone(m["pid"])]
+    return stale_ns, stale_links
+
+
+def remove_leftovers() -> list[str]:
+    """Delete the namespaces and links of launchers that no longer run (and this process's
+    own, which runs one shaped group at a time); the names deleted."""
+    namespaces, links = leftovers()
+    for namespace in namespaces:
+        _run("ip", "netns", "delete", namespace, check=False)
+        shutil.rmtree(NETNS_ETC / namespace, ignore_errors=True)
+    _, links = leftovers()  # deleting a namespace deletes its veth pairs
+    for link in links:
+        _run("ip", "link", "delete", link, check=False)
+    return [*namespaces, *links]
+
+
+def _tbf(profile: NetworkProfile, device: str, parent: str = "root") -> list[str]:
+    rate = profile.rate_bit_per_s or 0
+    # A burst of at least 10 ms of traffic: timer granularity must not cap the rate.
+    burst = max(64 * 1024, rate // 8 // 100)
+    where = ["parent", parent] if parent != "root" else ["root"]
+    return ["tc", "qdisc", "add", "dev", device, *where, "handle", "20:", "tbf", "rate",
+            f"{rate}bit", "burst", str(burst), "latency", _TBF_LATENCY]  # fmt: skip
+
+
+@dataclass
+class ShapedNetwork:
+    """The emulated network of one group of ``world_size`` ranks on ``profile``.
+
+    :meth:`create` builds it, :meth:`command` and :meth:`environment` say how a
+    rank runs in it, :meth:`remove` takes it down (safe to call twice, and
+    after a failed :meth:`create`).
+    """
+
+    world_size: int
+    profile: NetworkProfile
+    owner: int = field(default_factory=os.getpid)
+    subnet: ipaddress.IPv4Network | None = None
+    created: bool = False
+
+    @property
+    def bridge(self) -> str:
+        return f"sbbr{self.owner}"
+
+    def namespace(self, rank: int) -> str:
+        return f"{NAMESPACE_PREFIX}{self.owner}-r{rank}"
+
+    def host_end(self, rank: int) -> str:
+        return f"sbv{self.owner}r{rank}"
+
+    def address(self, rank: int) -> str:
+        assert self.subnet is not None, "create() first"
+        return str(self.subnet.network_address + rank + 1)
+
+    @property
+    def master_addr(self) -> str:
+        return self.address(0)
+
+    def create(self) -> ShapedNetwork:
+        """Build the bridge, one namespace and veth pair per rank, and the shaping."""
+        remove_leftovers()
+        self.subnet = free_subnet()
+        self.created = True
+        try:
+            _run("ip", "link", "add", self.bridge, "type", "bridge")
+            _run("ip", "link", "set", self.bridge, "up")
+            for rank in range(self.world_size):
+                self._add_rank(rank)
+        except BaseException:
+            self.remove()
+            raise
+        return self
+
+    def _add_rank(self, rank: int) -> None:
+        namespace, host_end = self.namespace(rank), self.host_end(rank)
+        _run("ip", "netns", "add", namespace)
+        (NETNS_ETC / namespace).mkdir(parents=True, exist_ok=True)
+        names = "".join(f"{self.address(r)} scalebench-rank-{r}\n::ffff:{self.address(r)} "
+                        f"scalebench-rank-{r}\n" for r in range(self.world_size))  # fmt: skip
+        (NETNS_ETC / namespace / "hosts").write_text(f"127.0.0.1 localhost\n{names}")
+        _run("ip", "link", "add", host_end, "type", "veth", "peer", "name", INTERFACE,
+             "netns", namespace)  # fmt: skip
+        _run("ip", "link", "set", host_end, "master", self.bridge, "up")
+        assert self.subnet is not None
+        inside = (
+            ("ip", "link", "set", "lo", "up"),
+            ("ip", "addr", "add", f"{self.address(rank)}/{self.subnet.prefixlen}", "dev",
+             INTERFACE),
+            ("ip", "link", "set", INTERFACE, "up"),
+        )  # fmt: skip
+        for command in inside:
+            _run(*command, namespace=namespace)
+        # What the rank receives: the bridge's end of its pair.
+        _run(*_tbf(self.profile, host_end))
+        # What it sends: its own end, after the delay where one is asked.
+        if self.profile.delay_s:
+            _run("tc", "qdisc", "add", "dev", INTERFACE, "root", "handle", "10:", "netem",
+                 "delay", f"{self.profile.delay_s * 1000:g}ms", namespace=namespace)  # fmt: skip
+            _run(*_tbf(self.profile, INTERFACE, parent="10:1"), namespace=namespace)
+        else:
+            _run(*_tbf(self.profile, INTERFACE), namespace=namespace)
+
+    def command(self, rank: int, argv: Sequence[str]) -> list[str]:
+        """``argv`` run inside rank ``rank``'s namespace (``ip netns exec`` replaces itself
+        with the command: the process id is the rank's)."""
+        return ["ip", "netns", "exec", self.namespace(rank), *argv]
+
+    def environment(self) -> dict[str, str]:
+        """What every rank's environment adds: the interface the backends must use."""
+        return {"GLOO_SOCKET_IFNAME": INTERFACE, "NCCL_SOCKET_IFNAME": INTERFACE,
+                "TP_SOCKET_IFNAME": INTERFACE}  # fmt: skip
+
+    def remove(self) -> None:
+        """Delete the namespaces (and with them the veth pairs) and the bridge."""
+        if not self.created:
+            return
+        for rank in range(self.world_size):
+            _run("ip", "netns", "delete", self.namespace(rank), check=False)
+            shutil.rmtree(NETNS_ETC / self.namespace(rank), ignore_errors=True)
+            _run("ip", "link", "delete", self.host_end(rank), check=False)
+        _run("ip", "link", "delete", self.bridge, check=False)
+        self.created = False

@@ -1,0 +1,30 @@
+"""The network profile a run's ranks talked over.
+
+Revision ID: 0007
+Revises: 0006
+
+Adds ``run.network``: ``host`` (the machines' own network, unshaped, as every run
+stored before ran on) or an emulated link such as ``100mbit`` or ``1gbit+2ms``
+(``workers.network``).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0007"
+down_revision = "0006"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("run") as batch:
+        batch.add_column(sa.Column("network", sa.String(length=40), nullable=False,
+                                   server_default="host"))  # fmt: skip
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("run") as batch:
+        batch.drop_column("network")

@@ -1,0 +1,296 @@
+"""The network as a benchmark dimension: profiles, refusals, and emulated links that are real.
+
+The emulation tests build real network namespaces, veth pairs, a bridge and
+``tc`` token buckets (they need root, as CI has here) and run real groups on
+them; after every test no namespace or link of the launcher is left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from operators import shaped_network
+from operators.local_launcher import LocalGroup
+from operators.shaped_network import ShapedNetwork, leftovers, shaping_problems
+from results_db.analytics import configuration_hash
+from results_db.database import make_engine
+from results_db.queries import allreduce_curves
+from results_db.run_summary import summarise
+from scalebench import cli
+from scalebench.sweep import InvalidParameter, plan_groups, validate_request
+from workers.network import BadProfile, NetworkProfile, parse_profile, parse_profiles
+from workers.records import read_run
+
+ROOT = Path(__file__).resolve().parents[1]
+CANNOT_SHAPE = shaping_problems([parse_profile("100mbit")])
+needs_shaping = pytest.mark.skipif(
+    bool(CANNOT_SHAPE), reason=f"cannot emulate networks here: {'; '.join(CANNOT_SHAPE)}"
+)
+
+
+def launcher_links() -> tuple[list[str], list[str]]:
+    """Every namespace and link a scalebench launcher made, whoever made it."""
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
+                                      text=True).stdout or "[]")  # fmt: skip
+    return (
+        [line.split()[0] for line in namespaces.splitlines()
+         if line.startswith(shaped_network.NAMESPACE_PREFIX)],
+        [link["ifname"] for link in links if shaped_network._LINK.fullmatch(link["ifname"])],
+    )  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind() -> Iterator[None]:
+    yield
+    if not CANNOT_SHAPE:
+        assert launcher_links() == ([], []), "a namespace, veth or bridge was left behind"
+
+
+# -- profiles --------------------------------------------------------------------------------
+
+
+def test_profiles_are_read_in_every_spelling_and_named_one_way() -> None:
+    assert parse_profile("host") == NetworkProfile()
+    assert parse_profile(" 100MBit ").name == "100mbit"
+    assert parse_profile("1000mbit").name == "1gbit"
+    assert parse_profile("1.5gbit").name == "1500mbit"
+    assert parse_profile("1gbit+2ms") == NetworkProfile(10**9, 0.002)
+    assert parse_profile("1gbit+2ms").name == "1gbit+2ms"
+    assert parse_profile("100mbit").rate_bytes_per_s == 12.5e6
+    assert [p.token for p in parse_profiles("host,100mbit,1gbit+0.5ms,250kbit")] == [
+        "", "n100mbit", "n1gbit-0p5ms", "n250kbit"]  # fmt: skip
+    assert parse_profiles(None) == (NetworkProfile(),)
+    one_gbit = parse_profile("1gbit")
+    assert parse_profiles(["host", "1gbit", "1000mbit"]) == (NetworkProfile(), one_gbit)
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [("10mbps", "not a profile"), ("fast", "not a profile"), ("50kbit", "between 100kbit"),
+     ("1tbit", "not a profile"), ("1gbit+2s", "not a profile"), ("1gbit+5000ms", "at most"),
+     ("", "at least one"), (7, "a profile is text"), ("a,b,c,d,e,f,g", "not a profile"),
+     (",".join(f"{r}mbit" for r in range(1, 8)), "at most 6")],
+)  # fmt: skip
+def test_bad_profiles_are_refused_naming_the_field(value: object, problem: str) -> None:
+    with pytest.raises(InvalidParameter, match=problem) as refused:
+        validate_request(task="task0-allreduce", workers="2", light=True, network=value,
+                         max_workers=4)  # fmt: skip
+    assert refused.value.field == "network"
+    with pytest.raises(BadProfile):
+        parse_profiles(value)
+
+
+def test_each_profile_is_its_own_configuration_and_host_keeps_the_old_identity() -> None:
+    request = {"task": "task0-allreduce", "light": True, "backend": "gloo", "variant": "sync",
+               "precision": "fp32"}  # fmt: skip
+    before = configuration_hash(request)  # recorded before profiles existed
+    assert configuration_hash({**request, "network": "host"}) == before
+    assert configuration_hash({**request, "network": ["host"]}) == before
+    assert configuration_hash({**request, "network": "100mbit"}) != before
+    assert configuration_hash({**request, "network": "100mbit"}) != configuration_hash(
+        {**request, "network": "1gbit"})  # fmt: skip
+
+
+def test_every_worker_count_is_planned_on_every_profile(tmp_path: Path) -> None:
+    request = validate_request(task="task0-allreduce", workers="1,2", light=True, repeats=2,
+                               network="host,1gbit", max_workers=4)  # fmt: skip
+    groups = plan_groups(request, "s", tmp_path)
+    assert [(g.run_id, g.worker.network) for g in groups] == [
+        ("s-w1-r1", "host"), ("s-w2-r1", "host"), ("s-w1-n1gbit-r1", "1gbit"),
+        ("s-w2-n1gbit-r1", "1gbit"), ("s-w1-r2", "host"), ("s-w2-r2", "host"),
+        ("s-w1-n1gbit-r2", "1gbit"), ("s-w2-n1gbit-r2", "1gbit"),
+    ]  # fmt: skip
+    assert groups[2].worker.argv("R", "D")[-2:] == ["--network", "1gbit"]
+    assert "--network" not in groups[0].worker.argv("R", "D")
+    with pytest.raises(InvalidParameter, match="× 2 network profiles = 600 groups"):
+        validate_request(task="task0-allreduce", workers="1,2,4", light=True, repeats=100,
+                         network="host,1gbit", max_workers=4)  # fmt: skip
+
+
+# -- what this machine cannot do is refused before any worker starts ---------------------------
+
+
+def test_delay_is_refused_on_kubernetes() -> None:
+    with pytest.raises(InvalidParameter, match="not add delay") as refused:
+        validate_request(task="task0-allreduce", workers="2", light=True, network="1gbit+2ms",
+                         launcher="kubernetes", max_workers=4)  # fmt: skip
+    assert refused.value.field == "network"
+
+
+def test_without_the_privilege_a_shaped_request_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shaped_network, "_capabilities", lambda: 0)
+    shaped_network._machine_problems.cache_clear()
+    try:
+        with pytest.raises(InvalidParameter, match=r"needs root \(CAP_NET_ADMIN") as refused:
+            validate_request(task="task0-allreduce", workers="2", light=True,
+                             network="host,100mbit", max_workers=4)  # fmt: skip
+        assert refused.value.field == "network" and "100mbit cannot be emulated" in str(
+            refused.value)  # fmt: skip
+        # host alone needs nothing
+        assert validate_request(task="task0-allreduce", workers="2", light=True,
+                                network="host", max_workers=4).network == ("host",)  # fmt: skip
+    finally:
+        shaped_network._machine_problems.cache_clear()
+
+
+def test_missing_tools_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(shaped_network.shutil, "which", lambda tool: None)
+    shaped_network._machine_problems.cache_clear()
+    try:
+        problems = shaping_problems([parse_profile("1gbit")])
+        assert any("ip and tc and unshare missing" in p for p in problems)
+    finally:
+        shaped_network._machine_problems.cache_clear()
+
+
+@needs_shaping
+def test_a_delay_is_refused_exactly_where_the_kernel_has_no_netem() -> None:
+    has_netem = shaped_network._qdisc_works("netem", "delay", "1ms")
+    if has_netem:
+        request = validate_request(task="task0-allreduce", workers="2", light=True,
+                                   network="1gbit+2ms", max_workers=4)  # fmt: skip
+        assert request.network == ("1gbit+2ms",)
+    else:
+        with pytest.raises(InvalidParameter, match="no netem queueing discipline"):
+            validate_request(task="task0-allreduce", workers="2", light=True,
+                             network="1gbit+2ms", max_workers=4)  # fmt: skip
+
+
+# -- the emulation -----------------------------------------------------------------------------
+
+
+@needs_shaping
+def test_the_emulated_link_carries_its_rate_between_namespaces() -> None:
+    network = ShapedNetwork(2, parse_profile("100mbit")).create()
+    try:
+        assert not any(network.subnet.overlaps(n) for n in shaped_network._used_networks()
+                       if not n.subnet_of(network.subnet))  # fmt: skip
+        receiver = subprocess.Popen(network.command(0, [sys.executable, "-c", textwrap.dedent("""
+            import socket, time
+            server = socket.create_server(("0.0.0.0", 5001))
+            peer, _ = server.accept()
+            received, started = 0, time.perf_counter()
+            while chunk := peer.recv(1 << 20):
+                received += len(chunk)
+            print(received / (time.perf_counter() - started))
+        """)]), stdout=subprocess.PIPE, text=True)  # fmt: skip
+        time.sleep(0.5)
+        send = (f"import socket; s = socket.create_connection(('{network.master_addr}', 5001)); "
+                "s.sendall(bytes(25_000_000)); s.close()")  # fmt: skip
+        subprocess.run(network.command(1, [sys.executable, "-c", send]), check=True, timeout=30)
+        out, _ = receiver.communicate(timeout=30)
+    finally:
+        network.remove()
+    assert 0.85 <= float(out) / 12.5e6 <= 1.05  # bytes/s against 100 Mbit/s
+
+
+@needs_shaping
+@pytest.mark.slow
+def test_allreduce_bus_bandwidth_follows_the_emulated_rate(tmp_path: Path) -> None:
+    """Task 0 light at 2 workers on host and on 100mbit, one sweep, through the CLI."""
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    code = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
+                     "--network", "host,100mbit", "--device", "cpu", "--results",
+                     str(tmp_path / "results"), "--database", url])  # fmt: skip
+    assert code == 0
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        (sweep_id,) = [p.name for p in (tmp_path / "results").iterdir()]
+        rows = allreduce_curves(conn, sweep_id)
+    engine.dispose()
+    large = {(r.network, r.dtype): r.busbw for r in rows if r.bytes >= 4_000_000}
+    assert set(large) == {("host", "float32"), ("100mbit", "float32")}
+    shaped = large[("100mbit", "float32")] / 12.5e6
+    assert 0.75 <= shaped <= 1.05, f"bus bandwidth {shaped:.2f} of 100 Mbit/s"
+    assert large[("host", "float32")] >= 10 * large[("100mbit", "float32")]
+
+
+def run_light_task1a(run_dir: Path, profile: str) -> float:
+    """Two light Task 1a epochs at 2 workers on ``profile``; their communication ratio.
+
+    On a shared 2-core machine the ranks' compute times differ from step to step
+    and the faster rank waits in the all-reduce; two epochs (46 steps) keep that
+    noise in the host ratio from deciding the comparison.
+    """
+    args = ["--task", "task1a-resnet20-cifar10", "--light", "--results", str(run_dir),
+            "--run-id", run_dir.name, "--device", "cpu", "--max-epochs", "2", "--compile", "off",
+            "--network", profile]  # fmt: skip
+    group = LocalGroup(args, 2, run_dir=run_dir, network=parse_profile(profile),
+                       sink=lambda line: None)  # fmt: skip
+    group.start()
+    result = group.wait(600)
+    assert result.status == "succeeded", result.reason
+    summary = summarise(read_run(run_dir), run_dir.name, 2, None)
+    assert summary.communication_ratio is not None
+    return summary.communication_ratio
+
+
+@needs_shaping
+@pytest.mark.slow
+def test_a_slow_link_raises_the_communication_ratio(tmp_path: Path) -> None:
+    host = run_light_task1a(tmp_path / "host", "host")
+    shaped = run_light_task1a(tmp_path / "n100mbit", "100mbit")
+    assert shaped >= 3 * host, f"communication ratio {shaped:.3f} on 100mbit, {host:.3f} on host"
+    start = json.loads((tmp_path / "n100mbit" / "rank-0.jsonl").read_text().splitlines()[1])
+    assert start["event"] == "start" and start["network"] == "100mbit"
+
+
+# -- nothing is left, however a group ends -------------------------------------------------------
+
+
+@needs_shaping
+@pytest.mark.parametrize("ending", ["failure", "timeout", "cancellation"])
+def test_the_network_goes_with_the_group_however_it_ends(tmp_path: Path, ending: str) -> None:
+    args = ["--task", "task0-allreduce", "--light", "--results", str(tmp_path), "--run-id", "r",
+            "--device", "cpu", "--network", "1gbit"]  # fmt: skip
+    if ending == "failure":
+        args += ["--max-elements", "not-a-number"]  # every rank refuses its arguments
+    group = LocalGroup(args, 2, run_dir=tmp_path, network=parse_profile("1gbit"),
+                       grace_s=1.0, sink=lambda line: None)  # fmt: skip
+    group.start()
+    assert len(launcher_links()[0]) == 2  # a namespace per rank while it runs
+    if ending == "cancellation":
+        time.sleep(1.0)
+        group.stop()
+        assert all(p.poll() is not None for p in group.procs)
+    else:
+        result = group.wait(timeout_s=1.0 if ending == "timeout" else 60)
+        assert result.status == ("timed_out" if ending == "timeout" else "failed")
+    assert launcher_links() == ([], [])
+
+
+@needs_shaping
+def test_what_a_killed_launcher_left_is_removed_by_the_next_group(tmp_path: Path) -> None:
+    builder = subprocess.Popen(
+        [sys.executable, "-c", "from operators.shaped_network import ShapedNetwork; "
+         "from workers.network import parse_profile; "
+         "ShapedNetwork(3, parse_profile('1gbit')).create(); print('built', flush=True); "
+         "import time; time.sleep(60)"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert builder.stdout is not None and builder.stdout.readline().strip() == "built"
+    os.kill(builder.pid, signal.SIGKILL)  # nothing of its own clean-up runs
+    builder.wait()
+    namespaces, links = launcher_links()
+    assert len(namespaces) == 3 and f"sbbr{builder.pid}" in links
+    assert leftovers()[0] == namespaces
+    network = ShapedNetwork(2, parse_profile("1gbit")).create()  # the next group
+    try:
+        namespaces, links = launcher_links()
+        assert sorted(namespaces) == [network.namespace(0), network.namespace(1)]
+        assert not any(str(builder.pid) in link for link in links)
+    finally:
+        network.remove()
