@@ -16,7 +16,12 @@ sweep's state: it was asked for.
 
 The group runs on the launcher it planned (:mod:`operators.launcher`): local
 processes on the Airflow worker running the task, or a Kubernetes Indexed
-Job named after the task instance.
+Job named after the task instance. A Kubernetes group is by default watched
+from Airflow's triggerer: the task starts it, defers to its
+:class:`~operators.kubernetes.trigger.GroupTrigger` (no worker slot held while
+it trains; the pool slots stay taken, the pool counting deferred tasks) and
+:meth:`TrainingGroupOperator.resume` records the trigger's verdict. Stopping
+the task while it is deferred is the trigger's ``on_kill``.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from operators.launcher import Launcher, launcher_for
+from operators.launcher import GroupResult, Launcher, launcher_for
 from scalebench import config, manifest
 from scalebench.sweep import GroupPlan
 
@@ -66,6 +71,8 @@ class TrainingGroupOperator(BaseOperator):
         try:
             self._running = self.launcher_for(group, context)
             self._running.start()
+            if getattr(self._running, "deferrable", False):
+                self.defer_to_triggerer(group)
             with LiveResults(lambda: self.publish(group, final=False), config.live_ingest_s()):
                 result = self._running.wait(group.timeout_s)
         except Exception as exc:
@@ -76,11 +83,49 @@ class TrainingGroupOperator(BaseOperator):
             raise
         finally:
             self._running = None
+        return self.finish(group, result)
+
+    def defer_to_triggerer(self, group: GroupPlan) -> None:
+        """Hand the started Kubernetes group to a trigger; :meth:`resume` follows its event."""
+        running = self._running
+        assert running is not None
+        trigger = running.trigger(group.timeout_s, self.group, config.live_ingest_s())
+        self.log.info("%s: watched from the triggerer until it ends; this task holds no "
+                      "worker slot meanwhile", group.run_id)  # fmt: skip
+        self.defer(trigger=trigger, method_name="resume")
+
+    def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """The trigger's verdict (``event``): delete the Job and the Service, record it."""
+        from operators.kubernetes import GroupNames
+
+        group = self.plan
+        names = GroupNames(job=event["job"], service=event["service"])
+        launcher = self.launcher_for(group, context, names=names)
+        launcher.resumed(event["started_s"]).stop()
+        if event["status"] == "error":
+            reason = f"the {group.launcher} launcher failed: {event['reason']}"
+            manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)
+            raise AirflowException(f"{group.run_id}: {reason}")
+        result = GroupResult(world_size=group.world_size, status=event["status"],
+                             reason=event["reason"], exit_codes=event["exit_codes"],
+                             seconds=event["seconds"],
+                             first_failed_rank=event["first_failed_rank"],
+                             log_tail=event["log_tail"])  # fmt: skip
+        if result.first_failed_rank not in (None, 0) and result.log_tail:
+            self.log.info("last %d line(s) of rank %d:", len(result.log_tail),
+                          result.first_failed_rank)  # fmt: skip
+            for line in result.log_tail:
+                self.log.info("%s", line)
+        return self.finish(group, result)
+
+    def finish(self, group: GroupPlan, result: GroupResult) -> dict[str, Any]:
+        """Record the group's verdict in the manifest and the results database."""
         if self._cancelled.is_set():
             status, reason = "cancelled", CANCELLED_REASON
         else:
             status, reason = result.status, result.reason
-        manifest.record_verdict(sweep_dir, group.run_id, status, reason, result.seconds)
+        manifest.record_verdict(Path(group.sweep_dir), group.run_id, status, reason,
+                                result.seconds)  # fmt: skip
         log = self.log.info if status == "succeeded" else self.log.error
         log("%s: %s %s", group.run_id, status, reason)
         self.publish(group)
@@ -107,9 +152,8 @@ class TrainingGroupOperator(BaseOperator):
             self.log.warning("%s: not loaded into the results database yet (%s); the "
                              "sweep's ingest will", group.run_id, exc)  # fmt: skip
 
-    def launcher_for(self, group: GroupPlan, context: Any) -> Launcher:
-        names = None
-        if group.launcher == "kubernetes":
+    def launcher_for(self, group: GroupPlan, context: Any, names: Any = None) -> Any:
+        if group.launcher == "kubernetes" and names is None:
             from operators.kubernetes import group_names
 
             ti = context["ti"]

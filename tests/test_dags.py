@@ -292,6 +292,42 @@ def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and
 
 
 @pytest.mark.slow
+def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded(
+    dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deferred path end to end: the training task starts the Job on an emulated API
+    server, defers, dag.test runs the trigger in line (as the triggerer would), and the
+    resumed task deletes the Job and Service and records the failed rank's verdict."""
+    from kube_emulator import JOBS, SERVICES, Stage, emulated_cluster, exited, running
+
+    from results_db.database import make_engine
+    from results_db.models import Run
+
+    url = f"sqlite:///{sweep_env / 'r.db'}"
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
+    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", "emulated_k8s")
+    monkeypatch.setenv("SCALEBENCH_K8S_POLL_S", "0.2")
+    stages = [Stage(0, running(), logs={0: "epoch 1\n"}),
+              Stage(1.0, exited(1), logs={0: "epoch 1\nValueError: boom\n"})]  # fmt: skip
+    with emulated_cluster(stages, sweep_env, monkeypatch) as cluster:
+        run = dagbag.get_dag("task2a_logreg_epsilon").test(run_conf={
+            "workers": [1], "light": True, "repeats": 1, "launcher": "kubernetes",
+            "gpus_per_worker": 0, "network": ["host"]})  # fmt: skip
+        assert cluster.objects(JOBS) == [] and cluster.objects(SERVICES) == []
+        sent = [(method, path) for method, path, _, _ in cluster.requests()]
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["workers_1.train"] == "success" and states["ingest"] == "success", states
+    assert [m for m, _ in sent[:3]] == ["POST", "POST", "PATCH"]
+    assert [m for m, _ in sent[-2:]] == ["DELETE", "DELETE"]
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        (status, reason), = conn.execute(select(Run.status, Run.reason)).all()
+    engine.dispose()
+    assert status == "failed" and "exited with status 1" in reason, reason
+
+
+@pytest.mark.slow
 def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
     airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
 ) -> None:

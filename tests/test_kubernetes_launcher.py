@@ -795,6 +795,7 @@ def test_settings_defaults() -> None:
     assert (settings.node_selector, settings.tolerations) == ({}, ())
     assert (settings.results_claim, settings.data_claim) == ("scalebench-results", "")
     assert (settings.schedule_timeout_s, settings.shm_size) == (600.0, "2Gi")
+    assert (settings.deferrable, settings.poll_interval_s) == (True, 5.0)
 
 
 def test_settings_from_env() -> None:
@@ -811,8 +812,11 @@ def test_settings_from_env() -> None:
             "SCALEBENCH_K8S_DATA_CLAIM": "cifar",
             "SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S": "90.5",
             "SCALEBENCH_K8S_SHM_SIZE": "16Gi",
+            "SCALEBENCH_K8S_DEFERRABLE": "false",
+            "SCALEBENCH_K8S_POLL_S": "30",
         }
     )
+    assert not settings.deferrable and settings.poll_interval_s == 30.0
     assert settings.namespace == "bench" and settings.conn_id == "k8s_gpu"
     assert settings.image == "ghcr.io/acme/scalebench-worker:1.2"
     assert settings.node_selector == {"pool": "a100"}
@@ -840,6 +844,9 @@ def test_settings_from_env() -> None:
         ("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "0"),
         ("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "nan"),
         ("SCALEBENCH_K8S_SHM_SIZE", "2 GB"),
+        ("SCALEBENCH_K8S_DEFERRABLE", "sometimes"),
+        ("SCALEBENCH_K8S_POLL_S", "0"),
+        ("SCALEBENCH_K8S_POLL_S", "often"),
     ],
 )
 def test_bad_settings_name_their_variable(variable: str, value: str) -> None:
@@ -972,7 +979,8 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The operator picks the Kubernetes launcher from the plan, and the scheduler's
-    message reaches the results database as the run's reason."""
+    message reaches the results database as the run's reason (blocking mode; the
+    deferred one is tested over HTTP in test_kubernetes_http.py)."""
     from types import SimpleNamespace
 
     from sqlalchemy import select
@@ -986,6 +994,7 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
     monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
     monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "1")
+    monkeypatch.setenv("SCALEBENCH_K8S_DEFERRABLE", "false")  # the blocking wait
     cluster = FakeCluster([({"active": 4}, [pending_pod(r, unschedulable=True) for r in range(4)])])
     hook = SimpleNamespace(batch_v1_client=cluster, core_v1_client=cluster)
     monkeypatch.setattr(

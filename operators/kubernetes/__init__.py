@@ -17,6 +17,10 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
   container that cannot be configured fails it at once;
 - a failed rank is named with its exit code and termination reason, and ranks
   that all exit with status 3 make the verdict ``diverged``;
+- the training task waits for the group from Airflow's triggerer
+  (:class:`~operators.kubernetes.trigger.GroupTrigger`, holding no worker slot)
+  or, with ``SCALEBENCH_K8S_DEFERRABLE=false``, in :meth:`KubernetesGroup.wait`;
+  both apply the rules of :class:`~operators.kubernetes.watch.GroupWatch`;
 - the Job and the Service are deleted when :meth:`KubernetesGroup.wait` ends,
   however it ends, and by :meth:`KubernetesGroup.stop` (Airflow's ``on_kill``).
   ``activeDeadlineSeconds`` and ``ttlSecondsAfterFinished`` on the Job, and
@@ -31,7 +35,9 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 | ``arguments``  | ``pod_argv`` / ``pod_path``: the pods' command line, on their mounts       |
 | ``manifests``  | ``job_manifest`` / ``service_manifest``: the objects as the API takes them |
 | ``pod_status`` | ``pod_rank``, ``pending_problem``, ``job_verdict``: reading pods and Jobs  |
-| ``group``      | ``KubernetesGroup``: start, follow and delete one group                    |
+| ``watch``      | ``GroupWatch``, ``Rank0Log``: one look at a running group, a verdict       |
+| ``group``      | ``KubernetesGroup``: start, follow (blocking) and delete one group         |
+| ``trigger``    | ``GroupTrigger``: follow a started group from Airflow's triggerer          |
 """
 
 from operators.kubernetes.arguments import pod_argv, pod_path

@@ -19,24 +19,19 @@ from operators.kubernetes.arguments import pod_argv
 from operators.kubernetes.constants import (
     CONTAINER,
     JOB_NAME_LABEL,
-    LOG_PHASES,
     LOG_TAIL_LINES,
     MAX_API_ERRORS,
     SETTLE_S,
 )
 from operators.kubernetes.manifests import job_manifest, service_manifest
 from operators.kubernetes.names import GroupNames
-from operators.kubernetes.pod_status import (
-    _exit_code,
-    _get,
-    job_verdict,
-    pending_problem,
-    pod_rank,
-)
+from operators.kubernetes.pod_status import _get, pod_rank
 from operators.kubernetes.settings import KubernetesSettings
+from operators.kubernetes.watch import SETTLE, GroupWatch, Rank0Log, Verdict, rank0_pod
 from operators.launcher import GroupResult
 
 if TYPE_CHECKING:
+    from operators.kubernetes.trigger import GroupTrigger
     from scalebench.sweep import GroupPlan
 
 
@@ -63,8 +58,8 @@ class KubernetesGroup:
     ``worker_image`` overrides ``settings.image``. ``batch_api`` /
     ``core_api`` replace the ``BatchV1Api`` / ``CoreV1Api`` of the Airflow
     connection ``settings.conn_id`` (created in :meth:`start`, not before).
-    ``clock`` (seconds) and ``sleep`` drive the polling every
-    ``poll_interval_s``.
+    ``clock`` (wall-clock seconds, as the trigger reads them) and ``sleep`` drive the polling every
+    ``poll_interval_s`` seconds (default ``settings.poll_interval_s``).
     """
 
     def __init__(
@@ -76,11 +71,11 @@ class KubernetesGroup:
         sink: Callable[[str], None] | None = None,
         batch_api: Any = None,
         core_api: Any = None,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
         results_root: str | Path | None = None,
         data_root: str | Path | None = None,
-        poll_interval_s: float = 5.0,
+        poll_interval_s: float | None = None,
     ) -> None:
         world_size, gpus_per_worker = group.world_size, group.gpus_per_worker
         if world_size < 1:
@@ -107,7 +102,7 @@ class KubernetesGroup:
         self.image = image
         self.timeout_s = timeout_s
         self.sink = sink or (lambda line: print(line, flush=True))
-        self.poll_interval_s = poll_interval_s
+        self.poll_interval_s = poll_interval_s or settings.poll_interval_s
         self._batch = batch_api
         self._core = core_api
         self._clock = clock
@@ -116,9 +111,13 @@ class KubernetesGroup:
         self._stopping = threading.Event()
         self._created: list[str] = []  # "service" / "job", in creation order
         self._started: float | None = None
-        self._rank0_pod: str | None = None
-        self._rank0_lines = 0
+        self._rank0_log = Rank0Log()
         self._rank0_seen: list[str] = []
+
+    @property
+    def deferrable(self) -> bool:
+        """Whether the Airflow task waits for this group from the triggerer (a setting)."""
+        return self.settings.deferrable
 
     # -- manifests
 
@@ -224,6 +223,37 @@ class KubernetesGroup:
 
     # -- following the group
 
+    def watch(self, timeout_s: float) -> GroupWatch:
+        """The verdict rules for this group, counting ``timeout_s`` (s) from :meth:`start`."""
+        if self._started is None:
+            raise RuntimeError("start() the group before waiting for it")
+        return GroupWatch(world_size=self.world_size, namespace=self.settings.namespace,
+                          job=self.names.job, started_s=self._started, timeout_s=timeout_s,
+                          schedule_timeout_s=self.settings.schedule_timeout_s)  # fmt: skip
+
+    def trigger(
+        self, timeout_s: float, group: dict[str, Any] | None = None, live_ingest_s: float = 0.0
+    ) -> GroupTrigger:
+        """The trigger that watches this started group from Airflow's triggerer (the
+        deferred wait: same rules as :meth:`wait`, ``timeout_s`` seconds from :meth:`start`)."""
+        from operators.kubernetes.trigger import GroupTrigger
+
+        watch = self.watch(timeout_s)
+        return GroupTrigger(conn_id=self.settings.conn_id, namespace=watch.namespace,
+                            job=self.names.job, service=self.names.service,
+                            world_size=self.world_size, started_s=watch.started_s,
+                            timeout_s=timeout_s, schedule_timeout_s=watch.schedule_timeout_s,
+                            poll_interval_s=self.poll_interval_s, live_ingest_s=live_ingest_s,
+                            group=group)  # fmt: skip
+
+    def resumed(self, started_s: float) -> KubernetesGroup:
+        """This group as :meth:`start` left it (Job and Service created at ``started_s``,
+        wall-clock seconds), for the task that resumes after the trigger fired."""
+        self._connect()
+        self._started = started_s
+        self._created = ["service", "job"]
+        return self
+
     def wait(self, timeout_s: float) -> GroupResult:
         """Follow the group until it ends, fails, cannot start, or ``timeout_s`` (s) passes.
 
@@ -232,20 +262,18 @@ class KubernetesGroup:
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        if self._started is None:
-            raise RuntimeError("start() the group before waiting for it")
+        watch = self.watch(timeout_s)
         namespace, job_name = self.settings.namespace, self.names.job
         stopped = "the group was stopped before it finished (Job deleted)"
         deleted = f"Job {namespace}/{job_name} was deleted by someone else"
-        status, reason, first_failed = "failed", "", None
+        verdict = Verdict("failed")
         pods: list[Any] = []
         log_tail: list[str] = []
-        settled = False
         api_errors = 0
         try:
             while True:
                 if self._stopping.is_set():
-                    reason = stopped
+                    verdict = Verdict("failed", stopped)
                     break
                 try:
                     job = self._batch.read_namespaced_job(job_name, namespace)
@@ -255,7 +283,7 @@ class KubernetesGroup:
                 except (ApiException, HTTPError, OSError) as exc:
                     code = getattr(exc, "status", None)
                     if code == 404:
-                        reason = stopped if self._stopping.is_set() else deleted
+                        verdict = Verdict("failed", stopped if self._stopping.is_set() else deleted)
                         break
                     api_errors += 1
                     if code in (401, 403) or api_errors > MAX_API_ERRORS:
@@ -265,50 +293,26 @@ class KubernetesGroup:
                     continue
                 api_errors = 0
                 self._follow_rank0(pods)
-                verdict = job_verdict(job, pods)
-                if verdict is not None and verdict[0] in ("failed", "diverged") and not settled:
-                    # Ranks that stop together (divergence) exit moments apart: let them.
-                    settled = True
+                look = watch.look(job, pods, self._clock())
+                if look == SETTLE:
                     self._sleep(min(SETTLE_S, self.poll_interval_s))
                     continue
-                if verdict is not None:
-                    status, reason, first_failed = verdict
-                    break
-                now = self._clock()
-                problem = pending_problem(
-                    pods, now, self._started, self.settings.schedule_timeout_s
-                ) or self._missing_pods(pods, now)
-                if problem:
-                    status, reason = "failed", problem
-                    break
-                if now - self._started > timeout_s:
-                    status, reason = "timed_out", f"the group did not finish within {timeout_s:g} s"
+                if isinstance(look, Verdict):
+                    verdict = look
                     break
                 self._sleep(self.poll_interval_s)
-            if first_failed is not None:
-                log_tail = self._failed_tail(pods, first_failed)
+            if verdict.first_failed_rank is not None:
+                log_tail = self._failed_tail(pods, verdict.first_failed_rank)
         finally:
             self.stop()
         return GroupResult(
             world_size=self.world_size,
-            status=status,
-            reason=reason,
-            exit_codes=self._exit_codes(pods),
-            seconds=self._clock() - self._started,
-            first_failed_rank=first_failed,
+            status=verdict.status,
+            reason=verdict.reason,
+            exit_codes=watch.exit_codes(pods),
+            seconds=self._clock() - watch.started_s,
+            first_failed_rank=verdict.first_failed_rank,
             log_tail=log_tail or self._rank0_seen[-LOG_TAIL_LINES:],
-        )
-
-    def _missing_pods(self, pods: list[Any], now: float) -> str | None:
-        """Pods the Job controller never created (quota, admission) count as unschedulable."""
-        assert self._started is not None
-        timeout = self.settings.schedule_timeout_s
-        if now - self._started < timeout or len(pods) >= self.world_size:
-            return None
-        return (
-            f"only {len(pods)} of {self.world_size} pods were created within {timeout:g} s; "
-            f"kubectl -n {self.settings.namespace} describe job {self.names.job} says why "
-            "(e.g. a ResourceQuota, or a missing service account)"
         )
 
     def _read_log(self, pod_name: str, **options: Any) -> str | None:
@@ -327,25 +331,17 @@ class KubernetesGroup:
 
     def _follow_rank0(self, pods: list[Any]) -> None:
         """Pass rank 0's new complete lines to the sink."""
-        started = [p for p in pods if pod_rank(p) == 0 and _get(p, "status", "phase") in LOG_PHASES]
-        if not started:
+        pod = rank0_pod(pods)
+        if pod is None:
             return
-        pod = started[0]
-        name = _get(pod, "metadata", "name")
-        if name != self._rank0_pod:
-            self._rank0_pod, self._rank0_lines = name, 0
-        text = self._read_log(name)
+        text = self._read_log(_get(pod, "metadata", "name"))
         if text is None:
             return
-        lines = text.splitlines()
-        if lines and not text.endswith("\n") and _get(pod, "status", "phase") == "Running":
-            lines.pop()  # still being written
-        for line in lines[self._rank0_lines :]:
+        for line in self._rank0_log.new_lines(pod, text):
             entry = f"[rank 0] {line}"
             self.sink(entry)
             self._rank0_seen.append(entry)
         del self._rank0_seen[: -LOG_TAIL_LINES * 2]
-        self._rank0_lines = max(self._rank0_lines, len(lines))
 
     def _failed_tail(self, pods: list[Any], rank: int) -> list[str]:
         pod = next((p for p in pods if pod_rank(p) == rank), None)
@@ -358,11 +354,3 @@ class KubernetesGroup:
             for line in tail:
                 self.sink(line)
         return tail
-
-    def _exit_codes(self, pods: list[Any]) -> list[int | None]:
-        codes: list[int | None] = [None] * self.world_size
-        for pod in pods:
-            rank = pod_rank(pod)
-            if rank is not None and 0 <= rank < self.world_size:
-                codes[rank] = _exit_code(pod)
-        return codes

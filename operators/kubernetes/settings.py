@@ -24,6 +24,13 @@ a pod still Pending after the schedule timeout (counted from
 | SCALEBENCH_K8S_CPU_LIMIT          | 4                        | CPUs a worker pod may use at most|
 | SCALEBENCH_K8S_MEMORY_REQUEST     | 12Gi                     | memory a worker pod is given     |
 | SCALEBENCH_K8S_MEMORY_LIMIT       | 16Gi                     | memory beyond which it is killed |
+| SCALEBENCH_K8S_DEFERRABLE         | true                     | watch groups from the triggerer  |
+| SCALEBENCH_K8S_POLL_S             | 5                        | seconds between looks at a group |
+
+With ``SCALEBENCH_K8S_DEFERRABLE`` true the training task defers while its group
+runs (:mod:`operators.kubernetes.trigger`) and holds no Airflow worker slot;
+false keeps the task polling from its worker slot, for deployments without a
+triggerer.
 
 The CPU request follows the task text's "3 CPUs available for pod"; the limits keep
 one runaway pod from starving the node's others (and /dev/shm counts against memory).
@@ -74,6 +81,8 @@ class KubernetesSettings:
     cpu_limit: str = "4"
     memory_request: str = "12Gi"
     memory_limit: str = "16Gi"
+    deferrable: bool = True
+    poll_interval_s: float = 5.0
 
     def __post_init__(self) -> None:
         selector = self.node_selector
@@ -134,6 +143,12 @@ class KubernetesSettings:
                 "a positive number of seconds",
             ),
             (
+                "SCALEBENCH_K8S_POLL_S",
+                self.poll_interval_s,
+                math.isfinite(self.poll_interval_s) and self.poll_interval_s > 0,
+                "a positive number of seconds",
+            ),
+            (
                 "SCALEBENCH_K8S_SHM_SIZE",
                 self.shm_size,
                 _QUANTITY.match(self.shm_size),
@@ -164,14 +179,8 @@ class KubernetesSettings:
         def text(name: str, default: str) -> str:
             return env.get(name, "").strip() or default
 
-        raw_timeout = text("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "")
-        try:
-            timeout = float(raw_timeout) if raw_timeout else defaults.schedule_timeout_s
-        except ValueError:
-            raise ValueError(
-                f"SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S={raw_timeout!r}: "
-                "must be a positive number of seconds"
-            ) from None
+        timeout = _seconds(env, "SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", defaults.schedule_timeout_s)
+        poll = _seconds(env, "SCALEBENCH_K8S_POLL_S", defaults.poll_interval_s)
         tolerations = _json_var(env, "SCALEBENCH_K8S_TOLERATIONS", [], list, "a JSON list")
         return cls(
             namespace=text("SCALEBENCH_K8S_NAMESPACE", defaults.namespace),
@@ -189,6 +198,8 @@ class KubernetesSettings:
             cpu_limit=text("SCALEBENCH_K8S_CPU_LIMIT", defaults.cpu_limit),
             memory_request=text("SCALEBENCH_K8S_MEMORY_REQUEST", defaults.memory_request),
             memory_limit=text("SCALEBENCH_K8S_MEMORY_LIMIT", defaults.memory_limit),
+            deferrable=_flag(env, "SCALEBENCH_K8S_DEFERRABLE", defaults.deferrable),
+            poll_interval_s=poll,
         )
 
     @property
@@ -204,6 +215,27 @@ def quantity(text: str) -> float:
     if match is None or match.group(2) not in _SUFFIXES:
         raise ValueError(f"not a quantity: {text!r}")
     return float(match.group(1)) * _SUFFIXES[match.group(2)]
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    """A number of seconds; unset or empty means ``default`` (checked as the settings are built)."""
+    raw = env.get(name, "").strip()
+    try:
+        return float(raw) if raw else default
+    except ValueError:
+        raise ValueError(f"{name}={raw!r}: must be a positive number of seconds") from None
+
+
+def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
+    """A true/false variable (also 1/0, yes/no, on/off); unset or empty means ``default``."""
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in ("true", "1", "yes", "on"):
+        return True
+    if raw in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{name}={env[name]!r}: must be true or false")
 
 
 def _check(ok: object, variable: str, value: object, expected: str) -> None:

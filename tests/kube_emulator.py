@@ -1,0 +1,278 @@
+"""A Kubernetes API server for the launcher's tests: kmock's emulator speaking HTTP
+on 127.0.0.1 (in a thread of its own), a kube config that points at it, and a
+driver that plays the cluster's controllers for one scenario.
+
+The launcher talks to it through the provider's real hooks and the official
+clients, so paths, verbs, query strings, bodies and error answers are the ones
+a real API server sees. The driver turns each created Indexed Job into one pod
+per completion index, named and labelled as the Job controller names them,
+moves the pods through the scenario's stages (``after_s`` seconds after the Job
+was created), keeps the Job's status counts and conditions in step, serves each
+pod's log and removes the pods when their Job is deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import kmock
+from kmock import KubernetesEmulator, Server
+
+JOBS = kmock.resource(group="batch", version="v1", plural="jobs")
+PODS = kmock.resource(group="", version="v1", plural="pods")
+SERVICES = kmock.resource(group="", version="v1", plural="services")
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+
+
+# -- what a rank's pod shows ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodState:
+    """A pod's phase, its container's state (as the API spells it) and scheduling condition."""
+
+    phase: str
+    container: dict[str, Any] | None = None
+    scheduled: bool = True
+    message: str = ""
+
+    def status(self) -> dict[str, Any]:
+        condition: dict[str, Any] = {"type": "PodScheduled", "status": "True"}
+        if not self.scheduled:
+            condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                         "message": self.message}  # fmt: skip
+        status: dict[str, Any] = {"phase": self.phase, "conditions": [condition]}
+        if self.container is not None:
+            status["containerStatuses"] = [
+                {"name": "worker", "image": "scalebench-worker", "imageID": "",
+                 "ready": self.phase == "Running", "restartCount": 0, "state": self.container}
+            ]  # fmt: skip
+        return status
+
+
+def unschedulable(message: str = UNSCHEDULABLE) -> PodState:
+    return PodState("Pending", scheduled=False, message=message)
+
+
+def waiting(reason: str, message: str = "") -> PodState:
+    return PodState("Pending", {"waiting": {"reason": reason, "message": message}})
+
+
+def running() -> PodState:
+    return PodState("Running", {"running": {"startedAt": "2026-11-24T02:00:10Z"}})
+
+
+def exited(code: int, reason: str = "Error", finished: str = "2026-11-24T02:01:00Z") -> PodState:
+    terminated = {"exitCode": code, "reason": reason if code else "Completed",
+                  "startedAt": "2026-11-24T02:00:10Z", "finishedAt": finished}  # fmt: skip
+    return PodState("Succeeded" if code == 0 else "Failed", {"terminated": terminated})
+
+
+@dataclass(frozen=True)
+class Stage:
+    """From ``after_s`` seconds after the Job was created: each rank's pod state
+    (``ranks`` by rank, ``others`` for the rest) and what each rank has logged."""
+
+    after_s: float
+    others: PodState
+    ranks: dict[int, PodState] = field(default_factory=dict)
+    logs: dict[int, str] = field(default_factory=dict)
+
+    def state(self, rank: int) -> PodState:
+        return self.ranks.get(rank, self.others)
+
+
+# -- the server and the driver ----------------------------------------------------------------
+
+
+class EmulatedCluster:
+    """The API server on 127.0.0.1 and the driver playing ``stages`` for every Job.
+
+    ``requests()`` lists what the launcher sent as ``(method, path, query, body)``.
+    """
+
+    def __init__(self, stages: list[Stage], tick_s: float = 0.02) -> None:
+        self.stages = sorted(stages, key=lambda s: s.after_s)
+        self.tick_s = tick_s
+        self.url = ""
+        self.handler: KubernetesEmulator | None = None
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._created: dict[str, float] = {}  # job name -> when the driver saw it (monotonic)
+        self._thread = threading.Thread(target=self._serve, name="kube-api", daemon=True)
+
+    # -- life cycle
+
+    def __enter__(self) -> EmulatedCluster:
+        self._thread.start()
+        if not self._ready.wait(30):
+            raise RuntimeError("the emulated API server did not start")
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)  # type: ignore[union-attr]
+        self._thread.join(10)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._main())
+
+    async def _main(self) -> None:
+        self._stop = asyncio.Event()
+        async with KubernetesEmulator() as handler, Server(handler) as server:
+            self.handler, self.url = handler, str(server.url).rstrip("/")
+            for resource in (JOBS, PODS, SERVICES):
+                handler.resources[resource] = {}
+            handler["get", re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/log")] << self._log
+            handler["post", re.compile(r"/apis/batch/v1/namespaces/[^/]+/jobs")] << self._job_uid
+            driver = asyncio.create_task(self._drive())
+            self._ready.set()
+            await self._stop.wait()
+            driver.cancel()
+
+    def call(self, function: Callable[[KubernetesEmulator], Any]) -> Any:
+        """Run ``function(handler)`` in the server's thread (reactions, inspection)."""
+
+        async def run() -> Any:
+            return function(self.handler)  # type: ignore[arg-type]
+
+        return asyncio.run_coroutine_threadsafe(run(), self._loop).result(10)
+
+    # -- kube config and Airflow connections
+
+    def kube_config(self, path: Path, namespace: str = "scalebench") -> Path:
+        """Write a kube config for this server to ``path``."""
+        path.write_text(json.dumps({
+            "apiVersion": "v1", "kind": "Config", "current-context": "emulated",
+            "clusters": [{"name": "emulated", "cluster": {"server": self.url}}],
+            "users": [{"name": "tester", "user": {"token": "t0ken"}}],
+            "contexts": [{"name": "emulated", "context": {"cluster": "emulated",
+                                                          "user": "tester",
+                                                          "namespace": namespace}}],
+        }))  # fmt: skip
+        return path
+
+    def connection_uri(self, config: Path) -> str:
+        """An ``AIRFLOW_CONN_*`` value: a Kubernetes connection reading ``config``."""
+        return json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(config)}})
+
+    # -- what was sent, what is left
+
+    def requests(self) -> list[tuple[str, str, dict[str, str], Any]]:
+        def read(handler: KubernetesEmulator) -> list[tuple[str, str, dict[str, str], Any]]:
+            return [(r.method.name, r.url.path, dict(r.params), r.data) for r in handler]
+
+        return self.call(read)
+
+    def objects(self, resource: Any) -> list[str]:
+        """Names of the live objects of ``resource`` (JOBS, PODS, SERVICES)."""
+
+        def names(handler: KubernetesEmulator) -> list[str]:
+            return sorted(name for (res, _, name), obj in handler.objects.items()
+                          if res == resource and not obj.deleted)  # fmt: skip
+
+        return self.call(names)
+
+    # -- reactions
+
+    def _job_uid(self, request: Any) -> dict[str, Any]:
+        """The created Job as the API answers: with the uid the server gave it."""
+        body = dict(request.data)
+        body["metadata"] = {**body["metadata"], "uid": f"uid-{body['metadata']['name']}"}
+        return body
+
+    def _log(self, request: Any) -> bytes:
+        pod = request.url.path.split("/")[-2]
+        job, rank = pod.rsplit("-", 2)[0], int(pod.rsplit("-", 2)[1])
+        text = self._stage(job).logs.get(rank, "")
+        tail = request.params.get("tailLines")
+        if tail:
+            text = "".join(text.splitlines(keepends=True)[-int(tail) :])
+        return text.encode()
+
+    # -- the driver
+
+    def _stage(self, job: str) -> Stage:
+        elapsed = time.monotonic() - self._created.get(job, time.monotonic())
+        current = self.stages[0]
+        for stage in self.stages:
+            if stage.after_s <= elapsed:
+                current = stage
+        return current
+
+    async def _drive(self) -> None:
+        assert self.handler is not None
+        while True:
+            self._tick(self.handler)
+            await asyncio.sleep(self.tick_s)
+
+    def _tick(self, handler: KubernetesEmulator) -> None:
+        jobs = {(ns, name): obj for (res, ns, name), obj in handler.objects.items()
+                if res == JOBS and not obj.deleted}  # fmt: skip
+        for (ns, name), job in jobs.items():
+            self._created.setdefault(name, time.monotonic())
+            stage, world_size = self._stage(name), job.raw["spec"]["completions"]
+            states = [stage.state(rank) for rank in range(world_size)]
+            for rank, state in enumerate(states):
+                self._put_pod(handler, ns, job.raw, rank, state)
+            counts = {"succeeded": sum(s.phase == "Succeeded" for s in states),
+                      "failed": sum(s.phase == "Failed" for s in states)}  # fmt: skip
+            counts["active"] = world_size - counts["succeeded"] - counts["failed"]
+            status: dict[str, Any] = dict(counts)
+            if counts["succeeded"] == world_size:
+                status["conditions"] = [{"type": "Complete", "status": "True"}]
+            elif counts["failed"]:
+                status["conditions"] = [{"type": "Failed", "status": "True",
+                                         "reason": "BackoffLimitExceeded"}]  # fmt: skip
+            if job.raw.get("status") != status:
+                _replace(job, "status", status)
+        for (res, ns, _), obj in list(handler.objects.items()):  # pods of deleted Jobs go
+            if res == PODS and not obj.deleted:
+                owner = obj.raw["metadata"]["labels"][JOB_NAME_LABEL]
+                if (ns, owner) not in jobs:
+                    obj.delete()
+
+    def _put_pod(self, handler: KubernetesEmulator, ns: str, job: dict, rank: int,
+                 state: PodState) -> None:  # fmt: skip
+        name = f"{job['metadata']['name']}-{rank}-x7k2p"
+        template = job["spec"]["template"]
+        labels = {**template["metadata"].get("labels", {}),
+                  JOB_NAME_LABEL: job["metadata"]["name"], INDEX_KEY: str(rank)}  # fmt: skip
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": name, "namespace": ns, "labels": labels,
+                            "annotations": {**template["metadata"].get("annotations", {}),
+                                            INDEX_KEY: str(rank)}},
+               "spec": template["spec"], "status": state.status()}  # fmt: skip
+        key = (PODS, ns, name)
+        if key not in handler.objects or handler.objects[key].deleted:
+            handler.objects[key] = pod
+        elif handler.objects[key].raw["status"] != pod["status"]:
+            _replace(handler.objects[key], "status", pod["status"])
+
+
+def _replace(obj: Any, key: str, value: Any) -> None:
+    """Set ``obj[key]`` to ``value`` whole (the emulator's patch merges dicts)."""
+    obj.patch({key: None})
+    obj.patch({key: value})
+
+
+@contextmanager
+def emulated_cluster(stages: list[Stage], tmp_path: Path, monkeypatch: Any,
+                     conn_id: str = "emulated_k8s") -> Iterator[EmulatedCluster]:  # fmt: skip
+    """The cluster, with an Airflow connection ``conn_id`` (environment) pointing at it."""
+    with EmulatedCluster(stages) as cluster:
+        config = cluster.kube_config(tmp_path / "kube-config")
+        monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", cluster.connection_uri(config))
+        yield cluster

@@ -1,0 +1,425 @@
+"""The Kubernetes launcher over real HTTP: the provider's KubernetesHook (blocking
+wait) and AsyncKubernetesHook (the trigger of the deferred wait), with the
+official clients, against an API server emulator on 127.0.0.1 whose driver plays
+the cluster (tests/kube_emulator.py). Every scenario runs in both modes, asserts
+the verdict, the requests sent, and that the Job and the Service are gone."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import kmock
+import pytest
+from kube_emulator import (
+    JOBS,
+    PODS,
+    SERVICES,
+    UNSCHEDULABLE,
+    EmulatedCluster,
+    Stage,
+    emulated_cluster,
+    exited,
+    running,
+    unschedulable,
+    waiting,
+)
+
+import operators.kubernetes.trigger as trigger_module
+from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names
+from operators.kubernetes.trigger import GroupTrigger
+from operators.launcher import GroupResult
+from scalebench.sweep import GroupPlan
+from workers.request import WorkerRequest
+
+CONN_ID = "emulated_k8s"
+NS = "scalebench"
+ROOT = Path("/srv/scalebench/results")
+DATA = Path("/srv/scalebench/data")
+RUN_ID = "task1a-resnet20-cifar10-20261124T020000Z-ab12-w4-r0"
+NAMES = group_names("task1a_resnet20_cifar10", "manual__2026-11-24T02:00:00+00:00", 0, 1, 4)
+POLL_S = 0.05
+MODES = ["blocking", "deferred"]
+
+
+def planned(world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1") -> GroupPlan:
+    worker = WorkerRequest(task="task1a-resnet20-cifar10", run_id=RUN_ID, light=True,
+                           backend="nccl", collective_timeout_s=60.0, seed=0)  # fmt: skip
+    return GroupPlan(run_id=RUN_ID, world_size=world_size, repeat=0, sweep_dir=str(sweep_dir),
+                     data_dir=str(DATA), worker=worker, timeout_s=3600.0)  # fmt: skip
+
+
+def make_group(lines: list[str], clock: Any = time.time, **settings: Any) -> KubernetesGroup:
+    settings.setdefault("schedule_timeout_s", 600)
+    return KubernetesGroup(planned(), names=NAMES, sink=lines.append, clock=clock,
+                           settings=KubernetesSettings(conn_id=CONN_ID, **settings),
+                           results_root=ROOT, data_root=DATA,
+                           poll_interval_s=POLL_S)  # fmt: skip
+
+
+def run_group(mode: str, lines: list[str], timeout_s: float = 3600, speedup: float = 1.0,
+              **settings: Any) -> GroupResult:  # fmt: skip
+    """Start a group, follow it in ``mode``, delete it as the resumed task does.
+
+    ``speedup`` makes the launcher's clock run that many times faster than the
+    cluster's (waits of a minute in a fraction of a second)."""
+    t0 = time.time()
+
+    def clock() -> float:
+        return t0 + (time.time() - t0) * speedup
+
+    group = make_group(lines, clock, **settings)
+    group.start()
+    if mode == "blocking":
+        return group.wait(timeout_s)
+    trigger = group.trigger(timeout_s)
+    kind, arguments = trigger.serialize()  # the triggerer builds it from what was stored
+    assert kind == "operators.kubernetes.trigger.GroupTrigger"
+    event = run_trigger(GroupTrigger(**arguments), clock)
+    lines += event.pop("logged")
+    group = make_group(lines, clock, **settings).resumed(event["started_s"])
+    group.stop()
+    assert event["job"] == NAMES.job and event["service"] == NAMES.service
+    if event["status"] == "error":
+        raise RuntimeError(event["reason"])
+    return GroupResult(world_size=4, status=event["status"], reason=event["reason"],
+                       exit_codes=event["exit_codes"], seconds=event["seconds"],
+                       first_failed_rank=event["first_failed_rank"],
+                       log_tail=event["log_tail"])  # fmt: skip
+
+
+def run_trigger(trigger: GroupTrigger, clock: Any = time.time) -> dict[str, Any]:
+    """The trigger's one event, with what it wrote to the task log under ``logged``."""
+    logged: list[str] = []
+
+    class TaskLog:  # stands in for the logger the triggerer routes into the task's log
+        def info(self, message: str, *args: Any) -> None:
+            logged.append(message % args)
+
+        warning = info
+
+    trigger._log = TaskLog()
+    original = trigger_module.now_s
+    trigger_module.now_s = clock
+    try:
+
+        async def first_event() -> dict[str, Any]:
+            events = [e.payload async for e in trigger.run()]
+            assert len(events) == 1
+            return events[0]
+
+        event = asyncio.run(asyncio.wait_for(first_event(), 60))
+    finally:
+        trigger_module.now_s = original
+    return {**event, "logged": logged}
+
+
+def assert_cleaned_up(cluster: EmulatedCluster) -> None:
+    assert cluster.objects(JOBS) == [] and cluster.objects(SERVICES) == []
+    time.sleep(0.1)  # the driver removes the pods of a deleted Job at its next tick
+    assert cluster.objects(PODS) == []
+
+
+def calls(cluster: EmulatedCluster) -> list[tuple[str, str]]:
+    return [(method, path) for method, path, _, _ in cluster.requests()]
+
+
+JOB_PATH = f"/apis/batch/v1/namespaces/{NS}/jobs/{NAMES.job}"
+SERVICE_PATH = f"/api/v1/namespaces/{NS}/services/{NAMES.service}"
+PODS_PATH = f"/api/v1/namespaces/{NS}/pods"
+
+
+# -- scenarios ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_success_sends_the_manifests_streams_rank_0_and_deletes(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stages = [Stage(0, waiting("ContainerCreating")),
+              Stage(0.2, running(), logs={0: "epoch 1\npartial"}),
+              Stage(0.5, exited(0), logs={0: "epoch 1\nepoch 2\ndone\n"})]  # fmt: skip
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
+        lines: list[str] = []
+        result = run_group(mode, lines)
+        assert result.status == "succeeded", result.reason
+        assert result.exit_codes == [0, 0, 0, 0]
+        rank0 = [line for line in lines if "[rank 0]" in line]
+        assert [line.split("[rank 0] ")[1] for line in rank0] == ["epoch 1", "epoch 2", "done"]
+        sent = cluster.requests()
+        method, path, _, service = sent[0]
+        assert (method, path) == ("POST", f"/api/v1/namespaces/{NS}/services")
+        assert service == make_group([]).service_manifest()
+        method, path, _, job = sent[1]
+        assert (method, path) == ("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")
+        assert job == make_group([]).job_manifest()
+        method, path, _, patch = sent[2]
+        assert (method, path) == ("PATCH", SERVICE_PATH)
+        assert patch == [{"op": "add", "path": "/metadata/ownerReferences", "value": [
+            {"apiVersion": "batch/v1", "kind": "Job", "name": NAMES.job,
+             "uid": f"uid-{NAMES.job}"}]}]  # fmt: skip
+        polls = [(m, p, q) for m, p, q, _ in sent[3:-2]]
+        assert {(m, p) for m, p, _ in polls} == {("GET", JOB_PATH), ("GET", PODS_PATH),
+                                                 ("GET", f"{PODS_PATH}/{NAMES.job}-0-x7k2p/log")}
+        assert all(q == {"labelSelector": f"batch.kubernetes.io/job-name={NAMES.job}"}
+                   for m, p, q in polls if p == PODS_PATH)  # fmt: skip
+        assert [(m, p, q) for m, p, q, _ in sent[-2:]] == [
+            ("DELETE", JOB_PATH, {"propagationPolicy": "Background"}),
+            ("DELETE", SERVICE_PATH, {}),
+        ]
+        assert_cleaned_up(cluster)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_unschedulable_group_fails_within_the_schedule_timeout_in_the_schedulers_words(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with emulated_cluster([Stage(0, unschedulable())], tmp_path, monkeypatch) as cluster:
+        started = time.monotonic()
+        result = run_group(mode, [], schedule_timeout_s=0.5)
+        assert time.monotonic() - started < 5
+        assert result.status == "failed"
+        assert UNSCHEDULABLE in result.reason and "could not be scheduled" in result.reason
+        assert_cleaned_up(cluster)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_image_that_cannot_be_pulled_fails_the_group(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pull = waiting("ImagePullBackOff", 'Back-off pulling image "registry.example/sb:nope"')
+    with emulated_cluster([Stage(0, pull)], tmp_path, monkeypatch) as cluster:
+        result = run_group(mode, [], speedup=300)  # the 60 s grace in a fifth of a second
+        assert result.status == "failed"
+        assert "ImagePullBackOff" in result.reason and "registry.example/sb:nope" in result.reason
+        assert_cleaned_up(cluster)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_failed_rank_is_named_with_its_exit_code_and_log_tail(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    logs = {1: "".join(f"step {i}\n" for i in range(80)) + "RuntimeError: NCCL timeout\n"}
+    stages = [Stage(0, running()),
+              Stage(0.2, running(), ranks={1: exited(1, finished="2026-11-24T02:00:30Z")},
+                    logs=logs),
+              Stage(0.3, exited(143), ranks={1: exited(1, finished="2026-11-24T02:00:30Z")},
+                    logs=logs)]  # fmt: skip
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
+        result = run_group(mode, [])
+        assert result.status == "failed" and result.first_failed_rank == 1
+        assert f"rank 1 (pod {NAMES.job}-1-x7k2p) exited with status 1" in result.reason
+        assert result.log_tail[-1] == "[rank 1] RuntimeError: NCCL timeout"
+        assert len(result.log_tail) == 50
+        tail_reads = [q for m, p, q, _ in cluster.requests() if p.endswith("-1-x7k2p/log")]
+        assert tail_reads == [{"container": "worker", "tailLines": "50"}]
+        assert_cleaned_up(cluster)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_every_rank_exiting_3_is_divergence(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stages = [Stage(0, running()), Stage(0.2, exited(3))]
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
+        result = run_group(mode, [])
+        assert result.status == "diverged", result.reason
+        assert result.exit_codes == [3, 3, 3, 3]
+        assert_cleaned_up(cluster)
+
+
+def test_stopping_a_blocking_wait_deletes_the_job_and_service(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with emulated_cluster([Stage(0, running())], tmp_path, monkeypatch) as cluster:
+        group = make_group([])
+        group.start()
+        threading.Timer(0.3, group.stop).start()  # Airflow's on_kill, from another thread
+        result = group.wait(3600)
+        assert result.status == "failed" and "stopped" in result.reason
+        assert_cleaned_up(cluster)
+
+
+def test_killing_a_deferred_task_deletes_the_job_and_service_and_records_cancelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from scalebench import manifest
+    from scalebench.sweep import start_sweep, validate_request
+
+    request = validate_request(task="task1a-resnet20-cifar10", workers=[4], light=True,
+                               repeats=1, launcher="kubernetes", backend="nccl",
+                               gpus_per_worker=1)  # fmt: skip
+    sweep = start_sweep(request, tmp_path / "results", "manual")
+    [plan] = sweep.groups
+    with emulated_cluster([Stage(0, running())], tmp_path, monkeypatch) as cluster:
+        group = KubernetesGroup(plan, names=NAMES, settings=KubernetesSettings(conn_id=CONN_ID),
+                                results_root=tmp_path / "results", data_root=plan.data_dir,
+                                sink=lambda line: None, poll_interval_s=POLL_S)  # fmt: skip
+        group.start()
+        trigger = group.trigger(3600, plan.to_xcom())
+
+        async def watch_then_kill() -> None:
+            watching = asyncio.ensure_future(trigger.run().__anext__())
+            await asyncio.sleep(0.3)
+            assert not watching.done()
+            watching.cancel()  # the triggerer cancels the trigger, then calls on_kill
+            await trigger.on_kill()
+
+        asyncio.run(watch_then_kill())
+        assert_cleaned_up(cluster)
+    entry = manifest.load(sweep.sweep_dir).entry(plan.run_id)
+    assert (entry.status, entry.reason) == ("cancelled", "the Airflow task was stopped")
+
+
+# -- API errors --------------------------------------------------------------------------------
+
+
+def test_a_leftover_service_is_a_409_and_nothing_is_created_or_deleted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with emulated_cluster([Stage(0, running())], tmp_path, monkeypatch) as cluster:
+        leftover = {"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": NAMES.service, "namespace": NS}}  # fmt: skip
+        cluster.call(lambda h: h.objects.__setitem__((SERVICES, NS, NAMES.service), leftover))
+        group = make_group([])
+        with pytest.raises(RuntimeError, match=r"already exists.*leftover"):
+            group.start()
+        assert calls(cluster) == [("POST", f"/api/v1/namespaces/{NS}/services")]
+        assert cluster.objects(JOBS) == [] and cluster.objects(SERVICES) == [NAMES.service]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_job_already_gone_at_deletion_is_a_404_that_counts_as_deleted(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with emulated_cluster([Stage(0, running()), Stage(0.2, exited(0))], tmp_path,
+                          monkeypatch) as cluster:  # fmt: skip
+        # The Job's TTL controller was quicker: the delete finds nothing.
+        cluster.call(lambda h: h["delete", JOB_PATH] << kmock.KubernetesNotFoundError())
+        lines: list[str] = []
+        result = run_group(mode, lines)
+        assert result.status == "succeeded"
+        assert not [line for line in lines if "could not delete" in line]
+        assert ("DELETE", JOB_PATH) in calls(cluster) and ("DELETE", SERVICE_PATH) in calls(cluster)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_500_on_a_poll_is_retried(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with emulated_cluster([Stage(0, running()), Stage(0.3, exited(0))], tmp_path,
+                          monkeypatch) as cluster:  # fmt: skip
+        cluster.call(lambda h: h["get", JOB_PATH][:1] << 500)  # the first read only
+        lines: list[str] = []
+        result = run_group(mode, lines)
+        assert result.status == "succeeded", result.reason
+        assert any("trying again" in line for line in lines)
+        assert_cleaned_up(cluster)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_an_api_failing_on_every_poll_ends_the_wait_and_still_deletes(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with emulated_cluster([Stage(0, running())], tmp_path, monkeypatch) as cluster:
+        cluster.call(lambda h: h["get", JOB_PATH] << 500)
+        with pytest.raises(Exception, match=r"500|Internal Server Error"):
+            run_group(mode, [])
+        assert calls(cluster).count(("GET", JOB_PATH)) == 4  # MAX_API_ERRORS + 1
+        assert_cleaned_up(cluster)
+
+
+def _drop_connection(request: Any) -> None:
+    """Close the client's connection without an answer (a proxy or API server restart)."""
+    request._raw_request.transport.close()
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_dropped_connection_on_a_poll_is_retried(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with emulated_cluster([Stage(0, running()), Stage(0.3, exited(0))], tmp_path,
+                          monkeypatch) as cluster:  # fmt: skip
+        cluster.call(lambda h: h["get", PODS_PATH][:1] << _drop_connection)
+        result = run_group(mode, [])
+        assert result.status == "succeeded", result.reason
+        assert len([p for m, p in calls(cluster) if p == PODS_PATH]) >= 2
+        assert_cleaned_up(cluster)
+
+
+# -- the deferred path through the Airflow operator and ingest ------------------------------------
+
+
+def test_the_operator_defers_and_records_the_triggers_verdict_through_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import TaskDeferred
+    from sqlalchemy import select
+
+    from operators.training_group import TrainingGroupOperator
+    from results_db.database import make_engine
+    from results_db.models import Run
+    from scalebench import manifest
+    from scalebench.database_commands import ingest, upgrade
+    from scalebench.sweep import start_sweep, validate_request
+
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
+    monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "0.5")
+    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", CONN_ID)
+    monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0")
+    request = validate_request(task="task1a-resnet20-cifar10", workers=[4], light=True,
+                               repeats=1, launcher="kubernetes", backend="nccl",
+                               gpus_per_worker=1)  # fmt: skip
+    sweep = start_sweep(request, tmp_path / "results", "manual")
+    [plan] = sweep.groups
+    ti = SimpleNamespace(dag_id="task1a_resnet20_cifar10", run_id="manual__x", map_index=0,
+                         try_number=1)  # fmt: skip
+    with emulated_cluster([Stage(0, unschedulable())], tmp_path, monkeypatch) as cluster:
+        operator = TrainingGroupOperator(task_id="train", group=plan.to_xcom())
+        with pytest.raises(TaskDeferred) as deferred:
+            operator.execute({"ti": ti})
+        assert deferred.value.method_name == "resume"
+        assert cluster.objects(JOBS) != []  # the group runs while the task is deferred
+        assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "planned"
+        trigger = deferred.value.trigger
+        event = run_trigger(GroupTrigger(**trigger.serialize()[1]))
+        event.pop("logged")
+        verdict = TrainingGroupOperator(task_id="train", group=plan.to_xcom()).resume(
+            {"ti": ti}, event
+        )
+        assert_cleaned_up(cluster)
+    assert verdict["status"] == "failed" and UNSCHEDULABLE in verdict["reason"]
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    upgrade(url)
+    ingest(url, str(sweep.sweep_dir))
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        status, reason = conn.execute(select(Run.status, Run.reason)).one()
+    engine.dispose()
+    assert status == "failed" and "Insufficient nvidia.com/gpu" in reason
+
+
+def test_the_trigger_loads_what_the_ranks_wrote_so_far_while_the_group_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Live results keep working while the task is deferred: the trigger loads the
+    running group every ``live_ingest_s`` seconds (in a thread: the load blocks)."""
+    import operators.training_group as training_group
+
+    loads: list[tuple[str, str]] = []
+    monkeypatch.setattr(training_group, "load_quietly",
+                        lambda url, plan: loads.append((url, plan.run_id)))  # fmt: skip
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", "sqlite:////tmp/live.db")
+    with emulated_cluster([Stage(0, running()), Stage(0.6, exited(0))], tmp_path, monkeypatch):
+        group = make_group([])
+        group.start()
+        event = run_trigger(group.trigger(3600, planned().to_xcom(), live_ingest_s=0.1))
+        make_group([]).resumed(event["started_s"]).stop()
+    assert event["status"] == "succeeded"
+    assert len(loads) >= 2 and set(loads) == {("sqlite:////tmp/live.db", RUN_ID)}
