@@ -39,6 +39,23 @@ class GroupResult:
     first_failed_rank: int | None = None
     log_tail: list[str] = field(default_factory=list)
 
+    def reason_with_log(self, lines: int = 3, limit: int = 400) -> str:
+        """``reason``, followed for a failed rank by the last ``lines`` non-empty lines it
+        wrote (at most ``limit`` characters): usually the exception that ended it."""
+        rank = self.first_failed_rank
+        if self.status not in ("failed", "diverged") or rank is None:
+            return self.reason
+        prefix = f"[rank {rank}] "
+        own = [line.removeprefix(prefix).strip() for line in self.log_tail
+               if line.startswith(prefix)]  # fmt: skip
+        last = [line for line in own if line][-lines:]
+        if not last:
+            return self.reason
+        text = " | ".join(last)
+        if len(text) > limit:
+            text = "…" + text[-limit:]
+        return f"{self.reason}; its last lines: {text}"
+
 
 class Launcher(Protocol):
     """Start the ranks, follow them to the end (or ``timeout_s`` seconds), stop them early."""

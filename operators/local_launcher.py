@@ -31,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -44,18 +45,19 @@ from workers.request import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
 if TYPE_CHECKING:
     from scalebench.sweep import GroupPlan
 
+LOG_TAIL_LINES = 50  # each rank's last output lines kept for the verdict
+
 def threads_per_rank(world_size: int) -> int:
     """CPU threads for each rank so the group does not oversubscribe the cores."""
     return max(1, (os.cpu_count() or 1) // world_size)
 
 
-def _pump(stream: IO[str], rank: int, sink: Callable[[str], None], tail: list[str]) -> None:
+def _pump(stream: IO[str], rank: int, sink: Callable[[str], None], tail: deque[str]) -> None:
+    """Pass rank ``rank``'s output lines to ``sink``, keeping its last ones in ``tail``."""
     for line in stream:
         text = f"[rank {rank}] {line.rstrip()}"
         sink(text)
         tail.append(text)
-        if len(tail) > 200:
-            del tail[:100]
     stream.close()
 
 
@@ -115,7 +117,7 @@ class LocalGroup:
         self._shaped: ShapedNetwork | None = None
         self.procs: list[subprocess.Popen[str]] = []
         self._pumps: list[threading.Thread] = []
-        self._tail: list[str] = []
+        self._tails: list[deque[str]] = []  # each rank's last lines
         self._started = 0.0
 
     @classmethod
@@ -165,8 +167,10 @@ class LocalGroup:
                     start_new_session=True,
                 )
                 self.procs.append(proc)
+                tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
+                self._tails.append(tail)
                 pump = threading.Thread(
-                    target=_pump, args=(proc.stdout, rank, self.sink, self._tail), daemon=True
+                    target=_pump, args=(proc.stdout, rank, self.sink, tail), daemon=True
                 )
                 pump.start()
                 self._pumps.append(pump)
@@ -222,7 +226,7 @@ class LocalGroup:
             exit_codes=[p.returncode for p in self.procs],
             seconds=time.monotonic() - self._started,
             first_failed_rank=failed_rank,
-            log_tail=self._tail[-50:],
+            log_tail=list(self._tails[failed_rank or 0]) if self._tails else [],
         )
 
 

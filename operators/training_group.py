@@ -123,7 +123,7 @@ class TrainingGroupOperator(BaseOperator):
         if self._cancelled.is_set():
             status, reason = "cancelled", CANCELLED_REASON
         else:
-            status, reason = result.status, result.reason
+            status, reason = result.status, result.reason_with_log()
         manifest.record_verdict(Path(group.sweep_dir), group.run_id, status, reason,
                                 result.seconds)  # fmt: skip
         log = self.log.info if status == "succeeded" else self.log.error

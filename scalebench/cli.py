@@ -90,11 +90,12 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
             launcher = launcher_for(group)
             launcher.start()
             result = launcher.wait(group.timeout_s)
-            manifest.record_verdict(plan.sweep_dir, group.run_id, result.status, result.reason,
+            reason = result.reason_with_log()
+            manifest.record_verdict(plan.sweep_dir, group.run_id, result.status, reason,
                                     result.seconds)  # fmt: skip
             running = None
             line = f"   {result.status} in {result.seconds:.1f} s"
-            print(line + (f": {result.reason}" if result.reason else ""), flush=True)
+            print(line + (f": {reason}" if reason else ""), flush=True)
             if result.status != "succeeded":
                 exit_status = 1
     except BaseException:

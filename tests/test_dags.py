@@ -325,6 +325,7 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
         (status, reason), = conn.execute(select(Run.status, Run.reason)).all()
     engine.dispose()
     assert status == "failed" and "exited with status 1" in reason, reason
+    assert "its last lines: epoch 1 | ValueError: boom" in reason, reason
 
 
 @pytest.mark.slow

@@ -284,3 +284,36 @@ def check_mlperf_log(path: Path, world_size: int, epochs: int) -> None:
     assert values["opt_learning_rate_warmup_epochs"] == 1.0  # log2(2)
     assert keys.count("eval_start") == keys.count("eval_stop") == keys.count(
         "eval_accuracy") == epochs
+
+
+def test_the_failed_ranks_last_lines_reach_the_verdicts_reason(tmp_path: Path) -> None:
+    """Every rank refuses its arguments: the verdict names the first to exit, and the
+    reason recorded for the run ends with what that rank wrote last."""
+    group = LocalGroup(["--task", "task0-allreduce", "--light", "--results", str(tmp_path),
+                        "--max-elements", "many"], 2, run_dir=tmp_path,
+                       sink=lambda line: None)  # fmt: skip
+    group.start()
+    result = group.wait(120)
+    assert result.status == "failed" and result.first_failed_rank in (0, 1)
+    rank = result.first_failed_rank
+    assert result.log_tail and all(line.startswith(f"[rank {rank}] ") for line in result.log_tail)
+    reason = result.reason_with_log()
+    assert reason.startswith(result.reason + "; its last lines: ")
+    assert "argument --max-elements: invalid int value: 'many'" in reason
+
+
+def test_a_reason_carries_only_the_failed_ranks_last_nonempty_lines() -> None:
+    from operators.launcher import GroupResult
+
+    tail = ["[rank 0] fine", "[rank 1] step 9", "[rank 1] Traceback", "[rank 1]   ",
+            "[rank 1] RuntimeError: " + "x" * 600]  # fmt: skip
+    failed = GroupResult(world_size=2, status="failed", reason="rank 1 exited with status 1",
+                         exit_codes=[143, 1], seconds=3.0, first_failed_rank=1,
+                         log_tail=tail)  # fmt: skip
+    reason = failed.reason_with_log()
+    assert reason.startswith("rank 1 exited with status 1; its last lines: …")
+    assert len(reason) < 500 and reason.endswith("x" * 100)
+    assert "fine" not in reason
+    succeeded = GroupResult(world_size=2, status="succeeded", reason="", exit_codes=[0, 0],
+                            seconds=3.0, log_tail=tail)  # fmt: skip
+    assert succeeded.reason_with_log() == ""
