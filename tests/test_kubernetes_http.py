@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import kmock
+import kubernetes_validate
 import pytest
 from kube_emulator import (
     JOBS,
@@ -156,6 +157,8 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
         method, path, _, job = sent[1]
         assert (method, path) == ("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")
         assert job == make_group([]).job_manifest()
+        for body in (service, job):  # what reached the server passes the official schemas
+            kubernetes_validate.validate(body, "1.33", strict=True)
         method, path, _, patch = sent[2]
         assert (method, path) == ("PATCH", SERVICE_PATH)
         assert patch == [{"op": "add", "path": "/metadata/ownerReferences", "value": [
