@@ -426,3 +426,33 @@ def test_the_trigger_loads_what_the_ranks_wrote_so_far_while_the_group_runs(
         make_group([]).resumed(event["started_s"]).stop()
     assert event["status"] == "succeeded"
     assert len(loads) >= 2 and set(loads) == {("sqlite:////tmp/live.db", RUN_ID)}
+
+
+def test_a_triggerer_restart_leaves_the_group_running_and_the_next_trigger_finishes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The triggerer stops (its triggers are cancelled, on_kill is not called) and a new
+    one builds the trigger again from what was stored at the deferral: the Job ran on
+    untouched meanwhile and the verdict is the group's own."""
+    stages = [Stage(0, running(), logs={0: "epoch 1\n"}),
+              Stage(0.8, exited(0), logs={0: "epoch 1\nepoch 2\n"})]  # fmt: skip
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
+        group = make_group([])
+        group.start()
+        stored = group.trigger(3600).serialize()[1]
+
+        async def until_shutdown() -> None:
+            watching = asyncio.ensure_future(GroupTrigger(**stored).run().__anext__())
+            await asyncio.sleep(0.3)
+            watching.cancel()
+
+        asyncio.run(until_shutdown())
+        assert cluster.objects(JOBS) == [NAMES.job] and cluster.objects(SERVICES) == [NAMES.service]
+        assert not [m for m, _ in calls(cluster) if m == "DELETE"]
+        event = run_trigger(GroupTrigger(**stored))
+        make_group([]).resumed(event["started_s"]).stop()
+        assert event["status"] == "succeeded"
+        # The stored arguments know nothing of what the first trigger copied: rank 0's
+        # log is copied again from its start.
+        assert event["logged"] == ["[rank 0] epoch 1", "[rank 0] epoch 2"]
+        assert_cleaned_up(cluster)
