@@ -241,10 +241,21 @@ def run_light_task1a(run_dir: Path, profile: str) -> float:
 @needs_shaping
 @pytest.mark.slow
 def test_a_slow_link_raises_the_communication_ratio(tmp_path: Path) -> None:
-    host = run_light_task1a(tmp_path / "host", "host")
-    shaped = run_light_task1a(tmp_path / "n100mbit", "100mbit")
-    assert shaped >= 3 * host, f"communication ratio {shaped:.3f} on 100mbit, {host:.3f} on host"
-    start = json.loads((tmp_path / "n100mbit" / "rank-0.jsonl").read_text().splitlines()[1])
+    """Host and 100mbit groups alternate, twice each; the least disturbed of each compares.
+
+    Other work on the machine only ever adds to a rank's communication seconds
+    (the faster rank waits in the all-reduce for the one that was preempted):
+    on host, where the transfer itself takes about a millisecond, that wait is
+    most of the ratio, and one busy moment on these 2-core machines has doubled
+    it. The smaller of two alternating runs is the closer to the link's own cost.
+    """
+    ratios: dict[str, list[float]] = {"host": [], "100mbit": []}
+    for attempt in (1, 2):
+        for profile, runs in ratios.items():
+            runs.append(run_light_task1a(tmp_path / f"{profile}-{attempt}", profile))
+    host, shaped = min(ratios["host"]), min(ratios["100mbit"])
+    assert shaped >= 3 * host, f"communication ratios: {ratios}"
+    start = json.loads((tmp_path / "100mbit-1" / "rank-0.jsonl").read_text().splitlines()[1])
     assert start["event"] == "start" and start["network"] == "100mbit"
 
 
