@@ -26,6 +26,7 @@ the task while it is deferred is the trigger's ``on_kill``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -76,7 +77,11 @@ class TrainingGroupOperator(BaseOperator):
             with LiveResults(lambda: self.publish(group, final=False), config.live_ingest_s()):
                 result = self._running.wait(group.timeout_s)
         except Exception as exc:
-            # The launcher itself broke (no cluster, a refused manifest): a verdict still.
+            # The launcher itself broke (no cluster, a refused manifest, a trigger that
+            # could not be built): nothing it started outlives the task, and a verdict still.
+            if self._running is not None:
+                with contextlib.suppress(Exception):
+                    self._running.stop()
             if not self._cancelled.is_set():
                 manifest.record_verdict(sweep_dir, group.run_id, "failed",
                                         f"the {group.launcher} launcher failed: {exc}")  # fmt: skip

@@ -10,7 +10,8 @@
 | ``SCALEBENCH_LIVE_INGEST_S``| ``60``                     | loads of a running group (s; 0: none) |
 
 The pool bounds what all sweeps together ask for: create it with as many slots
-as workers (GPUs) there are, e.g. ``airflow pools set scalebench_workers 32 ...``.
+as workers (GPUs) there are, counting deferred tasks, e.g.
+``airflow pools set --include-deferred scalebench_workers 32 ...``.
 """
 
 from __future__ import annotations

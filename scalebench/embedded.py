@@ -63,7 +63,8 @@ def prepare_airflow(env: dict[str, str]) -> None:
     Path(env["AIRFLOW_HOME"]).mkdir(parents=True, exist_ok=True)
     for args in (
         ("db", "migrate"),
-        ("pools", "set", config.pool(), str(config.max_workers()),
+        # Deferred groups (Kubernetes, watched from the triggerer) keep their slots.
+        ("pools", "set", "--include-deferred", config.pool(), str(config.max_workers()),
          "scalebench: one slot per worker (GPU)"),
     ):  # fmt: skip
         done = airflow(*args, env=env)

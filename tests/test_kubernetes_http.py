@@ -408,6 +408,44 @@ def test_the_operator_defers_and_records_the_triggers_verdict_through_ingest(
     assert status == "failed" and "Insufficient nvidia.com/gpu" in reason
 
 
+def test_a_group_that_cannot_be_deferred_is_deleted_and_recorded_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between creating the Job and deferring, a failure (here: the trigger cannot be
+    built) still deletes the Job and the Service: they would hold GPUs for an hour."""
+    from types import SimpleNamespace
+
+    from operators.kubernetes.group import KubernetesGroup
+    from operators.training_group import TrainingGroupOperator
+    from scalebench import manifest
+    from scalebench.sweep import start_sweep, validate_request
+
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
+    monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", CONN_ID)
+    monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0")
+
+    def broken_trigger(*args: Any, **kwargs: Any) -> GroupTrigger:
+        raise RuntimeError("no trigger today")
+
+    monkeypatch.setattr(KubernetesGroup, "trigger", broken_trigger)
+    request = validate_request(task="task1a-resnet20-cifar10", workers=[2], light=True,
+                               repeats=1, launcher="kubernetes", backend="nccl",
+                               gpus_per_worker=1)  # fmt: skip
+    sweep = start_sweep(request, tmp_path / "results", "manual")
+    [plan] = sweep.groups
+    ti = SimpleNamespace(dag_id="task1a_resnet20_cifar10", run_id="manual__x", map_index=0,
+                         try_number=1)  # fmt: skip
+    with emulated_cluster([Stage(0, unschedulable())], tmp_path, monkeypatch) as cluster:
+        operator = TrainingGroupOperator(task_id="train", group=plan.to_xcom())
+        with pytest.raises(RuntimeError, match="no trigger today"):
+            operator.execute({"ti": ti})
+        assert ("POST", f"/apis/batch/v1/namespaces/{NS}/jobs") in calls(cluster)
+        assert_cleaned_up(cluster)
+    entry = manifest.load(sweep.sweep_dir).entry(plan.run_id)
+    assert entry.status == "failed" and "no trigger today" in entry.reason
+
+
 def test_the_trigger_loads_what_the_ranks_wrote_so_far_while_the_group_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

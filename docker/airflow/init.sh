@@ -8,7 +8,8 @@
 #   2. airflow db migrate                       (Airflow's metadata database)
 #   3. scalebench db upgrade                    (the results database's schema)
 #   4. scalebench db grant-readonly <dashboard> (SELECT on the results tables)
-#   5. airflow pools set <pool> <max workers>   (one slot per worker / GPU)
+#   5. airflow pools set --include-deferred <pool> <max workers>   (one slot per worker /
+#      GPU; a group deferred to the triggerer keeps its slots)
 #   6. the Airflow UI's admin password (simple auth manager's passwords file)
 #
 # Environment: see .env.example and the compose file.
@@ -101,7 +102,7 @@ say "granting the dashboard's role ${SCALEBENCH_DASHBOARD_DB_USER} read-only acc
 scalebench db grant-readonly "${SCALEBENCH_DASHBOARD_DB_USER}"
 
 say "pool ${pool}: ${slots} slot(s)"
-airflow pools set "${pool}" "${slots}" "scalebench: one slot per worker (GPU)"
+airflow pools set --include-deferred "${pool}" "${slots}" "scalebench: one slot per worker (GPU)"
 
 say "admin login of the Airflow UI: ${AIRFLOW_ADMIN_USER}"
 python - <<'PY'
