@@ -23,11 +23,13 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from scalebench import config, database_commands, manifest
 from scalebench.sweep import (
     DEFAULT_REPEATS,
+    GroupPlan,
     InvalidParameter,
     SweepRequest,
     start_sweep,
@@ -54,11 +56,16 @@ def cmd_tasks(_: argparse.Namespace) -> int:
     return 0
 
 
-def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
+def run_sweep(
+    request: SweepRequest, results_root: Path, publish: Callable[[GroupPlan], None] | None = None
+) -> tuple[Path, int]:
     """Run every planned group, one after the other; returns the sweep directory and exit status.
 
-    Interrupted (Ctrl-C, SIGTERM), the running group is stopped by its
-    launcher and recorded ``cancelled``, and the groups not started ``skipped``.
+    ``publish`` is called with each group once its verdict is recorded (the
+    command line loads it into the results database, so the dashboard shows
+    the sweep while it runs). Interrupted (Ctrl-C, SIGTERM), the running group
+    is stopped by its launcher and recorded ``cancelled``, and the groups not
+    started ``skipped``.
     """
     from operators.launcher import launcher_for
 
@@ -96,6 +103,8 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
             running = None
             line = f"   {result.status} in {result.seconds:.1f} s"
             print(line + (f": {reason}" if reason else ""), flush=True)
+            if publish is not None:
+                publish(group)
             if result.status != "succeeded":
                 exit_status = 1
     except BaseException:
@@ -104,6 +113,28 @@ def run_sweep(request: SweepRequest, results_root: Path) -> tuple[Path, int]:
     finally:
         manifest.finish(plan.sweep_dir)
     return plan.sweep_dir, exit_status
+
+
+def load_group(url: str) -> Callable[[GroupPlan], None]:
+    """A ``publish`` for :func:`run_sweep`: load the group that just ended into the results
+    database at ``url``. A failure only delays it: the sweep's ingest at the end loads
+    every group again."""
+
+    def publish(group: GroupPlan) -> None:
+        import contextlib
+        import io
+
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):  # one line here, not the progress
+                database_commands.ingest(url, str(group.sweep_dir), only=[group.run_id],
+                                         replace=True)  # fmt: skip
+        except Exception as exc:  # the records are safe on disk either way
+            print(f"   not loaded into the results database yet ({exc}); the sweep's "
+                  "ingest will", flush=True)  # fmt: skip
+        else:
+            print("   loaded into the results database", flush=True)
+
+    return publish
 
 
 def print_report(url: str, sweep_id: str) -> None:
@@ -164,11 +195,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InvalidParameter("results", str(exc)) from None
     if request.download and not request.light and isinstance(request.spec, TrainingSpec):
         prepare_data(request.spec.data.name, request.data_dir)
-    sweep_dir, status = run_sweep(request, results_root)
     if args.no_ingest:
+        sweep_dir, status = run_sweep(request, results_root)
         print_sweep_directory(sweep_dir)
         return status
     url = args.database or config.database_url()
+    sweep_dir, status = run_sweep(request, results_root, publish=load_group(url))
     print(f"\ningesting into {database_commands.redact(url)}")
     database_commands.ingest(url, str(sweep_dir))
     print_report(url, sweep_dir.name)

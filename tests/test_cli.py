@@ -33,15 +33,40 @@ def test_tasks_lists_every_task(capsys: pytest.CaptureFixture[str]) -> None:
 def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import operators.launcher
+    from results_db.database import make_engine
+    from results_db.queries import scaling
+
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     database = f"sqlite:///{tmp_path / 'results.db'}"
     results = tmp_path / "results"
+    stored_before_each_group: list[list[tuple[int, str]]] = []
+    real_launcher_for = operators.launcher.launcher_for
+
+    def launcher_for(group, **kwargs):  # type: ignore[no-untyped-def]
+        # What the dashboard would show as this group starts: the groups before it.
+        engine = make_engine(database)
+        with engine.connect() as conn:
+            from sqlalchemy import text
+
+            try:
+                rows = conn.execute(text("SELECT world_size, status FROM run")).all()
+            except Exception:  # no schema before the first load
+                rows = []
+        engine.dispose()
+        stored_before_each_group.append(sorted((r[0], r[1]) for r in rows))
+        return real_launcher_for(group, **kwargs)
+
+    monkeypatch.setattr(operators.launcher, "launcher_for", launcher_for)
     status = cli.main(
         ["run", "task2a-logreg-epsilon", "--light", "--workers", "1,2", "--repeats", "1",
          "--results", str(results), "--database", database]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert status == 0, out
+    # Each group is loaded as soon as it ends, while the sweep goes on.
+    assert stored_before_each_group == [[], [(1, "succeeded")]]
+    assert out.count("loaded into the results database") == 2
     (sweep_dir,) = results.iterdir()
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     assert manifest["trigger"] == "cli"
@@ -68,9 +93,6 @@ def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
         capsys.readouterr().err)
 
     # the sweep was ingested: the database agrees with the printed table
-    from results_db.database import make_engine
-    from results_db.queries import scaling
-
     engine = make_engine(database)
     with engine.connect() as conn:
         rows = {r.world_size: r for r in scaling(conn, sweep_dir.name)}
