@@ -103,6 +103,12 @@ def scaling(
     return analytics.scaling_rows(runs)
 
 
+def scaling_by_network(conn: Connection, sweep_id: str) -> list[tuple[str, analytics.ScalingRow]]:
+    """:func:`scaling` of every network profile of the sweep, each row with its profile."""
+    return [(network, row) for network in sweep_networks(conn, sweep_id)
+            for row in scaling(conn, sweep_id, network)]  # fmt: skip
+
+
 def sweep_networks(conn: Connection, sweep_id: str) -> list[str]:
     """The network profiles a sweep's runs ran on, in the order its request names them
     (``["host"]`` for a sweep with no runs yet, or from before profiles existed)."""

@@ -3,7 +3,7 @@
     scalebench db upgrade [--revision REV]       migrate (SQLite or PostgreSQL)
     scalebench db grant-readonly ROLE            PostgreSQL: a SELECT-only login for the dashboard
     scalebench ingest LOCATION                   load sweeps from a path or fsspec URI
-    scalebench export SWEEP --format csv|parquet runs, evaluations, steps + official results
+    scalebench export SWEEP --format csv|parquet runs, evaluations, steps, scaling + official
     scalebench prices list|set|load              the dated price table used for costs
     scalebench regressions SWEEP                 compare a nightly with its baseline
 
@@ -109,7 +109,10 @@ def official_result(run: Any) -> str:
 
 
 def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
-    """Write a sweep's runs, evaluations and steps as CSV or Parquet, plus its official results."""
+    """Write a sweep's runs, evaluations and steps as CSV or Parquet, plus its official results;
+    a training sweep also gets ``scaling``: per network profile and worker count, the time to
+    accuracy by MLPerf's rule (empty when too few repeats reached the goal), the repeats it
+    rests on, its spread and the speedups, with the same words as the tables."""
     from results_db.queries import iter_export_frames, sweep_runs
 
     if fmt not in ("csv", "parquet"):
@@ -121,7 +124,10 @@ def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
         runs = sweep_runs(conn, sweep_id)
         if not runs:
             raise CommandError(f"sweep: no runs of sweep {sweep_id!r} in the database")
-        for name, frame in iter_export_frames(conn, sweep_id, [r.id for r in runs]):
+        frames = list(iter_export_frames(conn, sweep_id, [r.id for r in runs]))
+        if any(r.goal_metric is not None for r in runs):
+            frames.append(("scaling", scaling_frame(conn, sweep_id)))
+        for name, frame in frames:
             path = out / f"{sweep_id}-{name}.{fmt}"
             if fmt == "csv":
                 frame.to_csv(path, index=False)
@@ -133,6 +139,24 @@ def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
     written.append(official)
     engine.dispose()
     return written
+
+
+def scaling_frame(conn: Any, sweep_id: str) -> Any:
+    """The sweep's per-configuration results as a DataFrame: ``network``, the fields of
+    :class:`~results_db.analytics.ScalingRow` (seconds) and ``time_to_accuracy``, the
+    tables' text ("41.20 ±1.30 (3 repeats)", "1 of 3 reached the goal")."""
+    import dataclasses
+
+    import pandas as pd
+
+    from results_db.analytics import time_to_accuracy_text
+    from results_db.queries import scaling_by_network
+
+    return pd.DataFrame([
+        {"network": network, **dataclasses.asdict(row),
+         "time_to_accuracy": time_to_accuracy_text(row)}
+        for network, row in scaling_by_network(conn, sweep_id)
+    ])  # fmt: skip
 
 
 PRICE_COLUMNS = ("kind", "name", "regular_per_hour", "preemptible_per_hour", "source", "valid_from")

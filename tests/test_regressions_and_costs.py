@@ -220,8 +220,16 @@ def test_export_writes_tables_and_official_results(
     written = database_commands.export(url, "e", fmt, tmp_path / "out")
     names = sorted(p.name for p in written)
     assert names == sorted([f"e-runs.{fmt}", f"e-evaluations.{fmt}", f"e-steps.{fmt}",
-                            "e-official.txt"])  # fmt: skip
+                            f"e-scaling.{fmt}", "e-official.txt"])  # fmt: skip
     reader = pd.read_csv if fmt == "csv" else pd.read_parquet
+    # Per configuration, by MLPerf's rule: a worker count whose repeats did not reach the
+    # goal has no time, and says how many did.
+    scaling = reader(tmp_path / "out" / f"e-scaling.{fmt}").set_index("world_size")
+    assert scaling.loc[1, "time_to_accuracy_s"] == 407.0 and scaling.loc[1, "kept"] == 1
+    assert scaling.loc[1, "time_to_accuracy"] == "407.00 (1 repeat)"
+    assert pd.isna(scaling.loc[2, "time_to_accuracy_s"]) and pd.isna(scaling.loc[2, "speedup"])
+    assert scaling.loc[2, "time_to_accuracy"] == "0 of 1 reached the goal"
+    assert set(scaling["network"]) == {"host"}
     runs = reader(tmp_path / "out" / f"e-runs.{fmt}")
     assert set(runs["world_size"]) == {1, 2}
     assert runs.loc[runs.world_size == 1, "time_to_accuracy_s"].item() == 407.0
