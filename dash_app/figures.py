@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 import plotly.graph_objects as go
 
 from dash_app import units
-from results_db.analytics import ScalingRow
+from results_db.analytics import ScalingRow, time_to_accuracy_text
 from results_db.queries import (
     AllReduceRow,
     CostRow,
@@ -316,6 +316,10 @@ def tta_figure(
         return empty_figure(f"Too few repeats reached the goal. {short}", title)
     if short:
         title += f"<br><sup>no time to accuracy for {short}</sup>"
+    single = [units.workers(r.world_size) for r in done if r.runs == 1]
+    if single:
+        # One repeat behind a point: no spread to draw, and a reader must know it.
+        title += f"<br><sup>a single repeat, no spread: {', '.join(single)}</sup>"
     traces = [
         go.Scatter(
             x=[r.world_size for r in done],
@@ -325,7 +329,7 @@ def tta_figure(
             error_y=_spread(done),
             customdata=[
                 [
-                    units.seconds(r.time_to_accuracy_s),
+                    time_to_accuracy_text(r, units.seconds),
                     units.seconds(r.time_to_accuracy_min_s),
                     units.seconds(r.time_to_accuracy_max_s),
                     r.reached,

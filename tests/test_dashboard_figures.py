@@ -96,6 +96,21 @@ def test_tta_speedup_and_efficiency_figures() -> None:
     assert efficiency.layout.shapes[0].y0 == 1.0  # the 100 % line
 
 
+def test_the_time_to_accuracy_figure_says_what_each_point_rests_on() -> None:
+    three = [FakeRunRow(1, t) for t in (100.0, 90.0, 110.0)]
+    tta = figures.tta_figure(scaling_rows([*three, FakeRunRow(2, 60.0)]))
+    hover = [point[0] for point in tta.data[0].customdata]
+    assert hover[0].endswith("(middle of 3)") and hover[1].endswith("(1 repeat)")
+    assert "a single repeat, no spread: 2 workers" in tta.layout.title.text
+    assert "single repeat" not in figures.tta_figure(scaling_rows(three)).layout.title.text
+    # MLPerf's rule: 1 of 3 converged is no time at all, and the figure says so.
+    short = figures.tta_figure(scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(1, None),
+                                             FakeRunRow(1, None)]))  # fmt: skip
+    assert not short.data
+    assert short.layout.annotations[0].text == (
+        "Too few repeats reached the goal. 1 worker: 1 of 3 reached the goal")
+
+
 def test_published_results_are_drawn_with_their_hardware() -> None:
     from workers.tasks.published import published_points
 
