@@ -134,8 +134,9 @@ def progress_metric(metric: str | None, value: float | None) -> str:
     return f"{metric.replace('_', ' ')} {units.number(value)}"
 
 
-def run_facts(run: RunInfo) -> list[tuple[str, str]]:
-    """The headline numbers of a run, label and text."""
+def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str, str]]:
+    """The headline numbers of a run, label and text; ``last_metric``: the goal metric at its
+    newest evaluation, which a running run's status gives."""
     goal = "—"
     if run.goal_metric:
         goal = f"{run.goal_metric.replace('_', ' ')} ≥ {run.goal_target:g}"
@@ -143,7 +144,9 @@ def run_facts(run: RunInfo) -> list[tuple[str, str]]:
     if run.status == "running":  # as its last load found it; the page refreshes
         elapsed = (run.ended_at - run.started_at).total_seconds() if (
             run.started_at and run.ended_at) else None  # fmt: skip
-        status = (f"running: {run.epochs} epoch(s), {run.steps:,} steps done, "
+        newest = (f", newest {progress_metric(run.goal_metric, last_metric)}"
+                  if last_metric is not None else "")  # fmt: skip
+        status = (f"running: {run.epochs} epoch(s), {run.steps:,} steps done{newest}, "
                   f"{units.seconds(elapsed)} since the start (as last loaded)")  # fmt: skip
     return [
         ("status", status),

@@ -458,7 +458,7 @@ def test_pages_refresh_only_while_a_sweep_runs(tmp_path: Path) -> None:
     assert "2 epoch(s), 12 steps" in overview
     assert "top1 accuracy 51" in overview  # the newest evaluation, the second
     facts = text_of(client.call("run-facts.children", {"run-id.value": "in-progress-w2-r1"}))
-    assert "running: 2 epoch(s), 12 steps done" in facts
+    assert "running: 2 epoch(s), 12 steps done, newest top1 accuracy 51" in facts
 
 
 def test_the_dashboard_command_checks_its_port(capsys: pytest.CaptureFixture[str]) -> None:

@@ -327,3 +327,17 @@ def test_placement_is_spread_on_kubernetes_and_pack_locally_unless_asked() -> No
               for p in ("spread", "pack")}  # fmt: skip
     assert hashes["spread"] != hashes["pack"]
     assert hashes["pack"] == configuration_hash(request_fields(validate_request(**LIGHT)))
+
+
+def test_three_repeats_unless_asked_and_one_repeat_is_allowed() -> None:
+    """MLPerf's mean needs three repeats: the request, the command line and the trigger form
+    all default to three; a single repeat is allowed (and marked wherever it is shown)."""
+    from operators.benchmark_dag import params
+    from workers.tasks import TASKS
+
+    assert validate_request(task="task2a-logreg-epsilon", workers=[1], light=True).repeats == 3
+    args = cli.build_parser().parse_args(["run", "task2a-logreg-epsilon", "--workers", "1"])
+    assert int(args.repeats) == 3
+    assert params(TASKS["task2a-logreg-epsilon"])["repeats"].value == 3
+    assert validate_request(task="task2a-logreg-epsilon", workers=[1], light=True,
+                            repeats=1).repeats == 1  # fmt: skip

@@ -87,8 +87,8 @@ def companions(run: RunInfo, siblings: list[RunInfo]) -> list[RunInfo]:
     return [chosen[size] for size in sorted(chosen)]
 
 
-def facts(run: RunInfo) -> html.Div:
-    items = tables.run_facts(run)
+def facts(run: RunInfo, last_metric: float | None = None) -> html.Div:
+    items = tables.run_facts(run, last_metric)
     links = [
         html.A("scaling of its sweep", href=tables.link("/scaling", sweep=run.sweep_id)),
         " · ",
@@ -157,7 +157,7 @@ def update(run_id: str | None, _tick: int | None = None) -> tuple[Any, ...]:
     )
     return (
         to_search(RunState(id=run.id)),
-        facts(run),
+        facts(run, next((e.metric_value for e in reversed(curves[run.id][1])), None)),
         figures.loss_figure(series, events),
         figures.metric_figure(series, run.goal_metric, run.goal_target, events),
         ui.table("run-events-table", event_rows) if event_rows else html.P("No events."),
