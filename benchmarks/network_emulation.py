@@ -10,10 +10,14 @@ repetition, the slowest rank's time). Bus bandwidth = bytes / seconds ×
 2(n−1)/n (the nccl-tests convention), medians over repetitions.
 
 The same sizes on ``host`` (no shaping, ranks on loopback) show what this
-machine reaches at all. Printed per profile, size and group: measured bus
-bandwidth in MB/s, measured / configured, and the verdict against the goal
-(0.8–1.05) where the configured rate is below what ``host`` reaches at that
-size; elsewhere the machine, not the emulation, is the limit, and it says so.
+machine reaches at all, and on ``bridge`` (the emulated path: namespaces,
+veth pairs and the bridge, with a token bucket too wide to limit anything)
+what it reaches through the emulation's own plumbing, which costs more
+processor time per byte than loopback. Printed per profile, size and group:
+measured bus bandwidth in MB/s, measured / configured, and the verdict
+against the goal (0.8–1.05) where the configured rate is below what both
+``host`` and ``bridge`` reach at that size; elsewhere the machine, not the
+emulation, is the limit, and it says which.
 
 Needs root (network namespaces and ``tc``).
 
@@ -36,11 +40,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from operators.shaped_network import ShapedNetwork, shaping_problems  # noqa: E402
-from workers.network import parse_profile  # noqa: E402
+from workers.network import NetworkProfile, parse_profile  # noqa: E402
 
 SIZES_BYTES = (1_000_000, 4_000_000, 16_000_000, 64_000_000)
 GOAL_LOW, GOAL_HIGH = 0.8, 1.05
 MACHINE_LIMIT = 0.8  # a rate above this share of what host reaches is not the emulation's
+# The emulated path without a limit: a token bucket of 100 Gbit/s never holds a packet back.
+REFERENCES = {"host": NetworkProfile(), "bridge": NetworkProfile(rate_bit_per_s=100 * 10**9)}
 
 
 def rank_main(repetitions: int, warmup: int) -> None:
@@ -67,8 +73,9 @@ def measure(profile: str, world_size: int, repetitions: int, warmup: int) -> dic
     """Bus bandwidth (bytes/s) per size of a ``world_size`` group on ``profile``."""
     network = None
     master_addr, env = "127.0.0.1", dict(os.environ)
-    if parse_profile(profile).shaped:
-        network = ShapedNetwork(world_size, parse_profile(profile)).create()
+    link = REFERENCES.get(profile) or parse_profile(profile)
+    if link.shaped:
+        network = ShapedNetwork(world_size, link).create()
         master_addr = network.master_addr
         env.update(network.environment())
     argv = [sys.executable, __file__, "--rank", str(repetitions), str(warmup)]
@@ -107,22 +114,24 @@ def main() -> None:
     if problems:
         raise SystemExit("cannot emulate networks here: " + "; ".join(problems))
     sizes = [int(k) for k in args.ranks.split(",")]
-    plan = [(p, k) for k in sizes for p in ["host", *(p.name for p in profiles)]]
+    plan = [(p, k) for k in sizes for p in [*REFERENCES, *(p.name for p in profiles)]]
     rows = []
-    host: dict[int, dict[int, float]] = {}
+    reached: dict[tuple[str, int], dict[int, float]] = {}  # (reference, ranks) -> size -> busbw
     started = time.perf_counter()
     for done, (profile, world_size) in enumerate(plan):
         print(f"[{done + 1}/{len(plan)}] {profile} at {world_size} ranks "
               f"({time.perf_counter() - started:.0f} s so far) ...", flush=True)  # fmt: skip
         measured = measure(profile, world_size, args.repetitions, args.warmup)
-        if profile == "host":
-            host[world_size] = measured
+        if profile in REFERENCES:
+            reached[profile, world_size] = measured
             continue
         rate = parse_profile(profile).rate_bytes_per_s or 0.0
         for nbytes, busbw in sorted(measured.items()):
             ratio = busbw / rate
-            if rate > MACHINE_LIMIT * host[world_size][nbytes]:
-                verdict = f"machine-bound (host reaches {host[world_size][nbytes] / 1e6:.0f} MB/s)"
+            limit, ceiling = min(((name, reached[name, world_size][nbytes]) for name in REFERENCES),
+                                 key=lambda item: item[1])  # fmt: skip
+            if rate > MACHINE_LIMIT * ceiling:
+                verdict = f"machine-bound ({limit} reaches {ceiling / 1e6:.0f} MB/s)"
             else:
                 verdict = "PASS" if GOAL_LOW <= ratio <= GOAL_HIGH else "MISS"
             rows.append([profile, world_size, f"{nbytes / 1e6:g}", f"{rate / 1e6:g}",
