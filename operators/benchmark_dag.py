@@ -197,13 +197,14 @@ def sweep_steps(
     def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
 
+        from scalebench.sweep import SweepRequest
         from workers.data.errors import DataSetCorrupt, DataSetMissing
         from workers.data.prepare import prepare
 
-        data = spec.light_data if request["light"] else spec.data
+        asked = SweepRequest.from_fields(request)
+        data = spec.light_data if asked.light else spec.data
         try:
-            prepared = prepare(data.name, Path(request["data_dir"]),
-                               download=request.get("download", False))  # fmt: skip
+            prepared = prepare(data.name, asked.data_dir, download=asked.download)
         except (DataSetMissing, DataSetCorrupt) as exc:  # no retry: someone must act
             raise AirflowFailException(f"data set {data.name}: {exc}") from None
         print(f"{prepared.name}: {prepared.status} at {prepared.location}")
@@ -224,7 +225,9 @@ def sweep_steps(
     @task
     def select(groups: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
         """The planned groups of one worker count, in repeat order."""
-        return [g for g in groups if g["world_size"] == world_size]
+        from scalebench.sweep import GroupPlan
+
+        return [g for g in groups if GroupPlan.from_xcom(g).world_size == world_size]
 
     # A database that restarts or drops the connection gets three more tries, 30 s, 60 s
     # and 120 s later: ingest is idempotent, so a retry loads exactly what one try would.
@@ -235,10 +238,11 @@ def sweep_steps(
 
         from scalebench import config, manifest
         from scalebench.database_commands import ingest as load
+        from scalebench.sweep import GroupPlan
 
         if not groups:
             raise AirflowSkipException("no sweep was planned: nothing to ingest")
-        sweep_dir = Path(groups[0]["sweep_dir"])
+        sweep_dir = Path(GroupPlan.from_xcom(groups[0]).sweep_dir)
         manifest.close(sweep_dir, started_reason=ENDED_WITHOUT_VERDICT,
                        unstarted_reason=ENDED_BEFORE_START)  # fmt: skip
         try:

@@ -36,7 +36,13 @@ from scalebench.sweep import (
     validate_request,
 )
 from workers.records import SWEEP_MANIFEST as MANIFEST
-from workers.request import DEFAULT_PRECISION
+from workers.request import (
+    DEFAULT_PRECISION,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+)
 from workers.tasks import TASKS, TrainingSpec
 
 
@@ -74,7 +80,7 @@ def run_sweep(
     groups = plan.groups
     print(f"sweep {plan.sweep_id}: {len(groups)} group(s) → {plan.sweep_dir}", flush=True)
     started = time.monotonic()
-    exit_status = 0
+    exit_status = EXIT_OK
     running: str | None = None
     try:
         for index, group in enumerate(groups):
@@ -106,7 +112,7 @@ def run_sweep(
             if publish is not None:
                 publish(group)
             if result.status != "succeeded":
-                exit_status = 1
+                exit_status = EXIT_FAILED
     except BaseException:
         manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")
         raise
@@ -241,7 +247,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         prepared = prepare(args.name, data_dir, download=args.download)
     except (DataSetMissing, DataSetCorrupt) as exc:
         print(f"scalebench: error: {exc}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     print(f"{prepared.name}: {prepared.status}, {prepared.bytes / 1e6:.1f} MB at "
           f"{prepared.location}")  # fmt: skip
     return 0
@@ -445,16 +451,16 @@ def main(argv: list[str] | None = None) -> int:
         if debugging(args):
             raise
         print(f"scalebench: error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     except KeyboardInterrupt:
         print("scalebench: interrupted; every group was stopped", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
         problem = database_problem(exc) or path_problem(exc)
         if problem is None or debugging(args):
             raise  # a genuine bug: its traceback is the report
         print(f"scalebench: error: {problem} (--debug shows the traceback)", file=sys.stderr)
-        return 2
+        return EXIT_REFUSED
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)

@@ -27,6 +27,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from workers.request import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED
+
 STARTED = re.compile(r"\[DAG TEST\] starting task_id=(\S+) map_index=(-?\d+)")
 ENDED = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
 FAILED = re.compile(r"Task failed|Task instance in failure state|\[error\s*\] (.*)")
@@ -225,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
             summarize_sweep(sweep_id)
         except NoResult as exc:
             print(exc)
-    return 0 if state == "success" else 1
+    return EXIT_OK if state == "success" else EXIT_FAILED
 
 
 def run_with_boundary(argv: list[str] | None = None) -> int:
@@ -237,14 +239,14 @@ def run_with_boundary(argv: list[str] | None = None) -> int:
         return main(argv)
     except KeyboardInterrupt:
         print("scalebench.embedded: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except Exception as exc:
         problem = database_problem(exc) or path_problem(exc)
         if problem is None or debugging():
             raise
         print(f"scalebench.embedded: error: {problem} (SCALEBENCH_DEBUG=1 shows the "
               "traceback)", file=sys.stderr)  # fmt: skip
-        return 2
+        return EXIT_REFUSED
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ line and parses it back.
 A rank answers with its exit status (``EXIT_*``): 0 finished (goal reached,
 epoch limit, or measurements done), 1 failed (a peer died, a timeout, an
 error), 2 refused input (nothing started), 3 diverged, 143 terminated by
-SIGTERM. Torch-free: the Airflow side builds these.
+SIGTERM. The command line uses the same numbers (0, 1 a group or a load did
+not succeed, 2 refused: a setting, the database or a folder) and 130 when
+interrupted. Torch-free: the Airflow side builds these.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
+EXIT_INTERRUPTED = 130  # the command line, stopped by Ctrl-C
 # Arithmetic of the training step: fp32, or bf16 (forward and loss under bfloat16
 # autocast, fp32 weights and optimizer). A task's spec says which of them it offers.
 PRECISIONS = ("fp32", "bf16")

@@ -238,10 +238,11 @@ class GroupTrigger(BaseTrigger):
                                self.service, warn=self.log.warning)  # fmt: skip
         if self.group is not None:
             from scalebench import manifest
+            from scalebench.sweep import GroupPlan
 
-            sweep_dir, run_id = Path(self.group["sweep_dir"]), self.group["run_id"]
-            await asyncio.to_thread(manifest.record_verdict, sweep_dir, run_id, "cancelled",
-                                    CANCELLED_REASON)  # fmt: skip
+            group = GroupPlan.from_xcom(self.group)
+            await asyncio.to_thread(manifest.record_verdict, Path(group.sweep_dir), group.run_id,
+                                    "cancelled", CANCELLED_REASON)  # fmt: skip
 
 
 async def delete_group(
