@@ -43,12 +43,13 @@ from results_db.queries import (
     RunInfo,
     TrendPoint,
 )
+from workers.records import PHASES
 from workers.tasks.published import PublishedPoint
 
 T = TypeVar("T")
 MAX_POINTS = 5000  # per trace
 HEIGHT = 360
-PHASE_NAMES = ("data", "forward", "loss", "backward", "communication", "optimizer")
+PHASE_NAMES = PHASES  # as the records name them (workers/records.py)
 PHASE_COLOURS = ("#9e9e9e", "#1f77b4", "#aec7e8", "#2ca02c", "#d62728", "#ff7f0e")
 SECONDS_AXIS = {"tickformat": "~s", "ticksuffix": "s"}
 # The measures a nightly trend shows: the run's column, and how it is labelled.

@@ -29,9 +29,14 @@ from results_db.models import (
     StepTiming,
     Sweep,
 )
+from workers.records import PHASES
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+# The step's phases (named once, in workers.records) as the run table's per-run sums.
+PHASE_TOTAL_COLUMNS = tuple(getattr(Run, f"{phase}_total_s") for phase in PHASES)
 
 
 @dataclass(frozen=True)
@@ -604,10 +609,9 @@ def phase_means(conn: Connection, sweep_id: str, network: str | None = None) -> 
     ``run.<phase>_total_s``), so no step row is read: the same means as
     averaging every step row of the worker count's runs.
     """
-    totals = (Run.data_total_s, Run.forward_total_s, Run.loss_total_s, Run.backward_total_s,
-              Run.communication_total_s, Run.optimizer_total_s)  # fmt: skip
     query = (
-        select(Run.world_size, func.sum(Run.step_records), *(func.sum(t) for t in totals))
+        select(Run.world_size, func.sum(Run.step_records),
+               *(func.sum(t) for t in PHASE_TOTAL_COLUMNS))
         .where(Run.sweep_id == sweep_id, Run.network == _profile(conn, sweep_id, network))
         .group_by(Run.world_size)
         .order_by(Run.world_size)
@@ -621,10 +625,8 @@ def phase_totals(conn: Connection, sweep_id: str, network: str | None = None) ->
     text's "total time spent in each step" against cluster size. A run's totals are
     divided by its ranks; the runs of a worker count that reached the goal are averaged.
     One ``network`` profile (None: the sweep's first)."""
-    totals = (Run.data_total_s, Run.forward_total_s, Run.loss_total_s, Run.backward_total_s,
-              Run.communication_total_s, Run.optimizer_total_s)  # fmt: skip
     query = (
-        select(Run.world_size, *(func.avg(t / Run.world_size) for t in totals))
+        select(Run.world_size, *(func.avg(t / Run.world_size) for t in PHASE_TOTAL_COLUMNS))
         .where(Run.sweep_id == sweep_id, Run.goal_reached.is_(True), Run.step_records > 0,
                Run.network == _profile(conn, sweep_id, network))
         .group_by(Run.world_size)
@@ -759,10 +761,8 @@ def task_names(conn: Connection) -> list[str]:
     return list(conn.execute(select(Sweep.task).distinct().order_by(Sweep.task)).scalars())
 
 
-STEP_EXPORT_COLUMNS = (
-    "rank", "epoch", "step", "t_s", "samples", "loss", "lr",
-    "data_s", "forward_s", "loss_s", "backward_s", "communication_s", "optimizer_s",
-)  # fmt: skip
+STEP_EXPORT_COLUMNS = ("rank", "epoch", "step", "t_s", "samples", "loss", "lr",
+                       *(f"{phase}_s" for phase in PHASES))  # fmt: skip
 EPOCH_EXPORT_COLUMNS = ("epoch", "t_s", "metric_value", "loss", "eval_s", "train_s", "wall_s")
 
 

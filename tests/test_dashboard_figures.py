@@ -142,6 +142,13 @@ def test_phase_figure_stacks_every_phase() -> None:
             PhaseRow(4, 0.001, 0.02, 0.001, 0.04, 0.015, 0.003)]  # fmt: skip
     figure = figures.phase_figure(rows)
     assert figure.layout.barmode == "stack"
+    # One list of phases from the step records to the figure's bars and the rows' fields.
+    from dataclasses import fields
+
+    from workers.records import PHASES
+
+    assert figures.PHASE_NAMES is PHASES
+    assert [f.name for f in fields(PhaseRow)][1:] == [f"{p}_s" for p in PHASES]
     assert [t.name for t in figure.data] == list(figures.PHASE_NAMES)
     communication = figure.data[4]
     assert list(communication.y) == [0.0, 0.015]
