@@ -52,9 +52,6 @@ HEIGHT = 360
 PHASE_NAMES = PHASES  # as the records name them (workers/records.py)
 PHASE_COLOURS = ("#9e9e9e", "#1f77b4", "#aec7e8", "#2ca02c", "#d62728", "#ff7f0e")
 SECONDS_AXIS = {"tickformat": "~s", "ticksuffix": "s"}
-# The measures a nightly trend shows: the run's column, and how it is labelled.
-TREND_METRICS = {"time_to_accuracy_s": ("time to accuracy", "s"),
-                 "samples_per_s": ("throughput", "samples/s")}  # fmt: skip
 SINGLE_RUN = {"size": 6, "color": "rgba(80,80,80,0.45)"}
 GRID = "#e5e9f0"
 # A small template of our own: Plotly's named templates are deep-copied into every
@@ -941,7 +938,7 @@ def trend_figure(
 ) -> go.Figure:
     """A metric of every nightly (``time_to_accuracy_s`` or ``samples_per_s``) per worker
     count over time; nights the detector flagged are marked with a red cross."""
-    measure, unit = TREND_METRICS[metric]
+    measure, unit = units.MEASURES[metric]
     title = f"Nightly {measure}"
     shown = [p for p in points if getattr(p, metric) is not None]
     if not shown:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlencode
 
+from dash_app.units import MEASURES
 from results_db.models import RUN_STATUSES
 
 # Sweep and run ids, task ids, machine and GPU type names: printable, no spaces.
@@ -37,7 +38,7 @@ SORTABLE_RUN_COLUMNS = (
     "communication_ratio",
     "reason",
 )
-TREND_METRICS = ("time_to_accuracy_s", "samples_per_s")
+TREND_METRICS = tuple(MEASURES)  # the trend page's choices: dash_app/units.py names them
 # Short names older addresses used for the same quantities; still understood.
 FORMER_NAMES = {"tta": "time_to_accuracy_s", "throughput": "samples_per_s",
                 "comm": "communication_ratio"}  # fmt: skip

@@ -126,9 +126,11 @@ def workers(count: int) -> str:
     return f"{count} worker" if count == 1 else f"{count} workers"
 
 
-MEASURES = {"time_to_accuracy_s": "time to accuracy", "samples_per_s": "throughput"}
+# The measures a nightly is judged and trended by: the run's column, its words and unit.
+MEASURES = {"time_to_accuracy_s": ("time to accuracy", "s"),
+            "samples_per_s": ("throughput", "samples/s")}  # fmt: skip
 
 
 def measure(column: str) -> str:
     """A measure's column name as words: ``time_to_accuracy_s`` → ``time to accuracy``."""
-    return MEASURES.get(column, column.replace("_", " "))
+    return MEASURES[column][0] if column in MEASURES else column.replace("_", " ")

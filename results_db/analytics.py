@@ -41,18 +41,6 @@ class Combined:
     total: int
 
 
-def mlperf_mean(values: Sequence[float]) -> Combined:
-    """Combine repeats: drop the fastest and slowest when there are ≥ 3, mean the rest.
-
-    ``minimum``/``maximum``/``stdev`` describe the kept values.
-    """
-    if not values:
-        raise ValueError("no values to combine")
-    combined = converged_mean(values)
-    assert combined is not None
-    return combined
-
-
 def converged_mean(values: Sequence[float | None]) -> Combined | None:
     """MLPerf's rule for repeats that may not all have reached the goal.
 

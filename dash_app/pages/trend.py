@@ -1,7 +1,7 @@
 """Nightly trend: time to accuracy or throughput of every nightly (scheduled) sweep per worker
 count, with the nights the regression detector flagged marked.
 
-URL: ``/trend?task=<task>&metric=tta|throughput&nights=<n>``
+URL: ``/trend?task=<task>&metric=time_to_accuracy_s|samples_per_s&nights=<n>``
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def update(
     """Outputs: URL search, trend figure, flagged list, refresh disabled."""
     if not task:
         return failure("Choose a task.")
-    metric = metric if metric in figures.TREND_METRICS else TrendState.metric
+    metric = metric if metric in units.MEASURES else TrendState.metric
     valid = isinstance(nights, int) and 2 <= nights <= 3650
     state = TrendState(task=task, metric=metric, nights=nights if valid else TrendState.nights)
     source = data.current()
