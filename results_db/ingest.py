@@ -54,6 +54,7 @@ from results_db.models import (
 from results_db.run_summary import RunSummary, summarise
 from results_db.schema_limits import check_record, row_problems, value_problem
 from scalebench import manifest as sweep_manifest
+from scalebench.manifest import GroupEntry, Manifest
 from workers.records import (
     PHASES,
     InconsistentRun,
@@ -180,7 +181,7 @@ def ingest_location(
     if not sweeps:
         raise FileNotFoundError(f"no sweep ({MANIFEST}) found at {location}")
     for sweep_path in sweeps:
-        manifest = sweep_manifest.read(fs, sweep_path).to_json()  # verdicts folded in
+        manifest = sweep_manifest.read(fs, sweep_path)  # verdicts folded in
         with gc_paused():
             ingest_sweep(engine, fs, sweep_path, manifest, report, say, only, replace)
     report.seconds = time.perf_counter() - started
@@ -191,14 +192,14 @@ def ingest_sweep(
     engine: Engine,
     fs: Any,
     sweep_path: str,
-    manifest: dict[str, Any],
+    manifest: Manifest,
     report: IngestReport,
     say: Callable[[str], None],
     only: Collection[str] | None = None,
     replace: bool = False,
 ) -> None:
-    sweep_id = manifest["sweep_id"]
-    request = manifest["request"]
+    sweep_id = manifest.sweep_id
+    request = manifest.request
     unstorable = row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
     if unstorable:
         report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
@@ -211,7 +212,7 @@ def ingest_sweep(
 
     with_retries(upsert, say, f"sweep {sweep_id}")
     report.sweeps += 1
-    groups = manifest["groups"]
+    groups = manifest.groups
     statuses = []
     stored: dict[str, str] = {}  # what earlier ingests stored of the runs not loaded now
     if only is not None:
@@ -223,40 +224,41 @@ def ingest_sweep(
 
         stored = with_retries(stored_statuses, say, f"sweep {sweep_id}")
     for index, group in enumerate(groups, start=1):
-        run_path = f"{sweep_path}/{group['run_id']}"
-        if group["status"] in ("planned", "skipped") and not fs.exists(run_path):
+        run_id = group.run_id
+        run_path = f"{sweep_path}/{run_id}"
+        if group.status in ("planned", "skipped") and not fs.exists(run_path):
             continue  # never started
-        if only is not None and group["run_id"] not in only:
-            if group["run_id"] in stored:
-                statuses.append(stored[group["run_id"]])
+        if only is not None and run_id not in only:
+            if run_id in stored:
+                statuses.append(stored[run_id])
             continue
-        bad_id = _run_id_problem(group["run_id"])
+        bad_id = _run_id_problem(run_id)
         if bad_id:
-            report.refused.append(f"{group['run_id'][:80]!r}: {bad_id}")
-            say(f"refused {group['run_id'][:80]!r}: {bad_id}")
+            report.refused.append(f"{run_id[:80]!r}: {bad_id}")
+            say(f"refused {run_id[:80]!r}: {bad_id}")
             statuses.append("refused")
             continue
-        say(f"[{index}/{len(groups)}] loading {group['run_id']} ...")
+        say(f"[{index}/{len(groups)}] loading {run_id} ...")
         tick = time.perf_counter()
 
-        def load(run_path: str = run_path, group: dict[str, Any] = group) -> Any:
+        def load(run_path: str = run_path, group: GroupEntry = group) -> Any:
             with engine.begin() as conn:
                 return load_run(conn, fs, run_path, sweep_id, request, group, replace)
 
         try:
-            rows, summary, ranks = with_retries(load, say, group["run_id"])
+            rows, summary, ranks = with_retries(load, say, run_id)
         except KeptStoredRun as kept:
-            report.conflicts.append(f"{group['run_id']}: {kept}")
-            say(f"kept the stored {group['run_id']}: {kept} (--replace loads the files)")
+            report.conflicts.append(f"{run_id}: {kept}")
+            say(f"kept the stored {run_id}: {kept} (--replace loads the files)")
             statuses.append(kept.status)
             continue
         except Exception as exc:  # one unreadable run must not stop the others
             reason = exc.args[0] if isinstance(exc, InconsistentRun) else repr(exc)
-            report.refused.append(f"{group['run_id']}: {reason}")
-            say(f"refused {group['run_id']}: {reason}")
+            report.refused.append(f"{run_id}: {reason}")
+            say(f"refused {run_id}: {reason}")
             if replace and isinstance(exc, InconsistentRun):
                 with engine.begin() as conn:  # asked to follow the files, which hold no run
-                    delete_run(conn, group["run_id"])
+                    delete_run(conn, run_id)
             statuses.append("refused")
             continue
         statuses.append(summary.status)
@@ -267,7 +269,7 @@ def ingest_sweep(
             report.problems += rank.problems
         rate = rows / max(time.perf_counter() - tick, 1e-9)
         say(
-            f"[{index}/{len(groups)}] {group['run_id']}: {summary.status}, "
+            f"[{index}/{len(groups)}] {run_id}: {summary.status}, "
             f"{rows:,} rows ({rate:,.0f} rows/s)"
             + (f", {summary.bad_lines} unreadable line(s) quarantined" if summary.bad_lines else "")
         )
@@ -283,11 +285,11 @@ def ingest_sweep(
     with_retries(record_outcome, say, f"sweep {sweep_id}")
 
 
-def _sweep_outcome(statuses: Sequence[str], groups: Sequence[dict[str, Any]]) -> str:
+def _sweep_outcome(statuses: Sequence[str], groups: Sequence[GroupEntry]) -> str:
     """``running`` while groups are planned, else succeeded / partial / failed / cancelled."""
-    if any(g["status"] == "planned" for g in groups):
+    if any(g.status == "planned" for g in groups):
         return "running"
-    if any(g["status"] in ("cancelled", "skipped") for g in groups):
+    if any(g.status in ("cancelled", "skipped") for g in groups):
         return "cancelled"
     if statuses and all(s == "succeeded" for s in statuses):
         return "succeeded"
@@ -306,26 +308,27 @@ def _run_id_problem(run_id: Any) -> str | None:
     return value_problem(Run.__table__, "id", run_id)
 
 
-def _upsert_sweep(conn: Connection, manifest: dict[str, Any]) -> None:
+def _upsert_sweep(conn: Connection, manifest: Manifest) -> None:
     values = _sweep_values(manifest)
-    exists = conn.execute(select(Sweep.id).where(Sweep.id == manifest["sweep_id"])).first()
-    if exists:
-        conn.execute(update(Sweep).where(Sweep.id == manifest["sweep_id"]).values(**values))
+    sweep_id = manifest.sweep_id
+    if conn.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first():
+        conn.execute(update(Sweep).where(Sweep.id == sweep_id).values(**values))
     else:
-        conn.execute(insert(Sweep).values(id=manifest["sweep_id"], **values))
+        conn.execute(insert(Sweep).values(id=sweep_id, **values))
 
 
-def _sweep_values(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The sweep row's columns but its id, from the manifest."""
-    request = manifest["request"]
+def _sweep_values(manifest: Manifest) -> dict[str, Any]:
+    """The sweep row's columns but its id, from the manifest (whose reader,
+    :meth:`Manifest.from_json`, fills in what an older ``sweep.json`` lacks)."""
+    request = manifest.request
     return {
         "task": request["task"],
-        "trigger": manifest.get("trigger", "cli"),
+        "trigger": manifest.trigger,
         "config": request,
-        "config_hash": manifest.get("config_hash") or configuration_hash(request),
-        "code_version": manifest.get("code_version", "unknown"),
-        "created_at": _parse_time(manifest.get("created_at")) or datetime.now(UTC),
-        "finished_at": _parse_time(manifest.get("finished_at")),
+        "config_hash": manifest.config_hash or configuration_hash(request),
+        "code_version": manifest.code_version,
+        "created_at": _parse_time(manifest.created_at) or datetime.now(UTC),
+        "finished_at": _parse_time(manifest.finished_at),
     }
 
 
@@ -335,7 +338,7 @@ def load_run(
     run_path: str,
     sweep_id: str,
     request: dict[str, Any],
-    group: dict[str, Any],
+    group: GroupEntry,
     replace: bool = False,
 ) -> tuple[int, RunSummary, list[RankRecords]]:
     """Replace one run's rows with what its rank files hold, within ``conn``'s transaction.
@@ -347,7 +350,7 @@ def load_run(
     transaction then rolls back and the stored rows stay. Returns the rows
     written, the run's summary and its records.
     """
-    run_id = group["run_id"]
+    run_id = group.run_id
     stored = stored_extent(conn, run_id)
     delete_run(conn, run_id)
     ranks: list[RankRecords] = []
@@ -357,7 +360,7 @@ def load_run(
     try:
         if fs.exists(run_path):
             for rank in iter_rank_files(run_path, fs, check_record):
-                if rank_of(rank.path) >= group["world_size"]:
+                if rank_of(rank.path) >= group.world_size:
                     outside.append(rank)
                     continue
                 ranks.append(rank)
@@ -373,7 +376,7 @@ def load_run(
         if stored is not None and not replace:
             raise KeptStoredRun(f"the rank files now disagree ({exc})", stored.status) from None
         raise
-    summary = summarise(ranks, run_id, group["world_size"], group.get("status"))
+    summary = summarise(ranks, run_id, group.world_size, group.status)
     shared = shared_nodes(ranks) if request.get("placement") == "spread" else {}
     if shared:
         where = "; ".join(f"ranks {', '.join(map(str, r))} on {node}" for node, r in shared.items())
@@ -383,11 +386,11 @@ def load_run(
         lines = len(rank.records) + rank.bad_lines
         summary.bad_lines += lines
         rank.problems = [f"{rank.path.name}: rank {rank_of(rank.path)} is outside the group of "
-                         f"{group['world_size']}; its {lines} line(s) are left out"]  # fmt: skip
-    launcher_reason = group.get("reason", "")
+                         f"{group.world_size}; its {lines} line(s) are left out"]  # fmt: skip
+    launcher_reason = group.reason
     if summary.status in ("cancelled", "timed_out") and launcher_reason:
         summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
-    elif group.get("status") == "failed" and summary.status == "succeeded":
+    elif group.status == "failed" and summary.status == "succeeded":
         summary.status, summary.reason = "failed", launcher_reason
     elif summary.status == "failed" and launcher_reason and launcher_reason not in summary.reason:
         # What the launcher saw (a pod that was never scheduled, a rank killed
@@ -477,20 +480,20 @@ def _write_run(
     conn: Connection,
     sweep_id: str,
     request: dict[str, Any],
-    group: dict[str, Any],
+    group: GroupEntry,
     summary: RunSummary,
     ranks: Sequence[RankRecords],
     shared_node: bool = False,
 ) -> int:
     """The run row and its small tables (evaluations, events, environments)."""
-    run_id = group["run_id"]
+    run_id = group.run_id
     spec = TASKS.get(request["task"])
     goal = spec.goal if isinstance(spec, TrainingSpec) else None
     start = summary.start
     started_at = _parse_time(start.get("started_at"))
     # The plan's profile (a group that never started has no start event); runs loaded
     # before profiles existed ran on the host's network.
-    network = str(group.get("network") or start.get("network") or "host")
+    network = str(group.network or start.get("network") or "host")
     conn.execute(
         insert(Run).values(
             id=run_id,
@@ -499,8 +502,8 @@ def _write_run(
             config_hash=configuration_hash(
                 {**request, "precision": start.get("precision"), "network": network}
             ),
-            world_size=group["world_size"],
-            repeat=group.get("repeat", 0),
+            world_size=group.world_size,
+            repeat=group.repeat,
             backend=request.get("backend", "gloo"),
             device=str(start.get("device", "unknown")),
             precision=str(start.get("precision", DEFAULT_PRECISION)),

@@ -388,3 +388,40 @@ def test_a_group_read_while_it_runs_is_running_and_its_final_load_completes_it(
         assert conn.execute(select(Run.status)).scalar_one() == "succeeded"
         steps = conn.execute(select(func.count()).select_from(StepTiming)).scalar_one()
     assert steps == 2 * 12  # every step once
+
+
+def test_a_manifest_from_before_its_optional_fields_ingests_with_their_defaults(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """An older ``sweep.json`` without trigger, times, versions or per-group verdicts and
+    profiles: the manifest reader's defaults stand in, and a verdict line still counts."""
+    sweep = write_training_sweep(
+        tmp_path, "old", [FakeRun(1), FakeRun(2, repeat=1, launcher_status="failed")]
+    )
+    data = json.loads((sweep / "sweep.json").read_text())
+    for key in ("trigger", "created_at", "code_version", "config_hash", "finished_at"):
+        data.pop(key, None)
+    for group in data["groups"]:
+        for key in ("status", "reason", "seconds", "network"):
+            group.pop(key, None)
+    (sweep / "sweep.json").write_text(json.dumps(data))
+    verdict = {"run_id": "old-w2-r2", "status": "failed", "reason": "rank 1 was killed"}
+    (sweep / "verdicts.jsonl").write_text(json.dumps(verdict) + "\n")
+    report = ingest_location(engine, str(tmp_path))
+    assert report.runs == 2 and not report.refused
+    with engine.connect() as conn:
+        row = conn.execute(select(Sweep.__table__)).one()
+        runs = {r.id: r for r in conn.execute(select(Run.__table__))}
+    assert (row.trigger, row.code_version, row.finished_at) == ("cli", "", None)
+    assert row.config_hash and row.created_at is not None
+    assert row.outcome == "running"  # the group without a status is still planned
+    assert sorted(runs) == ["old-w1-r1", "old-w2-r2"]
+    assert (runs["old-w1-r1"].status, runs["old-w1-r1"].repeat) == ("running", 0)
+    failed = runs["old-w2-r2"]
+    assert (failed.status, failed.reason, failed.repeat, failed.world_size) == (
+        "failed", "rank 1 was killed", 1, 2
+    )
+    assert {r.network for r in runs.values()} == {"host"}
+    assert {(r.backend, r.variant, r.placement) for r in runs.values()} == {
+        ("gloo", "sync", "pack")
+    }
