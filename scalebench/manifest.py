@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -283,7 +284,18 @@ def _append(sweep_dir: Path, verdicts: list[dict[str, Any]]) -> None:
 
 
 def _write_atomically(path: Path, data: dict[str, Any]) -> None:
-    """Readers never see half a file: write a temporary file, then rename it over ``path``."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Readers never see half a file, and a crash leaves the old file or the new one: write
+    a temporary file of this writer's own beside ``path``, flush it to disk, rename it over."""
+    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (renamed, not deleted, when done)
+        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+        delete=False,
+    )  # fmt: skip
+    try:
+        with handle:
+            handle.write(json.dumps(data, indent=1, default=str) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise

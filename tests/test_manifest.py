@@ -137,3 +137,21 @@ def test_live_results_publish_while_the_group_runs_and_stop_with_it() -> None:
     with LiveResults(lambda: calls.append(0.0), 0):  # 0: only the final load
         time.sleep(0.1)
     assert len(calls) == count
+
+
+def test_a_verdict_is_one_appended_line_and_sweep_json_is_written_twice(tmp_path: Path) -> None:
+    """Recording a verdict costs the same in a sweep of 500 groups as in one of 1: the plan
+    (``sweep.json``) is written when the sweep starts and when it finishes, never between."""
+    sweep_dir = planned_sweep(tmp_path, groups=500)
+    plan = (sweep_dir / "sweep.json").stat()
+    for i in range(500):
+        manifest.record_verdict(sweep_dir, f"s-w1-r{i + 1}", "succeeded", seconds=1.0)
+    after = (sweep_dir / "sweep.json").stat()
+    assert (after.st_mtime_ns, after.st_ino) == (plan.st_mtime_ns, plan.st_ino)
+    lines = (sweep_dir / manifest.VERDICTS).read_text().splitlines()
+    assert len(lines) == 500 and max(len(line) for line in lines) < 120
+    done = manifest.finish(sweep_dir)
+    assert all(g.status == "succeeded" for g in done.groups)
+    # The finished plan replaced the old file whole; no temporary file is left beside it.
+    assert sorted(p.name for p in sweep_dir.iterdir()) == ["sweep.json"]
+    assert json.loads((sweep_dir / "sweep.json").read_text())["finished_at"] == done.finished_at
