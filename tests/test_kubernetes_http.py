@@ -356,10 +356,31 @@ def test_a_dropped_connection_on_a_poll_is_retried(
 # -- the deferred path through the Airflow operator and ingest ------------------------------------
 
 
+def kubernetes_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world_size: int
+                     ) -> tuple[Any, GroupPlan, Any]:  # fmt: skip
+    """A planned one-group Kubernetes sweep of light Task 1a, the settings pointing at the
+    emulated cluster: (the sweep, its group, the task instance an operator is given)."""
+    from types import SimpleNamespace
+
+    from scalebench.sweep import start_sweep, validate_request
+
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
+    monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", CONN_ID)
+    monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0")
+    request = validate_request(task="task1a-resnet20-cifar10", workers=[world_size], light=True,
+                               repeats=1, launcher="kubernetes", backend="nccl",
+                               gpus_per_worker=1)  # fmt: skip
+    sweep = start_sweep(request, tmp_path / "results", "manual")
+    [plan] = sweep.groups
+    ti = SimpleNamespace(dag_id="task1a_resnet20_cifar10", run_id="manual__x", map_index=0,
+                         try_number=1)  # fmt: skip
+    return sweep, plan, ti
+
+
 def test_the_operator_defers_and_records_the_triggers_verdict_through_ingest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from types import SimpleNamespace
 
     from airflow.sdk.exceptions import TaskDeferred
     from sqlalchemy import select
@@ -369,20 +390,9 @@ def test_the_operator_defers_and_records_the_triggers_verdict_through_ingest(
     from results_db.models import Run
     from scalebench import manifest
     from scalebench.database_commands import ingest, upgrade
-    from scalebench.sweep import start_sweep, validate_request
 
-    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
-    monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(tmp_path / "data"))
     monkeypatch.setenv("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "0.5")
-    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", CONN_ID)
-    monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0")
-    request = validate_request(task="task1a-resnet20-cifar10", workers=[4], light=True,
-                               repeats=1, launcher="kubernetes", backend="nccl",
-                               gpus_per_worker=1)  # fmt: skip
-    sweep = start_sweep(request, tmp_path / "results", "manual")
-    [plan] = sweep.groups
-    ti = SimpleNamespace(dag_id="task1a_resnet20_cifar10", run_id="manual__x", map_index=0,
-                         try_number=1)  # fmt: skip
+    sweep, plan, ti = kubernetes_sweep(tmp_path, monkeypatch, 4)
     with emulated_cluster([Stage(0, unschedulable())], tmp_path, monkeypatch) as cluster:
         operator = TrainingGroupOperator(task_id="train", group=plan.to_xcom())
         with pytest.raises(TaskDeferred) as deferred:
@@ -413,29 +423,16 @@ def test_a_group_that_cannot_be_deferred_is_deleted_and_recorded_failed(
 ) -> None:
     """Between creating the Job and deferring, a failure (here: the trigger cannot be
     built) still deletes the Job and the Service: they would hold GPUs for an hour."""
-    from types import SimpleNamespace
 
     from operators.kubernetes.group import KubernetesGroup
     from operators.training_group import TrainingGroupOperator
     from scalebench import manifest
-    from scalebench.sweep import start_sweep, validate_request
-
-    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
-    monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(tmp_path / "data"))
-    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", CONN_ID)
-    monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0")
 
     def broken_trigger(*args: Any, **kwargs: Any) -> GroupTrigger:
         raise RuntimeError("no trigger today")
 
     monkeypatch.setattr(KubernetesGroup, "trigger", broken_trigger)
-    request = validate_request(task="task1a-resnet20-cifar10", workers=[2], light=True,
-                               repeats=1, launcher="kubernetes", backend="nccl",
-                               gpus_per_worker=1)  # fmt: skip
-    sweep = start_sweep(request, tmp_path / "results", "manual")
-    [plan] = sweep.groups
-    ti = SimpleNamespace(dag_id="task1a_resnet20_cifar10", run_id="manual__x", map_index=0,
-                         try_number=1)  # fmt: skip
+    sweep, plan, ti = kubernetes_sweep(tmp_path, monkeypatch, 2)
     with emulated_cluster([Stage(0, unschedulable())], tmp_path, monkeypatch) as cluster:
         operator = TrainingGroupOperator(task_id="train", group=plan.to_xcom())
         with pytest.raises(RuntimeError, match="no trigger today"):
