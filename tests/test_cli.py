@@ -355,3 +355,19 @@ def test_a_diverged_runs_nan_metric_shows_as_a_dash() -> None:
     table = training_table(scaling_rows([run]), [run], {"r": float("nan")}, "bleu")
     assert "nan" not in table.lower()
     assert "0 of 1 reached the goal" in table and table.splitlines()[-1].endswith("—")
+
+
+def test_placement_on_the_command_line_is_checked_before_any_worker_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One rank per node cannot be had from one machine's processes: refused by name, and no
+    sweep directory is made; ``pack`` is accepted locally and recorded in the request."""
+    results = tmp_path / "results"
+    args = ["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
+            "--results", str(results), "--no-ingest"]  # fmt: skip
+    assert cli.main([*args, "--placement", "spread"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scalebench: error: placement:") and "local" in err
+    assert not results.exists()
+    parsed = cli.build_parser().parse_args([*args, "--placement", "pack"])
+    assert parsed.placement == "pack"

@@ -96,6 +96,9 @@ def test_dag_files_parse_fast_and_import_no_torch(dag_file: str) -> None:
         ({"network": []}, "network"),
         ({"network": "host"}, "network"),
         ({"network": ["host", "host"]}, "network"),
+        ({"placement": "everywhere"}, "placement"),
+        ({"device": "tpu"}, "device"),
+        ({"download": "maybe"}, "download"),
     ],
 )
 def test_the_trigger_form_refuses_bad_input_naming_the_field(dagbag, conf, field) -> None:
