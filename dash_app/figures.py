@@ -462,7 +462,7 @@ def communication_ratio_figure(
             x=[r.world_size for r in shown],
             y=[r.communication_ratio for r in shown],
             mode="lines+markers",
-            name="mean over runs",
+            name="communication / step time (mean over runs)",
             hovertemplate="%{x} worker(s): %{y:.2%} of step time communicating<extra></extra>",
         )
     ]
@@ -496,7 +496,7 @@ def communication_ratio_figure(
     yaxis = {
         "tickformat": ".0%",
         "rangemode": "tozero",
-        "title": {"text": "communication / step time (or / computation)"},
+        "title": {"text": "ratio"},
     }
     return _figure(title, traces, _workers_axis([r.world_size for r in shown]), yaxis)
 

@@ -415,8 +415,9 @@ def test_a_sweep_on_two_network_profiles_draws_a_curve_for_each(tmp_path: Path) 
                                              "comm-allreduce.value": [], "comm-dtype.value": "all",
                                              "comm-network.value": "all"})  # fmt: skip
     ratios = {t["name"]: t["y"] for t in comm["comm-ratio"]["figure"]["data"]}
-    host = ratios["mean over runs · host"]
-    assert ratios["mean over runs · 100mbit"][0] == pytest.approx(10 * host[0] * 0.4 / 0.85)
+    name = "communication / step time (mean over runs)"
+    host = ratios[f"{name} · host"]
+    assert ratios[f"{name} · 100mbit"][0] == pytest.approx(10 * host[0] * 0.4 / 0.85)
     assert comm["comm-phases"]["figure"]["layout"]["title"]["text"].endswith("· host")
     layout = client.open("/scaling", "?sweep=two-links&network=100mbit")
     assert prop_of(layout, "scaling-network", "value") == "100mbit"
