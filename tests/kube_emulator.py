@@ -111,6 +111,7 @@ class EmulatedCluster:
         self._ready = threading.Event()
         self._stop: asyncio.Event | None = None
         self._created: dict[str, float] = {}  # job name -> when the driver saw it (monotonic)
+        self._stamps: dict[str, list[float]] = {}  # pod -> when each log line appeared (wall)
         self._thread = threading.Thread(target=self._serve, name="kube-api", daemon=True)
 
     # -- life cycle
@@ -194,13 +195,26 @@ class EmulatedCluster:
         return body
 
     def _log(self, request: Any) -> bytes:
+        """A pod's log as the kubelet serves it: each line stamped with the wall-clock time
+        it first appeared (``timestamps``), only the lines of the last ``sinceSeconds``,
+        or the last ``tailLines``."""
         pod = request.url.path.split("/")[-2]
         job, rank = pod.rsplit("-", 2)[0], int(pod.rsplit("-", 2)[1])
-        text = self._stage(job).logs.get(rank, "")
+        lines = self._stage(job).logs.get(rank, "").splitlines(keepends=True)
+        stamps = self._stamps.setdefault(pod, [])
+        now = time.time()
+        stamps += [now + i * 1e-6 for i in range(len(lines) - len(stamps))]
+        entries = list(zip(stamps, lines, strict=False))
+        since = request.params.get("sinceSeconds")
+        if since:
+            entries = [(t, line) for t, line in entries if t >= now - int(since)]
         tail = request.params.get("tailLines")
         if tail:
-            text = "".join(text.splitlines(keepends=True)[-int(tail) :])
-        return text.encode()
+            entries = entries[-int(tail) :]
+        # As the API server reads a boolean (Go's ParseBool): the sync client sends "True".
+        if request.params.get("timestamps") in ("1", "t", "T", "true", "TRUE", "True"):
+            return "".join(f"{_rfc3339_nano(t)} {line}" for t, line in entries).encode()
+        return "".join(line for _, line in entries).encode()
 
     # -- the driver
 
@@ -276,3 +290,10 @@ def emulated_cluster(stages: list[Stage], tmp_path: Path, monkeypatch: Any,
         config = cluster.kube_config(tmp_path / "kube-config")
         monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", cluster.connection_uri(config))
         yield cluster
+
+
+def _rfc3339_nano(t: float) -> str:
+    """A wall-clock time (seconds) as the kubelet stamps log lines: RFC 3339, nanoseconds."""
+    whole = int(t)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))
+    return f"{stamp}.{min(int((t - whole) * 1e9), 999_999_999):09d}Z"

@@ -169,6 +169,13 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
                                                  ("GET", f"{PODS_PATH}/{NAMES.job}-0-x7k2p/log")}
         assert all(q == {"labelSelector": f"batch.kubernetes.io/job-name={NAMES.job}"}
                    for m, p, q in polls if p == PODS_PATH)  # fmt: skip
+        # Rank 0's log: stamped lines, and after the first line passed on only the last
+        # minute or so of it, not the whole log again at every look.
+        log_reads = [q for m, p, q in polls if p.endswith("/log")]
+        assert log_reads[0] == {"container": "worker", "timestamps": log_reads[0]["timestamps"]}
+        assert len(log_reads) >= 2
+        assert all(q["timestamps"].lower() == "true" for q in log_reads)  # the sync client: True
+        assert all(61 <= int(q["sinceSeconds"]) <= 62 for q in log_reads[1:]), log_reads
         assert [(m, p, q) for m, p, q, _ in sent[-2:]] == [
             ("DELETE", JOB_PATH, {"propagationPolicy": "Background"}),
             ("DELETE", SERVICE_PATH, {}),

@@ -967,7 +967,8 @@ def test_the_real_client_accepts_every_call(monkeypatch: pytest.MonkeyPatch) -> 
     assert queries[("DELETE", f"/apis/batch/v1{ns}/jobs/{job}")] == {
         "propagationPolicy": "Background"
     }
-    assert queries[("GET", f"/api/v1{ns}/pods/{job}-0-x7k2p/log")] == {"container": "worker"}
+    assert queries[("GET", f"/api/v1{ns}/pods/{job}-0-x7k2p/log")] == {"container": "worker",
+                                                                      "timestamps": True}
     content_types = {(m, p): c for m, p, _, c in requests}
     assert content_types[("PATCH", f"/api/v1{ns}/services/{job}")] == "application/json-patch+json"
 
@@ -1025,3 +1026,27 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
         status, reason = conn.execute(select(Run.status, Run.reason)).one()
     engine.dispose()
     assert status == "failed" and "Insufficient nvidia.com/gpu" in reason
+
+
+def test_rank_0s_log_is_read_a_minute_at_a_time_and_each_line_passed_on_once() -> None:
+    from operators.kubernetes.watch import LOG_OVERLAP_S, Rank0Log, _stamp_key
+
+    pod = {"metadata": {"name": "job-0-x"}, "status": {"phase": "Running"}}
+    log = Rank0Log()
+    assert log.options(pod, 1e9) == {"timestamps": True}  # nothing passed on: the whole log
+    stamp = "2026-11-25T02:10:0{}Z".format
+    first = f"{stamp('0.000000001')} a\n{stamp('0.000000001')} b\n{stamp('1.5')} c\n{stamp(2)} pa"
+    assert log.new_lines(pod, first) == ["a", "b", "c"]  # the last line is still being written
+    newest_s = _stamp_key(stamp("1.5"))[0]  # type: ignore[index]
+    assert log.options(pod, newest_s + 30.2) == {"timestamps": True,
+                                                "since_seconds": 31 + LOG_OVERLAP_S}
+    # The next read overlaps the last one: what was passed on is passed over by its stamp,
+    # and of two lines with one stamp, the second is new.
+    again = f"{stamp('1.5')} c\n{stamp(2)} partial done\n{stamp(2)} d\n"
+    assert log.new_lines(pod, again) == ["partial done", "d"]
+    assert log.new_lines(pod, again + f"{stamp(2)} e\n") == ["e"]
+    assert log.new_lines(pod, "") == [] and log.lines == 6
+    # Another pod (rank 0 started again) starts over; an unstamped log is counted by lines.
+    other = {"metadata": {"name": "job-0-y"}, "status": {"phase": "Succeeded"}}
+    assert log.new_lines(other, "one\ntwo") == ["one", "two"]
+    assert log.new_lines(other, "one\ntwo\nthree\n") == ["three"]

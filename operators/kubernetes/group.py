@@ -334,7 +334,8 @@ class KubernetesGroup:
         pod = rank0_pod(pods)
         if pod is None:
             return
-        text = self._read_log(_get(pod, "metadata", "name"))
+        options = self._rank0_log.options(pod, self._clock())
+        text = self._read_log(_get(pod, "metadata", "name"), **options)
         if text is None:
             return
         for line in self._rank0_log.new_lines(pod, text):

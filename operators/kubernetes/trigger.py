@@ -55,8 +55,9 @@ class GroupTrigger(BaseTrigger):
     ``timeout_s`` and ``schedule_timeout_s`` (seconds) count from it.
     ``group`` is the planned group as XCom carries it (its run id and sweep
     directory: where :meth:`on_kill` records ``cancelled`` and what the live
-    loads load); ``rank0_pod`` / ``rank0_lines`` say how much of rank 0's log
-    was copied already.
+    loads load); ``rank0_*`` say how much of rank 0's log was copied already
+    (:class:`~operators.kubernetes.watch.Rank0Log`), so a trigger built again
+    after a triggerer restart goes on from there.
     """
 
     def __init__(
@@ -75,6 +76,8 @@ class GroupTrigger(BaseTrigger):
         group: dict[str, Any] | None = None,
         rank0_pod: str | None = None,
         rank0_lines: int = 0,
+        rank0_since: str | None = None,
+        rank0_at_since: int = 0,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
@@ -88,7 +91,7 @@ class GroupTrigger(BaseTrigger):
         self.poll_interval_s = poll_interval_s
         self.live_ingest_s = live_ingest_s
         self.group = group
-        self.rank0 = Rank0Log(rank0_pod, rank0_lines)
+        self.rank0 = Rank0Log(rank0_pod, rank0_lines, rank0_since, rank0_at_since)
         self._rank0_seen: list[str] = []
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -108,6 +111,8 @@ class GroupTrigger(BaseTrigger):
                 "group": self.group,
                 "rank0_pod": self.rank0.pod,
                 "rank0_lines": self.rank0.lines,
+                "rank0_since": self.rank0.since,
+                "rank0_at_since": self.rank0.at_since,
             },
         )
 
@@ -200,7 +205,8 @@ class GroupTrigger(BaseTrigger):
         pod = rank0_pod(pods)
         if pod is None:
             return
-        text = await self._read_log(core, _get(pod, "metadata", "name"))
+        text = await self._read_log(core, _get(pod, "metadata", "name"),
+                                    **self.rank0.options(pod, now_s()))  # fmt: skip
         for line in self.rank0.new_lines(pod, text) if text is not None else []:
             self.log.info("[rank 0] %s", line)
             self._rank0_seen.append(f"[rank 0] {line}")

@@ -9,7 +9,10 @@ their fields (the trigger is serialised between looks).
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from operators.kubernetes.constants import LOG_PHASES
@@ -93,19 +96,75 @@ def rank0_pod(pods: list[Any]) -> Any:
 
 @dataclass
 class Rank0Log:
-    """Which lines of rank 0's log were passed on: ``lines`` of pod ``pod``."""
+    """Which lines of rank 0's log were passed on: ``lines`` of pod ``pod``, the newest of
+    them stamped ``since`` (the kubelet's RFC 3339 time of the line), ``at_since`` of them
+    with that very stamp.
+
+    A look asks for the lines of the last minute or so only (:meth:`options`: every
+    line stamped, from a little before the newest one passed on), not the whole log
+    again: rank 0 prints a progress line every 10 s, so a week-long run's log grows to
+    megabytes that each look would otherwise fetch. The overlap is passed over by stamp.
+    """
 
     pod: str | None = None
     lines: int = 0
+    since: str | None = None
+    at_since: int = 0
+
+    def options(self, pod: Any, now_s: float) -> dict[str, Any]:
+        """The log request's options at wall-clock time ``now_s`` (seconds): stamps on every
+        line and, once a line was passed on, the seconds back to it plus
+        :data:`LOG_OVERLAP_S` (the node's clock may run ahead of this one)."""
+        newest = _stamp_key(self.since) if self.since else None
+        if _get(pod, "metadata", "name") != self.pod or newest is None:
+            return {"timestamps": True}
+        back_s = max(0, math.ceil(now_s - newest[0])) + LOG_OVERLAP_S
+        return {"timestamps": True, "since_seconds": back_s}
 
     def new_lines(self, pod: Any, text: str) -> list[str]:
-        """The complete lines of ``text`` (pod ``pod``'s whole log) not passed on yet."""
+        """The complete lines of ``text`` (pod ``pod``'s log, lines stamped as
+        :meth:`options` asks) not passed on yet, without their stamps."""
         name = _get(pod, "metadata", "name")
         if name != self.pod:
-            self.pod, self.lines = name, 0
-        lines = text.splitlines()
-        if lines and not text.endswith("\n") and _get(pod, "status", "phase") == "Running":
-            lines.pop()  # still being written
-        new = lines[self.lines :]
-        self.lines = max(self.lines, len(lines))
+            self.pod, self.lines, self.since, self.at_since = name, 0, None, 0
+        entries = text.splitlines()
+        if entries and not text.endswith("\n") and _get(pod, "status", "phase") == "Running":
+            entries.pop()  # still being written
+        stamped = [(_stamp_key(stamp), stamp, line)
+                   for stamp, _, line in (entry.partition(" ") for entry in entries)]  # fmt: skip
+        if any(key is None for key, _, _ in stamped):  # an unstamped (whole) log: count lines
+            new = entries[self.lines :]
+            self.lines = max(self.lines, len(entries))
+            return new
+        newest = _stamp_key(self.since) if self.since else None
+        new, repeated = [], 0
+        for key, _, line in stamped:
+            if newest is not None and key is not None and key < newest:
+                continue  # passed on before
+            if newest is not None and key == newest:
+                repeated += 1
+                if repeated <= self.at_since:
+                    continue
+            new.append(line)
+        if stamped:
+            last_key, self.since = stamped[-1][0], stamped[-1][1]
+            self.at_since = sum(key == last_key for key, _, _ in stamped)
+        self.lines += len(new)
         return new
+
+
+LOG_OVERLAP_S = 60  # seconds of log a look reads again, for clock differences
+
+
+def _stamp_key(stamp: str) -> tuple[int, int] | None:
+    """An RFC 3339 stamp as (whole seconds since the epoch, nanoseconds); None if it is not
+    one (e.g. ``2026-11-25T02:10:00.123456789Z`` → (1795572600, 123456789))."""
+    match = _STAMP.fullmatch(stamp)
+    if match is None:
+        return None
+    whole = datetime.fromisoformat(match["whole"] + match["zone"].replace("Z", "+00:00"))
+    return int(whole.timestamp()), int((match["fraction"] or "").ljust(9, "0"))
+
+
+_STAMP = re.compile(r"(?P<whole>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d{1,9}))?"
+                    r"(?P<zone>Z|[+-]\d\d:\d\d)")  # fmt: skip
