@@ -199,13 +199,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         results_root = config.results_path(args.results)
     except ValueError as exc:
         raise InvalidParameter("results", str(exc)) from None
+    url = None if args.no_ingest else args.database or config.database_url()
+    if url is not None:
+        # Where the results go is checked (and migrated) before any worker starts, not
+        # after hours of training; --no-ingest keeps them on disk only.
+        database_commands.upgrade(url)
     if request.download and not request.light and isinstance(request.spec, TrainingSpec):
         prepare_data(request.spec.data.name, request.data_dir)
-    if args.no_ingest:
+    if url is None:
         sweep_dir, status = run_sweep(request, results_root)
         print_sweep_directory(sweep_dir)
         return status
-    url = args.database or config.database_url()
     sweep_dir, status = run_sweep(request, results_root, publish=load_group(url))
     print(f"\ningesting into {database_commands.redact(url)}")
     database_commands.ingest(url, str(sweep_dir))

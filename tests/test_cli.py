@@ -371,3 +371,16 @@ def test_placement_on_the_command_line_is_checked_before_any_worker_starts(
     assert not results.exists()
     parsed = cli.build_parser().parse_args([*args, "--placement", "pack"])
     assert parsed.placement == "pack"
+
+
+def test_a_database_that_cannot_take_the_results_is_said_before_any_worker_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    status = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
+                       "--results", str(results), "--database",
+                       "postgresql+psycopg2://nobody@127.0.0.1:1/none"])  # fmt: skip
+    assert status == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scalebench: error: database: cannot use the results database")
+    assert not results.exists()  # no sweep was started
