@@ -1046,6 +1046,14 @@ def test_rank_0s_log_is_read_a_minute_at_a_time_and_each_line_passed_on_once() -
     assert log.new_lines(pod, again) == ["partial done", "d"]
     assert log.new_lines(pod, again + f"{stamp(2)} e\n") == ["e"]
     assert log.new_lines(pod, "") == [] and log.lines == 6
+    # A progress bar's carriage return stays inside its line, and reading goes on after it.
+    bar = f"{stamp(3)} 10%\r50%\r100%\n{stamp(4)} f\n"
+    assert log.new_lines(pod, bar) == ["10%\r50%\r100%", "f"]
+    assert log.new_lines(pod, bar + f"{stamp(5)} g\n") == ["g"]
+    # stdout and stderr lines may arrive slightly out of order: none is passed on twice.
+    mixed = f"{stamp('6.5')} h\n{stamp('6.4')} i\n"
+    assert log.new_lines(pod, mixed) == ["h", "i"]
+    assert log.new_lines(pod, mixed + f"{stamp(7)} j\n") == ["j"]
     # Another pod (rank 0 started again) starts over; an unstamped log is counted by lines.
     other = {"metadata": {"name": "job-0-y"}, "status": {"phase": "Succeeded"}}
     assert log.new_lines(other, "one\ntwo") == ["one", "two"]

@@ -1,10 +1,12 @@
 """One training group on the cluster, through the interface of the local launcher:
 :class:`KubernetesGroup` creates the Service, then the Job, follows the pods
 until the group ends, fails, cannot start or times out, copies rank 0's output
-to its ``sink`` line by line (each poll reads rank 0's whole log and passes on
-the lines not seen yet; lines rotated away by the kubelet before a poll are
-lost), fetches the end of a failed rank's log into ``log_tail``, and deletes
-the Job and the Service however the wait ends, and on :meth:`~KubernetesGroup.stop`.
+to its ``sink`` line by line (each poll reads the last minute or so of rank 0's
+log and passes on the lines not seen yet, see
+:class:`~operators.kubernetes.watch.Rank0Log`; lines rotated away by the
+kubelet before a poll are lost), fetches the end of a failed rank's log into
+``log_tail``, and deletes the Job and the Service however the wait ends, and
+on :meth:`~KubernetesGroup.stop`.
 """
 
 from __future__ import annotations

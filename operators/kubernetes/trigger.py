@@ -55,9 +55,9 @@ class GroupTrigger(BaseTrigger):
     ``timeout_s`` and ``schedule_timeout_s`` (seconds) count from it.
     ``group`` is the planned group as XCom carries it (its run id and sweep
     directory: where :meth:`on_kill` records ``cancelled`` and what the live
-    loads load); ``rank0_*`` say how much of rank 0's log was copied already
-    (:class:`~operators.kubernetes.watch.Rank0Log`), so a trigger built again
-    after a triggerer restart goes on from there.
+    loads load). Airflow stores these arguments once, when the task defers: a
+    trigger built again after a triggerer restart copies rank 0's log from its
+    start again.
     """
 
     def __init__(
@@ -74,10 +74,6 @@ class GroupTrigger(BaseTrigger):
         poll_interval_s: float = 5.0,
         live_ingest_s: float = 0.0,
         group: dict[str, Any] | None = None,
-        rank0_pod: str | None = None,
-        rank0_lines: int = 0,
-        rank0_since: str | None = None,
-        rank0_at_since: int = 0,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
@@ -91,7 +87,7 @@ class GroupTrigger(BaseTrigger):
         self.poll_interval_s = poll_interval_s
         self.live_ingest_s = live_ingest_s
         self.group = group
-        self.rank0 = Rank0Log(rank0_pod, rank0_lines, rank0_since, rank0_at_since)
+        self.rank0 = Rank0Log()  # what of rank 0's log this trigger copied so far
         self._rank0_seen: list[str] = []
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -109,10 +105,6 @@ class GroupTrigger(BaseTrigger):
                 "poll_interval_s": self.poll_interval_s,
                 "live_ingest_s": self.live_ingest_s,
                 "group": self.group,
-                "rank0_pod": self.rank0.pod,
-                "rank0_lines": self.rank0.lines,
-                "rank0_since": self.rank0.since,
-                "rank0_at_since": self.rank0.at_since,
             },
         )
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from operators.kubernetes.constants import LOG_PHASES
@@ -127,28 +127,33 @@ class Rank0Log:
         name = _get(pod, "metadata", "name")
         if name != self.pod:
             self.pod, self.lines, self.since, self.at_since = name, 0, None, 0
-        entries = text.splitlines()
-        if entries and not text.endswith("\n") and _get(pod, "status", "phase") == "Running":
-            entries.pop()  # still being written
-        stamped = [(_stamp_key(stamp), stamp, line)
+        # Lines end at "\n" only: a progress bar's "\r" stays inside its line.
+        entries = text.split("\n")
+        if entries[-1] == "" or _get(pod, "status", "phase") == "Running":
+            entries.pop()  # after the last newline: nothing, or a line still being written
+        stamped = [(_stamp_key(stamp), line)
                    for stamp, _, line in (entry.partition(" ") for entry in entries)]  # fmt: skip
-        if any(key is None for key, _, _ in stamped):  # an unstamped (whole) log: count lines
+        if stamped and all(key is None for key, _ in stamped):  # an unstamped whole log
             new = entries[self.lines :]
             self.lines = max(self.lines, len(entries))
             return new
         newest = _stamp_key(self.since) if self.since else None
-        new, repeated = [], 0
-        for key, _, line in stamped:
-            if newest is not None and key is not None and key < newest:
+        new, repeated, largest = [], 0, newest
+        for key, line in stamped:
+            if key is None:
+                continue  # not a line of this read's (a stray fragment): nothing to pass on
+            if newest is not None and key < newest:
                 continue  # passed on before
-            if newest is not None and key == newest:
+            if key == newest:
                 repeated += 1
                 if repeated <= self.at_since:
                     continue
             new.append(line)
-        if stamped:
-            last_key, self.since = stamped[-1][0], stamped[-1][1]
-            self.at_since = sum(key == last_key for key, _, _ in stamped)
+            largest = key if largest is None else max(largest, key)
+        if largest is not None and largest != newest:
+            self.since = _stamp_text(largest)
+        if largest is not None:  # every line with the largest stamp was passed on by now
+            self.at_since = sum(key == largest for key, _ in stamped)
         self.lines += len(new)
         return new
 
@@ -164,6 +169,12 @@ def _stamp_key(stamp: str) -> tuple[int, int] | None:
         return None
     whole = datetime.fromisoformat(match["whole"] + match["zone"].replace("Z", "+00:00"))
     return int(whole.timestamp()), int((match["fraction"] or "").ljust(9, "0"))
+
+
+def _stamp_text(key: tuple[int, int]) -> str:
+    """:func:`_stamp_key` the other way: (seconds, nanoseconds) as an RFC 3339 stamp."""
+    whole = datetime.fromtimestamp(key[0], UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{whole}.{key[1]:09d}Z"
 
 
 _STAMP = re.compile(r"(?P<whole>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d{1,9}))?"
