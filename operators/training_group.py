@@ -100,13 +100,19 @@ class TrainingGroupOperator(BaseOperator):
         self.defer(trigger=trigger, method_name="resume")
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        """The trigger's verdict (``event``): delete the Job and the Service, record it."""
+        """The trigger's verdict (``event``): delete the Job and the Service, record it (even
+        when the deleting fails: the Job's deadline and TTL are the safety net)."""
         from operators.kubernetes import GroupNames
 
         group = self.plan
         names = GroupNames(job=event["job"], service=event["service"])
-        launcher = self.launcher_for(group, context, names=names)
-        launcher.resumed(event["started_s"]).stop()
+        try:
+            launcher = self.launcher_for(group, context, names=names)
+            launcher.resumed(event["started_s"]).stop()
+        except Exception as exc:  # the verdict is recorded all the same
+            self.log.warning("%s: could not delete Job %s and Service %s (%s); the Job's "
+                             "deadline and TTL will", group.run_id, names.job, names.service,
+                             exc)  # fmt: skip
         if event["status"] == "error":
             reason = f"the {group.launcher} launcher failed: {event['reason']}"
             manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)

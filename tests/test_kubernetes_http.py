@@ -450,6 +450,38 @@ def test_a_group_that_cannot_be_deferred_is_deleted_and_recorded_failed(
     assert entry.status == "failed" and "no trigger today" in entry.reason
 
 
+def test_a_verdict_is_recorded_even_when_the_group_cannot_be_cleaned_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the task resumes, its launcher cannot be built (a setting changed meanwhile), or
+    when a user stops the deferred task, the cluster cannot be reached: the Job is left to
+    its deadline and TTL, but the group's verdict is recorded all the same."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from operators.training_group import TrainingGroupOperator
+    from scalebench import manifest
+
+    monkeypatch.setenv("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "0.5")
+    sweep, plan, ti = kubernetes_sweep(tmp_path, monkeypatch, 2)
+    with emulated_cluster([Stage(0, unschedulable())], tmp_path, monkeypatch):
+        with pytest.raises(TaskDeferred) as deferred:
+            TrainingGroupOperator(task_id="train", group=plan.to_xcom()).execute({"ti": ti})
+        arguments = deferred.value.trigger.serialize()[1]
+        event = run_trigger(GroupTrigger(**arguments))
+    monkeypatch.setenv("SCALEBENCH_K8S_SHM_SIZE", "lots")  # the launcher's settings now fail
+    verdict = TrainingGroupOperator(task_id="train", group=plan.to_xcom()).resume(
+        {"ti": ti}, {k: v for k, v in event.items() if k != "logged"})
+    assert verdict["status"] == "failed" and UNSCHEDULABLE in verdict["reason"]
+    assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "failed"
+    # Stopped while deferred through a connection that does not exist: still cancelled.
+    sweep, plan, ti = kubernetes_sweep(tmp_path / "other", monkeypatch, 2)
+    trigger = GroupTrigger(**{**arguments, "conn_id": "no_such_connection",
+                              "group": plan.to_xcom()})  # fmt: skip
+    with pytest.raises(Exception, match="no_such_connection"):
+        asyncio.run(asyncio.wait_for(trigger.on_kill(), 60))
+    assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "cancelled"
+
+
 def test_the_trigger_loads_what_the_ranks_wrote_so_far_while_the_group_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

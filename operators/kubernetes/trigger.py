@@ -231,16 +231,18 @@ class GroupTrigger(BaseTrigger):
         ``cancelled``. Not called when the triggerer merely restarts."""
         from kubernetes_asyncio.client import BatchV1Api, CoreV1Api
 
-        async with self._hook().get_conn() as api:
-            await delete_group(BatchV1Api(api), CoreV1Api(api), self.namespace, self.job,
-                               self.service, warn=self.log.warning)  # fmt: skip
-        if self.group is not None:
-            from scalebench import manifest
-            from scalebench.sweep import GroupPlan
+        try:
+            async with self._hook().get_conn() as api:
+                await delete_group(BatchV1Api(api), CoreV1Api(api), self.namespace, self.job,
+                                   self.service, warn=self.log.warning)  # fmt: skip
+        finally:  # recorded even when the cluster did not answer
+            if self.group is not None:
+                from scalebench import manifest
+                from scalebench.sweep import GroupPlan
 
-            group = GroupPlan.from_xcom(self.group)
-            await asyncio.to_thread(manifest.record_verdict, Path(group.sweep_dir), group.run_id,
-                                    "cancelled", CANCELLED_REASON)  # fmt: skip
+                group = GroupPlan.from_xcom(self.group)
+                await asyncio.to_thread(manifest.record_verdict, Path(group.sweep_dir),
+                                        group.run_id, "cancelled", CANCELLED_REASON)  # fmt: skip
 
 
 async def delete_group(
