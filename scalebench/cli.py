@@ -16,6 +16,7 @@ manifest beside the records, and prints the results table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import re
@@ -100,18 +101,27 @@ def run_sweep(
                     flush=True,
                 )
             running = group.run_id
-            launcher = launcher_for(group)
-            launcher.start()
-            result = launcher.wait(group.timeout_s)
-            reason = result.reason_with_log()
-            manifest.record_verdict(plan.sweep_dir, group.run_id, result.status, reason,
-                                    result.seconds)  # fmt: skip
+            launcher = None
+            try:
+                launcher = launcher_for(group)
+                launcher.start()
+                result = launcher.wait(group.timeout_s)
+                status, reason, seconds = result.status, result.reason_with_log(), result.seconds
+            except Exception as exc:
+                # The launcher itself broke (no cluster, a path the pods cannot see, a
+                # network that could not be built): this group failed, the sweep goes on.
+                if launcher is not None:
+                    with contextlib.suppress(Exception):
+                        launcher.stop()
+                status, seconds = "failed", 0.0
+                reason = f"the {group.launcher} launcher failed: {exc}"
+            manifest.record_verdict(plan.sweep_dir, group.run_id, status, reason, seconds)
             running = None
-            line = f"   {result.status} in {result.seconds:.1f} s"
+            line = f"   {status} in {seconds:.1f} s"
             print(line + (f": {reason}" if reason else ""), flush=True)
             if publish is not None:
                 publish(group)
-            if result.status != "succeeded":
+            if status != "succeeded":
                 exit_status = EXIT_FAILED
     except BaseException:
         manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")

@@ -292,6 +292,9 @@ def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     )  # fmt: skip
     try:
         with handle:
+            # The permissions a plain write would give (a temporary file is private), so
+            # that an ingest run by another user of the group can still read it.
+            os.fchmod(handle.fileno(), 0o666 & ~_umask())
             handle.write(json.dumps(data, indent=1, default=str) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
@@ -299,3 +302,16 @@ def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    """This process's file-creation mask (read from /proc; set and restored elsewhere)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask

@@ -384,3 +384,23 @@ def test_a_database_that_cannot_take_the_results_is_said_before_any_worker_start
     err = capsys.readouterr().err
     assert err.startswith("scalebench: error: database: cannot use the results database")
     assert not results.exists()  # no sweep was started
+
+
+def test_a_launcher_that_cannot_start_fails_its_group_not_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kubernetes pods see only the results volume: a results folder outside it cannot be
+    given to them. The group fails saying so (as in Airflow), the sweep goes on and ends
+    with exit status 1, and no traceback reaches the user."""
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "volume"))
+    results = tmp_path / "elsewhere"
+    status = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "2",
+                       "--launcher", "kubernetes", "--gpus-per-worker", "0", "--no-ingest",
+                       "--results", str(results)])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert status == 1 and "Traceback" not in out + err
+    assert out.count("failed in 0.0 s: the kubernetes launcher failed: ") == 2
+    assert "is not under the results root" in out
+    (sweep_dir,) = results.iterdir()
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [g["status"] for g in manifest["groups"]] == ["failed", "failed"]

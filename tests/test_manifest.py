@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 import threading
 import time
 from pathlib import Path
@@ -152,6 +154,10 @@ def test_a_verdict_is_one_appended_line_and_sweep_json_is_written_twice(tmp_path
     assert len(lines) == 500 and max(len(line) for line in lines) < 120
     done = manifest.finish(sweep_dir)
     assert all(g.status == "succeeded" for g in done.groups)
-    # The finished plan replaced the old file whole; no temporary file is left beside it.
+    # The finished plan replaced the old file whole; no temporary file is left beside it,
+    # and it may be read as a plain write allows (not only by its writer).
     assert sorted(p.name for p in sweep_dir.iterdir()) == ["sweep.json"]
+    mask = os.umask(0o022)
+    os.umask(mask)
+    assert stat.S_IMODE((sweep_dir / "sweep.json").stat().st_mode) == 0o666 & ~mask
     assert json.loads((sweep_dir / "sweep.json").read_text())["finished_at"] == done.finished_at
