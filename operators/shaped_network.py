@@ -267,9 +267,15 @@ class ShapedNetwork:
         return ["ip", "netns", "exec", self.namespace(rank), *argv]
 
     def environment(self) -> dict[str, str]:
-        """What every rank's environment adds: the interface the backends must use."""
+        """What every rank's environment adds: the interface the backends must use.
+
+        NCCL takes ranks with one host name and boot id for one machine and joins their
+        GPUs directly (peer-to-peer, NVLink, shared memory), past any network: for a
+        shaped link to carry its traffic it is kept to its socket transport.
+        """
         return {"GLOO_SOCKET_IFNAME": INTERFACE, "NCCL_SOCKET_IFNAME": INTERFACE,
-                "TP_SOCKET_IFNAME": INTERFACE}  # fmt: skip
+                "TP_SOCKET_IFNAME": INTERFACE, "NCCL_NET": "Socket", "NCCL_P2P_DISABLE": "1",
+                "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"}  # fmt: skip
 
     def remove(self) -> None:
         """Delete the namespaces (and with them the veth pairs) and the bridge."""

@@ -118,6 +118,16 @@ def test_every_worker_count_is_planned_on_every_profile(tmp_path: Path) -> None:
                          network="host,1gbit", max_workers=4)  # fmt: skip
 
 
+def test_every_backend_is_kept_on_the_shaped_interface() -> None:
+    """gloo and nccl are told the interface; nccl is also kept off the direct GPU paths
+    (peer-to-peer, shared memory, InfiniBand) it takes between ranks of one machine,
+    which would go past the emulated link."""
+    env = ShapedNetwork(2, parse_profile("1gbit")).environment()
+    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == shaped_network.INTERFACE
+    assert (env["NCCL_NET"], env["NCCL_P2P_DISABLE"], env["NCCL_SHM_DISABLE"],
+            env["NCCL_IB_DISABLE"]) == ("Socket", "1", "1", "1")  # fmt: skip
+
+
 # -- what this machine cannot do is refused before any worker starts ---------------------------
 
 
