@@ -73,6 +73,14 @@ def test_profiles_are_read_in_every_spelling_and_named_one_way() -> None:
     assert parse_profiles(None) == (NetworkProfile(),)
     one_gbit = parse_profile("1gbit")
     assert parse_profiles(["host", "1gbit", "1000mbit"]) == (NetworkProfile(), one_gbit)
+    # Rates are kept to whole kbit/s and delays to microseconds, so every name reads back.
+    assert parse_profile("1.0000001gbit").name == "1gbit"
+    assert parse_profile("123456.7kbit").name == "123457kbit"
+    assert parse_profile("1gbit+0.0004ms").name == "1gbit"  # below a microsecond: none
+    assert parse_profile("1gbit+1.2345678ms").name == "1gbit+1.235ms"
+    for spelled in ("2.5gbit", "1.0000001gbit+1.0000001ms", "999.9999kbit", "3mbit+0.5ms"):
+        profile = parse_profile(spelled)
+        assert parse_profile(profile.name) == profile, spelled
 
 
 @pytest.mark.parametrize(

@@ -58,13 +58,14 @@ class NetworkProfile:
         every run and part of its configuration."""
         if self.rate_bit_per_s is None:
             return HOST
-        for unit, scale in sorted(UNITS_BIT_PER_S.items(), key=lambda item: -item[1]):
-            if self.rate_bit_per_s % scale == 0:
-                rate = f"{self.rate_bit_per_s // scale}{unit}"
-                break
-        else:
-            rate = f"{self.rate_bit_per_s / 1000:g}kbit"
-        return rate + (f"+{self.delay_s * 1000:g}ms" if self.delay_s else "")
+        # Rates are whole kbit/s and delays whole microseconds (parse_profile rounds them),
+        # so the name reads back as the same profile.
+        unit, scale = next((unit, scale) for unit, scale in sorted(
+            UNITS_BIT_PER_S.items(), key=lambda item: -item[1])
+            if self.rate_bit_per_s % scale == 0)  # fmt: skip
+        rate = f"{self.rate_bit_per_s // scale}{unit}"
+        delay_ms = f"{round(self.delay_s * 1e6) / 1000:.3f}".rstrip("0").rstrip(".")
+        return rate + (f"+{delay_ms}ms" if self.delay_s else "")
 
     @property
     def token(self) -> str:
@@ -92,10 +93,11 @@ def parse_profile(text: Any) -> NetworkProfile:
             f"{text!r} is not a profile: host, or a rate such as 100mbit, 1gbit or 10gbit "
             "(<number><kbit|mbit|gbit>) with an optional one-way delay, e.g. 1gbit+2ms"
         )
-    rate = round(float(match["rate"]) * UNITS_BIT_PER_S[match["unit"]])
+    # Kept to whole kbit/s and whole microseconds: finer than any link is shaped.
+    rate = round(float(match["rate"]) * UNITS_BIT_PER_S[match["unit"]] / 1000) * 1000
     if not MIN_RATE_BIT_PER_S <= rate <= MAX_RATE_BIT_PER_S:
         raise BadProfile(f"{text!r}: the rate must be between 100kbit and 400gbit")
-    delay_s = float(match["delay"]) / 1000 if match["delay"] else 0.0
+    delay_s = round(float(match["delay"]) * 1000) / 1e6 if match["delay"] else 0.0
     if delay_s > MAX_DELAY_S:
         raise BadProfile(f"{text!r}: the delay must be at most {MAX_DELAY_S * 1000:g}ms")
     return NetworkProfile(rate, delay_s)
