@@ -276,23 +276,34 @@ def sweep_outcome(sweep_id: str, url: str | None = None) -> str:
 
 
 def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any]]:
-    """The sweep's per-worker-count figures as plain rows; printed as a table.
+    """The sweep's figures as plain rows, printed as a table: per network profile and worker
+    count for a training sweep, per message size for an all-reduce sweep.
 
     Raises :class:`NoResult` when no run of the sweep succeeded, so that a
     scheduler marks the sweep failed.
     """
     from dataclasses import asdict
 
-    from results_db.queries import allreduce_summary, scaling, succeeded_runs
+    from results_db.queries import (
+        allreduce_summary,
+        scaling_by_network,
+        succeeded_runs,
+        sweep_info,
+    )
     from scalebench.tables import sweep_report
+    from workers.tasks import TASKS, AllReduceSpec
 
     engine = _engine(url)
     with engine.connect() as conn:
         succeeded = succeeded_runs(conn, sweep_id)
-        rows = [asdict(r) for r in scaling(conn, sweep_id)]
-        if all(r["time_to_accuracy_s"] is None for r in rows):
+        report = sweep_report(conn, sweep_id)  # LookupError: no such sweep
+        info = sweep_info(conn, sweep_id)
+        if info is not None and isinstance(TASKS.get(info.task), AllReduceSpec):
             rows = [asdict(r) for r in allreduce_summary(conn, sweep_id)]
-        print(sweep_report(conn, sweep_id))
+        else:
+            rows = [{"network": network, **asdict(row)}
+                    for network, row in scaling_by_network(conn, sweep_id)]  # fmt: skip
+        print(report)
     engine.dispose()
     if not succeeded:
         raise NoResult(f"sweep {sweep_id}: no configuration produced a result")

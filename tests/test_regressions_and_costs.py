@@ -302,3 +302,19 @@ def test_a_slower_all_reduce_is_flagged(engine: Engine, tmp_path: Path) -> None:
     assert finding.flagged and finding.world_size == 2
     assert finding.change == pytest.approx(0.4, abs=0.05)
     assert finding.latest_runs == 3 and finding.baseline_runs == 9
+
+
+def test_the_dags_summary_gives_every_network_profile(
+    engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = [FakeRun(size, time_to_accuracy_s=100.0 / size * factor, network=network)
+            for size in (1, 2) for network, factor in (("host", 1), ("100mbit", 1.5))]  # fmt: skip
+    write_training_sweep(tmp_path, "two-links", runs)
+    ingest_location(engine, str(tmp_path))
+    url = engine.url.render_as_string(hide_password=False)
+    rows = database_commands.summarize_sweep("two-links", url)
+    assert [(r["network"], r["world_size"]) for r in rows] == [
+        ("host", 1), ("host", 2), ("100mbit", 1), ("100mbit", 2)]  # fmt: skip
+    slow = {r["world_size"]: r["time_to_accuracy_s"] for r in rows if r["network"] == "100mbit"}
+    assert slow == {1: pytest.approx(150.0), 2: pytest.approx(75.0)}
+    assert "network 100mbit" in capsys.readouterr().out
