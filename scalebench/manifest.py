@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import socket
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -286,32 +286,15 @@ def _append(sweep_dir: Path, verdicts: list[dict[str, Any]]) -> None:
 def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     """Readers never see half a file, and a crash leaves the old file or the new one: write
     a temporary file of this writer's own beside ``path``, flush it to disk, rename it over."""
-    handle = tempfile.NamedTemporaryFile(  # noqa: SIM115 (renamed, not deleted, when done)
-        "w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-        delete=False,
-    )  # fmt: skip
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # Created as any new file is (the umask applies), so others of the group may read it.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        with handle:
-            # The permissions a plain write would give (a temporary file is private), so
-            # that an ingest run by another user of the group can still read it.
-            os.fchmod(handle.fileno(), 0o666 & ~_umask())
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(data, indent=1, default=str) + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(handle.name, path)
+        os.replace(tmp, path)
     except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
-
-
-def _umask() -> int:
-    """This process's file-creation mask (read from /proc; set and restored elsewhere)."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("Umask:"):
-                return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from operators.kubernetes.constants import LOG_PHASES
@@ -97,7 +97,8 @@ def rank0_pod(pods: list[Any]) -> Any:
 @dataclass
 class Rank0Log:
     """Which lines of rank 0's log were passed on: ``lines`` of pod ``pod``, the newest of
-    them stamped ``since`` (the kubelet's RFC 3339 time of the line), ``at_since`` of them
+    them stamped ``since`` (the kubelet's time of the line as (seconds since the epoch,
+    nanoseconds), see :func:`_stamp_key`), ``at_since`` of them
     with that very stamp.
 
     A look asks for the lines of the last minute or so only (:meth:`options`: every
@@ -108,17 +109,16 @@ class Rank0Log:
 
     pod: str | None = None
     lines: int = 0
-    since: str | None = None
+    since: tuple[int, int] | None = None
     at_since: int = 0
 
     def options(self, pod: Any, now_s: float) -> dict[str, Any]:
         """The log request's options at wall-clock time ``now_s`` (seconds): stamps on every
         line and, once a line was passed on, the seconds back to it plus
         :data:`LOG_OVERLAP_S` (the node's clock may run ahead of this one)."""
-        newest = _stamp_key(self.since) if self.since else None
-        if _get(pod, "metadata", "name") != self.pod or newest is None:
+        if _get(pod, "metadata", "name") != self.pod or self.since is None:
             return {"timestamps": True}
-        back_s = max(0, math.ceil(now_s - newest[0])) + LOG_OVERLAP_S
+        back_s = max(0, math.ceil(now_s - self.since[0])) + LOG_OVERLAP_S
         return {"timestamps": True, "since_seconds": back_s}
 
     def new_lines(self, pod: Any, text: str) -> list[str]:
@@ -137,7 +137,7 @@ class Rank0Log:
             new = entries[self.lines :]
             self.lines = max(self.lines, len(entries))
             return new
-        newest = _stamp_key(self.since) if self.since else None
+        newest = self.since
         new, repeated, largest = [], 0, newest
         for key, line in stamped:
             if key is None:
@@ -150,9 +150,8 @@ class Rank0Log:
                     continue
             new.append(line)
             largest = key if largest is None else max(largest, key)
-        if largest is not None and largest != newest:
-            self.since = _stamp_text(largest)
         if largest is not None:  # every line with the largest stamp was passed on by now
+            self.since = largest
             self.at_since = sum(key == largest for key, _ in stamped)
         self.lines += len(new)
         return new
@@ -169,12 +168,6 @@ def _stamp_key(stamp: str) -> tuple[int, int] | None:
         return None
     whole = datetime.fromisoformat(match["whole"] + match["zone"].replace("Z", "+00:00"))
     return int(whole.timestamp()), int((match["fraction"] or "").ljust(9, "0"))
-
-
-def _stamp_text(key: tuple[int, int]) -> str:
-    """:func:`_stamp_key` the other way: (seconds, nanoseconds) as an RFC 3339 stamp."""
-    whole = datetime.fromtimestamp(key[0], UTC).strftime("%Y-%m-%dT%H:%M:%S")
-    return f"{whole}.{key[1]:09d}Z"
 
 
 _STAMP = re.compile(r"(?P<whole>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d{1,9}))?"
