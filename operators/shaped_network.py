@@ -14,9 +14,17 @@ is delayed once on its way. Rank 0's address is ``MASTER_ADDR``; gloo (and
 nccl) are told to use ``sbeth0``. The subnet is a private /24 that overlaps
 none of the host's addresses and routes.
 
+Where a firewall filters bridged traffic (bridge netfilter on and a FORWARD
+policy of DROP, as a running Docker daemon leaves a host), the group adds the
+one rule its bridge needs, accepting traffic from the bridge to itself, to
+``DOCKER-USER`` where that chain exists, else to ``FORWARD``; the rule carries
+the bridge's name in a comment and goes with the group. No policy is changed.
+
 Names carry the launcher's process id: :func:`remove_leftovers` deletes what a
-launcher that no longer runs left behind (killed with SIGKILL, say), and every
-new group calls it first. :func:`shaping_problems` says what this machine lacks
+launcher that no longer runs left behind (killed with SIGKILL, say): namespaces,
+links, ``/etc/netns`` entries and firewall rules. Every new group calls it
+first, and so do ``scalebench run``, ``scalebench ingest`` and
+``scalebench network clean``. :func:`shaping_problems` says what this machine lacks
 to shape at all, for validation to refuse the request before any worker starts.
 """
 
@@ -27,6 +35,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -39,6 +48,11 @@ INTERFACE = "sbeth0"  # every rank's end of its veth pair, inside its namespace
 NAMESPACE_PREFIX = "scalebench-"
 _NAMESPACE = re.compile(rf"{NAMESPACE_PREFIX}(?P<pid>[0-9]+)-r[0-9]+")
 _LINK = re.compile(r"sb(?:br|v)(?P<pid>[0-9]+)(?:r[0-9]+)?")
+# A rule of ours as ``iptables -S`` prints it: the bridge is named in its comment.
+_RULE = re.compile(r'-A (?P<chain>\S+) .*--comment "?scalebench (?P<bridge>sbbr(?P<pid>[0-9]+))"?')
+# Chains a rule of ours may be in: Docker's chain for rules of the host's own, then the base one.
+FIREWALL_CHAINS = ("DOCKER-USER", "FORWARD")
+BRIDGE_FILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 # Where subnets are looked for: 10.128.0.0/9, far from the 10.0.x and 10.96.x that
 # containers, clusters and clouds tend to use.
 _SUBNET_POOL = ipaddress.ip_network("10.128.0.0/9")
@@ -110,6 +124,16 @@ def _machine_problems(needs_delay: bool) -> tuple[str, ...]:
     return tuple(problems)
 
 
+def cleaning_problem() -> str | None:
+    """Why this process cannot take down what shaped groups left behind (None: it can)."""
+    caps = _capabilities()
+    if not (caps >> _CAP_NET_ADMIN & 1 and caps >> _CAP_SYS_ADMIN & 1):
+        return "needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), as shaped groups do"
+    if shutil.which("ip") is None:
+        return "ip is missing (Debian: apt-get install iproute2)"
+    return None
+
+
 def shaping_problems(profiles: Sequence[NetworkProfile]) -> list[str]:
     """What this machine lacks to emulate ``profiles`` locally (empty: nothing)."""
     shaped = [p for p in profiles if p.shaped]
@@ -150,6 +174,58 @@ def free_subnet() -> ipaddress.IPv4Network:
     raise ShapingError("no free /24 left in 10.128.0.0/9 for the group's network")
 
 
+def _iptables(*arguments: str, check: bool = True) -> str:
+    """Run ``iptables -w`` (waiting for the table's lock, as Docker may hold it)."""
+    return _run("iptables", "-w", *arguments, check=check)
+
+
+def _bridges_filtered() -> bool:
+    """Whether iptables sees traffic between the ports of a bridge (bridge netfilter on)."""
+    try:
+        return BRIDGE_FILTER.read_text(encoding="ascii").strip() == "1"
+    except OSError:
+        return False
+
+
+def firewall_chain() -> str | None:
+    """Where a group's accept rule goes: ``DOCKER-USER`` where it exists, else ``FORWARD``;
+    None where there is no ``iptables`` to ask."""
+    if shutil.which("iptables") is None:
+        return None
+    try:
+        _iptables("-S", "DOCKER-USER")
+    except ShapingError:
+        return "FORWARD"
+    return "DOCKER-USER"
+
+
+def firewall_rules() -> list[tuple[str, str, int]]:
+    """The rules of scalebench groups in the filter table: (chain, rule as ``-S`` prints
+    it, the process id its bridge carries)."""
+    if shutil.which("iptables") is None:
+        return []
+    rules = []
+    for chain in FIREWALL_CHAINS:
+        try:
+            listing = _iptables("-S", chain)
+        except ShapingError:  # no such chain
+            continue
+        for line in listing.splitlines():
+            if (found := _RULE.match(line)) and found["chain"] == chain:
+                rules.append((chain, line, int(found["pid"])))
+    return rules
+
+
+def _accept_rule(bridge: str) -> list[str]:
+    return ["-i", bridge, "-o", bridge, "-m", "comment", "--comment", f"scalebench {bridge}",
+            "-j", "ACCEPT"]  # fmt: skip
+
+
+def _delete_rule(rule: str) -> None:
+    """Delete a rule given as ``iptables -S`` prints it (``-A CHAIN ...``)."""
+    _iptables("-D", *shlex.split(rule)[1:], check=False)
+
+
 def leftovers() -> tuple[list[str], list[str]]:
     """(namespaces, links) of scalebench launchers that no longer run."""
     def gone(pid: str) -> bool:
@@ -163,16 +239,29 @@ def leftovers() -> tuple[list[str], list[str]]:
 
 
 def remove_leftovers() -> list[str]:
-    """Delete the namespaces and links of launchers that no longer run (and this process's
-    own, which runs one shaped group at a time); the names deleted."""
+    """Delete the namespaces, links, ``/etc/netns`` entries and firewall rules of launchers
+    that no longer run (and this process's own, which runs one shaped group at a time);
+    what was deleted, by name."""
+    def gone(pid: int) -> bool:
+        return not os.path.exists(f"/proc/{pid}") or pid == os.getpid()
+
+    rules = [(chain, rule) for chain, rule, pid in firewall_rules() if gone(pid)]
+    for _, rule in rules:
+        _delete_rule(rule)
+    etc = [entry.name for entry in (NETNS_ETC.iterdir() if NETNS_ETC.is_dir() else ())
+           if (m := _NAMESPACE.fullmatch(entry.name)) and gone(int(m["pid"]))]  # fmt: skip
     namespaces, links = leftovers()
     for namespace in namespaces:
         _run("ip", "netns", "delete", namespace, check=False)
         shutil.rmtree(NETNS_ETC / namespace, ignore_errors=True)
+    for name in etc:  # entries whose namespace is already gone
+        shutil.rmtree(NETNS_ETC / name, ignore_errors=True)
     _, links = leftovers()  # deleting a namespace deletes its veth pairs
     for link in links:
         _run("ip", "link", "delete", link, check=False)
-    return [*namespaces, *links]
+    named_rules = [f"{chain} rule of {bridge}" for chain, rule in rules
+                   if (bridge := _RULE.match(rule)["bridge"])]  # type: ignore[index]  # fmt: skip
+    return sorted({*namespaces, *etc}) + links + named_rules
 
 
 def _tbf(profile: NetworkProfile, device: str, parent: str = "root") -> list[str]:
@@ -224,6 +313,7 @@ class ShapedNetwork:
         self.created = True
         try:
             _run("ip", "link", "add", self.bridge, "type", "bridge")
+            self._accept_bridged_traffic()
             _run("ip", "link", "set", self.bridge, "up")
             for rank in range(self.world_size):
                 self._add_rank(rank)
@@ -231,6 +321,24 @@ class ShapedNetwork:
             self.remove()
             raise
         return self
+
+    def _accept_bridged_traffic(self) -> None:
+        """Let the bridge forward between its own ports past a FORWARD policy of DROP
+        (Docker's), with one rule scoped to this bridge; where the firewall does not see
+        bridged traffic, a rule that cannot be added is no loss."""
+        chain = firewall_chain()
+        if chain is None:
+            if _bridges_filtered():
+                raise ShapingError(
+                    "bridged traffic is filtered by iptables (bridge netfilter is on) but there "
+                    "is no iptables command to let the group's bridge through; install iptables"
+                )
+            return
+        try:
+            _iptables("-I", chain, "1", *_accept_rule(self.bridge))
+        except ShapingError:
+            if _bridges_filtered():
+                raise
 
     def _add_rank(self, rank: int) -> None:
         namespace, host_end = self.namespace(rank), self.host_end(rank)
@@ -286,4 +394,7 @@ class ShapedNetwork:
             shutil.rmtree(NETNS_ETC / self.namespace(rank), ignore_errors=True)
             _run("ip", "link", "delete", self.host_end(rank), check=False)
         _run("ip", "link", "delete", self.bridge, check=False)
+        for _, rule, _ in firewall_rules():
+            if _RULE.match(rule)["bridge"] == self.bridge:  # type: ignore[index]
+                _delete_rule(rule)
         self.created = False

@@ -227,6 +227,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
+def clean_network_leftovers(asked: bool = False) -> int:
+    """Take down what shaped (emulated-network) groups of launchers that no longer run left
+    behind: namespaces, bridges, veth pairs, ``/etc/netns`` entries, firewall rules.
+
+    ``scalebench run`` and ``scalebench ingest`` do it first, quietly where they may not
+    (not root); ``scalebench network clean`` (``asked``) says what it did or why it cannot.
+    """
+    from operators.shaped_network import ShapingError, cleaning_problem, remove_leftovers
+
+    problem = cleaning_problem()
+    if problem is not None:
+        if asked:
+            print(f"scalebench: error: network clean {problem}", file=sys.stderr)
+            return EXIT_REFUSED
+        return 0
+    try:
+        removed = remove_leftovers()
+    except ShapingError as exc:
+        print(f"scalebench: warning: left-over emulated networks not removed: {exc}",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
+    if removed:
+        print(f"removed what ended shaped groups left: {', '.join(removed)}", flush=True)
+    elif asked:
+        print("nothing left over by shaped groups")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """A sweep directory is read through a private SQLite copy; a sweep id from the database."""
     target = Path(args.sweep)
@@ -384,6 +412,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     database_commands.add_commands(commands)
 
+    network = commands.add_parser("network", help="emulated networks of shaped local groups")
+    network_commands = network.add_subparsers(dest="network_command", required=True)
+    clean = network_commands.add_parser(
+        "clean", help="remove what shaped groups of killed launchers left (root)"
+    )
+    clean.set_defaults(func=lambda _: clean_network_leftovers(asked=True))
+
     dashboard = commands.add_parser("dashboard", help="serve the dashboard (read-only)")
     dashboard.add_argument("--host", default="127.0.0.1", help="address (default 127.0.0.1)")
     dashboard.add_argument("--port", default="8050", help="port (default 8050)")
@@ -460,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
         for signum in (signal.SIGTERM, signal.SIGHUP):
             previous[signum] = signal.signal(signum, _stop)
     try:
+        if args.command in ("run", "ingest"):
+            clean_network_leftovers()  # a killed launcher's shaped group: gone before anything
         return args.func(args)
     except (InvalidParameter, database_commands.CommandError) as exc:
         if debugging(args):

@@ -7,6 +7,9 @@ source scripts/_postgres.sh
 source scripts/_chromium.sh
 # torch.compile's CPU backend builds C++: the compiled-run tests need a compiler.
 command -v g++ >/dev/null || apt_install g++ || echo "g++ is missing: the compiled-run tests will fail" >&2
+# Shaped groups open a firewall that drops forwarded traffic (Docker's) for their bridge.
+command -v iptables >/dev/null || apt_install iptables \
+  || echo "iptables is missing: the emulated-network firewall tests will fail" >&2
 
 ruff check .
 python -m pytest "$@"

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -299,6 +301,114 @@ def test_the_network_goes_with_the_group_however_it_ends(tmp_path: Path, ending:
         result = group.wait(timeout_s=1.0 if ending == "timeout" else 60)
         assert result.status == ("timed_out" if ending == "timeout" else "failed")
     assert launcher_links() == ([], [])
+
+
+# -- a host firewall that drops forwarded traffic (Docker's) -----------------------------------
+
+
+def iptables(*arguments: str) -> str:
+    return subprocess.run(["iptables", "-w", *arguments], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+
+
+@pytest.fixture
+def dropping_firewall() -> Iterator[None]:
+    """The host as a running Docker daemon leaves it: bridge netfilter on, FORWARD's policy
+    DROP; restored afterwards."""
+    missing = [what for what, ok in (("iptables", shutil.which("iptables")),
+               ("bridge netfilter", shaped_network.BRIDGE_FILTER.exists())) if not ok]  # fmt: skip
+    if missing:
+        pytest.fail(f"{' and '.join(missing)} missing: scripts/test.sh installs iptables; "
+                    "bridge netfilter is the kernel's br_netfilter")  # fmt: skip
+    policy = re.search(r"-P FORWARD (\w+)", iptables("-S", "FORWARD"))
+    assert policy is not None
+    filtered = shaped_network.BRIDGE_FILTER.read_text().strip()
+    iptables("-P", "FORWARD", "DROP")
+    shaped_network.BRIDGE_FILTER.write_text("1")
+    try:
+        yield
+    finally:
+        iptables("-P", "FORWARD", policy[1])
+        shaped_network.BRIDGE_FILTER.write_text(filtered)
+
+
+def our_rules() -> list[str]:
+    """Lines of the filter table that a scalebench group added."""
+    return [line for line in iptables("-S").splitlines() if "scalebench" in line]
+
+
+@needs_shaping
+def test_a_group_adds_one_rule_for_its_own_bridge_and_takes_it_away(
+    dropping_firewall: None,
+) -> None:
+    network = ShapedNetwork(2, parse_profile("1gbit")).create()
+    try:
+        chain = shaped_network.firewall_chain()
+        assert chain in ("DOCKER-USER", "FORWARD")
+        assert our_rules() == [f'-A {chain} -i {network.bridge} -o {network.bridge} -m comment '
+                               f'--comment "scalebench {network.bridge}" -j ACCEPT']  # fmt: skip
+    finally:
+        network.remove()
+    assert our_rules() == []
+    assert re.search(r"-P FORWARD DROP", iptables("-S", "FORWARD")), "the policy was changed"
+
+
+@needs_shaping
+@pytest.mark.slow
+def test_a_shaped_group_crosses_a_firewall_that_drops_forwarded_traffic(
+    tmp_path: Path, dropping_firewall: None
+) -> None:
+    """Without its rule every rank times out connecting to rank 0 (what a Docker host did)."""
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    code = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
+                     "--network", "100mbit", "--device", "cpu", "--results",
+                     str(tmp_path / "results"), "--database", url])  # fmt: skip
+    assert code == 0
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        (sweep_id,) = [p.name for p in (tmp_path / "results").iterdir()]
+        rows = allreduce_curves(conn, sweep_id)
+    engine.dispose()
+    assert {r.network for r in rows} == {"100mbit"}
+    assert our_rules() == []
+
+
+def killed_builder() -> int:
+    """A process that builds a 3-rank shaped network and is then SIGKILLed; its pid."""
+    builder = subprocess.Popen(
+        [sys.executable, "-c", "from operators.shaped_network import ShapedNetwork; "
+         "from workers.network import parse_profile; "
+         "ShapedNetwork(3, parse_profile('1gbit')).create(); print('built', flush=True); "
+         "import time; time.sleep(60)"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert builder.stdout is not None and builder.stdout.readline().strip() == "built"
+    os.kill(builder.pid, signal.SIGKILL)  # nothing of its own clean-up runs
+    builder.wait()
+    return builder.pid
+
+
+@needs_shaping
+@pytest.mark.parametrize("command", ["network clean", "ingest", "run"])
+def test_what_a_killed_launcher_left_is_removed_by_the_next_command(
+    tmp_path: Path, dropping_firewall: None, command: str
+) -> None:
+    pid = killed_builder()
+    namespaces, links = launcher_links()
+    assert len(namespaces) == 3 and f"sbbr{pid}" in links
+    assert len(our_rules()) == 1 and f"sbbr{pid}" in our_rules()[0]
+    assert all((shaped_network.NETNS_ETC / n / "hosts").exists() for n in namespaces)
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    # ingest and run are refused here (no sweep; no such task): the clean-up ran all the same
+    argv, status = {
+        "network clean": (["network", "clean"], 0),
+        "ingest": (["ingest", str(tmp_path), "--database", url], 2),
+        "run": (["run", "no-such-task", "--database", url], 2),
+    }[command]
+    assert cli.main(argv) == status
+    assert launcher_links() == ([], [])
+    assert our_rules() == []
+    assert not any((shaped_network.NETNS_ETC / n).exists() for n in namespaces)
 
 
 @needs_shaping
