@@ -11,43 +11,20 @@ started without it, so the browser only loads what the app serves itself.
 
 from __future__ import annotations
 
-import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import quote
 
 import pytest
+from browser import Page, chromium
 from dashboard_seed import KNOWN, LATEST_NIGHT, LIGHT, seeded_database
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
-from selenium.webdriver.support.ui import WebDriverWait
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from dash_app.app import create_app
-
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
-TIMEOUT = 20  # seconds: the first page also loads plotly.js
-
-# True once Dash has rendered and no callback is waiting or running.
-IDLE = """
-const store = window.store && window.store.getState();
-if (!store || store.isLoading || !document.getElementById('_pages_content')) return false;
-const queues = ['requested', 'prioritized', 'blocked', 'executing', 'watched', 'executed',
-                'stored'];
-return queues.every(name => !(store.callbacks[name] || []).length);
-"""
-# The traces of a dcc.Graph: [{name, y}]
-TRACES = """
-const plot = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');
-return plot && plot.data ? plot.data.map(t => ({name: t.name || '', y: Array.from(t.y || [])}))
-                         : null;
-"""
-
 
 # Dash 4 deprecates its DataTable in favour of dash-ag-grid (not a dependency here).
 pytestmark = pytest.mark.filterwarnings(
@@ -75,82 +52,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[webdriver.Chrome]:
-    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not os.access(path, os.X_OK)]
-    if missing:
-        pytest.fail(
-            f"{' and '.join(missing)} missing: the dashboard's browser tests need Debian's "
-            "chromium and chromium-driver (scripts/test.sh installs them with apt-get)."
-        )
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-background-networking", "--disable-dev-shm-usage",
-                     "--window-size=1400,1000"):  # fmt: skip
-        options.add_argument(argument)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(TIMEOUT)
-    yield driver
-    driver.quit()
-
-
-class Page:
-    """The browser, pointed at the test server, with waits that fail with a clear message."""
-
-    def __init__(self, driver: webdriver.Chrome, base: str) -> None:
-        self.driver = driver
-        self.base = base
-
-    def open(self, path: str) -> None:
-        self.driver.get(self.base + path)
-        self.idle()
-
-    def navigate(self, path: str) -> None:
-        """Go to ``path`` inside the running app (history API, no reload), as links do."""
-        self.driver.execute_script(
-            "window.history.pushState({}, '', arguments[0]);"
-            "window.dispatchEvent(new PopStateEvent('popstate'));",
-            path,
-        )
-        self.idle()
-
-    def until(self, condition: Callable[[], Any], what: str) -> Any:
-        try:
-            return WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.05).until(
-                lambda _: condition()
-            )
-        except TimeoutException:
-            raise AssertionError(f"timed out waiting for {what} at {self.url}") from None
-
-    def idle(self) -> None:
-        self.until(lambda: self.driver.execute_script(IDLE), "Dash to finish its callbacks")
-
-    @property
-    def url(self) -> str:
-        return self.driver.current_url.removeprefix(self.base)
-
-    def text(self, element_id: str) -> str:
-        return self.driver.find_element(By.ID, element_id).text
-
-    def shows(self, element_id: str, *values: str) -> str:
-        """The text of an element once it contains every one of ``values``."""
-        try:
-            WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.05).until(
-                lambda _: all(v in self.text(element_id) for v in values)
-            )
-        except TimeoutException:
-            shown = self.driver.find_elements(By.ID, element_id)
-            text = shown[0].text if shown else "(no such element)"
-            missing = [v for v in values if v not in text]
-            raise AssertionError(f"#{element_id} at {self.url} lacks {missing}: {text!r}") from None
-        return self.text(element_id)
-
-    def traces(self, graph_id: str) -> list[dict[str, Any]]:
-        return self.until(lambda: self.driver.execute_script(TRACES, graph_id),
-                          f"graph {graph_id}")  # fmt: skip
-
-    def severe_logs(self) -> list[str]:
-        return [e["message"] for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]
+    with chromium() as driver:
+        yield driver
 
 
 @pytest.fixture
