@@ -217,13 +217,12 @@ def test_the_emulated_link_carries_its_rate_between_namespaces() -> None:
     assert 0.85 <= float(out) / 12.5e6 <= 1.05  # bytes/s against 100 Mbit/s
 
 
-@needs_shaping
-@pytest.mark.slow
-def test_allreduce_bus_bandwidth_follows_the_emulated_rate(tmp_path: Path) -> None:
-    """Task 0 light at 2 workers on host and on 100mbit, one sweep, through the CLI."""
+def allreduce_sweep(tmp_path: Path, networks: str) -> list:
+    """The all-reduce curves of a light Task 0 sweep at 2 workers on ``networks``, run
+    through the command line into a SQLite database under ``tmp_path``."""
     url = f"sqlite:///{tmp_path / 'results.db'}"
     code = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
-                     "--network", "host,100mbit", "--device", "cpu", "--results",
+                     "--network", networks, "--device", "cpu", "--results",
                      str(tmp_path / "results"), "--database", url])  # fmt: skip
     assert code == 0
     engine = make_engine(url)
@@ -231,6 +230,14 @@ def test_allreduce_bus_bandwidth_follows_the_emulated_rate(tmp_path: Path) -> No
         (sweep_id,) = [p.name for p in (tmp_path / "results").iterdir()]
         rows = allreduce_curves(conn, sweep_id)
     engine.dispose()
+    return rows
+
+
+@needs_shaping
+@pytest.mark.slow
+def test_allreduce_bus_bandwidth_follows_the_emulated_rate(tmp_path: Path) -> None:
+    """Task 0 light at 2 workers on host and on 100mbit, one sweep, through the CLI."""
+    rows = allreduce_sweep(tmp_path, "host,100mbit")
     large = {(r.network, r.dtype): r.busbw for r in rows if r.bytes >= 4_000_000}
     assert set(large) == {("host", "float32"), ("100mbit", "float32")}
     shaped = large[("100mbit", "float32")] / 12.5e6
@@ -359,16 +366,7 @@ def test_a_shaped_group_crosses_a_firewall_that_drops_forwarded_traffic(
     tmp_path: Path, dropping_firewall: None
 ) -> None:
     """Without its rule every rank times out connecting to rank 0 (what a Docker host did)."""
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    code = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
-                     "--network", "100mbit", "--device", "cpu", "--results",
-                     str(tmp_path / "results"), "--database", url])  # fmt: skip
-    assert code == 0
-    engine = make_engine(url)
-    with engine.connect() as conn:
-        (sweep_id,) = [p.name for p in (tmp_path / "results").iterdir()]
-        rows = allreduce_curves(conn, sweep_id)
-    engine.dispose()
+    rows = allreduce_sweep(tmp_path, "100mbit")
     assert {r.network for r in rows} == {"100mbit"}
     assert our_rules() == []
 
@@ -413,23 +411,14 @@ def test_what_a_killed_launcher_left_is_removed_by_the_next_command(
 
 @needs_shaping
 def test_what_a_killed_launcher_left_is_removed_by_the_next_group(tmp_path: Path) -> None:
-    builder = subprocess.Popen(
-        [sys.executable, "-c", "from operators.shaped_network import ShapedNetwork; "
-         "from workers.network import parse_profile; "
-         "ShapedNetwork(3, parse_profile('1gbit')).create(); print('built', flush=True); "
-         "import time; time.sleep(60)"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert builder.stdout is not None and builder.stdout.readline().strip() == "built"
-    os.kill(builder.pid, signal.SIGKILL)  # nothing of its own clean-up runs
-    builder.wait()
+    pid = killed_builder()
     namespaces, links = launcher_links()
-    assert len(namespaces) == 3 and f"sbbr{builder.pid}" in links
+    assert len(namespaces) == 3 and f"sbbr{pid}" in links
     assert leftovers()[0] == namespaces
     network = ShapedNetwork(2, parse_profile("1gbit")).create()  # the next group
     try:
         namespaces, links = launcher_links()
         assert sorted(namespaces) == [network.namespace(0), network.namespace(1)]
-        assert not any(str(builder.pid) in link for link in links)
+        assert not any(str(pid) in link for link in links)
     finally:
         network.remove()
