@@ -3,7 +3,8 @@
 # python:3.11-slim-bookworm or postgres:16 from Docker Hub (an offline site, a
 # mirror of Debian only). Needs root (mmdebstrap, docker) and Debian's mirror.
 #
-#   docker/bases.sh            build what is missing, print the settings to use
+#   docker/bases.sh            build what is missing, print the settings to use (on
+#                              standard output; what it does goes to standard error)
 #   docker/bases.sh --rebuild  build all three again
 #
 # Images (tags are the defaults; SCALEBENCH_BASE_PREFIX changes "scalebench-"):
@@ -33,7 +34,7 @@ docker info >/dev/null 2>&1 || fail "no Docker engine answers (docker info faile
 
 if ! have "$debian"; then
   command -v mmdebstrap >/dev/null || fail "mmdebstrap is missing (Debian: apt-get install mmdebstrap)"
-  echo "bases: $debian from Debian's packages (mmdebstrap, about a minute)"
+  echo "bases: $debian from Debian's packages (mmdebstrap, about a minute)" >&2
   log=$(mktemp)
   if ! mmdebstrap --quiet --variant=minbase --include=ca-certificates bookworm - 2>"$log" \
       | docker import --message "minbase Debian bookworm (docker/bases.sh)" - "$debian" >/dev/null; then
@@ -47,7 +48,7 @@ fi
 for pair in "python:$python" "postgres:$postgres"; do
   name=${pair%%:*} tag=${pair#*:}
   if ! have "$tag"; then
-    echo "bases: $tag (docker/bases/$name.Dockerfile)"
+    echo "bases: $tag (docker/bases/$name.Dockerfile)" >&2
     DOCKER_BUILDKIT=0 docker build --quiet --build-arg "DEBIAN_BASE=$debian" \
       -f "docker/bases/$name.Dockerfile" -t "$tag" docker/bases >/dev/null \
       || fail "building $tag failed"

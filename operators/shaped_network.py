@@ -49,7 +49,9 @@ NAMESPACE_PREFIX = "scalebench-"
 _NAMESPACE = re.compile(rf"{NAMESPACE_PREFIX}(?P<pid>[0-9]+)-r[0-9]+")
 _LINK = re.compile(r"sb(?:br|v)(?P<pid>[0-9]+)(?:r[0-9]+)?")
 # A rule of ours as ``iptables -S`` prints it: the bridge is named in its comment.
-_RULE = re.compile(r'-A (?P<chain>\S+) .*--comment "?scalebench (?P<bridge>sbbr(?P<pid>[0-9]+))"?')
+_RULE = re.compile(
+    r'-A (?P<chain>\S+) .*--comment "?scalebench (?P<bridge>sbbr(?P<pid>[0-9]+))(?="|\s|$)'
+)
 # Chains a rule of ours may be in: Docker's chain for rules of the host's own, then the base one.
 FIREWALL_CHAINS = ("DOCKER-USER", "FORWARD")
 BRIDGE_FILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
@@ -70,7 +72,10 @@ class ShapingError(RuntimeError):
 def _run(*command: str, namespace: str | None = None, check: bool = True) -> str:
     """Run an ``ip``/``tc`` command (inside ``namespace``); its output, or ShapingError."""
     argv = ["ip", "netns", "exec", namespace, *command] if namespace else list(command)
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:  # missing, or hung past 30 s
+        raise ShapingError(f"{' '.join(argv)} failed: {exc}") from None
     if check and done.returncode != 0:
         raise ShapingError(f"{' '.join(argv)} failed: {done.stderr.strip() or done.returncode}")
     return done.stdout
@@ -175,8 +180,8 @@ def free_subnet() -> ipaddress.IPv4Network:
 
 
 def _iptables(*arguments: str, check: bool = True) -> str:
-    """Run ``iptables -w`` (waiting for the table's lock, as Docker may hold it)."""
-    return _run("iptables", "-w", *arguments, check=check)
+    """Run ``iptables -w 5`` (waiting up to 5 s for the table's lock, as Docker may hold it)."""
+    return _run("iptables", "-w", "5", *arguments, check=check)
 
 
 def _bridges_filtered() -> bool:
@@ -233,7 +238,10 @@ def leftovers() -> tuple[list[str], list[str]]:
 
     namespaces = [line.split()[0] for line in _run("ip", "netns", "list").splitlines() if line]
     stale_ns = [n for n in namespaces if (m := _NAMESPACE.fullmatch(n)) and gone(m["pid"])]
-    links = [entry["ifname"] for entry in json.loads(_run("ip", "-j", "link", "show") or "[]")]
+    try:
+        links = [entry["ifname"] for entry in json.loads(_run("ip", "-j", "link", "show") or "[]")]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ShapingError(f"ip -j link show: unreadable output ({exc})") from None
     stale_links = [name for name in links if (m := _LINK.fullmatch(name)) and gone(m["pid"])]
     return stale_ns, stale_links
 

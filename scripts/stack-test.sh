@@ -19,20 +19,27 @@ source scripts/_docker.sh
 if [ -z "${SCALEBENCH_PYTHON_BASE:-}" ] && ! docker pull --quiet python:3.11-slim-bookworm >/dev/null 2>&1; then
   echo "stack test: Docker Hub cannot be reached; building the base images from Debian's packages"
   started=$SECONDS
-  eval "export $(docker/bases.sh | grep -E '^SCALEBENCH_[A-Z_]+=[^ ]+$' | tr '\n' ' ')"
+  settings=$(docker/bases.sh) || { echo "stack test: docker/bases.sh failed (above)" >&2; exit 1; }
+  while IFS='=' read -r name value; do
+    case "$name" in SCALEBENCH_PYTHON_BASE | SCALEBENCH_POSTGRES_IMAGE) export "$name=$value" ;; esac
+  done <<<"$settings"
+  [ -n "${SCALEBENCH_PYTHON_BASE:-}" ] && [ -n "${SCALEBENCH_POSTGRES_IMAGE:-}" ] \
+    || { echo "stack test: docker/bases.sh named no base images" >&2; exit 1; }
   echo "stack test: bases ready in $((SECONDS - started)) s"
 fi
 
 # pip inside the builds: the CA bundle the host's pip trusts, and torch from disk when the
-# host's pip has it there (no index is asked: --no-index).
+# host's pip finds it there (a find-links folder of its configuration; no index is asked),
+# built for the images' Python 3.11 whatever Python this host runs.
 bundle=${SCALEBENCH_BUILD_CA_BUNDLE:-${PIP_CERT:-}}
 if [ -n "$bundle" ] && [ -f "$bundle" ]; then
   cp "$bundle" docker/site/ca/build.crt
 fi
 torch_pin=$(grep -E '^torch==' constraints.txt | cut -d= -f3)
 if ls docker/site/wheels/torch-"$torch_pin"* >/dev/null 2>&1 \
-   || pip download --quiet --no-deps --no-index --only-binary :all: "torch==$torch_pin" \
-        -d docker/site/wheels >/dev/null 2>&1; then
+   || pip download --quiet --no-deps --no-index --only-binary :all: --python-version 3.11 \
+        --implementation cp --abi cp311 --platform "manylinux_2_28_$(uname -m)" \
+        "torch==$torch_pin" -d docker/site/wheels >/dev/null 2>&1; then
   export SCALEBENCH_TORCH_INDEX_URL="${SCALEBENCH_TORCH_INDEX_URL-}" WORKER_TORCH_INDEX_URL="${WORKER_TORCH_INDEX_URL-}"
   echo "stack test: torch $torch_pin from docker/site/wheels/"
 fi

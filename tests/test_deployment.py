@@ -718,7 +718,7 @@ def test_every_install_goes_through_the_site_aware_wrapper_without_a_cache() -> 
         assert "docker/pip-install.sh /usr/local/bin/pip-install" in copies, image
         # The site's wheels stay in the torch stage; only the CA bundle reaches the image.
         assert "docker/site/ca/ /opt/site/ca/" in copies, image
-        assert ("docker/site/ /opt/site/" in copies) == (image != "dashboard"), image
+        assert ("docker/site/wheels/ /opt/site/wheels/" in copies) == (image != "dashboard"), image
         assert dockerfile_instructions(image)["FROM"].count("${PYTHON_BASE}") == 1, image
 
 

@@ -322,11 +322,14 @@ def iptables(*arguments: str) -> str:
 def dropping_firewall() -> Iterator[None]:
     """The host as a running Docker daemon leaves it: bridge netfilter on, FORWARD's policy
     DROP; restored afterwards."""
+    if not shaped_network.BRIDGE_FILTER.exists() and shutil.which("modprobe"):
+        subprocess.run(["modprobe", "br_netfilter"], capture_output=True)
     missing = [what for what, ok in (("iptables", shutil.which("iptables")),
                ("bridge netfilter", shaped_network.BRIDGE_FILTER.exists())) if not ok]  # fmt: skip
     if missing:
         pytest.fail(f"{' and '.join(missing)} missing: scripts/test.sh installs iptables; "
-                    "bridge netfilter is the kernel's br_netfilter")  # fmt: skip
+                    "bridge netfilter is the kernel's module br_netfilter "
+                    "(modprobe br_netfilter)")  # fmt: skip
     policy = re.search(r"-P FORWARD (\w+)", iptables("-S", "FORWARD"))
     assert policy is not None
     filtered = shaped_network.BRIDGE_FILTER.read_text().strip()

@@ -76,6 +76,8 @@ def stack_settings() -> dict[str, str]:
         AIRFLOW_API_PORT=str(free_port()),  # not 8080: the published port is free to change
         DASHBOARD_PORT=str(free_port()),
         AIRFLOW_DEAD_TASK_S=str(DEAD_TASK_S),
+        # Not the image's own uid: any uid in group 0 runs it, as .env.example says.
+        AIRFLOW_UID="1000",
         SCALEBENCH_MAX_WORKERS="2",
         SCALEBENCH_COMPILE="off",  # compiling would add minutes of two cores to each group
         SCALEBENCH_LIVE_INGEST_S="10",
@@ -142,14 +144,15 @@ class Stack:
         return self.compose("ps", "--all", "--quiet", service).stdout.strip()
 
     def processes(self, service: str) -> list[str]:
-        """The command lines running in ``service``'s container (none when it is down)."""
+        """The command lines running in ``service``'s container (which must be running)."""
         done = subprocess.run(
             ["docker", "top", self.container(service), "-eo", "pid,args"],
             capture_output=True,
             text=True,
             timeout=30,
         )
-        return done.stdout.splitlines()[1:] if done.returncode == 0 else []
+        assert done.returncode == 0, f"docker top {service}: {done.stderr.strip()}"
+        return done.stdout.splitlines()[1:]
 
     def services(self) -> list[str]:
         """The services ``up`` starts that keep running (every one but the one-shot)."""
@@ -410,7 +413,7 @@ def test_sweeps_through_the_api_reach_postgres_and_the_dashboard(stack: Stack) -
         page.open("/")
         page.shows("overview-content", sweep)
         page.open(f"/scaling?sweep={sweep}")
-        page.shows("scaling-summary", "1", "2")
+        page.shows("scaling-summary", "2 run(s)", "1×")  # 1 worker's speedup over itself
         speedup = page.traces("scaling-speedup")
         assert speedup and any(len(trace["y"]) == 2 for trace in speedup), speedup
 
@@ -433,12 +436,11 @@ def test_a_scheduler_killed_mid_group_leaves_a_truthful_sweep(stack: Stack) -> N
     started = time.monotonic()
     stack.compose("kill", "--signal", "SIGKILL", "airflow-scheduler")
     stack.compose("up", "--detach", "--wait", "--wait-timeout", "300", "airflow-scheduler")
-    assert sum(stack.ranks().values()) == 0, "a rank outlived its scheduler"
 
     state = airflow.wait(TASK1A, run_id, timeout_s=900)
     stack.phases["sweep after a killed scheduler"] = time.monotonic() - started
-    assert state in ("success", "failed")
-    assert sum(stack.ranks().values()) == 0, "a rank is still running"
+    print(f"stack: the DAG run after the kill: {state}")
+    assert sum(stack.ranks().values()) == 0, "a rank is still running in a container"
     rows = [r for r in sweep_rows(stack, "task1a-resnet20-cifar10") if r.id not in before]
     assert len(rows) == 1, f"the sweep's one group, once: {rows}"
     (killed,) = rows
@@ -450,8 +452,11 @@ def test_a_scheduler_killed_mid_group_leaves_a_truthful_sweep(stack: Stack) -> N
         f"stack: after the kill, {killed.run_id} ended {killed.status} {killed.reason!r}; "
         f"earlier attempts kept: {attempts}"
     )
-    if killed.status == "succeeded":  # retried by Airflow: the killed attempt kept aside
+    # The new scheduler finds the task of the dead one and runs it again (the killed
+    # attempt's files kept aside), or, where that is not done, it fails with a reason.
+    if killed.status == "succeeded":
         assert attempts, "a success after a kill, with no trace of the killed attempt"
+        assert state == "success"
     else:
         assert killed.status in ("failed", "cancelled") and killed.reason, tuple(killed)
 

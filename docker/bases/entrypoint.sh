@@ -39,16 +39,16 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   as_postgres pg_ctl --pgdata="$PGDATA" --wait --silent \
     --options="-c listen_addresses='' -c unix_socket_directories=/var/run/postgresql" start
   if [ "$POSTGRES_DB" != "postgres" ]; then
-    as_postgres psql --quiet --username="$POSTGRES_USER" --dbname=postgres \
-      --set=ON_ERROR_STOP=1 --set=db="$POSTGRES_DB" \
-      --command='CREATE DATABASE :"db"' >/dev/null
+    # On standard input: psql interpolates :"db" there, not in --command.
+    printf 'CREATE DATABASE :"db";\n' | as_postgres psql --quiet --username="$POSTGRES_USER" \
+      --dbname=postgres --set=ON_ERROR_STOP=1 --set=db="$POSTGRES_DB" >/dev/null
   fi
   for file in /docker-entrypoint-initdb.d/*; do
     case "$file" in
       *.sql) echo "postgres-entrypoint: running $file"
              as_postgres psql --quiet --username="$POSTGRES_USER" --dbname="$POSTGRES_DB" \
                --set=ON_ERROR_STOP=1 --no-psqlrc --file="$file" ;;
-      *.sh)  echo "postgres-entrypoint: running $file"; . "$file" ;;
+      *.sh)  echo "postgres-entrypoint: running $file"; as_postgres sh "$file" ;;
       *)     [ -e "$file" ] && echo "postgres-entrypoint: ignoring $file" ;;
     esac
   done

@@ -1,9 +1,11 @@
 # A stand-in for the postgres image built from Debian's packages only, for
 # machines that cannot pull from Docker Hub (docker/bases.sh builds it). It
-# keeps the contract the compose file relies on (docker/postgres/entrypoint.sh):
+# keeps the contract the compose file relies on (docker/bases/entrypoint.sh):
 # POSTGRES_USER, POSTGRES_PASSWORD and POSTGRES_DB; the data directory
 # /var/lib/postgresql/data; /docker-entrypoint-initdb.d/*.sql run once, through
-# psql with ON_ERROR_STOP, on an empty data directory; pg_isready on PATH.
+# psql with ON_ERROR_STOP, on an empty data directory; pg_isready on PATH. It is
+# PostgreSQL 15 (Debian 12's), not 16: a data volume made by one does not start
+# with the other.
 ARG DEBIAN_BASE=scalebench-debian:bookworm
 FROM ${DEBIAN_BASE}
 
