@@ -64,9 +64,10 @@ def chromium() -> Iterator[webdriver.Chrome]:
 class Page:
     """The browser, pointed at the test server, with waits that fail with a clear message."""
 
-    def __init__(self, driver: webdriver.Chrome, base: str) -> None:
+    def __init__(self, driver: webdriver.Chrome, base: str, timeout_s: float = TIMEOUT) -> None:
         self.driver = driver
         self.base = base
+        self.timeout_s = timeout_s
 
     def open(self, path: str) -> None:
         self.driver.get(self.base + path)
@@ -83,7 +84,7 @@ class Page:
 
     def until(self, condition: Callable[[], Any], what: str) -> Any:
         try:
-            return WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.05).until(
+            return WebDriverWait(self.driver, self.timeout_s, poll_frequency=0.05).until(
                 lambda _: condition()
             )
         except TimeoutException:
@@ -102,7 +103,7 @@ class Page:
     def shows(self, element_id: str, *values: str) -> str:
         """The text of an element once it contains every one of ``values``."""
         try:
-            WebDriverWait(self.driver, TIMEOUT, poll_frequency=0.05).until(
+            WebDriverWait(self.driver, self.timeout_s, poll_frequency=0.05).until(
                 lambda _: all(v in self.text(element_id) for v in values)
             )
         except TimeoutException:

@@ -409,12 +409,23 @@ def test_sweeps_through_the_api_reach_postgres_and_the_dashboard(stack: Stack) -
 
     sweep = training[0].id
     with chromium() as driver:
-        page = Page(driver, f"http://127.0.0.1:{stack.settings['DASHBOARD_PORT']}")
-        page.open("/")
-        page.shows("overview-content", sweep)
-        page.open(f"/scaling?sweep={sweep}")
-        page.shows("scaling-summary", "2 run(s)", "1×")  # 1 worker's speedup over itself
-        speedup = page.traces("scaling-speedup")
+        # A minute, not the in-process tests' 20 s: gunicorn's workers answer their first
+        # requests on a machine that has just run a sweep.
+        page = Page(driver, f"http://127.0.0.1:{stack.settings['DASHBOARD_PORT']}", timeout_s=60)
+        try:
+            try:
+                page.open("/")
+            except AssertionError as first:  # once more, after a reload, before failing
+                print(f"stack: {first}; the browser's log:", *driver.get_log("browser"))
+                page.open("/")
+            page.shows("overview-content", sweep)
+            page.open(f"/scaling?sweep={sweep}")
+            page.shows("scaling-summary", "2 run(s)", "1×")  # 1 worker's speedup over itself
+            speedup = page.traces("scaling-speedup")
+        except AssertionError:
+            print("stack: the browser's log:", *driver.get_log("browser"), sep="\n  ")
+            print(stack.compose("logs", "--tail", "40", "dashboard", check=False).stdout)
+            raise
         assert speedup and any(len(trace["y"]) == 2 for trace in speedup), speedup
 
 
