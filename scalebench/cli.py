@@ -498,7 +498,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("run", "ingest"):
             clean_network_leftovers()  # a killed launcher's shaped group: gone before anything
         return args.func(args)
-    except (InvalidParameter, database_commands.CommandError) as exc:
+    except (InvalidParameter, database_commands.CommandError, config.BadSetting) as exc:
         if debugging(args):
             raise
         print(f"scalebench: error: {exc}", file=sys.stderr)

@@ -22,6 +22,11 @@ from pathlib import Path
 VAR = Path("var")
 
 
+class BadSetting(ValueError):
+    """A setting from the environment that cannot be used; the message names the variable
+    and what it must be (the command line says it in one line, exit status 2)."""
+
+
 def data_dir() -> Path:
     return Path(os.environ.get("SCALEBENCH_DATA_DIR", VAR / "data"))
 
@@ -36,7 +41,7 @@ def results_path(uri: str | None = None) -> Path:
     if uri.startswith("file://"):
         return Path(uri.removeprefix("file://"))
     if "://" in uri:
-        raise ValueError(
+        raise BadSetting(
             f"SCALEBENCH_RESULTS_URI={uri!r}: workers write to a local or mounted path "
             "(or file://...); object-store URIs are not supported yet"
         )
@@ -49,9 +54,9 @@ def max_workers() -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ValueError(f"SCALEBENCH_MAX_WORKERS must be a whole number, got {raw!r}") from None
+        raise BadSetting(f"SCALEBENCH_MAX_WORKERS must be a whole number, got {raw!r}") from None
     if value < 1:
-        raise ValueError(f"SCALEBENCH_MAX_WORKERS must be at least 1, got {value}")
+        raise BadSetting(f"SCALEBENCH_MAX_WORKERS must be at least 1, got {value}")
     return value
 
 
@@ -62,10 +67,10 @@ def live_ingest_s() -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise ValueError(f"SCALEBENCH_LIVE_INGEST_S must be a number of seconds, got {raw!r}"
+        raise BadSetting(f"SCALEBENCH_LIVE_INGEST_S must be a number of seconds, got {raw!r}"
                          ) from None  # fmt: skip
     if not 0 <= value < float("inf"):
-        raise ValueError(f"SCALEBENCH_LIVE_INGEST_S must be 0 or more seconds, got {raw!r}")
+        raise BadSetting(f"SCALEBENCH_LIVE_INGEST_S must be 0 or more seconds, got {raw!r}")
     return value
 
 
@@ -75,7 +80,7 @@ def default_compile() -> str:
 
     value = os.environ.get("SCALEBENCH_COMPILE", "auto").strip()
     if value not in COMPILE_SETTINGS:
-        raise ValueError(
+        raise BadSetting(
             f"SCALEBENCH_COMPILE must be one of {', '.join(COMPILE_SETTINGS)}, got {value!r}"
         )
     return value

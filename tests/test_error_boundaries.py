@@ -100,6 +100,30 @@ def test_a_database_that_cannot_serve_is_named_with_what_to_do(
     assert_refused(done, says, "scalebench: error: ")
 
 
+BAD_SETTINGS = {
+    "SCALEBENCH_MAX_WORKERS=abc": ("SCALEBENCH_MAX_WORKERS", "abc", "a whole number"),
+    "SCALEBENCH_MAX_WORKERS=0": ("SCALEBENCH_MAX_WORKERS", "0", "at least 1"),
+    "SCALEBENCH_COMPILE=maybe": ("SCALEBENCH_COMPILE", "maybe", "must be one of"),
+    "SCALEBENCH_RESULTS_URI=s3://": ("SCALEBENCH_RESULTS_URI", "s3://b/x", "local or mounted"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_SETTINGS))
+def test_a_bad_setting_is_refused_in_a_line_naming_it_before_anything_starts(
+    case: str, tmp_path: Path
+) -> None:
+    variable, value, says = BAD_SETTINGS[case]
+    results = ["--results", str(tmp_path / "results")]
+    if variable == "SCALEBENCH_RESULTS_URI":
+        results = []  # the setting is what is read
+    done = run(scalebench("run", "task0-allreduce", "--light", "--workers", "2", *results,
+                          "--database", f"sqlite:///{tmp_path / 'r.db'}"),
+               {variable: value}, tmp_path)  # fmt: skip
+    assert_refused(done, variable, "scalebench: error: ")
+    assert says in done.stderr
+    assert not (tmp_path / "results").exists(), "a sweep started with a bad setting"
+
+
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
     done = run(scalebench("--debug", "prices", "list"), {"SCALEBENCH_DATABASE_URL": "garbage"},
                tmp_path)  # fmt: skip
