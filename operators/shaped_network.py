@@ -41,6 +41,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from workers.network import NetworkProfile
 
@@ -204,9 +205,17 @@ def firewall_chain() -> str | None:
     return "DOCKER-USER"
 
 
-def firewall_rules() -> list[tuple[str, str, int]]:
-    """The rules of scalebench groups in the filter table: (chain, rule as ``-S`` prints
-    it, the process id its bridge carries)."""
+class FirewallRule(NamedTuple):
+    """A scalebench group's rule in the filter table."""
+
+    chain: str
+    line: str  # as ``iptables -S`` prints it: ``-A <chain> ...``
+    bridge: str  # the group's bridge, ``sbbr<pid>``
+    pid: int  # of the launcher that added it
+
+
+def firewall_rules() -> list[FirewallRule]:
+    """The rules of scalebench groups in the filter table."""
     if shutil.which("iptables") is None:
         return []
     rules = []
@@ -217,7 +226,7 @@ def firewall_rules() -> list[tuple[str, str, int]]:
             continue
         for line in listing.splitlines():
             if (found := _RULE.match(line)) and found["chain"] == chain:
-                rules.append((chain, line, int(found["pid"])))
+                rules.append(FirewallRule(chain, line, found["bridge"], int(found["pid"])))
     return rules
 
 
@@ -226,23 +235,25 @@ def _accept_rule(bridge: str) -> list[str]:
             "-j", "ACCEPT"]  # fmt: skip
 
 
-def _delete_rule(rule: str) -> None:
-    """Delete a rule given as ``iptables -S`` prints it (``-A CHAIN ...``)."""
-    _iptables("-D", *shlex.split(rule)[1:], check=False)
+def _delete_rule(rule: FirewallRule) -> None:
+    _iptables("-D", *shlex.split(rule.line)[1:], check=False)
+
+
+def _gone(pid: int | str) -> bool:
+    """Whether the launcher ``pid`` no longer runs (this process counts as gone: it runs
+    one shaped group at a time, so whatever it left is left over)."""
+    return not os.path.exists(f"/proc/{pid}") or int(pid) == os.getpid()
 
 
 def leftovers() -> tuple[list[str], list[str]]:
     """(namespaces, links) of scalebench launchers that no longer run."""
-    def gone(pid: str) -> bool:
-        return not os.path.exists(f"/proc/{pid}") or int(pid) == os.getpid()
-
     namespaces = [line.split()[0] for line in _run("ip", "netns", "list").splitlines() if line]
-    stale_ns = [n for n in namespaces if (m := _NAMESPACE.fullmatch(n)) and gone(m["pid"])]
+    stale_ns = [n for n in namespaces if (m := _NAMESPACE.fullmatch(n)) and _gone(m["pid"])]
     try:
         links = [entry["ifname"] for entry in json.loads(_run("ip", "-j", "link", "show") or "[]")]
     except (ValueError, KeyError, TypeError) as exc:
         raise ShapingError(f"ip -j link show: unreadable output ({exc})") from None
-    stale_links = [name for name in links if (m := _LINK.fullmatch(name)) and gone(m["pid"])]
+    stale_links = [name for name in links if (m := _LINK.fullmatch(name)) and _gone(m["pid"])]
     return stale_ns, stale_links
 
 
@@ -250,14 +261,11 @@ def remove_leftovers() -> list[str]:
     """Delete the namespaces, links, ``/etc/netns`` entries and firewall rules of launchers
     that no longer run (and this process's own, which runs one shaped group at a time);
     what was deleted, by name."""
-    def gone(pid: int) -> bool:
-        return not os.path.exists(f"/proc/{pid}") or pid == os.getpid()
-
-    rules = [(chain, rule) for chain, rule, pid in firewall_rules() if gone(pid)]
-    for _, rule in rules:
+    rules = [rule for rule in firewall_rules() if _gone(rule.pid)]
+    for rule in rules:
         _delete_rule(rule)
     etc = [entry.name for entry in (NETNS_ETC.iterdir() if NETNS_ETC.is_dir() else ())
-           if (m := _NAMESPACE.fullmatch(entry.name)) and gone(int(m["pid"]))]  # fmt: skip
+           if (m := _NAMESPACE.fullmatch(entry.name)) and _gone(m["pid"])]  # fmt: skip
     namespaces, links = leftovers()
     for namespace in namespaces:
         _run("ip", "netns", "delete", namespace, check=False)
@@ -267,9 +275,7 @@ def remove_leftovers() -> list[str]:
     _, links = leftovers()  # deleting a namespace deletes its veth pairs
     for link in links:
         _run("ip", "link", "delete", link, check=False)
-    named_rules = [f"{chain} rule of {bridge}" for chain, rule in rules
-                   if (bridge := _RULE.match(rule)["bridge"])]  # type: ignore[index]  # fmt: skip
-    return sorted({*namespaces, *etc}) + links + named_rules
+    return sorted({*namespaces, *etc}) + links + [f"{r.chain} rule of {r.bridge}" for r in rules]
 
 
 def _tbf(profile: NetworkProfile, device: str, parent: str = "root") -> list[str]:
@@ -402,7 +408,7 @@ class ShapedNetwork:
             shutil.rmtree(NETNS_ETC / self.namespace(rank), ignore_errors=True)
             _run("ip", "link", "delete", self.host_end(rank), check=False)
         _run("ip", "link", "delete", self.bridge, check=False)
-        for _, rule, _ in firewall_rules():
-            if _RULE.match(rule)["bridge"] == self.bridge:  # type: ignore[index]
+        for rule in firewall_rules():
+            if rule.bridge == self.bridge:
                 _delete_rule(rule)
         self.created = False
