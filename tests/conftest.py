@@ -22,6 +22,15 @@ os.environ.update(
     AIRFLOW__CORE__LOAD_EXAMPLES="False",
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
 )
+# Nothing a test runs may reach the user's embedded settings under ./var/: the results
+# database, results and data sets default to a folder of the session's own. A test that
+# needs its own sets them again (monkeypatch.setenv).
+TEST_VAR = Path(tempfile.mkdtemp(prefix="scalebench-test-var-"))
+os.environ.update(
+    SCALEBENCH_DATABASE_URL=f"sqlite:///{TEST_VAR / 'scalebench.db'}",
+    SCALEBENCH_RESULTS_URI=str(TEST_VAR / "results"),
+    SCALEBENCH_DATA_DIR=str(TEST_VAR / "data"),
+)
 # Requests that name no compile setting run eager here: compiling costs every
 # worker process seconds before it starts. The tests of compilation ask for it
 # by name (tests/test_engine.py, tests/test_compiled_runs.py).

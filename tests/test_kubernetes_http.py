@@ -373,6 +373,8 @@ def kubernetes_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world_size
 
     monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
     monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(tmp_path / "data"))
+    # The operator loads each group as it ends: into this test's database, nobody else's.
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{tmp_path / 'live.db'}")
     monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", CONN_ID)
     monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0")
     request = validate_request(task="task1a-resnet20-cifar10", workers=[world_size], light=True,
