@@ -64,8 +64,13 @@ NIGHT_SIZES = (1, 2)
 NIGHT_REPEATS = 3
 ALLREDUCE_SIZES = (2, 4, 8)
 # Mean seconds per step of each phase; communication grows with the worker count.
-PHASES = {"data_s": 0.002, "forward_s": 0.03, "loss_s": 0.001, "backward_s": 0.06,
-          "optimizer_s": 0.004}  # fmt: skip
+PHASES = {
+    "data_s": 0.002,
+    "forward_s": 0.03,
+    "loss_s": 0.001,
+    "backward_s": 0.06,
+    "optimizer_s": 0.004,
+}
 START = datetime(2026, 1, 1, 2, 0, tzinfo=UTC)
 
 
@@ -119,16 +124,27 @@ def step_columns(
 
 
 def add_sweep(
-    conn: Connection, sweep_id: str, task: str, trigger: str, request: dict[str, Any],
-    created_at: datetime, outcome: str,
-) -> None:  # fmt: skip
+    conn: Connection,
+    sweep_id: str,
+    task: str,
+    trigger: str,
+    request: dict[str, Any],
+    created_at: datetime,
+    outcome: str,
+) -> None:
     conn.execute(
         insert(Sweep).values(
-            id=sweep_id, task=task, trigger=trigger, config=request,
-            config_hash=configuration_hash(request), code_version="bench",
-            created_at=created_at, finished_at=created_at + timedelta(hours=1), outcome=outcome,
+            id=sweep_id,
+            task=task,
+            trigger=trigger,
+            config=request,
+            config_hash=configuration_hash(request),
+            code_version="bench",
+            created_at=created_at,
+            finished_at=created_at + timedelta(hours=1),
+            outcome=outcome,
         )
-    )  # fmt: skip
+    )
 
 
 def add_training_run(
@@ -155,60 +171,112 @@ def add_training_run(
     target = 70.0 if request["light"] else 80.0
     conn.execute(
         insert(Run).values(
-            id=run_id, sweep_id=sweep_id, task=request["task"],
-            config_hash=configuration_hash(request), world_size=world_size, repeat=repeat,
-            backend=request["backend"], device="cuda" if not request["light"] else "cpu",
-            precision="fp32", variant="sync", light=request["light"], status="succeeded",
-            reason="", started_at=started_at,
+            id=run_id,
+            sweep_id=sweep_id,
+            task=request["task"],
+            config_hash=configuration_hash(request),
+            world_size=world_size,
+            repeat=repeat,
+            backend=request["backend"],
+            device="cuda" if not request["light"] else "cpu",
+            precision="fp32",
+            variant="sync",
+            light=request["light"],
+            status="succeeded",
+            reason="",
+            started_at=started_at,
             ended_at=started_at + timedelta(seconds=time_to_accuracy_s + 1),
-            goal_reached=True, goal_metric="top1_accuracy", goal_target=target,
+            goal_reached=True,
+            goal_metric="top1_accuracy",
+            goal_target=target,
             time_to_accuracy_s=time_to_accuracy_s,
             time_to_accuracy_without_eval_s=time_to_accuracy_s * 0.95,
-            eval_s=time_to_accuracy_s * 0.05, compute_s=compute_s,
-            communication_s=steps * per_step["communication_s"], step_s=steps * step_s,
-            communication_ratio=per_step["communication_s"] / step_s, epochs=epochs,
-            steps=steps, samples_per_s=128 * world_size * steps / time_to_accuracy_s,
+            eval_s=time_to_accuracy_s * 0.05,
+            compute_s=compute_s,
+            communication_s=steps * per_step["communication_s"],
+            step_s=steps * step_s,
+            communication_ratio=per_step["communication_s"] / step_s,
+            epochs=epochs,
+            steps=steps,
+            samples_per_s=128 * world_size * steps / time_to_accuracy_s,
             quarantined_lines=0,
-            ingested_at=started_at + timedelta(seconds=time_to_accuracy_s + 2), step_records=rows,
+            ingested_at=started_at + timedelta(seconds=time_to_accuracy_s + 2),
+            step_records=rows,
             # the per-run phase totals ingest stores beside the step rows
-            **{name.replace("_s", "_total_s"): float(np.sum(columns[name]))
-               for name in (*PHASES, "communication_s")},
+            **{
+                name.replace("_s", "_total_s"): float(np.sum(columns[name]))
+                for name in (*PHASES, "communication_s")
+            },
         )
-    )  # fmt: skip
+    )
     evals = []
     for epoch in range(epochs):
         t = time_to_accuracy_s * (epoch + 1) / epochs
         accuracy = target + 0.5 - (target - 10) * (1 - (epoch + 1) / epochs) ** 2
         evals.append(
-            {"run_id": run_id, "epoch": epoch, "t_s": t, "metric_value": accuracy,
-             "loss": 2.0 * (1 - (epoch + 1) / epochs) + 0.3,
-             "eval_s": time_to_accuracy_s * 0.05 / epochs,
-             "train_s": t * 0.95, "wall_s": t,
-             "metrics": {"top1_accuracy": accuracy, "loss": 0.3}}
-        )  # fmt: skip
+            {
+                "run_id": run_id,
+                "epoch": epoch,
+                "t_s": t,
+                "metric_value": accuracy,
+                "loss": 2.0 * (1 - (epoch + 1) / epochs) + 0.3,
+                "eval_s": time_to_accuracy_s * 0.05 / epochs,
+                "train_s": t * 0.95,
+                "wall_s": t,
+                "metrics": {"top1_accuracy": accuracy, "loss": 0.3},
+            }
+        )
     conn.execute(insert(EpochEval), evals)
     events = [
         {"run_id": run_id, "rank": 0, "t_s": 0.0, "event": "start", "details": {}},
-        {"run_id": run_id, "rank": 0, "t_s": time_to_accuracy_s, "event": "goal_reached",
-         "details": {"epoch": epochs - 1, "value": target + 0.5, "target": target}},
+        {
+            "run_id": run_id,
+            "rank": 0,
+            "t_s": time_to_accuracy_s,
+            "event": "goal_reached",
+            "details": {"epoch": epochs - 1, "value": target + 0.5, "target": target},
+        },
     ] + [
-        {"run_id": run_id, "rank": rank, "t_s": time_to_accuracy_s + 1, "event": "finished",
-         "details": {"status": "goal_reached"}}
+        {
+            "run_id": run_id,
+            "rank": rank,
+            "t_s": time_to_accuracy_s + 1,
+            "event": "finished",
+            "details": {"status": "goal_reached"},
+        }
         for rank in range(world_size)
-    ]  # fmt: skip
+    ]
     conn.execute(insert(RunEvent), events)
     conn.execute(
         insert(RunEnvironment),
-        [{"run_id": run_id, "rank": rank, "host": f"node-{rank}", "python": "3.11.7",
-          "torch": "2.13.0", "cuda": "12.8", "nccl": "2.27", "gpus": ["NVIDIA T4"],
-          "details": {}} for rank in range(world_size)],
-    )  # fmt: skip
+        [
+            {
+                "run_id": run_id,
+                "rank": rank,
+                "host": f"node-{rank}",
+                "python": "3.11.7",
+                "torch": "2.13.0",
+                "cuda": "12.8",
+                "nccl": "2.27",
+                "gpus": ["NVIDIA T4"],
+                "details": {},
+            }
+            for rank in range(world_size)
+        ],
+    )
 
 
 def training_request(workers: tuple[int, ...], light: bool, repeats: int) -> dict[str, Any]:
-    return {"task": "task1a-resnet20-cifar10", "world_sizes": list(workers),
-            "backend": "gloo" if light else "nccl", "light": light, "repeats": repeats,
-            "variant": "sync", "precision": "fp32", "seed": 0}  # fmt: skip
+    return {
+        "task": "task1a-resnet20-cifar10",
+        "world_sizes": list(workers),
+        "backend": "gloo" if light else "nccl",
+        "light": light,
+        "repeats": repeats,
+        "variant": "sync",
+        "precision": "fp32",
+        "seed": 0,
+    }
 
 
 def seed(url: str, steps: int, runs: int, big_share: float, say: Callable[[str], None]) -> Seeded:
@@ -231,7 +299,7 @@ def seed(url: str, steps: int, runs: int, big_share: float, say: Callable[[str],
         for index, size in enumerate(BIG_SIZES):
             for repeat in range(BIG_REPEATS):
                 say(f"big sweep: {size} worker(s), repeat {repeat + 1} ({big_rows:,} step rows)")
-                tta = 7200.0 / (size * 0.93 ** index) * rng.normal(1.0, 0.02)
+                tta = 7200.0 / (size * 0.93**index) * rng.normal(1.0, 0.02)
                 add_training_run(conn, rng, big, request, size, repeat, tta, big_rows, created)
 
     night_request = training_request(NIGHT_SIZES, light=True, repeats=NIGHT_REPEATS)
@@ -243,23 +311,38 @@ def seed(url: str, steps: int, runs: int, big_share: float, say: Callable[[str],
         created = START + timedelta(days=night)
         slower = 1.12 if night in flagged_nights else 1.0
         with engine.begin() as conn:
-            add_sweep(conn, sweep_id, night_request["task"], "scheduled", night_request, created,
-                      "succeeded")  # fmt: skip
+            add_sweep(
+                conn,
+                sweep_id,
+                night_request["task"],
+                "scheduled",
+                night_request,
+                created,
+                "succeeded",
+            )
             for size in NIGHT_SIZES:
                 for repeat in range(NIGHT_REPEATS):
                     tta = (2.0 if size == 1 else 1.4) * rng.normal(1.0, 0.02)
                     tta *= slower if size == 2 else 1.0
-                    add_training_run(conn, rng, sweep_id, night_request, size, repeat, tta,
-                                     night_rows, created)  # fmt: skip
+                    add_training_run(
+                        conn, rng, sweep_id, night_request, size, repeat, tta, night_rows, created
+                    )
             if night in flagged_nights:
                 conn.execute(
                     insert(Regression).values(
-                        sweep_id=sweep_id, task=night_request["task"],
-                        config_hash=configuration_hash(night_request), world_size=2,
-                        metric="time_to_accuracy_s", baseline_mean=1.4, latest_mean=1.4 * slower,
-                        change=slower - 1, p_value=0.0004, reason="", flagged_at=created,
+                        sweep_id=sweep_id,
+                        task=night_request["task"],
+                        config_hash=configuration_hash(night_request),
+                        world_size=2,
+                        metric="time_to_accuracy_s",
+                        baseline_mean=1.4,
+                        latest_mean=1.4 * slower,
+                        change=slower - 1,
+                        p_value=0.0004,
+                        reason="",
+                        flagged_at=created,
                     )
-                )  # fmt: skip
+                )
         if night % 20 == 0:
             say(f"nightly sweeps: {night + 1}/{nights}")
 
@@ -267,36 +350,86 @@ def seed(url: str, steps: int, runs: int, big_share: float, say: Callable[[str],
     if leftover:
         failed = "task1a-resnet20-cifar10-20261119T100000Z-fail"
         with engine.begin() as conn:
-            add_sweep(conn, failed, night_request["task"], "manual", night_request,
-                      START + timedelta(days=nights), "failed")  # fmt: skip
+            add_sweep(
+                conn,
+                failed,
+                night_request["task"],
+                "manual",
+                night_request,
+                START + timedelta(days=nights),
+                "failed",
+            )
             for repeat in range(leftover):
-                add_training_run(conn, rng, failed, night_request, 1, repeat, 2.0, night_rows,
-                                 START + timedelta(days=nights))  # fmt: skip
+                add_training_run(
+                    conn,
+                    rng,
+                    failed,
+                    night_request,
+                    1,
+                    repeat,
+                    2.0,
+                    night_rows,
+                    START + timedelta(days=nights),
+                )
                 conn.execute(
-                    update(Run).where(Run.id == f"{failed}-w1-r{repeat}")
-                    .values(status="failed", reason="RuntimeError: peer went away",
-                            goal_reached=False, time_to_accuracy_s=None)
-                )  # fmt: skip
+                    update(Run)
+                    .where(Run.id == f"{failed}-w1-r{repeat}")
+                    .values(
+                        status="failed",
+                        reason="RuntimeError: peer went away",
+                        goal_reached=False,
+                        time_to_accuracy_s=None,
+                    )
+                )
 
     allreduce = "task0-allreduce-20261121T020000Z-bench"
-    request = {"task": "task0-allreduce", "world_sizes": list(ALLREDUCE_SIZES), "backend": "nccl",
-               "light": False, "repeats": 1, "variant": "sync", "precision": "fp32"}  # fmt: skip
+    request = {
+        "task": "task0-allreduce",
+        "world_sizes": list(ALLREDUCE_SIZES),
+        "backend": "nccl",
+        "light": False,
+        "repeats": 1,
+        "variant": "sync",
+        "precision": "fp32",
+    }
     elements = np.unique(np.round(np.logspace(0, 8, num=80)).astype(np.int64))
     with engine.begin() as conn:
-        add_sweep(conn, allreduce, "task0-allreduce", "manual", request,
-                  START + timedelta(days=nights + 2), "succeeded")  # fmt: skip
+        add_sweep(
+            conn,
+            allreduce,
+            "task0-allreduce",
+            "manual",
+            request,
+            START + timedelta(days=nights + 2),
+            "succeeded",
+        )
         for size in ALLREDUCE_SIZES:
             say(f"all-reduce: {size} workers")
             run_id = f"{allreduce}-w{size}-r0"
             conn.execute(
                 insert(Run).values(
-                    id=run_id, sweep_id=allreduce, task="task0-allreduce",
-                    config_hash=configuration_hash(request), world_size=size, repeat=0,
-                    backend="nccl", device="cuda", precision="fp32", variant="sync", light=False,
-                    status="succeeded", reason="", started_at=START, ended_at=START,
-                    goal_reached=False, epochs=0, steps=0, quarantined_lines=0, ingested_at=START,
+                    id=run_id,
+                    sweep_id=allreduce,
+                    task="task0-allreduce",
+                    config_hash=configuration_hash(request),
+                    world_size=size,
+                    repeat=0,
+                    backend="nccl",
+                    device="cuda",
+                    precision="fp32",
+                    variant="sync",
+                    light=False,
+                    status="succeeded",
+                    reason="",
+                    started_at=START,
+                    ended_at=START,
+                    goal_reached=False,
+                    epochs=0,
+                    steps=0,
+                    quarantined_lines=0,
+                    ingested_at=START,
                 )
-            )  # fmt: skip
+            )
             for dtype, itemsize in (("float32", 4), ("float16", 2)):
                 grid = np.array(
                     [(rank, n, rep) for rank in range(size) for n in elements for rep in range(100)]
@@ -304,27 +437,44 @@ def seed(url: str, steps: int, runs: int, big_share: float, say: Callable[[str],
                 nbytes = grid[:, 1] * itemsize
                 seconds = (2e-5 + nbytes / 10e9) * rng.gamma(8.0, 1 / 8.0, len(grid))
                 count = len(grid)
-                copy_rows(conn, "allreduce_sample", {
-                    "run_id": [run_id] * count, "rank": grid[:, 0], "dtype": [dtype] * count,
-                    "elements": grid[:, 1], "repetition": grid[:, 2],
-                    "world_size": np.full(count, size), "backend": ["nccl"] * count,
-                    "bytes": nbytes, "seconds": seconds,
-                })  # fmt: skip
+                copy_rows(
+                    conn,
+                    "allreduce_sample",
+                    {
+                        "run_id": [run_id] * count,
+                        "rank": grid[:, 0],
+                        "dtype": [dtype] * count,
+                        "elements": grid[:, 1],
+                        "repetition": grid[:, 2],
+                        "world_size": np.full(count, size),
+                        "backend": ["nccl"] * count,
+                        "bytes": nbytes,
+                        "seconds": seconds,
+                    },
+                )
                 # what ingest stores beside the samples: per size, the slowest rank's
                 # seconds of each repetition (grid order: rank, size, repetition)
                 slowest = seconds.reshape(size, len(elements), 100).max(axis=0)
-                conn.execute(insert(AllReduceCurve), [
-                    {"run_id": run_id, "dtype": dtype, "bytes": int(n) * itemsize,
-                     "slowest_s": [float(v) for v in row]}
-                    for n, row in zip(elements, slowest, strict=True)
-                ])  # fmt: skip
+                conn.execute(
+                    insert(AllReduceCurve),
+                    [
+                        {
+                            "run_id": run_id,
+                            "dtype": dtype,
+                            "bytes": int(n) * itemsize,
+                            "slowest_s": [float(v) for v in row],
+                        }
+                        for n, row in zip(elements, slowest, strict=True)
+                    ],
+                )
     with engine.connect() as conn:
         conn.execute(text("ANALYZE"))
         stored_runs = conn.execute(text("SELECT count(*) FROM run")).scalar_one()
         stored_steps = conn.execute(text("SELECT count(*) FROM step_timing")).scalar_one()
     engine.dispose()
-    return Seeded(big, f"{big}-w4-r0", night_ids[-1], night_ids[-2], allreduce, stored_runs,
-                  stored_steps)  # fmt: skip
+    return Seeded(
+        big, f"{big}-w4-r0", night_ids[-1], night_ids[-2], allreduce, stored_runs, stored_steps
+    )
 
 
 def fresh_database(admin_url: str) -> tuple[str, str]:
@@ -362,30 +512,74 @@ def page_calls(s: Seeded) -> list[PageCall]:
     task = "task1a-resnet20-cifar10"
     return [
         PageCall("overview", "/", "overview-content.children", {}),
-        PageCall("scaling", f"/scaling?sweep={s.big_sweep}", "scaling-tta.figure",
-                 {"scaling-sweep.value": s.big_sweep}),
-        PageCall("communication", f"/communication?sweep={s.big_sweep}", "comm-phases.figure",
-                 {"comm-sweep.value": s.big_sweep, "comm-allreduce.value": [s.allreduce_sweep],
-                  "comm-dtype.value": "all"}),
-        PageCall("cost", f"/cost?sweep={s.big_sweep}", "cost-bars.figure",
-                 {"cost-sweep.value": s.big_sweep, "cost-instance.value": "n1-standard-4",
-                  "cost-gpu.value": "nvidia-tesla-t4"}),
-        PageCall("runs", "/runs", "runs-table.data",
-                 {"runs-q.value": "", "runs-status.value": "all", "runs-task.value": None,
-                  "runs-table.sort_by": [{"column_id": "time_to_accuracy_s",
-                                          "direction": "desc"}],
-                  "runs-table.page_current": 3}),
-        PageCall("runs (search)", "/runs?q=w32", "runs-table.data",
-                 {"runs-q.value": "w32", "runs-status.value": "all", "runs-task.value": task,
-                  "runs-table.sort_by": [], "runs-table.page_current": 0}),
+        PageCall(
+            "scaling",
+            f"/scaling?sweep={s.big_sweep}",
+            "scaling-tta.figure",
+            {"scaling-sweep.value": s.big_sweep},
+        ),
+        PageCall(
+            "communication",
+            f"/communication?sweep={s.big_sweep}",
+            "comm-phases.figure",
+            {
+                "comm-sweep.value": s.big_sweep,
+                "comm-allreduce.value": [s.allreduce_sweep],
+                "comm-dtype.value": "all",
+            },
+        ),
+        PageCall(
+            "cost",
+            f"/cost?sweep={s.big_sweep}",
+            "cost-bars.figure",
+            {
+                "cost-sweep.value": s.big_sweep,
+                "cost-instance.value": "n1-standard-4",
+                "cost-gpu.value": "nvidia-tesla-t4",
+            },
+        ),
+        PageCall(
+            "runs",
+            "/runs",
+            "runs-table.data",
+            {
+                "runs-q.value": "",
+                "runs-status.value": "all",
+                "runs-task.value": None,
+                "runs-table.sort_by": [{"column_id": "time_to_accuracy_s", "direction": "desc"}],
+                "runs-table.page_current": 3,
+            },
+        ),
+        PageCall(
+            "runs (search)",
+            "/runs?q=w32",
+            "runs-table.data",
+            {
+                "runs-q.value": "w32",
+                "runs-status.value": "all",
+                "runs-task.value": task,
+                "runs-table.sort_by": [],
+                "runs-table.page_current": 0,
+            },
+        ),
         PageCall("run", f"/run?id={s.big_run}", "run-loss.figure", {"run-id.value": s.big_run}),
-        PageCall("compare", f"/compare?a={s.latest_night}&b={s.baseline_night}",
-                 "compare-table.children",
-                 {"compare-a.value": s.latest_night, "compare-b.value": s.baseline_night}),
-        PageCall("trend", f"/trend?task={task}&nights=365", "trend-figure.figure",
-                 {"trend-task.value": task, "trend-metric.value": "time_to_accuracy_s",
-                  "trend-nights.value": 365}),
-    ]  # fmt: skip
+        PageCall(
+            "compare",
+            f"/compare?a={s.latest_night}&b={s.baseline_night}",
+            "compare-table.children",
+            {"compare-a.value": s.latest_night, "compare-b.value": s.baseline_night},
+        ),
+        PageCall(
+            "trend",
+            f"/trend?task={task}&nights=365",
+            "trend-figure.figure",
+            {
+                "trend-task.value": task,
+                "trend-metric.value": "time_to_accuracy_s",
+                "trend-nights.value": 365,
+            },
+        ),
+    ]
 
 
 def timed(call: Callable[[], Any]) -> float:
@@ -426,19 +620,32 @@ def measure(
             profiler = cProfile.Profile()
             profiler.runcall(client.call, page.output, page.values)
             pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
-        warm = [timed(lambda page=page: client.call(page.output, page.values))
-                for _ in range(calls)]  # fmt: skip
-        layouts = [timed(lambda page=page: client.open(*page.path.partition("?")[::2]))
-                   for _ in range(max(3, calls // 3))]  # fmt: skip
+        warm = [
+            timed(lambda page=page: client.call(page.output, page.values)) for _ in range(calls)
+        ]
+        layouts = [
+            timed(lambda page=page: client.open(*page.path.partition("?")[::2]))
+            for _ in range(max(3, calls // 3))
+        ]
         p50, p95 = percentile(warm, 50), percentile(warm, 95)
         verdict = "PASS" if p95 <= GOAL_S else "MISS"
-        say(f"  {page.name:14s} callback p50 {p50 * 1e3:6.1f} ms, p95 {p95 * 1e3:6.1f} ms "
+        say(
+            f"  {page.name:14s} callback p50 {p50 * 1e3:6.1f} ms, p95 {p95 * 1e3:6.1f} ms "
             f"({verdict}); cold {cold * 1e3:6.1f} ms; layout p95 "
-            f"{percentile(layouts, 95) * 1e3:5.1f} ms (first {layout * 1e3:.0f} ms)")  # fmt: skip
-        rows.append([page.name, f"{p50 * 1e3:.1f}", f"{p95 * 1e3:.1f}", verdict,
-                     f"{cold * 1e3:.1f}", "PASS" if cold <= GOAL_S else "MISS",
-                     f"{percentile(layouts, 95) * 1e3:.1f}",
-                     f"{(layout + cold) * 1e3:.1f}"])  # fmt: skip
+            f"{percentile(layouts, 95) * 1e3:5.1f} ms (first {layout * 1e3:.0f} ms)"
+        )
+        rows.append(
+            [
+                page.name,
+                f"{p50 * 1e3:.1f}",
+                f"{p95 * 1e3:.1f}",
+                verdict,
+                f"{cold * 1e3:.1f}",
+                "PASS" if cold <= GOAL_S else "MISS",
+                f"{percentile(layouts, 95) * 1e3:.1f}",
+                f"{(layout + cold) * 1e3:.1f}",
+            ]
+        )
     source.dispose()
     return rows
 
@@ -447,8 +654,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1_000_000, help="step rows in all")
     parser.add_argument("--runs", type=int, default=1000, help="runs in all")
-    parser.add_argument("--big-share", type=float, default=0.8,
-                        help="share of the step rows in the big sweep")  # fmt: skip
+    parser.add_argument(
+        "--big-share", type=float, default=0.8, help="share of the step rows in the big sweep"
+    )
     parser.add_argument("--calls", type=int, default=30, help="warm calls per page")
     parser.add_argument("--profile", metavar="PAGE", help="profile this page's cold call")
     parser.add_argument(
@@ -458,33 +666,54 @@ def main() -> None:
 
     started = time.perf_counter()
     name, url = fresh_database(args.postgres)
-    print(f"database {name}: writing {args.steps:,} step rows in {args.runs:,} runs ...",
-          flush=True)  # fmt: skip
+    print(
+        f"database {name}: writing {args.steps:,} step rows in {args.runs:,} runs ...", flush=True
+    )
     try:
-        seeded = seed(url, args.steps, args.runs, args.big_share,
-                      lambda line: print("  " + line, flush=True))  # fmt: skip
-        print(f"  {seeded.runs:,} runs and {seeded.step_rows:,} step rows in "
-              f"{time.perf_counter() - started:.0f} s", flush=True)  # fmt: skip
+        seeded = seed(
+            url, args.steps, args.runs, args.big_share, lambda line: print("  " + line, flush=True)
+        )
+        print(
+            f"  {seeded.runs:,} runs and {seeded.step_rows:,} step rows in "
+            f"{time.perf_counter() - started:.0f} s",
+            flush=True,
+        )
         print(f"calling each page's main callback {args.calls} times ...", flush=True)
-        rows = measure(url, seeded, args.calls, lambda line: print(line, flush=True),
-                       args.profile)
+        rows = measure(url, seeded, args.calls, lambda line: print(line, flush=True), args.profile)
     finally:
         drop_database(args.postgres, name)
         print(f"dropped {name}", flush=True)
     from tabulate import tabulate
 
     print()
-    print(tabulate(rows, headers=["page", "p50 ms", "p95 ms", "≤ 300 ms", "cold ms", "cold ≤ 300",
-                                  "layout p95 ms", "first view ms"]))  # fmt: skip
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "page",
+                "p50 ms",
+                "p95 ms",
+                "≤ 300 ms",
+                "cold ms",
+                "cold ≤ 300",
+                "layout p95 ms",
+                "first view ms",
+            ],
+        )
+    )
     misses = sum(row[3] == "MISS" for row in rows)
-    print(f"\n{len(rows) - misses} of {len(rows)} pages PASS (p95 of warm calls ≤ 300 ms); "
-          f"cold = first call with an empty cache")  # fmt: skip
+    print(
+        f"\n{len(rows) - misses} of {len(rows)} pages PASS (p95 of warm calls ≤ 300 ms); "
+        f"cold = first call with an empty cache"
+    )
     for row in rows:
         if row[0] in FIRST_VIEW_GOALS_S:
             goal_ms = FIRST_VIEW_GOALS_S[row[0]] * 1e3
             verdict = "PASS" if float(row[7]) <= goal_ms else "MISS"
-            print(f"{row[0]}: first view (layout and first callback, empty cache) {row[7]} ms, "
-                  f"goal ≤ {goal_ms:.0f} ms: {verdict}")
+            print(
+                f"{row[0]}: first view (layout and first callback, empty cache) {row[7]} ms, "
+                f"goal ≤ {goal_ms:.0f} ms: {verdict}"
+            )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,14 @@ from results_db.models import StepTiming
 from scalebench import manifest
 from scalebench.sweep import new_manifest, validate_request
 
-PHASES = {"data": 0.001, "forward": 0.02, "loss": 0.0005, "backward": 0.04,
-          "communication": 0.01, "optimizer": 0.003}  # fmt: skip
+PHASES = {
+    "data": 0.001,
+    "forward": 0.02,
+    "loss": 0.0005,
+    "backward": 0.04,
+    "communication": 0.01,
+    "optimizer": 0.003,
+}
 
 
 def write_records(root: Path, rows: int, ranks: int) -> Path:
@@ -132,13 +138,22 @@ def naive_ingest(url: str, sweep_dir: Path, rows: int) -> float:
                 p = record["phases"]
                 session.add(
                     StepTiming(
-                        run_id="naive", rank=record["rank"], epoch=record["epoch"],
-                        step=record["step"], t_s=record["t"], samples=record["samples"],
-                        loss=record["loss"], lr=record["lr"], data_s=p["data"],
-                        forward_s=p["forward"], loss_s=p["loss"], backward_s=p["backward"],
-                        communication_s=p["communication"], optimizer_s=p["optimizer"],
+                        run_id="naive",
+                        rank=record["rank"],
+                        epoch=record["epoch"],
+                        step=record["step"],
+                        t_s=record["t"],
+                        samples=record["samples"],
+                        loss=record["loss"],
+                        lr=record["lr"],
+                        data_s=p["data"],
+                        forward_s=p["forward"],
+                        loss_s=p["loss"],
+                        backward_s=p["backward"],
+                        communication_s=p["communication"],
+                        optimizer_s=p["optimizer"],
                     )
-                )  # fmt: skip
+                )
                 stored += 1
                 if stored == rows:
                     break

@@ -38,17 +38,33 @@ CONN_ID = "emulated_k8s"
 
 
 def plan(results: Path) -> GroupPlan:
-    worker = WorkerRequest(task="task1a-resnet20-cifar10", run_id="bench-w4-r1", light=True,
-                           backend="nccl", collective_timeout_s=60.0, seed=0)  # fmt: skip
-    return GroupPlan(run_id="bench-w4-r1", world_size=4, repeat=0, sweep_dir=str(results / "s"),
-                     data_dir=str(results), worker=worker, timeout_s=3600.0)  # fmt: skip
+    worker = WorkerRequest(
+        task="task1a-resnet20-cifar10",
+        run_id="bench-w4-r1",
+        light=True,
+        backend="nccl",
+        collective_timeout_s=60.0,
+        seed=0,
+    )
+    return GroupPlan(
+        run_id="bench-w4-r1",
+        world_size=4,
+        repeat=0,
+        sweep_dir=str(results / "s"),
+        data_dir=str(results),
+        worker=worker,
+        timeout_s=3600.0,
+    )
 
 
 def kind(method: str, path: str) -> str:
     """A request as RBAC would name it: verb and resource."""
     parts = path.strip("/").split("/")
-    resource = "pods/log" if parts[-1] == "log" else next(
-        p for p in reversed(parts) if p in ("jobs", "pods", "services"))  # fmt: skip
+    resource = (
+        "pods/log"
+        if parts[-1] == "log"
+        else next(p for p in reversed(parts) if p in ("jobs", "pods", "services"))
+    )
     return f"{method} {resource}"
 
 
@@ -56,16 +72,23 @@ def one_group(mode: str, poll_s: float, run_s: float, work: Path) -> tuple[list,
     """Run one group in ``mode``; the requests sent and how long it ran (s)."""
     import os
 
-    stages = [Stage(0, running(), logs={0: "step\n" * 10}),
-              Stage(run_s, exited(143), ranks={1: exited(1)},
-                    logs={0: "step\n" * 10, 1: "boom\n" * 60})]  # fmt: skip
+    stages = [
+        Stage(0, running(), logs={0: "step\n" * 10}),
+        Stage(run_s, exited(143), ranks={1: exited(1)}, logs={0: "step\n" * 10, 1: "boom\n" * 60}),
+    ]
     with EmulatedCluster(stages) as cluster:
         config = cluster.kube_config(work / f"kube-{mode}")
         os.environ[f"AIRFLOW_CONN_{CONN_ID.upper()}"] = cluster.connection_uri(config)
         settings = KubernetesSettings(conn_id=CONN_ID, poll_interval_s=poll_s)
         names = group_names("bench", f"run-{mode}", 0, 1, 4)
-        group = KubernetesGroup(plan(work), names=names, settings=settings, results_root=work,
-                                data_root=work, sink=lambda line: None)  # fmt: skip
+        group = KubernetesGroup(
+            plan(work),
+            names=names,
+            settings=settings,
+            results_root=work,
+            data_root=work,
+            sink=lambda line: None,
+        )
         group.start()
         if mode == "blocking":
             result = group.wait(3600)
@@ -80,8 +103,9 @@ def one_group(mode: str, poll_s: float, run_s: float, work: Path) -> tuple[list,
 
             event = asyncio.run(first_event())
             seconds = event["seconds"]
-            KubernetesGroup(plan(work), names=names, settings=settings, results_root=work,
-                            data_root=work).resumed(event["started_s"]).stop()  # fmt: skip
+            KubernetesGroup(
+                plan(work), names=names, settings=settings, results_root=work, data_root=work
+            ).resumed(event["started_s"]).stop()
         return [(m, p) for m, p, _, _ in cluster.requests()], seconds
 
 
@@ -90,8 +114,10 @@ def main() -> None:
     parser.add_argument("--poll-s", type=float, default=1.0, help="seconds between looks")
     parser.add_argument("--run-s", type=float, default=12.0, help="seconds the pods run")
     args = parser.parse_args()
-    print(f"one 4-rank group, pods running {args.run_s:g} s, a look every {args.poll_s:g} s, "
-          "then rank 1 fails\n")  # fmt: skip
+    print(
+        f"one 4-rank group, pods running {args.run_s:g} s, a look every {args.poll_s:g} s, "
+        "then rank 1 fails\n"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for mode in ("blocking", "deferred"):
             sent, seconds = one_group(mode, args.poll_s, args.run_s, Path(tmp))
@@ -104,8 +130,10 @@ def main() -> None:
             print(f"  start: {', '.join(kind(m, p) for m, p in start)}")
             print(f"  while it runs: {polls} looks, {dict(reads)}")
             print(f"    {steady:.2f} requests per look, and the failed rank's log tail once")
-            print(f"    {len(looks) / seconds * 60:.0f} requests per minute at a look every "
-                  f"{args.poll_s:g} s; {steady * 60 / 5:.0f} per minute at the default 5 s")
+            print(
+                f"    {len(looks) / seconds * 60:.0f} requests per minute at a look every "
+                f"{args.poll_s:g} s; {steady * 60 / 5:.0f} per minute at the default 5 s"
+            )
             print(f"  end: {', '.join(kind(m, p) for m, p in end)}\n")
 
 

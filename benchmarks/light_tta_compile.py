@@ -36,10 +36,26 @@ def sweep(setting: str, workers: str, results: Path, database: str) -> float:
     """Run one light sweep; returns its wall-clock seconds (compilation included)."""
     began = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "scalebench.cli", "run", TASK, "--light", "--workers", workers,
-         "--compile", setting, "--results", str(results), "--database", database],
-        capture_output=True, text=True, timeout=1800,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "scalebench.cli",
+            "run",
+            TASK,
+            "--light",
+            "--workers",
+            workers,
+            "--compile",
+            setting,
+            "--results",
+            str(results),
+            "--database",
+            database,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     if done.returncode != 0:
         raise SystemExit(f"sweep with --compile {setting} failed:\n{done.stdout[-3000:]}")
     return time.perf_counter() - began
@@ -49,8 +65,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
     parser.add_argument("--rounds", type=int, default=2, help="sweeps per setting")
-    parser.add_argument("--compiled", default="on", choices=("on", "auto"),
-                        help="the setting compared with off (default on)")
+    parser.add_argument(
+        "--compiled",
+        default="on",
+        choices=("on", "auto"),
+        help="the setting compared with off (default on)",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="light-tta-") as tmp:
@@ -61,30 +81,42 @@ def main() -> None:
             for setting in order:
                 wall = sweep(setting, args.workers, Path(tmp) / setting, database)
                 walls[setting].append(wall)
-                print(f"round {round_ + 1}/{args.rounds}: --compile {setting}: {wall:.0f} s "
-                      "wall-clock for the sweep", flush=True)  # fmt: skip
+                print(
+                    f"round {round_ + 1}/{args.rounds}: --compile {setting}: {wall:.0f} s "
+                    "wall-clock for the sweep",
+                    flush=True,
+                )
         engine = make_engine(database)
         with engine.connect() as conn:
-            rows = conn.execute(select(Run.compile, Run.world_size, Run.time_to_accuracy_s,
-                                       Run.compile_s, Run.compiled)).all()  # fmt: skip
+            rows = conn.execute(
+                select(
+                    Run.compile, Run.world_size, Run.time_to_accuracy_s, Run.compile_s, Run.compiled
+                )
+            ).all()
         engine.dispose()
 
     for k in sorted({r.world_size for r in rows}):
+
         def of(setting: str, field: str, k: int = k) -> list[float]:
-            return [getattr(r, field) for r in rows if r.compile == setting and r.world_size == k
-                    and r.time_to_accuracy_s is not None]  # fmt: skip
+            return [
+                getattr(r, field)
+                for r in rows
+                if r.compile == setting and r.world_size == k and r.time_to_accuracy_s is not None
+            ]
 
         eager, compiled = of("off", "time_to_accuracy_s"), of(args.compiled, "time_to_accuracy_s")
         if not eager or not compiled:
             print(f"{k} worker(s): a setting never reached the goal")
             continue
         ran_compiled = any(r.compiled for r in rows if r.compile == args.compiled)
-        print(f"{k} worker(s): time to accuracy off {statistics.median(eager):.1f} s "
-              f"({len(eager)} runs), {args.compiled} {statistics.median(compiled):.1f} s "
-              f"({'compiled' if ran_compiled else 'eager'}, {len(compiled)} runs, median "
-              f"{statistics.median(of(args.compiled, 'compile_s')):.1f} s compiling before the "
-              f"start); off/{args.compiled} ratio "
-              f"{statistics.median(eager) / statistics.median(compiled):.3f}")  # fmt: skip
+        print(
+            f"{k} worker(s): time to accuracy off {statistics.median(eager):.1f} s "
+            f"({len(eager)} runs), {args.compiled} {statistics.median(compiled):.1f} s "
+            f"({'compiled' if ran_compiled else 'eager'}, {len(compiled)} runs, median "
+            f"{statistics.median(of(args.compiled, 'compile_s')):.1f} s compiling before the "
+            f"start); off/{args.compiled} ratio "
+            f"{statistics.median(eager) / statistics.median(compiled):.3f}"
+        )
     for setting, values in walls.items():
         print(f"--compile {setting}: median sweep wall-clock {statistics.median(values):.0f} s")
 

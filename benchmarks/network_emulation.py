@@ -79,14 +79,22 @@ def measure(profile: str, world_size: int, repetitions: int, warmup: int) -> dic
         master_addr = network.master_addr
         env.update(network.environment())
     argv = [sys.executable, __file__, "--rank", str(repetitions), str(warmup)]
-    env.update(MASTER_ADDR=master_addr, MASTER_PORT="29517", WORLD_SIZE=str(world_size),
-               OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT))  # fmt: skip
+    env.update(
+        MASTER_ADDR=master_addr,
+        MASTER_PORT="29517",
+        WORLD_SIZE=str(world_size),
+        OMP_NUM_THREADS="1",
+        PYTHONPATH=str(ROOT),
+    )
     procs = []
     try:
         for rank in range(world_size):
             command = argv if network is None else network.command(rank, argv)
-            procs.append(subprocess.Popen(command, env={**env, "RANK": str(rank)},
-                                          stdout=subprocess.PIPE, text=True))  # fmt: skip
+            procs.append(
+                subprocess.Popen(
+                    command, env={**env, "RANK": str(rank)}, stdout=subprocess.PIPE, text=True
+                )
+            )
         out, _ = procs[0].communicate(timeout=1800)
         for proc in procs[1:]:
             proc.wait(timeout=60)
@@ -119,8 +127,11 @@ def main() -> None:
     reached: dict[tuple[str, int], dict[int, float]] = {}  # (reference, ranks) -> size -> busbw
     started = time.perf_counter()
     for done, (profile, world_size) in enumerate(plan):
-        print(f"[{done + 1}/{len(plan)}] {profile} at {world_size} ranks "
-              f"({time.perf_counter() - started:.0f} s so far) ...", flush=True)  # fmt: skip
+        print(
+            f"[{done + 1}/{len(plan)}] {profile} at {world_size} ranks "
+            f"({time.perf_counter() - started:.0f} s so far) ...",
+            flush=True,
+        )
         measured = measure(profile, world_size, args.repetitions, args.warmup)
         if profile in REFERENCES:
             reached[profile, world_size] = measured
@@ -128,24 +139,49 @@ def main() -> None:
         rate = parse_profile(profile).rate_bytes_per_s or 0.0
         for nbytes, busbw in sorted(measured.items()):
             ratio = busbw / rate
-            limit, ceiling = min(((name, reached[name, world_size][nbytes]) for name in REFERENCES),
-                                 key=lambda item: item[1])  # fmt: skip
+            limit, ceiling = min(
+                ((name, reached[name, world_size][nbytes]) for name in REFERENCES),
+                key=lambda item: item[1],
+            )
             if rate > MACHINE_LIMIT * ceiling:
                 verdict = f"machine-bound ({limit} reaches {ceiling / 1e6:.0f} MB/s)"
             else:
                 verdict = "PASS" if GOAL_LOW <= ratio <= GOAL_HIGH else "MISS"
-            rows.append([profile, world_size, f"{nbytes / 1e6:g}", f"{rate / 1e6:g}",
-                         f"{busbw / 1e6:.1f}", f"{ratio:.2f}", verdict])  # fmt: skip
+            rows.append(
+                [
+                    profile,
+                    world_size,
+                    f"{nbytes / 1e6:g}",
+                    f"{rate / 1e6:g}",
+                    f"{busbw / 1e6:.1f}",
+                    f"{ratio:.2f}",
+                    verdict,
+                ]
+            )
     from tabulate import tabulate
 
     print()
-    print(tabulate(rows, headers=["profile", "ranks", "MB", "configured MB/s", "busbw MB/s",
-                                  "measured / configured", "verdict"]))  # fmt: skip
+    print(
+        tabulate(
+            rows,
+            headers=[
+                "profile",
+                "ranks",
+                "MB",
+                "configured MB/s",
+                "busbw MB/s",
+                "measured / configured",
+                "verdict",
+            ],
+        )
+    )
     judged = [r for r in rows if r[-1] in ("PASS", "MISS")]
     passed = sum(r[-1] == "PASS" for r in judged)
-    print(f"\n{passed} of {len(judged)} judged points within {GOAL_LOW}–{GOAL_HIGH} of the "
-          f"configured rate; {len(rows) - len(judged)} where this machine is the limit; "
-          f"{time.perf_counter() - started:.0f} s")  # fmt: skip
+    print(
+        f"\n{passed} of {len(judged)} judged points within {GOAL_LOW}–{GOAL_HIGH} of the "
+        f"configured rate; {len(rows) - len(judged)} where this machine is the limit; "
+        f"{time.perf_counter() - started:.0f} s"
+    )
 
 
 if __name__ == "__main__":

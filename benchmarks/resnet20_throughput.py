@@ -57,8 +57,9 @@ class Block(nn.Module):
         self.bn2 = nn.BatchNorm2d(c_out)
         self.shortcut = nn.Sequential()
         if stride != 1 or c_in != c_out:
-            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False),
-                                          nn.BatchNorm2d(c_out))  # fmt: skip
+            self.shortcut = nn.Sequential(
+                nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)
+            )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         out = F.relu(self.bn1(self.conv1(x)))
@@ -91,8 +92,9 @@ def random_crop_flip(images: torch.Tensor, padding: int = 4) -> torch.Tensor:
     dx = torch.randint(0, 2 * padding + 1, (n,))
     rows = (dy[:, None] + torch.arange(h))[:, None, :, None]
     cols = (dx[:, None] + torch.arange(w))[:, None, None, :]
-    out = padded[torch.arange(n)[:, None, None, None], torch.arange(3)[None, :, None, None],
-                 rows, cols]  # fmt: skip
+    out = padded[
+        torch.arange(n)[:, None, None, None], torch.arange(3)[None, :, None, None], rows, cols
+    ]
     flip = torch.rand(n) < 0.5
     return torch.where(flip[:, None, None, None], out.flip(3), out)
 
@@ -101,8 +103,9 @@ def plain_round(images: torch.Tensor, labels: torch.Tensor, steps: int) -> float
     """Samples/s of steps 2…``steps`` of a fresh model, eager."""
     torch.manual_seed(0)
     model = ResNet20()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9, nesterov=True,
-                                weight_decay=1e-4)  # fmt: skip
+    optimizer = torch.optim.SGD(
+        model.parameters(), lr=0.02, momentum=0.9, nesterov=True, weight_decay=1e-4
+    )
     model.train()
     ends = []
     for step in range(steps):
@@ -121,8 +124,9 @@ def plain_round(images: torch.Tensor, labels: torch.Tensor, steps: int) -> float
 # -- the engine, as a Task 1a run executes it -----------------------------------------------
 
 
-def engine_round(images: torch.Tensor, labels: torch.Tensor, steps: int, compile_setting: str
-                 ) -> tuple[float, float, int, bool]:  # fmt: skip
+def engine_round(
+    images: torch.Tensor, labels: torch.Tensor, steps: int, compile_setting: str
+) -> tuple[float, float, int, bool]:
     """(samples/s of steps 2…``steps``, compile seconds, recompilations, compiled)."""
     from workers import engine
     from workers.data.batches import ImageTensors
@@ -133,12 +137,14 @@ def engine_round(images: torch.Tensor, labels: torch.Tensor, steps: int, compile
 
     class SyntheticCifar(ImageClassification):
         def load_data(self) -> ImageTensors:
-            return ImageTensors(images[: steps * BATCH], labels[: steps * BATCH],
-                                images[:BATCH], labels[:BATCH])  # fmt: skip
+            return ImageTensors(
+                images[: steps * BATCH], labels[: steps * BATCH], images[:BATCH], labels[:BATCH]
+            )
 
     spec = get_task("task1a-resnet20-cifar10")
-    options = engine.TrainingOptions(light=False, data_dir=Path("."), max_epochs=1,
-                                     compile=compile_setting)  # fmt: skip
+    options = engine.TrainingOptions(
+        light=False, data_dir=Path("."), max_epochs=1, compile=compile_setting
+    )
     with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:
         writer = RecordWriter(Path(tmp), "throughput", rank=0, world_size=1)
         tracker = Tracker(writer, torch.device("cpu"), max_epochs=1, progress_every_s=math.inf)
@@ -155,8 +161,10 @@ def engine_round(images: torch.Tensor, labels: torch.Tensor, steps: int, compile
 
 def spread(values: list[float]) -> str:
     ordered = sorted(values)
-    return (f"{statistics.median(values):.3f}x (min {ordered[0]:.3f}, max {ordered[-1]:.3f}, "
-            f"{len(values)} rounds)")  # fmt: skip
+    return (
+        f"{statistics.median(values):.3f}x (min {ordered[0]:.3f}, max {ordered[-1]:.3f}, "
+        f"{len(values)} rounds)"
+    )
 
 
 def main() -> None:
@@ -164,8 +172,12 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2", help="torch thread counts, comma-separated")
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds per count")
     parser.add_argument("--steps", type=int, default=30, help="training steps per round")
-    parser.add_argument("--compile", default="auto", choices=("auto", "on", "off"),
-                        help="the engine's compile setting (default: what a run uses)")
+    parser.add_argument(
+        "--compile",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="the engine's compile setting (default: what a run uses)",
+    )
     args = parser.parse_args()
 
     began = time.perf_counter()
@@ -173,14 +185,22 @@ def main() -> None:
     images = torch.randn(args.steps * BATCH, 3, 32, 32, generator=generator)
     labels = torch.randint(0, 10, (args.steps * BATCH,), generator=generator)
     store = tempfile.mkdtemp(prefix="throughput-store-")
-    dist.init_process_group("gloo", init_method=f"file://{store}/rendezvous", rank=0,
-                            world_size=1, timeout=timedelta(seconds=60))  # fmt: skip
+    dist.init_process_group(
+        "gloo",
+        init_method=f"file://{store}/rendezvous",
+        rank=0,
+        world_size=1,
+        timeout=timedelta(seconds=60),
+    )
     verdicts = []
     try:
         for threads in [int(t) for t in args.threads.split(",")]:
             torch.set_num_threads(threads)
-            print(f"-- {threads} torch thread(s), torch {torch.__version__}, batch {BATCH}, "
-                  f"{args.steps} steps a round", flush=True)  # fmt: skip
+            print(
+                f"-- {threads} torch thread(s), torch {torch.__version__}, batch {BATCH}, "
+                f"{args.steps} steps a round",
+                flush=True,
+            )
             engine_round(images, labels, 3, args.compile)  # untimed: compiles, fills caches
             plain_round(images, labels, 3)
             others = OtherCpuUse()
@@ -190,30 +210,46 @@ def main() -> None:
                 if round_ % 2 == 0:
                     plain = plain_round(images, labels, args.steps)
                     rate, compile_s, recompiled, compiled = engine_round(
-                        images, labels, args.steps, args.compile)  # fmt: skip
+                        images, labels, args.steps, args.compile
+                    )
                 else:
                     rate, compile_s, recompiled, compiled = engine_round(
-                        images, labels, args.steps, args.compile)  # fmt: skip
+                        images, labels, args.steps, args.compile
+                    )
                     plain = plain_round(images, labels, args.steps)
                 engine_rates.append(rate)
                 plain_rates.append(plain)
                 ratios.append(rate / plain)
-                print(f"round {round_ + 1}/{args.rounds}: engine {rate:.1f} samples/s "
-                      f"({'compiled' if compiled else 'eager'}, {compile_s:.1f} s compiling "
-                      f"before the start, {recompiled} recompilations), plain {plain:.1f} "
-                      f"samples/s, ratio {rate / plain:.3f}", flush=True)  # fmt: skip
+                print(
+                    f"round {round_ + 1}/{args.rounds}: engine {rate:.1f} samples/s "
+                    f"({'compiled' if compiled else 'eager'}, {compile_s:.1f} s compiling "
+                    f"before the start, {recompiled} recompilations), plain {plain:.1f} "
+                    f"samples/s, ratio {rate / plain:.3f}",
+                    flush=True,
+                )
             median = statistics.median(ratios)
             verdict = "PASS" if median >= GOAL_RATIO else "MISS"
             verdicts.append(verdict)
-            print(json.dumps({"threads": threads,
-                              "engine_samples_per_s": statistics.median(engine_rates),
-                              "plain_samples_per_s": statistics.median(plain_rates)}))
-            print(f"{threads} thread(s): engine/plain median samples/s ratio {spread(ratios)}; "
-                  f"goal >= {GOAL_RATIO}x: {verdict}; {others.describe()}", flush=True)
+            print(
+                json.dumps(
+                    {
+                        "threads": threads,
+                        "engine_samples_per_s": statistics.median(engine_rates),
+                        "plain_samples_per_s": statistics.median(plain_rates),
+                    }
+                )
+            )
+            print(
+                f"{threads} thread(s): engine/plain median samples/s ratio {spread(ratios)}; "
+                f"goal >= {GOAL_RATIO}x: {verdict}; {others.describe()}",
+                flush=True,
+            )
     finally:
         dist.destroy_process_group()
-    print(f"ran {time.perf_counter() - began:.0f} s; "
-          f"{'PASS' if all(v == 'PASS' for v in verdicts) else 'MISS'} overall")
+    print(
+        f"ran {time.perf_counter() - began:.0f} s; "
+        f"{'PASS' if all(v == 'PASS' for v in verdicts) else 'MISS'} overall"
+    )
 
 
 if __name__ == "__main__":

@@ -106,16 +106,17 @@ class BareTracker:
         pass
 
 
-def trial(instrumented: bool, epochs: int, compile_setting: str, directory: Path
-          ) -> list[float]:  # fmt: skip
+def trial(instrumented: bool, epochs: int, compile_setting: str, directory: Path) -> list[float]:
     """Seconds of each step but the first of each epoch, for ``epochs`` light epochs."""
-    options = engine.TrainingOptions(light=True, data_dir=Path("."), max_epochs=epochs,
-                                     compile=compile_setting)  # fmt: skip
+    options = engine.TrainingOptions(
+        light=True, data_dir=Path("."), max_epochs=epochs, compile=compile_setting
+    )
     task = ImageClassification(SPEC, options, torch.device("cpu"))
     if instrumented:
         writer = RecordWriter(directory, f"trial-{time.monotonic_ns()}", rank=0, world_size=1)
-        tracker: Any = TimedTracker(writer, torch.device("cpu"), max_epochs=epochs,
-                                    progress_every_s=math.inf)  # fmt: skip
+        tracker: Any = TimedTracker(
+            writer, torch.device("cpu"), max_epochs=epochs, progress_every_s=math.inf
+        )
     else:
         tracker = BareTracker()
     engine.train(task, tracker)
@@ -129,8 +130,10 @@ def trial(instrumented: bool, epochs: int, compile_setting: str, directory: Path
 
 def spread(values: list[float]) -> str:
     ordered = sorted(values)
-    return (f"{statistics.median(values):.4f}x (min {ordered[0]:.4f}, max {ordered[-1]:.4f}, "
-            f"{len(values)} pairs)")  # fmt: skip
+    return (
+        f"{statistics.median(values):.4f}x (min {ordered[0]:.4f}, max {ordered[-1]:.4f}, "
+        f"{len(values)} pairs)"
+    )
 
 
 def main() -> None:
@@ -145,12 +148,20 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="tracker-overhead-") as tmp:
-        dist.init_process_group("gloo", init_method=f"file://{tmp}/rendezvous", rank=0,
-                                world_size=1, timeout=timedelta(seconds=60))  # fmt: skip
+        dist.init_process_group(
+            "gloo",
+            init_method=f"file://{tmp}/rendezvous",
+            rank=0,
+            world_size=1,
+            timeout=timedelta(seconds=60),
+        )
         try:
-            print(f"light Task 1a through the engine, compile {args.compile}, "
-                  f"{torch.get_num_threads()} torch threads; {args.pairs} pairs of "
-                  f"{args.epochs}-epoch trials", flush=True)  # fmt: skip
+            print(
+                f"light Task 1a through the engine, compile {args.compile}, "
+                f"{torch.get_num_threads()} torch threads; {args.pairs} pairs of "
+                f"{args.epochs}-epoch trials",
+                flush=True,
+            )
             trial(True, 1, args.compile, Path(tmp))  # untimed: compiles, fills caches
             trial(False, 1, args.compile, Path(tmp))
             others = OtherCpuUse()
@@ -160,22 +171,28 @@ def main() -> None:
                 timed = {kind: trial(kind, args.epochs, args.compile, Path(tmp)) for kind in order}
                 bare, instrumented = timed[False], timed[True]
                 results.append((bare, instrumented))
-                print(f"pair {pair + 1}/{args.pairs}: median step bare "
-                      f"{1e3 * statistics.median(bare):.2f} ms, instrumented "
-                      f"{1e3 * statistics.median(instrumented):.2f} ms, ratio "
-                      f"{statistics.median(instrumented) / statistics.median(bare):.4f}",
-                      flush=True)  # fmt: skip
+                print(
+                    f"pair {pair + 1}/{args.pairs}: median step bare "
+                    f"{1e3 * statistics.median(bare):.2f} ms, instrumented "
+                    f"{1e3 * statistics.median(instrumented):.2f} ms, ratio "
+                    f"{statistics.median(instrumented) / statistics.median(bare):.4f}",
+                    flush=True,
+                )
             print(f"during the trials, {others.describe()}")
         finally:
             dist.destroy_process_group()
 
     median_ratios = [statistics.median(i) / statistics.median(b) for b, i in results]
     total_ratios = [sum(i) / sum(b) for b, i in results]
-    print(f"ratio of trial totals (stalls included): {spread(total_ratios)}; "
-          f"ran {time.perf_counter() - began:.0f} s")
+    print(
+        f"ratio of trial totals (stalls included): {spread(total_ratios)}; "
+        f"ran {time.perf_counter() - began:.0f} s"
+    )
     verdict = "PASS" if statistics.median(median_ratios) <= GOAL_RATIO else "MISS"
-    print(f"tracker overhead: instrumented/bare median-step ratio {spread(median_ratios)}; "
-          f"goal <= {GOAL_RATIO:.2f}x: {verdict}")
+    print(
+        f"tracker overhead: instrumented/bare median-step ratio {spread(median_ratios)}; "
+        f"goal <= {GOAL_RATIO:.2f}x: {verdict}"
+    )
 
 
 if __name__ == "__main__":

@@ -46,15 +46,21 @@ class Client:
         """The raw HTTP response of the callback that outputs ``output``."""
         dependency = self.dependency(output)
         inputs = [
-            {"id": i["id"], "property": i["property"],
-             "value": values.get(f"{i['id']}.{i['property']}")}
+            {
+                "id": i["id"],
+                "property": i["property"],
+                "value": values.get(f"{i['id']}.{i['property']}"),
+            }
             for i in dependency["inputs"]
-        ]  # fmt: skip
+        ]
         state = [
-            {"id": s["id"], "property": s["property"],
-             "value": values.get(f"{s['id']}.{s['property']}")}
+            {
+                "id": s["id"],
+                "property": s["property"],
+                "value": values.get(f"{s['id']}.{s['property']}"),
+            }
             for s in dependency["state"]
-        ]  # fmt: skip
+        ]
         outputs = [{"id": i, "property": p} for i, p in _split(dependency["output"])]
         payload = {
             "output": dependency["output"],

@@ -191,19 +191,24 @@ class Source:
         return self.per_sweep("networks", sweep_id, lambda c: queries.sweep_networks(c, sweep_id))
 
     def scaling(self, sweep_id: str, network: str | None = None) -> list[Any]:
-        return self.per_sweep(f"scaling:{network}", sweep_id,
-                              lambda c: queries.scaling(c, sweep_id, network))  # fmt: skip
+        return self.per_sweep(
+            f"scaling:{network}", sweep_id, lambda c: queries.scaling(c, sweep_id, network)
+        )
 
     def sweep_runs(self, sweep_id: str) -> list[queries.RunInfo]:
         return self.per_sweep("runs", sweep_id, lambda c: queries.run_infos(c, sweep_id=sweep_id))
 
     def phases(self, sweep_id: str, network: str | None = None) -> list[queries.PhaseRow]:
-        return self.per_sweep(f"phases:{network}", sweep_id,
-                              lambda c: queries.phase_means(c, sweep_id, network))  # fmt: skip
+        return self.per_sweep(
+            f"phases:{network}", sweep_id, lambda c: queries.phase_means(c, sweep_id, network)
+        )
 
     def phase_totals(self, sweep_id: str, network: str | None = None) -> list[queries.PhaseRow]:
-        return self.per_sweep(f"phase_totals:{network}", sweep_id,
-                              lambda c: queries.phase_totals(c, sweep_id, network))  # fmt: skip
+        return self.per_sweep(
+            f"phase_totals:{network}",
+            sweep_id,
+            lambda c: queries.phase_totals(c, sweep_id, network),
+        )
 
     def allreduce(self, sweep_id: str) -> list[queries.AllReduceRow]:
         return self.per_sweep(

@@ -56,8 +56,18 @@ SINGLE_RUN = {"size": 6, "color": "rgba(80,80,80,0.45)"}
 GRID = "#e5e9f0"
 # A small template of our own: Plotly's named templates are deep-copied into every
 # figure, which costs more than building the figure itself.
-THEME_COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-                 "#17becf", "#bcbd22", "#7f7f7f")  # fmt: skip
+THEME_COLOURS = (
+    "#1f77b4",
+    "#d62728",
+    "#2ca02c",
+    "#ff7f0e",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#17becf",
+    "#bcbd22",
+    "#7f7f7f",
+)
 THEME = go.layout.Template(
     layout={
         "colorway": list(THEME_COLOURS),
@@ -265,8 +275,9 @@ def per_network(figures: Mapping[str, go.Figure]) -> go.Figure:
     def signature(trace: Any) -> tuple[Any, ...]:
         return (trace.name, tuple(trace.x or ()), tuple(trace.y or ()))
 
-    shared = set.intersection(*({signature(t) for t in f.data if str(t.name).startswith("ideal")}
-                                for f in drawn.values()))  # fmt: skip
+    shared = set.intersection(
+        *({signature(t) for t in f.data if str(t.name).startswith("ideal")} for f in drawn.values())
+    )
     first = next(iter(drawn.values()))
     combined = go.Figure(layout=first.layout)
     for trace in first.data:
@@ -306,8 +317,11 @@ def tta_figure(
     title = "Time to accuracy"
     done = [r for r in rows if r.time_to_accuracy_s is not None]
     # MLPerf's rule gives no time where too few repeats reached the goal: say so.
-    short = "; ".join(f"{units.workers(r.world_size)}: {r.reached} of {r.runs} reached the goal"
-                      for r in rows if r.time_to_accuracy_s is None and r.runs)  # fmt: skip
+    short = "; ".join(
+        f"{units.workers(r.world_size)}: {r.reached} of {r.runs} reached the goal"
+        for r in rows
+        if r.time_to_accuracy_s is None and r.runs
+    )
     if not done:
         if not any(r.reached for r in rows):
             return empty_figure("No run of this sweep reached its goal yet.", title)
@@ -466,8 +480,11 @@ def communication_ratio_figure(
             hovertemplate="%{x} worker(s): %{y:.2%} of step time communicating<extra></extra>",
         )
     ]
-    computing = [(p.world_size, p.communication_s / compute) for p in phases
-                 if (compute := p.forward_s + p.loss_s + p.backward_s + p.optimizer_s) > 0]
+    computing = [
+        (p.world_size, p.communication_s / compute)
+        for p in phases
+        if (compute := p.forward_s + p.loss_s + p.backward_s + p.optimizer_s) > 0
+    ]
     if computing:
         traces.append(
             go.Scatter(
@@ -509,8 +526,11 @@ def phase_figure(rows: Sequence[PhaseRow], to_goal: bool = False) -> go.Figure:
     unit = "rank, to the goal" if to_goal else "step and rank"
     if not rows:
         return empty_figure(
-            "No run of this sweep reached its goal yet." if to_goal
-            else "No step timings recorded for this sweep.", title)  # fmt: skip
+            "No run of this sweep reached its goal yet."
+            if to_goal
+            else "No step timings recorded for this sweep.",
+            title,
+        )
     sizes = [str(r.world_size) for r in rows]
     totals = [sum(getattr(r, f"{p}_s") for p in PHASE_NAMES) for r in rows]
     traces = []
@@ -713,8 +733,9 @@ def price_index_figure(rows: Sequence[CostRow]) -> go.Figure:
     kinds = list(PRICE_KINDS)
     # Cost grows linearly with the workers at both prices, so the two indices are the same
     # numbers whenever prices are per worker: draw that line once, and say so.
-    if all(math.isclose(r.price_index_regular, r.price_index_preemptible, rel_tol=1e-9)
-           for r in rows):  # fmt: skip
+    if all(
+        math.isclose(r.price_index_regular, r.price_index_preemptible, rel_tol=1e-9) for r in rows
+    ):
         kinds = [("regular and preemptible", *PRICE_KINDS[0][1:])]
         title += "<br><sup>the same at regular and preemptible prices: both scale with k</sup>"
     traces = [

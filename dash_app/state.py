@@ -40,8 +40,11 @@ SORTABLE_RUN_COLUMNS = (
 )
 TREND_METRICS = tuple(MEASURES)  # the trend page's choices: dash_app/units.py names them
 # Short names older addresses used for the same quantities; still understood.
-FORMER_NAMES = {"tta": "time_to_accuracy_s", "throughput": "samples_per_s",
-                "comm": "communication_ratio"}  # fmt: skip
+FORMER_NAMES = {
+    "tta": "time_to_accuracy_s",
+    "throughput": "samples_per_s",
+    "comm": "communication_ratio",
+}
 
 
 def _shown(value: object) -> str:
@@ -240,9 +243,11 @@ def parse_overview(params: Mapping[str, Any]) -> tuple[OverviewState, list[str]]
 
 def parse_sweep(params: Mapping[str, Any]) -> tuple[SweepState, list[str]]:
     query = Query(params)
-    state = SweepState(sweep=query.identifier("sweep", "sweep"),
-                       published=query.choice("published", ("off", "on"), "off"),
-                       network=query.identifier("network", "network profile"))  # fmt: skip
+    state = SweepState(
+        sweep=query.identifier("sweep", "sweep"),
+        published=query.choice("published", ("off", "on"), "off"),
+        network=query.identifier("network", "network profile"),
+    )
     return state, query.problems()
 
 

@@ -123,8 +123,10 @@ def compilation(run: RunInfo) -> str:
     if not run.compiled:
         return "eager" + ("" if run.compile == "off" else f" (compile {run.compile})")
     recompiled = "—" if run.recompilations is None else f"{run.recompilations}"
-    return (f"compiled (compile {run.compile}), {units.seconds(run.compile_s)} before the start, "
-            f"{recompiled} recompilations while timed")  # fmt: skip
+    return (
+        f"compiled (compile {run.compile}), {units.seconds(run.compile_s)} before the start, "
+        f"{recompiled} recompilations while timed"
+    )
 
 
 def progress_metric(metric: str | None, value: float | None) -> str:
@@ -142,12 +144,20 @@ def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str,
         goal = f"{run.goal_metric.replace('_', ' ')} ≥ {run.goal_target:g}"
     status = run.status + (f": {run.reason}" if run.reason else "")
     if run.status == "running":  # as its last load found it; the page refreshes
-        elapsed = (run.ended_at - run.started_at).total_seconds() if (
-            run.started_at and run.ended_at) else None  # fmt: skip
-        newest = (f", newest {progress_metric(run.goal_metric, last_metric)}"
-                  if last_metric is not None else "")  # fmt: skip
-        status = (f"running: {run.epochs} epoch(s), {run.steps:,} steps done{newest}, "
-                  f"{units.seconds(elapsed)} since the start (as last loaded)")  # fmt: skip
+        elapsed = (
+            (run.ended_at - run.started_at).total_seconds()
+            if (run.started_at and run.ended_at)
+            else None
+        )
+        newest = (
+            f", newest {progress_metric(run.goal_metric, last_metric)}"
+            if last_metric is not None
+            else ""
+        )
+        status = (
+            f"running: {run.epochs} epoch(s), {run.steps:,} steps done{newest}, "
+            f"{units.seconds(elapsed)} since the start (as last loaded)"
+        )
     return [
         ("status", status),
         (
@@ -260,8 +270,20 @@ def compare_rows(
                 verdict = "faster"
             else:
                 verdict = f"within {rule.min_change:.0%}"
-        deltas.append(Delta(size, a_tta, b_tta, tta_change, a_rate, b_rate, rate_change,
-                            p_value, verdict, network))  # fmt: skip
+        deltas.append(
+            Delta(
+                size,
+                a_tta,
+                b_tta,
+                tta_change,
+                a_rate,
+                b_rate,
+                rate_change,
+                p_value,
+                verdict,
+                network,
+            )
+        )
     return deltas
 
 

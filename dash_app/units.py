@@ -127,8 +127,10 @@ def workers(count: int) -> str:
 
 
 # The measures a nightly is judged and trended by: the run's column, its words and unit.
-MEASURES = {"time_to_accuracy_s": ("time to accuracy", "s"),
-            "samples_per_s": ("throughput", "samples/s")}  # fmt: skip
+MEASURES = {
+    "time_to_accuracy_s": ("time to accuracy", "s"),
+    "samples_per_s": ("throughput", "samples/s"),
+}
 
 
 def measure(column: str) -> str:

@@ -64,79 +64,146 @@ def params(spec: TaskSpec) -> dict[str, Param]:
     """The trigger form."""
     form = {
         "workers": Param(
-            [1, 2], type="array", items={"type": "integer", "enum": list(spec.world_sizes)},
-            minItems=1, uniqueItems=True, title="Worker counts",
+            [1, 2],
+            type="array",
+            items={"type": "integer", "enum": list(spec.world_sizes)},
+            minItems=1,
+            uniqueItems=True,
+            title="Worker counts",
             description="One training group per worker count (and repeat).",
         ),
-        "light": Param(True, type="boolean", title="Light variant",
-                       description="Laptop-sized data and target; off for the full task."),
+        "light": Param(
+            True,
+            type="boolean",
+            title="Light variant",
+            description="Laptop-sized data and target; off for the full task.",
+        ),
         "backend": Param("gloo", type="string", enum=list(BACKENDS), title="Backend"),
-        "repeats": Param(DEFAULT_REPEATS, type="integer", minimum=1, maximum=MAX_REPEATS,
-                         title="Repeats", description="Runs per worker count; 3 or more drop "
-                         "the fastest and slowest, 1 is allowed but marked as one repeat."),
-        "seed": Param(0, type="integer", minimum=0, maximum=MAX_SEED,
-                      title="Seed of the first repeat"),
-        "launcher": Param("local", type="string", enum=["local", "kubernetes"], title="Launcher",
-                          description="local: ranks as processes on the Airflow worker; "
-                          "kubernetes: an Indexed Job with one pod per rank."),
-        "gpus_per_worker": Param(1, type="integer", minimum=0, maximum=16,
-                                 title="GPUs per worker (Kubernetes)",
-                                 description="nvidia.com/gpu requested by each pod; 0 for CPU "
-                                 "pods. Local ranks use the host's GPUs, one each with nccl."),
-        "placement": Param("auto", type="string", enum=list(PLACEMENTS), title="Placement",
-                           description="spread: one rank per node (Kubernetes); pack: ranks "
-                           "may share a node; auto: spread on Kubernetes, pack locally."),
+        "repeats": Param(
+            DEFAULT_REPEATS,
+            type="integer",
+            minimum=1,
+            maximum=MAX_REPEATS,
+            title="Repeats",
+            description="Runs per worker count; 3 or more drop "
+            "the fastest and slowest, 1 is allowed but marked as one repeat.",
+        ),
+        "seed": Param(
+            0, type="integer", minimum=0, maximum=MAX_SEED, title="Seed of the first repeat"
+        ),
+        "launcher": Param(
+            "local",
+            type="string",
+            enum=["local", "kubernetes"],
+            title="Launcher",
+            description="local: ranks as processes on the Airflow worker; "
+            "kubernetes: an Indexed Job with one pod per rank.",
+        ),
+        "gpus_per_worker": Param(
+            1,
+            type="integer",
+            minimum=0,
+            maximum=16,
+            title="GPUs per worker (Kubernetes)",
+            description="nvidia.com/gpu requested by each pod; 0 for CPU "
+            "pods. Local ranks use the host's GPUs, one each with nccl.",
+        ),
+        "placement": Param(
+            "auto",
+            type="string",
+            enum=list(PLACEMENTS),
+            title="Placement",
+            description="spread: one rank per node (Kubernetes); pack: ranks "
+            "may share a node; auto: spread on Kubernetes, pack locally.",
+        ),
         "network": Param(
-            ["host"], type="array", minItems=1, maxItems=MAX_PROFILES, uniqueItems=True,
-            items={"type": "string", "pattern": NETWORK_PATTERN}, title="Network profiles",
+            ["host"],
+            type="array",
+            minItems=1,
+            maxItems=MAX_PROFILES,
+            uniqueItems=True,
+            items={"type": "string", "pattern": NETWORK_PATTERN},
+            title="Network profiles",
             description="Every worker count runs on each: host (the machines' own network) or "
             "an emulated link, e.g. 100mbit, 1gbit, 10gbit, 1gbit+2ms (a one-way delay; local "
             "launcher only, where the kernel has netem).",
         ),
-        "device": Param("auto", type="string", enum=["auto", "cpu", "cuda"],
-                        title="Tensors on",
-                        description="auto: a GPU when the rank has one; cpu; cuda (Task 0: "
-                        "time CPU or GPU tensors)."),
-        "worker_image": Param("", type="string", maxLength=255,
-                              title="Worker image (Kubernetes)",
-                              description="Empty: SCALEBENCH_WORKER_IMAGE."),
-        "collective_timeout_s": Param(60, type="number", minimum=MIN_COLLECTIVE_TIMEOUT_S,
-                                      maximum=MAX_COLLECTIVE_TIMEOUT_S,
-                                      title="Collective timeout (s)"),
-        "group_timeout_s": Param(3600, type="number", exclusiveMinimum=0,
-                                 maximum=MAX_GROUP_TIMEOUT_S,
-                                 title="Time limit per group (s)"),
-    }  # fmt: skip
+        "device": Param(
+            "auto",
+            type="string",
+            enum=["auto", "cpu", "cuda"],
+            title="Tensors on",
+            description="auto: a GPU when the rank has one; cpu; cuda (Task 0: "
+            "time CPU or GPU tensors).",
+        ),
+        "worker_image": Param(
+            "",
+            type="string",
+            maxLength=255,
+            title="Worker image (Kubernetes)",
+            description="Empty: SCALEBENCH_WORKER_IMAGE.",
+        ),
+        "collective_timeout_s": Param(
+            60,
+            type="number",
+            minimum=MIN_COLLECTIVE_TIMEOUT_S,
+            maximum=MAX_COLLECTIVE_TIMEOUT_S,
+            title="Collective timeout (s)",
+        ),
+        "group_timeout_s": Param(
+            3600,
+            type="number",
+            exclusiveMinimum=0,
+            maximum=MAX_GROUP_TIMEOUT_S,
+            title="Time limit per group (s)",
+        ),
+    }
     if not isinstance(spec, AllReduceSpec):
         form["download"] = Param(
-            published_checksums(spec.data.name), type="boolean", title="Download the data set",
+            published_checksums(spec.data.name),
+            type="boolean",
+            title="Download the data set",
             description=download_help(spec.data.name),
         )
         # Only what this task implements (Tasks 3a, 4a and 4b: sync, fp32 from the form).
-        form["variant"] = Param("sync", type="string", enum=list(spec.variants),
-                                title="Training variant")  # fmt: skip
-        form["precision"] = Param(DEFAULT_PRECISION, type="string", enum=list(spec.precisions),
-                                  title="Precision",
-                                  description="bf16: forward and loss under autocast.")  # fmt: skip
-        form["compile"] = Param(form_compile_default(), type="string",
-                                enum=list(COMPILE_SETTINGS),
-                                title="Compile",
-                                description="torch.compile the training step before the "
-                                "clock starts. auto: where measured to pay (see the "
-                                "README); on: refuse a run that cannot compile.")  # fmt: skip
+        form["variant"] = Param(
+            "sync", type="string", enum=list(spec.variants), title="Training variant"
+        )
+        form["precision"] = Param(
+            DEFAULT_PRECISION,
+            type="string",
+            enum=list(spec.precisions),
+            title="Precision",
+            description="bf16: forward and loss under autocast.",
+        )
+        form["compile"] = Param(
+            form_compile_default(),
+            type="string",
+            enum=list(COMPILE_SETTINGS),
+            title="Compile",
+            description="torch.compile the training step before the "
+            "clock starts. auto: where measured to pay (see the "
+            "README); on: refuse a run that cannot compile.",
+        )
     return form
 
 
 def download_help(name: str) -> str:
     """What the form's download switch does for data set ``name``."""
     if published_checksums(name):
-        return (f"Full variant: fetch {name} when it is missing (checked against its "
-                "published checksums). prepare_dataset verifies it either way.")  # fmt: skip
+        return (
+            f"Full variant: fetch {name} when it is missing (checked against its "
+            "published checksums). prepare_dataset verifies it either way."
+        )
     if downloadable(name):
-        return (f"Full variant: fetch {name} when it is missing. Its publisher gives no "
-                "checksums; rows, features and labels are checked.")  # fmt: skip
-    return (f"{name} cannot be downloaded by scalebench: put it in SCALEBENCH_DATA_DIR "
-            "(see the README's task table).")  # fmt: skip
+        return (
+            f"Full variant: fetch {name} when it is missing. Its publisher gives no "
+            "checksums; rows, features and labels are checked."
+        )
+    return (
+        f"{name} cannot be downloaded by scalebench: put it in SCALEBENCH_DATA_DIR "
+        "(see the README's task table)."
+    )
 
 
 def form_compile_default() -> str:
@@ -243,8 +310,9 @@ def sweep_steps(
         if not groups:
             raise AirflowSkipException("no sweep was planned: nothing to ingest")
         sweep_dir = Path(GroupPlan.from_xcom(groups[0]).sweep_dir)
-        manifest.close(sweep_dir, started_reason=ENDED_WITHOUT_VERDICT,
-                       unstarted_reason=ENDED_BEFORE_START)  # fmt: skip
+        manifest.close(
+            sweep_dir, started_reason=ENDED_WITHOUT_VERDICT, unstarted_reason=ENDED_BEFORE_START
+        )
         try:
             load(config.database_url(), str(sweep_dir))
         except Exception as exc:

@@ -46,8 +46,9 @@ class GroupResult:
         if self.status not in ("failed", "diverged") or rank is None:
             return self.reason
         prefix = f"[rank {rank}] "
-        own = [line.removeprefix(prefix).strip() for line in self.log_tail
-               if line.startswith(prefix)]  # fmt: skip
+        own = [
+            line.removeprefix(prefix).strip() for line in self.log_tail if line.startswith(prefix)
+        ]
         last = [line for line in own if line][-lines:]
         if not last:
             return self.reason
@@ -78,6 +79,7 @@ def launcher_for(
 
         if names is None:
             names = group_names("scalebench", group.run_id, 0, 1, group.world_size)
-        return KubernetesGroup(group, names=names, settings=KubernetesSettings.from_env(),
-                               sink=sink)  # fmt: skip
+        return KubernetesGroup(
+            group, names=names, settings=KubernetesSettings.from_env(), sink=sink
+        )
     raise ValueError(f"unknown launcher {group.launcher!r}")

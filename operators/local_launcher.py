@@ -47,6 +47,7 @@ if TYPE_CHECKING:
 
 LOG_TAIL_LINES = 50  # each rank's last output lines kept for the verdict
 
+
 def threads_per_rank(world_size: int) -> int:
     """CPU threads for each rank so the group does not oversubscribe the cores."""
     return max(1, (os.cpu_count() or 1) // world_size)
@@ -140,8 +141,10 @@ class LocalGroup:
             self._shaped.create()
             master_addr = self._shaped.master_addr
             base_env.update(self._shaped.environment())
-            self.sink(f"[launcher] ranks on an emulated {self.network} network, "
-                      f"{self._shaped.subnet} on bridge {self._shaped.bridge}")  # fmt: skip
+            self.sink(
+                f"[launcher] ranks on an emulated {self.network} network, "
+                f"{self._shaped.subnet} on bridge {self._shaped.bridge}"
+            )
         port = free_port(self.master_addr) if self._shaped is None else 29500
         base_env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(self.world_size)))
         base_env["PYTHONUNBUFFERED"] = "1"
@@ -229,7 +232,6 @@ class LocalGroup:
             log_tail=list(self._tails[failed_rank or 0]) if self._tails else [],
         )
 
-
     def _silent_ranks(self, codes: list[int | None]) -> dict[int, str]:
         """Ranks still running after others failed that had stopped answering, each with
         what shows it: a stopped process, or silence while the others' collectives timed out
@@ -248,8 +250,10 @@ class LocalGroup:
             for rank in alive:
                 quiet_s = self._seconds_since_last_record(rank)
                 waited = f", silent for {quiet_s:.0f} s" if quiet_s is not None else ""
-                silent[rank] = (f"rank {rank} stopped answering (still running{waited} while "
-                                "its peers' collectives timed out waiting for it)")  # fmt: skip
+                silent[rank] = (
+                    f"rank {rank} stopped answering (still running{waited} while "
+                    "its peers' collectives timed out waiting for it)"
+                )
         return silent
 
     def _rank_file(self, rank: int) -> Path | None:

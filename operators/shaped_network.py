@@ -99,8 +99,10 @@ def _qdisc_works(kind: str, *arguments: str) -> bool:
     try:
         done = subprocess.run(
             ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", kind, *arguments],
-            capture_output=True, text=True, timeout=10,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
     except (OSError, subprocess.SubprocessError):
         return False
     return done.returncode == 0
@@ -151,8 +153,10 @@ def shaping_problems(profiles: Sequence[NetworkProfile]) -> list[str]:
 def _used_networks() -> list[ipaddress.IPv4Network]:
     """The host's IPv4 addresses and routes, as networks."""
     used = []
-    for command in (("ip", "-j", "-4", "addr", "show"), ("ip", "-j", "-4", "route", "show",
-                                                          "table", "all")):  # fmt: skip
+    for command in (
+        ("ip", "-j", "-4", "addr", "show"),
+        ("ip", "-j", "-4", "route", "show", "table", "all"),
+    ):
         try:
             entries = json.loads(_run(*command) or "[]")
         except (ShapingError, ValueError):
@@ -231,8 +235,18 @@ def firewall_rules() -> list[FirewallRule]:
 
 
 def _accept_rule(bridge: str) -> list[str]:
-    return ["-i", bridge, "-o", bridge, "-m", "comment", "--comment", f"scalebench {bridge}",
-            "-j", "ACCEPT"]  # fmt: skip
+    return [
+        "-i",
+        bridge,
+        "-o",
+        bridge,
+        "-m",
+        "comment",
+        "--comment",
+        f"scalebench {bridge}",
+        "-j",
+        "ACCEPT",
+    ]
 
 
 def _delete_rule(rule: FirewallRule) -> None:
@@ -264,8 +278,11 @@ def remove_leftovers() -> list[str]:
     rules = [rule for rule in firewall_rules() if _gone(rule.pid)]
     for rule in rules:
         _delete_rule(rule)
-    etc = [entry.name for entry in (NETNS_ETC.iterdir() if NETNS_ETC.is_dir() else ())
-           if (m := _NAMESPACE.fullmatch(entry.name)) and _gone(m["pid"])]  # fmt: skip
+    etc = [
+        entry.name
+        for entry in (NETNS_ETC.iterdir() if NETNS_ETC.is_dir() else ())
+        if (m := _NAMESPACE.fullmatch(entry.name)) and _gone(m["pid"])
+    ]
     namespaces, links = leftovers()
     for namespace in namespaces:
         _run("ip", "netns", "delete", namespace, check=False)
@@ -283,8 +300,23 @@ def _tbf(profile: NetworkProfile, device: str, parent: str = "root") -> list[str
     # A burst of at least 10 ms of traffic: timer granularity must not cap the rate.
     burst = max(64 * 1024, rate // 8 // 100)
     where = ["parent", parent] if parent != "root" else ["root"]
-    return ["tc", "qdisc", "add", "dev", device, *where, "handle", "20:", "tbf", "rate",
-            f"{rate}bit", "burst", str(burst), "latency", _TBF_LATENCY]  # fmt: skip
+    return [
+        "tc",
+        "qdisc",
+        "add",
+        "dev",
+        device,
+        *where,
+        "handle",
+        "20:",
+        "tbf",
+        "rate",
+        f"{rate}bit",
+        "burst",
+        str(burst),
+        "latency",
+        _TBF_LATENCY,
+    ]
 
 
 @dataclass
@@ -358,27 +390,58 @@ class ShapedNetwork:
         namespace, host_end = self.namespace(rank), self.host_end(rank)
         _run("ip", "netns", "add", namespace)
         (NETNS_ETC / namespace).mkdir(parents=True, exist_ok=True)
-        names = "".join(f"{self.address(r)} scalebench-rank-{r}\n::ffff:{self.address(r)} "
-                        f"scalebench-rank-{r}\n" for r in range(self.world_size))  # fmt: skip
+        names = "".join(
+            f"{self.address(r)} scalebench-rank-{r}\n::ffff:{self.address(r)} scalebench-rank-{r}\n"
+            for r in range(self.world_size)
+        )
         (NETNS_ETC / namespace / "hosts").write_text(f"127.0.0.1 localhost\n{names}")
-        _run("ip", "link", "add", host_end, "type", "veth", "peer", "name", INTERFACE,
-             "netns", namespace)  # fmt: skip
+        _run(
+            "ip",
+            "link",
+            "add",
+            host_end,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            INTERFACE,
+            "netns",
+            namespace,
+        )
         _run("ip", "link", "set", host_end, "master", self.bridge, "up")
         assert self.subnet is not None
         inside = (
             ("ip", "link", "set", "lo", "up"),
-            ("ip", "addr", "add", f"{self.address(rank)}/{self.subnet.prefixlen}", "dev",
-             INTERFACE),
+            (
+                "ip",
+                "addr",
+                "add",
+                f"{self.address(rank)}/{self.subnet.prefixlen}",
+                "dev",
+                INTERFACE,
+            ),
             ("ip", "link", "set", INTERFACE, "up"),
-        )  # fmt: skip
+        )
         for command in inside:
             _run(*command, namespace=namespace)
         # What the rank receives: the bridge's end of its pair.
         _run(*_tbf(self.profile, host_end))
         # What it sends: its own end, after the delay where one is asked.
         if self.profile.delay_s:
-            _run("tc", "qdisc", "add", "dev", INTERFACE, "root", "handle", "10:", "netem",
-                 "delay", f"{self.profile.delay_s * 1000:g}ms", namespace=namespace)  # fmt: skip
+            _run(
+                "tc",
+                "qdisc",
+                "add",
+                "dev",
+                INTERFACE,
+                "root",
+                "handle",
+                "10:",
+                "netem",
+                "delay",
+                f"{self.profile.delay_s * 1000:g}ms",
+                namespace=namespace,
+            )
             _run(*_tbf(self.profile, INTERFACE, parent="10:1"), namespace=namespace)
         else:
             _run(*_tbf(self.profile, INTERFACE), namespace=namespace)
@@ -395,9 +458,15 @@ class ShapedNetwork:
         GPUs directly (peer-to-peer, NVLink, shared memory), past any network: for a
         shaped link to carry its traffic it is kept to its socket transport.
         """
-        return {"GLOO_SOCKET_IFNAME": INTERFACE, "NCCL_SOCKET_IFNAME": INTERFACE,
-                "TP_SOCKET_IFNAME": INTERFACE, "NCCL_NET": "Socket", "NCCL_P2P_DISABLE": "1",
-                "NCCL_SHM_DISABLE": "1", "NCCL_IB_DISABLE": "1"}  # fmt: skip
+        return {
+            "GLOO_SOCKET_IFNAME": INTERFACE,
+            "NCCL_SOCKET_IFNAME": INTERFACE,
+            "TP_SOCKET_IFNAME": INTERFACE,
+            "NCCL_NET": "Socket",
+            "NCCL_P2P_DISABLE": "1",
+            "NCCL_SHM_DISABLE": "1",
+            "NCCL_IB_DISABLE": "1",
+        }
 
     def remove(self) -> None:
         """Delete the namespaces (and with them the veth pairs) and the bridge."""

@@ -67,8 +67,13 @@ class TrainingGroupOperator(BaseOperator):
             manifest.record_verdict(sweep_dir, group.run_id, "skipped", reason)
             raise AirflowSkipException("the sweep was cancelled; this group does not start")
         set_aside_earlier_attempt(group.run_dir)
-        self.log.info("%s: %d worker(s), repeat %d, %s launcher",
-                      group.run_id, group.world_size, group.repeat + 1, group.launcher)  # fmt: skip
+        self.log.info(
+            "%s: %d worker(s), repeat %d, %s launcher",
+            group.run_id,
+            group.world_size,
+            group.repeat + 1,
+            group.launcher,
+        )
         try:
             self._running = self.launcher_for(group, context)
             self._running.start()
@@ -83,8 +88,12 @@ class TrainingGroupOperator(BaseOperator):
                 with contextlib.suppress(Exception):
                     self._running.stop()
             if not self._cancelled.is_set():
-                manifest.record_verdict(sweep_dir, group.run_id, "failed",
-                                        f"the {group.launcher} launcher failed: {exc}")  # fmt: skip
+                manifest.record_verdict(
+                    sweep_dir,
+                    group.run_id,
+                    "failed",
+                    f"the {group.launcher} launcher failed: {exc}",
+                )
             raise
         finally:
             self._running = None
@@ -95,8 +104,11 @@ class TrainingGroupOperator(BaseOperator):
         running = self._running
         assert running is not None
         trigger = running.trigger(group.timeout_s, self.group, config.live_ingest_s())
-        self.log.info("%s: watched from the triggerer until it ends; this task holds no "
-                      "worker slot meanwhile", group.run_id)  # fmt: skip
+        self.log.info(
+            "%s: watched from the triggerer until it ends; this task holds no "
+            "worker slot meanwhile",
+            group.run_id,
+        )
         self.defer(trigger=trigger, method_name="resume")
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
@@ -110,21 +122,30 @@ class TrainingGroupOperator(BaseOperator):
             launcher = self.launcher_for(group, context, names=names)
             launcher.resumed(event["started_s"]).stop()
         except Exception as exc:  # the verdict is recorded all the same
-            self.log.warning("%s: could not delete Job %s and Service %s (%s); the Job's "
-                             "deadline and TTL will", group.run_id, names.job, names.service,
-                             exc)  # fmt: skip
+            self.log.warning(
+                "%s: could not delete Job %s and Service %s (%s); the Job's deadline and TTL will",
+                group.run_id,
+                names.job,
+                names.service,
+                exc,
+            )
         if event["status"] == "error":
             reason = f"the {group.launcher} launcher failed: {event['reason']}"
             manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)
             raise AirflowException(f"{group.run_id}: {reason}")
-        result = GroupResult(world_size=group.world_size, status=event["status"],
-                             reason=event["reason"], exit_codes=event["exit_codes"],
-                             seconds=event["seconds"],
-                             first_failed_rank=event["first_failed_rank"],
-                             log_tail=event["log_tail"])  # fmt: skip
+        result = GroupResult(
+            world_size=group.world_size,
+            status=event["status"],
+            reason=event["reason"],
+            exit_codes=event["exit_codes"],
+            seconds=event["seconds"],
+            first_failed_rank=event["first_failed_rank"],
+            log_tail=event["log_tail"],
+        )
         if result.first_failed_rank not in (None, 0) and result.log_tail:
-            self.log.info("last %d line(s) of rank %d:", len(result.log_tail),
-                          result.first_failed_rank)  # fmt: skip
+            self.log.info(
+                "last %d line(s) of rank %d:", len(result.log_tail), result.first_failed_rank
+            )
             for line in result.log_tail:
                 self.log.info("%s", line)
         return self.finish(group, result)
@@ -135,8 +156,7 @@ class TrainingGroupOperator(BaseOperator):
             status, reason = "cancelled", CANCELLED_REASON
         else:
             status, reason = result.status, result.reason_with_log()
-        manifest.record_verdict(Path(group.sweep_dir), group.run_id, status, reason,
-                                result.seconds)  # fmt: skip
+        manifest.record_verdict(Path(group.sweep_dir), group.run_id, status, reason, result.seconds)
         log = self.log.info if status == "succeeded" else self.log.error
         log("%s: %s %s", group.run_id, status, reason)
         self.publish(group)
@@ -155,21 +175,22 @@ class TrainingGroupOperator(BaseOperator):
             if final:
                 # The files were written just now by this very group: they are the run
                 # (an earlier attempt's stored rows give way even when this one did less).
-                ingest(config.database_url(), group.sweep_dir, only=[group.run_id],
-                       replace=True)  # fmt: skip
+                ingest(config.database_url(), group.sweep_dir, only=[group.run_id], replace=True)
             else:
                 load_quietly(config.database_url(), group)
         except Exception as exc:  # the measurement is safe on disk either way
-            self.log.warning("%s: not loaded into the results database yet (%s); the "
-                             "sweep's ingest will", group.run_id, exc)  # fmt: skip
+            self.log.warning(
+                "%s: not loaded into the results database yet (%s); the sweep's ingest will",
+                group.run_id,
+                exc,
+            )
 
     def launcher_for(self, group: GroupPlan, context: Any, names: Any = None) -> Any:
         if group.launcher == "kubernetes" and names is None:
             from operators.kubernetes import group_names
 
             ti = context["ti"]
-            names = group_names(ti.dag_id, ti.run_id, ti.map_index, ti.try_number,
-                                group.world_size)  # fmt: skip
+            names = group_names(ti.dag_id, ti.run_id, ti.map_index, ti.try_number, group.world_size)
         return launcher_for(group, names=names, sink=self.log.info)
 
     def on_kill(self) -> None:
@@ -179,8 +200,9 @@ class TrainingGroupOperator(BaseOperator):
         if running is not None:
             running.stop()
             group = self.plan
-            manifest.record_verdict(Path(group.sweep_dir), group.run_id, "cancelled",
-                                    CANCELLED_REASON)  # fmt: skip
+            manifest.record_verdict(
+                Path(group.sweep_dir), group.run_id, "cancelled", CANCELLED_REASON
+            )
 
 
 class LiveResults:

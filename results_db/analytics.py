@@ -235,10 +235,12 @@ def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
         by_size[run.world_size].append(run)
 
     def combined(group: list[Any], measure: str) -> Combined | None:
-        return converged_mean([
-            getattr(r, measure) if r.goal_reached and r.time_to_accuracy_s is not None else None
-            for r in group
-        ])  # fmt: skip
+        return converged_mean(
+            [
+                getattr(r, measure) if r.goal_reached and r.time_to_accuracy_s is not None else None
+                for r in group
+            ]
+        )
 
     stats = {}
     for size, group in by_size.items():

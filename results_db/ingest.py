@@ -124,8 +124,7 @@ def with_retries(action: Callable[[], T], say: Callable[[str], None], what: str)
             if delay is None or not transient(exc):
                 raise
             first_line = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
-            say(f"{what}: the database did not answer ({first_line}); trying again in "
-                f"{delay:g} s")  # fmt: skip
+            say(f"{what}: the database did not answer ({first_line}); trying again in {delay:g} s")
             time.sleep(delay)
     raise AssertionError("unreachable")
 
@@ -303,8 +302,10 @@ def _parse_time(value: str | None) -> datetime | None:
 def _run_id_problem(run_id: Any) -> str | None:
     """Why ``run_id`` from a manifest cannot name a run of its sweep (``None``: it can)."""
     if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
-        return ("a run id is one directory name inside the sweep's (letters, digits, '.', "
-                "'_', '-'), so this manifest entry is not read")  # fmt: skip
+        return (
+            "a run id is one directory name inside the sweep's (letters, digits, '.', "
+            "'_', '-'), so this manifest entry is not read"
+        )
     return value_problem(Run.__table__, "id", run_id)
 
 
@@ -380,13 +381,16 @@ def load_run(
     shared = shared_nodes(ranks) if request.get("placement") == "spread" else {}
     if shared:
         where = "; ".join(f"ranks {', '.join(map(str, r))} on {node}" for node, r in shared.items())
-        summary.reason = "; ".join(filter(None, [
-            summary.reason, f"placement: one rank per node was asked, but {where}"]))  # fmt: skip
+        summary.reason = "; ".join(
+            filter(None, [summary.reason, f"placement: one rank per node was asked, but {where}"])
+        )
     for rank in outside:
         lines = len(rank.records) + rank.bad_lines
         summary.bad_lines += lines
-        rank.problems = [f"{rank.path.name}: rank {rank_of(rank.path)} is outside the group of "
-                         f"{group.world_size}; its {lines} line(s) are left out"]  # fmt: skip
+        rank.problems = [
+            f"{rank.path.name}: rank {rank_of(rank.path)} is outside the group of "
+            f"{group.world_size}; its {lines} line(s) are left out"
+        ]
     launcher_reason = group.reason
     if summary.status in ("cancelled", "timed_out") and launcher_reason:
         summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
@@ -449,20 +453,24 @@ def extent_of(summary: RunSummary, ranks: Sequence[RankRecords]) -> RunExtent:
 def _run_strings(summary: RunSummary, request: dict[str, Any]) -> dict[str, Any]:
     """The run row's text columns that come from the request (the records' are checked
     line by line)."""
-    return {"id": summary.run_id, "task": request.get("task"),
-            "backend": request.get("backend", "gloo"), "variant": request.get("variant", "sync")}
+    return {
+        "id": summary.run_id,
+        "task": request.get("task"),
+        "backend": request.get("backend", "gloo"),
+        "variant": request.get("variant", "sync"),
+    }
 
 
 def delete_run(conn: Connection, run_id: str) -> None:
     """Remove a run and every row it owns."""
-    for child in (StepTiming, EpochEval, AllReduceSample, AllReduceCurve, RunEvent,
-                  RunEnvironment):
+    for child in (StepTiming, EpochEval, AllReduceSample, AllReduceCurve, RunEvent, RunEnvironment):
         conn.execute(delete(child).where(child.run_id == run_id))  # type: ignore[attr-defined]
     conn.execute(delete(Run).where(Run.id == run_id))
 
 
-def goal_target(start: dict[str, Any], ranks: Sequence[RankRecords], goal: Goal | None,
-                light: bool) -> float | None:  # fmt: skip
+def goal_target(
+    start: dict[str, Any], ranks: Sequence[RankRecords], goal: Goal | None, light: bool
+) -> float | None:
     """The target the run trained to: from its own records when they say (a light variant's
     target may change between versions), else the task's current one."""
     if goal is None:
@@ -543,10 +551,16 @@ def _write_run(
     leader = ranks[0].of_kind("eval") if ranks else []
     evals = [_eval_row(run_id, r, goal.metric if goal else None) for r in leader]
     events = [
-        {"run_id": run_id, "rank": r["rank"], "t_s": r["t"], "event": r["event"],
-         "details": _details(r)}
-        for rank in ranks for r in rank.of_kind("event")
-    ]  # fmt: skip
+        {
+            "run_id": run_id,
+            "rank": r["rank"],
+            "t_s": r["t"],
+            "event": r["event"],
+            "details": _details(r),
+        }
+        for rank in ranks
+        for r in rank.of_kind("event")
+    ]
     envs = [_env_row(run_id, r) for rank in ranks for r in rank.of_kind("env")]
     for table, table_rows in (
         (EpochEval.__table__, evals),
@@ -594,25 +608,58 @@ def _env_row(run_id: str, record: dict[str, Any]) -> dict[str, Any]:
 
 
 STEP_COLUMNS = (
-    "run_id", "rank", "epoch", "step", "t_s", "samples", "loss", "lr",
-    "data_s", "forward_s", "loss_s", "backward_s", "communication_s", "optimizer_s",
-)  # fmt: skip
+    "run_id",
+    "rank",
+    "epoch",
+    "step",
+    "t_s",
+    "samples",
+    "loss",
+    "lr",
+    "data_s",
+    "forward_s",
+    "loss_s",
+    "backward_s",
+    "communication_s",
+    "optimizer_s",
+)
 ALLREDUCE_COLUMNS = (
-    "run_id", "rank", "dtype", "elements", "repetition", "world_size", "backend", "bytes",
+    "run_id",
+    "rank",
+    "dtype",
+    "elements",
+    "repetition",
+    "world_size",
+    "backend",
+    "bytes",
     "seconds",
-)  # fmt: skip
+)
 
 
 # PostgreSQL types of the bulk-loaded columns (see results_db.models).
 COLUMN_KINDS = {
-    "run_id": "text", "dtype": "text", "backend": "text",
-    "rank": "int4", "epoch": "int4", "step": "int4", "samples": "int4",
-    "repetition": "int4", "world_size": "int4",
-    "elements": "int8", "bytes": "int8",
-    "t_s": "float8", "loss": "float8", "lr": "float8", "data_s": "float8",
-    "forward_s": "float8", "loss_s": "float8", "backward_s": "float8",
-    "communication_s": "float8", "optimizer_s": "float8", "seconds": "float8",
-}  # fmt: skip
+    "run_id": "text",
+    "dtype": "text",
+    "backend": "text",
+    "rank": "int4",
+    "epoch": "int4",
+    "step": "int4",
+    "samples": "int4",
+    "repetition": "int4",
+    "world_size": "int4",
+    "elements": "int8",
+    "bytes": "int8",
+    "t_s": "float8",
+    "loss": "float8",
+    "lr": "float8",
+    "data_s": "float8",
+    "forward_s": "float8",
+    "loss_s": "float8",
+    "backward_s": "float8",
+    "communication_s": "float8",
+    "optimizer_s": "float8",
+    "seconds": "float8",
+}
 
 
 def _step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[Any]]:
@@ -642,12 +689,21 @@ def _step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[A
 def _allreduce_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[Any]]:
     """All-reduce repetitions of every rank as columns named like :data:`ALLREDUCE_COLUMNS`."""
     rows = [
-        (run_id, rank_of(rank.path), r["dtype"], r["elements"], repetition, r["world_size"],
-         r["backend"], r["bytes"], float(seconds))
+        (
+            run_id,
+            rank_of(rank.path),
+            r["dtype"],
+            r["elements"],
+            repetition,
+            r["world_size"],
+            r["backend"],
+            r["bytes"],
+            float(seconds),
+        )
         for rank in ranks
         for r in rank.of_kind("allreduce")
         for repetition, seconds in enumerate(r["seconds"])
-    ]  # fmt: skip
+    ]
     if not rows:
         return {}
     return {
@@ -670,8 +726,10 @@ def allreduce_curves(run_id: str, ranks: Sequence[RankRecords]) -> list[dict[str
                     known[repetition] = max(known[repetition], value)
                 else:
                     known.append(value)
-    return [{"run_id": run_id, "dtype": dtype, "bytes": nbytes, "slowest_s": seconds}
-            for (dtype, nbytes), seconds in sorted(slowest.items())]  # fmt: skip
+    return [
+        {"run_id": run_id, "dtype": dtype, "bytes": nbytes, "slowest_s": seconds}
+        for (dtype, nbytes), seconds in sorted(slowest.items())
+    ]
 
 
 class BulkLoader:

@@ -41,8 +41,15 @@ def encode(kinds: Sequence[str], columns: Sequence[Sequence[Any]]) -> tuple[io.B
     if count and not _write_record_array(out, kinds, columns):
         # NULLs (or text of varying length): pack the rows with NULLs one by
         # one and try the rest at once again.
-        null_rows = sorted({i for column in columns if None in column
-                            for i, value in enumerate(column) if value is None})  # fmt: skip
+        null_rows = sorted(
+            {
+                i
+                for column in columns
+                if None in column
+                for i, value in enumerate(column)
+                if value is None
+            }
+        )
         if null_rows:
             skip = set(null_rows)
             _write_rows(out, kinds, [[column[i] for column in columns] for i in null_rows])
@@ -76,9 +83,10 @@ def _write_record_array(
             size = lengths.pop()
             fields += [(f"n{i}", ">i4"), (f"v{i}", f"S{size}")]
             values[f"v{i}"] = (
-                encoded[next(iter(distinct))] if len(distinct) == 1
+                encoded[next(iter(distinct))]
+                if len(distinct) == 1
                 else [encoded[value] for value in column]
-            )  # fmt: skip
+            )
         else:
             size = _FIXED[kind][1]
             fields += [(f"n{i}", ">i4"), (f"v{i}", _NUMPY[kind])]

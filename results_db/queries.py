@@ -101,24 +101,33 @@ def scaling(
     """Time-to-accuracy, speedup, compute speedup and efficiency per worker count, of the
     runs on one ``network`` profile (None: the sweep's first, see :func:`sweep_networks`)."""
     runs = conn.execute(
-        select(Run.world_size, Run.goal_reached, Run.time_to_accuracy_s,
-               Run.time_to_accuracy_without_eval_s, Run.compute_s, Run.communication_ratio)
-        .where(Run.sweep_id == sweep_id, Run.network == _profile(conn, sweep_id, network))
-    ).all()  # fmt: skip
+        select(
+            Run.world_size,
+            Run.goal_reached,
+            Run.time_to_accuracy_s,
+            Run.time_to_accuracy_without_eval_s,
+            Run.compute_s,
+            Run.communication_ratio,
+        ).where(Run.sweep_id == sweep_id, Run.network == _profile(conn, sweep_id, network))
+    ).all()
     return analytics.scaling_rows(runs)
 
 
 def scaling_by_network(conn: Connection, sweep_id: str) -> list[tuple[str, analytics.ScalingRow]]:
     """:func:`scaling` of every network profile of the sweep, each row with its profile."""
-    return [(network, row) for network in sweep_networks(conn, sweep_id)
-            for row in scaling(conn, sweep_id, network)]  # fmt: skip
+    return [
+        (network, row)
+        for network in sweep_networks(conn, sweep_id)
+        for row in scaling(conn, sweep_id, network)
+    ]
 
 
 def sweep_networks(conn: Connection, sweep_id: str) -> list[str]:
     """The network profiles a sweep's runs ran on, in the order its request names them
     (``["host"]`` for a sweep with no runs yet, or from before profiles existed)."""
-    stored = set(conn.execute(select(Run.network).where(Run.sweep_id == sweep_id).distinct())
-                 .scalars())  # fmt: skip
+    stored = set(
+        conn.execute(select(Run.network).where(Run.sweep_id == sweep_id).distinct()).scalars()
+    )
     config = conn.execute(select(Sweep.config).where(Sweep.id == sweep_id)).scalar()
     asked = [str(n) for n in (config or {}).get("network", ["host"])]
     ordered = [n for n in asked if n in stored] + sorted(stored - set(asked))
@@ -137,17 +146,22 @@ def last_metric_values(conn: Connection, sweep_id: str) -> dict[str, float | Non
         .join(Run, Run.id == EpochEval.run_id)
         .where(Run.sweep_id == sweep_id)
         .order_by(EpochEval.run_id, EpochEval.epoch)
-    )  # fmt: skip
+    )
     return {run_id: value for run_id, value in conn.execute(query)}
 
 
 def prices_in_force(conn: Connection, at: datetime | None = None) -> list[PriceRow]:
     """For each (kind, name), the newest price valid at ``at`` (default: now)."""
     rows = conn.execute(
-        select(Price.kind, Price.name, Price.regular_per_hour, Price.preemptible_per_hour,
-               Price.source, Price.valid_from)
-        .order_by(Price.kind, Price.name, Price.valid_from)
-    ).all()  # fmt: skip
+        select(
+            Price.kind,
+            Price.name,
+            Price.regular_per_hour,
+            Price.preemptible_per_hour,
+            Price.source,
+            Price.valid_from,
+        ).order_by(Price.kind, Price.name, Price.valid_from)
+    ).all()
     latest: dict[tuple[str, str], Any] = {}
     for price in rows:
         valid_from = price.valid_from
@@ -155,10 +169,16 @@ def prices_in_force(conn: Connection, at: datetime | None = None) -> list[PriceR
             continue
         latest[(price.kind, price.name)] = price
     return [
-        PriceRow(p.kind, p.name, float(p.regular_per_hour), float(p.preemptible_per_hour),
-                 p.source, p.valid_from)
+        PriceRow(
+            p.kind,
+            p.name,
+            float(p.regular_per_hour),
+            float(p.preemptible_per_hour),
+            p.source,
+            p.valid_from,
+        )
         for p in latest.values()
-    ]  # fmt: skip
+    ]
 
 
 def _aware(moment: datetime) -> datetime:
@@ -221,10 +241,16 @@ def costs(
 def allreduce_summary(conn: Connection, sweep_id: str | None = None) -> list[AllReduceRow]:
     """p50/mean/p95 latency and algbw/busbw per (backend, network, dtype, world size, bytes)."""
     query = select(
-        AllReduceSample.backend, Run.network, AllReduceSample.dtype, AllReduceSample.world_size,
-        AllReduceSample.bytes, AllReduceSample.run_id, AllReduceSample.rank,
-        AllReduceSample.repetition, AllReduceSample.seconds,
-    ).join(Run, Run.id == AllReduceSample.run_id)  # fmt: skip
+        AllReduceSample.backend,
+        Run.network,
+        AllReduceSample.dtype,
+        AllReduceSample.world_size,
+        AllReduceSample.bytes,
+        AllReduceSample.run_id,
+        AllReduceSample.rank,
+        AllReduceSample.repetition,
+        AllReduceSample.seconds,
+    ).join(Run, Run.id == AllReduceSample.run_id)
     if sweep_id is not None:
         query = query.where(Run.sweep_id == sweep_id)
     # (config) -> (run, repetition) -> slowest rank's seconds
@@ -237,10 +263,20 @@ def allreduce_summary(conn: Connection, sweep_id: str | None = None) -> list[All
     for (backend, network, dtype, world_size, nbytes), reps in sorted(slowest.items()):
         summary = analytics.summarise_allreduce([list(reps.values())], nbytes, world_size)
         rows.append(
-            AllReduceRow(backend, dtype, world_size, nbytes, summary.p50, summary.mean,
-                         summary.p95, summary.algbw, summary.busbw, summary.samples,
-                         network=network)
-        )  # fmt: skip
+            AllReduceRow(
+                backend,
+                dtype,
+                world_size,
+                nbytes,
+                summary.p50,
+                summary.mean,
+                summary.p95,
+                summary.algbw,
+                summary.busbw,
+                summary.samples,
+                network=network,
+            )
+        )
     return rows
 
 
@@ -305,8 +341,16 @@ def _sweep_info(row: Any) -> SweepInfo:
     )
 
 
-_SWEEP_COLUMNS = (Sweep.id, Sweep.task, Sweep.trigger, Sweep.created_at, Sweep.finished_at,
-                  Sweep.outcome, Sweep.config_hash, Sweep.config)  # fmt: skip
+_SWEEP_COLUMNS = (
+    Sweep.id,
+    Sweep.task,
+    Sweep.trigger,
+    Sweep.created_at,
+    Sweep.finished_at,
+    Sweep.outcome,
+    Sweep.config_hash,
+    Sweep.config,
+)
 
 
 def sweep_infos(
@@ -351,18 +395,23 @@ def latest_sweep_per_task(conn: Connection, trigger: str | None = None) -> list[
 def baseline_of(conn: Connection, sweep_id: str) -> str | None:
     """The previous sweep of the same task and configuration (same trigger), or None."""
     sweep = conn.execute(
-        select(Sweep.task, Sweep.config_hash, Sweep.trigger, Sweep.created_at)
-        .where(Sweep.id == sweep_id)
-    ).first()  # fmt: skip
+        select(Sweep.task, Sweep.config_hash, Sweep.trigger, Sweep.created_at).where(
+            Sweep.id == sweep_id
+        )
+    ).first()
     if sweep is None:
         return None
     return conn.execute(
         select(Sweep.id)
-        .where(Sweep.task == sweep.task, Sweep.config_hash == sweep.config_hash,
-               Sweep.trigger == sweep.trigger, Sweep.created_at < sweep.created_at)
+        .where(
+            Sweep.task == sweep.task,
+            Sweep.config_hash == sweep.config_hash,
+            Sweep.trigger == sweep.trigger,
+            Sweep.created_at < sweep.created_at,
+        )
         .order_by(Sweep.created_at.desc())
         .limit(1)
-    ).scalar()  # fmt: skip
+    ).scalar()
 
 
 @dataclass(frozen=True)
@@ -386,20 +435,48 @@ class RunProgress:
 def running_runs(conn: Connection) -> list[RunProgress]:
     """Every run stored as ``running`` (loaded while its ranks wrote), oldest first."""
     rows = conn.execute(
-        select(Run.id, Run.sweep_id, Run.task, Run.world_size, Run.repeat, Run.epochs,
-               Run.steps, Run.goal_metric, Run.started_at, Run.ended_at)
-        .where(Run.status == "running").order_by(Run.started_at, Run.id)
-    ).all()  # fmt: skip
+        select(
+            Run.id,
+            Run.sweep_id,
+            Run.task,
+            Run.world_size,
+            Run.repeat,
+            Run.epochs,
+            Run.steps,
+            Run.goal_metric,
+            Run.started_at,
+            Run.ended_at,
+        )
+        .where(Run.status == "running")
+        .order_by(Run.started_at, Run.id)
+    ).all()
     progress = []
     for row in rows:
         last = conn.execute(
-            select(EpochEval.metric_value).where(EpochEval.run_id == row.id)
-            .order_by(EpochEval.epoch.desc()).limit(1)
-        ).scalar()  # fmt: skip
-        elapsed = ((row.ended_at - row.started_at).total_seconds()
-                   if row.started_at and row.ended_at else None)  # fmt: skip
-        progress.append(RunProgress(row.id, row.sweep_id, row.task, row.world_size, row.repeat,
-                                    row.epochs, row.steps, row.goal_metric, last, elapsed))
+            select(EpochEval.metric_value)
+            .where(EpochEval.run_id == row.id)
+            .order_by(EpochEval.epoch.desc())
+            .limit(1)
+        ).scalar()
+        elapsed = (
+            (row.ended_at - row.started_at).total_seconds()
+            if row.started_at and row.ended_at
+            else None
+        )
+        progress.append(
+            RunProgress(
+                row.id,
+                row.sweep_id,
+                row.task,
+                row.world_size,
+                row.repeat,
+                row.epochs,
+                row.steps,
+                row.goal_metric,
+                last,
+                elapsed,
+            )
+        )
     return progress
 
 
@@ -477,11 +554,7 @@ def run_infos(
     limit: int = 5000,
 ) -> list[RunInfo]:
     """Runs, newest first; ``search`` matches a part of the run id, task or failure reason."""
-    query = (
-        select(*_RUN_COLUMNS)
-        .order_by(Run.started_at.desc().nulls_last(), Run.id)
-        .limit(limit)
-    )  # fmt: skip
+    query = select(*_RUN_COLUMNS).order_by(Run.started_at.desc().nulls_last(), Run.id).limit(limit)
     if sweep_id is not None:
         query = (
             query.where(Run.sweep_id == sweep_id)
@@ -522,7 +595,7 @@ def run_events(conn: Connection, run_id: str) -> list[EventRow]:
         select(RunEvent.rank, RunEvent.t_s, RunEvent.event, RunEvent.details)
         .where(RunEvent.run_id == run_id)
         .order_by(RunEvent.t_s, RunEvent.rank, RunEvent.id)
-    )  # fmt: skip
+    )
     return [EventRow(r.rank, r.t_s, r.event, dict(r.details or {})) for r in rows]
 
 
@@ -540,12 +613,18 @@ class EnvironmentRow:
 def run_environments(conn: Connection, run_id: str) -> list[EnvironmentRow]:
     """Versions, devices and host of each rank of a run."""
     rows = conn.execute(
-        select(RunEnvironment.rank, RunEnvironment.host, RunEnvironment.python,
-               RunEnvironment.torch, RunEnvironment.cuda, RunEnvironment.nccl,
-               RunEnvironment.gpus)
+        select(
+            RunEnvironment.rank,
+            RunEnvironment.host,
+            RunEnvironment.python,
+            RunEnvironment.torch,
+            RunEnvironment.cuda,
+            RunEnvironment.nccl,
+            RunEnvironment.gpus,
+        )
         .where(RunEnvironment.run_id == run_id)
         .order_by(RunEnvironment.rank)
-    )  # fmt: skip
+    )
     return [EnvironmentRow(*r[:6], tuple(str(g) for g in (r.gpus or ()))) for r in rows]
 
 
@@ -577,7 +656,7 @@ def loss_curve(conn: Connection, run_id: str, points: int = 500) -> list[CurvePo
         .where(StepTiming.run_id == run_id, StepTiming.rank == 0)
         .group_by(bucket)
         .order_by(bucket)
-    )  # fmt: skip
+    )
     return [CurvePoint(float(t), None if loss is None else float(loss), n) for t, loss, n in rows]
 
 
@@ -597,7 +676,7 @@ def eval_curve(conn: Connection, run_id: str) -> list[EvalPoint]:
         select(EpochEval.epoch, EpochEval.t_s, EpochEval.metric_value, EpochEval.loss)
         .where(EpochEval.run_id == run_id)
         .order_by(EpochEval.epoch)
-    )  # fmt: skip
+    )
     return [EvalPoint(*row) for row in rows]
 
 
@@ -610,14 +689,18 @@ def phase_means(conn: Connection, sweep_id: str, network: str | None = None) -> 
     averaging every step row of the worker count's runs.
     """
     query = (
-        select(Run.world_size, func.sum(Run.step_records),
-               *(func.sum(t) for t in PHASE_TOTAL_COLUMNS))
+        select(
+            Run.world_size, func.sum(Run.step_records), *(func.sum(t) for t in PHASE_TOTAL_COLUMNS)
+        )
         .where(Run.sweep_id == sweep_id, Run.network == _profile(conn, sweep_id, network))
         .group_by(Run.world_size)
         .order_by(Run.world_size)
-    )  # fmt: skip
-    return [PhaseRow(world_size, *(float(value) / count for value in sums))
-            for world_size, count, *sums in conn.execute(query) if count]  # fmt: skip
+    )
+    return [
+        PhaseRow(world_size, *(float(value) / count for value in sums))
+        for world_size, count, *sums in conn.execute(query)
+        if count
+    ]
 
 
 def phase_totals(conn: Connection, sweep_id: str, network: str | None = None) -> list[PhaseRow]:
@@ -627,24 +710,34 @@ def phase_totals(conn: Connection, sweep_id: str, network: str | None = None) ->
     One ``network`` profile (None: the sweep's first)."""
     query = (
         select(Run.world_size, *(func.avg(t / Run.world_size) for t in PHASE_TOTAL_COLUMNS))
-        .where(Run.sweep_id == sweep_id, Run.goal_reached.is_(True), Run.step_records > 0,
-               Run.network == _profile(conn, sweep_id, network))
+        .where(
+            Run.sweep_id == sweep_id,
+            Run.goal_reached.is_(True),
+            Run.step_records > 0,
+            Run.network == _profile(conn, sweep_id, network),
+        )
         .group_by(Run.world_size)
         .order_by(Run.world_size)
-    )  # fmt: skip
-    return [PhaseRow(world_size, *map(float, means))
-            for world_size, *means in conn.execute(query)]  # fmt: skip
+    )
+    return [PhaseRow(world_size, *map(float, means)) for world_size, *means in conn.execute(query)]
 
 
 def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:
     """The figures of :func:`allreduce_summary` for one sweep, from the slowest rank's
     seconds per repetition that ingest stored (``allreduce_curve``): no scan of samples."""
     rows = conn.execute(
-        select(Run.backend, Run.device, Run.network, AllReduceCurve.dtype, Run.world_size,
-               AllReduceCurve.bytes, AllReduceCurve.slowest_s)
+        select(
+            Run.backend,
+            Run.device,
+            Run.network,
+            AllReduceCurve.dtype,
+            Run.world_size,
+            AllReduceCurve.bytes,
+            AllReduceCurve.slowest_s,
+        )
         .join(Run, Run.id == AllReduceCurve.run_id)
         .where(Run.sweep_id == sweep_id)
-    )  # fmt: skip
+    )
     by_config: dict[tuple[str, str, str, str, int, int], list[float]] = defaultdict(list)
     for backend, device, network, dtype, world_size, nbytes, seconds in rows:
         kind = device.split(":")[0]  # cuda:0 and cuda:1 hold the same kind of tensor
@@ -654,10 +747,22 @@ def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:
         backend, device, network, dtype, world_size, nbytes = key
         summary = analytics.summarise_allreduce([seconds], nbytes, world_size)
         result.append(
-            AllReduceRow(backend, dtype, world_size, nbytes, summary.p50, summary.mean,
-                         summary.p95, summary.algbw, summary.busbw, summary.samples,
-                         sweep=sweep_id, device=device, network=network)
-        )  # fmt: skip
+            AllReduceRow(
+                backend,
+                dtype,
+                world_size,
+                nbytes,
+                summary.p50,
+                summary.mean,
+                summary.p95,
+                summary.algbw,
+                summary.busbw,
+                summary.samples,
+                sweep=sweep_id,
+                device=device,
+                network=network,
+            )
+        )
     return result
 
 
@@ -679,18 +784,31 @@ class RegressionRow:
 
 
 def regression_flags(
-    conn: Connection, *, sweep_ids: list[str] | None = None, task: str | None = None,
+    conn: Connection,
+    *,
+    sweep_ids: list[str] | None = None,
+    task: str | None = None,
     limit: int = 200,
-) -> list[RegressionRow]:  # fmt: skip
+) -> list[RegressionRow]:
     """Flagged regressions, newest sweep first."""
     query = (
-        select(Regression.sweep_id, Sweep.created_at, Regression.task, Regression.world_size,
-               Regression.metric, Regression.baseline_mean, Regression.latest_mean,
-               Regression.change, Regression.p_value, Regression.reason, Regression.flagged_at)
+        select(
+            Regression.sweep_id,
+            Sweep.created_at,
+            Regression.task,
+            Regression.world_size,
+            Regression.metric,
+            Regression.baseline_mean,
+            Regression.latest_mean,
+            Regression.change,
+            Regression.p_value,
+            Regression.reason,
+            Regression.flagged_at,
+        )
         .join(Sweep, Sweep.id == Regression.sweep_id)
         .order_by(Sweep.created_at.desc(), Regression.world_size, Regression.metric)
         .limit(limit)
-    )  # fmt: skip
+    )
     if sweep_ids is not None:
         query = query.where(Regression.sweep_id.in_(sweep_ids))
     if task is not None:
@@ -722,23 +840,32 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
         .order_by(Sweep.created_at.desc())
         .limit(nights)
         .subquery()
-    )  # fmt: skip
+    )
     rows = conn.execute(
-        select(sweeps.c.id, sweeps.c.created_at, sweeps.c.config_hash, Run.world_size,
-               Run.status, Run.goal_reached, Run.time_to_accuracy_s, Run.samples_per_s,
-               Run.network)
-        .join(Run, Run.sweep_id == sweeps.c.id)
-    ).all()  # fmt: skip
+        select(
+            sweeps.c.id,
+            sweeps.c.created_at,
+            sweeps.c.config_hash,
+            Run.world_size,
+            Run.status,
+            Run.goal_reached,
+            Run.time_to_accuracy_s,
+            Run.samples_per_s,
+            Run.network,
+        ).join(Run, Run.sweep_id == sweeps.c.id)
+    ).all()
     grouped: dict[tuple[str, int, str], list[Any]] = defaultdict(list)
     for row in rows:
         grouped[(row.id, row.world_size, row.network)].append(row)
     points = []
     for (sweep_id, world_size, network), runs in grouped.items():
         ok = [r for r in runs if r.status == "succeeded"]
-        tta = analytics.converged_mean([
-            r.time_to_accuracy_s if r.status == "succeeded" and r.goal_reached else None
-            for r in runs
-        ])  # fmt: skip
+        tta = analytics.converged_mean(
+            [
+                r.time_to_accuracy_s if r.status == "succeeded" and r.goal_reached else None
+                for r in runs
+            ]
+        )
         rate = [r.samples_per_s for r in ok if r.samples_per_s is not None]
         points.append(
             TrendPoint(
@@ -761,8 +888,16 @@ def task_names(conn: Connection) -> list[str]:
     return list(conn.execute(select(Sweep.task).distinct().order_by(Sweep.task)).scalars())
 
 
-STEP_EXPORT_COLUMNS = ("rank", "epoch", "step", "t_s", "samples", "loss", "lr",
-                       *(f"{phase}_s" for phase in PHASES))  # fmt: skip
+STEP_EXPORT_COLUMNS = (
+    "rank",
+    "epoch",
+    "step",
+    "t_s",
+    "samples",
+    "loss",
+    "lr",
+    *(f"{phase}_s" for phase in PHASES),
+)
 EPOCH_EXPORT_COLUMNS = ("epoch", "t_s", "metric_value", "loss", "eval_s", "train_s", "wall_s")
 
 
@@ -772,7 +907,7 @@ def iter_run_steps(conn: Connection, run_id: str, batch: int = 5000) -> Iterator
         select(*(getattr(StepTiming, name) for name in STEP_EXPORT_COLUMNS))
         .where(StepTiming.run_id == run_id)
         .order_by(StepTiming.rank, StepTiming.epoch, StepTiming.step)
-    )  # fmt: skip
+    )
     for row in result:
         yield tuple(row)
 
@@ -783,7 +918,7 @@ def run_epochs(conn: Connection, run_id: str) -> list[tuple[Any, ...]]:
         select(*(getattr(EpochEval, name) for name in EPOCH_EXPORT_COLUMNS))
         .where(EpochEval.run_id == run_id)
         .order_by(EpochEval.epoch)
-    )  # fmt: skip
+    )
     return [tuple(row) for row in rows]
 
 

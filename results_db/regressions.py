@@ -109,7 +109,9 @@ def _values(
     column = getattr(Run, metric)
     rows = conn.execute(
         select(Run.world_size, column).where(
-            Run.sweep_id.in_(sweep_ids), Run.status == "succeeded", column.is_not(None),
+            Run.sweep_id.in_(sweep_ids),
+            Run.status == "succeeded",
+            column.is_not(None),
             Run.network == network,
         )
     )
@@ -175,8 +177,11 @@ def detect(
 def _network_findings(
     conn: Connection, sweep_id: str, baseline_ids: list[str], network: str, rule: Rule
 ) -> list[Finding]:
-    attempted = set(conn.execute(select(Run.world_size).where(
-        Run.sweep_id == sweep_id, Run.network == network)).scalars())  # fmt: skip
+    attempted = set(
+        conn.execute(
+            select(Run.world_size).where(Run.sweep_id == sweep_id, Run.network == network)
+        ).scalars()
+    )
     findings = []
     for metric, higher_is_better in METRICS.items():
         latest_values = _values(conn, [sweep_id], metric, network)
@@ -190,10 +195,20 @@ def _network_findings(
                 # The nightly ran this size but no run produced the metric
                 # (failed, diverged, goal missed) while the baseline did.
                 findings.append(
-                    Finding(world_size, metric, statistics.fmean(base), None, None, None,
-                            len(base), 0, True, "no successful run; the baseline had some",
-                            network)
-                )  # fmt: skip
+                    Finding(
+                        world_size,
+                        metric,
+                        statistics.fmean(base),
+                        None,
+                        None,
+                        None,
+                        len(base),
+                        0,
+                        True,
+                        "no successful run; the baseline had some",
+                        network,
+                    )
+                )
                 continue
             change, p_value, flagged = compare(base, now, higher_is_better, rule)
             findings.append(

@@ -129,8 +129,12 @@ def summarise(
     samples = sum(sum(map(attrgetter("samples"), r.of_kind("step"))) for r in ranks)
     duration = max((_last_time(r) for r in ranks if r.records), default=0.0)
     starts = [e for r in ranks for e in r.of_kind("event") if e["event"] == "start"]
-    recompiled = [e["recompilations"] for r in ranks for e in r.of_kind("event")
-                  if e["event"] == "finished" and "recompilations" in e]  # fmt: skip
+    recompiled = [
+        e["recompilations"]
+        for r in ranks
+        for e in r.of_kind("event")
+        if e["event"] == "finished" and "recompilations" in e
+    ]
     return RunSummary(
         run_id=first["run_id"] if first else run_id,
         world_size=world_size,

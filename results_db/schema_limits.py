@@ -42,12 +42,16 @@ def row_problems(table: Table, row: Mapping[str, Any]) -> list[str]:
 # Record fields that end up in a column: kind (or "event:<name>") -> field -> (table, column).
 _STORED_FIELDS: dict[str, dict[str, tuple[Table, str]]] = {
     "allreduce": {name: (AllReduceSample.__table__, name) for name in ("dtype", "backend")},
-    "env": {name: (RunEnvironment.__table__, name)
-            for name in ("host", "python", "torch", "cuda", "nccl")},
+    "env": {
+        name: (RunEnvironment.__table__, name)
+        for name in ("host", "python", "torch", "cuda", "nccl")
+    },
     "event": {"event": (RunEvent.__table__, "event")},
-    "event:start": {name: (Run.__table__, name)
-                    for name in ("device", "precision", "compile", "variant", "goal_metric")},
-}  # fmt: skip
+    "event:start": {
+        name: (Run.__table__, name)
+        for name in ("device", "precision", "compile", "variant", "goal_metric")
+    },
+}
 
 
 def check_record(record: dict[str, Any]) -> None:

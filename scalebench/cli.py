@@ -142,11 +142,14 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
 
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # one line here, not the progress
-                database_commands.ingest(url, str(group.sweep_dir), only=[group.run_id],
-                                         replace=True)  # fmt: skip
+                database_commands.ingest(
+                    url, str(group.sweep_dir), only=[group.run_id], replace=True
+                )
         except Exception as exc:  # the records are safe on disk either way
-            print(f"   not loaded into the results database yet ({exc}); the sweep's "
-                  "ingest will", flush=True)  # fmt: skip
+            print(
+                f"   not loaded into the results database yet ({exc}); the sweep's ingest will",
+                flush=True,
+            )
         else:
             print("   loaded into the results database", flush=True)
 
@@ -163,8 +166,9 @@ def print_report(url: str, sweep_id: str) -> None:
         with engine.connect() as conn:
             report = sweep_report(conn, sweep_id)
     except LookupError as exc:
-        raise InvalidParameter("sweep", f"{exc.args[0]}; ingest it with `scalebench ingest`"
-                               ) from None  # fmt: skip
+        raise InvalidParameter(
+            "sweep", f"{exc.args[0]}; ingest it with `scalebench ingest`"
+        ) from None
     finally:
         engine.dispose()
     print("\n" + report)
@@ -245,8 +249,9 @@ def clean_network_leftovers(asked: bool = False) -> int:
     try:
         removed = remove_leftovers()
     except ShapingError as exc:
-        print(f"scalebench: warning: left-over emulated networks not removed: {exc}",
-              file=sys.stderr)  # fmt: skip
+        print(
+            f"scalebench: warning: left-over emulated networks not removed: {exc}", file=sys.stderr
+        )
         return EXIT_FAILED
     if removed:
         print(f"removed what ended shaped groups left: {', '.join(removed)}", flush=True)
@@ -290,8 +295,9 @@ def cmd_data(args: argparse.Namespace) -> int:
     except (DataSetMissing, DataSetCorrupt) as exc:
         print(f"scalebench: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    print(f"{prepared.name}: {prepared.status}, {prepared.bytes / 1e6:.1f} MB at "
-          f"{prepared.location}")  # fmt: skip
+    print(
+        f"{prepared.name}: {prepared.status}, {prepared.bytes / 1e6:.1f} MB at {prepared.location}"
+    )
     return 0
 
 
@@ -312,8 +318,11 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     problem = app.server.extensions["scalebench"].health()
     if problem:  # served anyway: the database may come up; pages say why until then
         print(f"scalebench: warning: {problem}", file=sys.stderr, flush=True)
-    print(f"dashboard of {database_commands.redact(url)} on http://{args.host}:{port}/ "
-          "(Ctrl-C stops it)", flush=True)  # fmt: skip
+    print(
+        f"dashboard of {database_commands.redact(url)} on http://{args.host}:{port}/ "
+        "(Ctrl-C stops it)",
+        flush=True,
+    )
     try:
         app.run(host=args.host, port=port, debug=False)
     except KeyboardInterrupt:
@@ -325,8 +334,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalebench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--debug", action="store_true",
-                        help="show the traceback of an error (also SCALEBENCH_DEBUG=1)")
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show the traceback of an error (also SCALEBENCH_DEBUG=1)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     tasks = commands.add_parser("tasks", help="list the benchmark tasks")
@@ -337,38 +349,59 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,4 (default 1,2)")
     run.add_argument("--light", action="store_true", help="the light variant (laptop-sized)")
     run.add_argument("--backend", default="gloo", help="gloo, nccl or mpi (default gloo)")
-    run.add_argument("--repeats", default=str(DEFAULT_REPEATS),
-                     help=f"runs per worker count (default {DEFAULT_REPEATS})")
+    run.add_argument(
+        "--repeats",
+        default=str(DEFAULT_REPEATS),
+        help=f"runs per worker count (default {DEFAULT_REPEATS})",
+    )
     run.add_argument("--variant", default="sync", help="sync (flat all-reduce) or ddp")
     run.add_argument(
-        "--precision", default=DEFAULT_PRECISION,
+        "--precision",
+        default=DEFAULT_PRECISION,
         help="fp32, or bf16: forward and loss under autocast (default fp32)",
-    )  # fmt: skip
+    )
     run.add_argument(
-        "--launcher", default="local",
+        "--launcher",
+        default="local",
         help="local (ranks as processes here) or kubernetes (an Indexed Job, one pod per rank; "
         "SCALEBENCH_K8S_* settings); default local",
-    )  # fmt: skip
-    run.add_argument("--gpus-per-worker", default="1",
-                     help="kubernetes: nvidia.com/gpu per pod, 0 for CPU pods (default 1)")
-    run.add_argument("--worker-image", default="",
-                     help="kubernetes: the worker image (default SCALEBENCH_WORKER_IMAGE)")
-    run.add_argument("--device", default="auto",
-                     help="where tensors live: auto (a GPU when the rank has one), cpu or "
-                     "cuda; Task 0 times CPU or GPU tensors by it (default auto)")
-    run.add_argument("--placement", default="auto",
-                     help="spread: one rank per node (kubernetes); pack: ranks may share a "
-                     "node; auto: spread on kubernetes, pack locally (default auto)")
-    run.add_argument("--network", default="host",
-                     help="link profiles, every worker count runs on each: host (unshaped) or "
-                     "an emulated rate with an optional one-way delay, e.g. host,10gbit,1gbit "
-                     "or 1gbit+2ms (default host)")
+    )
+    run.add_argument(
+        "--gpus-per-worker",
+        default="1",
+        help="kubernetes: nvidia.com/gpu per pod, 0 for CPU pods (default 1)",
+    )
+    run.add_argument(
+        "--worker-image",
+        default="",
+        help="kubernetes: the worker image (default SCALEBENCH_WORKER_IMAGE)",
+    )
+    run.add_argument(
+        "--device",
+        default="auto",
+        help="where tensors live: auto (a GPU when the rank has one), cpu or "
+        "cuda; Task 0 times CPU or GPU tensors by it (default auto)",
+    )
+    run.add_argument(
+        "--placement",
+        default="auto",
+        help="spread: one rank per node (kubernetes); pack: ranks may share a "
+        "node; auto: spread on kubernetes, pack locally (default auto)",
+    )
+    run.add_argument(
+        "--network",
+        default="host",
+        help="link profiles, every worker count runs on each: host (unshaped) or "
+        "an emulated rate with an optional one-way delay, e.g. host,10gbit,1gbit "
+        "or 1gbit+2ms (default host)",
+    )
     run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
     run.add_argument(
-        "--compile", default=None,
+        "--compile",
+        default=None,
         help="torch.compile the training step before the clock starts: auto (where measured "
         "to pay, see the README), on or off (default SCALEBENCH_COMPILE, else auto)",
-    )  # fmt: skip
+    )
     run.add_argument(
         "--timeout",
         default="60",
@@ -378,17 +411,20 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--results", default=None, help="results directory (SCALEBENCH_RESULTS_URI)")
     run.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
     run.add_argument(
-        "--download", action=argparse.BooleanOptionalAction, default=None,
+        "--download",
+        action=argparse.BooleanOptionalAction,
+        default=None,
         help="fetch a missing full data set before the first group (default: on for "
         "CIFAR-10, whose published checksums are checked; see `scalebench data`)",
-    )  # fmt: skip
+    )
     run.add_argument(
         "--database", default=None, help="results database URL (SCALEBENCH_DATABASE_URL)"
     )
     run.add_argument(
-        "--no-ingest", action="store_true",
+        "--no-ingest",
+        action="store_true",
         help="leave the results database alone (the table comes from a temporary SQLite copy)",
-    )  # fmt: skip
+    )
     run.set_defaults(func=cmd_run)
 
     report = commands.add_parser("report", help="print the table of a sweep")
@@ -403,8 +439,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     data.add_argument(
         "name",
-        choices=("cifar10", "epsilon", "wikitext2", "wmt16-en-de", "wmt17-en-de",
-                 "digits", "digits32", "epsilon_like", "markov", "synthetic"),
+        choices=(
+            "cifar10",
+            "epsilon",
+            "wikitext2",
+            "wmt16-en-de",
+            "wmt17-en-de",
+            "digits",
+            "digits32",
+            "epsilon_like",
+            "markov",
+            "synthetic",
+        ),
     )
     data.add_argument("--download", action="store_true", help="fetch it when missing")
     data.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
@@ -452,21 +498,29 @@ def database_problem(exc: BaseException) -> str | None:
     from sqlalchemy import exc as db
 
     if isinstance(exc, db.ArgumentError | db.NoSuchModuleError):
-        return (f"database: not a results database URL ({exc.args[0].splitlines()[0]}); use "
-                f"{SUPPORTED_DATABASES} (--database or SCALEBENCH_DATABASE_URL)")  # fmt: skip
+        return (
+            f"database: not a results database URL ({exc.args[0].splitlines()[0]}); use "
+            f"{SUPPORTED_DATABASES} (--database or SCALEBENCH_DATABASE_URL)"
+        )
     if isinstance(exc, ModuleNotFoundError) and any(  # a dialect importing its driver
         "sqlalchemy" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__)
     ):
-        return (f"database: this URL needs a driver scalebench does not install ({exc.name}); "
-                f"use {SUPPORTED_DATABASES}")  # fmt: skip
+        return (
+            f"database: this URL needs a driver scalebench does not install ({exc.name}); "
+            f"use {SUPPORTED_DATABASES}"
+        )
     if isinstance(exc, db.DBAPIError) and SCHEMA_MISSING.search(str(exc.orig or exc)):
-        return ("database: the results database has no scalebench schema, or an older one "
-                "than this scalebench reads; run `scalebench db upgrade` (with the same "
-                "--database or SCALEBENCH_DATABASE_URL)")  # fmt: skip
+        return (
+            "database: the results database has no scalebench schema, or an older one "
+            "than this scalebench reads; run `scalebench db upgrade` (with the same "
+            "--database or SCALEBENCH_DATABASE_URL)"
+        )
     if isinstance(exc, db.OperationalError):
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        return (f"database: cannot use the results database: {reason}. Is the server running "
-                "and the URL right (--database or SCALEBENCH_DATABASE_URL)?")  # fmt: skip
+        return (
+            f"database: cannot use the results database: {reason}. Is the server running "
+            "and the URL right (--database or SCALEBENCH_DATABASE_URL)?"
+        )
     return None
 
 
@@ -474,13 +528,23 @@ def path_problem(exc: BaseException) -> str | None:
     """One line for a file or folder that cannot be read or written, or None."""
     if not isinstance(exc, OSError) or not exc.filename or exc.errno not in PATH_ERRORS:
         return None
-    return (f"cannot use {exc.filename}: {exc.strerror}; choose a folder you can read and "
-            "write (--results or SCALEBENCH_RESULTS_URI for results, --out for exports, "
-            "--data-dir or SCALEBENCH_DATA_DIR for data sets) or fix its permissions")  # fmt: skip
+    return (
+        f"cannot use {exc.filename}: {exc.strerror}; choose a folder you can read and "
+        "write (--results or SCALEBENCH_RESULTS_URI for results, --out for exports, "
+        "--data-dir or SCALEBENCH_DATA_DIR for data sets) or fix its permissions"
+    )
 
 
-PATH_ERRORS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.ENOENT,
-               errno.ENOTDIR, errno.EISDIR, errno.EDQUOT}  # fmt: skip
+PATH_ERRORS = {
+    errno.EACCES,
+    errno.EPERM,
+    errno.EROFS,
+    errno.ENOSPC,
+    errno.ENOENT,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.EDQUOT,
+}
 
 
 def debugging(args: argparse.Namespace | None = None) -> bool:

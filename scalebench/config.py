@@ -67,8 +67,9 @@ def live_ingest_s() -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise BadSetting(f"SCALEBENCH_LIVE_INGEST_S must be a number of seconds, got {raw!r}"
-                         ) from None  # fmt: skip
+        raise BadSetting(
+            f"SCALEBENCH_LIVE_INGEST_S must be a number of seconds, got {raw!r}"
+        ) from None
     if not 0 <= value < float("inf"):
         raise BadSetting(f"SCALEBENCH_LIVE_INGEST_S must be 0 or more seconds, got {raw!r}")
     return value

@@ -152,11 +152,16 @@ def scaling_frame(conn: Any, sweep_id: str) -> Any:
     from results_db.analytics import time_to_accuracy_text
     from results_db.queries import scaling_by_network
 
-    return pd.DataFrame([
-        {"network": network, **dataclasses.asdict(row),
-         "time_to_accuracy": time_to_accuracy_text(row)}
-        for network, row in scaling_by_network(conn, sweep_id)
-    ])  # fmt: skip
+    return pd.DataFrame(
+        [
+            {
+                "network": network,
+                **dataclasses.asdict(row),
+                "time_to_accuracy": time_to_accuracy_text(row),
+            }
+            for network, row in scaling_by_network(conn, sweep_id)
+        ]
+    )
 
 
 PRICE_COLUMNS = ("kind", "name", "regular_per_hour", "preemptible_per_hour", "source", "valid_from")
@@ -181,8 +186,9 @@ def _price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
     try:
         valid_from = datetime.fromisoformat(raw["valid_from"])
     except (KeyError, TypeError, ValueError):
-        raise CommandError(f"{where}valid_from: must be a date (YYYY-MM-DD), got "
-                           f"{raw.get('valid_from')!r}") from None  # fmt: skip
+        raise CommandError(
+            f"{where}valid_from: must be a date (YYYY-MM-DD), got {raw.get('valid_from')!r}"
+        ) from None
     values["valid_from"] = valid_from if valid_from.tzinfo else valid_from.replace(tzinfo=UTC)
     values["source"] = raw.get("source") or "entered by hand"
     return values
@@ -301,8 +307,10 @@ def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any
         if info is not None and isinstance(TASKS.get(info.task), AllReduceSpec):
             rows = [asdict(r) for r in allreduce_summary(conn, sweep_id)]
         else:
-            rows = [{"network": network, **asdict(row)}
-                    for network, row in scaling_by_network(conn, sweep_id)]  # fmt: skip
+            rows = [
+                {"network": network, **asdict(row)}
+                for network, row in scaling_by_network(conn, sweep_id)
+            ]
         print(report)
     engine.dispose()
     if not succeeded:
@@ -333,10 +341,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     ingest_parser = with_database(commands.add_parser("ingest", help="load sweeps' records"))
     ingest_parser.add_argument("location", help="a sweep directory or a folder of sweeps (fsspec)")
     ingest_parser.add_argument(
-        "--replace", action="store_true",
+        "--replace",
+        action="store_true",
         help="load the files even where they now hold less than the stored run "
         "(fewer records, a worse verdict); without it the stored run is kept",
-    )  # fmt: skip
+    )
     ingest_parser.set_defaults(
         func=lambda a: ingest(a.database or config.database_url(), a.location, replace=a.replace)
     )
@@ -368,12 +377,22 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
         func=lambda a: print_count(
             set_prices(
                 a.database,
-                [_price_values({"kind": a.kind, "name": a.name, "regular_per_hour": a.regular,
-                                "preemptible_per_hour": a.preemptible, "source": a.source,
-                                "valid_from": a.valid_from}, "")],
+                [
+                    _price_values(
+                        {
+                            "kind": a.kind,
+                            "name": a.name,
+                            "regular_per_hour": a.regular,
+                            "preemptible_per_hour": a.preemptible,
+                            "source": a.source,
+                            "valid_from": a.valid_from,
+                        },
+                        "",
+                    )
+                ],
             )
         )
-    )  # fmt: skip
+    )
     loader = with_database(price_commands.add_parser("load", help="load prices from a CSV file"))
     loader.add_argument("file", type=Path)
     loader.set_defaults(func=lambda a: print_count(set_prices(a.database, load_price_file(a.file))))
@@ -382,8 +401,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     detect.add_argument("sweep")
     detect.add_argument("--window", type=int, default=RULE.window, help="earlier nightlies")
     detect.add_argument("--alpha", type=float, default=RULE.alpha, help="significance level")
-    detect.add_argument("--min-change", type=float, default=RULE.min_change,
-                        help="relative worsening of the mean, e.g. 0.05 = 5 %% worse")  # fmt: skip
+    detect.add_argument(
+        "--min-change",
+        type=float,
+        default=RULE.min_change,
+        help="relative worsening of the mean, e.g. 0.05 = 5 %% worse",
+    )
     detect.set_defaults(
         func=lambda a: regressions(
             a.database, a.sweep, Rule(window=a.window, alpha=a.alpha, min_change=a.min_change)
@@ -407,9 +430,18 @@ def list_prices(args: argparse.Namespace) -> int:
     engine.dispose()
     print(
         tabulate(
-            [(r.kind, r.name, f"{r.regular_per_hour:.4f}", f"{r.preemptible_per_hour:.4f}",
-              r.valid_from.date().isoformat(), r.source) for r in rows],
+            [
+                (
+                    r.kind,
+                    r.name,
+                    f"{r.regular_per_hour:.4f}",
+                    f"{r.preemptible_per_hour:.4f}",
+                    r.valid_from.date().isoformat(),
+                    r.source,
+                )
+                for r in rows
+            ],
             headers=["kind", "name", "regular $/h", "preemptible $/h", "valid from", "source"],
         )
-    )  # fmt: skip
+    )
     return 0

@@ -38,8 +38,11 @@ PLANNED = re.compile(r"sweep (\S+): \d+ group\(s\) planned")
 MESSAGE = re.compile(r"^\S+ \[(?:info|warning|error)\s*\] (.*?)(?: \[[\w.]+\])?(?: \w+=\S+)*$")
 TASK_FAILED = re.compile(r"\[error\s*\] Task failed with exception")
 TIMESTAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\S+ \[")
-TRACEBACK_HEADERS = ("Traceback (most recent call last)", "During handling of the above",
-                     "The above exception was the direct cause")  # fmt: skip
+TRACEBACK_HEADERS = (
+    "Traceback (most recent call last)",
+    "During handling of the above",
+    "The above exception was the direct cause",
+)
 WORKER_PROGRESS = re.compile(r"\[rank 0\] .*(epoch \d+/\d+|size|finished|refused)|ingested")
 
 
@@ -66,9 +69,15 @@ def prepare_airflow(env: dict[str, str]) -> None:
     for args in (
         ("db", "migrate"),
         # Deferred groups (Kubernetes, watched from the triggerer) keep their slots.
-        ("pools", "set", "--include-deferred", config.pool(), str(config.max_workers()),
-         "scalebench: one slot per worker (GPU)"),
-    ):  # fmt: skip
+        (
+            "pools",
+            "set",
+            "--include-deferred",
+            config.pool(),
+            str(config.max_workers()),
+            "scalebench: one slot per worker (GPU)",
+        ),
+    ):
         done = airflow(*args, env=env)
         if done.returncode != 0:
             raise SystemExit(f"airflow {' '.join(args[:2])} failed:\n{done.stderr[-3000:]}")
@@ -112,8 +121,11 @@ def follow(
     command = shutil.which("airflow") or str(Path(sys.executable).with_name("airflow"))
     proc = subprocess.Popen(
         [command, "dags", "test", dag_id, "-c", json.dumps(conf)],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     state, sweep_id, began, started_at = "unknown", None, time.monotonic(), {}
     failures, current = TaskFailures(), ""
     assert proc.stdout is not None
@@ -158,12 +170,18 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         prog="python -m scalebench.embedded",
         description="Run one benchmark DAG through Airflow on this machine (airflow dags test).",
     )
-    parser.add_argument("dag_id", choices=known_dag_ids(), metavar="DAG_ID",
-                        help="one of: " + ", ".join(known_dag_ids()))  # fmt: skip
     parser.add_argument(
-        "conf", nargs="?", default="{}",
+        "dag_id",
+        choices=known_dag_ids(),
+        metavar="DAG_ID",
+        help="one of: " + ", ".join(known_dag_ids()),
+    )
+    parser.add_argument(
+        "conf",
+        nargs="?",
+        default="{}",
         help="the trigger form's parameters as JSON, e.g. '{\"light\": true}'",
-    )  # fmt: skip
+    )
     args = parser.parse_args(argv)
     try:
         args.conf = json.loads(args.conf)
@@ -244,8 +262,10 @@ def run_with_boundary(argv: list[str] | None = None) -> int:
         problem = database_problem(exc) or path_problem(exc)
         if problem is None or debugging():
             raise
-        print(f"scalebench.embedded: error: {problem} (SCALEBENCH_DEBUG=1 shows the "
-              "traceback)", file=sys.stderr)  # fmt: skip
+        print(
+            f"scalebench.embedded: error: {problem} (SCALEBENCH_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
         return EXIT_REFUSED
 
 

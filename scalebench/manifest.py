@@ -33,8 +33,7 @@ from workers.records import SWEEP_MANIFEST as MANIFEST
 
 VERDICTS = "verdicts.jsonl"
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
-GROUP_STATUSES = ("planned", "succeeded", "failed", "diverged", "timed_out", "cancelled",
-                  "skipped")  # fmt: skip
+GROUP_STATUSES = ("planned", "succeeded", "failed", "diverged", "timed_out", "cancelled", "skipped")
 
 
 @dataclass(frozen=True)
@@ -95,8 +94,16 @@ class Manifest:
     @classmethod
     def from_json(cls, data: dict[str, Any], verdict_lines: Iterable[str] = ()) -> Manifest:
         """The manifest of ``sweep.json``'s ``data`` with the verdict lines folded in."""
-        known = {"sweep_id", "trigger", "created_at", "code_version", "config_hash", "request",
-                 "groups", "finished_at"}  # fmt: skip
+        known = {
+            "sweep_id",
+            "trigger",
+            "created_at",
+            "code_version",
+            "config_hash",
+            "request",
+            "groups",
+            "finished_at",
+        }
         verdicts: dict[str, dict[str, Any]] = {}
         for line in verdict_lines:
             if line.strip():
@@ -186,8 +193,11 @@ def close_vanished(root: Path) -> list[Manifest]:
     whose launcher process (its ``runner``, written by the command line) is gone: groups
     left without a verdict become ``cancelled`` (started) or ``skipped``, with
     :data:`LAUNCHER_VANISHED` as the reason. Returns the manifests closed."""
-    sweep_dirs = [root] if (root / MANIFEST).is_file() else sorted(
-        path.parent for path in root.glob(f"*/{MANIFEST}"))  # fmt: skip
+    sweep_dirs = (
+        [root]
+        if (root / MANIFEST).is_file()
+        else sorted(path.parent for path in root.glob(f"*/{MANIFEST}"))
+    )
     closed = []
     for sweep_dir in sweep_dirs:
         try:
@@ -196,8 +206,14 @@ def close_vanished(root: Path) -> list[Manifest]:
             continue  # unreadable: ingest says so, with the reason
         runner = sweep.extra.get("runner")
         if sweep.finished_at is None and isinstance(runner, dict) and launcher_gone(runner):
-            closed.append(close(sweep_dir, started_reason=LAUNCHER_VANISHED,
-                                unstarted_reason=LAUNCHER_VANISHED, grace_s=15.0))  # fmt: skip
+            closed.append(
+                close(
+                    sweep_dir,
+                    started_reason=LAUNCHER_VANISHED,
+                    unstarted_reason=LAUNCHER_VANISHED,
+                    grace_s=15.0,
+                )
+            )
     return closed
 
 
@@ -205,8 +221,7 @@ def record_verdict(
     sweep_dir: Path, run_id: str, status: str, reason: str = "", seconds: float | None = None
 ) -> None:
     """Append one group's verdict: one line, whatever the size of the sweep."""
-    _append(sweep_dir, [{"run_id": run_id, "status": status, "reason": reason,
-                         "seconds": seconds}])  # fmt: skip
+    _append(sweep_dir, [{"run_id": run_id, "status": status, "reason": reason, "seconds": seconds}])
 
 
 def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:
@@ -215,8 +230,11 @@ def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:
     verdicts = []
     if running is not None:
         verdicts.append({"run_id": running, "status": "cancelled", "reason": reason})
-    verdicts += [{"run_id": run_id, "status": "skipped", "reason": reason}
-                 for run_id in planned if run_id != running]  # fmt: skip
+    verdicts += [
+        {"run_id": run_id, "status": "skipped", "reason": reason}
+        for run_id in planned
+        if run_id != running
+    ]
     _append(sweep_dir, verdicts)
 
 
@@ -247,18 +265,25 @@ def close(
 
     def still_writing(run_ids: list[str]) -> bool:
         recent = time.time() - quiet_s
-        return any(path.stat().st_mtime > recent for run_id in run_ids
-                   for path in [sweep_dir / run_id, *(sweep_dir / run_id).iterdir()])  # fmt: skip
+        return any(
+            path.stat().st_mtime > recent
+            for run_id in run_ids
+            for path in [sweep_dir / run_id, *(sweep_dir / run_id).iterdir()]
+        )
 
     deadline = time.monotonic() + grace_s
     started, unstarted = undecided()
     while started and still_writing(started) and time.monotonic() < deadline:
         time.sleep(0.5)
         started, unstarted = undecided()
-    _append(sweep_dir, [{"run_id": run_id, "status": "cancelled", "reason": started_reason}
-                        for run_id in started]
-            + [{"run_id": run_id, "status": "skipped", "reason": unstarted_reason}
-               for run_id in unstarted])  # fmt: skip
+    _append(
+        sweep_dir,
+        [{"run_id": run_id, "status": "cancelled", "reason": started_reason} for run_id in started]
+        + [
+            {"run_id": run_id, "status": "skipped", "reason": unstarted_reason}
+            for run_id in unstarted
+        ],
+    )
     return finish(sweep_dir)
 
 

@@ -103,15 +103,29 @@ class NightlySettings:
             network = tuple(p.name for p in parse_profiles(read("NETWORK", "host")))
         except BadProfile as exc:
             raise bad("NETWORK", str(exc)) from None
-        return cls(schedule=schedule, tasks=tasks, workers=workers, repeats=int(repeats),
-                   light=full in ("0", "false"), launcher=launcher, backend=backend,
-                   placement=placement, network=network)  # fmt: skip
+        return cls(
+            schedule=schedule,
+            tasks=tasks,
+            workers=workers,
+            repeats=int(repeats),
+            light=full in ("0", "false"),
+            launcher=launcher,
+            backend=backend,
+            placement=placement,
+            network=network,
+        )
 
     def request(self) -> dict[str, Any]:
         """The fixed sweep request of every task in the suite (without ``task``)."""
-        return {"workers": list(self.workers), "repeats": self.repeats, "light": self.light,
-                "launcher": self.launcher, "backend": self.backend,
-                "placement": self.placement, "network": list(self.network)}  # fmt: skip
+        return {
+            "workers": list(self.workers),
+            "repeats": self.repeats,
+            "light": self.light,
+            "launcher": self.launcher,
+            "backend": self.backend,
+            "placement": self.placement,
+            "network": list(self.network),
+        }
 
 
 def check(sweep_id: str, url: str | None = None) -> list[str]:

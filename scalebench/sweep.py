@@ -97,9 +97,14 @@ class SweepRequest:
     @classmethod
     def from_fields(cls, fields: dict[str, Any]) -> SweepRequest:
         """The request back from :func:`request_fields` (how it crosses Airflow's XCom)."""
-        return cls(**{**fields, "world_sizes": tuple(fields["world_sizes"]),
-                      "data_dir": Path(fields["data_dir"]),
-                      "network": tuple(fields.get("network", ("host",)))})  # fmt: skip
+        return cls(
+            **{
+                **fields,
+                "world_sizes": tuple(fields["world_sizes"]),
+                "data_dir": Path(fields["data_dir"]),
+                "network": tuple(fields.get("network", ("host",))),
+            }
+        )
 
 
 def _integer(field: str, value: Any) -> int:
@@ -320,9 +325,10 @@ def validate_request(
         )
     if placement == "spread" and launcher == "local":
         raise InvalidParameter(
-            "placement", "the local launcher runs every rank on this machine: spread needs "
+            "placement",
+            "the local launcher runs every rank on this machine: spread needs "
             "the kubernetes launcher (use pack or auto)",
-        )  # fmt: skip
+        )
     if placement == "auto":
         placement = "spread" if launcher == "kubernetes" else "pack"
     if not isinstance(device, str) or device not in DEVICES:
@@ -331,8 +337,11 @@ def validate_request(
         raise InvalidParameter("device", "nccl all-reduces GPU tensors only; use gloo for cpu")
     if device == "cuda" and launcher == "kubernetes" and gpus_each == 0:
         raise InvalidParameter("gpus_per_worker", "cuda tensors need a GPU in every pod")
-    if device == "cuda" and launcher == "local" and (
-            local_gpu_count() if gpus is None else gpus) == 0:  # fmt: skip
+    if (
+        device == "cuda"
+        and launcher == "local"
+        and (local_gpu_count() if gpus is None else gpus) == 0
+    ):
         raise InvalidParameter("device", "cuda asked, but this host has no GPU; use cpu or auto")
     if backend == "nccl" and launcher == "kubernetes":
         if gpus_each == 0:
@@ -390,8 +399,9 @@ def validate_request(
             check_available(spec.data.name, data_path)
         except DataSetMissing as exc:
             if not downloadable(spec.data.name):
-                raise InvalidParameter("data_dir", f"{exc} ({spec.data.name} cannot be "
-                                       "downloaded by scalebench)") from None  # fmt: skip
+                raise InvalidParameter(
+                    "data_dir", f"{exc} ({spec.data.name} cannot be downloaded by scalebench)"
+                ) from None
             if not download:
                 raise InvalidParameter(
                     "data_dir", f"{exc} Or ask for the download (download: true, --download)."
@@ -494,10 +504,17 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
             sweep_dir=str(sweep_dir),
             data_dir=str(request.data_dir),
             worker=WorkerRequest(
-                task=request.task, run_id=run_id(sweep_id, k, repeat, network), light=request.light,
-                backend=request.backend, collective_timeout_s=request.collective_timeout_s,
-                seed=request.seed + repeat, training=training, variant=request.variant,
-                precision=request.precision, compile=request.compile, device=request.device,
+                task=request.task,
+                run_id=run_id(sweep_id, k, repeat, network),
+                light=request.light,
+                backend=request.backend,
+                collective_timeout_s=request.collective_timeout_s,
+                seed=request.seed + repeat,
+                training=training,
+                variant=request.variant,
+                precision=request.precision,
+                compile=request.compile,
+                device=request.device,
                 network=network,
             ),
             timeout_s=request.group_timeout_s,
@@ -509,7 +526,7 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
         for repeat in range(request.repeats)
         for network in request.network
         for k in request.world_sizes
-    )  # fmt: skip
+    )
 
 
 def code_version() -> str:
@@ -535,10 +552,26 @@ def code_version() -> str:
 
 # The fields a trigger (the Airflow form, a nightly's settings, the REST API's conf)
 # may set; the task comes from the DAG.
-FORM_FIELDS = ("workers", "light", "backend", "repeats", "seed", "variant", "precision",
-               "compile", "launcher", "gpus_per_worker", "worker_image", "device", "placement",
-               "collective_timeout_s", "group_timeout_s", "data_dir", "download",
-               "network")  # fmt: skip
+FORM_FIELDS = (
+    "workers",
+    "light",
+    "backend",
+    "repeats",
+    "seed",
+    "variant",
+    "precision",
+    "compile",
+    "launcher",
+    "gpus_per_worker",
+    "worker_image",
+    "device",
+    "placement",
+    "collective_timeout_s",
+    "group_timeout_s",
+    "data_dir",
+    "download",
+    "network",
+)
 
 
 def request_from_form(task: str, fields: Mapping[str, Any]) -> SweepRequest:
@@ -555,8 +588,12 @@ def request_from_form(task: str, fields: Mapping[str, Any]) -> SweepRequest:
 
 def request_fields(request: SweepRequest) -> dict[str, Any]:
     """The request as plain JSON values (the manifest's ``request``, the hashed configuration)."""
-    return {**asdict(request), "world_sizes": list(request.world_sizes),
-            "data_dir": str(request.data_dir), "network": list(request.network)}  # fmt: skip
+    return {
+        **asdict(request),
+        "world_sizes": list(request.world_sizes),
+        "data_dir": str(request.data_dir),
+        "network": list(request.network),
+    }
 
 
 def new_manifest(
@@ -599,7 +636,9 @@ def start_sweep(
     sweep_id = new_sweep_id(request.task)
     sweep_dir = results_root / sweep_id
     groups = plan_groups(request, sweep_id, sweep_dir)
-    entries = [manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.worker.network)
-               for g in groups]  # fmt: skip
+    entries = [
+        manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.worker.network)
+        for g in groups
+    ]
     manifest.create(sweep_dir, new_manifest(request, sweep_id, entries, trigger, runner=runner))
     return SweepPlan(sweep_id, sweep_dir, request, groups)

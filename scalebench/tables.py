@@ -38,22 +38,32 @@ def training_table(
         group = [r for r in runs if r.world_size == row.world_size]
         # a diverged run's last metric can be NaN: not a value to show
         lasts = [v for r in group if (v := last_metric.get(r.id)) is not None and math.isfinite(v)]
-        rows.append([
-            row.world_size,
-            f"{row.reached}/{row.runs}",
-            ", ".join(sorted({r.status for r in group})),
-            time_to_accuracy_text(row),
-            _fmt(row.time_to_accuracy_without_eval_s),
-            _fmt(row.speedup),
-            _fmt(row.compute_speedup),
-            _fmt(row.efficiency),
-            _fmt(row.communication_ratio, ".1%"),
-            _fmt(max(lasts) if lasts else None),
-        ])  # fmt: skip
+        rows.append(
+            [
+                row.world_size,
+                f"{row.reached}/{row.runs}",
+                ", ".join(sorted({r.status for r in group})),
+                time_to_accuracy_text(row),
+                _fmt(row.time_to_accuracy_without_eval_s),
+                _fmt(row.speedup),
+                _fmt(row.compute_speedup),
+                _fmt(row.efficiency),
+                _fmt(row.communication_ratio, ".1%"),
+                _fmt(max(lasts) if lasts else None),
+            ]
+        )
     headers = [
-        "workers", "goal", "status", "TTA s", "TTA w/o eval s", "speedup",
-        "compute speedup", "efficiency", "communication ratio", f"last {metric}",
-    ]  # fmt: skip
+        "workers",
+        "goal",
+        "status",
+        "TTA s",
+        "TTA w/o eval s",
+        "speedup",
+        "compute speedup",
+        "efficiency",
+        "communication ratio",
+        f"last {metric}",
+    ]
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
@@ -75,12 +85,21 @@ def allreduce_table(rows: Sequence[queries.AllReduceRow]) -> str:
         for row in sorted(rows, key=lambda r: (r.world_size, r.dtype, r.bytes))
     ]
     headers = [
-        "workers", "dtype", "elements", "size", "p50 ms", "mean ms", "p95 ms",
-        "algbw GB/s", "busbw GB/s", "reps",
-    ]  # fmt: skip
+        "workers",
+        "dtype",
+        "elements",
+        "size",
+        "p50 ms",
+        "mean ms",
+        "p95 ms",
+        "algbw GB/s",
+        "busbw GB/s",
+        "reps",
+    ]
     if len({row.network for row in rows}) > 1:  # a column only where profiles differ
-        for line, row in zip(lines, sorted(rows, key=lambda r: (r.world_size, r.dtype, r.bytes)),
-                             strict=True):  # fmt: skip
+        for line, row in zip(
+            lines, sorted(rows, key=lambda r: (r.world_size, r.dtype, r.bytes)), strict=True
+        ):
             line.insert(1, row.network)
         headers.insert(1, "network")
     return tabulate(lines, headers=headers, tablefmt="simple", disable_numparse=True)
@@ -103,9 +122,14 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
     for network in networks:  # one table per link profile: speedups are within a profile
         if len(networks) > 1:
             out.append(f"network {network}:")
-        out.append(training_table(queries.scaling(conn, sweep_id, network),
-                                  [r for r in runs if r.network == network], last_metric,
-                                  spec.goal.metric))  # fmt: skip
+        out.append(
+            training_table(
+                queries.scaling(conn, sweep_id, network),
+                [r for r in runs if r.network == network],
+                last_metric,
+                spec.goal.metric,
+            )
+        )
     for run in runs:
         if run.status != "succeeded":
             out.append(f"{run.id}: {run.status}: {run.reason}")

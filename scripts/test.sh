@@ -12,4 +12,5 @@ command -v iptables >/dev/null || apt_install iptables \
   || echo "iptables is missing: the emulated-network firewall tests will fail" >&2
 
 ruff check .
+ruff format --check .
 python -m pytest "$@"

@@ -48,9 +48,14 @@ def chromium() -> Iterator[webdriver.Chrome]:
         )
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-background-networking", "--disable-dev-shm-usage",
-                     "--window-size=1400,1000"):  # fmt: skip
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -114,8 +119,7 @@ class Page:
         return self.text(element_id)
 
     def traces(self, graph_id: str) -> list[dict[str, Any]]:
-        return self.until(lambda: self.driver.execute_script(TRACES, graph_id),
-                          f"graph {graph_id}")  # fmt: skip
+        return self.until(lambda: self.driver.execute_script(TRACES, graph_id), f"graph {graph_id}")
 
     def severe_logs(self) -> list[str]:
         return [e["message"] for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]

@@ -42,8 +42,10 @@ def airflow_db() -> Path:
     """Airflow's metadata database, migrated once per session (dag.test needs it)."""
     subprocess.run(
         [sys.executable, "-m", "airflow", "db", "migrate"],
-        check=True, capture_output=True, timeout=300,
-    )  # fmt: skip
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return AIRFLOW_HOME
 
 
@@ -120,7 +122,8 @@ def one_rank(tmp_path: Path) -> Iterator[None]:
     """This process as rank 0 of a one-rank gloo group (what the training engine runs in)."""
     import torch.distributed as dist
 
-    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0,
-                            world_size=1)  # fmt: skip
+    dist.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
     yield
     dist.destroy_process_group()

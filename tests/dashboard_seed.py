@@ -43,9 +43,16 @@ KNOWN_SPEEDUP = {1: 1.0, 2: 100.0 / 55.0, 4: 100.0 / 31.0}
 # the real light sweep: two workers share a 2-core machine, so they are slower than one
 LIGHT_TTA = {1: 1.8260793619999731, 2: 2.823128280999981}
 LIGHT_SPEEDUP = LIGHT_TTA[1] / LIGHT_TTA[2]  # 0.6468
-NIGHTS = [[100.0, 101.5, 99.0], [98.5, 100.5, 102.0], [101.0, 99.5, 100.0],
-          [100.2, 98.8, 101.2], [99.7, 100.9, 100.1], [101.8, 99.2, 100.4],
-          [100.6, 99.9, 98.9], [109.0, 111.0, 110.5]]  # fmt: skip
+NIGHTS = [
+    [100.0, 101.5, 99.0],
+    [98.5, 100.5, 102.0],
+    [101.0, 99.5, 100.0],
+    [100.2, 98.8, 101.2],
+    [99.7, 100.9, 100.1],
+    [101.8, 99.2, 100.4],
+    [100.6, 99.9, 98.9],
+    [109.0, 111.0, 110.5],
+]
 
 
 def write_all(root: Path) -> Path:
@@ -58,12 +65,16 @@ def write_all(root: Path) -> Path:
         manifest = json.loads((root / name / "sweep.json").read_text(encoding="utf-8"))
         manifest.setdefault("created_at", created)  # a fixed order, whatever the clock says
         (root / name / "sweep.json").write_text(json.dumps(manifest), encoding="utf-8")
-    runs = [FakeRun(size, repeat=i, time_to_accuracy_s=tta) for size, ttas in KNOWN_TTA.items()
-            for i, tta in enumerate(ttas)]  # fmt: skip
+    runs = [
+        FakeRun(size, repeat=i, time_to_accuracy_s=tta)
+        for size, ttas in KNOWN_TTA.items()
+        for i, tta in enumerate(ttas)
+    ]
     write_training_sweep(root, KNOWN, runs, created_at="2026-11-23T10:00:00+00:00")
-    bad = [FakeRun(1, time_to_accuracy_s=None, end="failed", launcher_status="failed"),
-           FakeRun(2, time_to_accuracy_s=None, end="diverged",
-                   launcher_status="diverged")]  # fmt: skip
+    bad = [
+        FakeRun(1, time_to_accuracy_s=None, end="failed", launcher_status="failed"),
+        FakeRun(2, time_to_accuracy_s=None, end="diverged", launcher_status="diverged"),
+    ]
     write_training_sweep(root, BAD, bad, created_at="2026-11-20T10:00:00+00:00")
     for night, values in enumerate(NIGHTS, start=1):
         write_training_sweep(

@@ -50,14 +50,24 @@ class PodState:
     def status(self) -> dict[str, Any]:
         condition: dict[str, Any] = {"type": "PodScheduled", "status": "True"}
         if not self.scheduled:
-            condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                         "message": self.message}  # fmt: skip
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": self.message,
+            }
         status: dict[str, Any] = {"phase": self.phase, "conditions": [condition]}
         if self.container is not None:
             status["containerStatuses"] = [
-                {"name": "worker", "image": "scalebench-worker", "imageID": "",
-                 "ready": self.phase == "Running", "restartCount": 0, "state": self.container}
-            ]  # fmt: skip
+                {
+                    "name": "worker",
+                    "image": "scalebench-worker",
+                    "imageID": "",
+                    "ready": self.phase == "Running",
+                    "restartCount": 0,
+                    "state": self.container,
+                }
+            ]
         return status
 
 
@@ -74,8 +84,12 @@ def running() -> PodState:
 
 
 def exited(code: int, reason: str = "Error", finished: str = "2026-11-24T02:01:00Z") -> PodState:
-    terminated = {"exitCode": code, "reason": reason if code else "Completed",
-                  "startedAt": "2026-11-24T02:00:10Z", "finishedAt": finished}  # fmt: skip
+    terminated = {
+        "exitCode": code,
+        "reason": reason if code else "Completed",
+        "startedAt": "2026-11-24T02:00:10Z",
+        "finishedAt": finished,
+    }
     return PodState("Succeeded" if code == 0 else "Failed", {"terminated": terminated})
 
 
@@ -155,14 +169,27 @@ class EmulatedCluster:
 
     def kube_config(self, path: Path, namespace: str = "scalebench") -> Path:
         """Write a kube config for this server to ``path``."""
-        path.write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "emulated",
-            "clusters": [{"name": "emulated", "cluster": {"server": self.url}}],
-            "users": [{"name": "tester", "user": {"token": "t0ken"}}],
-            "contexts": [{"name": "emulated", "context": {"cluster": "emulated",
-                                                          "user": "tester",
-                                                          "namespace": namespace}}],
-        }))  # fmt: skip
+        path.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "emulated",
+                    "clusters": [{"name": "emulated", "cluster": {"server": self.url}}],
+                    "users": [{"name": "tester", "user": {"token": "t0ken"}}],
+                    "contexts": [
+                        {
+                            "name": "emulated",
+                            "context": {
+                                "cluster": "emulated",
+                                "user": "tester",
+                                "namespace": namespace,
+                            },
+                        }
+                    ],
+                }
+            )
+        )
         return path
 
     def connection_uri(self, config: Path) -> str:
@@ -181,8 +208,11 @@ class EmulatedCluster:
         """Names of the live objects of ``resource`` (JOBS, PODS, SERVICES)."""
 
         def names(handler: KubernetesEmulator) -> list[str]:
-            return sorted(name for (res, _, name), obj in handler.objects.items()
-                          if res == resource and not obj.deleted)  # fmt: skip
+            return sorted(
+                name
+                for (res, _, name), obj in handler.objects.items()
+                if res == resource and not obj.deleted
+            )
 
         return self.call(names)
 
@@ -233,23 +263,29 @@ class EmulatedCluster:
             await asyncio.sleep(self.tick_s)
 
     def _tick(self, handler: KubernetesEmulator) -> None:
-        jobs = {(ns, name): obj for (res, ns, name), obj in handler.objects.items()
-                if res == JOBS and not obj.deleted}  # fmt: skip
+        jobs = {
+            (ns, name): obj
+            for (res, ns, name), obj in handler.objects.items()
+            if res == JOBS and not obj.deleted
+        }
         for (ns, name), job in jobs.items():
             self._created.setdefault(name, time.monotonic())
             stage, world_size = self._stage(name), job.raw["spec"]["completions"]
             states = [stage.state(rank) for rank in range(world_size)]
             for rank, state in enumerate(states):
                 self._put_pod(handler, ns, job.raw, rank, state)
-            counts = {"succeeded": sum(s.phase == "Succeeded" for s in states),
-                      "failed": sum(s.phase == "Failed" for s in states)}  # fmt: skip
+            counts = {
+                "succeeded": sum(s.phase == "Succeeded" for s in states),
+                "failed": sum(s.phase == "Failed" for s in states),
+            }
             counts["active"] = world_size - counts["succeeded"] - counts["failed"]
             status: dict[str, Any] = dict(counts)
             if counts["succeeded"] == world_size:
                 status["conditions"] = [{"type": "Complete", "status": "True"}]
             elif counts["failed"]:
-                status["conditions"] = [{"type": "Failed", "status": "True",
-                                         "reason": "BackoffLimitExceeded"}]  # fmt: skip
+                status["conditions"] = [
+                    {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}
+                ]
             if job.raw.get("status") != status:
                 _replace(job, "status", status)
         for (res, ns, _), obj in list(handler.objects.items()):  # pods of deleted Jobs go
@@ -258,17 +294,31 @@ class EmulatedCluster:
                 if (ns, owner) not in jobs:
                     obj.delete()
 
-    def _put_pod(self, handler: KubernetesEmulator, ns: str, job: dict, rank: int,
-                 state: PodState) -> None:  # fmt: skip
+    def _put_pod(
+        self, handler: KubernetesEmulator, ns: str, job: dict, rank: int, state: PodState
+    ) -> None:
         name = f"{job['metadata']['name']}-{rank}-x7k2p"
         template = job["spec"]["template"]
-        labels = {**template["metadata"].get("labels", {}),
-                  JOB_NAME_LABEL: job["metadata"]["name"], INDEX_KEY: str(rank)}  # fmt: skip
-        pod = {"apiVersion": "v1", "kind": "Pod",
-               "metadata": {"name": name, "namespace": ns, "labels": labels,
-                            "annotations": {**template["metadata"].get("annotations", {}),
-                                            INDEX_KEY: str(rank)}},
-               "spec": template["spec"], "status": state.status()}  # fmt: skip
+        labels = {
+            **template["metadata"].get("labels", {}),
+            JOB_NAME_LABEL: job["metadata"]["name"],
+            INDEX_KEY: str(rank),
+        }
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": labels,
+                "annotations": {
+                    **template["metadata"].get("annotations", {}),
+                    INDEX_KEY: str(rank),
+                },
+            },
+            "spec": template["spec"],
+            "status": state.status(),
+        }
         key = (PODS, ns, name)
         if key not in handler.objects or handler.objects[key].deleted:
             handler.objects[key] = pod
@@ -283,8 +333,9 @@ def _replace(obj: Any, key: str, value: Any) -> None:
 
 
 @contextmanager
-def emulated_cluster(stages: list[Stage], tmp_path: Path, monkeypatch: Any,
-                     conn_id: str = "emulated_k8s") -> Iterator[EmulatedCluster]:  # fmt: skip
+def emulated_cluster(
+    stages: list[Stage], tmp_path: Path, monkeypatch: Any, conn_id: str = "emulated_k8s"
+) -> Iterator[EmulatedCluster]:
     """The cluster, with an Airflow connection ``conn_id`` (environment) pointing at it."""
     with EmulatedCluster(stages) as cluster:
         config = cluster.kube_config(tmp_path / "kube-config")

@@ -39,10 +39,22 @@ def record_curve(task_id: str, run_dir: Path, extra_args: tuple[str, ...] = ()) 
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
     command = [
-        sys.executable, "-m", "workers.run", "--task", task_id, "--light",
-        "--results", str(run_dir), "--seed", "0", "--device", "cpu",
-        "--max-epochs", str(EPOCHS[task_id]), *extra_args,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "workers.run",
+        "--task",
+        task_id,
+        "--light",
+        "--results",
+        str(run_dir),
+        "--seed",
+        "0",
+        "--device",
+        "cpu",
+        "--max-epochs",
+        str(EPOCHS[task_id]),
+        *extra_args,
+    ]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"{task_id} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
@@ -53,8 +65,13 @@ def record_curve(task_id: str, run_dir: Path, extra_args: tuple[str, ...] = ()) 
             steps.append([record["epoch"], record["step"], record["loss"], record["lr"]])
         elif record["kind"] == "eval":
             evals.append([record["epoch"], record["metrics"]])
-    return {"task": task_id, "epochs": EPOCHS[task_id], "cpu": cpu_capability(),
-            "steps": steps, "evals": evals}  # fmt: skip
+    return {
+        "task": task_id,
+        "epochs": EPOCHS[task_id],
+        "cpu": cpu_capability(),
+        "steps": steps,
+        "evals": evals,
+    }
 
 
 def cpu_capability() -> str:

@@ -9,8 +9,14 @@ from scalebench import manifest
 from scalebench.sweep import new_manifest, run_id, validate_request
 from workers.records import RecordWriter
 
-PHASES = {"data": 0.01, "forward": 0.1, "loss": 0.01, "backward": 0.2,
-          "communication": 0.05, "optimizer": 0.03}  # fmt: skip
+PHASES = {
+    "data": 0.01,
+    "forward": 0.1,
+    "loss": 0.01,
+    "backward": 0.2,
+    "communication": 0.05,
+    "optimizer": 0.03,
+}
 
 
 @dataclass
@@ -48,48 +54,96 @@ def write_training_sweep(
     networks = tuple(dict.fromkeys(r.network for r in runs))
     request = replace(request, network=networks)  # recorded as asked, not emulated here
     sweep_dir = root / sweep_id
-    groups = [manifest.GroupEntry(run_id(sweep_id, r.world_size, r.repeat, r.network),
-                                  r.world_size, r.repeat, status=r.launcher_status,
-                                  network=r.network) for r in runs]  # fmt: skip
+    groups = [
+        manifest.GroupEntry(
+            run_id(sweep_id, r.world_size, r.repeat, r.network),
+            r.world_size,
+            r.repeat,
+            status=r.launcher_status,
+            network=r.network,
+        )
+        for r in runs
+    ]
     manifest.create(sweep_dir, new_manifest(request, sweep_id, groups, trigger, created_at))
     for entry, run in zip(groups, runs, strict=True):
         for rank in range(run.world_size):
-            write_rank(sweep_dir / entry.run_id, entry.run_id, rank, run,
-                       request.spec.goal.metric)  # fmt: skip
+            write_rank(sweep_dir / entry.run_id, entry.run_id, rank, run, request.spec.goal.metric)
     return sweep_dir
 
 
-def write_rank(run_dir: Path, run_id: str, rank: int, run: FakeRun,
-               metric: str = "top1_accuracy") -> None:  # fmt: skip
+def write_rank(
+    run_dir: Path, run_id: str, rank: int, run: FakeRun, metric: str = "top1_accuracy"
+) -> None:
     writer = RecordWriter(run_dir, run_id, rank, run.world_size)
-    writer.write("env", 0.0, host=f"node-{rank}", python="3.11", torch="2.13.0", cuda=None,
-                 nccl=None, gpus=[], cpu_count=2)  # fmt: skip
-    compiled = {} if run.compile_s is None else {
-        "compile": "auto", "compiled": True, "compile_s": run.compile_s + rank}
+    writer.write(
+        "env",
+        0.0,
+        host=f"node-{rank}",
+        python="3.11",
+        torch="2.13.0",
+        cuda=None,
+        nccl=None,
+        gpus=[],
+        cpu_count=2,
+    )
+    compiled = (
+        {}
+        if run.compile_s is None
+        else {"compile": "auto", "compiled": True, "compile_s": run.compile_s + rank}
+    )
     network = {} if run.network == "host" else {"network": run.network}
-    writer.write("event", 0.0, event="start", started_at="2026-11-01T02:00:00+00:00",
-                 device="cpu", precision="fp32", variant="sync", **compiled,
-                 **network)  # fmt: skip
+    writer.write(
+        "event",
+        0.0,
+        event="start",
+        started_at="2026-11-01T02:00:00+00:00",
+        device="cpu",
+        precision="fp32",
+        variant="sync",
+        **compiled,
+        **network,
+    )
     total_epochs = run.epochs
     epoch_s = (run.time_to_accuracy_s or 100.0) / total_epochs
     t = 0.0
     for epoch in range(total_epochs):
         for step in range(run.steps_per_epoch):
             t = epoch * epoch_s + (step + 1) * epoch_s * 0.9 / run.steps_per_epoch
-            writer.write("step", t, epoch=epoch, step=step, samples=128, loss=2.0 - 0.1 * epoch,
-                         lr=0.02, phases=run.phases)  # fmt: skip
+            writer.write(
+                "step",
+                t,
+                epoch=epoch,
+                step=step,
+                samples=128,
+                loss=2.0 - 0.1 * epoch,
+                lr=0.02,
+                phases=run.phases,
+            )
         if run.end in ("diverged", "killed") and epoch == total_epochs - 1:
             break
         end = (epoch + 1) * epoch_s
         reached = run.time_to_accuracy_s is not None and epoch == total_epochs - 1
         accuracy = 80.0 if reached else 50.0 + epoch
-        writer.write("eval", end, epoch=epoch, metrics={metric: accuracy, "loss": 1.0},
-                     eval_s=epoch_s * 0.1, train_s=end - (epoch + 1) * epoch_s * 0.1,
-                     wall_s=end)  # fmt: skip
+        writer.write(
+            "eval",
+            end,
+            epoch=epoch,
+            metrics={metric: accuracy, "loss": 1.0},
+            eval_s=epoch_s * 0.1,
+            train_s=end - (epoch + 1) * epoch_s * 0.1,
+            wall_s=end,
+        )
     if run.time_to_accuracy_s is not None and run.end == "finished":
-        writer.write("event", run.time_to_accuracy_s, event="goal_reached", epoch=total_epochs - 1,
-                     value=80.0, target=70.0, time_to_accuracy_s=run.time_to_accuracy_s,
-                     time_to_accuracy_without_eval_s=run.time_to_accuracy_s * 0.9)  # fmt: skip
+        writer.write(
+            "event",
+            run.time_to_accuracy_s,
+            event="goal_reached",
+            epoch=total_epochs - 1,
+            value=80.0,
+            target=70.0,
+            time_to_accuracy_s=run.time_to_accuracy_s,
+            time_to_accuracy_without_eval_s=run.time_to_accuracy_s * 0.9,
+        )
     if run.end == "finished":
         recompiled = {} if run.compile_s is None else {"recompilations": rank}
         writer.write("event", t + 1, event="finished", status="goal_reached", **recompiled)

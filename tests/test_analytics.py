@@ -48,9 +48,17 @@ class _Run:
 
 
 def test_a_configuration_without_enough_converged_repeats_has_no_time_and_says_so() -> None:
-    rows = analytics.scaling_rows([_Run(1, 100.0), _Run(1, 104.0), _Run(1, 96.0),
-                                   _Run(2, 60.0), _Run(2, None), _Run(2, None),
-                                   _Run(4, 30.0)])  # fmt: skip
+    rows = analytics.scaling_rows(
+        [
+            _Run(1, 100.0),
+            _Run(1, 104.0),
+            _Run(1, 96.0),
+            _Run(2, 60.0),
+            _Run(2, None),
+            _Run(2, None),
+            _Run(4, 30.0),
+        ]
+    )
     one, two, four = rows
     assert one.time_to_accuracy_s == 100.0 and one.kept == 1
     assert analytics.time_to_accuracy_text(one) == "100.00 (middle of 3)"
@@ -114,4 +122,5 @@ def test_configuration_hash_ignores_what_does_not_change_the_measurement() -> No
     assert analytics.configuration_hash({**base, "compile": "off"}) == same
     assert analytics.configuration_hash({**base, "compile": "auto"}) != same
     assert analytics.configuration_hash({**base, "compile": "on"}) != analytics.configuration_hash(
-        {**base, "compile": "auto"})
+        {**base, "compile": "auto"}
+    )

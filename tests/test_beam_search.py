@@ -87,9 +87,12 @@ def test_the_models_beam_search_scores_at_least_as_well_as_greedy(kind: str) -> 
     if kind == "gnmt":
         model = GNMT(20, GNMTConfig(hidden=16, layers=2, dropout=0.0)).eval()
     else:
-        model = Transformer(20, TransformerConfig(model=16, heads=2, feed_forward=32,
-                                                  encoder_layers=1, decoder_layers=1,
-                                                  dropout=0.0)).eval()  # fmt: skip
+        model = Transformer(
+            20,
+            TransformerConfig(
+                model=16, heads=2, feed_forward=32, encoder_layers=1, decoder_layers=1, dropout=0.0
+            ),
+        ).eval()
     source = torch.randint(4, 20, (6, 5))
 
     def log_probability(ids: list[int], row: int) -> float:
@@ -98,7 +101,8 @@ def test_the_models_beam_search_scores_at_least_as_well_as_greedy(kind: str) -> 
         with torch.no_grad():
             logits = model(source[row : row + 1], prefix)[0].log_softmax(-1)
         return sum(float(logits[t, token]) for t, token in enumerate(ids)) / float(
-            length_penalty(torch.tensor(len(ids)), 0.6))  # fmt: skip
+            length_penalty(torch.tensor(len(ids)), 0.6)
+        )
 
     greedy = beam_search(model, source, beam=1, max_new=8)
     beamed = beam_search(model, source, beam=4, max_new=8)

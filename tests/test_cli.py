@@ -14,8 +14,11 @@ def test_the_command_line_offers_every_field_of_the_trigger_form() -> None:
     from operators.benchmark_dag import params
     from workers.tasks import get_task
 
-    run = next(action for action in cli.build_parser()._subparsers._group_actions
-               if action.dest == "command").choices["run"]  # fmt: skip
+    run = next(
+        action
+        for action in cli.build_parser()._subparsers._group_actions
+        if action.dest == "command"
+    ).choices["run"]
     options = {action.dest for action in run._actions}
     cli_name = {"collective_timeout_s": "timeout", "group_timeout_s": "group_timeout"}
     form = params(get_task("task1a-resnet20-cifar10"))
@@ -59,9 +62,20 @@ def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
 
     monkeypatch.setattr(operators.launcher, "launcher_for", launcher_for)
     status = cli.main(
-        ["run", "task2a-logreg-epsilon", "--light", "--workers", "1,2", "--repeats", "1",
-         "--results", str(results), "--database", database]
-    )  # fmt: skip
+        [
+            "run",
+            "task2a-logreg-epsilon",
+            "--light",
+            "--workers",
+            "1,2",
+            "--repeats",
+            "1",
+            "--results",
+            str(results),
+            "--database",
+            database,
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0, out
     # Each group is loaded as soon as it ends, while the sweep goes on.
@@ -84,13 +98,14 @@ def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
     # The same table again: from the database by sweep id, and from the directory alone.
     assert cli.main(["report", sweep_dir.name, "--database", database]) == 0
     again = capsys.readouterr().out
-    assert again[again.index("workers"):].splitlines()[:4] == table[:4]
+    assert again[again.index("workers") :].splitlines()[:4] == table[:4]
     assert cli.main(["report", str(sweep_dir)]) == 0
     copy = capsys.readouterr().out
-    assert copy[copy.index("workers"):].splitlines()[:4] == table[:4]
+    assert copy[copy.index("workers") :].splitlines()[:4] == table[:4]
     assert cli.main(["report", "no-such-sweep", "--database", database]) == 2
     assert "sweep: sweep 'no-such-sweep' is not in the results database" in (
-        capsys.readouterr().err)
+        capsys.readouterr().err
+    )
 
     # the sweep was ingested: the database agrees with the printed table
     engine = make_engine(database)
@@ -107,9 +122,19 @@ def test_run_all_reduce_prints_latency_and_bus_bandwidth(
 ) -> None:
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     status = cli.main(
-        ["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
-         "--results", str(tmp_path), "--no-ingest"]
-    )  # fmt: skip
+        [
+            "run",
+            "task0-allreduce",
+            "--light",
+            "--workers",
+            "2",
+            "--repeats",
+            "1",
+            "--results",
+            str(tmp_path),
+            "--no-ingest",
+        ]
+    )
     out = capsys.readouterr().out
     assert status == 0, out
     assert "busbw GB/s" in out and "p95 ms" in out
@@ -133,8 +158,17 @@ def test_run_fetches_a_missing_data_set_first_and_stops_when_it_cannot(
 ) -> None:
     monkeypatch.setenv("SCALEBENCH_CIFAR10_URL", (tmp_path / "gone.tar.gz").as_uri())
     data, results = str(tmp_path / "data"), str(tmp_path / "results")
-    args = ["run", "task1a-resnet20-cifar10", "--workers", "1", "--no-ingest",
-            "--data-dir", data, "--results", results]  # fmt: skip
+    args = [
+        "run",
+        "task1a-resnet20-cifar10",
+        "--workers",
+        "1",
+        "--no-ingest",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    ]
     assert cli.main(args) == 2  # on by default for CIFAR-10: tried, and it failed
     assert "download: could not download" in capsys.readouterr().err
     assert cli.main([*args, "--no-download"]) == 2
@@ -155,10 +189,25 @@ def test_sigterm_stops_a_sweep_of_200_groups_within_seconds_and_records_each(
 
     results = tmp_path / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scalebench.cli", "run", "task1a-resnet20-cifar10", "--light",
-         "--workers", "1,2", "--repeats", "100", "--results", str(results), "--no-ingest"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "scalebench.cli",
+            "run",
+            "task1a-resnet20-cifar10",
+            "--light",
+            "--workers",
+            "1,2",
+            "--repeats",
+            "100",
+            "--results",
+            str(results),
+            "--no-ingest",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     deadline = time.monotonic() + 120
     while not list(results.glob("*/*/rank-0.jsonl")) and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -214,10 +263,24 @@ def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
 
     results = tmp_path / "results"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "scalebench.cli", "run", "task3a-awdlstm-wikitext2", "--light",
-         "--workers", "2", "--repeats", "2", "--results", str(results), "--no-ingest"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "scalebench.cli",
+            "run",
+            "task3a-awdlstm-wikitext2",
+            "--light",
+            "--workers",
+            "2",
+            "--repeats",
+            "2",
+            "--results",
+            str(results),
+            "--no-ingest",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         rank1 = list(results.glob("*/*/rank-1.jsonl"))
@@ -236,18 +299,28 @@ def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
         time.sleep(0.2)
     assert not rank_processes(sweep_dir), "ranks outlived their launcher"
     assert time.monotonic() - killed < 15
-    endings = [read_rank_file(path).of_kind("event")[-1]
-               for path in sweep_dir.glob("*/rank-*.jsonl")]  # fmt: skip
+    endings = [
+        read_rank_file(path).of_kind("event")[-1] for path in sweep_dir.glob("*/rank-*.jsonl")
+    ]
     assert len(endings) == 2 and {e["event"] for e in endings} == {"failed"}
     # the first to notice says why; its peer may see the connection drop first
     assert RANK_REASON in [e["reason"] for e in endings]
     assert json.loads((sweep_dir / "sweep.json").read_text())["finished_at"] is None
 
     done = subprocess.run(
-        [sys.executable, "-m", "scalebench.cli", "ingest", str(results),
-         "--database", f"sqlite:///{tmp_path / 'results.db'}"],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "scalebench.cli",
+            "ingest",
+            str(results),
+            "--database",
+            f"sqlite:///{tmp_path / 'results.db'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert f"closed sweep {sweep_dir.name}: {LAUNCHER_VANISHED}" in done.stdout
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     assert manifest["finished_at"]
@@ -261,12 +334,18 @@ def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
         (["task9_unknown"], "invalid choice: 'task9_unknown'"),
         (["task4a_gnmt_wmt16", "{light: true}"], "conf is not JSON"),
         (["task4a_gnmt_wmt16", "[1, 2]"], "conf must be a JSON object"),
-        (["task2a_logreg_epsilon", '{"workers": "1,2", "light": true}'],
-         "conf refused: workers: '1,2' is not of type 'array'"),
-        (["task2a_logreg_epsilon", '{"light": true, "seed": 9223372036854775807}'],
-         "conf refused: seed: with 3 repeat(s) the seed may be at most"),
-        (["task2a_logreg_epsilon", '{"light": true, "speed": "fast"}'],
-         "conf refused: speed: unknown field 'speed'"),
+        (
+            ["task2a_logreg_epsilon", '{"workers": "1,2", "light": true}'],
+            "conf refused: workers: '1,2' is not of type 'array'",
+        ),
+        (
+            ["task2a_logreg_epsilon", '{"light": true, "seed": 9223372036854775807}'],
+            "conf refused: seed: with 3 repeat(s) the seed may be at most",
+        ),
+        (
+            ["task2a_logreg_epsilon", '{"light": true, "speed": "fast"}'],
+            "conf refused: speed: unknown field 'speed'",
+        ),
     ],
 )
 def test_the_embedded_runner_refuses_bad_arguments_before_starting_airflow(
@@ -332,14 +411,23 @@ def test_an_unusable_database_gets_one_line_not_a_traceback(
 
     env = {**os.environ, "SCALEBENCH_DATABASE_URL": url}
     env.pop("SCALEBENCH_DEBUG", None)
-    done = subprocess.run([sys.executable, "-m", "scalebench.cli", "ingest", str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "scalebench.cli", "ingest", str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-    debug = subprocess.run([sys.executable, "-m", "scalebench.cli", "ingest", str(tmp_path)],
-                           env={**env, "SCALEBENCH_DEBUG": "1"}, capture_output=True, text=True,
-                           timeout=120)  # fmt: skip
+    debug = subprocess.run(
+        [sys.executable, "-m", "scalebench.cli", "ingest", str(tmp_path)],
+        env={**env, "SCALEBENCH_DEBUG": "1"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" in debug.stderr
 
 
@@ -349,9 +437,16 @@ def test_a_diverged_runs_nan_metric_shows_as_a_dash() -> None:
     from results_db.analytics import scaling_rows
     from scalebench.tables import training_table
 
-    run = SimpleNamespace(id="r", world_size=1, status="diverged", goal_reached=False,
-                          time_to_accuracy_s=None, time_to_accuracy_without_eval_s=None,
-                          compute_s=None, communication_ratio=float("nan"))  # fmt: skip
+    run = SimpleNamespace(
+        id="r",
+        world_size=1,
+        status="diverged",
+        goal_reached=False,
+        time_to_accuracy_s=None,
+        time_to_accuracy_without_eval_s=None,
+        compute_s=None,
+        communication_ratio=float("nan"),
+    )
     table = training_table(scaling_rows([run]), [run], {"r": float("nan")}, "bleu")
     assert "nan" not in table.lower()
     assert "0 of 1 reached the goal" in table and table.splitlines()[-1].endswith("—")
@@ -363,8 +458,18 @@ def test_placement_on_the_command_line_is_checked_before_any_worker_starts(
     """One rank per node cannot be had from one machine's processes: refused by name, and no
     sweep directory is made; ``pack`` is accepted locally and recorded in the request."""
     results = tmp_path / "results"
-    args = ["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
-            "--results", str(results), "--no-ingest"]  # fmt: skip
+    args = [
+        "run",
+        "task0-allreduce",
+        "--light",
+        "--workers",
+        "2",
+        "--repeats",
+        "1",
+        "--results",
+        str(results),
+        "--no-ingest",
+    ]
     assert cli.main([*args, "--placement", "spread"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("scalebench: error: placement:") and "local" in err
@@ -377,9 +482,21 @@ def test_a_database_that_cannot_take_the_results_is_said_before_any_worker_start
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     results = tmp_path / "results"
-    status = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
-                       "--results", str(results), "--database",
-                       "postgresql+psycopg2://nobody@127.0.0.1:1/none"])  # fmt: skip
+    status = cli.main(
+        [
+            "run",
+            "task0-allreduce",
+            "--light",
+            "--workers",
+            "2",
+            "--repeats",
+            "1",
+            "--results",
+            str(results),
+            "--database",
+            "postgresql+psycopg2://nobody@127.0.0.1:1/none",
+        ]
+    )
     assert status == 2
     err = capsys.readouterr().err
     assert err.startswith("scalebench: error: database: cannot use the results database")
@@ -394,9 +511,24 @@ def test_a_launcher_that_cannot_start_fails_its_group_not_the_command(
     with exit status 1, and no traceback reaches the user."""
     monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "volume"))
     results = tmp_path / "elsewhere"
-    status = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "2",
-                       "--launcher", "kubernetes", "--gpus-per-worker", "0", "--no-ingest",
-                       "--results", str(results)])  # fmt: skip
+    status = cli.main(
+        [
+            "run",
+            "task0-allreduce",
+            "--light",
+            "--workers",
+            "2",
+            "--repeats",
+            "2",
+            "--launcher",
+            "kubernetes",
+            "--gpus-per-worker",
+            "0",
+            "--no-ingest",
+            "--results",
+            str(results),
+        ]
+    )
     out, err = capsys.readouterr()
     assert status == 1 and "Traceback" not in out + err
     assert out.count("failed in 0.0 s: the kubernetes launcher failed: ") == 2

@@ -18,11 +18,26 @@ def test_compile_on_compiles_before_the_start_and_nothing_while_timed(tmp_path: 
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
     done = subprocess.run(
-        [sys.executable, "-m", "workers.run", "--task", "task2a-logreg-epsilon", "--light",
-         "--results", str(run_dir), "--compile", "on", "--max-epochs", "2"],
-        cwd=REPO, env={**env, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "workers.run",
+            "--task",
+            "task2a-logreg-epsilon",
+            "--light",
+            "--results",
+            str(run_dir),
+            "--compile",
+            "on",
+            "--max-epochs",
+            "2",
+        ],
+        cwd=REPO,
+        env={**env, "OMP_NUM_THREADS": "1"},
+        capture_output=True,
+        text=True,
         timeout=600,
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     records = [json.loads(line) for line in (run_dir / "rank-0.jsonl").read_text().splitlines()]
     events = {r["event"]: r for r in records if r["kind"] == "event"}

@@ -18,8 +18,14 @@ from operators.shaped_network import shaping_problems
 from workers.network import parse_profile
 
 # one DAG per task, plus the nightly
-DAG_IDS = {"task0_allreduce", "task1a_resnet20_cifar10", "task2a_logreg_epsilon",
-           "task3a_awdlstm_wikitext2", "task4a_gnmt_wmt16", "task4b_transformer_wmt17"}  # fmt: skip
+DAG_IDS = {
+    "task0_allreduce",
+    "task1a_resnet20_cifar10",
+    "task2a_logreg_epsilon",
+    "task3a_awdlstm_wikitext2",
+    "task4a_gnmt_wmt16",
+    "task4b_transformer_wmt17",
+}
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +45,7 @@ def test_every_task_has_a_dag_and_nothing_fails_to_import(dagbag) -> None:
         dag = dagbag.get_dag(dag_id)
         assert "scalebench" in dag.tags and dag.doc_md
         # one task group per worker count of the task (Task 2a stops at 16)
-        per_size = {f"workers_{k}.{step}" for k in spec.world_sizes
-                    for step in ("select", "train")}  # fmt: skip
+        per_size = {f"workers_{k}.{step}" for k in spec.world_sizes for step in ("select", "train")}
         expected = {"validate", "plan", "ingest", "summarize", *per_size}
         if dag_id != "task0_allreduce":  # the all-reduce task has no data set
             expected.add("prepare_dataset")
@@ -61,8 +66,9 @@ def test_dag_files_parse_fast_and_import_no_torch(dag_file: str) -> None:
         "m = u.module_from_spec(s); s.loader.exec_module(m)\n"
         "print(time.perf_counter() - t, 'torch' in sys.modules)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, cwd=REPO).stdout.split()  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    ).stdout.split()
     seconds, torch_loaded = float(out[-2]), out[-1]
     assert torch_loaded == "False"
     assert seconds < 1.0, f"{dag_file} took {seconds:.2f} s to parse"
@@ -123,11 +129,19 @@ def test_each_form_offers_only_what_its_task_implements(dagbag) -> None:
     assert offered("task4b_transformer_wmt17", "variant") == ["sync"]
     assert offered("task2a_logreg_epsilon", "workers") == [1, 2, 4, 8, 16]
     # Downloading is on where the publisher's checksums prove the download intact.
-    download = {dag_id: dagbag.get_dag(dag_id).params.get_param("download").value
-                for dag_id in ("task1a_resnet20_cifar10", "task2a_logreg_epsilon",
-                               "task3a_awdlstm_wikitext2")}  # fmt: skip
-    assert download == {"task1a_resnet20_cifar10": True, "task2a_logreg_epsilon": False,
-                        "task3a_awdlstm_wikitext2": False}  # fmt: skip
+    download = {
+        dag_id: dagbag.get_dag(dag_id).params.get_param("download").value
+        for dag_id in (
+            "task1a_resnet20_cifar10",
+            "task2a_logreg_epsilon",
+            "task3a_awdlstm_wikitext2",
+        )
+    }
+    assert download == {
+        "task1a_resnet20_cifar10": True,
+        "task2a_logreg_epsilon": False,
+        "task3a_awdlstm_wikitext2": False,
+    }
     assert "download" not in dagbag.get_dag("task0_allreduce").params
     params = copy.deepcopy(dagbag.get_dag("task2a_logreg_epsilon").params)
     with pytest.raises(ParamValidationError, match="param workers"):
@@ -149,8 +163,10 @@ def test_a_refused_combination_fails_before_any_worker_starts(
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{sweep_env / 'r.db'}")
     dag = dagbag.get_dag("task1a_resnet20_cifar10")
     results = sweep_env / "results"
-    for conf in ({"light": False, "workers": [1], "download": False},  # no CIFAR-10 here
-                 {"workers": [1], "light": True, "bogus_key": 5}):  # fmt: skip
+    for conf in (
+        {"light": False, "workers": [1], "download": False},  # no CIFAR-10 here
+        {"workers": [1], "light": True, "bogus_key": 5},
+    ):
         run = dag.test(run_conf=conf)
         assert run.state == "failed"
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
@@ -196,8 +212,9 @@ def test_a_light_sweep_runs_end_to_end_into_the_database(
         runs = runs.all()
         sweep = conn.execute(select(Sweep.trigger, Sweep.outcome, Sweep.finished_at)).one()
     engine.dispose()
-    assert sorted(runs) == sorted((k, "succeeded", True, network) for network in networks
-                                  for k in (1, 2))  # fmt: skip
+    assert sorted(runs) == sorted(
+        (k, "succeeded", True, network) for network in networks for k in (1, 2)
+    )
     assert tuple(sweep)[:2] == ("manual", "succeeded") and sweep.finished_at is not None
     assert time.monotonic() - started < 300
 
@@ -255,7 +272,6 @@ def test_stopping_the_airflow_task_cancels_the_sweep_and_keeps_what_it_measured(
         assert str(sweep_dir).encode() not in cmdline
 
 
-
 @pytest.mark.slow
 def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and_loaded(
     dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
@@ -278,20 +294,26 @@ def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and
     monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
     # Every field an earlier test of this module set is given: dag.test keeps a run's conf
     # in the DAG's stored form, and the next run of the same DAG would inherit it.
-    run = dagbag.get_dag("task2a_logreg_epsilon").test(run_conf={
-        "workers": [1], "light": True, "repeats": 1, "launcher": "kubernetes",
-        "gpus_per_worker": 0, "network": ["host"]})
+    run = dagbag.get_dag("task2a_logreg_epsilon").test(
+        run_conf={
+            "workers": [1],
+            "light": True,
+            "repeats": 1,
+            "launcher": "kubernetes",
+            "gpus_per_worker": 0,
+            "network": ["host"],
+        }
+    )
     assert run.state == "failed"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["workers_1.train"] == "failed" and states["ingest"] == "success"
     engine = make_engine(url)
     with engine.connect() as conn:
-        (status, reason), = conn.execute(select(Run.status, Run.reason)).all()
+        ((status, reason),) = conn.execute(select(Run.status, Run.reason)).all()
         sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
     engine.dispose()
     assert status == "failed" and reason.startswith("the kubernetes launcher failed: "), reason
     assert sweep.outcome == "failed" and sweep.finished_at is not None
-
 
 
 @pytest.mark.slow
@@ -311,12 +333,21 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
     monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
     monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", "emulated_k8s")
     monkeypatch.setenv("SCALEBENCH_K8S_POLL_S", "0.2")
-    stages = [Stage(0, running(), logs={0: "epoch 1\n"}),
-              Stage(1.0, exited(1), logs={0: "epoch 1\nValueError: boom\n"})]  # fmt: skip
+    stages = [
+        Stage(0, running(), logs={0: "epoch 1\n"}),
+        Stage(1.0, exited(1), logs={0: "epoch 1\nValueError: boom\n"}),
+    ]
     with emulated_cluster(stages, sweep_env, monkeypatch) as cluster:
-        run = dagbag.get_dag("task2a_logreg_epsilon").test(run_conf={
-            "workers": [1], "light": True, "repeats": 1, "launcher": "kubernetes",
-            "gpus_per_worker": 0, "network": ["host"]})  # fmt: skip
+        run = dagbag.get_dag("task2a_logreg_epsilon").test(
+            run_conf={
+                "workers": [1],
+                "light": True,
+                "repeats": 1,
+                "launcher": "kubernetes",
+                "gpus_per_worker": 0,
+                "network": ["host"],
+            }
+        )
         assert cluster.objects(JOBS) == [] and cluster.objects(SERVICES) == []
         sent = [(method, path) for method, path, _, _ in cluster.requests()]
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
@@ -325,7 +356,7 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
     assert [m for m, _ in sent[-2:]] == ["DELETE", "DELETE"]
     engine = make_engine(url)
     with engine.connect() as conn:
-        (status, reason), = conn.execute(select(Run.status, Run.reason)).all()
+        ((status, reason),) = conn.execute(select(Run.status, Run.reason)).all()
     engine.dispose()
     assert status == "failed" and "exited with status 1" in reason, reason
     assert "its last lines: epoch 1 | ValueError: boom" in reason, reason
@@ -369,13 +400,27 @@ def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
     run_id = re.search(r"run_id=(manual__\S+?)[,\s]", log.read_text()).group(1)
     began = time.monotonic()
     teardown = subprocess.run(
-        [sys.executable, "-m", "airflow", "tasks", "test", "task2a_logreg_epsilon", "ingest",
-         run_id], capture_output=True, text=True, cwd=REPO, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "airflow",
+            "tasks",
+            "test",
+            "task2a_logreg_epsilon",
+            "ingest",
+            run_id,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert teardown.returncode == 0, teardown.stdout[-3000:] + teardown.stderr[-3000:]
     closed = json.loads((sweep_dir / "sweep.json").read_text())
     assert [(g["status"], g["reason"]) for g in closed["groups"]] == [
-        ("cancelled", ENDED_WITHOUT_VERDICT), ("skipped", ENDED_BEFORE_START)]
+        ("cancelled", ENDED_WITHOUT_VERDICT),
+        ("skipped", ENDED_BEFORE_START),
+    ]
     assert time.monotonic() - began < 60  # the dead group was not waited for
     engine = make_engine(url)
     with engine.connect() as conn:
@@ -384,6 +429,7 @@ def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
     engine.dispose()
     assert runs == [(running.name, "cancelled", ENDED_WITHOUT_VERDICT)]
     assert sweep.outcome == "cancelled" and sweep.finished_at is not None
+
 
 PATCH_RUN_FAILED = """
 import json, sys, time
@@ -439,8 +485,11 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
         patch = subprocess.Popen(
             [sys.executable, "-c", PATCH_RUN_FAILED, "task2a_logreg_epsilon", str(go)],
             env={**os.environ, "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True"},
-            stdout=patch_out, stderr=subprocess.STDOUT, text=True, cwd=REPO,
-        )  # fmt: skip
+            stdout=patch_out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=REPO,
+        )
     results = sweep_env / "results"
     # Airflow runs mapped instances in any order: wait for the second group to train.
     running = wait_for_training(proc, log, results, after=1)
@@ -482,16 +531,19 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     }
     # Skipped by Airflow and closed by ingest, or (if it was already scheduled) started
     # and skipped by its own task: the sweep had been cancelled.
-    assert unstarted in (("skipped", "the DAG run ended before this group started"),
-                         ("skipped", "the sweep was cancelled before this group started"))
+    assert unstarted in (
+        ("skipped", "the DAG run ended before this group started"),
+        ("skipped", "the sweep was cancelled before this group started"),
+    )
     engine = make_engine(url)
     with engine.connect() as conn:
-        runs = {r.id[-5:]: (r.status, r.reason) for r in conn.execute(
-            select(Run.id, Run.status, Run.reason))}  # fmt: skip
+        runs = {
+            r.id[-5:]: (r.status, r.reason)
+            for r in conn.execute(select(Run.id, Run.status, Run.reason))
+        }
         sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
     engine.dispose()
-    assert runs == {done: ("succeeded", ""),
-                    stopped: ("cancelled", "the Airflow task was stopped")}  # fmt: skip
+    assert runs == {done: ("succeeded", ""), stopped: ("cancelled", "the Airflow task was stopped")}
     assert sweep.outcome == "cancelled" and sweep.finished_at is not None
 
     # Then clear the stopped group's task and run it again, and ingest (what the
@@ -499,10 +551,23 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     run_id = out.split("RUN ID ", 1)[1].split()[0]
     for task_id, map_index in (("workers_1.train", str(stopped_index)), ("ingest", "-1")):
         again = subprocess.run(
-            [sys.executable, "-m", "airflow", "tasks", "test", "task2a_logreg_epsilon",
-             task_id, run_id, "--map-index", map_index],
-            capture_output=True, text=True, cwd=REPO, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "airflow",
+                "tasks",
+                "test",
+                "task2a_logreg_epsilon",
+                task_id,
+                run_id,
+                "--map-index",
+                map_index,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=300,
+        )
         assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert (running.parent / f"{running.name}.attempt-1" / "rank-0.jsonl").is_file()
     engine = make_engine(url)
@@ -518,8 +583,13 @@ def start_in_background(script: str, log: Path) -> subprocess.Popen:
     """Run ``script`` in a new Python, its output into ``log`` (not a pipe: a pipe that
     nobody reads while it runs fills up and stalls it)."""
     with log.open("w") as out:
-        return subprocess.Popen([sys.executable, "-c", script], stdout=out,
-                                stderr=subprocess.STDOUT, text=True, cwd=REPO)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-c", script],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=REPO,
+        )
 
 
 def output_when_done(proc: subprocess.Popen, log: Path, timeout: float) -> str:
@@ -537,8 +607,12 @@ def wait_for_training(
         rank_files = [(f, f.read_text()) for f in results.glob("*/*/rank-0.jsonl")]
         finished = sum('"finished"' in text for _, text in rank_files)
         for rank_file, text in rank_files:
-            if (marker in rank_file.parent.name and finished >= after
-                    and '"kind":"step"' in text and '"finished"' not in text):  # fmt: skip
+            if (
+                marker in rank_file.parent.name
+                and finished >= after
+                and '"kind":"step"' in text
+                and '"finished"' not in text
+            ):
                 return rank_file.parent
         time.sleep(0.05)
     proc.kill()

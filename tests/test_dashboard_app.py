@@ -36,16 +36,38 @@ from scalebench import cli
 
 PAGES = ["/", "/scaling", "/communication", "/cost", "/runs", "/run", "/compare", "/trend"]
 HOSTILE = [
-    "<script>alert(1)</script>", "' OR 1=1 --", "../../etc/passwd", "%00", "%0A", "a" * 3000,
-    "☃☃☃", "-1", "1e309", "NaN", "[]", "{}", "$(reboot)", "javascript:alert(1)", "%", "%25%",
-    "&&&", "===", "%E2%80%AE", "\\", "null", "undefined", "0x10", "99999999999999999999",
-]  # fmt: skip
+    "<script>alert(1)</script>",
+    "' OR 1=1 --",
+    "../../etc/passwd",
+    "%00",
+    "%0A",
+    "a" * 3000,
+    "☃☃☃",
+    "-1",
+    "1e309",
+    "NaN",
+    "[]",
+    "{}",
+    "$(reboot)",
+    "javascript:alert(1)",
+    "%",
+    "%25%",
+    "&&&",
+    "===",
+    "%E2%80%AE",
+    "\\",
+    "null",
+    "undefined",
+    "0x10",
+    "99999999999999999999",
+]
 
 
 # Dash 4 deprecates its DataTable in favour of dash-ag-grid (not a dependency here).
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
 )
+
 
 def text_of(component: Any) -> str:
     """Every string in a serialised component tree, joined (what a reader would see)."""
@@ -65,8 +87,9 @@ def prop_of(layout: Any, element_id: str, name: str) -> Any:
             return layout["props"][name]
         layout = list(layout.values())
     if isinstance(layout, list):
-        return next((v for v in (prop_of(x, element_id, name) for x in layout) if v is not None),
-                    None)  # fmt: skip
+        return next(
+            (v for v in (prop_of(x, element_id, name) for x in layout) if v is not None), None
+        )
     return None
 
 
@@ -126,15 +149,24 @@ def test_scaling_lists_failed_runs_with_their_reason(client: Client) -> None:
 
 
 def test_communication_figures(client: Client) -> None:
-    values = {"comm-sweep.value": KNOWN, "comm-allreduce.value": ALLREDUCE,
-              "comm-dtype.value": "float16"}  # fmt: skip
+    values = {
+        "comm-sweep.value": KNOWN,
+        "comm-allreduce.value": ALLREDUCE,
+        "comm-dtype.value": "float16",
+    }
     out = client.call("comm-ratio.figure", values)
     assert out["comm-url"]["search"] == f"?sweep={KNOWN}&allreduce={ALLREDUCE}&dtype=float16"
     ratio = out["comm-ratio"]["figure"]["data"][0]
     assert ratio["y"] == pytest.approx([0.05 / 0.4] * 3)  # records_factory: 0.05 s of 0.4 s
     phases = out["comm-phases"]["figure"]["data"]
-    assert [t["name"] for t in phases] == ["data", "forward", "loss", "backward",
-                                           "communication", "optimizer"]  # fmt: skip
+    assert [t["name"] for t in phases] == [
+        "data",
+        "forward",
+        "loss",
+        "backward",
+        "communication",
+        "optimizer",
+    ]
     latency = out["comm-latency"]["figure"]
     assert [t["name"] for t in latency["data"]] == ["gloo float16 ×2"]
     assert latency["layout"]["xaxis"]["type"] == "log" == latency["layout"]["yaxis"]["type"]
@@ -142,8 +174,11 @@ def test_communication_figures(client: Client) -> None:
 
 
 def test_cost_page_uses_the_dated_prices(client: Client) -> None:
-    values = {"cost-sweep.value": KNOWN, "cost-instance.value": "n1-standard-4",
-              "cost-gpu.value": "none"}  # fmt: skip
+    values = {
+        "cost-sweep.value": KNOWN,
+        "cost-instance.value": "n1-standard-4",
+        "cost-gpu.value": "none",
+    }
     out = client.call("cost-bars.figure", values)
     assert out["cost-url"]["search"] == f"?sweep={KNOWN}&gpu=none"
     regular = out["cost-bars"]["figure"]["data"][0]
@@ -157,8 +192,13 @@ def test_cost_page_uses_the_dated_prices(client: Client) -> None:
 
 
 def test_runs_table_searches_sorts_and_pages(client: Client) -> None:
-    base = {"runs-q.value": "", "runs-status.value": "all", "runs-task.value": None,
-            "runs-table.sort_by": [], "runs-table.page_current": 0}  # fmt: skip
+    base = {
+        "runs-q.value": "",
+        "runs-status.value": "all",
+        "runs-task.value": None,
+        "runs-table.sort_by": [],
+        "runs-table.page_current": 0,
+    }
     out = client.call("runs-table.data", {**base, "runs-q.value": "peer"}, "runs-q.value")
     assert [r["status"] for r in out["runs-table"]["data"]] == ["failed"]
     assert out["runs-url"]["search"] == "?q=peer"
@@ -201,8 +241,12 @@ def test_downloads(client: Client) -> None:
     assert official.get_data(as_text=True).startswith(
         "70% Top 1 Validation Accuracy reached in 100.0 s"
     )
-    for bad in ("no-such-run/steps.csv", f"{run_id}/passwd", "%3Cscript%3E/official.txt",
-                "a%20b/steps.csv"):  # fmt: skip
+    for bad in (
+        "no-such-run/steps.csv",
+        f"{run_id}/passwd",
+        "%3Cscript%3E/official.txt",
+        "a%20b/steps.csv",
+    ):
         assert client.http.get(f"/download/run/{bad}").status_code == 404
     escape = client.http.get("/download/run/..%2F..%2Fetc/steps.csv")
     assert "Content-Disposition" not in escape.headers  # the path leaves the download route
@@ -211,8 +255,10 @@ def test_downloads(client: Client) -> None:
 def test_compare_shows_the_regression_verdict(client: Client) -> None:
     layout = text_of(client.open("/compare"))
     assert LATEST_NIGHT in layout and BASELINE_NIGHT in layout  # the defaults
-    out = client.call("compare-table.children", {"compare-a.value": LATEST_NIGHT,
-                                                 "compare-b.value": BASELINE_NIGHT})  # fmt: skip
+    out = client.call(
+        "compare-table.children",
+        {"compare-a.value": LATEST_NIGHT, "compare-b.value": BASELINE_NIGHT},
+    )
     assert "REGRESSION flagged by the nightly detector" in text_of(out["compare-verdict"])
     table = out["compare-table"]["children"]["props"]["data"]
     assert table[0]["TTA change"] == "+10.6 %"
@@ -220,8 +266,11 @@ def test_compare_shows_the_regression_verdict(client: Client) -> None:
 
 
 def test_trend_marks_the_flagged_night(client: Client) -> None:
-    values = {"trend-task.value": "task1a-resnet20-cifar10",
-              "trend-metric.value": "time_to_accuracy_s", "trend-nights.value": 5}  # fmt: skip
+    values = {
+        "trend-task.value": "task1a-resnet20-cifar10",
+        "trend-metric.value": "time_to_accuracy_s",
+        "trend-nights.value": 5,
+    }
     out = client.call("trend-figure.figure", values)
     assert out["trend-url"]["search"] == "?task=task1a-resnet20-cifar10&nights=5"
     traces = out["trend-figure"]["figure"]["data"]
@@ -233,8 +282,25 @@ def test_trend_marks_the_flagged_night(client: Client) -> None:
 
 def test_fuzzed_urls_and_values_get_friendly_answers(client: Client) -> None:
     rng = random.Random(3)
-    names = ["sweep", "allreduce", "dtype", "gpu", "instance", "q", "status", "task", "sort",
-             "order", "page", "id", "a", "b", "metric", "nights", "x"]  # fmt: skip
+    names = [
+        "sweep",
+        "allreduce",
+        "dtype",
+        "gpu",
+        "instance",
+        "q",
+        "status",
+        "task",
+        "sort",
+        "order",
+        "page",
+        "id",
+        "a",
+        "b",
+        "metric",
+        "nights",
+        "x",
+    ]
     for value in HOSTILE:
         path = rng.choice(PAGES)
         search = f"?{rng.choice(names)}={value}&{rng.choice(names)}={value}"
@@ -246,14 +312,28 @@ def test_fuzzed_urls_and_values_get_friendly_answers(client: Client) -> None:
             ("scaling-tta.figure", {"scaling-sweep.value": value}),
             ("run-loss.figure", {"run-id.value": value}),
             ("compare-table.children", {"compare-a.value": value, "compare-b.value": KNOWN}),
-            ("trend-figure.figure", {"trend-task.value": value, "trend-metric.value": value,
-                                     "trend-nights.value": value}),
-            ("cost-bars.figure", {"cost-sweep.value": KNOWN, "cost-instance.value": value,
-                                  "cost-gpu.value": value}),
-            ("runs-table.data", {"runs-q.value": value, "runs-status.value": value,
-                                 "runs-table.sort_by": [{"column_id": value}],
-                                 "runs-table.page_current": value}),
-        ):  # fmt: skip
+            (
+                "trend-figure.figure",
+                {
+                    "trend-task.value": value,
+                    "trend-metric.value": value,
+                    "trend-nights.value": value,
+                },
+            ),
+            (
+                "cost-bars.figure",
+                {"cost-sweep.value": KNOWN, "cost-instance.value": value, "cost-gpu.value": value},
+            ),
+            (
+                "runs-table.data",
+                {
+                    "runs-q.value": value,
+                    "runs-status.value": value,
+                    "runs-table.sort_by": [{"column_id": value}],
+                    "runs-table.page_current": value,
+                },
+            ),
+        ):
             response = client.post(output, inputs)
             assert response.status_code in (200, 204), (output, value, response.data[:300])
             assert b"Traceback" not in response.data
@@ -291,8 +371,11 @@ def test_published_results_are_overlaid_on_full_sweeps_only(tmp_path: Path) -> N
     client = Client(create_app(url, stylesheets=[]))
 
     def published(out: dict, graph: str) -> dict[str, list]:
-        return {t["name"]: t["y"] for t in out[graph]["figure"]["data"]
-                if t["name"].startswith("published")}  # fmt: skip
+        return {
+            t["name"]: t["y"]
+            for t in out[graph]["figure"]["data"]
+            if t["name"].startswith("published")
+        }
 
     scaling = {"scaling-sweep.value": "full-1a", "scaling-published.value": "on"}
     out = client.call("scaling-tta.figure", scaling)
@@ -308,8 +391,12 @@ def test_published_results_are_overlaid_on_full_sweeps_only(tmp_path: Path) -> N
     assert published(light, "scaling-tta") == {}
     assert "light variant" in text_of(light["scaling-published-note"]["children"])
 
-    cost = {"cost-sweep.value": "full-1a", "cost-instance.value": "n1-standard-4",
-            "cost-gpu.value": "nvidia-tesla-t4", "cost-published.value": "on"}  # fmt: skip
+    cost = {
+        "cost-sweep.value": "full-1a",
+        "cost-instance.value": "n1-standard-4",
+        "cost-gpu.value": "nvidia-tesla-t4",
+        "cost-published.value": "on",
+    }
     out = client.call("cost-bars.figure", cost)
     bars = published(out, "cost-bars")
     assert bars["published: 1 T4 per n1-standard-4"] == pytest.approx([407 / 3600 * 0.154])
@@ -348,27 +435,32 @@ def test_several_allreduce_sweeps_are_overlaid(tmp_path: Path) -> None:
     client = Client(create_app(url, stylesheets=[]))
 
     chosen = [original, on_gpu, again]
-    out = client.call("comm-latency.figure", {"comm-sweep.value": None,
-                                              "comm-allreduce.value": chosen,
-                                              "comm-dtype.value": "float32"})  # fmt: skip
+    out = client.call(
+        "comm-latency.figure",
+        {"comm-sweep.value": None, "comm-allreduce.value": chosen, "comm-dtype.value": "float32"},
+    )
     assert out["comm-url"]["search"] == f"?allreduce={original},{on_gpu},{again}&dtype=float32"
     for graph in ("comm-latency", "comm-busbw"):
         names = [t["name"] for t in out[graph]["figure"]["data"]]
         # the device is named because it differs; the sweep where two curves would share a name
-        assert names == ["gloo cpu float32 ×2 · 20261122T021847Z-80d9",
-                         "gloo cpu float32 ×2 · 20261122T021847Z-bbbb",
-                         "gloo cuda float32 ×2"], graph  # fmt: skip
+        assert names == [
+            "gloo cpu float32 ×2 · 20261122T021847Z-80d9",
+            "gloo cpu float32 ×2 · 20261122T021847Z-bbbb",
+            "gloo cuda float32 ×2",
+        ], graph
     busbw = {t["name"]: t for t in out["comm-busbw"]["figure"]["data"]}
     assert busbw["gloo cuda float32 ×2"]["y"] == busbw[names[0]]["y"]  # the same records
     assert f"sweep {on_gpu}" in busbw["gloo cuda float32 ×2"]["hovertemplate"]
 
-    one = client.call("comm-latency.figure", {"comm-sweep.value": None,
-                                              "comm-allreduce.value": on_gpu,
-                                              "comm-dtype.value": "float32"})  # fmt: skip
+    one = client.call(
+        "comm-latency.figure",
+        {"comm-sweep.value": None, "comm-allreduce.value": on_gpu, "comm-dtype.value": "float32"},
+    )
     assert [t["name"] for t in one["comm-latency"]["figure"]["data"]] == ["gloo float32 ×2"]
-    none = client.call("comm-latency.figure", {"comm-sweep.value": None,
-                                               "comm-allreduce.value": [],
-                                               "comm-dtype.value": "float32"})  # fmt: skip
+    none = client.call(
+        "comm-latency.figure",
+        {"comm-sweep.value": None, "comm-allreduce.value": [], "comm-dtype.value": "float32"},
+    )
     assert "No all-reduce sweep chosen" in json.dumps(none["comm-latency"]["figure"])
     # a shared link opens with the same sweeps picked; an unknown one is named and left out
     layout = client.open("/communication", f"?allreduce={on_gpu},{again},nosuch-sweep")
@@ -380,21 +472,28 @@ def test_a_sweep_on_two_network_profiles_draws_a_curve_for_each(tmp_path: Path) 
     url = f"sqlite:///{tmp_path / 'networks.db'}"
     upgrade(url)
     slow = dict(PHASES, communication=0.5)  # the slow link: ten times the communication
-    runs = [FakeRun(size, time_to_accuracy_s=tta, network=network, phases=phases)
-            for network, phases, ttas in (("host", PHASES, (100.0, 55.0)),
-                                          ("100mbit", slow, (100.0, 90.0)))
-            for size, tta in zip((1, 2), ttas, strict=True)]  # fmt: skip
+    runs = [
+        FakeRun(size, time_to_accuracy_s=tta, network=network, phases=phases)
+        for network, phases, ttas in (
+            ("host", PHASES, (100.0, 55.0)),
+            ("100mbit", slow, (100.0, 90.0)),
+        )
+        for size, tta in zip((1, 2), ttas, strict=True)
+    ]
     write_training_sweep(tmp_path / "records", "two-links", runs)
-    later = [replace(r, time_to_accuracy_s=120.0) if (r.network, r.world_size) == ("100mbit", 2)
-             else r for r in runs]  # fmt: skip
+    later = [
+        replace(r, time_to_accuracy_s=120.0) if (r.network, r.world_size) == ("100mbit", 2) else r
+        for r in runs
+    ]
     write_training_sweep(tmp_path / "records", "two-links-later", later)
     engine = make_engine(url)
     ingest_location(engine, str(tmp_path / "records"))
     engine.dispose()
     client = Client(create_app(url, stylesheets=[]))
 
-    out = client.call("scaling-tta.figure", {"scaling-sweep.value": "two-links",
-                                             "scaling-network.value": "all"})  # fmt: skip
+    out = client.call(
+        "scaling-tta.figure", {"scaling-sweep.value": "two-links", "scaling-network.value": "all"}
+    )
     speedups = {t["name"]: t["y"] for t in out["scaling-speedup"]["figure"]["data"]}
     assert speedups["speedup = TTA(1) / TTA(k) · host"] == pytest.approx([1.0, 100 / 55])
     assert speedups["speedup = TTA(1) / TTA(k) · 100mbit"] == pytest.approx([1.0, 100 / 90])
@@ -405,15 +504,23 @@ def test_a_sweep_on_two_network_profiles_draws_a_curve_for_each(tmp_path: Path) 
     table = text_of(out["scaling-summary"]["children"])
     assert "network host" in table and "network 100mbit" in table and "1.11×" in table
 
-    one = client.call("scaling-tta.figure", {"scaling-sweep.value": "two-links",
-                                             "scaling-network.value": "100mbit"})  # fmt: skip
+    one = client.call(
+        "scaling-tta.figure",
+        {"scaling-sweep.value": "two-links", "scaling-network.value": "100mbit"},
+    )
     assert one["scaling-url"]["search"] == "?sweep=two-links&network=100mbit"
     names = [t["name"] for t in one["scaling-speedup"]["figure"]["data"]]
     assert "speedup = TTA(1) / TTA(k)" in names and not any("host" in n for n in names)
 
-    comm = client.call("comm-ratio.figure", {"comm-sweep.value": "two-links",
-                                             "comm-allreduce.value": [], "comm-dtype.value": "all",
-                                             "comm-network.value": "all"})  # fmt: skip
+    comm = client.call(
+        "comm-ratio.figure",
+        {
+            "comm-sweep.value": "two-links",
+            "comm-allreduce.value": [],
+            "comm-dtype.value": "all",
+            "comm-network.value": "all",
+        },
+    )
     ratios = {t["name"]: t["y"] for t in comm["comm-ratio"]["figure"]["data"]}
     name = "communication / step time (mean over runs)"
     host = ratios[f"{name} · host"]
@@ -422,26 +529,40 @@ def test_a_sweep_on_two_network_profiles_draws_a_curve_for_each(tmp_path: Path) 
     layout = client.open("/scaling", "?sweep=two-links&network=100mbit")
     assert prop_of(layout, "scaling-network", "value") == "100mbit"
 
-    cost = client.call("cost-bars.figure", {"cost-sweep.value": "two-links", "cost-gpu.value":
-                                            "none", "cost-instance.value": "n1-standard-4",
-                                            "cost-network.value": "all"})  # fmt: skip
+    cost = client.call(
+        "cost-bars.figure",
+        {
+            "cost-sweep.value": "two-links",
+            "cost-gpu.value": "none",
+            "cost-instance.value": "n1-standard-4",
+            "cost-network.value": "all",
+        },
+    )
     bars = {t["name"]: t["y"] for t in cost["cost-bars"]["figure"]["data"]}
     regular = [name for name in bars if name.startswith("regular")]
     assert sorted(name.rsplit(" · ", 1)[1] for name in regular) == ["100mbit", "host"]
 
-    compared = client.call("compare-table.children", {"compare-a.value": "two-links-later",
-                                                      "compare-b.value": "two-links"})  # fmt: skip
+    compared = client.call(
+        "compare-table.children",
+        {"compare-a.value": "two-links-later", "compare-b.value": "two-links"},
+    )
     rows = compared["compare-table"]["children"]["props"]["data"]
     changes = {(r["network"], r["workers"]): r["TTA change"] for r in rows}
-    assert changes == {("host", 1): "+0.0 %", ("host", 2): "+0.0 %",
-                       ("100mbit", 1): "+0.0 %", ("100mbit", 2): "+33.3 %"}  # fmt: skip
+    assert changes == {
+        ("host", 1): "+0.0 %",
+        ("host", 2): "+0.0 %",
+        ("100mbit", 1): "+0.0 %",
+        ("100mbit", 2): "+33.3 %",
+    }
 
 
 def test_pages_refresh_only_while_a_sweep_runs(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'running.db'}"
     upgrade(url)
-    runs = [FakeRun(1, time_to_accuracy_s=50.0),
-            FakeRun(2, time_to_accuracy_s=None, end="killed", launcher_status="planned")]
+    runs = [
+        FakeRun(1, time_to_accuracy_s=50.0),
+        FakeRun(2, time_to_accuracy_s=None, end="killed", launcher_status="planned"),
+    ]
     write_training_sweep(tmp_path / "records", "in-progress", runs)
     engine = make_engine(url)
     ingest_location(engine, str(tmp_path / "records"))

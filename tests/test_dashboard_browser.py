@@ -31,6 +31,7 @@ pytestmark = pytest.mark.filterwarnings(
     r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
 )
 
+
 class QuietHandler(WSGIRequestHandler):
     def log_request(self, *args: Any, **kwargs: Any) -> None:
         """No access log lines in the test output."""
@@ -40,8 +41,7 @@ class QuietHandler(WSGIRequestHandler):
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with seeded_database("sqlite", tmp_path_factory.mktemp("dash-browser")) as url:
         app = create_app(url, stylesheets=[])
-        httpd = make_server("127.0.0.1", 0, app.server, threaded=True,
-                            request_handler=QuietHandler)  # fmt: skip
+        httpd = make_server("127.0.0.1", 0, app.server, threaded=True, request_handler=QuietHandler)
         thread = threading.Thread(target=httpd.serve_forever, daemon=True)
         thread.start()
         yield f"http://127.0.0.1:{httpd.server_port}"
@@ -91,8 +91,9 @@ def test_figures_carry_the_numbers(page: Page) -> None:
     assert speedup["speedup = TTA(1) / TTA(k)"] == pytest.approx([1.0, 100 / 55, 100 / 31])
     page.navigate(f"/communication?sweep={KNOWN}")
     assert [t["name"] for t in page.traces("comm-latency")] == [
-        "gloo float16 ×2", "gloo float32 ×2",
-    ]  # fmt: skip
+        "gloo float16 ×2",
+        "gloo float32 ×2",
+    ]
     page.navigate("/trend")
     flagged = next(t for t in page.traces("trend-figure") if t["name"] == "flagged regression")
     assert flagged["y"] == pytest.approx([110.5])
@@ -145,13 +146,56 @@ def test_filters_live_in_the_address(page: Page) -> None:
 
 
 HOSTILE = [
-    "<script>alert(1)</script>", "'; DROP TABLE run; --", "../../etc/passwd", "%00", "%0A%0D",
-    "a" * 2000, "☃", "-1", "1e309", "NaN", "[]", "{}", "$(reboot)", "javascript:alert(1)",
-    "%25", "%E2%80%AE", "\\", "null", "0x10", "99999999999999999999", "%F0%9F%92%A9", "+",
-    "%2e%2e%2f", "<img src=x onerror=alert(1)>", "${7*7}", "{{7*7}}", "\"", "'", "`", "|",
-]  # fmt: skip
-NAMES = ["sweep", "allreduce", "dtype", "gpu", "instance", "q", "status", "task", "sort",
-         "order", "page", "id", "a", "b", "metric", "nights", "unknown"]  # fmt: skip
+    "<script>alert(1)</script>",
+    "'; DROP TABLE run; --",
+    "../../etc/passwd",
+    "%00",
+    "%0A%0D",
+    "a" * 2000,
+    "☃",
+    "-1",
+    "1e309",
+    "NaN",
+    "[]",
+    "{}",
+    "$(reboot)",
+    "javascript:alert(1)",
+    "%25",
+    "%E2%80%AE",
+    "\\",
+    "null",
+    "0x10",
+    "99999999999999999999",
+    "%F0%9F%92%A9",
+    "+",
+    "%2e%2e%2f",
+    "<img src=x onerror=alert(1)>",
+    "${7*7}",
+    "{{7*7}}",
+    '"',
+    "'",
+    "`",
+    "|",
+]
+NAMES = [
+    "sweep",
+    "allreduce",
+    "dtype",
+    "gpu",
+    "instance",
+    "q",
+    "status",
+    "task",
+    "sort",
+    "order",
+    "page",
+    "id",
+    "a",
+    "b",
+    "metric",
+    "nights",
+    "unknown",
+]
 
 
 @pytest.mark.slow  # about 20 s: thirty page renders
@@ -170,4 +214,3 @@ def test_fuzzed_links_get_friendly_messages(page: Page) -> None:
         if name != "q" and path != "/":
             assert page.driver.find_elements(By.CLASS_NAME, "url-problems"), link
         assert page.severe_logs() == [], link
-

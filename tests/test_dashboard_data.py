@@ -83,11 +83,17 @@ def test_phase_means_match_the_step_rows(source: Source, seeded_url: str) -> Non
     with engine.connect() as conn:
         for sweep in (LIGHT, KNOWN, BAD):
             theirs = conn.execute(
-                select(Run.world_size, func.avg(StepTiming.forward_s),
-                       func.avg(StepTiming.communication_s), func.avg(StepTiming.optimizer_s))
-                .join(Run, Run.id == StepTiming.run_id).where(Run.sweep_id == sweep)
-                .group_by(Run.world_size).order_by(Run.world_size)
-            ).all()  # fmt: skip
+                select(
+                    Run.world_size,
+                    func.avg(StepTiming.forward_s),
+                    func.avg(StepTiming.communication_s),
+                    func.avg(StepTiming.optimizer_s),
+                )
+                .join(Run, Run.id == StepTiming.run_id)
+                .where(Run.sweep_id == sweep)
+                .group_by(Run.world_size)
+                .order_by(Run.world_size)
+            ).all()
             ours = queries.phase_means(conn, sweep)
             assert [r.world_size for r in ours] == [r[0] for r in theirs]
             for a, (_, forward, communication, optimizer) in zip(ours, theirs, strict=True):
@@ -110,19 +116,24 @@ def test_phase_totals_to_the_goal_match_the_step_rows(source: Source, seeded_url
     engine = make_engine(seeded_url)
     with engine.connect() as conn:
         per_run = conn.execute(
-            select(Run.world_size, Run.id, func.sum(StepTiming.communication_s),
-                   func.sum(StepTiming.forward_s))
+            select(
+                Run.world_size,
+                Run.id,
+                func.sum(StepTiming.communication_s),
+                func.sum(StepTiming.forward_s),
+            )
             .join(Run, Run.id == StepTiming.run_id)
             .where(Run.sweep_id == KNOWN, Run.goal_reached.is_(True))
             .group_by(Run.world_size, Run.id)
-        ).all()  # fmt: skip
+        ).all()
         ours = {r.world_size: r for r in queries.phase_totals(conn, KNOWN)}
         assert queries.phase_totals(conn, BAD) == []  # no run of it reached the goal
     engine.dispose()
     for size in (1, 2, 4):
         runs = [r for r in per_run if r[0] == size]
         assert ours[size].communication_s == pytest.approx(
-            sum(r[2] / size for r in runs) / len(runs))
+            sum(r[2] / size for r in runs) / len(runs)
+        )
         assert ours[size].forward_s == pytest.approx(sum(r[3] / size for r in runs) / len(runs))
     to_goal = figures.phase_figure(source.phase_totals(KNOWN), to_goal=True)
     assert to_goal.layout.title.text == "Time in each phase to reach the goal"
@@ -130,9 +141,12 @@ def test_phase_totals_to_the_goal_match_the_step_rows(source: Source, seeded_url
     ratio = figures.communication_ratio_figure(source.scaling(KNOWN), (), source.phases(KNOWN))
     versus = next(t for t in ratio.data if t.name == "communication / computation")
     means = {r.world_size: r for r in source.phases(KNOWN)}
-    assert list(versus.y) == pytest.approx([
-        m.communication_s / (m.forward_s + m.loss_s + m.backward_s + m.optimizer_s)
-        for m in means.values()])  # fmt: skip
+    assert list(versus.y) == pytest.approx(
+        [
+            m.communication_s / (m.forward_s + m.loss_s + m.backward_s + m.optimizer_s)
+            for m in means.values()
+        ]
+    )
 
 
 def test_allreduce_curves_match_the_python_summary(source: Source, seeded_url: str) -> None:
@@ -143,8 +157,12 @@ def test_allreduce_curves_match_the_python_summary(source: Source, seeded_url: s
     engine.dispose()
     assert len(ours) == len(theirs) == 26  # 13 light sizes × float32/float16
     for a, b in zip(ours, theirs, strict=True):
-        assert (a.backend, a.dtype, a.world_size, a.bytes) == (b.backend, b.dtype, b.world_size,
-                                                               b.bytes)  # fmt: skip
+        assert (a.backend, a.dtype, a.world_size, a.bytes) == (
+            b.backend,
+            b.dtype,
+            b.world_size,
+            b.bytes,
+        )
         assert a.p50_s == pytest.approx(b.p50_s) and a.p95_s == pytest.approx(b.p95_s)
         assert a.busbw == pytest.approx(b.busbw) and a.samples == b.samples == 10
     figure = figures.allreduce_busbw_figure(ours, "float32")
@@ -222,9 +240,11 @@ def test_nightly_trend_and_flags(source: Source) -> None:
 
 def test_compare_applies_the_detector_rule(source: Source) -> None:
     deltas = tables.compare_rows(
-        source.scaling(LATEST_NIGHT), source.scaling(BASELINE_NIGHT),
-        source.sweep_runs(LATEST_NIGHT), source.sweep_runs(BASELINE_NIGHT),
-    )  # fmt: skip
+        source.scaling(LATEST_NIGHT),
+        source.scaling(BASELINE_NIGHT),
+        source.sweep_runs(LATEST_NIGHT),
+        source.sweep_runs(BASELINE_NIGHT),
+    )
     (delta,) = deltas
     assert delta.tta_change == pytest.approx(110.5 / 99.9 - 1)
     # 3 against 3 runs: the smallest one-sided p is 0.05, so never significant at 0.01
@@ -234,9 +254,16 @@ def test_compare_applies_the_detector_rule(source: Source) -> None:
 
 def test_the_source_cannot_write(source: Source) -> None:
     with pytest.raises(DBAPIError), source.engine.begin() as conn:
-        conn.execute(insert(Price).values(kind="gpu", name="x", regular_per_hour=1,
-                                          preemptible_per_hour=1, source="t",
-                                          valid_from=source.sweep(KNOWN).created_at))  # fmt: skip
+        conn.execute(
+            insert(Price).values(
+                kind="gpu",
+                name="x",
+                regular_per_hour=1,
+                preemptible_per_hour=1,
+                source="t",
+                valid_from=source.sweep(KNOWN).created_at,
+            )
+        )
 
 
 def test_cache_follows_reingest(seeded_url: str, tmp_path: Path) -> None:

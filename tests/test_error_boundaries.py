@@ -22,13 +22,20 @@ from workers.distributed import free_port
 
 DATA = Path(__file__).parent / "data"
 # Root reads and writes everything; without these capabilities, permission bits apply to it.
-AS_USER = (["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
-           if os.geteuid() == 0 else [])  # fmt: skip
+AS_USER = (
+    ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+)
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*AS_USER, *argv], env={**os.environ, **env}, cwd=cwd,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    return subprocess.run(
+        [*AS_USER, *argv],
+        env={**os.environ, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def scalebench(*args: str) -> list[str]:
@@ -79,11 +86,14 @@ WRITERS = {  # these create the schema themselves: only an unusable server refus
 URL_PROBLEMS = list(DATABASES)[:3]  # no engine can be made: refused before anything starts
 CASES = (
     [(db, command) for db in DATABASES for command in READERS]
-    + [(db, command) for db in [*URL_PROBLEMS, "nothing listening"]
-       for command in ("ingest", "db upgrade")]
+    + [
+        (db, command)
+        for db in [*URL_PROBLEMS, "nothing listening"]
+        for command in ("ingest", "db upgrade")
+    ]
     # a database that is down at start may come up: the dashboard serves 503 pages meanwhile
     + [(db, "dashboard") for db in URL_PROBLEMS]
-)  # fmt: skip
+)
 
 
 @pytest.mark.parametrize(("database", "command"), CASES, ids=[f"{d}-{c}" for d, c in CASES])
@@ -116,20 +126,35 @@ def test_a_bad_setting_is_refused_in_a_line_naming_it_before_anything_starts(
     results = ["--results", str(tmp_path / "results")]
     if variable == "SCALEBENCH_RESULTS_URI":
         results = []  # the setting is what is read
-    done = run(scalebench("run", "task0-allreduce", "--light", "--workers", "2", *results,
-                          "--database", f"sqlite:///{tmp_path / 'r.db'}"),
-               {variable: value}, tmp_path)  # fmt: skip
+    done = run(
+        scalebench(
+            "run",
+            "task0-allreduce",
+            "--light",
+            "--workers",
+            "2",
+            *results,
+            "--database",
+            f"sqlite:///{tmp_path / 'r.db'}",
+        ),
+        {variable: value},
+        tmp_path,
+    )
     assert_refused(done, variable, "scalebench: error: ")
     assert says in done.stderr
     assert not (tmp_path / "results").exists(), "a sweep started with a bad setting"
 
 
 def test_debug_shows_the_traceback(tmp_path: Path) -> None:
-    done = run(scalebench("--debug", "prices", "list"), {"SCALEBENCH_DATABASE_URL": "garbage"},
-               tmp_path)  # fmt: skip
+    done = run(
+        scalebench("--debug", "prices", "list"), {"SCALEBENCH_DATABASE_URL": "garbage"}, tmp_path
+    )
     assert done.returncode == 1 and "Traceback" in done.stderr and "ArgumentError" in done.stderr
-    done = run(scalebench("prices", "list"),
-               {"SCALEBENCH_DATABASE_URL": "garbage", "SCALEBENCH_DEBUG": "1"}, tmp_path)
+    done = run(
+        scalebench("prices", "list"),
+        {"SCALEBENCH_DATABASE_URL": "garbage", "SCALEBENCH_DEBUG": "1"},
+        tmp_path,
+    )
     assert "Traceback" in done.stderr
 
 
@@ -148,23 +173,50 @@ def folders(tmp_path: Path):
 
 FOLDER_CASES = {
     "run into a read-only folder": (
-        lambda f: scalebench("run", "task2a-logreg-epsilon", "--light", "--workers", "1",
-                             "--repeats", "1", "--results", str(f["read-only"])),
-        "Permission denied", "scalebench: error: cannot use"),
+        lambda f: scalebench(
+            "run",
+            "task2a-logreg-epsilon",
+            "--light",
+            "--workers",
+            "1",
+            "--repeats",
+            "1",
+            "--results",
+            str(f["read-only"]),
+        ),
+        "Permission denied",
+        "scalebench: error: cannot use",
+    ),
     "ingest an unreadable folder": (
-        lambda f: scalebench("ingest", str(f["unreadable"])), "Permission denied",
-        "scalebench: error: cannot use"),
+        lambda f: scalebench("ingest", str(f["unreadable"])),
+        "Permission denied",
+        "scalebench: error: cannot use",
+    ),
     "report an unreadable sweep folder": (
-        lambda f: scalebench("report", str(f["unreadable"])), "Permission denied",
-        "scalebench: error: cannot use"),
+        lambda f: scalebench("report", str(f["unreadable"])),
+        "Permission denied",
+        "scalebench: error: cannot use",
+    ),
     "export into a read-only folder": (
         lambda f: scalebench("export", "x", "--out", str(f["read-only"] / "out")),
-        "Permission denied", "scalebench: error: cannot use"),
+        "Permission denied",
+        "scalebench: error: cannot use",
+    ),
     "a rank writing into a read-only folder": (
-        lambda f: [sys.executable, "-m", "workers.run", "--task", "task0-allreduce", "--light",
-                   "--results", str(f["read-only"] / "run")],
-        "Permission denied", "workers.run: refused: --results"),
-}  # fmt: skip
+        lambda f: [
+            sys.executable,
+            "-m",
+            "workers.run",
+            "--task",
+            "task0-allreduce",
+            "--light",
+            "--results",
+            str(f["read-only"] / "run"),
+        ],
+        "Permission denied",
+        "workers.run: refused: --results",
+    ),
+}
 
 
 @pytest.mark.parametrize("case", list(FOLDER_CASES))
@@ -174,8 +226,13 @@ def test_a_folder_that_cannot_be_read_or_written_is_named(
     argv, says, prefix = FOLDER_CASES[case]
     env = {"SCALEBENCH_DATABASE_URL": f"sqlite:///{tmp_path / 'results.db'}"}
     if case.startswith("export"):  # a database with the sweep, so only the folder is wrong
-        subprocess.run(scalebench("ingest", str(DATA / "sweep-light")), env={**os.environ, **env},
-                       capture_output=True, check=True, timeout=120)  # fmt: skip
+        subprocess.run(
+            scalebench("ingest", str(DATA / "sweep-light")),
+            env={**os.environ, **env},
+            capture_output=True,
+            check=True,
+            timeout=120,
+        )
         sweep_id = next((DATA / "sweep-light").glob("*/rank-0.jsonl")).parent.name
         argv_of = argv(folders)
         argv_of[argv_of.index("x")] = sweep_id.rsplit("-w", 1)[0]

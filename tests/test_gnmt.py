@@ -41,8 +41,11 @@ def test_task4a_hyperparameters_follow_the_text() -> None:
     assert task.lr_schedule == "gnmt"
     assert task.warmup_steps == int(re.search(r"We use (\d+) warmup steps", part).group(1))
     assert "exponentially increased" in part
-    decay = re.search(r"decay by ([\d.]+) after having gone through (\d+)% of total training, "
-                      r"and then for every (\d+)% for maximum (\d+) times", part)  # fmt: skip
+    decay = re.search(
+        r"decay by ([\d.]+) after having gone through (\d+)% of total training, "
+        r"and then for every (\d+)% for maximum (\d+) times",
+        part,
+    )
     assert decay is not None
     assert task.decay.factor == float(decay[1])
     assert task.decay.start == pytest.approx(int(decay[2]) / 100)
@@ -56,8 +59,11 @@ def test_task4a_hyperparameters_follow_the_text() -> None:
     assert task.loss_scale.max_scale == 2 ** int(re.search(r"max_scale = 2\*\*(\d+)", part)[1])
     assert task.loss_scale.window == int(re.search(r"scale_window = (\d+)", part).group(1))
     assert task.loss_scale.factor == float(re.search(r"scale_factor = (\d+)", part).group(1))
-    lengths = re.search(r"trained on sentences of maximum length (\d+) tokens, "
-                        r"and tested on sentences of max length (\d+)", part)  # fmt: skip
+    lengths = re.search(
+        r"trained on sentences of maximum length (\d+) tokens, "
+        r"and tested on sentences of max length (\d+)",
+        part,
+    )
     assert lengths is not None
     assert (task.max_length, task.decode_max_length) == (int(lengths[1]), int(lengths[2]))
     assert "WMT-16" in part and task.data.name == "wmt16-en-de"

@@ -10,16 +10,25 @@ from workers.distributed import GroupConfigError, check_backend, group_env_from
 
 
 def test_torchrun_variables() -> None:
-    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1",
-           "MASTER_ADDR": "10.0.0.5", "MASTER_PORT": "29500"}  # fmt: skip
+    env = {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "10.0.0.5",
+        "MASTER_PORT": "29500",
+    }
     group = group_env_from(env)
     assert (group.rank, group.world_size, group.local_rank) == (3, 4, 1)
     assert (group.master_addr, group.master_port) == ("10.0.0.5", 29500)
 
 
 def test_kubernetes_indexed_job_variables() -> None:
-    env = {"JOB_COMPLETION_INDEX": "2", "WORLD_SIZE": "8",
-           "MASTER_ADDR": "job-abc-0.svc-abc", "MASTER_PORT": "29500"}  # fmt: skip
+    env = {
+        "JOB_COMPLETION_INDEX": "2",
+        "WORLD_SIZE": "8",
+        "MASTER_ADDR": "job-abc-0.svc-abc",
+        "MASTER_PORT": "29500",
+    }
     group = group_env_from(env)
     assert (group.rank, group.world_size, group.local_rank) == (2, 8, 0)
     assert group.master_addr == "job-abc-0.svc-abc"

@@ -203,8 +203,8 @@ def test_a_manifest_run_id_that_leaves_the_sweep_directory_is_refused(
     data["groups"][0]["run_id"] = "../../other/victim/victim-w1-r1"
     (sweep / "sweep.json").write_text(json.dumps(data))
     report = ingest_location(engine, str(sweep))
-    assert len(report.refused) == 1 and "one directory name inside the sweep's" in (
-        report.refused[0]
+    assert (
+        len(report.refused) == 1 and "one directory name inside the sweep's" in (report.refused[0])
     )
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(Run)).scalar_one() == 0
@@ -265,8 +265,16 @@ class PrivateCluster:
         self._run = lambda *args: subprocess.run(
             [*self.as_user, *args], check=True, capture_output=True, text=True, timeout=120
         )
-        self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres",
-                  "--auth=trust", "-E", "UTF8")  # fmt: skip
+        self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+        )
         self.start()
 
     @property
@@ -275,8 +283,17 @@ class PrivateCluster:
 
     def start(self) -> None:
         options = f"-p {self.port} -k {self.data} -c listen_addresses=127.0.0.1 -c fsync=off"
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l",
-                  str(self.data / "server.log"), "-o", options, "-w", "start")  # fmt: skip
+        self._run(
+            str(self.bin / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.data / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "start",
+        )
 
     def stop(self, mode: str = "fast") -> None:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
@@ -347,8 +364,10 @@ def test_a_spread_run_whose_ranks_shared_a_node_is_flagged(engine: Engine, tmp_p
     data["request"]["placement"] = "spread"  # as a Kubernetes sweep asks by default
     (sweep / "sweep.json").write_text(json.dumps(data))
     for rank in (1, 3):  # ranks 0 and 1, and 2 and 3, of the 4-worker run on one node each
-        edit_lines(sweep / "sp-w4-r1" / f"rank-{rank}.jsonl",
-                   _edit_first(_first("env"), lambda r, n=rank: r.update(node=f"node-{n - 1}")))
+        edit_lines(
+            sweep / "sp-w4-r1" / f"rank-{rank}.jsonl",
+            _edit_first(_first("env"), lambda r, n=rank: r.update(node=f"node-{n - 1}")),
+        )
     ingest_location(engine, str(tmp_path))
     with engine.connect() as conn:
         runs = {r.world_size: r for r in run_infos(conn)}
@@ -370,8 +389,14 @@ def test_a_group_read_while_it_runs_is_running_and_its_final_load_completes_it(
     rank_files = sorted((sweep / "live-w2-r1").glob("rank-*.jsonl"))
     whole = {path: path.read_text() for path in rank_files}
     for path in rank_files:  # the ranks are in their second epoch
-        edit_lines(path, lambda rs: [r for r in rs if r.get("epoch", 0) < 2
-                                     and r.get("event") not in ("goal_reached", "finished")])
+        edit_lines(
+            path,
+            lambda rs: [
+                r
+                for r in rs
+                if r.get("epoch", 0) < 2 and r.get("event") not in ("goal_reached", "finished")
+            ],
+        )
     ingest_location(engine, str(tmp_path), only=["live-w2-r1"])
     with engine.connect() as conn:
         run = conn.execute(select(Run)).one()
@@ -419,7 +444,10 @@ def test_a_manifest_from_before_its_optional_fields_ingests_with_their_defaults(
     assert (runs["old-w1-r1"].status, runs["old-w1-r1"].repeat) == ("running", 0)
     failed = runs["old-w2-r2"]
     assert (failed.status, failed.reason, failed.repeat, failed.world_size) == (
-        "failed", "rank 1 was killed", 1, 2
+        "failed",
+        "rank 1 was killed",
+        1,
+        2,
     )
     assert {r.network for r in runs.values()} == {"host"}
     assert {(r.backend, r.variant, r.placement) for r in runs.values()} == {

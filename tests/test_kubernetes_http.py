@@ -47,22 +47,42 @@ MODES = ["blocking", "deferred"]
 
 
 def planned(world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1") -> GroupPlan:
-    worker = WorkerRequest(task="task1a-resnet20-cifar10", run_id=RUN_ID, light=True,
-                           backend="nccl", collective_timeout_s=60.0, seed=0)  # fmt: skip
-    return GroupPlan(run_id=RUN_ID, world_size=world_size, repeat=0, sweep_dir=str(sweep_dir),
-                     data_dir=str(DATA), worker=worker, timeout_s=3600.0)  # fmt: skip
+    worker = WorkerRequest(
+        task="task1a-resnet20-cifar10",
+        run_id=RUN_ID,
+        light=True,
+        backend="nccl",
+        collective_timeout_s=60.0,
+        seed=0,
+    )
+    return GroupPlan(
+        run_id=RUN_ID,
+        world_size=world_size,
+        repeat=0,
+        sweep_dir=str(sweep_dir),
+        data_dir=str(DATA),
+        worker=worker,
+        timeout_s=3600.0,
+    )
 
 
 def make_group(lines: list[str], clock: Any = time.time, **settings: Any) -> KubernetesGroup:
     settings.setdefault("schedule_timeout_s", 600)
-    return KubernetesGroup(planned(), names=NAMES, sink=lines.append, clock=clock,
-                           settings=KubernetesSettings(conn_id=CONN_ID, **settings),
-                           results_root=ROOT, data_root=DATA,
-                           poll_interval_s=POLL_S)  # fmt: skip
+    return KubernetesGroup(
+        planned(),
+        names=NAMES,
+        sink=lines.append,
+        clock=clock,
+        settings=KubernetesSettings(conn_id=CONN_ID, **settings),
+        results_root=ROOT,
+        data_root=DATA,
+        poll_interval_s=POLL_S,
+    )
 
 
-def run_group(mode: str, lines: list[str], timeout_s: float = 3600, speedup: float = 1.0,
-              **settings: Any) -> GroupResult:  # fmt: skip
+def run_group(
+    mode: str, lines: list[str], timeout_s: float = 3600, speedup: float = 1.0, **settings: Any
+) -> GroupResult:
     """Start a group, follow it in ``mode``, delete it as the resumed task does.
 
     ``speedup`` makes the launcher's clock run that many times faster than the
@@ -86,10 +106,15 @@ def run_group(mode: str, lines: list[str], timeout_s: float = 3600, speedup: flo
     assert event["job"] == NAMES.job and event["service"] == NAMES.service
     if event["status"] == "error":
         raise RuntimeError(event["reason"])
-    return GroupResult(world_size=4, status=event["status"], reason=event["reason"],
-                       exit_codes=event["exit_codes"], seconds=event["seconds"],
-                       first_failed_rank=event["first_failed_rank"],
-                       log_tail=event["log_tail"])  # fmt: skip
+    return GroupResult(
+        world_size=4,
+        status=event["status"],
+        reason=event["reason"],
+        exit_codes=event["exit_codes"],
+        seconds=event["seconds"],
+        first_failed_rank=event["first_failed_rank"],
+        log_tail=event["log_tail"],
+    )
 
 
 def run_trigger(trigger: GroupTrigger, clock: Any = time.time) -> dict[str, Any]:
@@ -140,9 +165,11 @@ PODS_PATH = f"/api/v1/namespaces/{NS}/pods"
 def test_success_sends_the_manifests_streams_rank_0_and_deletes(
     mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    stages = [Stage(0, waiting("ContainerCreating")),
-              Stage(0.2, running(), logs={0: "epoch 1\npartial"}),
-              Stage(0.5, exited(0), logs={0: "epoch 1\nepoch 2\ndone\n"})]  # fmt: skip
+    stages = [
+        Stage(0, waiting("ContainerCreating")),
+        Stage(0.2, running(), logs={0: "epoch 1\npartial"}),
+        Stage(0.5, exited(0), logs={0: "epoch 1\nepoch 2\ndone\n"}),
+    ]
     with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
         lines: list[str] = []
         result = run_group(mode, lines)
@@ -161,14 +188,31 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
             kubernetes_validate.validate(body, "1.33", strict=True)
         method, path, _, patch = sent[2]
         assert (method, path) == ("PATCH", SERVICE_PATH)
-        assert patch == [{"op": "add", "path": "/metadata/ownerReferences", "value": [
-            {"apiVersion": "batch/v1", "kind": "Job", "name": NAMES.job,
-             "uid": f"uid-{NAMES.job}"}]}]  # fmt: skip
+        assert patch == [
+            {
+                "op": "add",
+                "path": "/metadata/ownerReferences",
+                "value": [
+                    {
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
+                        "name": NAMES.job,
+                        "uid": f"uid-{NAMES.job}",
+                    }
+                ],
+            }
+        ]
         polls = [(m, p, q) for m, p, q, _ in sent[3:-2]]
-        assert {(m, p) for m, p, _ in polls} == {("GET", JOB_PATH), ("GET", PODS_PATH),
-                                                 ("GET", f"{PODS_PATH}/{NAMES.job}-0-x7k2p/log")}
-        assert all(q == {"labelSelector": f"batch.kubernetes.io/job-name={NAMES.job}"}
-                   for m, p, q in polls if p == PODS_PATH)  # fmt: skip
+        assert {(m, p) for m, p, _ in polls} == {
+            ("GET", JOB_PATH),
+            ("GET", PODS_PATH),
+            ("GET", f"{PODS_PATH}/{NAMES.job}-0-x7k2p/log"),
+        }
+        assert all(
+            q == {"labelSelector": f"batch.kubernetes.io/job-name={NAMES.job}"}
+            for m, p, q in polls
+            if p == PODS_PATH
+        )
         # Rank 0's log: stamped lines, and after the first line passed on only the last
         # minute or so of it, not the whole log again at every look.
         log_reads = [q for m, p, q in polls if p.endswith("/log")]
@@ -213,11 +257,11 @@ def test_a_failed_rank_is_named_with_its_exit_code_and_log_tail(
     mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     logs = {1: "".join(f"step {i}\n" for i in range(80)) + "RuntimeError: NCCL timeout\n"}
-    stages = [Stage(0, running()),
-              Stage(0.2, running(), ranks={1: exited(1, finished="2026-11-24T02:00:30Z")},
-                    logs=logs),
-              Stage(0.3, exited(143), ranks={1: exited(1, finished="2026-11-24T02:00:30Z")},
-                    logs=logs)]  # fmt: skip
+    stages = [
+        Stage(0, running()),
+        Stage(0.2, running(), ranks={1: exited(1, finished="2026-11-24T02:00:30Z")}, logs=logs),
+        Stage(0.3, exited(143), ranks={1: exited(1, finished="2026-11-24T02:00:30Z")}, logs=logs),
+    ]
     with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
         result = run_group(mode, [])
         assert result.status == "failed" and result.first_failed_rank == 1
@@ -259,15 +303,27 @@ def test_killing_a_deferred_task_deletes_the_job_and_service_and_records_cancell
     from scalebench import manifest
     from scalebench.sweep import start_sweep, validate_request
 
-    request = validate_request(task="task1a-resnet20-cifar10", workers=[4], light=True,
-                               repeats=1, launcher="kubernetes", backend="nccl",
-                               gpus_per_worker=1)  # fmt: skip
+    request = validate_request(
+        task="task1a-resnet20-cifar10",
+        workers=[4],
+        light=True,
+        repeats=1,
+        launcher="kubernetes",
+        backend="nccl",
+        gpus_per_worker=1,
+    )
     sweep = start_sweep(request, tmp_path / "results", "manual")
     [plan] = sweep.groups
     with emulated_cluster([Stage(0, running())], tmp_path, monkeypatch) as cluster:
-        group = KubernetesGroup(plan, names=NAMES, settings=KubernetesSettings(conn_id=CONN_ID),
-                                results_root=tmp_path / "results", data_root=plan.data_dir,
-                                sink=lambda line: None, poll_interval_s=POLL_S)  # fmt: skip
+        group = KubernetesGroup(
+            plan,
+            names=NAMES,
+            settings=KubernetesSettings(conn_id=CONN_ID),
+            results_root=tmp_path / "results",
+            data_root=plan.data_dir,
+            sink=lambda line: None,
+            poll_interval_s=POLL_S,
+        )
         group.start()
         trigger = group.trigger(3600, plan.to_xcom())
 
@@ -291,8 +347,11 @@ def test_a_leftover_service_is_a_409_and_nothing_is_created_or_deleted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with emulated_cluster([Stage(0, running())], tmp_path, monkeypatch) as cluster:
-        leftover = {"apiVersion": "v1", "kind": "Service",
-                    "metadata": {"name": NAMES.service, "namespace": NS}}  # fmt: skip
+        leftover = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": NAMES.service, "namespace": NS},
+        }
         cluster.call(lambda h: h.objects.__setitem__((SERVICES, NS, NAMES.service), leftover))
         group = make_group([])
         with pytest.raises(RuntimeError, match=r"already exists.*leftover"):
@@ -305,8 +364,9 @@ def test_a_leftover_service_is_a_409_and_nothing_is_created_or_deleted(
 def test_a_job_already_gone_at_deletion_is_a_404_that_counts_as_deleted(
     mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with emulated_cluster([Stage(0, running()), Stage(0.2, exited(0))], tmp_path,
-                          monkeypatch) as cluster:  # fmt: skip
+    with emulated_cluster(
+        [Stage(0, running()), Stage(0.2, exited(0))], tmp_path, monkeypatch
+    ) as cluster:
         # The Job's TTL controller was quicker: the delete finds nothing.
         cluster.call(lambda h: h["delete", JOB_PATH] << kmock.KubernetesNotFoundError())
         lines: list[str] = []
@@ -320,8 +380,9 @@ def test_a_job_already_gone_at_deletion_is_a_404_that_counts_as_deleted(
 def test_a_500_on_a_poll_is_retried(
     mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with emulated_cluster([Stage(0, running()), Stage(0.3, exited(0))], tmp_path,
-                          monkeypatch) as cluster:  # fmt: skip
+    with emulated_cluster(
+        [Stage(0, running()), Stage(0.3, exited(0))], tmp_path, monkeypatch
+    ) as cluster:
         cluster.call(lambda h: h["get", JOB_PATH][:1] << 500)  # the first read only
         lines: list[str] = []
         result = run_group(mode, lines)
@@ -351,8 +412,9 @@ def _drop_connection(request: Any) -> None:
 def test_a_dropped_connection_on_a_poll_is_retried(
     mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    with emulated_cluster([Stage(0, running()), Stage(0.3, exited(0))], tmp_path,
-                          monkeypatch) as cluster:  # fmt: skip
+    with emulated_cluster(
+        [Stage(0, running()), Stage(0.3, exited(0))], tmp_path, monkeypatch
+    ) as cluster:
         cluster.call(lambda h: h["get", PODS_PATH][:1] << _drop_connection)
         result = run_group(mode, [])
         assert result.status == "succeeded", result.reason
@@ -363,8 +425,9 @@ def test_a_dropped_connection_on_a_poll_is_retried(
 # -- the deferred path through the Airflow operator and ingest ------------------------------------
 
 
-def kubernetes_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world_size: int
-                     ) -> tuple[Any, GroupPlan, Any]:  # fmt: skip
+def kubernetes_sweep(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world_size: int
+) -> tuple[Any, GroupPlan, Any]:
     """A planned one-group Kubernetes sweep of light Task 1a, the settings pointing at the
     emulated cluster: (the sweep, its group, the task instance an operator is given)."""
     from types import SimpleNamespace
@@ -377,13 +440,20 @@ def kubernetes_sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, world_size
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{tmp_path / 'live.db'}")
     monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", CONN_ID)
     monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0")
-    request = validate_request(task="task1a-resnet20-cifar10", workers=[world_size], light=True,
-                               repeats=1, launcher="kubernetes", backend="nccl",
-                               gpus_per_worker=1)  # fmt: skip
+    request = validate_request(
+        task="task1a-resnet20-cifar10",
+        workers=[world_size],
+        light=True,
+        repeats=1,
+        launcher="kubernetes",
+        backend="nccl",
+        gpus_per_worker=1,
+    )
     sweep = start_sweep(request, tmp_path / "results", "manual")
     [plan] = sweep.groups
-    ti = SimpleNamespace(dag_id="task1a_resnet20_cifar10", run_id="manual__x", map_index=0,
-                         try_number=1)  # fmt: skip
+    ti = SimpleNamespace(
+        dag_id="task1a_resnet20_cifar10", run_id="manual__x", map_index=0, try_number=1
+    )
     return sweep, plan, ti
 
 
@@ -472,13 +542,15 @@ def test_a_verdict_is_recorded_even_when_the_group_cannot_be_cleaned_up(
         event = run_trigger(GroupTrigger(**arguments))
     monkeypatch.setenv("SCALEBENCH_K8S_SHM_SIZE", "lots")  # the launcher's settings now fail
     verdict = TrainingGroupOperator(task_id="train", group=plan.to_xcom()).resume(
-        {"ti": ti}, {k: v for k, v in event.items() if k != "logged"})
+        {"ti": ti}, {k: v for k, v in event.items() if k != "logged"}
+    )
     assert verdict["status"] == "failed" and UNSCHEDULABLE in verdict["reason"]
     assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "failed"
     # Stopped while deferred through a connection that does not exist: still cancelled.
     sweep, plan, ti = kubernetes_sweep(tmp_path / "other", monkeypatch, 2)
-    trigger = GroupTrigger(**{**arguments, "conn_id": "no_such_connection",
-                              "group": plan.to_xcom()})  # fmt: skip
+    trigger = GroupTrigger(
+        **{**arguments, "conn_id": "no_such_connection", "group": plan.to_xcom()}
+    )
     with pytest.raises(Exception, match="no_such_connection"):
         asyncio.run(asyncio.wait_for(trigger.on_kill(), 60))
     assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "cancelled"
@@ -492,8 +564,9 @@ def test_the_trigger_loads_what_the_ranks_wrote_so_far_while_the_group_runs(
     import operators.training_group as training_group
 
     loads: list[tuple[str, str]] = []
-    monkeypatch.setattr(training_group, "load_quietly",
-                        lambda url, plan: loads.append((url, plan.run_id)))  # fmt: skip
+    monkeypatch.setattr(
+        training_group, "load_quietly", lambda url, plan: loads.append((url, plan.run_id))
+    )
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", "sqlite:////tmp/live.db")
     with emulated_cluster([Stage(0, running()), Stage(0.6, exited(0))], tmp_path, monkeypatch):
         group = make_group([])
@@ -510,8 +583,10 @@ def test_a_triggerer_restart_leaves_the_group_running_and_the_next_trigger_finis
     """The triggerer stops (its triggers are cancelled, on_kill is not called) and a new
     one builds the trigger again from what was stored at the deferral: the Job ran on
     untouched meanwhile and the verdict is the group's own."""
-    stages = [Stage(0, running(), logs={0: "epoch 1\n"}),
-              Stage(0.8, exited(0), logs={0: "epoch 1\nepoch 2\n"})]  # fmt: skip
+    stages = [
+        Stage(0, running(), logs={0: "epoch 1\n"}),
+        Stage(0.8, exited(0), logs={0: "epoch 1\nepoch 2\n"}),
+    ]
     with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
         group = make_group([])
         group.start()

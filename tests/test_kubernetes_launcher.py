@@ -44,14 +44,28 @@ UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
-def planned(world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1", data_dir: Path = DATA,
-            **changes: Any) -> GroupPlan:  # fmt: skip
+def planned(
+    world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1", data_dir: Path = DATA, **changes: Any
+) -> GroupPlan:
     """A planned light Task 1a group on nccl, as the sweep plans it on the Airflow side."""
-    worker = WorkerRequest(task="task1a-resnet20-cifar10", run_id=RUN_ID, light=True,
-                           backend="nccl", collective_timeout_s=60.0, seed=0)  # fmt: skip
-    return GroupPlan(run_id=RUN_ID, world_size=world_size, repeat=0, sweep_dir=str(sweep_dir),
-                     data_dir=str(data_dir), worker=worker, timeout_s=3600.0,
-                     **changes)  # fmt: skip
+    worker = WorkerRequest(
+        task="task1a-resnet20-cifar10",
+        run_id=RUN_ID,
+        light=True,
+        backend="nccl",
+        collective_timeout_s=60.0,
+        seed=0,
+    )
+    return GroupPlan(
+        run_id=RUN_ID,
+        world_size=world_size,
+        repeat=0,
+        sweep_dir=str(sweep_dir),
+        data_dir=str(data_dir),
+        worker=worker,
+        timeout_s=3600.0,
+        **changes,
+    )
 
 
 NAMES = group_names("task1a_resnet20_cifar10", UGLY_RUN_ID, 2, 1, 4)
@@ -746,8 +760,9 @@ def test_constructing_needs_no_cluster() -> None:
 def test_a_planned_network_profile_reaches_the_pods_and_their_arguments() -> None:
     plan = planned()
     plan = replace(plan, worker=replace(plan.worker, network="10gbit"))
-    group = KubernetesGroup(plan, names=NAMES, settings=KubernetesSettings(), results_root=ROOT,
-                            data_root=DATA)  # fmt: skip
+    group = KubernetesGroup(
+        plan, names=NAMES, settings=KubernetesSettings(), results_root=ROOT, data_root=DATA
+    )
     template = group.job_manifest()["spec"]["template"]
     assert template["metadata"]["annotations"]["kubernetes.io/egress-bandwidth"] == "10G"
     command = template["spec"]["containers"][0]["command"]
@@ -762,8 +777,11 @@ def test_the_pods_arguments_put_results_and_data_on_the_mounts() -> None:
     assert args[args.index("--results") + 1] == f"{RESULTS_MOUNT}/sweep-1/{RUN_ID}"
     assert args[args.index("--data-dir") + 1] == DATA_MOUNT
     assert args[:2] == ["--task", "task1a-resnet20-cifar10"] and "--light" in args
-    relative = pod_argv(planned(sweep_dir=Path("var/results/s"), data_dir=Path("var/data/c")),
-                        "var/results", "var/data")  # fmt: skip
+    relative = pod_argv(
+        planned(sweep_dir=Path("var/results/s"), data_dir=Path("var/data/c")),
+        "var/results",
+        "var/data",
+    )
     assert relative[relative.index("--results") + 1] == f"{RESULTS_MOUNT}/s/{RUN_ID}"
     assert relative[relative.index("--data-dir") + 1] == f"{DATA_MOUNT}/c"
 
@@ -771,12 +789,14 @@ def test_the_pods_arguments_put_results_and_data_on_the_mounts() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"sweep_dir": Path("/elsewhere/s")}, "/elsewhere/s/" + RUN_ID + " is not under the "
-         "results root"),
+        (
+            {"sweep_dir": Path("/elsewhere/s")},
+            "/elsewhere/s/" + RUN_ID + " is not under the results root",
+        ),
         ({"sweep_dir": ROOT / ".." / "x"}, "is not under the results root"),
         ({"data_dir": Path("/tmp/d")}, "/tmp/d is not under the data root"),
     ],
-)  # fmt: skip
+)
 def test_paths_the_pods_cannot_see_are_refused(changes: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=re.escape(message)):
         pod_argv(planned(**changes), ROOT, DATA)
@@ -857,8 +877,9 @@ def test_bad_settings_name_their_variable(variable: str, value: str) -> None:
 def test_group_refuses_impossible_shapes() -> None:
     settings = KubernetesSettings()
     with pytest.raises(ValueError, match="world_size"):
-        KubernetesGroup(planned(0), names=NAMES, settings=settings, results_root=ROOT,
-                        data_root=DATA)  # fmt: skip
+        KubernetesGroup(
+            planned(0), names=NAMES, settings=settings, results_root=ROOT, data_root=DATA
+        )
     with pytest.raises(ValueError, match="too long"):
         KubernetesGroup(
             planned(),
@@ -967,8 +988,10 @@ def test_the_real_client_accepts_every_call(monkeypatch: pytest.MonkeyPatch) -> 
     assert queries[("DELETE", f"/apis/batch/v1{ns}/jobs/{job}")] == {
         "propagationPolicy": "Background"
     }
-    assert queries[("GET", f"/api/v1{ns}/pods/{job}-0-x7k2p/log")] == {"container": "worker",
-                                                                      "timestamps": True}
+    assert queries[("GET", f"/api/v1{ns}/pods/{job}-0-x7k2p/log")] == {
+        "container": "worker",
+        "timestamps": True,
+    }
     content_types = {(m, p): c for m, p, _, c in requests}
     assert content_types[("PATCH", f"/api/v1{ns}/services/{job}")] == "application/json-patch+json"
 
@@ -1002,13 +1025,19 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
         "airflow.providers.cncf.kubernetes.hooks.kubernetes.KubernetesHook", lambda conn_id: hook
     )
     request = validate_request(
-        task="task1a-resnet20-cifar10", workers=[4], light=True, repeats=1,
-        launcher="kubernetes", backend="nccl", gpus_per_worker=1,
-    )  # fmt: skip
+        task="task1a-resnet20-cifar10",
+        workers=[4],
+        light=True,
+        repeats=1,
+        launcher="kubernetes",
+        backend="nccl",
+        gpus_per_worker=1,
+    )
     sweep = start_sweep(request, tmp_path / "results", "manual")
     sweep_dir, [group] = sweep.sweep_dir, sweep.groups
-    ti = SimpleNamespace(dag_id="task1a_resnet20_cifar10", run_id=UGLY_RUN_ID, map_index=2,
-                         try_number=1)  # fmt: skip
+    ti = SimpleNamespace(
+        dag_id="task1a_resnet20_cifar10", run_id=UGLY_RUN_ID, map_index=2, try_number=1
+    )
     operator = TrainingGroupOperator(task_id="train", group=group.to_xcom())
     verdict = operator.execute({"ti": ti})
 
@@ -1038,8 +1067,10 @@ def test_rank_0s_log_is_read_a_minute_at_a_time_and_each_line_passed_on_once() -
     first = f"{stamp('0.000000001')} a\n{stamp('0.000000001')} b\n{stamp('1.5')} c\n{stamp(2)} pa"
     assert log.new_lines(pod, first) == ["a", "b", "c"]  # the last line is still being written
     newest_s = _stamp_key(stamp("1.5"))[0]  # type: ignore[index]
-    assert log.options(pod, newest_s + 30.2) == {"timestamps": True,
-                                                "since_seconds": 31 + LOG_OVERLAP_S}
+    assert log.options(pod, newest_s + 30.2) == {
+        "timestamps": True,
+        "since_seconds": 31 + LOG_OVERLAP_S,
+    }
     # The next read overlaps the last one: what was passed on is passed over by its stamp,
     # and of two lines with one stamp, the second is new.
     again = f"{stamp('1.5')} c\n{stamp(2)} partial done\n{stamp(2)} d\n"

@@ -124,8 +124,9 @@ def rendered_pod(settings: KubernetesSettings | None = None) -> dict:
     from operators.kubernetes.names import group_names
 
     names = group_names("task1a_resnet20_cifar10", "manual__2026-11-23", 0, 1, 2)
-    job = job_manifest(names, ["--results", "/x"], 2, settings or KubernetesSettings(),
-                       run_id="r-w2-r1")  # fmt: skip
+    job = job_manifest(
+        names, ["--results", "/x"], 2, settings or KubernetesSettings(), run_id="r-w2-r1"
+    )
     return job["spec"]["template"]
 
 
@@ -152,17 +153,24 @@ def test_worker_pods_meet_the_restricted_standard_and_write_only_where_needed() 
 
 
 def test_worker_pods_get_the_cpu_and_memory_of_the_settings() -> None:
-    settings = KubernetesSettings.from_env({
-        "SCALEBENCH_K8S_CPU_REQUEST": "500m", "SCALEBENCH_K8S_CPU_LIMIT": "2",
-        "SCALEBENCH_K8S_MEMORY_REQUEST": "1Gi", "SCALEBENCH_K8S_MEMORY_LIMIT": "1536Mi"})
+    settings = KubernetesSettings.from_env(
+        {
+            "SCALEBENCH_K8S_CPU_REQUEST": "500m",
+            "SCALEBENCH_K8S_CPU_LIMIT": "2",
+            "SCALEBENCH_K8S_MEMORY_REQUEST": "1Gi",
+            "SCALEBENCH_K8S_MEMORY_LIMIT": "1536Mi",
+        }
+    )
     (container,) = rendered_pod(settings)["spec"]["containers"]
     assert container["resources"]["requests"] == {"cpu": "500m", "memory": "1Gi"}
     assert container["resources"]["limits"]["cpu"] == "2"
     assert container["resources"]["limits"]["memory"] == "1536Mi"
     defaults = rendered_pod()["spec"]["containers"][0]["resources"]
     assert defaults["requests"]["cpu"] == "3"  # the task text: 3 CPUs per pod
-    for variable, value in (("SCALEBENCH_K8S_MEMORY_LIMIT", "1Gi"),  # below the request
-                            ("SCALEBENCH_K8S_CPU_REQUEST", "three")):  # fmt: skip
+    for variable, value in (
+        ("SCALEBENCH_K8S_MEMORY_LIMIT", "1Gi"),  # below the request
+        ("SCALEBENCH_K8S_CPU_REQUEST", "three"),
+    ):
         with pytest.raises(ValueError, match=variable):
             KubernetesSettings.from_env({variable: value})
 
@@ -188,7 +196,8 @@ def test_spread_keeps_the_groups_pods_on_different_nodes_and_pack_lets_them_shar
     names = group_names("task1a_resnet20_cifar10", "manual__2026-11-23", 0, 1, 4)
     spread = job_manifest(names, ["--results", "/x"], 4, KubernetesSettings())
     (term,) = spread["spec"]["template"]["spec"]["affinity"]["podAntiAffinity"][
-        "requiredDuringSchedulingIgnoredDuringExecution"]
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"] == {"batch.kubernetes.io/job-name": names.job}
     assert kubernetes_validate.validate(spread, K8S_VERSION, strict=True) == K8S_VERSION
@@ -203,11 +212,17 @@ def test_a_shaped_network_asks_the_bandwidth_plugin_for_its_rate_both_ways() -> 
     names = group_names("task0_allreduce", "manual__2026-11-24", 0, 1, 2)
     shaped = job_manifest(names, ["--results", "/x"], 2, KubernetesSettings(), network="100mbit")
     assert shaped["spec"]["template"]["metadata"]["annotations"] == {
-        "kubernetes.io/ingress-bandwidth": "100M", "kubernetes.io/egress-bandwidth": "100M"}
+        "kubernetes.io/ingress-bandwidth": "100M",
+        "kubernetes.io/egress-bandwidth": "100M",
+    }
     assert kubernetes_validate.validate(shaped, K8S_VERSION, strict=True) == K8S_VERSION
     host = job_manifest(names, ["--results", "/x"], 2, KubernetesSettings())
     assert "annotations" not in host["spec"]["template"]["metadata"]
     assert [bandwidth_quantity(b) for b in (10**10, 2_500_000, 250_000, 1500)] == [
-        "10G", "2500k", "250k", "1500"]  # fmt: skip
+        "10G",
+        "2500k",
+        "250k",
+        "1500",
+    ]
     with pytest.raises(ValueError, match="cannot add delay"):
         job_manifest(names, ["--results", "/x"], 2, KubernetesSettings(), network="1gbit+2ms")

@@ -21,8 +21,16 @@ from workers.records import read_run
 from workers.tasks import AWDLSTMConfig, LanguageModelSpec, get_task
 
 TASK3A = "task3a-awdlstm-wikitext2"
-SMALL = AWDLSTMConfig(embedding=8, hidden=16, layers=3, dropout_output=0.4, dropout_between=0.2,
-                      dropout_input=0.5, dropout_words=0.1, weight_drop=0.5)  # fmt: skip
+SMALL = AWDLSTMConfig(
+    embedding=8,
+    hidden=16,
+    layers=3,
+    dropout_output=0.4,
+    dropout_between=0.2,
+    dropout_input=0.5,
+    dropout_words=0.1,
+    weight_drop=0.5,
+)
 
 
 def spec() -> LanguageModelSpec:
@@ -168,8 +176,13 @@ def test_the_light_corpus_is_deterministic_and_needs_context() -> None:
 def test_two_workers_reach_the_light_perplexity(tmp_path: Path, light_env: dict[str, str]) -> None:
     run_dir = tmp_path / "k2"
     lines: list[str] = []
-    result = launch_group(["--task", TASK3A, "--light", "--results", str(run_dir)], 2,
-                          timeout_s=600, env=light_env, sink=lines.append)  # fmt: skip
+    result = launch_group(
+        ["--task", TASK3A, "--light", "--results", str(run_dir)],
+        2,
+        timeout_s=600,
+        env=light_env,
+        sink=lines.append,
+    )
     assert result.status == "succeeded", "\n".join(lines[-20:])
     for rank in read_run(run_dir):
         goal = [e for e in rank.of_kind("event") if e["event"] == "goal_reached"]

@@ -70,8 +70,9 @@ def test_conversion_in_chunks_keeps_every_row(tmp_path: Path) -> None:
     source = tmp_path / "data.svm"
     x, y = write_libsvm(source, rows=257, features=12, seed=1)
     lines: list[str] = []
-    rows = convert_libsvm(source, 12, tmp_path / "x.npy", tmp_path / "y.npy",
-                          chunk_bytes=1500, say=lines.append)  # fmt: skip
+    rows = convert_libsvm(
+        source, 12, tmp_path / "x.npy", tmp_path / "y.npy", chunk_bytes=1500, say=lines.append
+    )
     assert rows == 257 and len(lines) > 5  # many chunks, each reported with time to go
     assert "s to go" in lines[-1]
     np.testing.assert_allclose(np.load(tmp_path / "x.npy"), x, rtol=1e-6)
@@ -107,13 +108,21 @@ def test_epsilon_is_converted_once_then_fresh(tmp_path: Path) -> None:
 def test_epsilon_can_be_downloaded(tmp_path: Path) -> None:
     write_epsilon_like(tmp_path / "mirror" / "epsilon", compress=True)
     mirror = tmp_path / "mirror" / "epsilon"
-    sources = {"train": (mirror / "epsilon_normalized.bz2").as_uri(),
-               "test": (mirror / "epsilon_normalized.t.bz2").as_uri()}  # fmt: skip
+    sources = {
+        "train": (mirror / "epsilon_normalized.bz2").as_uri(),
+        "test": (mirror / "epsilon_normalized.t.bz2").as_uri(),
+    }
     data = tmp_path / "data"
     with pytest.raises(DataSetMissing, match="pass --download"):
         prepare_epsilon(data, features=8, rows={"train": 60, "test": 20}, sources=sources)
-    done = prepare_epsilon(data, download=True, features=8, rows={"train": 60, "test": 20},
-                           sources=sources, say=lambda line: None)  # fmt: skip
+    done = prepare_epsilon(
+        data,
+        download=True,
+        features=8,
+        rows={"train": 60, "test": 20},
+        sources=sources,
+        say=lambda line: None,
+    )
     assert done.status == "converted"
 
 
@@ -139,8 +148,13 @@ def test_the_light_set_is_shaped_like_epsilon_and_the_same_on_every_load() -> No
 def test_two_workers_reach_the_light_target(tmp_path: Path, light_env: dict[str, str]) -> None:
     run_dir = tmp_path / "k2"
     lines: list[str] = []
-    result = launch_group(["--task", TASK2A, "--light", "--results", str(run_dir)], 2,
-                          timeout_s=300, env=light_env, sink=lines.append)  # fmt: skip
+    result = launch_group(
+        ["--task", TASK2A, "--light", "--results", str(run_dir)],
+        2,
+        timeout_s=300,
+        env=light_env,
+        sink=lines.append,
+    )
     assert result.status == "succeeded", "\n".join(lines[-20:])
     for rank in read_run(run_dir):
         goal = [e for e in rank.of_kind("event") if e["event"] == "goal_reached"]
@@ -158,8 +172,9 @@ def test_a_corrupt_archive_leaves_nothing_that_looks_prepared(tmp_path: Path) ->
     packed.write_bytes(packed.read_bytes()[: len(packed.read_bytes()) // 2])
     for _ in range(2):
         with pytest.raises(DataSetCorrupt, match="not a complete bzip2 file"):
-            prepare_epsilon(tmp_path, features=8, rows={"train": 60, "test": 20},
-                            say=lambda line: None)  # fmt: skip
+            prepare_epsilon(
+                tmp_path, features=8, rows={"train": 60, "test": 20}, say=lambda line: None
+            )
         assert not (folder / "epsilon_normalized").exists()
         assert not list(folder.glob("*.npy")) and not list(folder.glob(".*partial*"))
 
@@ -173,6 +188,7 @@ def test_a_text_file_without_the_expected_rows_is_refused_before_converting(
     (folder / "epsilon_normalized").write_text(text)
     for _ in range(2):
         with pytest.raises(DataSetCorrupt, match=r"expected 60 rows"):
-            prepare_epsilon(tmp_path, features=8, rows={"train": 60, "test": 20},
-                            say=lambda line: None)  # fmt: skip
+            prepare_epsilon(
+                tmp_path, features=8, rows={"train": 60, "test": 20}, say=lambda line: None
+            )
         assert not list(folder.glob("*.npy"))

@@ -18,9 +18,18 @@ REASONS = {"started_reason": "stopped", "unstarted_reason": "never started"}
 def planned_sweep(root: Path, groups: int = 3) -> Path:
     sweep_dir = root / "s"
     entries = tuple(GroupEntry(f"s-w1-r{i + 1}", 1, i) for i in range(groups))
-    manifest.create(sweep_dir, Manifest(sweep_id="s", trigger="manual", created_at="",
-                                        code_version="", config_hash="",
-                                        request={"task": "t"}, groups=entries))  # fmt: skip
+    manifest.create(
+        sweep_dir,
+        Manifest(
+            sweep_id="s",
+            trigger="manual",
+            created_at="",
+            code_version="",
+            config_hash="",
+            request={"task": "t"},
+            groups=entries,
+        ),
+    )
     return sweep_dir
 
 
@@ -103,8 +112,12 @@ def test_a_sweep_is_closed_only_when_the_process_that_ran_it_is_gone(tmp_path: P
     import sys
 
     here = manifest.this_process()
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                           capture_output=True, text=True, check=True)  # fmt: skip
+    ended = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     gone = {**here, "pid": int(ended.stdout)}
     assert not manifest.launcher_gone(here)
     assert manifest.launcher_gone(gone)
@@ -120,9 +133,11 @@ def test_a_sweep_is_closed_only_when_the_process_that_ran_it_is_gone(tmp_path: P
     (closed,) = manifest.close_vanished(tmp_path / "d")
     assert closed.finished_at is not None
     vanished = manifest.LAUNCHER_VANISHED
-    assert statuses(dead) == {"s-w1-r1": ("cancelled", vanished),
-                              "s-w1-r2": ("skipped", vanished),
-                              "s-w1-r3": ("skipped", vanished)}  # fmt: skip
+    assert statuses(dead) == {
+        "s-w1-r1": ("cancelled", vanished),
+        "s-w1-r2": ("skipped", vanished),
+        "s-w1-r3": ("skipped", vanished),
+    }
     assert manifest.load(alive).finished_at is None
 
 

@@ -43,13 +43,17 @@ needs_shaping = pytest.mark.skipif(
 def launcher_links() -> tuple[list[str], list[str]]:
     """Every namespace and link a scalebench launcher made, whoever made it."""
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    links = json.loads(subprocess.run(["ip", "-j", "link", "show"], capture_output=True,
-                                      text=True).stdout or "[]")  # fmt: skip
+    links = json.loads(
+        subprocess.run(["ip", "-j", "link", "show"], capture_output=True, text=True).stdout or "[]"
+    )
     return (
-        [line.split()[0] for line in namespaces.splitlines()
-         if line.startswith(shaped_network.NAMESPACE_PREFIX)],
+        [
+            line.split()[0]
+            for line in namespaces.splitlines()
+            if line.startswith(shaped_network.NAMESPACE_PREFIX)
+        ],
         [link["ifname"] for link in links if shaped_network._LINK.fullmatch(link["ifname"])],
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +75,11 @@ def test_profiles_are_read_in_every_spelling_and_named_one_way() -> None:
     assert parse_profile("1gbit+2ms").name == "1gbit+2ms"
     assert parse_profile("100mbit").rate_bytes_per_s == 12.5e6
     assert [p.token for p in parse_profiles("host,100mbit,1gbit+0.5ms,250kbit")] == [
-        "", "n100mbit", "n1gbit-0p5ms", "n250kbit"]  # fmt: skip
+        "",
+        "n100mbit",
+        "n1gbit-0p5ms",
+        "n250kbit",
+    ]
     assert parse_profiles(None) == (NetworkProfile(),)
     one_gbit = parse_profile("1gbit")
     assert parse_profiles(["host", "1gbit", "1000mbit"]) == (NetworkProfile(), one_gbit)
@@ -87,45 +95,77 @@ def test_profiles_are_read_in_every_spelling_and_named_one_way() -> None:
 
 @pytest.mark.parametrize(
     ("value", "problem"),
-    [("10mbps", "not a profile"), ("fast", "not a profile"), ("50kbit", "between 100kbit"),
-     ("1tbit", "not a profile"), ("1gbit+2s", "not a profile"), ("1gbit+5000ms", "at most"),
-     ("", "at least one"), (7, "a profile is text"), ("a,b,c,d,e,f,g", "not a profile"),
-     (",".join(f"{r}mbit" for r in range(1, 8)), "at most 6")],
-)  # fmt: skip
+    [
+        ("10mbps", "not a profile"),
+        ("fast", "not a profile"),
+        ("50kbit", "between 100kbit"),
+        ("1tbit", "not a profile"),
+        ("1gbit+2s", "not a profile"),
+        ("1gbit+5000ms", "at most"),
+        ("", "at least one"),
+        (7, "a profile is text"),
+        ("a,b,c,d,e,f,g", "not a profile"),
+        (",".join(f"{r}mbit" for r in range(1, 8)), "at most 6"),
+    ],
+)
 def test_bad_profiles_are_refused_naming_the_field(value: object, problem: str) -> None:
     with pytest.raises(InvalidParameter, match=problem) as refused:
-        validate_request(task="task0-allreduce", workers="2", light=True, network=value,
-                         max_workers=4)  # fmt: skip
+        validate_request(
+            task="task0-allreduce", workers="2", light=True, network=value, max_workers=4
+        )
     assert refused.value.field == "network"
     with pytest.raises(BadProfile):
         parse_profiles(value)
 
 
 def test_each_profile_is_its_own_configuration_and_host_keeps_the_old_identity() -> None:
-    request = {"task": "task0-allreduce", "light": True, "backend": "gloo", "variant": "sync",
-               "precision": "fp32"}  # fmt: skip
+    request = {
+        "task": "task0-allreduce",
+        "light": True,
+        "backend": "gloo",
+        "variant": "sync",
+        "precision": "fp32",
+    }
     before = configuration_hash(request)  # recorded before profiles existed
     assert configuration_hash({**request, "network": "host"}) == before
     assert configuration_hash({**request, "network": ["host"]}) == before
     assert configuration_hash({**request, "network": "100mbit"}) != before
     assert configuration_hash({**request, "network": "100mbit"}) != configuration_hash(
-        {**request, "network": "1gbit"})  # fmt: skip
+        {**request, "network": "1gbit"}
+    )
 
 
 def test_every_worker_count_is_planned_on_every_profile(tmp_path: Path) -> None:
-    request = validate_request(task="task0-allreduce", workers="1,2", light=True, repeats=2,
-                               network="host,1gbit", max_workers=4)  # fmt: skip
+    request = validate_request(
+        task="task0-allreduce",
+        workers="1,2",
+        light=True,
+        repeats=2,
+        network="host,1gbit",
+        max_workers=4,
+    )
     groups = plan_groups(request, "s", tmp_path)
     assert [(g.run_id, g.worker.network) for g in groups] == [
-        ("s-w1-r1", "host"), ("s-w2-r1", "host"), ("s-w1-n1gbit-r1", "1gbit"),
-        ("s-w2-n1gbit-r1", "1gbit"), ("s-w1-r2", "host"), ("s-w2-r2", "host"),
-        ("s-w1-n1gbit-r2", "1gbit"), ("s-w2-n1gbit-r2", "1gbit"),
-    ]  # fmt: skip
+        ("s-w1-r1", "host"),
+        ("s-w2-r1", "host"),
+        ("s-w1-n1gbit-r1", "1gbit"),
+        ("s-w2-n1gbit-r1", "1gbit"),
+        ("s-w1-r2", "host"),
+        ("s-w2-r2", "host"),
+        ("s-w1-n1gbit-r2", "1gbit"),
+        ("s-w2-n1gbit-r2", "1gbit"),
+    ]
     assert groups[2].worker.argv("R", "D")[-2:] == ["--network", "1gbit"]
     assert "--network" not in groups[0].worker.argv("R", "D")
     with pytest.raises(InvalidParameter, match="× 2 network profiles = 600 groups"):
-        validate_request(task="task0-allreduce", workers="1,2,4", light=True, repeats=100,
-                         network="host,1gbit", max_workers=4)  # fmt: skip
+        validate_request(
+            task="task0-allreduce",
+            workers="1,2,4",
+            light=True,
+            repeats=100,
+            network="host,1gbit",
+            max_workers=4,
+        )
 
 
 def test_every_backend_is_kept_on_the_shaped_interface() -> None:
@@ -134,8 +174,12 @@ def test_every_backend_is_kept_on_the_shaped_interface() -> None:
     which would go past the emulated link."""
     env = ShapedNetwork(2, parse_profile("1gbit")).environment()
     assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == shaped_network.INTERFACE
-    assert (env["NCCL_NET"], env["NCCL_P2P_DISABLE"], env["NCCL_SHM_DISABLE"],
-            env["NCCL_IB_DISABLE"]) == ("Socket", "1", "1", "1")  # fmt: skip
+    assert (
+        env["NCCL_NET"],
+        env["NCCL_P2P_DISABLE"],
+        env["NCCL_SHM_DISABLE"],
+        env["NCCL_IB_DISABLE"],
+    ) == ("Socket", "1", "1", "1")
 
 
 # -- what this machine cannot do is refused before any worker starts ---------------------------
@@ -143,8 +187,14 @@ def test_every_backend_is_kept_on_the_shaped_interface() -> None:
 
 def test_delay_is_refused_on_kubernetes() -> None:
     with pytest.raises(InvalidParameter, match="not add delay") as refused:
-        validate_request(task="task0-allreduce", workers="2", light=True, network="1gbit+2ms",
-                         launcher="kubernetes", max_workers=4)  # fmt: skip
+        validate_request(
+            task="task0-allreduce",
+            workers="2",
+            light=True,
+            network="1gbit+2ms",
+            launcher="kubernetes",
+            max_workers=4,
+        )
     assert refused.value.field == "network"
 
 
@@ -155,13 +205,20 @@ def test_without_the_privilege_a_shaped_request_is_refused(
     shaped_network._machine_problems.cache_clear()
     try:
         with pytest.raises(InvalidParameter, match=r"needs root \(CAP_NET_ADMIN") as refused:
-            validate_request(task="task0-allreduce", workers="2", light=True,
-                             network="host,100mbit", max_workers=4)  # fmt: skip
+            validate_request(
+                task="task0-allreduce",
+                workers="2",
+                light=True,
+                network="host,100mbit",
+                max_workers=4,
+            )
         assert refused.value.field == "network" and "100mbit cannot be emulated" in str(
-            refused.value)  # fmt: skip
+            refused.value
+        )
         # host alone needs nothing
-        assert validate_request(task="task0-allreduce", workers="2", light=True,
-                                network="host", max_workers=4).network == ("host",)  # fmt: skip
+        assert validate_request(
+            task="task0-allreduce", workers="2", light=True, network="host", max_workers=4
+        ).network == ("host",)
     finally:
         shaped_network._machine_problems.cache_clear()
 
@@ -180,13 +237,15 @@ def test_missing_tools_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_delay_is_refused_exactly_where_the_kernel_has_no_netem() -> None:
     has_netem = shaped_network._qdisc_works("netem", "delay", "1ms")
     if has_netem:
-        request = validate_request(task="task0-allreduce", workers="2", light=True,
-                                   network="1gbit+2ms", max_workers=4)  # fmt: skip
+        request = validate_request(
+            task="task0-allreduce", workers="2", light=True, network="1gbit+2ms", max_workers=4
+        )
         assert request.network == ("1gbit+2ms",)
     else:
         with pytest.raises(InvalidParameter, match="no netem queueing discipline"):
-            validate_request(task="task0-allreduce", workers="2", light=True,
-                             network="1gbit+2ms", max_workers=4)  # fmt: skip
+            validate_request(
+                task="task0-allreduce", workers="2", light=True, network="1gbit+2ms", max_workers=4
+            )
 
 
 # -- the emulation -----------------------------------------------------------------------------
@@ -196,9 +255,18 @@ def test_a_delay_is_refused_exactly_where_the_kernel_has_no_netem() -> None:
 def test_the_emulated_link_carries_its_rate_between_namespaces() -> None:
     network = ShapedNetwork(2, parse_profile("100mbit")).create()
     try:
-        assert not any(network.subnet.overlaps(n) for n in shaped_network._used_networks()
-                       if not n.subnet_of(network.subnet))  # fmt: skip
-        receiver = subprocess.Popen(network.command(0, [sys.executable, "-c", textwrap.dedent("""
+        assert not any(
+            network.subnet.overlaps(n)
+            for n in shaped_network._used_networks()
+            if not n.subnet_of(network.subnet)
+        )
+        receiver = subprocess.Popen(
+            network.command(
+                0,
+                [
+                    sys.executable,
+                    "-c",
+                    textwrap.dedent("""
             import socket, time
             server = socket.create_server(("0.0.0.0", 5001))
             peer, _ = server.accept()
@@ -206,10 +274,17 @@ def test_the_emulated_link_carries_its_rate_between_namespaces() -> None:
             while chunk := peer.recv(1 << 20):
                 received += len(chunk)
             print(received / (time.perf_counter() - started))
-        """)]), stdout=subprocess.PIPE, text=True)  # fmt: skip
+        """),
+                ],
+            ),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(0.5)
-        send = (f"import socket; s = socket.create_connection(('{network.master_addr}', 5001)); "
-                "s.sendall(bytes(25_000_000)); s.close()")  # fmt: skip
+        send = (
+            f"import socket; s = socket.create_connection(('{network.master_addr}', 5001)); "
+            "s.sendall(bytes(25_000_000)); s.close()"
+        )
         subprocess.run(network.command(1, [sys.executable, "-c", send]), check=True, timeout=30)
         out, _ = receiver.communicate(timeout=30)
     finally:
@@ -221,9 +296,25 @@ def allreduce_sweep(tmp_path: Path, networks: str) -> list:
     """The all-reduce curves of a light Task 0 sweep at 2 workers on ``networks``, run
     through the command line into a SQLite database under ``tmp_path``."""
     url = f"sqlite:///{tmp_path / 'results.db'}"
-    code = cli.main(["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1",
-                     "--network", networks, "--device", "cpu", "--results",
-                     str(tmp_path / "results"), "--database", url])  # fmt: skip
+    code = cli.main(
+        [
+            "run",
+            "task0-allreduce",
+            "--light",
+            "--workers",
+            "2",
+            "--repeats",
+            "1",
+            "--network",
+            networks,
+            "--device",
+            "cpu",
+            "--results",
+            str(tmp_path / "results"),
+            "--database",
+            url,
+        ]
+    )
     assert code == 0
     engine = make_engine(url)
     with engine.connect() as conn:
@@ -252,11 +343,26 @@ def run_light_task1a(run_dir: Path, profile: str) -> float:
     and the faster rank waits in the all-reduce; two epochs (46 steps) keep that
     noise in the host ratio from deciding the comparison.
     """
-    args = ["--task", "task1a-resnet20-cifar10", "--light", "--results", str(run_dir),
-            "--run-id", run_dir.name, "--device", "cpu", "--max-epochs", "2", "--compile", "off",
-            "--network", profile]  # fmt: skip
-    group = LocalGroup(args, 2, run_dir=run_dir, network=parse_profile(profile),
-                       sink=lambda line: None)  # fmt: skip
+    args = [
+        "--task",
+        "task1a-resnet20-cifar10",
+        "--light",
+        "--results",
+        str(run_dir),
+        "--run-id",
+        run_dir.name,
+        "--device",
+        "cpu",
+        "--max-epochs",
+        "2",
+        "--compile",
+        "off",
+        "--network",
+        profile,
+    ]
+    group = LocalGroup(
+        args, 2, run_dir=run_dir, network=parse_profile(profile), sink=lambda line: None
+    )
     group.start()
     result = group.wait(600)
     assert result.status == "succeeded", result.reason
@@ -292,12 +398,29 @@ def test_a_slow_link_raises_the_communication_ratio(tmp_path: Path) -> None:
 @needs_shaping
 @pytest.mark.parametrize("ending", ["failure", "timeout", "cancellation"])
 def test_the_network_goes_with_the_group_however_it_ends(tmp_path: Path, ending: str) -> None:
-    args = ["--task", "task0-allreduce", "--light", "--results", str(tmp_path), "--run-id", "r",
-            "--device", "cpu", "--network", "1gbit"]  # fmt: skip
+    args = [
+        "--task",
+        "task0-allreduce",
+        "--light",
+        "--results",
+        str(tmp_path),
+        "--run-id",
+        "r",
+        "--device",
+        "cpu",
+        "--network",
+        "1gbit",
+    ]
     if ending == "failure":
         args += ["--max-elements", "not-a-number"]  # every rank refuses its arguments
-    group = LocalGroup(args, 2, run_dir=tmp_path, network=parse_profile("1gbit"),
-                       grace_s=1.0, sink=lambda line: None)  # fmt: skip
+    group = LocalGroup(
+        args,
+        2,
+        run_dir=tmp_path,
+        network=parse_profile("1gbit"),
+        grace_s=1.0,
+        sink=lambda line: None,
+    )
     group.start()
     assert len(launcher_links()[0]) == 2  # a namespace per rank while it runs
     if ending == "cancellation":
@@ -314,8 +437,9 @@ def test_the_network_goes_with_the_group_however_it_ends(tmp_path: Path, ending:
 
 
 def iptables(*arguments: str) -> str:
-    return subprocess.run(["iptables", "-w", *arguments], capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    return subprocess.run(
+        ["iptables", "-w", *arguments], capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.fixture
@@ -324,12 +448,20 @@ def dropping_firewall() -> Iterator[None]:
     DROP; restored afterwards."""
     if not shaped_network.BRIDGE_FILTER.exists() and shutil.which("modprobe"):
         subprocess.run(["modprobe", "br_netfilter"], capture_output=True)
-    missing = [what for what, ok in (("iptables", shutil.which("iptables")),
-               ("bridge netfilter", shaped_network.BRIDGE_FILTER.exists())) if not ok]  # fmt: skip
+    missing = [
+        what
+        for what, ok in (
+            ("iptables", shutil.which("iptables")),
+            ("bridge netfilter", shaped_network.BRIDGE_FILTER.exists()),
+        )
+        if not ok
+    ]
     if missing:
-        pytest.fail(f"{' and '.join(missing)} missing: scripts/test.sh installs iptables; "
-                    "bridge netfilter is the kernel's module br_netfilter "
-                    "(modprobe br_netfilter)")  # fmt: skip
+        pytest.fail(
+            f"{' and '.join(missing)} missing: scripts/test.sh installs iptables; "
+            "bridge netfilter is the kernel's module br_netfilter "
+            "(modprobe br_netfilter)"
+        )
     policy = re.search(r"-P FORWARD (\w+)", iptables("-S", "FORWARD"))
     assert policy is not None
     filtered = shaped_network.BRIDGE_FILTER.read_text().strip()
@@ -355,8 +487,10 @@ def test_a_group_adds_one_rule_for_its_own_bridge_and_takes_it_away(
     try:
         chain = shaped_network.firewall_chain()
         assert chain in ("DOCKER-USER", "FORWARD")
-        assert our_rules() == [f'-A {chain} -i {network.bridge} -o {network.bridge} -m comment '
-                               f'--comment "scalebench {network.bridge}" -j ACCEPT']  # fmt: skip
+        assert our_rules() == [
+            f"-A {chain} -i {network.bridge} -o {network.bridge} -m comment "
+            f'--comment "scalebench {network.bridge}" -j ACCEPT'
+        ]
     finally:
         network.remove()
     assert our_rules() == []
@@ -377,12 +511,18 @@ def test_a_shaped_group_crosses_a_firewall_that_drops_forwarded_traffic(
 def killed_builder() -> int:
     """A process that builds a 3-rank shaped network and is then SIGKILLed; its pid."""
     builder = subprocess.Popen(
-        [sys.executable, "-c", "from operators.shaped_network import ShapedNetwork; "
-         "from workers.network import parse_profile; "
-         "ShapedNetwork(3, parse_profile('1gbit')).create(); print('built', flush=True); "
-         "import time; time.sleep(60)"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            "from operators.shaped_network import ShapedNetwork; "
+            "from workers.network import parse_profile; "
+            "ShapedNetwork(3, parse_profile('1gbit')).create(); print('built', flush=True); "
+            "import time; time.sleep(60)",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert builder.stdout is not None and builder.stdout.readline().strip() == "built"
     os.kill(builder.pid, signal.SIGKILL)  # nothing of its own clean-up runs
     builder.wait()

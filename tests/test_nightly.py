@@ -28,20 +28,30 @@ def test_the_defaults_run_the_light_suite_at_two_in_the_morning() -> None:
 
 
 def test_settings_come_from_the_environment() -> None:
-    settings = NightlySettings.from_env({
-        "SCALEBENCH_NIGHTLY_SCHEDULE": "30 3 * * 1-5",
-        "SCALEBENCH_NIGHTLY_TASKS": "task0-allreduce",
-        "SCALEBENCH_NIGHTLY_WORKERS": "4,1,2",
-        "SCALEBENCH_NIGHTLY_REPEATS": "5",
-        "SCALEBENCH_NIGHTLY_FULL": "1",
-        "SCALEBENCH_NIGHTLY_LAUNCHER": "kubernetes",
-        "SCALEBENCH_NIGHTLY_BACKEND": "nccl",
-        "SCALEBENCH_NIGHTLY_PLACEMENT": "pack",
-        "SCALEBENCH_NIGHTLY_NETWORK": "host, 1000mbit",
-    })  # fmt: skip
-    assert settings == NightlySettings("30 3 * * 1-5", ("task0-allreduce",), (1, 2, 4), 5,
-                                       False, "kubernetes", "nccl", "pack",
-                                       ("host", "1gbit"))  # fmt: skip
+    settings = NightlySettings.from_env(
+        {
+            "SCALEBENCH_NIGHTLY_SCHEDULE": "30 3 * * 1-5",
+            "SCALEBENCH_NIGHTLY_TASKS": "task0-allreduce",
+            "SCALEBENCH_NIGHTLY_WORKERS": "4,1,2",
+            "SCALEBENCH_NIGHTLY_REPEATS": "5",
+            "SCALEBENCH_NIGHTLY_FULL": "1",
+            "SCALEBENCH_NIGHTLY_LAUNCHER": "kubernetes",
+            "SCALEBENCH_NIGHTLY_BACKEND": "nccl",
+            "SCALEBENCH_NIGHTLY_PLACEMENT": "pack",
+            "SCALEBENCH_NIGHTLY_NETWORK": "host, 1000mbit",
+        }
+    )
+    assert settings == NightlySettings(
+        "30 3 * * 1-5",
+        ("task0-allreduce",),
+        (1, 2, 4),
+        5,
+        False,
+        "kubernetes",
+        "nccl",
+        "pack",
+        ("host", "1gbit"),
+    )
     assert settings.request()["placement"] == "pack"
     assert settings.request()["network"] == ["host", "1gbit"]
 
@@ -114,9 +124,12 @@ def webhook():
 
 
 def fake_context(error: BaseException) -> dict:
-    ti = SimpleNamespace(dag_id="scalebench_nightly", task_id="t.check_regressions",
-                         run_id="scheduled__2026-11-22T02:00:00+00:00",
-                         log_url="http://airflow.example/log")  # fmt: skip
+    ti = SimpleNamespace(
+        dag_id="scalebench_nightly",
+        task_id="t.check_regressions",
+        run_id="scheduled__2026-11-22T02:00:00+00:00",
+        log_url="http://airflow.example/log",
+    )
     return {"ti": ti, "exception": error}
 
 
@@ -168,9 +181,14 @@ def test_a_night_that_got_slower_fails_is_stored_and_notifies(
     # nightly pipeline, the same for every task.)
     for night in (19, 20, 21):
         runs = [FakeRun(1, repeat=r, time_to_accuracy_s=0.001) for r in range(3)]
-        write_training_sweep(tmp_path / "baseline", f"nightly-{night}", runs, trigger="scheduled",
-                             created_at=f"2026-11-{night}T02:00:00+00:00",
-                             task="task2a-logreg-epsilon")  # fmt: skip
+        write_training_sweep(
+            tmp_path / "baseline",
+            f"nightly-{night}",
+            runs,
+            trigger="scheduled",
+            created_at=f"2026-11-{night}T02:00:00+00:00",
+            task="task2a-logreg-epsilon",
+        )
     ingest(url, str(tmp_path / "baseline"))
 
     settings = NightlySettings(tasks=("task2a-logreg-epsilon",), workers=(1,), repeats=3)
@@ -185,8 +203,9 @@ def test_a_night_that_got_slower_fails_is_stored_and_notifies(
     engine = make_engine(url)
     with engine.connect() as conn:
         latest = conn.execute(select(Sweep.id).where(Sweep.id.not_like("nightly-%"))).scalar_one()
-        flagged = conn.execute(select(Regression.metric, Regression.world_size)
-                               .where(Regression.sweep_id == latest)).all()  # fmt: skip
+        flagged = conn.execute(
+            select(Regression.metric, Regression.world_size).where(Regression.sweep_id == latest)
+        ).all()
         trigger = conn.execute(select(Sweep.trigger).where(Sweep.id == latest)).scalar_one()
     engine.dispose()
     assert ("time_to_accuracy_s", 1) in flagged

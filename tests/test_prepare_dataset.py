@@ -30,8 +30,10 @@ def write_cifar_like(root: Path, images: int = 10000) -> dict[str, str]:
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
     for name in NAMES:
-        batch = {b"data": rng.integers(0, 256, (images, 3072), dtype=np.uint8),
-                 b"labels": rng.integers(0, 10, images).tolist()}  # fmt: skip
+        batch = {
+            b"data": rng.integers(0, 256, (images, 3072), dtype=np.uint8),
+            b"labels": rng.integers(0, 10, images).tolist(),
+        }
         with (folder / name).open("wb") as handle:
             pickle.dump(batch, handle)
     return {name: md5_of(folder / name) for name in NAMES}
@@ -82,12 +84,12 @@ def test_a_download_is_checked_then_unpacked(tmp_path: Path) -> None:
     url = archive.as_uri()
 
     with pytest.raises(DataSetCorrupt, match="archive MD5"):
-        prepare_cifar10(target, download=True, url=url, checksums=checksums,
-                        archive_md5="0" * 32)  # fmt: skip
+        prepare_cifar10(target, download=True, url=url, checksums=checksums, archive_md5="0" * 32)
     assert not (target / CIFAR10_DIR).exists()
 
-    done = prepare_cifar10(target, download=True, url=url, checksums=checksums,
-                           archive_md5=md5_of(archive))  # fmt: skip
+    done = prepare_cifar10(
+        target, download=True, url=url, checksums=checksums, archive_md5=md5_of(archive)
+    )
     assert done.status == "downloaded"
     assert sorted(os.listdir(target)) == [CIFAR10_DIR]  # the archive itself is not kept
 

@@ -30,16 +30,21 @@ from workers.records import parse_rank_lines
 def examples(count: int) -> settings:
     """``count`` examples, the same ones on every run (CI must not turn flaky), no deadline
     (2 cores shared with other tests), nothing written into the checkout."""
-    return settings(max_examples=count, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=[HealthCheck.too_slow,
-                                           HealthCheck.function_scoped_fixture])  # fmt: skip
+    return settings(
+        max_examples=count,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
 
 
 # Any JSON value (what a trigger's conf or the REST API can carry).
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
-                                                               max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
     max_leaves=8,
 )
 # Values near the ones a user would type, so that many examples pass validation.
@@ -56,10 +61,11 @@ PLAUSIBLE = {
     "device": st.sampled_from(["auto", "cpu", "cuda", "tpu"]),
 }
 FIELD_VALUES = st.one_of(
-    st.fixed_dictionaries({}, optional={name: strategy | JSON
-                                        for name, strategy in PLAUSIBLE.items()}),
+    st.fixed_dictionaries(
+        {}, optional={name: strategy | JSON for name, strategy in PLAUSIBLE.items()}
+    ),
     st.dictionaries(st.sampled_from(FORM_FIELDS) | st.text(max_size=10), JSON, max_size=6),
-)  # fmt: skip
+)
 
 
 @examples(300)
@@ -86,8 +92,7 @@ def trigger_form():
 
 
 @examples(200)
-@given(conf=st.dictionaries(st.sampled_from(FORM_FIELDS) | st.text(max_size=10), JSON,
-                            max_size=5))  # fmt: skip
+@given(conf=st.dictionaries(st.sampled_from(FORM_FIELDS) | st.text(max_size=10), JSON, max_size=5))
 def test_any_trigger_conf_is_refused_by_the_form_or_the_request_naming_a_field(
     conf: dict, trigger_form
 ) -> None:
@@ -109,15 +114,28 @@ def test_any_trigger_conf_is_refused_by_the_form_or_the_request_naming_a_field(
 
 # -- the record decoder and ingest -----------------------------------------------------------
 
+
 def _good_lines(tmp: Path) -> list[bytes]:
     sweep = write_training_sweep(tmp, "g", [FakeRun(1, epochs=2, steps_per_epoch=2)])
     return (sweep / "g-w1-r1" / "rank-0.jsonl").read_bytes().splitlines()
 
 
 GOOD = _good_lines(Path(__import__("tempfile").mkdtemp(prefix="scalebench-good-")))
-ODD_NUMBERS = st.sampled_from([b"NaN", b"Infinity", b"-Infinity", b"1e999", b"-800",
-                               b"99999999999999999999999", b'"fast"', b"true", b"null",
-                               b"[]", b"{}"])  # fmt: skip
+ODD_NUMBERS = st.sampled_from(
+    [
+        b"NaN",
+        b"Infinity",
+        b"-Infinity",
+        b"1e999",
+        b"-800",
+        b"99999999999999999999999",
+        b'"fast"',
+        b"true",
+        b"null",
+        b"[]",
+        b"{}",
+    ]
+)
 
 
 @st.composite
@@ -189,26 +207,57 @@ def test_ingest_of_any_rank_file_never_crashes_and_is_repeatable(
 
 def _counts(engine) -> dict[str, int]:
     with engine.connect() as conn:
-        return {m.__tablename__: conn.execute(select(func.count()).select_from(m)).scalar_one()
-                for m in TABLES}  # fmt: skip
+        return {
+            m.__tablename__: conn.execute(select(func.count()).select_from(m)).scalar_one()
+            for m in TABLES
+        }
 
 
 # -- the dashboard's URL state ---------------------------------------------------------------
 
+
 @examples(300)
-@given(query=st.text(max_size=80) | st.lists(
-    st.tuples(st.sampled_from(["sweep", "run", "task", "metric", "sort", "page", "workers",
-                               "gpu", "machine", "q", "tta", "x"]) | st.text(max_size=6),
-              st.text(max_size=12)), max_size=6).map(
-    lambda pairs: "&".join(f"{k}={v}" for k, v in pairs)))  # fmt: skip
+@given(
+    query=st.text(max_size=80)
+    | st.lists(
+        st.tuples(
+            st.sampled_from(
+                [
+                    "sweep",
+                    "run",
+                    "task",
+                    "metric",
+                    "sort",
+                    "page",
+                    "workers",
+                    "gpu",
+                    "machine",
+                    "q",
+                    "tta",
+                    "x",
+                ]
+            )
+            | st.text(max_size=6),
+            st.text(max_size=12),
+        ),
+        max_size=6,
+    ).map(lambda pairs: "&".join(f"{k}={v}" for k, v in pairs))
+)
 def test_any_query_string_gives_a_page_state(query: str) -> None:
     from dash_app import state
 
     params = dict(parse_qsl(query.lstrip("?"), keep_blank_values=True))
     assume(all(isinstance(v, str) for v in params.values()))
-    for parse in (state.parse_overview, state.parse_sweep, state.parse_communication,
-                  state.parse_cost, state.parse_runs, state.parse_run, state.parse_compare,
-                  state.parse_trend):  # fmt: skip
+    for parse in (
+        state.parse_overview,
+        state.parse_sweep,
+        state.parse_communication,
+        state.parse_cost,
+        state.parse_runs,
+        state.parse_run,
+        state.parse_compare,
+        state.parse_trend,
+    ):
         page, problems = parse(params)
         assert all(isinstance(p, str) for p in problems)
         again, _ = parse(dict(parse_qsl(state.to_search(page).lstrip("?"))))

@@ -19,9 +19,13 @@ from workers.records import (
 )
 
 PHASES = {
-    "data": 0.01, "forward": 0.2, "loss": 0.001, "backward": 0.3,
-    "communication": 0.05, "optimizer": 0.02,
-}  # fmt: skip
+    "data": 0.01,
+    "forward": 0.2,
+    "loss": 0.001,
+    "backward": 0.3,
+    "communication": 0.05,
+    "optimizer": 0.02,
+}
 
 
 def write_some(run_dir: Path, rank: int = 0, world_size: int = 2, run_id: str = "r1") -> None:
@@ -30,13 +34,23 @@ def write_some(run_dir: Path, rank: int = 0, world_size: int = 2, run_id: str = 
     writer.write("event", 0.0, event="start", task="t")
     writer.write("step", 0.5, epoch=0, step=0, samples=128, loss=2.3, lr=0.02, phases=PHASES)
     writer.write(
-        "eval", 1.0, epoch=0, metrics={"top1_accuracy": 41.5, "loss": 1.7},
-        eval_s=0.2, train_s=0.8, wall_s=1.0,
-    )  # fmt: skip
+        "eval",
+        1.0,
+        epoch=0,
+        metrics={"top1_accuracy": 41.5, "loss": 1.7},
+        eval_s=0.2,
+        train_s=0.8,
+        wall_s=1.0,
+    )
     writer.write(
-        "allreduce", 1.1, bytes=4, elements=1, dtype="float32", backend="gloo",
+        "allreduce",
+        1.1,
+        bytes=4,
+        elements=1,
+        dtype="float32",
+        backend="gloo",
         seconds=[0.001, 0.002],
-    )  # fmt: skip
+    )
     writer.write("event", 1.3, event="finished", status="goal_reached")
     writer.close()
 
@@ -46,8 +60,13 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     rank = read_rank_file(tmp_path / "rank-0.jsonl")
     assert rank.bad_lines == 0
     assert [r["kind"] for r in rank.records] == [
-        "env", "event", "step", "eval", "allreduce", "event",
-    ]  # fmt: skip
+        "env",
+        "event",
+        "step",
+        "eval",
+        "allreduce",
+        "event",
+    ]
     step = rank.records[2]
     assert step["v"] == SCHEMA_VERSION and step["run_id"] == "r1" and step["world_size"] == 2
     assert step["phases"] == PHASES and step["samples"] == 128 and step["t"] == 0.5
@@ -59,15 +78,28 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
 def test_version_1_records_are_read_with_todays_names() -> None:
     """Version 1 named the evaluation times ``eval_seconds``, ``train_seconds`` and
     ``wall_seconds``; they are read as ``eval_s``, ``train_s``, ``wall_s`` (the columns)."""
-    old = ('{"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "eval", "t": 2.0, '
-           '"epoch": 0, "metrics": {"loss": 1.5}, "eval_seconds": 0.5, "train_seconds": 1.5, '
-           '"wall_seconds": 2.0}')  # fmt: skip
+    old = (
+        '{"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "eval", "t": 2.0, '
+        '"epoch": 0, "metrics": {"loss": 1.5}, "eval_seconds": 0.5, "train_seconds": 1.5, '
+        '"wall_seconds": 2.0}'
+    )
     record = parse_line(old)
     assert (record["eval_s"], record["train_s"], record["wall_s"]) == (0.5, 1.5, 2.0)
     assert "eval_seconds" not in record
-    step = json.dumps({"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "step",
-                       "t": 1.0, "epoch": 0, "step": 0, "samples": 8,
-                       "phases": PHASES})  # fmt: skip
+    step = json.dumps(
+        {
+            "v": 1,
+            "run_id": "r",
+            "rank": 0,
+            "world_size": 1,
+            "kind": "step",
+            "t": 1.0,
+            "epoch": 0,
+            "step": 0,
+            "samples": 8,
+            "phases": PHASES,
+        }
+    )
     assert parse_line(step)["phases"] == PHASES
     with pytest.raises(BadRecord, match="without 'eval_s'"):  # version 2 has only the new names
         parse_line(old.replace('"v": 1', '"v": 2'))

@@ -26,9 +26,15 @@ def nightly(root: Path, night: int, tta: list[float]) -> str:
     return sweep_id
 
 
-BASELINE = [[100.0, 101.5, 99.0], [98.5, 100.5, 102.0], [101.0, 99.5, 100.0],
-            [100.2, 98.8, 101.2], [99.7, 100.9, 100.1], [101.8, 99.2, 100.4],
-            [100.6, 99.9, 98.9]]  # fmt: skip
+BASELINE = [
+    [100.0, 101.5, 99.0],
+    [98.5, 100.5, 102.0],
+    [101.0, 99.5, 100.0],
+    [100.2, 98.8, 101.2],
+    [99.7, 100.9, 100.1],
+    [101.8, 99.2, 100.4],
+    [100.6, 99.9, 98.9],
+]
 
 
 def seed_baseline(root: Path) -> None:
@@ -97,21 +103,33 @@ def test_each_network_profile_is_compared_with_its_own_baseline(
     """A nightly on host and 100mbit: only the profile that got slower is flagged, and
     a sweep's tables and costs are per profile, never a mixture of both."""
     for night, values in enumerate(BASELINE, start=1):
-        runs = [FakeRun(size, repeat=i, time_to_accuracy_s=v * factor, network=network)
-                for i, v in enumerate(values) for network, factor in (("host", 1), ("100mbit", 3))
-                for size in (1, 2)]  # fmt: skip
-        write_training_sweep(tmp_path, f"nightly-{night:02d}", runs, trigger="scheduled",
-                             created_at=f"2026-11-{night:02d}T02:00:00+00:00")  # fmt: skip
+        runs = [
+            FakeRun(size, repeat=i, time_to_accuracy_s=v * factor, network=network)
+            for i, v in enumerate(values)
+            for network, factor in (("host", 1), ("100mbit", 3))
+            for size in (1, 2)
+        ]
+        write_training_sweep(
+            tmp_path,
+            f"nightly-{night:02d}",
+            runs,
+            trigger="scheduled",
+            created_at=f"2026-11-{night:02d}T02:00:00+00:00",
+        )
     slower = {"100mbit": 1.1, "host": 1.0}  # only the slow link's runs take 10 % longer
-    latest = [FakeRun(size, repeat=i, time_to_accuracy_s=v * factor * slower[network],
-                      network=network)
-              for i, v in enumerate([100.0, 100.5, 99.5]) for network, factor in
-              (("host", 1), ("100mbit", 3)) for size in (1, 2)]  # fmt: skip
-    write_training_sweep(tmp_path, "nightly-08", latest, trigger="scheduled",
-                         created_at="2026-11-08T02:00:00+00:00")  # fmt: skip
+    latest = [
+        FakeRun(size, repeat=i, time_to_accuracy_s=v * factor * slower[network], network=network)
+        for i, v in enumerate([100.0, 100.5, 99.5])
+        for network, factor in (("host", 1), ("100mbit", 3))
+        for size in (1, 2)
+    ]
+    write_training_sweep(
+        tmp_path, "nightly-08", latest, trigger="scheduled", created_at="2026-11-08T02:00:00+00:00"
+    )
     ingest_location(engine, str(tmp_path))
-    flagged = {(f.network, f.world_size, f.metric) for f in detect(engine, "nightly-08")
-               if f.flagged}  # fmt: skip
+    flagged = {
+        (f.network, f.world_size, f.metric) for f in detect(engine, "nightly-08") if f.flagged
+    }
     assert flagged == {("100mbit", 1, "time_to_accuracy_s"), ("100mbit", 2, "time_to_accuracy_s")}
     with engine.connect() as conn:
         reasons = conn.execute(select(Regression.reason)).scalars().all()
@@ -123,10 +141,12 @@ def test_each_network_profile_is_compared_with_its_own_baseline(
         assert shaped[0].time_to_accuracy_s == pytest.approx(3 * 1.1 * 100.0)
         assert host[0].time_to_accuracy_s == pytest.approx(100.0)
         assert costs(conn, "nightly-08", network="100mbit")[0].time_to_accuracy_s == (
-            shaped[0].time_to_accuracy_s)  # fmt: skip
+            shaped[0].time_to_accuracy_s
+        )
         trend = nightly_trend(conn, "task1a-resnet20-cifar10")
-    night = {(p.network, p.world_size): p.time_to_accuracy_s for p in trend
-             if p.sweep_id == "nightly-08"}  # fmt: skip
+    night = {
+        (p.network, p.world_size): p.time_to_accuracy_s for p in trend if p.sweep_id == "nightly-08"
+    }
     assert night[("100mbit", 1)] == pytest.approx(3 * 1.1 * 100.0)
     assert night[("host", 1)] == pytest.approx(100.0)
     names = {t.name for t in trend_figure(trend, [], "time_to_accuracy_s").data}
@@ -175,9 +195,25 @@ def test_prices_can_be_set_and_loaded_with_dates(
     engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = engine.url.render_as_string(hide_password=False)
-    assert cli.main(["prices", "set", "gpu", "nvidia-tesla-t4", "--regular", "0.40",
-                     "--preemptible", "0.12", "--valid-from", "2026-06-01",
-                     "--database", url]) == 0  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "prices",
+                "set",
+                "gpu",
+                "nvidia-tesla-t4",
+                "--regular",
+                "0.40",
+                "--preemptible",
+                "0.12",
+                "--valid-from",
+                "2026-06-01",
+                "--database",
+                url,
+            ]
+        )
+        == 0
+    )
     price_file = tmp_path / "prices.csv"
     price_file.write_text(
         "kind,name,regular_per_hour,preemptible_per_hour,source,valid_from\n"
@@ -201,11 +237,45 @@ def test_bad_price_input_names_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     url = f"sqlite:///{tmp_path / 'p.db'}"
-    assert cli.main(["prices", "set", "tpu", "v5", "--regular", "1", "--preemptible", "1",
-                     "--valid-from", "2026-01-01", "--database", url]) == 2  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "prices",
+                "set",
+                "tpu",
+                "v5",
+                "--regular",
+                "1",
+                "--preemptible",
+                "1",
+                "--valid-from",
+                "2026-01-01",
+                "--database",
+                url,
+            ]
+        )
+        == 2
+    )
     assert "kind: must be instance or gpu" in capsys.readouterr().err
-    assert cli.main(["prices", "set", "gpu", "x", "--regular", "cheap", "--preemptible", "1",
-                     "--valid-from", "2026-01-01", "--database", url]) == 2  # fmt: skip
+    assert (
+        cli.main(
+            [
+                "prices",
+                "set",
+                "gpu",
+                "x",
+                "--regular",
+                "cheap",
+                "--preemptible",
+                "1",
+                "--valid-from",
+                "2026-01-01",
+                "--database",
+                url,
+            ]
+        )
+        == 2
+    )
     assert "regular_per_hour: must be dollars per hour" in capsys.readouterr().err
 
 
@@ -219,8 +289,15 @@ def test_export_writes_tables_and_official_results(
     url = engine.url.render_as_string(hide_password=False)
     written = database_commands.export(url, "e", fmt, tmp_path / "out")
     names = sorted(p.name for p in written)
-    assert names == sorted([f"e-runs.{fmt}", f"e-evaluations.{fmt}", f"e-steps.{fmt}",
-                            f"e-scaling.{fmt}", "e-official.txt"])  # fmt: skip
+    assert names == sorted(
+        [
+            f"e-runs.{fmt}",
+            f"e-evaluations.{fmt}",
+            f"e-steps.{fmt}",
+            f"e-scaling.{fmt}",
+            "e-official.txt",
+        ]
+    )
     reader = pd.read_csv if fmt == "csv" else pd.read_parquet
     # Per configuration, by MLPerf's rule: a worker count whose repeats did not reach the
     # goal has no time, and says how many did.
@@ -242,10 +319,13 @@ def test_export_writes_tables_and_official_results(
 
 def test_a_nightly_whose_runs_all_fail_is_flagged(engine: Engine, tmp_path: Path) -> None:
     seed_baseline(tmp_path)
-    runs = [FakeRun(2, repeat=i, time_to_accuracy_s=None, end="failed", launcher_status="failed")
-            for i in range(3)]  # fmt: skip
-    write_training_sweep(tmp_path, "nightly-08", runs, trigger="scheduled",
-                         created_at="2026-11-08T02:00:00+00:00")  # fmt: skip
+    runs = [
+        FakeRun(2, repeat=i, time_to_accuracy_s=None, end="failed", launcher_status="failed")
+        for i in range(3)
+    ]
+    write_training_sweep(
+        tmp_path, "nightly-08", runs, trigger="scheduled", created_at="2026-11-08T02:00:00+00:00"
+    )
     ingest_location(engine, str(tmp_path))
     (finding,) = detect(engine, "nightly-08")
     assert finding.flagged and finding.latest_mean is None
@@ -267,8 +347,9 @@ def allreduce_night(root: Path, night: int, repeats: int, slower: float) -> str:
     old_sweep = manifest["sweep_id"]
     [group] = manifest["groups"]
     sweep_id = f"allreduce-night-{night:02d}"
-    manifest.update(sweep_id=sweep_id, trigger="scheduled",
-                    created_at=f"2026-11-{night:02d}T02:00:00+00:00")  # fmt: skip
+    manifest.update(
+        sweep_id=sweep_id, trigger="scheduled", created_at=f"2026-11-{night:02d}T02:00:00+00:00"
+    )
     manifest["request"]["repeats"] = repeats
     manifest["groups"] = []
     for repeat in range(repeats):
@@ -307,14 +388,21 @@ def test_a_slower_all_reduce_is_flagged(engine: Engine, tmp_path: Path) -> None:
 def test_the_dags_summary_gives_every_network_profile(
     engine: Engine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    runs = [FakeRun(size, time_to_accuracy_s=100.0 / size * factor, network=network)
-            for size in (1, 2) for network, factor in (("host", 1), ("100mbit", 1.5))]  # fmt: skip
+    runs = [
+        FakeRun(size, time_to_accuracy_s=100.0 / size * factor, network=network)
+        for size in (1, 2)
+        for network, factor in (("host", 1), ("100mbit", 1.5))
+    ]
     write_training_sweep(tmp_path, "two-links", runs)
     ingest_location(engine, str(tmp_path))
     url = engine.url.render_as_string(hide_password=False)
     rows = database_commands.summarize_sweep("two-links", url)
     assert [(r["network"], r["world_size"]) for r in rows] == [
-        ("host", 1), ("host", 2), ("100mbit", 1), ("100mbit", 2)]  # fmt: skip
+        ("host", 1),
+        ("host", 2),
+        ("100mbit", 1),
+        ("100mbit", 2),
+    ]
     slow = {r["world_size"]: r["time_to_accuracy_s"] for r in rows if r["network"] == "100mbit"}
     assert slow == {1: pytest.approx(150.0), 2: pytest.approx(75.0)}
     assert "network 100mbit" in capsys.readouterr().out

@@ -29,8 +29,16 @@ from results_db.models import (
 from results_db.queries import allreduce_summary, phase_means, run_infos, scaling
 from workers.tasks import get_task
 
-TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, AllReduceCurve, RunEvent,
-          RunEnvironment)
+TABLES = (
+    Sweep,
+    Run,
+    EpochEval,
+    StepTiming,
+    AllReduceSample,
+    AllReduceCurve,
+    RunEvent,
+    RunEnvironment,
+)
 
 
 def counts(engine: Engine) -> dict[str, int]:
@@ -50,8 +58,9 @@ def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url
     with engine.connect() as conn:
         prices = conn.execute(select(Price.name, Price.regular_per_hour)).all()
     assert {(name, float(p)) for name, p in prices} == {
-        ("n1-standard-4", 0.2092), ("nvidia-tesla-t4", 0.35),
-    }  # fmt: skip
+        ("n1-standard-4", 0.2092),
+        ("nvidia-tesla-t4", 0.35),
+    }
     upgrade(database_url)  # a second upgrade is a no-op
     engine.dispose()
 
@@ -59,11 +68,16 @@ def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url
 def step_means(conn: Connection, sweep_id: str) -> dict[int, tuple[int, float, float]]:
     """Per worker count, straight from the step rows: count, mean forward and communication s."""
     rows = conn.execute(
-        select(Run.world_size, func.count(), func.avg(StepTiming.forward_s),
-               func.avg(StepTiming.communication_s))
-        .join(Run, Run.id == StepTiming.run_id).where(Run.sweep_id == sweep_id)
+        select(
+            Run.world_size,
+            func.count(),
+            func.avg(StepTiming.forward_s),
+            func.avg(StepTiming.communication_s),
+        )
+        .join(Run, Run.id == StepTiming.run_id)
+        .where(Run.sweep_id == sweep_id)
         .group_by(Run.world_size)
-    ).all()  # fmt: skip
+    ).all()
     return {k: (n, float(forward), float(communication)) for k, n, forward, communication in rows}
 
 
@@ -83,8 +97,11 @@ def test_phase_totals_are_stored_at_ingest_and_filled_by_the_migration(
         with engine.connect() as conn:
             expected = step_means(conn, "s1")
             means = {r.world_size: r for r in phase_means(conn, "s1")}
-            records = dict(conn.execute(select(Run.world_size, func.sum(Run.step_records))
-                                        .group_by(Run.world_size)).all())  # fmt: skip
+            records = dict(
+                conn.execute(
+                    select(Run.world_size, func.sum(Run.step_records)).group_by(Run.world_size)
+                ).all()
+            )
         assert sorted(means) == sorted(expected) == [1, 2]
         for k, (count, forward, communication) in expected.items():
             assert records[k] == count
@@ -269,7 +286,7 @@ def test_scaling_and_phases_from_the_database(engine: Engine, tmp_path: Path) ->
         FakeRun(2, repeat=0, time_to_accuracy_s=50.0),
         FakeRun(2, repeat=1, time_to_accuracy_s=60.0),
         FakeRun(2, repeat=2, time_to_accuracy_s=10.0),  # fastest: dropped
-    ]  # fmt: skip
+    ]
     write_training_sweep(tmp_path, "r", runs)
     ingest_location(engine, str(tmp_path))
     with engine.connect() as conn:
@@ -317,10 +334,15 @@ def test_readonly_role_can_read_but_not_write(postgres_admin: Engine, tmp_path: 
                     text("SELECT has_database_privilege(:who, :db, :what)"),
                     {"who": who, "db": name, "what": what},
                 ).scalar_one()
-                for who in (role, other) for what in ("CONNECT", "TEMPORARY")
-            }  # fmt: skip
-        assert privileges == {(role, "CONNECT"): True, (role, "TEMPORARY"): False,
-                              (other, "CONNECT"): False, (other, "TEMPORARY"): False}
+                for who in (role, other)
+                for what in ("CONNECT", "TEMPORARY")
+            }
+        assert privileges == {
+            (role, "CONNECT"): True,
+            (role, "TEMPORARY"): False,
+            (other, "CONNECT"): False,
+            (other, "TEMPORARY"): False,
+        }
     finally:
         with postgres_admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
@@ -354,10 +376,18 @@ def test_how_a_run_was_compiled_is_stored_and_older_runs_read_as_eager(
         runs = {r.world_size: r for r in run_infos(conn, sweep_id="s-compiled")}
     eager, compiled = runs[1], runs[2]
     assert (eager.compile, eager.compiled, eager.compile_s, eager.recompilations) == (
-        "off", False, 0.0, None)
+        "off",
+        False,
+        0.0,
+        None,
+    )
     # The slowest rank's compilation, and the most recompilations of any rank.
     assert (compiled.compile, compiled.compiled, compiled.compile_s, compiled.recompilations) == (
-        "auto", True, 21.0, 1)
+        "auto",
+        True,
+        21.0,
+        1,
+    )
 
 
 def test_a_run_keeps_the_target_it_trained_to(engine: Engine, tmp_path: Path) -> None:

@@ -92,9 +92,13 @@ def test_task1a_goal_matches_the_published_results() -> None:
 
 def test_every_id_is_registered_once() -> None:
     assert set(TASKS) == {
-        "task0-allreduce", "task1a-resnet20-cifar10", "task2a-logreg-epsilon",
-        "task3a-awdlstm-wikitext2", "task4a-gnmt-wmt16", "task4b-transformer-wmt17",
-    }  # fmt: skip
+        "task0-allreduce",
+        "task1a-resnet20-cifar10",
+        "task2a-logreg-epsilon",
+        "task3a-awdlstm-wikitext2",
+        "task4a-gnmt-wmt16",
+        "task4b-transformer-wmt17",
+    }
     for task_id, spec in TASKS.items():
         assert spec.id == task_id
 

@@ -19,8 +19,9 @@ GOAL = Goal(metric="top1_accuracy", direction="max", threshold=80.0, light_thres
 def make_tracker(tmp_path: Path, light: bool = False) -> Tracker:
     writer = RecordWriter(tmp_path, "run", 0, 1)
     mlperf = MLPerfLog(tmp_path / "mllog-rank-0.log")
-    return Tracker(writer, torch.device("cpu"), goal=GOAL, light=light, max_epochs=5,
-                   mlperf_log=mlperf)  # fmt: skip
+    return Tracker(
+        writer, torch.device("cpu"), goal=GOAL, light=light, max_epochs=5, mlperf_log=mlperf
+    )
 
 
 def test_phase_clock_charges_each_phase_its_own_time() -> None:
@@ -121,9 +122,16 @@ def test_on_events_a_step_adds_up_its_laps_and_synchronises_once() -> None:
     assert StandInEvent.synchronised == 0  # laps only record events
     phases = clock.read()
     assert StandInEvent.synchronised == 1
-    assert phases == pytest.approx({"data": 0.002, "forward": 0.04, "loss": 0.001,
-                                    "backward": 0.04, "communication": 0.007,
-                                    "optimizer": 0.002})  # fmt: skip
+    assert phases == pytest.approx(
+        {
+            "data": 0.002,
+            "forward": 0.04,
+            "loss": 0.001,
+            "backward": 0.04,
+            "communication": 0.007,
+            "optimizer": 0.002,
+        }
+    )
     assert clock.read() == phases and StandInEvent.synchronised == 1  # read once per step
     assert clock.step_seconds == pytest.approx(0.092)
     events = len(clock._events)

@@ -19,8 +19,9 @@ from workers.records import read_run
 from workers.tasks import TransformerConfig, TranslationSpec, get_task
 
 TASK4B = "task4b-transformer-wmt17"
-TINY = TransformerConfig(model=16, heads=2, feed_forward=32, encoder_layers=1,
-                         decoder_layers=1, dropout=0.0)  # fmt: skip
+TINY = TransformerConfig(
+    model=16, heads=2, feed_forward=32, encoder_layers=1, decoder_layers=1, dropout=0.0
+)
 
 
 def spec() -> TranslationSpec:
@@ -112,8 +113,9 @@ def test_the_decoder_sees_no_future_and_the_embedding_is_shared() -> None:
     assert torch.allclose(a[0, :3], b[0, :3], atol=1e-5)  # earlier positions unaffected
     assert not torch.allclose(a[0, 3], b[0, 3])
     parameters = dict(model.named_parameters())
-    assert "embedding.weight" in parameters and not any("out" in n and "proj" not in n
-                                                        for n in parameters if "linear" in n)
+    assert "embedding.weight" in parameters and not any(
+        "out" in n and "proj" not in n for n in parameters if "linear" in n
+    )
     a.sum().backward()
     assert model.embedding.weight.grad is not None
 
@@ -160,8 +162,13 @@ def test_two_workers_reach_the_light_bleu(
 ) -> None:
     run_dir = tmp_path / "k2"
     lines: list[str] = []
-    result = launch_group(["--task", task_id, "--light", "--results", str(run_dir)], 2,
-                          timeout_s=900, env=light_env, sink=lines.append)  # fmt: skip
+    result = launch_group(
+        ["--task", task_id, "--light", "--results", str(run_dir)],
+        2,
+        timeout_s=900,
+        env=light_env,
+        sink=lines.append,
+    )
     assert result.status == "succeeded", "\n".join(lines[-20:])
     for rank in read_run(run_dir):
         evals = rank.of_kind("eval")
@@ -170,8 +177,10 @@ def test_two_workers_reach_the_light_bleu(
         start = next(e for e in rank.of_kind("event") if e["event"] == "start")
         assert start["precision"] == "fp32"  # a CPU run says it did not use fp16
         assert (start["batch_unit"], start["update_freq"], start["batch_per_pass"]) == (
-            unit, 1, per_pass,
-        )  # fmt: skip
+            unit,
+            1,
+            per_pass,
+        )
 
 
 def test_the_big_transformer_has_the_parameters_its_shapes_give() -> None:
@@ -187,8 +196,9 @@ def test_the_big_transformer_has_the_parameters_its_shapes_give() -> None:
     assert 205e6 < expected < 215e6  # the paper's "big" model: 213M with its 37k vocabulary
 
 
-@pytest.mark.parametrize(("task_id", "limit"), [("task4a-gnmt-wmt16", 150),
-                                                ("task4b-transformer-wmt17", 80)])
+@pytest.mark.parametrize(
+    ("task_id", "limit"), [("task4a-gnmt-wmt16", 150), ("task4b-transformer-wmt17", 80)]
+)
 def test_test_sentences_longer_than_the_texts_limit_are_left_out_and_counted(
     task_id: str, limit: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, one_rank: None
 ) -> None:
@@ -204,8 +214,11 @@ def test_test_sentences_longer_than_the_texts_limit_are_left_out_and_counted(
     def with_long_test_sentences(name: str, data_dir: Path) -> translation.Bitext:
         bitext = real(name, data_dir)
         longest = [np.ones(limit, dtype=np.int64), np.ones(limit + 1, dtype=np.int64)]
-        return replace(bitext, test_source=[*bitext.test_source, *longest],
-                       test_references=[*bitext.test_references, "at the limit", "over it"])
+        return replace(
+            bitext,
+            test_source=[*bitext.test_source, *longest],
+            test_references=[*bitext.test_references, "at the limit", "over it"],
+        )
 
     monkeypatch.setattr(translation, "load_bitext", with_long_test_sentences)
     options = TrainingOptions(light=True, data_dir=tmp_path)

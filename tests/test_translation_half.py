@@ -23,8 +23,6 @@ SMALL = {
 }
 
 
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("task_id", sorted(SMALL))
 def test_an_fp16_epoch_trains_half_weights_through_float32_masters(

@@ -54,15 +54,21 @@ LIGHT = {"task": "task1a-resnet20-cifar10", "workers": "1,2", "light": True}
         ({"gpus_per_worker": "many"}, "gpus_per_worker", "whole number"),
         ({"worker_image": "repo/worker:tag"}, "worker_image", "only the kubernetes launcher"),
         ({"launcher": "kubernetes", "worker_image": "Bad Image"}, "worker_image", "reference"),
-        ({"launcher": "kubernetes", "backend": "nccl", "gpus_per_worker": 0},
-         "gpus_per_worker", "at least one GPU"),
+        (
+            {"launcher": "kubernetes", "backend": "nccl", "gpus_per_worker": 0},
+            "gpus_per_worker",
+            "at least one GPU",
+        ),
         ({"launcher": "kubernetes", "backend": "mpi"}, "backend", "gloo or nccl"),
         ({"workers": "1,64"}, "workers", "not 64"),
         ({"device": "tpu"}, "device", "auto, cpu, cuda"),
         ({"device": "cuda"}, "device", "no GPU"),
         ({"device": "cpu", "backend": "nccl"}, "device", "GPU tensors only"),
-        ({"device": "cuda", "launcher": "kubernetes", "gpus_per_worker": 0},
-         "gpus_per_worker", "a GPU in every pod"),
+        (
+            {"device": "cuda", "launcher": "kubernetes", "gpus_per_worker": 0},
+            "gpus_per_worker",
+            "a GPU in every pod",
+        ),
         ({"workers": "1,3"}, "workers", "runs at 1, 2, 4, 8, 16, 32 workers"),
         ({"task": "task2a-logreg-epsilon", "workers": "1,32"}, "workers", "not 32"),
     ],
@@ -99,8 +105,9 @@ def test_nccl_needs_one_gpu_per_worker() -> None:
 
 def test_full_task_without_its_data_set_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidParameter, match=r"cifar-10-batches-py.*the download") as info:
-        validate_request(task="task1a-resnet20-cifar10", workers="1", data_dir=tmp_path,
-                         download=False)  # fmt: skip
+        validate_request(
+            task="task1a-resnet20-cifar10", workers="1", data_dir=tmp_path, download=False
+        )
     assert info.value.field == "data_dir"
 
 
@@ -112,12 +119,14 @@ def test_a_missing_set_that_can_be_downloaded_is_left_to_the_data_step(tmp_path:
     with pytest.raises(InvalidParameter, match="ask for the download") as info:
         validate_request(task="task2a-logreg-epsilon", workers="1", data_dir=tmp_path)
     assert info.value.field == "data_dir"
-    assert validate_request(task="task2a-logreg-epsilon", workers="1", data_dir=tmp_path,
-                            download=True).download  # fmt: skip
+    assert validate_request(
+        task="task2a-logreg-epsilon", workers="1", data_dir=tmp_path, download=True
+    ).download
     # WikiText-2 cannot be downloaded by scalebench: asking does not help.
     with pytest.raises(InvalidParameter, match="cannot be downloaded") as info:
-        validate_request(task="task3a-awdlstm-wikitext2", workers="1", data_dir=tmp_path,
-                         download=True)  # fmt: skip
+        validate_request(
+            task="task3a-awdlstm-wikitext2", workers="1", data_dir=tmp_path, download=True
+        )
     assert info.value.field == "data_dir"
     with pytest.raises(InvalidParameter, match="true or false") as info:
         validate_request(**LIGHT, download="yes")
@@ -143,8 +152,7 @@ def test_a_worker_request_renders_the_command_line_the_worker_parses() -> None:
     request = validate_request(**{**LIGHT, "repeats": 2, "seed": 5, "compile": "off"})
     group = plan_groups(request, "sweep", Path("/r/sweep"))[-1]
     args = parse_args(group.worker.argv(results_dir="/pod/run", data_dir="/pod/data"))
-    assert (args.task, args.results, args.run_id) == (LIGHT["task"], Path("/pod/run"),
-                                                      group.run_id)  # fmt: skip
+    assert (args.task, args.results, args.run_id) == (LIGHT["task"], Path("/pod/run"), group.run_id)
     assert (args.light, args.seed, args.backend, args.timeout) == (True, 6, "gloo", 60.0)
     assert (args.variant, args.precision, args.compile) == ("sync", "fp32", "off")
     assert args.data_dir == Path("/pod/data")
@@ -175,18 +183,24 @@ def test_cpu_and_gpu_tensors_are_different_configurations() -> None:
     [
         ({"repeats": MAX_REPEATS + 1}, "repeats", f"at most {MAX_REPEATS} runs"),
         ({"repeats": 1_000_000}, "repeats", f"at most {MAX_REPEATS} runs"),
-        ({"workers": [1, 2, 4, 8, 16, 32], "repeats": MAX_REPEATS}, "repeats",
-         f"a sweep plans at most {MAX_GROUPS}"),
+        (
+            {"workers": [1, 2, 4, 8, 16, 32], "repeats": MAX_REPEATS},
+            "repeats",
+            f"a sweep plans at most {MAX_GROUPS}",
+        ),
         ({"group_timeout_s": MAX_GROUP_TIMEOUT_S + 1}, "group_timeout_s", "at most 604800 s"),
         ({"seed": 2**63}, "seed", "at most 9223372036854775805"),  # 3 repeats: seed + 2 fits
         ({"seed": 2**64 + 5, "repeats": 1}, "seed", "seeds are 64-bit"),
-        ({"collective_timeout_s": 1e15, "group_timeout_s": MAX_GROUP_TIMEOUT_S},
-         "collective_timeout_s", "604800 s (7 days)"),
+        (
+            {"collective_timeout_s": 1e15, "group_timeout_s": MAX_GROUP_TIMEOUT_S},
+            "collective_timeout_s",
+            "604800 s (7 days)",
+        ),
         ({"collective_timeout_s": 0.000001}, "collective_timeout_s", "time to form the group"),
         ({"collective_timeout_s": "nan"}, "collective_timeout_s", "positive and finite"),
         ({"group_timeout_s": "inf"}, "group_timeout_s", "positive and finite"),
     ],
-)  # fmt: skip
+)
 def test_requests_no_one_can_have_meant_are_refused_naming_the_limit(
     changes: dict, field: str, limit: str
 ) -> None:
@@ -200,9 +214,8 @@ def test_cli_refuses_before_creating_anything(
 ) -> None:
     results = tmp_path / "results"
     status = cli.main(
-        ["run", "task1a-resnet20-cifar10", "--light", "--repeats", "abc",
-         "--results", str(results)]
-    )  # fmt: skip
+        ["run", "task1a-resnet20-cifar10", "--light", "--repeats", "abc", "--results", str(results)]
+    )
     assert status == 2
     assert (
         "scalebench: error: repeats: must be a whole number, got 'abc'" in capsys.readouterr().err
@@ -228,12 +241,16 @@ def test_worker_refuses_bad_input_with_exit_status_2(tmp_path: Path) -> None:
         (["--task", "task0-allreduce", "--timeout", "nan"], {}, "got nan"),
         (["--task", "task0-allreduce", "--timeout", "inf"], {}, "got inf"),
         (["--task", "task0-allreduce", "--seed", str(2**63)], {}, "--seed must be between"),
-        (["--task", "task0-allreduce"],
-         {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "70000"},
-         "MASTER_PORT must be a TCP port (1-65535), got 70000"),
-        (["--task", "task0-allreduce"],
-         {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"},
-         "MASTER_PORT must be a TCP port"),
+        (
+            ["--task", "task0-allreduce"],
+            {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "70000"},
+            "MASTER_PORT must be a TCP port (1-65535), got 70000",
+        ),
+        (
+            ["--task", "task0-allreduce"],
+            {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0"},
+            "MASTER_PORT must be a TCP port",
+        ),
     ]
     for args, env, message in cases:
         proc = subprocess.run(
@@ -259,12 +276,18 @@ def test_the_cluster_maximum_comes_from_the_environment(monkeypatch: pytest.Monk
 def test_a_kubernetes_request_with_nccl_and_gpus_passes_without_local_gpus() -> None:
     image = "registry.example:5000/scalebench-worker:1.0"
     request = validate_request(
-        **{**LIGHT, "workers": [8]}, launcher="kubernetes", backend="nccl",
-        gpus_per_worker=1, gpus=0, worker_image=image,
-    )  # fmt: skip
+        **{**LIGHT, "workers": [8]},
+        launcher="kubernetes",
+        backend="nccl",
+        gpus_per_worker=1,
+        gpus=0,
+        worker_image=image,
+    )
     assert (request.launcher, request.backend, request.gpus_per_worker) == (
-        "kubernetes", "nccl", 1,
-    )  # fmt: skip
+        "kubernetes",
+        "nccl",
+        1,
+    )
 
 
 @pytest.mark.parametrize(
@@ -299,10 +322,12 @@ def test_full_translation_without_its_corpus_is_refused(
 def test_the_compile_default_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SCALEBENCH_COMPILE")
     assert validate_request(task="task1a-resnet20-cifar10", workers=[1], light=True).compile == (
-        "auto")  # fmt: skip
+        "auto"
+    )
     monkeypatch.setenv("SCALEBENCH_COMPILE", "on")
     assert validate_request(task="task1a-resnet20-cifar10", workers=[1], light=True).compile == (
-        "on")  # fmt: skip
+        "on"
+    )
     monkeypatch.setenv("SCALEBENCH_COMPILE", "sometimes")
     with pytest.raises(InvalidParameter, match="SCALEBENCH_COMPILE must be one of") as info:
         validate_request(task="task1a-resnet20-cifar10", workers=[1], light=True)
@@ -312,8 +337,13 @@ def test_the_compile_default_comes_from_the_environment(monkeypatch: pytest.Monk
 def test_placement_is_spread_on_kubernetes_and_pack_locally_unless_asked() -> None:
     from results_db.analytics import configuration_hash
 
-    kubernetes = {**LIGHT, "launcher": "kubernetes", "gpus": 0, "gpus_per_worker": 0,
-                  "max_workers": 64}  # fmt: skip
+    kubernetes = {
+        **LIGHT,
+        "launcher": "kubernetes",
+        "gpus": 0,
+        "gpus_per_worker": 0,
+        "max_workers": 64,
+    }
     assert validate_request(**LIGHT).placement == "pack"
     assert validate_request(**kubernetes).placement == "spread"
     assert validate_request(**kubernetes, placement="pack").placement == "pack"
@@ -323,8 +353,10 @@ def test_placement_is_spread_on_kubernetes_and_pack_locally_unless_asked() -> No
     with pytest.raises(InvalidParameter, match="must be one of auto, spread, pack"):
         validate_request(**LIGHT, placement="everywhere")
     # One rank per node is another measurement than ranks sharing one: another configuration.
-    hashes = {p: configuration_hash(request_fields(validate_request(**kubernetes, placement=p)))
-              for p in ("spread", "pack")}  # fmt: skip
+    hashes = {
+        p: configuration_hash(request_fields(validate_request(**kubernetes, placement=p)))
+        for p in ("spread", "pack")
+    }
     assert hashes["spread"] != hashes["pack"]
     assert hashes["pack"] == configuration_hash(request_fields(validate_request(**LIGHT)))
 
@@ -339,5 +371,7 @@ def test_three_repeats_unless_asked_and_one_repeat_is_allowed() -> None:
     args = cli.build_parser().parse_args(["run", "task2a-logreg-epsilon", "--workers", "1"])
     assert int(args.repeats) == 3
     assert params(TASKS["task2a-logreg-epsilon"])["repeats"].value == 3
-    assert validate_request(task="task2a-logreg-epsilon", workers=[1], light=True,
-                            repeats=1).repeats == 1  # fmt: skip
+    assert (
+        validate_request(task="task2a-logreg-epsilon", workers=[1], light=True, repeats=1).repeats
+        == 1
+    )

@@ -37,8 +37,11 @@ def test_two_workers_train_the_light_image_task_to_its_target(
     lines: list[str] = []
     result = launch_group(
         ["--task", TASK1A, "--light", "--results", str(run_dir), "--timeout", "30"],
-        2, timeout_s=300, env=light_env, sink=quiet(lines),
-    )  # fmt: skip
+        2,
+        timeout_s=300,
+        env=light_env,
+        sink=quiet(lines),
+    )
     assert result.status == "succeeded", "\n".join(lines[-20:])
     assert result.exit_codes == [0, 0]
     ranks = read_run(run_dir)
@@ -72,8 +75,11 @@ def test_all_reduce_light_writes_complete_records_on_every_rank(
     lines: list[str] = []
     result = launch_group(
         ["--task", "task0-allreduce", "--light", "--results", str(run_dir)],
-        2, timeout_s=120, env=light_env, sink=quiet(lines),
-    )  # fmt: skip
+        2,
+        timeout_s=120,
+        env=light_env,
+        sink=quiet(lines),
+    )
     assert result.status == "succeeded", "\n".join(lines[-20:])
     spec = get_task("task0-allreduce")
     sizes = message_sizes(spec, light=True)
@@ -101,10 +107,21 @@ def test_a_killed_rank_fails_the_group_within_the_timeout(
     lines: list[str] = []
     timeout_s = 20
     group = LocalGroup(
-        ["--task", TASK1A, "--light", "--results", str(run_dir), "--timeout", str(timeout_s),
-         "--max-epochs", "200"],
-        2, env={**light_env}, sink=quiet(lines),
-    )  # fmt: skip
+        [
+            "--task",
+            TASK1A,
+            "--light",
+            "--results",
+            str(run_dir),
+            "--timeout",
+            str(timeout_s),
+            "--max-epochs",
+            "200",
+        ],
+        2,
+        env={**light_env},
+        sink=quiet(lines),
+    )
     group.start()
     rank1_file = run_dir / "rank-1.jsonl"
     deadline = time.monotonic() + 120
@@ -144,10 +161,22 @@ def test_a_stopped_rank_is_named_not_the_peer_whose_collective_timed_out(
     run_dir = tmp_path / "hung"
     lines: list[str] = []
     group = LocalGroup(
-        ["--task", TASK1A, "--light", "--results", str(run_dir), "--timeout", "5",
-         "--max-epochs", "200"],
-        2, env={**light_env}, sink=quiet(lines), run_dir=run_dir,
-    )  # fmt: skip
+        [
+            "--task",
+            TASK1A,
+            "--light",
+            "--results",
+            str(run_dir),
+            "--timeout",
+            "5",
+            "--max-epochs",
+            "200",
+        ],
+        2,
+        env={**light_env},
+        sink=quiet(lines),
+        run_dir=run_dir,
+    )
     group.start()
     rank1_file = run_dir / "rank-1.jsonl"
     deadline = time.monotonic() + 120
@@ -171,18 +200,31 @@ def test_a_silent_peer_is_blamed_when_the_others_timed_out_waiting() -> None:
 
     silent = {1: "rank 1 stopped answering (still running, silent for 61 s ...)"}
     assert _classify([1, None], [0], silent) == (
-        "failed", f"{silent[1]}; rank 0 exited with status 1", 1
-    )  # fmt: skip
+        "failed",
+        f"{silent[1]}; rank 0 exited with status 1",
+        1,
+    )
     assert _classify([1, None], [0]) == ("failed", "rank 0 exited with status 1", 0)
 
 
 def test_the_group_is_stopped_at_its_time_limit(tmp_path: Path, light_env: dict[str, str]) -> None:
     run_dir = tmp_path / "slow"
     result = launch_group(
-        ["--task", "task0-allreduce", "--light", "--results", str(run_dir),
-         "--repetitions", "1000000"],
-        2, timeout_s=12, grace_s=5, env=light_env, sink=quiet([]),
-    )  # fmt: skip
+        [
+            "--task",
+            "task0-allreduce",
+            "--light",
+            "--results",
+            str(run_dir),
+            "--repetitions",
+            "1000000",
+        ],
+        2,
+        timeout_s=12,
+        grace_s=5,
+        env=light_env,
+        sink=quiet([]),
+    )
     assert result.status == "timed_out"
     assert result.exit_codes == [143, 143]  # SIGTERM reached the workers, who recorded it
     for rank in read_run(run_dir):
@@ -195,10 +237,19 @@ def test_stop_from_another_thread_ends_every_rank(
     tmp_path: Path, light_env: dict[str, str]
 ) -> None:
     group = LocalGroup(
-        ["--task", "task0-allreduce", "--light", "--results", str(tmp_path / "c"),
-         "--repetitions", "1000000"],
-        2, env=light_env, sink=quiet([]),
-    )  # fmt: skip
+        [
+            "--task",
+            "task0-allreduce",
+            "--light",
+            "--results",
+            str(tmp_path / "c"),
+            "--repetitions",
+            "1000000",
+        ],
+        2,
+        env=light_env,
+        sink=quiet([]),
+    )
     group.start()
     threading.Timer(6.0, group.stop).start()
     result = group.wait(timeout_s=120)
@@ -215,14 +266,32 @@ def test_a_missing_peer_fails_the_rank_within_the_timeout(tmp_path: Path) -> Non
 
     from workers.distributed import free_port
 
-    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-           "MASTER_PORT": str(free_port())}  # fmt: skip
+    env = {
+        **os.environ,
+        "RANK": "0",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+    }
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "workers.run", "--task", "task0-allreduce", "--light",
-         "--results", str(tmp_path / "alone"), "--timeout", "5"],
-        env=env, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "workers.run",
+            "--task",
+            "task0-allreduce",
+            "--light",
+            "--results",
+            str(tmp_path / "alone"),
+            "--timeout",
+            "5",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert time.monotonic() - started < 5 + 30  # the timeout plus torch's start-up
     rank = read_rank_file(tmp_path / "alone" / "rank-0.jsonl")
@@ -235,10 +304,22 @@ def test_the_ddp_variant_trains_and_records_its_phases(
     run_dir = tmp_path / "ddp"
     lines: list[str] = []
     result = launch_group(
-        ["--task", TASK1A, "--light", "--results", str(run_dir), "--variant", "ddp",
-         "--max-epochs", "1"],
-        2, timeout_s=300, env=light_env, sink=quiet(lines),
-    )  # fmt: skip
+        [
+            "--task",
+            TASK1A,
+            "--light",
+            "--results",
+            str(run_dir),
+            "--variant",
+            "ddp",
+            "--max-epochs",
+            "1",
+        ],
+        2,
+        timeout_s=300,
+        env=light_env,
+        sink=quiet(lines),
+    )
     assert result.status == "succeeded", "\n".join(lines[-20:])
     for rank in read_run(run_dir):
         start = next(r for r in rank.of_kind("event") if r["event"] == "start")
@@ -282,16 +363,28 @@ def check_mlperf_log(path: Path, world_size: int, epochs: int) -> None:
     assert values["global_batch_size"] == 128 * world_size
     assert values["opt_base_learning_rate"] == 0.02 and values["opt_name"] == "sgd"
     assert values["opt_learning_rate_warmup_epochs"] == 1.0  # log2(2)
-    assert keys.count("eval_start") == keys.count("eval_stop") == keys.count(
-        "eval_accuracy") == epochs
+    assert (
+        keys.count("eval_start") == keys.count("eval_stop") == keys.count("eval_accuracy") == epochs
+    )
 
 
 def test_the_failed_ranks_last_lines_reach_the_verdicts_reason(tmp_path: Path) -> None:
     """Every rank refuses its arguments: the verdict names the first to exit, and the
     reason recorded for the run ends with what that rank wrote last."""
-    group = LocalGroup(["--task", "task0-allreduce", "--light", "--results", str(tmp_path),
-                        "--max-elements", "many"], 2, run_dir=tmp_path,
-                       sink=lambda line: None)  # fmt: skip
+    group = LocalGroup(
+        [
+            "--task",
+            "task0-allreduce",
+            "--light",
+            "--results",
+            str(tmp_path),
+            "--max-elements",
+            "many",
+        ],
+        2,
+        run_dir=tmp_path,
+        sink=lambda line: None,
+    )
     group.start()
     result = group.wait(120)
     assert result.status == "failed" and result.first_failed_rank in (0, 1)
@@ -305,15 +398,27 @@ def test_the_failed_ranks_last_lines_reach_the_verdicts_reason(tmp_path: Path) -
 def test_a_reason_carries_only_the_failed_ranks_last_nonempty_lines() -> None:
     from operators.launcher import GroupResult
 
-    tail = ["[rank 0] fine", "[rank 1] step 9", "[rank 1] Traceback", "[rank 1]   ",
-            "[rank 1] RuntimeError: " + "x" * 600]  # fmt: skip
-    failed = GroupResult(world_size=2, status="failed", reason="rank 1 exited with status 1",
-                         exit_codes=[143, 1], seconds=3.0, first_failed_rank=1,
-                         log_tail=tail)  # fmt: skip
+    tail = [
+        "[rank 0] fine",
+        "[rank 1] step 9",
+        "[rank 1] Traceback",
+        "[rank 1]   ",
+        "[rank 1] RuntimeError: " + "x" * 600,
+    ]
+    failed = GroupResult(
+        world_size=2,
+        status="failed",
+        reason="rank 1 exited with status 1",
+        exit_codes=[143, 1],
+        seconds=3.0,
+        first_failed_rank=1,
+        log_tail=tail,
+    )
     reason = failed.reason_with_log()
     assert reason.startswith("rank 1 exited with status 1; its last lines: …")
     assert len(reason) < 500 and reason.endswith("x" * 100)
     assert "fine" not in reason
-    succeeded = GroupResult(world_size=2, status="succeeded", reason="", exit_codes=[0, 0],
-                            seconds=3.0, log_tail=tail)  # fmt: skip
+    succeeded = GroupResult(
+        world_size=2, status="succeeded", reason="", exit_codes=[0, 0], seconds=3.0, log_tail=tail
+    )
     assert succeeded.reason_with_log() == ""

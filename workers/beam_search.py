@@ -41,8 +41,9 @@ def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
 
 
 @torch.no_grad()
-def beam_search(model: Translator, source: torch.Tensor, beam: int, max_new: int,
-                alpha: float = 0.6) -> torch.Tensor:  # fmt: skip
+def beam_search(
+    model: Translator, source: torch.Tensor, beam: int, max_new: int, alpha: float = 0.6
+) -> torch.Tensor:
     """The best translation of each source row: ids (batch, ≤ max_new), ``<pad>`` after ``</s>``."""
     batch, device = source.size(0), source.device
     source = source.repeat_interleave(beam, dim=0)  # row b·beam + j is sentence b's j-th slot

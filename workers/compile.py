@@ -68,8 +68,11 @@ class Compiled:
     graphs_at_start: int = 0
 
     def start_details(self) -> dict[str, Any]:
-        details: dict[str, Any] = {"compile": self.setting, "compiled": self.compiled,
-                                   "compile_s": self.compile_s}  # fmt: skip
+        details: dict[str, Any] = {
+            "compile": self.setting,
+            "compiled": self.compiled,
+            "compile_s": self.compile_s,
+        }
         if self.fallback is not None:
             details["compile_fallback"] = self.fallback
         return details
@@ -173,10 +176,15 @@ def compile_for_training(
     except Exception as exc:  # the compiler's failures have no common type
         reason = failure_reason(exc)
         if setting == "on":
-            raise CompileRefused(f"compile: 'on' but the model cannot be compiled here ({reason})"
-                                 ) from exc  # fmt: skip
+            raise CompileRefused(
+                f"compile: 'on' but the model cannot be compiled here ({reason})"
+            ) from exc
         torch._dynamo.reset()
         return Compiled(net, setting, compiled=False, fallback=reason)
-    return Compiled(compiled_net, setting, compiled=True,
-                    compile_s=time.perf_counter() - began,
-                    graphs_at_start=graphs_compiled())  # fmt: skip
+    return Compiled(
+        compiled_net,
+        setting,
+        compiled=True,
+        compile_s=time.perf_counter() - began,
+        graphs_at_start=graphs_compiled(),
+    )

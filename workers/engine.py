@@ -179,8 +179,9 @@ class TaskAdapter(Generic[Item]):
         """(global metrics, extra fields of the evaluation record)."""
         raise NotImplementedError
 
-    def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker
-                     ) -> torch.optim.Optimizer | None:  # fmt: skip
+    def end_of_epoch(
+        self, epoch: int, metrics: dict[str, float], tracker: Tracker
+    ) -> torch.optim.Optimizer | None:
         """The task's rule after an evaluation that missed the goal; may return a new optimizer."""
         return None
 
@@ -211,14 +212,19 @@ class IndexedTrainingSet(TaskAdapter[Item]):
         return sgd(self.spec.optimizer, parameters)
 
     def start_details(self) -> dict[str, Any]:
-        return {"train_samples": self.n_train, "test_samples": self.n_test,
-                "steps_per_epoch": self.steps_per_epoch,
-                "global_batch": self.batch * self.world_size}  # fmt: skip
+        return {
+            "train_samples": self.n_train,
+            "test_samples": self.n_test,
+            "steps_per_epoch": self.steps_per_epoch,
+            "global_batch": self.batch * self.world_size,
+        }
 
     def steps(self, epoch: int) -> list[Step[Item]]:
         order = epoch_partition(self.n_train, self.rank, self.world_size, epoch, self.options.seed)
-        return [Step([self.pass_of(order[i * self.batch : (i + 1) * self.batch])])
-                for i in range(self.steps_per_epoch)]  # fmt: skip
+        return [
+            Step([self.pass_of(order[i * self.batch : (i + 1) * self.batch])])
+            for i in range(self.steps_per_epoch)
+        ]
 
     def learning_rate(self, epoch: int, index: int, step: Step[Item], steps: int) -> float:
         return self.schedule.at(epoch + index / steps)
@@ -227,8 +233,9 @@ class IndexedTrainingSet(TaskAdapter[Item]):
         self.schedule.end_of_epoch(epoch, metrics["loss"])
 
 
-def adapter_for(spec: TrainingSpec, options: TrainingOptions, device: torch.device
-                ) -> TaskAdapter[Any]:  # fmt: skip
+def adapter_for(
+    spec: TrainingSpec, options: TrainingOptions, device: torch.device
+) -> TaskAdapter[Any]:
     """The task's adapter, named by its spec (``module:Class``), with its data loaded."""
     module_name, _, class_name = spec.adapter.partition(":")
     adapter_class = getattr(importlib.import_module(module_name), class_name)
@@ -277,8 +284,10 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
     if half:
         assert task.loss_scale is not None
         scale = task.loss_scale
-        masters = MasterWeights(model.parameters(), DynamicLossScale(
-            scale.initial, scale.factor, scale.window, scale.max_scale))  # fmt: skip
+        masters = MasterWeights(
+            model.parameters(),
+            DynamicLossScale(scale.initial, scale.factor, scale.window, scale.max_scale),
+        )
     optimizer = task.build_optimizer(masters.master if masters else list(model.parameters()))
     autocast = options.autocast(device)
 
@@ -367,16 +376,18 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
         average_batch_norm_statistics(model)
         metrics, details = task.evaluate(model)
         if tracker.evaluation(epoch, metrics, started, **details):
-            tracker.finish("goal_reached", epochs=epoch + 1,
-                           **finish_details(task, compiled, masters))  # fmt: skip
+            tracker.finish(
+                "goal_reached", epochs=epoch + 1, **finish_details(task, compiled, masters)
+            )
             return "goal_reached"
         optimizer = task.end_of_epoch(epoch, metrics, tracker) or optimizer
     tracker.finish("max_epochs", epochs=epochs, **finish_details(task, compiled, masters))
     return "max_epochs"
 
 
-def finish_details(task: TaskAdapter[Any], compiled: Compiled, masters: MasterWeights | None
-                   ) -> dict[str, Any]:  # fmt: skip
+def finish_details(
+    task: TaskAdapter[Any], compiled: Compiled, masters: MasterWeights | None
+) -> dict[str, Any]:
     """Fields of the finish record: the task's, recompilations, and the fp16 loss scale."""
     details = {**task.finish_details(), **compiled.finish_details()}
     if masters is not None:  # the final scale, and how many updates an overflow skipped
@@ -392,15 +403,22 @@ def mlperf_hyperparameters(task: TaskAdapter[Any]) -> dict[str, Any]:
     details = task.start_details()
     if isinstance(spec, TranslationSpec):
         batch = spec.light_global_batch if light else spec.global_batch
-        warmup = {"opt_learning_rate_warmup_steps":
-                  spec.light_warmup_steps if light else spec.warmup_steps}  # fmt: skip
+        warmup = {
+            "opt_learning_rate_warmup_steps": spec.light_warmup_steps
+            if light
+            else spec.warmup_steps
+        }
     else:
         batch = details.get("global_batch", spec.batch_per_worker * k)
         rule = spec.schedule.warmup
         epochs = {"linear-log2k": math.log2(k), "sqrt-k-over-3k": 3 * k}.get(rule, 0)
         warmup = {"opt_learning_rate_warmup_epochs": epochs}
-    return {"global_batch_size": batch, "opt_base_learning_rate": spec.optimizer.lr,
-            "opt_name": spec.optimizer.name, **warmup}  # fmt: skip
+    return {
+        "global_batch_size": batch,
+        "opt_base_learning_rate": spec.optimizer.lr,
+        "opt_name": spec.optimizer.name,
+        **warmup,
+    }
 
 
 def pass_sizes(samples_per_rank: int, batch: int) -> list[int]:

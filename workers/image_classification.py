@@ -45,9 +45,14 @@ class ImageClassification(IndexedTrainingSet[torch.Tensor]):
         """ResNet-20 in channels-last layout: measured faster on CPUs (see the README)."""
         model = resnet20(in_channels=self.images.channels, classes=self.images.classes)
         return model.to(memory_format=torch.channels_last)
+
     def load(self, item: torch.Tensor) -> Batch:
-        images = augment(self.data.train_x[item], self.images.crop_padding,
-                         self.images.horizontal_flip, self.augment_rng)  # fmt: skip
+        images = augment(
+            self.data.train_x[item],
+            self.images.crop_padding,
+            self.images.horizontal_flip,
+            self.augment_rng,
+        )
         images = images.contiguous(memory_format=torch.channels_last)
         return Batch(
             inputs=(images.to(self.device, non_blocking=True),),
@@ -65,12 +70,17 @@ class ImageClassification(IndexedTrainingSet[torch.Tensor]):
         shape = (self.images.channels, self.images.image_size, self.images.image_size)
         batches = []
         for n in pass_sizes(self.n_train // self.world_size, self.batch):
-            images = augment(torch.randn(n, *shape, generator=generator), self.images.crop_padding,
-                             self.images.horizontal_flip, generator)  # fmt: skip
+            images = augment(
+                torch.randn(n, *shape, generator=generator),
+                self.images.crop_padding,
+                self.images.horizontal_flip,
+                generator,
+            )
             images = images.contiguous(memory_format=torch.channels_last)
             labels = torch.randint(0, self.images.classes, (n,), generator=generator)
-            batches.append(Batch(inputs=(images.to(self.device),), targets=labels.to(self.device),
-                                 samples=n))  # fmt: skip
+            batches.append(
+                Batch(inputs=(images.to(self.device),), targets=labels.to(self.device), samples=n)
+            )
         return batches
 
     @torch.no_grad()

@@ -57,21 +57,26 @@ def regularised_loss(
 
 @torch.no_grad()
 def evaluate_perplexity(
-    model: AWDLSTM, stream: np.ndarray, spec: LanguageModelSpec, device: torch.device,
+    model: AWDLSTM,
+    stream: np.ndarray,
+    spec: LanguageModelSpec,
+    device: torch.device,
     columns: int = 10,
-) -> dict[str, float]:  # fmt: skip
+) -> dict[str, float]:
     """Perplexity and mean cross-entropy (nats per token) over ``stream``, global over ranks."""
     model.eval()
-    data = torch.from_numpy(rank_columns(stream, dist.get_rank(), dist.get_world_size(),
-                                         columns)).to(device)  # fmt: skip
+    data = torch.from_numpy(
+        rank_columns(stream, dist.get_rank(), dist.get_world_size(), columns)
+    ).to(device)
     hidden = model.initial_hidden(columns)
     totals = torch.zeros(2, dtype=torch.float64, device=device)  # loss sum, tokens
     for start in range(0, data.size(0) - 1, spec.eval_seq_len):
         length = min(spec.eval_seq_len, data.size(0) - 1 - start)
         words, targets = data[start : start + length], data[start + 1 : start + 1 + length]
         logits, hidden, _, _ = model(words, hidden)
-        totals[0] += F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1),
-                                     reduction="sum").double()  # fmt: skip
+        totals[0] += F.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), targets.reshape(-1), reduction="sum"
+        ).double()
         totals[1] += targets.numel()
     dist.all_reduce(totals, op=dist.ReduceOp.SUM)
     loss = totals[0].item() / totals[1].item()
@@ -106,14 +111,16 @@ class LanguageModel(TaskAdapter[tuple[int, int]]):
 
     spec: LanguageModelSpec
 
-    def __init__(self, spec: LanguageModelSpec, options: TrainingOptions, device: torch.device
-                 ) -> None:  # fmt: skip
+    def __init__(
+        self, spec: LanguageModelSpec, options: TrainingOptions, device: torch.device
+    ) -> None:
         super().__init__(spec, options, device)
         assert isinstance(self.data_spec, TextData)
         self.corpus: Corpus = load_corpus(self.data_spec.name, options.data_dir)
         self.columns = spec.batch_per_worker
         self.train_data = torch.from_numpy(
-            rank_columns(self.corpus.train, self.rank, self.world_size, self.columns)).to(device)
+            rank_columns(self.corpus.train, self.rank, self.world_size, self.columns)
+        ).to(device)
         # The sequence lengths are drawn from the same seed on every rank, so all
         # ranks take the same number of steps and meet at every all-reduce.
         self.lengths = random.Random(options.seed)
@@ -130,13 +137,18 @@ class LanguageModel(TaskAdapter[tuple[int, int]]):
 
     def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
         self.optimizer: torch.optim.Optimizer = torch.optim.SGD(
-            parameters, lr=self.spec.optimizer.lr, weight_decay=self.spec.optimizer.weight_decay)
+            parameters, lr=self.spec.optimizer.lr, weight_decay=self.spec.optimizer.weight_decay
+        )
         return self.optimizer
 
     def start_details(self) -> dict[str, Any]:
-        return {"train_samples": len(self.corpus.train), "test_samples": len(self.corpus.valid),
-                "vocabulary": len(self.corpus.words), "steps_per_epoch": self.nominal_steps,
-                "global_batch": self.columns * self.world_size}  # fmt: skip
+        return {
+            "train_samples": len(self.corpus.train),
+            "test_samples": len(self.corpus.valid),
+            "vocabulary": len(self.corpus.words),
+            "steps_per_epoch": self.nominal_steps,
+            "global_batch": self.columns * self.world_size,
+        }
 
     def steps(self, epoch: int) -> list[Step[tuple[int, int]]]:
         """The epoch's slices, each of a length drawn by the spec's rule; the state restarts."""
@@ -164,8 +176,9 @@ class LanguageModel(TaskAdapter[tuple[int, int]]):
         logits, raw, dropped = output
         return regularised_loss(logits, batch.targets, raw, dropped, self.spec)[0]
 
-    def learning_rate(self, epoch: int, index: int, step: Step[tuple[int, int]], steps: int
-                      ) -> float:  # fmt: skip
+    def learning_rate(
+        self, epoch: int, index: int, step: Step[tuple[int, int]], steps: int
+    ) -> float:
         """The warmed-up rate, scaled by the step's sequence length over ``bptt``."""
         fraction = min(index / self.nominal_steps, 1.0)
         self.last_lr = self.schedule.at(epoch + fraction) * step.details["length"] / self.spec.bptt
@@ -176,19 +189,25 @@ class LanguageModel(TaskAdapter[tuple[int, int]]):
         with AveragedWeights(self.optimizer):
             return evaluate_perplexity(model, self.corpus.valid, self.spec, self.device), {}
 
-    def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker
-                     ) -> torch.optim.Optimizer | None:  # fmt: skip
+    def end_of_epoch(
+        self, epoch: int, metrics: dict[str, float], tracker: Tracker
+    ) -> torch.optim.Optimizer | None:
         """Averaged SGD takes over after ``asgd_patience`` epochs without a better perplexity."""
         if metrics["perplexity"] < self.best:
             self.best, self.epochs_without_improvement = metrics["perplexity"], 0
         else:
             self.epochs_without_improvement += 1
-        if (isinstance(self.optimizer, torch.optim.ASGD)
-                or self.epochs_without_improvement < self.spec.asgd_patience):  # fmt: skip
+        if (
+            isinstance(self.optimizer, torch.optim.ASGD)
+            or self.epochs_without_improvement < self.spec.asgd_patience
+        ):
             return None
         tracker.event("switched_to_asgd", epoch=epoch)
         self.optimizer = torch.optim.ASGD(
-            self.model.parameters(), lr=self.last_lr, t0=0, lambd=0.0,
+            self.model.parameters(),
+            lr=self.last_lr,
+            t0=0,
+            lambd=0.0,
             weight_decay=self.spec.optimizer.weight_decay,
-        )  # fmt: skip
+        )
         return self.optimizer

@@ -50,8 +50,11 @@ class LogisticRegression(IndexedTrainingSet[np.ndarray]):
     def load(self, item: np.ndarray) -> Batch:
         rows = torch.from_numpy(np.asarray(self.data.train_x[item]))
         labels = torch.from_numpy(np.asarray(self.data.train_y[item]))
-        return Batch(inputs=(rows.to(self.device, non_blocking=True),),
-                     targets=labels.to(self.device), samples=len(item))  # fmt: skip
+        return Batch(
+            inputs=(rows.to(self.device, non_blocking=True),),
+            targets=labels.to(self.device),
+            samples=len(item),
+        )
 
     def forward(self, net: torch.nn.Module, batch: Batch) -> torch.Tensor:
         return net(*batch.inputs).squeeze(1)
@@ -59,22 +62,23 @@ class LogisticRegression(IndexedTrainingSet[np.ndarray]):
     def loss(self, output: torch.Tensor, batch: Batch) -> torch.Tensor:
         return regularised_loss(output.float(), batch.targets, self.model.weight, self.spec.l2)
 
-
     def warmup_batches(self) -> list[Batch]:
         """Random rows of the full batch's shape and of the epoch's last, shorter batch."""
         sizes = pass_sizes(self.n_train // self.world_size, self.batch)
         generator = torch.Generator().manual_seed(0)
         return [
-            Batch(inputs=(torch.randn(n, self.table.features, generator=generator
-                                      ).to(self.device),),
-                  targets=torch.randint(0, 2, (n,), generator=generator).float().to(self.device),
-                  samples=n)
+            Batch(
+                inputs=(torch.randn(n, self.table.features, generator=generator).to(self.device),),
+                targets=torch.randint(0, 2, (n,), generator=generator).float().to(self.device),
+                samples=n,
+            )
             for n in sizes
-        ]  # fmt: skip
+        ]
 
     @torch.no_grad()
-    def evaluate(self, model: torch.nn.Module, batch: int = 10_000
-                 ) -> tuple[dict[str, float], dict[str, Any]]:  # fmt: skip
+    def evaluate(
+        self, model: torch.nn.Module, batch: int = 10_000
+    ) -> tuple[dict[str, float], dict[str, Any]]:
         """Accuracy (percent) and mean cross-entropy over the whole test set, global over ranks."""
         rows, labels = self.data.test_x, self.data.test_y
         part = shard(len(labels), self.rank, self.world_size)

@@ -30,8 +30,13 @@ import torch
 class DynamicLossScale:
     """The loss-scale bookkeeping alone (steps 1, 4 and 5 above), easy to test."""
 
-    def __init__(self, initial: float, factor: float = 2.0, window: int = 2000,
-                 max_scale: float | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        initial: float,
+        factor: float = 2.0,
+        window: int = 2000,
+        max_scale: float | None = None,
+    ) -> None:
         self.scale = float(initial)
         self.factor = factor
         self.window = window
@@ -68,8 +73,12 @@ class MasterWeights:
         self.master = [p.detach().float().clone().requires_grad_(True) for p in self.model_params]
         self.scaler = scaler
 
-    def step(self, optimizer: torch.optim.Optimizer, normaliser: float | torch.Tensor = 1.0,
-             clip_norm: float | None = None) -> bool:  # fmt: skip
+    def step(
+        self,
+        optimizer: torch.optim.Optimizer,
+        normaliser: float | torch.Tensor = 1.0,
+        clip_norm: float | None = None,
+    ) -> bool:
         """Unscale into the masters, check, clip, update, copy back; False when skipped."""
         divisor = self.scaler.scale * normaliser
         for model_p, master_p in zip(self.model_params, self.master, strict=True):

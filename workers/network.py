@@ -60,9 +60,11 @@ class NetworkProfile:
             return HOST
         # Rates are whole kbit/s and delays whole microseconds (parse_profile rounds them),
         # so the name reads back as the same profile.
-        unit, scale = next((unit, scale) for unit, scale in sorted(
-            UNITS_BIT_PER_S.items(), key=lambda item: -item[1])
-            if self.rate_bit_per_s % scale == 0)  # fmt: skip
+        unit, scale = next(
+            (unit, scale)
+            for unit, scale in sorted(UNITS_BIT_PER_S.items(), key=lambda item: -item[1])
+            if self.rate_bit_per_s % scale == 0
+        )
         rate = f"{self.rate_bit_per_s // scale}{unit}"
         delay_ms = f"{round(self.delay_s * 1e6) / 1000:.3f}".rstrip("0").rstrip(".")
         return rate + (f"+{delay_ms}ms" if self.delay_s else "")

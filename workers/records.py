@@ -86,17 +86,30 @@ _PAYLOAD: dict[str, dict[str, type | tuple[type, ...]]] = {
 # Fields of events that readers use, with their types; "required" ones must be there.
 # Other details an event carries are free (stored as they are).
 _EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
-    "start": {"started_at": (str,), "compile_s": (int, float), "goal_target": (int, float),
-              "goal_metric": (str,), "precision": (str,), "compile": (str,), "device": (str,),
-              "variant": (str,), "compiled": (bool,), "network": (str,)},
-    "goal_reached": {"time_to_accuracy_s": (int, float),
-                     "time_to_accuracy_without_eval_s": (int, float),
-                     "epoch": (int,), "value": (int, float), "target": (int, float)},
+    "start": {
+        "started_at": (str,),
+        "compile_s": (int, float),
+        "goal_target": (int, float),
+        "goal_metric": (str,),
+        "precision": (str,),
+        "compile": (str,),
+        "device": (str,),
+        "variant": (str,),
+        "compiled": (bool,),
+        "network": (str,),
+    },
+    "goal_reached": {
+        "time_to_accuracy_s": (int, float),
+        "time_to_accuracy_without_eval_s": (int, float),
+        "epoch": (int,),
+        "value": (int, float),
+        "target": (int, float),
+    },
     "finished": {"status": (str,), "recompilations": (int,)},
     "failed": {"reason": (str,)},
     "diverged": {"reason": (str,)},
     "switched_to_asgd": {},
-}  # fmt: skip
+}
 _REQUIRED_EVENT_FIELDS = {
     "goal_reached": ("time_to_accuracy_s", "time_to_accuracy_without_eval_s"),
     "finished": ("status",),

@@ -58,14 +58,21 @@ class WorkerRequest:
     def argv(self, results_dir: str, data_dir: str) -> list[str]:
         """The worker's arguments, with this launcher's run directory and data directory."""
         args = [
-            "--task", self.task,
-            "--results", results_dir,
-            "--run-id", self.run_id,
-            "--backend", self.backend,
-            "--timeout", f"{self.collective_timeout_s:g}",
-            "--seed", str(self.seed),
-            "--data-dir", data_dir,
-        ]  # fmt: skip
+            "--task",
+            self.task,
+            "--results",
+            results_dir,
+            "--run-id",
+            self.run_id,
+            "--backend",
+            self.backend,
+            "--timeout",
+            f"{self.collective_timeout_s:g}",
+            "--seed",
+            str(self.seed),
+            "--data-dir",
+            data_dir,
+        ]
         if self.light:
             args.append("--light")
         if self.device != "auto":
@@ -73,8 +80,14 @@ class WorkerRequest:
         if self.network != "host":
             args += ["--network", self.network]
         if self.training:
-            args += ["--variant", self.variant, "--precision", self.precision,
-                     "--compile", self.compile]  # fmt: skip
+            args += [
+                "--variant",
+                self.variant,
+                "--precision",
+                self.precision,
+                "--compile",
+                self.compile,
+            ]
         return args
 
     def as_dict(self) -> dict[str, Any]:

@@ -96,23 +96,29 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--timeout", type=float, default=60.0, help="collective timeout, seconds")
     parser.add_argument(
-        "--network", default="host", type=_network_profile,
+        "--network",
+        default="host",
+        type=_network_profile,
         help="the link profile the launcher runs this group on (recorded, not applied: the "
         "launcher shapes the network), e.g. host or 100mbit",
-    )  # fmt: skip
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--variant", default="sync", choices=TRAINING_VARIANTS)
     parser.add_argument(
-        "--precision", default=DEFAULT_PRECISION, choices=PRECISIONS,
+        "--precision",
+        default=DEFAULT_PRECISION,
+        choices=PRECISIONS,
         help="bf16: forward and loss under bfloat16 autocast; weights, gradients and the "
         "all-reduce stay fp32",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--compile", default="off", choices=COMPILE_SETTINGS,
+        "--compile",
+        default="off",
+        choices=COMPILE_SETTINGS,
         help="torch.compile the training step before the common start: on (refused when it "
         "cannot compile), auto (where it was measured to pay; eager after a failure), off",
-    )  # fmt: skip
+    )
     parser.add_argument("--max-epochs", type=int, default=None, help="override the spec's limit")
     parser.add_argument("--repetitions", type=int, default=None, help="task 0: override")
     parser.add_argument("--max-elements", type=int, default=None, help="task 0: largest size")
@@ -195,7 +201,12 @@ def main(argv: list[str] | None = None) -> int:
         0 if isinstance(spec, AllReduceSpec) else (args.max_epochs or spec.epochs(args.light))
     )
     tracker = Tracker(
-        writer, device, goal=goal, light=args.light, max_epochs=max_epochs, mlperf_log=mlperf,
+        writer,
+        device,
+        goal=goal,
+        light=args.light,
+        max_epochs=max_epochs,
+        mlperf_log=mlperf,
         network=args.network,
     )
     tracker.init_start()  # MLPerf: data, model and compilation are initialisation
@@ -232,8 +243,11 @@ def main(argv: list[str] | None = None) -> int:
         log.error("diverged: %s", exc)
         status = EXIT_DIVERGED
     except Terminated:
-        reason = (LAUNCHER_VANISHED if _launcher_gone.is_set()
-                  else "terminated by SIGTERM (timeout or cancellation)")  # fmt: skip
+        reason = (
+            LAUNCHER_VANISHED
+            if _launcher_gone.is_set()
+            else "terminated by SIGTERM (timeout or cancellation)"
+        )
         tracker.fail("failed", reason)
         status = EXIT_TERMINATED
     except KeyboardInterrupt:

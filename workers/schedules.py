@@ -48,8 +48,10 @@ class LearningRate:
             lr = self.base_lr * self.world_size
         elif self.spec.warmup == "sqrt-k-over-3k":
             target = self.base_lr * math.sqrt(self.world_size)
-            lr = target if epoch >= 3 * self.world_size else (
-                self.base_lr + (target - self.base_lr) * epoch / (3 * self.world_size)
+            lr = (
+                target
+                if epoch >= 3 * self.world_size
+                else (self.base_lr + (target - self.base_lr) * epoch / (3 * self.world_size))
             )
         else:
             lr = self.base_lr

@@ -171,8 +171,11 @@ class Tracker:
             torch.cuda.synchronize()
         self._start = time.perf_counter()
         if self.goal is not None:  # the target this run trains to, as it was when it ran
-            details = {"goal_metric": self.goal.metric,
-                       "goal_target": self.goal.target(self.light), **details}  # fmt: skip
+            details = {
+                "goal_metric": self.goal.metric,
+                "goal_target": self.goal.target(self.light),
+                **details,
+            }
         if self.network != "host":
             details = {**details, "network": self.network}
         self.event("start", started_at=datetime.now(UTC).isoformat(), **details)

@@ -42,7 +42,7 @@ from workers.data.translation import (
     load_bitext,
     sentence_batches,
     token_batches,
-)  # fmt: skip
+)
 from workers.engine import Batch, Step, TaskAdapter, TrainingOptions
 from workers.models.gnmt import GNMT
 from workers.models.transformer import Transformer
@@ -50,8 +50,9 @@ from workers.schedules import gnmt_lr, transformer_lr
 from workers.tasks import GNMTConfig, ParallelText, TransformerConfig, TranslationSpec
 
 
-def padded(sentences: list[np.ndarray], start: int | None = None, end: int | None = None
-           ) -> torch.Tensor:  # fmt: skip
+def padded(
+    sentences: list[np.ndarray], start: int | None = None, end: int | None = None
+) -> torch.Tensor:
     """(batch, longest) ids, padded with ``<pad>``, optionally framed by ``start``/``end``."""
     framed = [
         ([start] if start is not None else []) + s.tolist() + ([end] if end is not None else [])
@@ -63,8 +64,9 @@ def padded(sentences: list[np.ndarray], start: int | None = None, end: int | Non
     return out
 
 
-def pair_batch(bitext: Bitext, indices: np.ndarray
-               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
+def pair_batch(
+    bitext: Bitext, indices: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Source, decoder input (``<s>`` + target) and decoder output (target + ``</s>``)."""
     sources = [bitext.train_source[i] for i in indices]
     targets = [bitext.train_target[i] for i in indices]
@@ -87,15 +89,27 @@ def learning_rate(spec: TranslationSpec, update: int, total_updates: int, light:
     warmup = spec.light_warmup_steps if light else spec.warmup_steps
     if spec.lr_schedule == "gnmt":
         d = spec.decay
-        return gnmt_lr(update, total_updates, spec.optimizer.lr, warmup, d.start, d.interval,
-                       d.max_decays, d.factor)  # fmt: skip
+        return gnmt_lr(
+            update,
+            total_updates,
+            spec.optimizer.lr,
+            warmup,
+            d.start,
+            d.interval,
+            d.max_decays,
+            d.factor,
+        )
     return transformer_lr(update, spec.optimizer.lr, warmup)
 
 
 @torch.no_grad()
-def evaluate_bleu(model: TranslationModel, bitext: Bitext, device: torch.device,
-                  spec: TranslationSpec, batch: int = 64
-                  ) -> tuple[dict[str, float], str]:  # fmt: skip
+def evaluate_bleu(
+    model: TranslationModel,
+    bitext: Bitext,
+    device: torch.device,
+    spec: TranslationSpec,
+    batch: int = 64,
+) -> tuple[dict[str, float], str]:
     """(BLEU in 0–100, sacrebleu signature) of the whole test set's beam-search translations."""
     model.eval()
     part = shard(len(bitext.test_source), dist.get_rank(), dist.get_world_size())
@@ -121,8 +135,9 @@ class Translation(TaskAdapter[np.ndarray]):
     loss_sum = True
     half_on_gpu = True
 
-    def __init__(self, spec: TranslationSpec, options: TrainingOptions, device: torch.device
-                 ) -> None:  # fmt: skip
+    def __init__(
+        self, spec: TranslationSpec, options: TrainingOptions, device: torch.device
+    ) -> None:
         super().__init__(spec, options, device)
         assert isinstance(self.data_spec, ParallelText)
         bitext = load_bitext(self.data_spec.name, options.data_dir)
@@ -130,13 +145,20 @@ class Translation(TaskAdapter[np.ndarray]):
         tested = [i for i, s in enumerate(bitext.test_source) if len(s) <= spec.test_max_length]
         self.test_left_out = len(bitext.test_source) - len(tested)
         if self.test_left_out:
-            bitext = replace(bitext, test_source=[bitext.test_source[i] for i in tested],
-                             test_references=[bitext.test_references[i] for i in tested])
+            bitext = replace(
+                bitext,
+                test_source=[bitext.test_source[i] for i in tested],
+                test_references=[bitext.test_references[i] for i in tested],
+            )
         self.bitext = bitext
         source, target = self.bitext.train_source, self.bitext.train_target
-        self.kept = np.asarray([i for i in range(len(source))
-                                if len(source[i]) <= spec.max_length
-                                and len(target[i]) < spec.max_length])  # fmt: skip
+        self.kept = np.asarray(
+            [
+                i
+                for i in range(len(source))
+                if len(source[i]) <= spec.max_length and len(target[i]) < spec.max_length
+            ]
+        )
         self.target_lengths = np.asarray([len(t) + 1 for t in target])
         self.update_freq = spec.update_freq(self.world_size, options.light)
         self.batch_per_pass = spec.batch_per_pass(self.world_size, options.light)
@@ -151,20 +173,29 @@ class Translation(TaskAdapter[np.ndarray]):
 
     def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
         opt = self.spec.optimizer
-        return torch.optim.Adam(parameters, lr=0.0, betas=opt.betas, eps=opt.eps,
-                                weight_decay=opt.weight_decay)  # fmt: skip
+        return torch.optim.Adam(
+            parameters, lr=0.0, betas=opt.betas, eps=opt.eps, weight_decay=opt.weight_decay
+        )
 
     def start_details(self) -> dict[str, Any]:
-        return {"train_samples": len(self.kept), "test_samples": len(self.bitext.test_source),
-                "test_samples_left_out": self.test_left_out,
-                "vocabulary": self.bitext.vocabulary, "update_freq": self.update_freq,
-                "batch_per_pass": self.batch_per_pass, "batch_unit": self.spec.batch_unit,
-                "beam_size": self.spec.beam_size}  # fmt: skip
+        return {
+            "train_samples": len(self.kept),
+            "test_samples": len(self.bitext.test_source),
+            "test_samples_left_out": self.test_left_out,
+            "vocabulary": self.bitext.vocabulary,
+            "update_freq": self.update_freq,
+            "batch_per_pass": self.batch_per_pass,
+            "batch_unit": self.spec.batch_unit,
+            "beam_size": self.spec.beam_size,
+        }
 
     def steps(self, epoch: int) -> list[Step[np.ndarray]]:
         """The epoch's batches, shuffled, ``update_freq`` a step; the same count on every rank."""
-        order = self.kept[epoch_partition(len(self.kept), self.rank, self.world_size, epoch,
-                                          self.options.seed).numpy()]  # fmt: skip
+        order = self.kept[
+            epoch_partition(
+                len(self.kept), self.rank, self.world_size, epoch, self.options.seed
+            ).numpy()
+        ]
         make_batches = token_batches if self.spec.batch_unit == "tokens" else sentence_batches
         batches = make_batches(self.target_lengths, self.batch_per_pass, order)
         np.random.default_rng(self.options.seed + epoch).shuffle(batches)
@@ -188,9 +219,12 @@ class Translation(TaskAdapter[np.ndarray]):
     def loss(self, output: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Label-smoothed cross-entropy summed over the batch's target tokens."""
         return F.cross_entropy(
-            output.float().reshape(-1, output.size(-1)), batch.targets.reshape(-1),
-            ignore_index=PAD, label_smoothing=self.spec.label_smoothing, reduction="sum",
-        )  # fmt: skip
+            output.float().reshape(-1, output.size(-1)),
+            batch.targets.reshape(-1),
+            ignore_index=PAD,
+            label_smoothing=self.spec.label_smoothing,
+            reduction="sum",
+        )
 
     def learning_rate(self, epoch: int, index: int, step: Step[np.ndarray], steps: int) -> float:
         lr = learning_rate(self.spec, self.update, self.total_updates, self.options.light)

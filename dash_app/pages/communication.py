@@ -108,8 +108,14 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
 
 def failure(message: str) -> tuple[Any, ...]:
     blank = figures.empty_figure(message)
-    return (no_update, ui.error_alert(message), *(blank for _ in GRAPHS), True, no_update,
-            no_update)  # fmt: skip
+    return (
+        no_update,
+        ui.error_alert(message),
+        *(blank for _ in GRAPHS),
+        True,
+        no_update,
+        no_update,
+    )
 
 
 @ui.guarded(failure)
@@ -142,12 +148,16 @@ def update(
     shown = networks.shown
     if sweep is not None:
         runs = source.sweep_runs(sweep.id)
-        ratio = figures.per_network({
-            name: figures.communication_ratio_figure(
-                source.scaling(sweep_id, name), [r for r in runs if r.network == name],
-                source.phases(sweep_id, name))
-            for name in shown
-        })  # fmt: skip
+        ratio = figures.per_network(
+            {
+                name: figures.communication_ratio_figure(
+                    source.scaling(sweep_id, name),
+                    [r for r in runs if r.network == name],
+                    source.phases(sweep_id, name),
+                )
+                for name in shown
+            }
+        )
         phases = figures.phase_figure(source.phases(sweep_id, shown[0]))
         to_goal = figures.phase_figure(source.phase_totals(sweep_id, shown[0]), to_goal=True)
         if networks.several:  # the stacked bars show one profile
@@ -156,8 +166,9 @@ def update(
         running = sweep.outcome == "running"
     else:
         ratio = phases = to_goal = figures.empty_figure("No training sweep chosen.")
-    state = CommunicationState(sweep=sweep_id, allreduce=chosen, dtype=dtype or "all",
-                               network=networks.picked)  # fmt: skip
+    state = CommunicationState(
+        sweep=sweep_id, allreduce=chosen, dtype=dtype or "all", network=networks.picked
+    )
     sweeps = [s for s in (source.sweep(i) for i in chosen) if s is not None]
     if sweeps:
         rows = [row for s in sweeps for row in source.allreduce(s.id)]
@@ -169,8 +180,18 @@ def update(
     if running:
         notes.append("A shown sweep is still running; this page refreshes itself.")
     status = html.P(" ".join(notes), className="text-info") if notes else None
-    return (to_search(state), status, ratio, phases, to_goal, latency, busbw, not running,
-            networks.options, networks.style)  # fmt: skip
+    return (
+        to_search(state),
+        status,
+        ratio,
+        phases,
+        to_goal,
+        latency,
+        busbw,
+        not running,
+        networks.options,
+        networks.style,
+    )
 
 
 def register(app: Dash) -> None:

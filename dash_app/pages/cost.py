@@ -81,8 +81,7 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
         dbc.Row(
             [
                 ui.published_switch("cost-published", state.published),
-                ui.network_picker("cost-network", source.networks(choice.chosen.id),
-                                  state.network),
+                ui.network_picker("cost-network", source.networks(choice.chosen.id), state.network),
             ],
             className="mt-2",
         ),
@@ -104,8 +103,18 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
 
 def failure(message: str) -> tuple[Any, ...]:
     blank = figures.empty_figure(message)
-    return (no_update, ui.error_alert(message), None, blank, blank, blank, None, True, no_update,
-            no_update)  # fmt: skip
+    return (
+        no_update,
+        ui.error_alert(message),
+        None,
+        blank,
+        blank,
+        blank,
+        None,
+        True,
+        no_update,
+        no_update,
+    )
 
 
 @ui.guarded(failure)
@@ -128,18 +137,35 @@ def update(
         return failure(f"There is no sweep {sweep_id!r} in the database.")
     networks = ui.choose_networks(source.networks(sweep_id), network)
     shown = networks.shown
-    state = CostState(sweep=sweep_id, instance=instance, gpu=gpu, published=published or "off",
-                      network=networks.picked)  # fmt: skip
+    state = CostState(
+        sweep=sweep_id,
+        instance=instance,
+        gpu=gpu,
+        published=published or "off",
+        network=networks.picked,
+    )
     points, note = ui.published_for(sweep, published == "on")
     drawn_with = {name: points if i == 0 else () for i, name in enumerate(shown)}
     prices = ui.table("cost-price-table", tables.price_rows(source.prices()))
     try:
-        rows = {name: source.costs(sweep_id, instance, None if gpu == NO_GPU else gpu, name)
-                for name in shown}  # fmt: skip
+        rows = {
+            name: source.costs(sweep_id, instance, None if gpu == NO_GPU else gpu, name)
+            for name in shown
+        }
     except PriceMissing as exc:
         blank = figures.empty_figure(f"{exc}; add it with `scalebench prices set`.")
-        return (to_search(state), ui.error_alert(str(exc)), note, blank, blank, blank, prices,
-                True, networks.options, networks.style)  # fmt: skip
+        return (
+            to_search(state),
+            ui.error_alert(str(exc)),
+            note,
+            blank,
+            blank,
+            blank,
+            prices,
+            True,
+            networks.options,
+            networks.style,
+        )
     status = None
     if not any(rows.values()):
         status = dbc.Alert(
@@ -153,8 +179,7 @@ def update(
         note,
         figures.per_network({n: figures.cost_figure(rows[n], drawn_with[n]) for n in shown}),
         figures.per_network({n: figures.price_index_figure(rows[n]) for n in shown}),
-        figures.per_network({n: figures.cost_time_figure(rows[n], drawn_with[n])
-                             for n in shown}),
+        figures.per_network({n: figures.cost_time_figure(rows[n], drawn_with[n]) for n in shown}),
         prices,
         sweep.outcome != "running",
         networks.options,

@@ -152,8 +152,14 @@ def running_table(running: list[RunProgress]) -> Any:
         )
         for r in running
     ]
-    header = html.Thead(html.Tr([html.Th(h) for h in (
-        "run", "task", "workers", "repeat", "done", "last evaluation", "elapsed")]))  # fmt: skip
+    header = html.Thead(
+        html.Tr(
+            [
+                html.Th(h)
+                for h in ("run", "task", "workers", "repeat", "done", "last evaluation", "elapsed")
+            ]
+        )
+    )
     return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="overview-running")
 
 

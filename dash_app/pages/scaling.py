@@ -81,17 +81,19 @@ def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
     ]
 
 
-def summary(
-    sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunInfo]
-) -> html.Div:
+def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunInfo]) -> html.Div:
     """The sweep in a line, the numbers of each shown network profile, what failed."""
     failed = [r for r in runs if r.status != "succeeded"]
     tables: list[Any] = []
     for network, network_rows in rows.items():
         if len(rows) > 1:
             tables.append(html.H6(f"network {network}", className="mt-3"))
-        tables.append(ui.table(f"scaling-table-{len(tables)}" if tables else "scaling-table",
-                               scaling_rows_table(network_rows)))  # fmt: skip
+        tables.append(
+            ui.table(
+                f"scaling-table-{len(tables)}" if tables else "scaling-table",
+                scaling_rows_table(network_rows),
+            )
+        )
     notes = [html.Li(f"{r.id}: {r.status} — {r.reason or 'no reason recorded'}") for r in failed]
     return html.Div(
         [
@@ -111,8 +113,17 @@ def summary(
 
 def failure(message: str) -> tuple[Any, ...]:
     blank = figures.empty_figure(message)
-    return (no_update, ui.error_alert(message), None, blank, blank, blank, True, no_update,
-            no_update)  # fmt: skip
+    return (
+        no_update,
+        ui.error_alert(message),
+        None,
+        blank,
+        blank,
+        blank,
+        True,
+        no_update,
+        no_update,
+    )
 
 
 @ui.guarded(failure)
@@ -144,14 +155,15 @@ def update(
         to_search(state),
         summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
         note,
-        figures.per_network({n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n])
-                             for n in shown}),
+        figures.per_network(
+            {n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n]) for n in shown}
+        ),
         figures.per_network({n: figures.speedup_figure(rows[n], drawn_with[n]) for n in shown}),
         figures.per_network({n: figures.efficiency_figure(rows[n]) for n in shown}),
         sweep.outcome != "running",
         networks.options,
         networks.style,
-    )  # fmt: skip
+    )
 
 
 def register(app: Dash) -> None:

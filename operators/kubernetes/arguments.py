@@ -43,8 +43,10 @@ def pod_argv(group: GroupPlan, results_root: str | Path, data_root: str | Path) 
     below ``/var/scalebench/data``.
     """
     return group.worker.argv(
-        results_dir=pod_path(group.run_dir, results_root, RESULTS_MOUNT,
-                             "the results root (SCALEBENCH_RESULTS_URI)"),
-        data_dir=pod_path(group.data_dir, data_root, DATA_MOUNT,
-                          "the data root (SCALEBENCH_DATA_DIR)"),
-    )  # fmt: skip
+        results_dir=pod_path(
+            group.run_dir, results_root, RESULTS_MOUNT, "the results root (SCALEBENCH_RESULTS_URI)"
+        ),
+        data_dir=pod_path(
+            group.data_dir, data_root, DATA_MOUNT, "the data root (SCALEBENCH_DATA_DIR)"
+        ),
+    )

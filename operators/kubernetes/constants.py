@@ -13,8 +13,12 @@ CONTAINER = "worker"
 WORKER_UID = 1000
 TMP_SIZE = "4Gi"  # the pod's /tmp (an emptyDir: the root filesystem is read-only)
 # Caches that torch and friends write under $HOME by default, pointed at /tmp.
-WRITABLE_HOMES = {"HOME": "/tmp", "XDG_CACHE_HOME": "/tmp/.cache",
-                  "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor", "MPLCONFIGDIR": "/tmp/mpl"}
+WRITABLE_HOMES = {
+    "HOME": "/tmp",
+    "XDG_CACHE_HOME": "/tmp/.cache",
+    "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor",
+    "MPLCONFIGDIR": "/tmp/mpl",
+}
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # one value per node

@@ -229,9 +229,14 @@ class KubernetesGroup:
         """The verdict rules for this group, counting ``timeout_s`` (s) from :meth:`start`."""
         if self._started is None:
             raise RuntimeError("start() the group before waiting for it")
-        return GroupWatch(world_size=self.world_size, namespace=self.settings.namespace,
-                          job=self.names.job, started_s=self._started, timeout_s=timeout_s,
-                          schedule_timeout_s=self.settings.schedule_timeout_s)  # fmt: skip
+        return GroupWatch(
+            world_size=self.world_size,
+            namespace=self.settings.namespace,
+            job=self.names.job,
+            started_s=self._started,
+            timeout_s=timeout_s,
+            schedule_timeout_s=self.settings.schedule_timeout_s,
+        )
 
     def trigger(
         self, timeout_s: float, group: dict[str, Any] | None = None, live_ingest_s: float = 0.0
@@ -241,12 +246,19 @@ class KubernetesGroup:
         from operators.kubernetes.trigger import GroupTrigger
 
         watch = self.watch(timeout_s)
-        return GroupTrigger(conn_id=self.settings.conn_id, namespace=watch.namespace,
-                            job=self.names.job, service=self.names.service,
-                            world_size=self.world_size, started_s=watch.started_s,
-                            timeout_s=timeout_s, schedule_timeout_s=watch.schedule_timeout_s,
-                            poll_interval_s=self.poll_interval_s, live_ingest_s=live_ingest_s,
-                            group=group)  # fmt: skip
+        return GroupTrigger(
+            conn_id=self.settings.conn_id,
+            namespace=watch.namespace,
+            job=self.names.job,
+            service=self.names.service,
+            world_size=self.world_size,
+            started_s=watch.started_s,
+            timeout_s=timeout_s,
+            schedule_timeout_s=watch.schedule_timeout_s,
+            poll_interval_s=self.poll_interval_s,
+            live_ingest_s=live_ingest_s,
+            group=group,
+        )
 
     def resumed(self, started_s: float) -> KubernetesGroup:
         """This group as :meth:`start` left it (Job and Service created at ``started_s``,

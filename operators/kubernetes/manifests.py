@@ -81,8 +81,12 @@ def bandwidth_annotations(network: str) -> dict[str, dict[str, str]]:
     if profile.delay_s:
         raise ValueError(f"{network}: the bandwidth plugin limits rates; it cannot add delay")
     rate = bandwidth_quantity(profile.rate_bit_per_s)
-    return {"annotations": {"kubernetes.io/ingress-bandwidth": rate,
-                            "kubernetes.io/egress-bandwidth": rate}}  # fmt: skip
+    return {
+        "annotations": {
+            "kubernetes.io/ingress-bandwidth": rate,
+            "kubernetes.io/egress-bandwidth": rate,
+        }
+    }
 
 
 def job_manifest(
@@ -172,8 +176,10 @@ def job_manifest(
         "volumes": volumes,
     }
     if placement == "spread":  # one rank per node: the network between ranks is measured
-        apart = {"labelSelector": {"matchLabels": {JOB_NAME_LABEL: names.job}},
-                 "topologyKey": HOSTNAME_LABEL}  # fmt: skip
+        apart = {
+            "labelSelector": {"matchLabels": {JOB_NAME_LABEL: names.job}},
+            "topologyKey": HOSTNAME_LABEL,
+        }
         pod_spec["affinity"] = {
             "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [apart]}
         }
@@ -187,8 +193,10 @@ def job_manifest(
         "parallelism": world_size,
         "backoffLimit": 0,
         "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
-        "template": {"metadata": {"labels": labels, **bandwidth_annotations(network)},
-                     "spec": pod_spec},
+        "template": {
+            "metadata": {"labels": labels, **bandwidth_annotations(network)},
+            "spec": pod_spec,
+        },
     }
     if timeout_s is not None:
         spec["activeDeadlineSeconds"] = max(1, math.ceil(timeout_s))

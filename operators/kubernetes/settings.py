@@ -51,8 +51,22 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _CPU = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
-_SUFFIXES = {"": 1, "m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18,
-             "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_SUFFIXES = {
+    "": 1,
+    "m": 1e-3,
+    "k": 1e3,
+    "M": 1e6,
+    "G": 1e9,
+    "T": 1e12,
+    "P": 1e15,
+    "E": 1e18,
+    "Ki": 2**10,
+    "Mi": 2**20,
+    "Gi": 2**30,
+    "Ti": 2**40,
+    "Pi": 2**50,
+    "Ei": 2**60,
+}
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 
 
@@ -155,17 +169,27 @@ class KubernetesSettings:
                 "a Kubernetes quantity such as 2Gi or 512Mi",
             ),
         ]
-        for kind, pattern, example in (("CPU", _CPU, "3 or 500m"),
-                                       ("MEMORY", _QUANTITY, "12Gi or 512Mi")):  # fmt: skip
+        for kind, pattern, example in (
+            ("CPU", _CPU, "3 or 500m"),
+            ("MEMORY", _QUANTITY, "12Gi or 512Mi"),
+        ):
             request = getattr(self, f"{kind.lower()}_request")
             limit = getattr(self, f"{kind.lower()}_limit")
             checks += [
-                (f"SCALEBENCH_K8S_{kind}_REQUEST", request, pattern.match(request),
-                 f"a Kubernetes quantity such as {example}"),
-                (f"SCALEBENCH_K8S_{kind}_LIMIT", limit, pattern.match(limit)
-                 and (not pattern.match(request) or quantity(limit) >= quantity(request)),
-                 f"a Kubernetes quantity such as {example}, at least the request ({request})"),
-            ]  # fmt: skip
+                (
+                    f"SCALEBENCH_K8S_{kind}_REQUEST",
+                    request,
+                    pattern.match(request),
+                    f"a Kubernetes quantity such as {example}",
+                ),
+                (
+                    f"SCALEBENCH_K8S_{kind}_LIMIT",
+                    limit,
+                    pattern.match(limit)
+                    and (not pattern.match(request) or quantity(limit) >= quantity(request)),
+                    f"a Kubernetes quantity such as {example}, at least the request ({request})",
+                ),
+            ]
         for variable, value, ok, expected in checks:
             _check(ok, variable, value, expected)
         for toleration in self.tolerations:
@@ -205,8 +229,10 @@ class KubernetesSettings:
     @property
     def resources(self) -> dict[str, dict[str, str]]:
         """A worker container's CPU and memory requests and limits, as the API takes them."""
-        return {"requests": {"cpu": self.cpu_request, "memory": self.memory_request},
-                "limits": {"cpu": self.cpu_limit, "memory": self.memory_limit}}  # fmt: skip
+        return {
+            "requests": {"cpu": self.cpu_request, "memory": self.memory_request},
+            "limits": {"cpu": self.cpu_limit, "memory": self.memory_limit},
+        }
 
 
 def quantity(text: str) -> float:

@@ -116,9 +116,14 @@ class GroupTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         from kubernetes_asyncio.client import BatchV1Api, CoreV1Api
 
-        watch = GroupWatch(world_size=self.world_size, namespace=self.namespace, job=self.job,
-                           started_s=self.started_s, timeout_s=self.timeout_s,
-                           schedule_timeout_s=self.schedule_timeout_s)  # fmt: skip
+        watch = GroupWatch(
+            world_size=self.world_size,
+            namespace=self.namespace,
+            job=self.job,
+            started_s=self.started_s,
+            timeout_s=self.timeout_s,
+            schedule_timeout_s=self.schedule_timeout_s,
+        )
         try:
             async with self._hook().get_conn() as api:
                 batch, core = BatchV1Api(api), CoreV1Api(api)
@@ -147,13 +152,15 @@ class GroupTrigger(BaseTrigger):
             except (TimeoutError, ApiException, ClientError, OSError) as exc:
                 code = getattr(exc, "status", None)
                 if code == 404:
-                    return Verdict("failed", f"Job {self.namespace}/{self.job} was deleted by "
-                                             "someone else"), []  # fmt: skip
+                    return Verdict(
+                        "failed", f"Job {self.namespace}/{self.job} was deleted by someone else"
+                    ), []
                 api_errors += 1
                 if code in (401, 403) or api_errors > MAX_API_ERRORS:
                     where = f"{self.namespace}/{self.job}"
-                    raise RuntimeError(f"reading Job {where} failed {api_errors} time(s) in a "
-                                       f"row: {exc}") from exc  # fmt: skip
+                    raise RuntimeError(
+                        f"reading Job {where} failed {api_errors} time(s) in a row: {exc}"
+                    ) from exc
                 self.log.warning("reading the group failed (%s); trying again", exc)
                 await asyncio.sleep(self.poll_interval_s)
                 continue
@@ -165,8 +172,9 @@ class GroupTrigger(BaseTrigger):
             if self.live_ingest_s > 0 and time.monotonic() - last_load >= self.live_ingest_s:
                 last_load = time.monotonic()
                 await self._load_so_far()
-            await asyncio.sleep(min(SETTLE_S, self.poll_interval_s) if look == SETTLE
-                                else self.poll_interval_s)  # fmt: skip
+            await asyncio.sleep(
+                min(SETTLE_S, self.poll_interval_s) if look == SETTLE else self.poll_interval_s
+            )
 
     def _event(
         self, verdict: Verdict, watch: GroupWatch, pods: list[Any], tail: list[str] | None = None
@@ -185,8 +193,9 @@ class GroupTrigger(BaseTrigger):
 
     async def _read_log(self, core: Any, pod_name: str, **options: Any) -> str | None:
         try:
-            text = await core.read_namespaced_pod_log(pod_name, self.namespace,
-                                                      container=CONTAINER, **options)  # fmt: skip
+            text = await core.read_namespaced_pod_log(
+                pod_name, self.namespace, container=CONTAINER, **options
+            )
             return text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
         except Exception as exc:  # logs are for people; never let them end the watch
             self.log.warning("could not read the log of pod %s: %s", pod_name, exc)
@@ -197,8 +206,9 @@ class GroupTrigger(BaseTrigger):
         pod = rank0_pod(pods)
         if pod is None:
             return
-        text = await self._read_log(core, _get(pod, "metadata", "name"),
-                                    **self.rank0.options(pod, now_s()))  # fmt: skip
+        text = await self._read_log(
+            core, _get(pod, "metadata", "name"), **self.rank0.options(pod, now_s())
+        )
         for line in self.rank0.new_lines(pod, text) if text is not None else []:
             self.log.info("[rank 0] %s", line)
             self._rank0_seen.append(f"[rank 0] {line}")
@@ -208,8 +218,7 @@ class GroupTrigger(BaseTrigger):
         pod = next((p for p in pods if pod_rank(p) == rank), None)
         if pod is None:
             return []
-        text = await self._read_log(core, _get(pod, "metadata", "name"),
-                                    tail_lines=LOG_TAIL_LINES)  # fmt: skip
+        text = await self._read_log(core, _get(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES)
         return [f"[rank {rank}] {line}" for line in (text or "").splitlines()]
 
     async def _load_so_far(self) -> None:
@@ -221,8 +230,9 @@ class GroupTrigger(BaseTrigger):
         from scalebench.sweep import GroupPlan
 
         try:
-            await asyncio.to_thread(load_quietly, config.database_url(),
-                                    GroupPlan.from_xcom(self.group))  # fmt: skip
+            await asyncio.to_thread(
+                load_quietly, config.database_url(), GroupPlan.from_xcom(self.group)
+            )
         except Exception as exc:  # the measurement is safe on disk either way
             self.log.warning("not loaded into the results database yet (%s)", exc)
 
@@ -233,16 +243,27 @@ class GroupTrigger(BaseTrigger):
 
         try:
             async with self._hook().get_conn() as api:
-                await delete_group(BatchV1Api(api), CoreV1Api(api), self.namespace, self.job,
-                                   self.service, warn=self.log.warning)  # fmt: skip
+                await delete_group(
+                    BatchV1Api(api),
+                    CoreV1Api(api),
+                    self.namespace,
+                    self.job,
+                    self.service,
+                    warn=self.log.warning,
+                )
         finally:  # recorded even when the cluster did not answer
             if self.group is not None:
                 from scalebench import manifest
                 from scalebench.sweep import GroupPlan
 
                 group = GroupPlan.from_xcom(self.group)
-                await asyncio.to_thread(manifest.record_verdict, Path(group.sweep_dir),
-                                        group.run_id, "cancelled", CANCELLED_REASON)  # fmt: skip
+                await asyncio.to_thread(
+                    manifest.record_verdict,
+                    Path(group.sweep_dir),
+                    group.run_id,
+                    "cancelled",
+                    CANCELLED_REASON,
+                )
 
 
 async def delete_group(
@@ -250,14 +271,19 @@ async def delete_group(
 ) -> None:
     """Delete the Job (its pods in the background) and the Service; 404 counts as deleted."""
     calls = (
-        ("job", job, lambda: batch.delete_namespaced_job(job, namespace,
-                                                          propagation_policy="Background")),
+        (
+            "job",
+            job,
+            lambda: batch.delete_namespaced_job(job, namespace, propagation_policy="Background"),
+        ),
         ("service", service, lambda: core.delete_namespaced_service(service, namespace)),
-    )  # fmt: skip
+    )
     for kind, name, call in calls:
         try:
             await call()
         except Exception as exc:
             if getattr(exc, "status", None) != 404:
-                warn(f"could not delete {kind} {namespace}/{name} ({exc}); delete it with: "
-                     f"kubectl -n {namespace} delete {kind} {name}")  # fmt: skip
+                warn(
+                    f"could not delete {kind} {namespace}/{name} ({exc}); delete it with: "
+                    f"kubectl -n {namespace} delete {kind} {name}"
+                )

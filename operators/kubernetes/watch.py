@@ -131,8 +131,10 @@ class Rank0Log:
         entries = text.split("\n")
         if entries[-1] == "" or _get(pod, "status", "phase") == "Running":
             entries.pop()  # after the last newline: nothing, or a line still being written
-        stamped = [(_stamp_key(stamp), line)
-                   for stamp, _, line in (entry.partition(" ") for entry in entries)]  # fmt: skip
+        stamped = [
+            (_stamp_key(stamp), line)
+            for stamp, _, line in (entry.partition(" ") for entry in entries)
+        ]
         if stamped and all(key is None for key, _ in stamped):  # an unstamped whole log
             new = entries[self.lines :]
             self.lines = max(self.lines, len(entries))
@@ -170,5 +172,7 @@ def _stamp_key(stamp: str) -> tuple[int, int] | None:
     return int(whole.timestamp()), int((match["fraction"] or "").ljust(9, "0"))
 
 
-_STAMP = re.compile(r"(?P<whole>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d{1,9}))?"
-                    r"(?P<zone>Z|[+-]\d\d:\d\d)")  # fmt: skip
+_STAMP = re.compile(
+    r"(?P<whole>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d{1,9}))?"
+    r"(?P<zone>Z|[+-]\d\d:\d\d)"
+)

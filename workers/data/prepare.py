@@ -137,8 +137,10 @@ def fetch(url: str, target: Path, say: Callable[[str], None] = print) -> None:
             said[0] = int(done * 10)
             elapsed = time.monotonic() - started
             left = elapsed / done * (1 - done) if done > 0 else 0.0
-            say(f"{target.name}: {done:.0%} of {total_bytes / 1e6:.0f} MB, "
-                f"{elapsed:.0f} s elapsed, about {left:.0f} s to go")  # fmt: skip
+            say(
+                f"{target.name}: {done:.0%} of {total_bytes / 1e6:.0f} MB, "
+                f"{elapsed:.0f} s elapsed, about {left:.0f} s to go"
+            )
 
     try:
         urllib.request.urlretrieve(url, target, progress)
@@ -210,8 +212,9 @@ def prepare_digits(name: str = "digits") -> Prepared:
     digits = load_digits()
     if digits.images.shape != (1797, 8, 8) or set(digits.target.tolist()) != set(range(10)):
         raise DataSetCorrupt(f"scikit-learn digits: unexpected shape {digits.images.shape}")
-    return Prepared(name, "verified", "sklearn.datasets.load_digits",
-                    bytes=int(digits.images.nbytes))  # fmt: skip
+    return Prepared(
+        name, "verified", "sklearn.datasets.load_digits", bytes=int(digits.images.nbytes)
+    )
 
 
 EPSILON_TEXT = {"train": "epsilon_normalized", "test": "epsilon_normalized.t"}
@@ -248,15 +251,18 @@ def convert_libsvm(
         )
     size = source.stat().st_size
     with replaced_when_done(x_path) as tmp_x, replaced_when_done(y_path) as tmp_y:
-        x = np.lib.format.open_memmap(tmp_x, mode="w+", dtype=np.float32,
-                                      shape=(rows, features))  # fmt: skip
+        x = np.lib.format.open_memmap(tmp_x, mode="w+", dtype=np.float32, shape=(rows, features))
         y = np.empty(rows, dtype=np.float32)
         done, offset, began = 0, 0, time.monotonic()
         while offset < size:
             chunk, labels = load_svmlight_file(
-                str(source), n_features=features, dtype=np.float32, zero_based=False,
-                offset=offset, length=chunk_bytes,
-            )  # fmt: skip
+                str(source),
+                n_features=features,
+                dtype=np.float32,
+                zero_based=False,
+                offset=offset,
+                length=chunk_bytes,
+            )
             if not set(np.unique(labels).tolist()) <= {-1.0, 1.0}:
                 raise DataSetCorrupt(f"{source}: labels other than -1 and +1")
             n = chunk.shape[0]
@@ -265,8 +271,10 @@ def convert_libsvm(
             done += n
             offset += chunk_bytes
             rate = done / max(time.monotonic() - began, 1e-9)
-            say(f"{source.name}: {done:,}/{rows:,} rows, "
-                f"{(rows - done) / max(rate, 1e-9):.0f} s to go")  # fmt: skip
+            say(
+                f"{source.name}: {done:,}/{rows:,} rows, "
+                f"{(rows - done) / max(rate, 1e-9):.0f} s to go"
+            )
         if done != rows:
             raise DataSetCorrupt(f"{source}: read {done:,} rows of {rows:,} lines")
         x.flush()
@@ -287,8 +295,11 @@ def _text_source(folder: Path, name: str, download: bool, url: str) -> Path:
         with replaced_when_done(packed) as partial:
             fetch(url, partial)
     try:
-        with replaced_when_done(text) as unpacked, bz2.open(packed, "rb") as src, \
-                unpacked.open("wb") as dst:  # fmt: skip
+        with (
+            replaced_when_done(text) as unpacked,
+            bz2.open(packed, "rb") as src,
+            unpacked.open("wb") as dst,
+        ):
             shutil.copyfileobj(src, dst, 1 << 24)
     except (OSError, EOFError, ValueError) as exc:
         raise DataSetCorrupt(
@@ -323,14 +334,18 @@ def prepare_epsilon(
                 raise DataSetMissing(
                     f"epsilon: {exc}. Put LIBSVM's {name}.bz2 into {folder}, or pass --download"
                 ) from None
-            convert_libsvm(source, features, files[f"{split}_x"], files[f"{split}_y"],
-                           expected_rows=rows[split], say=say)  # fmt: skip
+            convert_libsvm(
+                source,
+                features,
+                files[f"{split}_x"],
+                files[f"{split}_y"],
+                expected_rows=rows[split],
+                say=say,
+            )
         status = "converted"
     states = {path.name: _file_state(path) for path in files.values()}
     total = sum(state["size"] for state in states.values())
-    fresh = stamp_path.is_file() and (
-        read_stamp(stamp_path).get("files") == states
-    )
+    fresh = stamp_path.is_file() and (read_stamp(stamp_path).get("files") == states)
     if status == "verified" and fresh:
         return Prepared("epsilon", "fresh", str(folder), bytes=total)
     for split, expected in rows.items():
@@ -353,8 +368,12 @@ def prepare_epsilon_like() -> Prepared:
     data = load_epsilon_like()
     if not 0.45 < float(data.train_y.mean()) < 0.55:
         raise DataSetCorrupt(f"generated epsilon-like rows: {data.train_y.mean():.2f} positive")
-    return Prepared("epsilon_like", "verified", "generated (workers/data/sources.py)",
-                    bytes=int(data.train_x.nbytes + data.test_x.nbytes))  # fmt: skip
+    return Prepared(
+        "epsilon_like",
+        "verified",
+        "generated (workers/data/sources.py)",
+        bytes=int(data.train_x.nbytes + data.test_x.nbytes),
+    )
 
 
 def prepare_wikitext2(data_dir: Path, *, vocabulary: int = 33_278) -> Prepared:
@@ -366,8 +385,10 @@ def prepare_wikitext2(data_dir: Path, *, vocabulary: int = 33_278) -> Prepared:
     states = {path.name: _file_state(path) for path in files if path.is_file()}
     stamp_path = folder / STAMP
     total = sum(state["size"] for state in states.values())
-    if len(states) == len(files) and stamp_path.is_file() and (
-        read_stamp(stamp_path).get("files") == states
+    if (
+        len(states) == len(files)
+        and stamp_path.is_file()
+        and (read_stamp(stamp_path).get("files") == states)
     ):
         return Prepared("wikitext2", "fresh", str(folder), bytes=total)
     corpus = load_wikitext2(data_dir)  # raises DataSetMissing naming the files
@@ -384,8 +405,12 @@ def prepare_markov() -> Prepared:
     from workers.data.text import markov_corpus
 
     corpus = markov_corpus()
-    return Prepared("markov", "verified", "generated (workers/data/text.py)",
-                    bytes=int(corpus.train.nbytes + corpus.valid.nbytes))  # fmt: skip
+    return Prepared(
+        "markov",
+        "verified",
+        "generated (workers/data/text.py)",
+        bytes=int(corpus.train.nbytes + corpus.valid.nbytes),
+    )
 
 
 def prepare_parallel_text(data_dir: Path, name: str) -> Prepared:
@@ -397,8 +422,10 @@ def prepare_parallel_text(data_dir: Path, name: str) -> Prepared:
     states = {path.name: _file_state(path) for path in wmt_files(data_dir, name).values()}
     total = sum(state["size"] for state in states.values())
     stamp_path = folder / STAMP
-    if (folder / "bpe.json").is_file() and stamp_path.is_file() and (
-        read_stamp(stamp_path).get("files") == states
+    if (
+        (folder / "bpe.json").is_file()
+        and stamp_path.is_file()
+        and (read_stamp(stamp_path).get("files") == states)
     ):
         return Prepared(name, "fresh", str(folder), bytes=total)
     pairs = prepare_wmt(data_dir, name)
@@ -428,6 +455,10 @@ def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
         from workers.data.translation import synthetic_bitext
 
         bitext = synthetic_bitext()
-        return Prepared("synthetic", "verified", "generated (workers/data/translation.py)",
-                        bytes=sum(s.nbytes for s in bitext.train_source))  # fmt: skip
+        return Prepared(
+            "synthetic",
+            "verified",
+            "generated (workers/data/translation.py)",
+            bytes=sum(s.nbytes for s in bitext.train_source),
+        )
     raise ValueError(f"unknown data set {name!r}")

@@ -126,8 +126,9 @@ def load_digits32(test_fraction: float = 0.2, seed: int = 0) -> ImageArrays:
     small = load_digits(test_fraction, seed)
 
     def upscale(images: np.ndarray) -> torch.Tensor:
-        return F.interpolate(torch.from_numpy(images), size=(32, 32), mode="bilinear",
-                             align_corners=False)  # fmt: skip
+        return F.interpolate(
+            torch.from_numpy(images), size=(32, 32), mode="bilinear", align_corners=False
+        )
 
     train = upscale(small.train_images)
     generator = torch.Generator().manual_seed(seed)
@@ -138,8 +139,13 @@ def load_digits32(test_fraction: float = 0.2, seed: int = 0) -> ImageArrays:
         scale = 0.9 + 0.2 * torch.rand(n, generator=generator)
         shear = (torch.rand(n, generator=generator) - 0.5) * 0.2
         cos, sin = torch.cos(angle) / scale, torch.sin(angle) / scale
-        theta = torch.stack([torch.stack([cos, -sin + shear, torch.zeros(n)], 1),
-                             torch.stack([sin, cos, torch.zeros(n)], 1)], 1)  # fmt: skip
+        theta = torch.stack(
+            [
+                torch.stack([cos, -sin + shear, torch.zeros(n)], 1),
+                torch.stack([sin, cos, torch.zeros(n)], 1),
+            ],
+            1,
+        )
         grid = F.affine_grid(theta, list(train.shape), align_corners=False)
         copies.append(F.grid_sample(train, grid, align_corners=False))
     images = torch.cat(copies).repeat(1, 3, 1, 1).numpy()
@@ -180,8 +186,11 @@ class TabularArrays:
 def epsilon_files(data_dir: Path) -> dict[str, Path]:
     """The prepared arrays of epsilon (written by ``workers.data.prepare``)."""
     folder = data_dir / EPSILON_DIR
-    return {f"{split}_{part}": folder / f"{split}_{part}.npy"
-            for split in ("train", "test") for part in ("x", "y")}  # fmt: skip
+    return {
+        f"{split}_{part}": folder / f"{split}_{part}.npy"
+        for split in ("train", "test")
+        for part in ("x", "y")
+    }
 
 
 def require_epsilon(data_dir: Path) -> None:
@@ -234,7 +243,8 @@ def load_epsilon_like(features: int = 2000, seed: int = 0) -> TabularArrays:
         x /= np.linalg.norm(x, axis=1, keepdims=True)
         score = x @ hyperplane
         noisy = score + rng.standard_normal(rows).astype(np.float32) * (
-            EPSILON_LIKE_NOISE * score.std())
+            EPSILON_LIKE_NOISE * score.std()
+        )
         return x, (noisy > 0).astype(np.float32)
 
     train_x, train_y = draw(EPSILON_LIKE_ROWS["train"])

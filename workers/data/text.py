@@ -26,8 +26,11 @@ import numpy as np
 from workers.data.errors import DataSetMissing
 
 WIKITEXT2_DIR = "wikitext-2"
-WIKITEXT2_FILES = {"train": "wiki.train.tokens", "valid": "wiki.valid.tokens",
-                   "test": "wiki.test.tokens"}  # fmt: skip
+WIKITEXT2_FILES = {
+    "train": "wiki.train.tokens",
+    "valid": "wiki.valid.tokens",
+    "test": "wiki.test.tokens",
+}
 EOS = "<eos>"
 
 
@@ -69,9 +72,12 @@ def load_wikitext2(data_dir: Path) -> Corpus:
     words = list(dict.fromkeys(splits["train"]))
     index = {word: i for i, word in enumerate(words)}
     unknown = index.get("<unk>", 0)
-    ids = {split: np.fromiter((index.get(w, unknown) for w in tokens), dtype=np.int64,
-                              count=len(tokens))
-           for split, tokens in splits.items()}  # fmt: skip
+    ids = {
+        split: np.fromiter(
+            (index.get(w, unknown) for w in tokens), dtype=np.int64, count=len(tokens)
+        )
+        for split, tokens in splits.items()
+    }
     return Corpus(ids["train"], ids["valid"], ids["test"], words)
 
 

@@ -138,8 +138,11 @@ def synthetic_bitext(train: int = 12_000, test: int = 400) -> Bitext:
 
 def wmt_files(data_dir: Path, name: str) -> dict[str, Path]:
     folder = data_dir / name
-    return {f"{split}.{lang}": folder / f"{stem}.{lang}"
-            for split, stem in WMT_SPLITS.items() for lang in ("en", "de")}  # fmt: skip
+    return {
+        f"{split}.{lang}": folder / f"{stem}.{lang}"
+        for split, stem in WMT_SPLITS.items()
+        for lang in ("en", "de")
+    }
 
 
 def require_wmt(data_dir: Path, name: str) -> None:
@@ -159,8 +162,9 @@ def train_bpe(texts: Iterable[str], vocabulary: int) -> object:
     tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
     tokenizer.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=vocabulary, special_tokens=SPECIALS,
-                                  show_progress=False)  # fmt: skip
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocabulary, special_tokens=SPECIALS, show_progress=False
+    )
     tokenizer.train_from_iterator(texts, trainer=trainer)
     return tokenizer
 
@@ -184,8 +188,9 @@ def prepare_wmt(data_dir: Path, name: str, vocabulary: int = 32_000, batch: int 
             )
     folder = data_dir / name
     (folder / "bpe.json").unlink(missing_ok=True)  # the mark of a finished preparation: last
-    tokenizer = train_bpe([line for lang in ("en", "de") for line in texts[f"train.{lang}"]],
-                          vocabulary)  # fmt: skip
+    tokenizer = train_bpe(
+        [line for lang in ("en", "de") for line in texts[f"train.{lang}"]], vocabulary
+    )
     for key, lines in texts.items():
         ids: list[int] = []
         offsets = [0]
@@ -193,10 +198,12 @@ def prepare_wmt(data_dir: Path, name: str, vocabulary: int = 32_000, batch: int 
             for encoding in tokenizer.encode_batch(lines[start : start + batch]):
                 ids += encoding.ids
                 offsets.append(len(ids))
-        for suffix, values in ((".ids.npy", np.asarray(ids, dtype=np.int32)),
-                               (".offsets.npy", np.asarray(offsets, dtype=np.int64))):
+        for suffix, values in (
+            (".ids.npy", np.asarray(ids, dtype=np.int32)),
+            (".offsets.npy", np.asarray(offsets, dtype=np.int64)),
+        ):
             with replaced_when_done(folder / f"{key}{suffix}") as partial:
-                np.save(partial, values)  # fmt: skip
+                np.save(partial, values)
     with replaced_when_done(folder / "bpe.json") as partial:
         tokenizer.save(str(partial))
     return len(texts["train.en"])
@@ -232,9 +239,7 @@ def load_bitext(name: str, data_dir: Path) -> Bitext:
     raise ValueError(f"unknown parallel corpus {name!r}")
 
 
-def token_batches(
-    lengths: np.ndarray, max_tokens: int, order: np.ndarray
-) -> list[np.ndarray]:
+def token_batches(lengths: np.ndarray, max_tokens: int, order: np.ndarray) -> list[np.ndarray]:
     """Cut ``order`` (sentence indices) into batches of at most ``max_tokens`` target tokens
     (padded: batch size × its longest sentence), similar lengths together."""
     by_length = order[np.argsort(lengths[order], kind="stable")]

@@ -36,8 +36,9 @@ def locked_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     return x * mask
 
 
-def embedding_dropout(embedding: nn.Embedding, words: torch.Tensor, p: float,
-                      training: bool) -> torch.Tensor:  # fmt: skip
+def embedding_dropout(
+    embedding: nn.Embedding, words: torch.Tensor, p: float, training: bool
+) -> torch.Tensor:
     """Look up ``words`` with whole rows of the embedding matrix dropped (and rescaled)."""
     weight = embedding.weight
     if training and p > 0:
@@ -54,19 +55,19 @@ class AWDLSTM(nn.Module):
         self.config = config
         self.embedding = nn.Embedding(vocabulary, config.embedding)
         widths = [config.embedding] + [config.hidden] * (config.layers - 1) + [config.embedding]
-        self.layers = nn.ModuleList(
-            nn.LSTM(widths[i], widths[i + 1]) for i in range(config.layers)
-        )
+        self.layers = nn.ModuleList(nn.LSTM(widths[i], widths[i + 1]) for i in range(config.layers))
         self.decoder_bias = nn.Parameter(torch.zeros(vocabulary))
         nn.init.uniform_(self.embedding.weight, -0.1, 0.1)
 
     def initial_hidden(self, batch: int) -> Hidden:
         weight = self.embedding.weight
         return [
-            (weight.new_zeros(1, batch, layer.hidden_size),
-             weight.new_zeros(1, batch, layer.hidden_size))
+            (
+                weight.new_zeros(1, batch, layer.hidden_size),
+                weight.new_zeros(1, batch, layer.hidden_size),
+            )
             for layer in self.layers
-        ]  # fmt: skip
+        ]
 
     def forward(
         self, words: torch.Tensor, hidden: Hidden
@@ -84,8 +85,7 @@ class AWDLSTM(nn.Module):
             raw, state = functional_call(layer, weights, (x, hidden[i]))
             new_hidden.append(state)
             last = i == len(self.layers) - 1
-            x = locked_dropout(raw, c.dropout_output if last else c.dropout_between,
-                               self.training)  # fmt: skip
+            x = locked_dropout(raw, c.dropout_output if last else c.dropout_between, self.training)
         logits = F.linear(x, self.embedding.weight, self.decoder_bias)
         return logits, new_hidden, raw, x
 

@@ -56,14 +56,20 @@ class NormalizedAdditiveAttention(nn.Module):
         self.v = nn.Parameter(torch.empty(width).uniform_(-0.1, 0.1))
         self.gain = nn.Parameter(torch.tensor(width**-0.5))
 
-    def forward(self, queries: torch.Tensor, keys: torch.Tensor, projected_keys: torch.Tensor,
-                key_padding: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    def forward(
+        self,
+        queries: torch.Tensor,
+        keys: torch.Tensor,
+        projected_keys: torch.Tensor,
+        key_padding: torch.Tensor,
+    ) -> torch.Tensor:
         """Context (batch, T, key) for queries (batch, T, query) over keys (batch, S, key).
 
         ``projected_keys`` is ``self.key_layer(keys)``, computed once per batch.
         """
-        hidden = torch.tanh(self.query_layer(queries)[:, :, None] + projected_keys[:, None]
-                            + self.bias)  # (batch, T, S, width)  # fmt: skip
+        hidden = torch.tanh(
+            self.query_layer(queries)[:, :, None] + projected_keys[:, None] + self.bias
+        )  # (batch, T, S, width)
         v = self.gain * self.v / self.v.norm()
         scores = hidden @ v  # (batch, T, S)
         scores = scores.masked_fill(key_padding[:, None, :], float("-inf"))
@@ -84,7 +90,7 @@ class GNMT(nn.Module):
         self.encoder_layers = nn.ModuleList(
             [nn.LSTM(2 * hidden, hidden, batch_first=True)]
             + [nn.LSTM(hidden, hidden, batch_first=True) for _ in range(layers - 2)]
-        )  # fmt: skip
+        )
 
         self.decoder_attention_layer = nn.LSTM(hidden, hidden, batch_first=True)
         self.attention = NormalizedAdditiveAttention(hidden, hidden, hidden)
@@ -92,8 +98,12 @@ class GNMT(nn.Module):
             [nn.LSTM(2 * hidden, hidden, batch_first=True) for _ in range(layers - 1)]
         )
         self.classifier = nn.Linear(hidden, vocabulary)
-        for lstm in [self.encoder_bidirectional, *self.encoder_layers,
-                     self.decoder_attention_layer, *self.decoder_layers]:  # fmt: skip
+        for lstm in [
+            self.encoder_bidirectional,
+            *self.encoder_layers,
+            self.decoder_attention_layer,
+            *self.decoder_layers,
+        ]:
             for parameter in lstm.parameters():
                 nn.init.uniform_(parameter, -0.1, 0.1)
         nn.init.uniform_(self.classifier.weight, -0.1, 0.1)
@@ -104,16 +114,22 @@ class GNMT(nn.Module):
         lengths = (source != PAD).sum(dim=1).clamp(min=1).cpu()
         x = self.dropout(self.embedding(source))
         packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
-        x, _ = pad_packed_sequence(self.encoder_bidirectional(packed)[0], batch_first=True,
-                                   total_length=source.size(1))  # fmt: skip
+        x, _ = pad_packed_sequence(
+            self.encoder_bidirectional(packed)[0], batch_first=True, total_length=source.size(1)
+        )
         for index, lstm in enumerate(self.encoder_layers, start=1):
             out, _ = lstm(self.dropout(x))
             x = out + x if index >= self.residual_from else out
         return x
 
-    def decode(self, memory: torch.Tensor, source: torch.Tensor, target_in: torch.Tensor,
-               states: list[LSTMState] | None = None, projected_keys: torch.Tensor | None = None
-               ) -> tuple[torch.Tensor, list[LSTMState]]:  # fmt: skip
+    def decode(
+        self,
+        memory: torch.Tensor,
+        source: torch.Tensor,
+        target_in: torch.Tensor,
+        states: list[LSTMState] | None = None,
+        projected_keys: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, list[LSTMState]]:
         """Logits (batch, T, vocabulary) and the LSTM states after the last position.
 
         ``states`` (one per decoder layer) continue an earlier call; None starts fresh.
@@ -137,14 +153,19 @@ class GNMT(nn.Module):
     def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
         return self.decode(self.encode(source), source, target_in)[0]
 
-    def next_token_logits(self, memory: torch.Tensor, source: torch.Tensor,
-                          prefix: torch.Tensor, cache: DecoderCache | None
-                          ) -> tuple[torch.Tensor, DecoderCache]:  # fmt: skip
+    def next_token_logits(
+        self,
+        memory: torch.Tensor,
+        source: torch.Tensor,
+        prefix: torch.Tensor,
+        cache: DecoderCache | None,
+    ) -> tuple[torch.Tensor, DecoderCache]:
         """Logits (batch, vocabulary) after ``prefix``; the cache holds the LSTM states,
         so only the prefix's last token is read (see :mod:`workers.beam_search`)."""
         keys = cache.projected_keys if cache else self.attention.key_layer(memory)
-        logits, states = self.decode(memory, source, prefix[:, -1:],
-                                     cache.states if cache else None, keys)  # fmt: skip
+        logits, states = self.decode(
+            memory, source, prefix[:, -1:], cache.states if cache else None, keys
+        )
         return logits[:, -1], DecoderCache(states, keys)
 
     @staticmethod

@@ -63,14 +63,18 @@ class Transformer(nn.Module):
     def encode(self, source: torch.Tensor) -> torch.Tensor:
         return self.core.encoder(self.embed(source), src_key_padding_mask=source == PAD)
 
-    def decode(self, memory: torch.Tensor, source: torch.Tensor,
-               target_in: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    def decode(
+        self, memory: torch.Tensor, source: torch.Tensor, target_in: torch.Tensor
+    ) -> torch.Tensor:
         length = target_in.size(1)
         causal = torch.ones(length, length, dtype=torch.bool, device=target_in.device).triu(1)
         hidden = self.core.decoder(
-            self.embed(target_in), memory, tgt_mask=causal,
-            tgt_key_padding_mask=target_in == PAD, memory_key_padding_mask=source == PAD,
-        )  # fmt: skip
+            self.embed(target_in),
+            memory,
+            tgt_mask=causal,
+            tgt_key_padding_mask=target_in == PAD,
+            memory_key_padding_mask=source == PAD,
+        )
         return F.linear(hidden, self.embedding.weight)
 
     def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:

@@ -54,22 +54,49 @@ CPU = "3 vCPUs of an n1-standard-4"
 PUBLISHED: tuple[PublishedPoint, ...] = (
     # Task 1a: "the baseline time for 1 worker ... PyTorch CPU 5895 s, PyTorch GPU 407 s"
     # to 80 % validation accuracy; "all costs shown are for preemptible instances".
-    PublishedPoint("task1a-resnet20-cifar10", 1, T4, time_to_accuracy_s=407.0,
-                   cost_usd=_preemptible_cost(407.0, gpu=True),
-                   note="cost: 407 s at the published preemptible prices"),
-    PublishedPoint("task1a-resnet20-cifar10", 1, CPU, time_to_accuracy_s=5895.0,
-                   cost_usd=_preemptible_cost(5895.0, gpu=False),
-                   note="cost: 5895 s at the published preemptible price"),
+    PublishedPoint(
+        "task1a-resnet20-cifar10",
+        1,
+        T4,
+        time_to_accuracy_s=407.0,
+        cost_usd=_preemptible_cost(407.0, gpu=True),
+        note="cost: 407 s at the published preemptible prices",
+    ),
+    PublishedPoint(
+        "task1a-resnet20-cifar10",
+        1,
+        CPU,
+        time_to_accuracy_s=5895.0,
+        cost_usd=_preemptible_cost(5895.0, gpu=False),
+        note="cost: 5895 s at the published preemptible price",
+    ),
     # Task 4a: "training on 1 node ~10$"; "training on 4 workers costs ~18$, but is
     # 2.56 times faster" (NCCL).
-    PublishedPoint("task4a-gnmt-wmt16", 1, T4, speedup=1.0, cost_usd=10.0,
-                   note="cost approximate (~$10); price kind not stated"),
-    PublishedPoint("task4a-gnmt-wmt16", 4, T4, speedup=2.56, cost_usd=18.0,
-                   note="cost approximate (~$18); price kind not stated"),
+    PublishedPoint(
+        "task4a-gnmt-wmt16",
+        1,
+        T4,
+        speedup=1.0,
+        cost_usd=10.0,
+        note="cost approximate (~$10); price kind not stated",
+    ),
+    PublishedPoint(
+        "task4a-gnmt-wmt16",
+        4,
+        T4,
+        speedup=2.56,
+        cost_usd=18.0,
+        note="cost approximate (~$18); price kind not stated",
+    ),
     # Task 4b: "training on 1 node ~5.5$".
-    PublishedPoint("task4b-transformer-wmt17", 1, T4, cost_usd=5.5,
-                   note="cost approximate (~$5.5); price kind not stated"),
-)  # fmt: skip
+    PublishedPoint(
+        "task4b-transformer-wmt17",
+        1,
+        T4,
+        cost_usd=5.5,
+        note="cost approximate (~$5.5); price kind not stated",
+    ),
+)
 
 
 def published_points(task: str) -> tuple[PublishedPoint, ...]:

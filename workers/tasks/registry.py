@@ -119,8 +119,9 @@ TASK1A_RESNET20_CIFAR10 = TrainingSpec(
 EPSILON = TabularData(name="epsilon", features=2000, train_samples=400_000, test_samples=100_000)
 
 # Generated rows shaped like epsilon's (workers/data/sources.py: load_epsilon_like).
-EPSILON_LIKE = TabularData(name="epsilon_like", features=2000, train_samples=40_000,
-                           test_samples=10_000)  # fmt: skip
+EPSILON_LIKE = TabularData(
+    name="epsilon_like", features=2000, train_samples=40_000, test_samples=10_000
+)
 
 TASK2A_LOGREG_EPSILON = TrainingSpec(
     id="task2a-logreg-epsilon",
@@ -153,8 +154,9 @@ TASK2A_LOGREG_EPSILON = TrainingSpec(
     ),
 )
 
-WIKITEXT2 = TextData(name="wikitext2", vocabulary=33_278, train_tokens=2_088_628,
-                     valid_tokens=217_646)  # fmt: skip
+WIKITEXT2 = TextData(
+    name="wikitext2", vocabulary=33_278, train_tokens=2_088_628, valid_tokens=217_646
+)
 # The generated light corpus (workers/data/text.py): 400 words and <eos>.
 MARKOV = TextData(name="markov", vocabulary=401, train_tokens=120_000, valid_tokens=12_000)
 
@@ -173,9 +175,16 @@ TASK3A_AWDLSTM_WIKITEXT2 = LanguageModelSpec(
     max_epochs=750,
     light_max_epochs=60,
     model_config=AWDLSTMConfig(),
-    light_model_config=AWDLSTMConfig(embedding=64, hidden=128, layers=2, dropout_output=0.1,
-                                     dropout_between=0.1, dropout_input=0.1,
-                                     dropout_words=0.0, weight_drop=0.1),
+    light_model_config=AWDLSTMConfig(
+        embedding=64,
+        hidden=128,
+        layers=2,
+        dropout_output=0.1,
+        dropout_between=0.1,
+        dropout_input=0.1,
+        dropout_words=0.0,
+        weight_drop=0.1,
+    ),
     bptt=70,
     eval_seq_len=10,
     clip_norm=0.25,
@@ -280,8 +289,9 @@ TASK4B_TRANSFORMER_WMT17 = TranslationSpec(
     max_epochs=10,
     light_max_epochs=30,
     model_config=TransformerConfig(),
-    light_model_config=TransformerConfig(model=64, heads=4, feed_forward=128,
-                                         encoder_layers=2, decoder_layers=2, dropout=0.1),
+    light_model_config=TransformerConfig(
+        model=64, heads=4, feed_forward=128, encoder_layers=2, decoder_layers=2, dropout=0.1
+    ),
     batch_unit="tokens",
     global_batch=2**17,
     light_global_batch=2**12,
@@ -319,10 +329,14 @@ TASK4B_TRANSFORMER_WMT17 = TranslationSpec(
 TASKS: dict[str, TaskSpec] = {
     spec.id: spec
     for spec in (
-        TASK0_ALLREDUCE, TASK1A_RESNET20_CIFAR10, TASK2A_LOGREG_EPSILON, TASK3A_AWDLSTM_WIKITEXT2,
-        TASK4A_GNMT_WMT16, TASK4B_TRANSFORMER_WMT17,
+        TASK0_ALLREDUCE,
+        TASK1A_RESNET20_CIFAR10,
+        TASK2A_LOGREG_EPSILON,
+        TASK3A_AWDLSTM_WIKITEXT2,
+        TASK4A_GNMT_WMT16,
+        TASK4B_TRANSFORMER_WMT17,
     )
-}  # fmt: skip
+}
 
 
 def task_ids() -> list[str]:

@@ -26,9 +26,7 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("compiled", sa.Boolean(), nullable=False, server_default=sa.false())
         )
-        batch_op.add_column(
-            sa.Column("compile_s", sa.Float(), nullable=False, server_default="0")
-        )
+        batch_op.add_column(sa.Column("compile_s", sa.Float(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("recompilations", sa.Integer(), nullable=True))
 
 

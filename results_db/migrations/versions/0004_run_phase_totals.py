@@ -30,14 +30,22 @@ def upgrade() -> None:
             batch_op.add_column(
                 sa.Column(f"{phase}_total_s", sa.Float(), nullable=False, server_default="0")
             )
-    run = sa.table("run", sa.column("id"), sa.column("step_records"),
-                   *(sa.column(f"{phase}_total_s") for phase in PHASES))  # fmt: skip
-    step = sa.table("step_timing", sa.column("run_id"),
-                    *(sa.column(f"{phase}_s") for phase in PHASES))  # fmt: skip
+    run = sa.table(
+        "run",
+        sa.column("id"),
+        sa.column("step_records"),
+        *(sa.column(f"{phase}_total_s") for phase in PHASES),
+    )
+    step = sa.table(
+        "step_timing", sa.column("run_id"), *(sa.column(f"{phase}_s") for phase in PHASES)
+    )
 
     def total(expression: sa.ColumnElement) -> sa.ScalarSelect:
-        return (sa.select(sa.func.coalesce(expression, 0))
-                .where(step.c.run_id == run.c.id).scalar_subquery())  # fmt: skip
+        return (
+            sa.select(sa.func.coalesce(expression, 0))
+            .where(step.c.run_id == run.c.id)
+            .scalar_subquery()
+        )
 
     op.execute(
         run.update().values(

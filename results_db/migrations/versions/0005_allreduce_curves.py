@@ -30,22 +30,31 @@ def upgrade() -> None:
         sa.Column("slowest_s", sa.JSON(), nullable=False),
         sa.PrimaryKeyConstraint("run_id", "dtype", "bytes"),
     )
-    sample = sa.table("allreduce_sample", *map(sa.column, ("run_id", "dtype", "bytes",
-                                                         "repetition", "seconds")))  # fmt: skip
+    sample = sa.table(
+        "allreduce_sample", *map(sa.column, ("run_id", "dtype", "bytes", "repetition", "seconds"))
+    )
     rows = op.get_bind().execute(
-        sa.select(sample.c.run_id, sample.c.dtype, sample.c.bytes, sample.c.repetition,
-                  sa.func.max(sample.c.seconds))
+        sa.select(
+            sample.c.run_id,
+            sample.c.dtype,
+            sample.c.bytes,
+            sample.c.repetition,
+            sa.func.max(sample.c.seconds),
+        )
         .group_by(sample.c.run_id, sample.c.dtype, sample.c.bytes, sample.c.repetition)
         .order_by(sample.c.run_id, sample.c.dtype, sample.c.bytes, sample.c.repetition)
-    )  # fmt: skip
+    )
     curves: dict[tuple[str, str, int], list[float]] = defaultdict(list)
     for run_id, dtype, nbytes, _repetition, seconds in rows:
         curves[(run_id, dtype, nbytes)].append(float(seconds))
     if curves:
-        op.bulk_insert(curve, [
-            {"run_id": run_id, "dtype": dtype, "bytes": nbytes, "slowest_s": seconds}
-            for (run_id, dtype, nbytes), seconds in curves.items()
-        ])  # fmt: skip
+        op.bulk_insert(
+            curve,
+            [
+                {"run_id": run_id, "dtype": dtype, "bytes": nbytes, "slowest_s": seconds}
+                for (run_id, dtype, nbytes), seconds in curves.items()
+            ],
+        )
 
 
 def downgrade() -> None:

@@ -22,10 +22,12 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("run") as batch:
-        batch.add_column(sa.Column("placement", sa.String(length=10), nullable=False,
-                                   server_default="pack"))  # fmt: skip
-        batch.add_column(sa.Column("shared_node", sa.Boolean(), nullable=False,
-                                   server_default=sa.false()))  # fmt: skip
+        batch.add_column(
+            sa.Column("placement", sa.String(length=10), nullable=False, server_default="pack")
+        )
+        batch.add_column(
+            sa.Column("shared_node", sa.Boolean(), nullable=False, server_default=sa.false())
+        )
 
 
 def downgrade() -> None:

@@ -21,8 +21,9 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("run") as batch:
-        batch.add_column(sa.Column("network", sa.String(length=40), nullable=False,
-                                   server_default="host"))  # fmt: skip
+        batch.add_column(
+            sa.Column("network", sa.String(length=40), nullable=False, server_default="host")
+        )
 
 
 def downgrade() -> None:
