@@ -43,7 +43,7 @@ from sqlalchemy import Connection, create_engine, insert, text, update
 from sqlalchemy.engine import make_url
 
 from results_db import pg_copy
-from results_db.analytics import configuration_hash, percentile
+from results_db.analytics import percentile
 from results_db.database import make_engine, upgrade
 from results_db.ingest import COLUMN_KINDS, STEP_COLUMNS
 from results_db.models import (
@@ -55,6 +55,7 @@ from results_db.models import (
     RunEvent,
     Sweep,
 )
+from scalebench.manifest import configuration_hash
 
 FIRST_VIEW_GOALS_S = {"communication": 0.2}  # the largest sweep's phases, first open
 GOAL_S = 0.300

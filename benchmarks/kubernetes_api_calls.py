@@ -32,7 +32,7 @@ from kube_emulator import EmulatedCluster, Stage, exited, running  # noqa: E402
 
 from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names  # noqa: E402
 from scalebench.sweep import GroupPlan  # noqa: E402
-from workers.request import WorkerRequest  # noqa: E402
+from scalebench.worker_request import WorkerRequest  # noqa: E402
 
 CONN_ID = "emulated_k8s"
 

@@ -39,7 +39,7 @@ def sweep(setting: str, workers: str, results: Path, database: str) -> float:
         [
             sys.executable,
             "-m",
-            "scalebench.cli",
+            "cli.main",
             "run",
             TASK,
             "--light",

@@ -39,8 +39,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from operators.shaped_network import ShapedNetwork, shaping_problems  # noqa: E402
-from workers.network import NetworkProfile, parse_profile  # noqa: E402
+from operators.shaped_network import ShapedNetwork  # noqa: E402
+from scalebench.host import shaping_problems  # noqa: E402
+from scalebench.network import NetworkProfile, parse_profile  # noqa: E402
 
 SIZES_BYTES = (1_000_000, 4_000_000, 16_000_000, 64_000_000)
 GOAL_LOW, GOAL_HIGH = 0.8, 1.05

@@ -128,11 +128,11 @@ def engine_round(
     images: torch.Tensor, labels: torch.Tensor, steps: int, compile_setting: str
 ) -> tuple[float, float, int, bool]:
     """(samples/s of steps 2…``steps``, compile seconds, recompilations, compiled)."""
+    from scalebench.tasks import get_task
     from workers import engine
     from workers.data.batches import ImageTensors
     from workers.image_classification import ImageClassification
     from workers.records import RecordWriter, read_rank_file
-    from workers.tasks import get_task
     from workers.tracker import Tracker
 
     class SyntheticCifar(ImageClassification):

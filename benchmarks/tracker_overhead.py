@@ -41,10 +41,10 @@ import torch
 import torch.distributed as dist
 from machine_load import OtherCpuUse
 
+from scalebench.tasks import get_task
 from workers import engine
 from workers.image_classification import ImageClassification
 from workers.records import RecordWriter
-from workers.tasks import get_task
 from workers.tracker import Tracker
 
 GOAL_RATIO = 1.02

@@ -5,7 +5,7 @@ this file only lists them. Parsing it imports no torch.
 """
 
 from operators.benchmark_dag import build_benchmark_dag, dag_id
-from workers.tasks import TASKS
+from scalebench.tasks import TASKS
 
 for _spec in TASKS.values():
     globals()[dag_id(_spec)] = build_benchmark_dag(_spec)

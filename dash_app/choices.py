@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from dash_app.data import Source
 from results_db.queries import SweepInfo
-from workers.tasks import TASKS, AllReduceSpec
+from scalebench.tasks import TASKS, AllReduceSpec
 
 OFFERED = 500  # newest sweeps listed in a picker; older ones open by link
 

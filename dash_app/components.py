@@ -20,7 +20,7 @@ from dash_app import figures
 from dash_app.data import FIRST_SWEEP, QUICKSTART, DataUnavailable
 from results_db import regressions
 from results_db.queries import SweepInfo
-from workers.tasks.published import SOURCE, PublishedPoint, published_points
+from scalebench.tasks.published import SOURCE, PublishedPoint, published_points
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])

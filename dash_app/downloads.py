@@ -20,7 +20,7 @@ import flask
 from dash_app.data import DataUnavailable, Source
 from dash_app.state import IDENTIFIER
 from results_db import queries
-from scalebench.database_commands import official_result
+from results_db.service import official_result
 
 PREFIX = "/download/run"
 FILES = ("evaluations.csv", "steps.csv", "official.txt")

@@ -30,7 +30,6 @@ from typing import Any, TypeVar
 
 import plotly.graph_objects as go
 
-from dash_app import units
 from results_db.analytics import ScalingRow, time_to_accuracy_text
 from results_db.queries import (
     AllReduceRow,
@@ -43,8 +42,9 @@ from results_db.queries import (
     RunInfo,
     TrendPoint,
 )
+from scalebench import units
+from scalebench.tasks.published import PublishedPoint
 from workers.records import PHASES
-from workers.tasks.published import PublishedPoint
 
 T = TypeVar("T")
 MAX_POINTS = 5000  # per trace

@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields
 from typing import Any
 from urllib.parse import urlencode
 
-from dash_app.units import MEASURES
 from results_db.models import RUN_STATUSES
+from scalebench.units import MEASURES
 
 # Sweep and run ids, task ids, machine and GPU type names: printable, no spaces.
 IDENTIFIER = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+@-]{0,249}")

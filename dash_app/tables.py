@@ -14,10 +14,10 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
-from dash_app import units
 from results_db import regressions
 from results_db.analytics import ScalingRow
 from results_db.queries import EnvironmentRow, EventRow, PriceRow, RunInfo
+from scalebench import units
 
 
 def when(moment: datetime | None) -> str:

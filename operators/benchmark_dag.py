@@ -32,18 +32,18 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 
 from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
+from scalebench.datasets import downloadable, published_checksums
+from scalebench.network import MAX_PROFILES, NETWORK_PATTERN
 from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS, PLACEMENTS
-from workers.data.availability import downloadable, published_checksums
-from workers.distributed import BACKENDS
-from workers.network import MAX_PROFILES, NETWORK_PATTERN
-from workers.request import (
+from scalebench.tasks import AllReduceSpec, TaskSpec
+from scalebench.tasks.specs import COMPILE_SETTINGS
+from scalebench.worker_request import (
+    BACKENDS,
     DEFAULT_PRECISION,
     MAX_COLLECTIVE_TIMEOUT_S,
     MAX_SEED,
     MIN_COLLECTIVE_TIMEOUT_S,
 )
-from workers.tasks import AllReduceSpec, TaskSpec
-from workers.tasks.specs import COMPILE_SETTINGS
 
 # Why ingest closes a group that has no verdict of its own.
 ENDED_WITHOUT_VERDICT = "its Airflow task ended without a verdict (killed, or its worker lost)"
@@ -182,8 +182,8 @@ def params(spec: TaskSpec) -> dict[str, Param]:
             enum=list(COMPILE_SETTINGS),
             title="Compile",
             description="torch.compile the training step before the "
-            "clock starts. auto: where measured to pay (see the "
-            "README); on: refuse a run that cannot compile.",
+            "clock starts. auto: where measured to pay (see "
+            "docs/training-engine.md); on: refuse a run that cannot compile.",
         )
     return form
 
@@ -202,7 +202,7 @@ def download_help(name: str) -> str:
         )
     return (
         f"{name} cannot be downloaded by scalebench: put it in SCALEBENCH_DATA_DIR "
-        "(see the README's task table)."
+        "(see docs/tasks.md)."
     )
 
 
@@ -264,8 +264,8 @@ def sweep_steps(
     def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
 
+        from scalebench.datasets import DataSetCorrupt, DataSetMissing
         from scalebench.sweep import SweepRequest
-        from workers.data.errors import DataSetCorrupt, DataSetMissing
         from workers.data.prepare import prepare
 
         asked = SweepRequest.from_fields(request)
@@ -303,8 +303,8 @@ def sweep_steps(
         """Close the sweep (groups left without a verdict: cancelled or skipped), load it."""
         from airflow.sdk.exceptions import AirflowSkipException
 
+        from results_db.service import ingest as load
         from scalebench import config, manifest
-        from scalebench.database_commands import ingest as load
         from scalebench.sweep import GroupPlan
 
         if not groups:
@@ -319,7 +319,7 @@ def sweep_steps(
             from airflow.sdk.exceptions import AirflowFailException
             from sqlalchemy.exc import OperationalError
 
-            from scalebench.cli import database_problem
+            from results_db.service import database_problem
 
             problem = database_problem(exc)
             if problem is None or isinstance(exc, OperationalError):
@@ -366,7 +366,7 @@ def judge_step(request: Any, loaded: Any, *, fail_when_cancelled: bool) -> Any:
 
     @task
     def summarize(sweep_id: str | None) -> list[dict[str, Any]]:
-        from scalebench.database_commands import summarize_sweep, sweep_outcome
+        from results_db.service import summarize_sweep, sweep_outcome
 
         if sweep_id is None:
             raise RuntimeError("the sweep was not loaded into the results database; see ingest")

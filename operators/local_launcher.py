@@ -36,11 +36,11 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from operators.launcher import GroupResult
+from operators.group import GroupResult
 from operators.shaped_network import ShapedNetwork
+from scalebench.network import NetworkProfile, parse_profile
+from scalebench.worker_request import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
 from workers.distributed import free_port
-from workers.network import NetworkProfile, parse_profile
-from workers.request import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
 
 if TYPE_CHECKING:
     from scalebench.sweep import GroupPlan

@@ -4,7 +4,7 @@
                                         → <task>.check_regressions
     (one task of the suite after the other: sweeps never share the machines)
 
-Every task of this DAG calls :func:`scalebench.nightly.notify_failure` when
+Every task of this DAG calls :func:`operators.notify.notify_failure` when
 it fails, so a flagged regression, a sweep without any result, or a broken
 launcher all reach the configured webhook or callback. Sweeps are recorded
 with trigger ``scheduled`` (also when started by hand), so they form the
@@ -16,9 +16,10 @@ from __future__ import annotations
 from airflow.sdk import DAG, CronTriggerTimetable, TaskGroup, task
 
 from operators.benchmark_dag import dag_id, judge_step, sweep_steps
+from operators.notify import notify_failure
 from results_db import regressions
-from scalebench.nightly import NightlySettings, notify_failure
-from workers.tasks import get_task
+from scalebench.nightly import NightlySettings
+from scalebench.tasks import get_task
 
 NIGHTLY_DAG_ID = "scalebench_nightly"
 
@@ -53,7 +54,7 @@ def build_nightly_dag(settings: NightlySettings) -> DAG:
 
         @task
         def check_regressions(sweep_id: str) -> list[str]:
-            from scalebench.nightly import check
+            from operators.notify import check
 
             return check(sweep_id)
 

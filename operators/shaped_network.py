@@ -24,13 +24,12 @@ Names carry the launcher's process id: :func:`remove_leftovers` deletes what a
 launcher that no longer runs left behind (killed with SIGKILL, say): namespaces,
 links, ``/etc/netns`` entries and firewall rules. Every new group calls it
 first, and so do ``scalebench run``, ``scalebench ingest`` and
-``scalebench network clean``. :func:`shaping_problems` says what this machine lacks
-to shape at all, for validation to refuse the request before any worker starts.
+``scalebench network clean``. What this machine lacks to shape at all is
+:func:`scalebench.host.network_emulation_problems`, which validation reads.
 """
 
 from __future__ import annotations
 
-import functools
 import ipaddress
 import json
 import os
@@ -43,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from workers.network import NetworkProfile
+from scalebench.network import NetworkProfile
 
 INTERFACE = "sbeth0"  # every rank's end of its veth pair, inside its namespace
 NAMESPACE_PREFIX = "scalebench-"
@@ -59,7 +58,6 @@ BRIDGE_FILTER = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
 # Where subnets are looked for: 10.128.0.0/9, far from the 10.0.x and 10.96.x that
 # containers, clusters and clouds tend to use.
 _SUBNET_POOL = ipaddress.ip_network("10.128.0.0/9")
-_CAP_NET_ADMIN, _CAP_SYS_ADMIN = 12, 21
 _TBF_LATENCY = "100ms"  # queueing a token bucket allows before it drops
 # ``ip netns exec`` mounts /etc/netns/<namespace>/hosts over /etc/hosts: the ranks'
 # addresses get names, so that gloo's reverse look-ups of its peers find one.
@@ -80,74 +78,6 @@ def _run(*command: str, namespace: str | None = None, check: bool = True) -> str
     if check and done.returncode != 0:
         raise ShapingError(f"{' '.join(argv)} failed: {done.stderr.strip() or done.returncode}")
     return done.stdout
-
-
-def _capabilities() -> int:
-    """This process's effective capabilities as a bit mask (0 where unknown)."""
-    try:
-        for line in open("/proc/self/status", encoding="ascii"):  # noqa: SIM115
-            if line.startswith("CapEff:"):
-                return int(line.split()[1], 16)
-    except OSError:
-        pass
-    return 0
-
-
-def _qdisc_works(kind: str, *arguments: str) -> bool:
-    """Whether the kernel has queueing discipline ``kind``: tried on the loopback of a
-    namespace that exists for this check only (gone when ``unshare`` exits)."""
-    try:
-        done = subprocess.run(
-            ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", kind, *arguments],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
-
-
-@functools.cache
-def _machine_problems(needs_delay: bool) -> tuple[str, ...]:
-    problems = []
-    caps = _capabilities()
-    if not (caps >> _CAP_NET_ADMIN & 1 and caps >> _CAP_SYS_ADMIN & 1):
-        problems.append(
-            "the launcher needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to build network "
-            "namespaces and shape their links"
-        )
-    missing = [tool for tool in ("ip", "tc", "unshare") if shutil.which(tool) is None]
-    if missing:
-        problems.append(f"{' and '.join(missing)} missing (Debian: apt-get install iproute2)")
-    if problems:
-        return tuple(problems)
-    if not _qdisc_works("tbf", "rate", "1mbit", "burst", "32kb", "latency", "50ms"):
-        problems.append("this kernel has no tbf queueing discipline (sch_tbf) to limit rates")
-    if needs_delay and not _qdisc_works("netem", "delay", "1ms"):
-        problems.append(
-            "this kernel has no netem queueing discipline (sch_netem), which delays need; "
-            "ask for the rate alone (e.g. 1gbit) or load sch_netem"
-        )
-    return tuple(problems)
-
-
-def cleaning_problem() -> str | None:
-    """Why this process cannot take down what shaped groups left behind (None: it can)."""
-    caps = _capabilities()
-    if not (caps >> _CAP_NET_ADMIN & 1 and caps >> _CAP_SYS_ADMIN & 1):
-        return "needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), as shaped groups do"
-    if shutil.which("ip") is None:
-        return "ip is missing (Debian: apt-get install iproute2)"
-    return None
-
-
-def shaping_problems(profiles: Sequence[NetworkProfile]) -> list[str]:
-    """What this machine lacks to emulate ``profiles`` locally (empty: nothing)."""
-    shaped = [p for p in profiles if p.shaped]
-    if not shaped:
-        return []
-    return list(_machine_problems(any(p.delay_s for p in shaped)))
 
 
 def _used_networks() -> list[ipaddress.IPv4Network]:

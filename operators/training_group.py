@@ -35,7 +35,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from operators.launcher import GroupResult, Launcher, launcher_for
+from operators.group import GroupResult, Launcher
+from operators.launcher import launcher_for
 from scalebench import config, manifest
 from scalebench.sweep import GroupPlan
 
@@ -169,7 +170,7 @@ class TrainingGroupOperator(BaseOperator):
         sweep goes on: what its ranks wrote so far while it runs (``final`` false: the
         run reads as ``running``), everything once it ended. A failure here only delays
         it: the sweep's ingest loads every group again at the end."""
-        from scalebench.database_commands import ingest
+        from results_db.service import ingest, load_quietly
 
         try:
             if final:
@@ -177,7 +178,7 @@ class TrainingGroupOperator(BaseOperator):
                 # (an earlier attempt's stored rows give way even when this one did less).
                 ingest(config.database_url(), group.sweep_dir, only=[group.run_id], replace=True)
             else:
-                load_quietly(config.database_url(), group)
+                load_quietly(config.database_url(), group.sweep_dir, group.run_id)
         except Exception as exc:  # the measurement is safe on disk either way
             self.log.warning(
                 "%s: not loaded into the results database yet (%s); the sweep's ingest will",
@@ -229,20 +230,6 @@ class LiveResults:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-
-
-def load_quietly(url: str, group: GroupPlan) -> None:
-    """Load what the ranks of ``group`` wrote so far (its manifest entry has no verdict
-    yet, so the run reads as ``running``); a later load completes it without duplicates."""
-    from results_db.database import make_engine, upgrade
-    from results_db.ingest import ingest_location
-
-    upgrade(url)
-    engine = make_engine(url)
-    try:
-        ingest_location(engine, group.sweep_dir, only=[group.run_id], replace=True)
-    finally:
-        engine.dispose()
 
 
 def set_aside_earlier_attempt(run_dir: Path) -> Path | None:

@@ -24,8 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workers.request import DEFAULT_PRECISION
-
 COMPUTE_PHASES = ("forward", "loss", "backward", "optimizer")
 
 
@@ -142,35 +140,6 @@ def summarise_allreduce(
         busbw=busbw(nbytes, p50, world_size),
         samples=len(repetitions),
     )
-
-
-COMPARABLE_FIELDS = ("task", "light", "backend", "variant", "precision")
-
-
-def configuration_hash(config: dict) -> str:
-    """Identity of a configuration whose runs may be compared across sweeps.
-
-    Only the fields that change what is measured count (task, light,
-    backend, variant, precision, compile, device, placement, network profile);
-    worker counts, repeats and seeds do not. ``compile`` counts only when it is
-    not ``off``, so configurations recorded before the setting existed (all
-    eager) keep their identity; likewise the others only off their defaults.
-    """
-    import hashlib
-    import json
-
-    key = {name: config.get(name) for name in COMPARABLE_FIELDS}
-    key["precision"] = key["precision"] or DEFAULT_PRECISION
-    if config.get("compile", "off") != "off":
-        key["compile"] = config["compile"]
-    if config.get("device", "auto") != "auto":  # CPU and GPU tensors are not comparable
-        key["device"] = config["device"]
-    if config.get("placement", "pack") != "pack":  # one rank per node: another measurement
-        key["placement"] = config["placement"]
-    network = config.get("network", "host")  # a run's profile, or a sweep's list of them
-    if network not in ("host", ["host"], ("host",)):
-        key["network"] = network if isinstance(network, str) else list(network)
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def cost(world_size: int, node_per_hour: float, gpu_per_hour: float, seconds: float) -> float:

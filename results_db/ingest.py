@@ -40,7 +40,6 @@ from sqlalchemy import Connection, Engine, Table, delete, func, insert, select, 
 from sqlalchemy.exc import OperationalError
 
 from results_db import pg_copy
-from results_db.analytics import configuration_hash
 from results_db.models import (
     AllReduceCurve,
     AllReduceSample,
@@ -54,7 +53,9 @@ from results_db.models import (
 from results_db.run_summary import RunSummary, summarise
 from results_db.schema_limits import check_record, row_problems, value_problem
 from scalebench import manifest as sweep_manifest
-from scalebench.manifest import GroupEntry, Manifest
+from scalebench.manifest import MANIFEST, GroupEntry, Manifest, configuration_hash
+from scalebench.tasks import TASKS, Goal, TrainingSpec
+from scalebench.worker_request import DEFAULT_PRECISION
 from workers.records import (
     PHASES,
     InconsistentRun,
@@ -65,9 +66,6 @@ from workers.records import (
     iter_rank_files,
     rank_of,
 )
-from workers.records import SWEEP_MANIFEST as MANIFEST
-from workers.request import DEFAULT_PRECISION
-from workers.tasks import TASKS, Goal, TrainingSpec
 
 ENV_FIELDS = ("host", "python", "torch", "cuda", "nccl")
 T = TypeVar("T")

@@ -133,7 +133,7 @@ class Run(Base):
     # shared_node: a spread run whose ranks' environment records name one node twice.
     placement: Mapped[str] = mapped_column(String(10), server_default="pack")
     shared_node: Mapped[bool] = mapped_column(Boolean, server_default=false())
-    # The link profile the ranks talked over (workers.network): host (unshaped), or an
+    # The link profile the ranks talked over (scalebench.network): host (unshaped), or an
     # emulated rate with an optional delay, e.g. 100mbit, 1gbit+2ms.
     network: Mapped[str] = mapped_column(String(40), server_default="host")
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

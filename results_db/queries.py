@@ -538,7 +538,7 @@ class RunInfo:
     quarantined_lines: int
     placement: str = "pack"
     shared_node: bool = False  # a spread run whose ranks shared a node
-    network: str = "host"  # the link profile (workers.network)
+    network: str = "host"  # the link profile (scalebench.network)
 
 
 _RUN_COLUMNS = tuple(getattr(Run, name) for name in RunInfo.__dataclass_fields__)

@@ -77,7 +77,7 @@ def live_ingest_s() -> float:
 
 def default_compile() -> str:
     """The compile setting of a request that names none (``SCALEBENCH_COMPILE``, default auto)."""
-    from workers.tasks.specs import COMPILE_SETTINGS
+    from scalebench.tasks.specs import COMPILE_SETTINGS
 
     value = os.environ.get("SCALEBENCH_COMPILE", "auto").strip()
     if value not in COMPILE_SETTINGS:

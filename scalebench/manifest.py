@@ -18,6 +18,7 @@ Airflow operators alike; torch-free.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -29,7 +30,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from workers.records import SWEEP_MANIFEST as MANIFEST
+from scalebench.worker_request import DEFAULT_PRECISION
+
+MANIFEST = "sweep.json"  # beside a sweep's run directories
 
 VERDICTS = "verdicts.jsonl"
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
@@ -46,7 +49,7 @@ class GroupEntry:
     status: str = "planned"
     reason: str = ""
     seconds: float | None = None
-    network: str = "host"  # the link profile the group runs on (workers.network)
+    network: str = "host"  # the link profile the group runs on (scalebench.network)
 
 
 @dataclass(frozen=True)
@@ -323,3 +326,29 @@ def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+COMPARABLE_FIELDS = ("task", "light", "backend", "variant", "precision")
+
+
+def configuration_hash(config: dict) -> str:
+    """Identity of a configuration whose runs may be compared across sweeps.
+
+    Only the fields that change what is measured count (task, light,
+    backend, variant, precision, compile, device, placement, network profile);
+    worker counts, repeats and seeds do not. ``compile`` counts only when it is
+    not ``off``, so configurations recorded before the setting existed (all
+    eager) keep their identity; likewise the others only off their defaults.
+    """
+    key = {name: config.get(name) for name in COMPARABLE_FIELDS}
+    key["precision"] = key["precision"] or DEFAULT_PRECISION
+    if config.get("compile", "off") != "off":
+        key["compile"] = config["compile"]
+    if config.get("device", "auto") != "auto":  # CPU and GPU tensors are not comparable
+        key["device"] = config["device"]
+    if config.get("placement", "pack") != "pack":  # one rank per node: another measurement
+        key["placement"] = config["placement"]
+    network = config.get("network", "host")  # a run's profile, or a sweep's list of them
+    if network not in ("host", ["host"], ("host",)):
+        key["network"] = network if isinstance(network, str) else list(network)
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

@@ -4,10 +4,10 @@
 from an Airflow trigger form) and either returns a :class:`SweepRequest` or
 raises :class:`InvalidParameter` naming the offending field and, for requests
 no one can have meant, the limit (``MAX_REPEATS``, ``MAX_GROUPS``,
-``MAX_GROUP_TIMEOUT_S``, and :mod:`workers.request`'s ``MAX_SEED`` and collective
+``MAX_GROUP_TIMEOUT_S``, and :mod:`scalebench.worker_request`'s ``MAX_SEED`` and collective
 timeout bounds). No worker starts until a request has passed.
 :func:`start_sweep` turns it into a :class:`SweepPlan`: one :class:`GroupPlan`
-per (worker count, repeat), each with the :class:`~workers.request.WorkerRequest`
+per (worker count, repeat), each with the :class:`~scalebench.worker_request.WorkerRequest`
 its ranks run, and the sweep's manifest (:mod:`scalebench.manifest`). torch is
 imported only to count GPUs, and only when the backend needs them.
 """
@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from scalebench import manifest
-from workers.data.availability import check_available, downloadable, published_checksums
-from workers.data.errors import DataSetMissing
-from workers.distributed import BACKENDS
-from workers.network import BadProfile, parse_profile, parse_profiles
-from workers.request import (
+from scalebench.datasets import DataSetMissing, check_available, downloadable, published_checksums
+from scalebench.host import local_gpu_count, mpi_available, shaping_problems
+from scalebench.network import BadProfile, parse_profile, parse_profiles
+from scalebench.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
+from scalebench.tasks.specs import COMPILE_SETTINGS
+from scalebench.tasks.specs import TRAINING_VARIANTS as VARIANTS
+from scalebench.worker_request import (
+    BACKENDS,
     DEFAULT_PRECISION,
     MAX_COLLECTIVE_TIMEOUT_S,
     MAX_SEED,
@@ -35,9 +38,6 @@ from workers.request import (
     PRECISIONS,
     WorkerRequest,
 )
-from workers.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
-from workers.tasks.specs import COMPILE_SETTINGS
-from workers.tasks.specs import TRAINING_VARIANTS as VARIANTS
 
 LAUNCHERS = ("local", "kubernetes")
 DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
@@ -86,7 +86,7 @@ class SweepRequest:
     device: str = "auto"  # where tensors live: auto (a GPU when there is one), cpu or cuda
     placement: str = "pack"  # spread (one rank per node) or pack; "auto" is resolved
     download: bool = False  # fetch a missing full data set before the first group
-    # Link profiles (workers.network), every worker count runs on each: "host" (unshaped),
+    # Link profiles (scalebench.network), every worker count runs on each: "host" (unshaped),
     # or a rate with an optional one-way delay, e.g. "100mbit", "1gbit+2ms".
     network: tuple[str, ...] = ("host",)
 
@@ -148,18 +148,6 @@ def parse_world_sizes(value: Any) -> tuple[int, ...]:
         if size < 1:
             raise InvalidParameter("workers", f"worker counts must be at least 1, got {size}")
     return tuple(sorted(set(sizes)))
-
-
-def local_gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
-
-
-def mpi_available() -> bool:
-    import torch.distributed as dist
-
-    return dist.is_available() and dist.is_mpi_available()
 
 
 def validate_request(
@@ -368,8 +356,6 @@ def validate_request(
                 "bandwidth plugin) but not add delay; ask for the rate alone",
             )
     elif shaped:
-        from operators.shaped_network import shaping_problems
-
         problems = shaping_problems(shaped)
         if problems:
             raise InvalidParameter(
@@ -606,15 +592,13 @@ def new_manifest(
 ) -> manifest.Manifest:
     """The manifest of a new sweep of ``request`` (``created_at``: ISO 8601, default now;
     ``runner``: the process that runs it, :func:`scalebench.manifest.this_process`)."""
-    from results_db.analytics import configuration_hash
-
     config = request_fields(request)
     return manifest.Manifest(
         sweep_id=sweep_id,
         trigger=trigger,
         created_at=created_at or datetime.now(UTC).isoformat(),
         code_version=code_version(),
-        config_hash=configuration_hash(config),
+        config_hash=manifest.configuration_hash(config),
         request=config,
         groups=tuple(groups),
         extra={} if runner is None else {"runner": runner},

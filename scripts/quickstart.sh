@@ -9,8 +9,8 @@
 set -euo pipefail
 source "$(dirname "$0")/_env.sh"
 
-python -m scalebench.embedded task1a_resnet20_cifar10 '{"workers": [1, 2], "light": true, "repeats": 1}'
-python -m scalebench.embedded task0_allreduce '{"workers": [2], "light": true}'
+python -m cli.embedded task1a_resnet20_cifar10 '{"workers": [1, 2], "light": true, "repeats": 1}'
+python -m cli.embedded task0_allreduce '{"workers": [2], "light": true}'
 
 if [ -z "${SCALEBENCH_NO_DASHBOARD:-}" ]; then
   port=${SCALEBENCH_DASHBOARD_PORT:-8050}

@@ -13,4 +13,5 @@ command -v iptables >/dev/null || apt_install iptables \
 
 ruff check .
 ruff format --check .
+lint-imports --no-cache
 python -m pytest "$@"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from results_db import analytics
+from scalebench.manifest import configuration_hash
 
 
 def test_busbw_is_algbw_times_2_n_minus_1_over_n() -> None:
@@ -114,13 +115,13 @@ def test_price_index_of_the_published_example() -> None:
 
 def test_configuration_hash_ignores_what_does_not_change_the_measurement() -> None:
     base = {"task": "t", "light": True, "backend": "gloo", "variant": "sync"}
-    same = analytics.configuration_hash({**base, "world_sizes": [1, 2], "seed": 9})
-    assert analytics.configuration_hash(base) == same
-    assert analytics.configuration_hash({**base, "backend": "nccl"}) != same
-    assert analytics.configuration_hash({**base, "precision": "fp32"}) == same
+    same = configuration_hash({**base, "world_sizes": [1, 2], "seed": 9})
+    assert configuration_hash(base) == same
+    assert configuration_hash({**base, "backend": "nccl"}) != same
+    assert configuration_hash({**base, "precision": "fp32"}) == same
     # Compiled runs measure something else; eager ones keep the identity they had before.
-    assert analytics.configuration_hash({**base, "compile": "off"}) == same
-    assert analytics.configuration_hash({**base, "compile": "auto"}) != same
-    assert analytics.configuration_hash({**base, "compile": "on"}) != analytics.configuration_hash(
+    assert configuration_hash({**base, "compile": "off"}) == same
+    assert configuration_hash({**base, "compile": "auto"}) != same
+    assert configuration_hash({**base, "compile": "on"}) != configuration_hash(
         {**base, "compile": "auto"}
     )

@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 
+from scalebench.tasks import GNMTConfig, TransformerConfig
 from workers.beam_search import beam_search, length_penalty
 from workers.data.translation import BOS, EOS, PAD
 from workers.models.gnmt import GNMT
 from workers.models.transformer import Transformer
-from workers.tasks import GNMTConfig, TransformerConfig
 
 A, B, C = 4, 5, 6  # ids after the four special ones
 VOCABULARY = 7

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from scalebench import cli
+from cli import main as cli
 
 
 def test_the_command_line_offers_every_field_of_the_trigger_form() -> None:
     from operators.benchmark_dag import params
-    from workers.tasks import get_task
+    from scalebench.tasks import get_task
 
     run = next(
         action
@@ -192,7 +192,7 @@ def test_sigterm_stops_a_sweep_of_200_groups_within_seconds_and_records_each(
         [
             sys.executable,
             "-m",
-            "scalebench.cli",
+            "cli.main",
             "run",
             "task1a-resnet20-cifar10",
             "--light",
@@ -266,7 +266,7 @@ def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
         [
             sys.executable,
             "-m",
-            "scalebench.cli",
+            "cli.main",
             "run",
             "task3a-awdlstm-wikitext2",
             "--light",
@@ -311,7 +311,7 @@ def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
         [
             sys.executable,
             "-m",
-            "scalebench.cli",
+            "cli.main",
             "ingest",
             str(results),
             "--database",
@@ -351,7 +351,7 @@ def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
 def test_the_embedded_runner_refuses_bad_arguments_before_starting_airflow(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from scalebench import embedded
+    from cli import embedded
 
     with pytest.raises(SystemExit) as exited:
         embedded.main(argv)
@@ -359,7 +359,7 @@ def test_the_embedded_runner_refuses_bad_arguments_before_starting_airflow(
 
 
 def test_the_embedded_runner_names_a_failed_task_with_its_error() -> None:
-    from scalebench.embedded import TaskFailures
+    from cli.embedded import TaskFailures
 
     log = """\
 2026-11-23T23:26:27.64Z [info     ] starting [task] loc=task_runner.py:1
@@ -386,7 +386,7 @@ ConfigException: Invalid kube-config file. No configuration found.
 
 
 def test_the_embedded_runner_knows_every_task_dag_and_the_nightly() -> None:
-    from scalebench.embedded import known_dag_ids, parse_args
+    from cli.embedded import known_dag_ids, parse_args
 
     assert "task4a_gnmt_wmt16" in known_dag_ids() and "scalebench_nightly" in known_dag_ids()
     args = parse_args(["task4a_gnmt_wmt16", '{"workers": [2], "light": true}'])
@@ -412,7 +412,7 @@ def test_an_unusable_database_gets_one_line_not_a_traceback(
     env = {**os.environ, "SCALEBENCH_DATABASE_URL": url}
     env.pop("SCALEBENCH_DEBUG", None)
     done = subprocess.run(
-        [sys.executable, "-m", "scalebench.cli", "ingest", str(tmp_path)],
+        [sys.executable, "-m", "cli.main", "ingest", str(tmp_path)],
         env=env,
         capture_output=True,
         text=True,
@@ -422,7 +422,7 @@ def test_an_unusable_database_gets_one_line_not_a_traceback(
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     debug = subprocess.run(
-        [sys.executable, "-m", "scalebench.cli", "ingest", str(tmp_path)],
+        [sys.executable, "-m", "cli.main", "ingest", str(tmp_path)],
         env={**env, "SCALEBENCH_DEBUG": "1"},
         capture_output=True,
         text=True,
@@ -435,7 +435,7 @@ def test_a_diverged_runs_nan_metric_shows_as_a_dash() -> None:
     from types import SimpleNamespace
 
     from results_db.analytics import scaling_rows
-    from scalebench.tables import training_table
+    from results_db.report import training_table
 
     run = SimpleNamespace(
         id="r",

@@ -14,8 +14,8 @@ from conftest import REPO
 from sqlalchemy import select
 
 from operators.benchmark_dag import ENDED_BEFORE_START, ENDED_WITHOUT_VERDICT
-from operators.shaped_network import shaping_problems
-from workers.network import parse_profile
+from scalebench.host import shaping_problems
+from scalebench.network import parse_profile
 
 # one DAG per task, plus the nightly
 DAG_IDS = {
@@ -38,7 +38,7 @@ def dagbag(airflow_db):
 def test_every_task_has_a_dag_and_nothing_fails_to_import(dagbag) -> None:
     assert dagbag.import_errors == {}
     assert set(dagbag.dag_ids) == DAG_IDS | {"scalebench_nightly"}
-    from workers.tasks import TASKS
+    from scalebench.tasks import TASKS
 
     for spec in TASKS.values():
         dag_id = spec.id.replace("-", "_")

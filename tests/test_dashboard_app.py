@@ -28,11 +28,11 @@ from dashboard_seed import (
 )
 from records_factory import PHASES, FakeRun, write_training_sweep
 
+from cli import main as cli
 from dash_app.app import create_app
 from dash_app.client import Client
 from results_db.database import make_engine, upgrade
 from results_db.ingest import ingest_location
-from scalebench import cli
 
 PAGES = ["/", "/scaling", "/communication", "/cost", "/runs", "/run", "/compare", "/trend"]
 HOSTILE = [

@@ -6,7 +6,7 @@ from datetime import datetime
 
 import pytest
 
-from dash_app import figures, tables, units
+from dash_app import figures, tables
 from results_db.analytics import scaling_rows
 from results_db.queries import (
     AllReduceRow,
@@ -16,6 +16,7 @@ from results_db.queries import (
     PhaseRow,
     RunInfo,
 )
+from scalebench import units
 
 
 class FakeRunRow:
@@ -161,7 +162,7 @@ def test_the_time_to_accuracy_figure_says_what_each_point_rests_on() -> None:
 
 
 def test_published_results_are_drawn_with_their_hardware() -> None:
-    from workers.tasks.published import published_points
+    from scalebench.tasks.published import published_points
 
     rows = scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(2, 60.0)])
     gnmt = published_points("task4a-gnmt-wmt16")

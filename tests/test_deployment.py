@@ -1086,7 +1086,7 @@ def test_init_sql_and_grant_readonly_separate_the_roles(initialised: dict[str, s
     from sqlalchemy import create_engine, text
     from sqlalchemy.exc import InternalError, OperationalError, ProgrammingError
 
-    from scalebench.database_commands import grant_readonly, upgrade
+    from results_db.service import grant_readonly, upgrade
 
     names = initialised
     again = run_init_sql(names)  # idempotent: compose may run it on an initialised server

@@ -11,11 +11,11 @@ import pytest
 import torch
 from torch.nn import functional as F
 
+from scalebench.tasks import Goal, get_task
 from workers import engine
 from workers.compile import SavedState, compile_for_training, graphs_compiled
 from workers.engine import Batch, Step, TaskAdapter, TrainingOptions, pass_sizes
 from workers.records import RecordWriter, read_rank_file
-from workers.tasks import Goal, get_task
 from workers.tracker import Tracker
 
 SPEC = get_task("task2a-logreg-epsilon")
@@ -173,7 +173,7 @@ def test_accumulated_passes_of_a_summed_loss_equal_one_pass_over_their_rows(
 
 
 def test_the_model_name_dispatch_is_the_spec_s_adapter() -> None:
-    from workers.tasks import TrainingSpec, task_ids
+    from scalebench.tasks import TrainingSpec, task_ids
 
     adapters = {}
     for task_id in task_ids():

@@ -1,9 +1,9 @@
 """Every entry point, run as a real process in a broken environment, exits with its documented
 status and one clear line that names the setting, never a traceback.
 
-Exit statuses (README, "When something goes wrong"): 0 done, 1 ran but something failed,
-2 refused (bad input or an environment that cannot serve: database URL, database down or
-without schema, a folder that cannot be read or written), 130 interrupted.
+Exit statuses (docs/command-line.md, "When something goes wrong"): 0 done, 1 ran but
+something failed, 2 refused (bad input or an environment that cannot serve: database
+URL, database down or without schema, a folder that cannot be read or written), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
 
 
 def scalebench(*args: str) -> list[str]:
-    return [sys.executable, "-m", "scalebench.cli", *args]
+    return [sys.executable, "-m", "cli.main", *args]
 
 
 def assert_refused(done: subprocess.CompletedProcess[str], says: str, prefix: str) -> None:

@@ -10,10 +10,10 @@ import pytest
 import torch
 from test_task_specs import SPEC_TEXT, needs_text
 
+from scalebench.tasks import GNMTConfig, TranslationSpec, get_task
 from workers.beam_search import beam_search
 from workers.data.translation import BOS, EOS, PAD, sentence_batches
 from workers.models.gnmt import GNMT, parameter_count
-from workers.tasks import GNMTConfig, TranslationSpec, get_task
 from workers.translation import learning_rate
 
 TASK4A = "task4a-gnmt-wmt16"

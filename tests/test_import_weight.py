@@ -9,7 +9,7 @@ import sys
 def test_specs_records_and_validation_do_not_import_torch() -> None:
     code = (
         "import sys\n"
-        "import workers.tasks, workers.records, workers.data.sources, workers.distributed\n"
+        "import scalebench.tasks, workers.records, workers.data.sources, workers.distributed\n"
         "import scalebench.sweep, scalebench.config, results_db.analytics\n"
         "heavy = sorted(m for m in ('torch', 'numpy', 'sklearn') if m in sys.modules)\n"
         "print(','.join(heavy))\n"

@@ -30,11 +30,11 @@ from kube_emulator import (
 )
 
 import operators.kubernetes.trigger as trigger_module
+from operators.group import GroupResult
 from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names
 from operators.kubernetes.trigger import GroupTrigger
-from operators.launcher import GroupResult
 from scalebench.sweep import GroupPlan
-from workers.request import WorkerRequest
+from scalebench.worker_request import WorkerRequest
 
 CONN_ID = "emulated_k8s"
 NS = "scalebench"
@@ -467,8 +467,8 @@ def test_the_operator_defers_and_records_the_triggers_verdict_through_ingest(
     from operators.training_group import TrainingGroupOperator
     from results_db.database import make_engine
     from results_db.models import Run
+    from results_db.service import ingest, upgrade
     from scalebench import manifest
-    from scalebench.database_commands import ingest, upgrade
 
     monkeypatch.setenv("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "0.5")
     sweep, plan, ti = kubernetes_sweep(tmp_path, monkeypatch, 4)
@@ -561,11 +561,11 @@ def test_the_trigger_loads_what_the_ranks_wrote_so_far_while_the_group_runs(
 ) -> None:
     """Live results keep working while the task is deferred: the trigger loads the
     running group every ``live_ingest_s`` seconds (in a thread: the load blocks)."""
-    import operators.training_group as training_group
+    from results_db import service
 
     loads: list[tuple[str, str]] = []
     monkeypatch.setattr(
-        training_group, "load_quietly", lambda url, plan: loads.append((url, plan.run_id))
+        service, "load_quietly", lambda url, sweep_dir, run_id: loads.append((url, run_id))
     )
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", "sqlite:////tmp/live.db")
     with emulated_cluster([Stage(0, running()), Stage(0.6, exited(0))], tmp_path, monkeypatch):

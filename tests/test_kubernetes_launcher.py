@@ -32,7 +32,7 @@ from operators.kubernetes import (
     service_manifest,
 )
 from scalebench.sweep import GroupPlan
-from workers.request import WorkerRequest
+from scalebench.worker_request import WorkerRequest
 
 K8S_VERSION = "1.33"
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -1012,7 +1012,7 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
     from operators.training_group import TrainingGroupOperator
     from results_db.database import make_engine
     from results_db.models import Run
-    from scalebench.database_commands import ingest, upgrade
+    from results_db.service import ingest, upgrade
     from scalebench.sweep import start_sweep, validate_request
 
     monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))

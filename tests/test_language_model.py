@@ -12,13 +12,13 @@ import torch
 from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
-from workers.data.errors import DataSetMissing
+from scalebench.datasets import DataSetMissing
+from scalebench.tasks import AWDLSTMConfig, LanguageModelSpec, get_task
 from workers.data.prepare import DataSetCorrupt, prepare_wikitext2
 from workers.data.text import EOS, load_wikitext2, markov_corpus, rank_columns
 from workers.language_model import AveragedWeights, regularised_loss, sequence_length
 from workers.models.awd_lstm import AWDLSTM
 from workers.records import read_run
-from workers.tasks import AWDLSTMConfig, LanguageModelSpec, get_task
 
 TASK3A = "task3a-awdlstm-wikitext2"
 SMALL = AWDLSTMConfig(

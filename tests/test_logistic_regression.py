@@ -13,12 +13,12 @@ from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
-from workers.data.errors import DataSetMissing
+from scalebench.datasets import DataSetMissing
+from scalebench.tasks import TabularData, TrainingSpec, get_task
 from workers.data.prepare import DataSetCorrupt, convert_libsvm, prepare_epsilon
 from workers.data.sources import load_epsilon, load_epsilon_like
 from workers.logistic_regression import regularised_loss
 from workers.records import read_run
-from workers.tasks import TabularData, TrainingSpec, get_task
 
 TASK2A = "task2a-logreg-epsilon"
 

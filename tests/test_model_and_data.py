@@ -9,13 +9,12 @@ import numpy as np
 import pytest
 import torch
 
+from scalebench.datasets import CIFAR10, DataSetMissing
 from workers.data.batches import augment, epoch_partition, normalise, shard
-from workers.data.errors import DataSetMissing
 from workers.data.sources import (
     CIFAR10_DIR,
     load_cifar10,
     load_digits,
-    require_cifar10,
 )
 from workers.models.resnet import resnet20
 
@@ -123,7 +122,7 @@ def test_missing_cifar10_says_which_files_go_where(tmp_path: Path) -> None:
     (tmp_path / CIFAR10_DIR).mkdir()
     write_cifar_batch(tmp_path / CIFAR10_DIR / "data_batch_1", 1, 0)
     with pytest.raises(DataSetMissing) as info:
-        require_cifar10(tmp_path)
+        CIFAR10.require(tmp_path)
     message = str(info.value)
     assert "data_batch_2" in message and "test_batch" in message
     assert "data_batch_1," not in message

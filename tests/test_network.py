@@ -21,16 +21,18 @@ from pathlib import Path
 
 import pytest
 
+from cli import main as cli
 from operators import shaped_network
 from operators.local_launcher import LocalGroup
-from operators.shaped_network import ShapedNetwork, leftovers, shaping_problems
-from results_db.analytics import configuration_hash
+from operators.shaped_network import ShapedNetwork, leftovers
 from results_db.database import make_engine
 from results_db.queries import allreduce_curves
 from results_db.run_summary import summarise
-from scalebench import cli
+from scalebench import host
+from scalebench.host import shaping_problems
+from scalebench.manifest import configuration_hash
+from scalebench.network import BadProfile, NetworkProfile, parse_profile, parse_profiles
 from scalebench.sweep import InvalidParameter, plan_groups, validate_request
-from workers.network import BadProfile, NetworkProfile, parse_profile, parse_profiles
 from workers.records import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,8 +203,8 @@ def test_delay_is_refused_on_kubernetes() -> None:
 def test_without_the_privilege_a_shaped_request_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(shaped_network, "_capabilities", lambda: 0)
-    shaped_network._machine_problems.cache_clear()
+    monkeypatch.setattr(host, "_capabilities", lambda: 0)
+    host._emulation_problems.cache_clear()
     try:
         with pytest.raises(InvalidParameter, match=r"needs root \(CAP_NET_ADMIN") as refused:
             validate_request(
@@ -220,22 +222,22 @@ def test_without_the_privilege_a_shaped_request_is_refused(
             task="task0-allreduce", workers="2", light=True, network="host", max_workers=4
         ).network == ("host",)
     finally:
-        shaped_network._machine_problems.cache_clear()
+        host._emulation_problems.cache_clear()
 
 
 def test_missing_tools_are_named(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(shaped_network.shutil, "which", lambda tool: None)
-    shaped_network._machine_problems.cache_clear()
+    monkeypatch.setattr(host.shutil, "which", lambda tool: None)
+    host._emulation_problems.cache_clear()
     try:
         problems = shaping_problems([parse_profile("1gbit")])
         assert any("ip and tc and unshare missing" in p for p in problems)
     finally:
-        shaped_network._machine_problems.cache_clear()
+        host._emulation_problems.cache_clear()
 
 
 @needs_shaping
 def test_a_delay_is_refused_exactly_where_the_kernel_has_no_netem() -> None:
-    has_netem = shaped_network._qdisc_works("netem", "delay", "1ms")
+    has_netem = host._qdisc_works("netem", "delay", "1ms")
     if has_netem:
         request = validate_request(
             task="task0-allreduce", workers="2", light=True, network="1gbit+2ms", max_workers=4
@@ -515,7 +517,7 @@ def killed_builder() -> int:
             sys.executable,
             "-c",
             "from operators.shaped_network import ShapedNetwork; "
-            "from workers.network import parse_profile; "
+            "from scalebench.network import parse_profile; "
             "ShapedNetwork(3, parse_profile('1gbit')).create(); print('built', flush=True); "
             "import time; time.sleep(60)",
         ],

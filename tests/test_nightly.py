@@ -12,12 +12,8 @@ import pytest
 from records_factory import FakeRun, write_training_sweep
 from sqlalchemy import select
 
-from scalebench.nightly import (
-    NightlySettings,
-    RegressionFlagged,
-    failure_message,
-    notify_failure,
-)
+from operators.notify import RegressionFlagged, failure_message, notify_failure
+from scalebench.nightly import NightlySettings
 
 
 def test_the_defaults_run_the_light_suite_at_two_in_the_morning() -> None:
@@ -167,7 +163,7 @@ def test_a_night_that_got_slower_fails_is_stored_and_notifies(
 ) -> None:
     from operators.nightly_dag import build_nightly_dag
     from results_db.models import Regression, Sweep
-    from scalebench.database_commands import ingest, upgrade
+    from results_db.service import ingest, upgrade
 
     url = f"sqlite:///{tmp_path / 'results.db'}"
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)

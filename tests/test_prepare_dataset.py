@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from workers.data.errors import DataSetMissing
+from scalebench.datasets import DataSetMissing
 from workers.data.prepare import (
     DataSetCorrupt,
     Prepared,

@@ -86,7 +86,7 @@ def test_any_request_is_valid_or_refused_naming_a_field(fields: dict, task: str)
 @pytest.fixture(scope="module")
 def trigger_form():
     from operators.benchmark_dag import params
-    from workers.tasks import get_task
+    from scalebench.tasks import get_task
 
     return params(get_task("task2a-logreg-epsilon"))
 

@@ -9,12 +9,12 @@ import pytest
 from records_factory import FakeRun, write_training_sweep
 from sqlalchemy import Engine, select
 
+from cli import main as cli
 from dash_app.figures import trend_figure
-from results_db import regressions
+from results_db import regressions, service
 from results_db.ingest import ingest_location
 from results_db.models import Regression
 from results_db.queries import costs, nightly_trend, prices_in_force, scaling, sweep_networks
-from scalebench import cli, database_commands
 
 
 def nightly(root: Path, night: int, tta: list[float]) -> str:
@@ -156,7 +156,7 @@ def test_each_network_profile_is_compared_with_its_own_baseline(
 
 
 def cli_report(engine: Engine, sweep_id: str) -> str:
-    from scalebench.tables import sweep_report
+    from results_db.report import sweep_report
 
     with engine.connect() as conn:
         return sweep_report(conn, sweep_id)
@@ -287,7 +287,7 @@ def test_export_writes_tables_and_official_results(
     write_training_sweep(tmp_path / "r", "e", runs)
     ingest_location(engine, str(tmp_path / "r"))
     url = engine.url.render_as_string(hide_password=False)
-    written = database_commands.export(url, "e", fmt, tmp_path / "out")
+    written = service.export(url, "e", fmt, tmp_path / "out")
     names = sorted(p.name for p in written)
     assert names == sorted(
         [
@@ -396,7 +396,7 @@ def test_the_dags_summary_gives_every_network_profile(
     write_training_sweep(tmp_path, "two-links", runs)
     ingest_location(engine, str(tmp_path))
     url = engine.url.render_as_string(hide_password=False)
-    rows = database_commands.summarize_sweep("two-links", url)
+    rows = service.summarize_sweep("two-links", url)
     assert [(r["network"], r["world_size"]) for r in rows] == [
         ("host", 1),
         ("host", 2),

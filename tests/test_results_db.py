@@ -27,7 +27,7 @@ from results_db.models import (
     Sweep,
 )
 from results_db.queries import allreduce_summary, phase_means, run_infos, scaling
-from workers.tasks import get_task
+from scalebench.tasks import get_task
 
 TABLES = (
     Sweep,
@@ -308,7 +308,7 @@ def test_readonly_role_can_read_but_not_write(postgres_admin: Engine, tmp_path: 
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ProgrammingError
 
-    from scalebench import cli
+    from cli import main as cli
 
     name = f"scalebench_test_{uuid.uuid4().hex[:12]}"
     role = f"reader_{uuid.uuid4().hex[:8]}"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scalebench.tasks import ScheduleSpec, get_task
 from workers.schedules import LearningRate, warmup_epochs, warmup_lr
-from workers.tasks import ScheduleSpec, get_task
 
 SPEC = get_task("task1a-resnet20-cifar10").schedule
 BASE = 0.02

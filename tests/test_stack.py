@@ -570,8 +570,8 @@ def test_the_worker_image_runs_a_group_the_way_the_kubernetes_job_runs_it(
     from operators.kubernetes import KubernetesSettings
     from operators.kubernetes.group import KubernetesGroup
     from operators.kubernetes.names import group_names
+    from results_db.service import ingest
     from scalebench import manifest
-    from scalebench.database_commands import ingest
     from scalebench.sweep import start_sweep, validate_request
 
     results, data = tmp_path / "results", tmp_path / "data"

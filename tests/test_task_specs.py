@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.tasks import TASKS, AllReduceSpec, TrainingSpec, get_task
+from scalebench.tasks import TASKS, AllReduceSpec, TrainingSpec, get_task
 
 SPEC_TEXT = Path(
     os.environ.get(

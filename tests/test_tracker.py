@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from scalebench.tasks import Goal
 from workers.records import RecordWriter, read_rank_file
-from workers.tasks import Goal
 from workers.tracker import MLPerfLog, PhaseClock, Tracker
 
 GOAL = Goal(metric="top1_accuracy", direction="max", threshold=80.0, light_threshold=70.0)

@@ -12,11 +12,11 @@ import torch
 from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
+from scalebench.tasks import TransformerConfig, TranslationSpec, get_task
 from workers.data.prepare import prepare_parallel_text
 from workers.data.translation import PAD, load_wmt, synthetic_pairs, token_batches
 from workers.models.transformer import Transformer
 from workers.records import read_run
-from workers.tasks import TransformerConfig, TranslationSpec, get_task
 
 TASK4B = "task4b-transformer-wmt17"
 TINY = TransformerConfig(
@@ -140,7 +140,7 @@ def test_bpe_is_trained_once_and_decodes_to_the_original_text(tmp_path: Path) ->
 
 
 def test_a_corpus_whose_sides_differ_in_length_is_refused(tmp_path: Path) -> None:
-    from workers.data.errors import DataSetCorrupt
+    from scalebench.datasets import DataSetCorrupt
 
     folder = tmp_path / "wmt17-en-de"
     write_wmt(folder)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from scalebench.tasks import GNMTConfig, TransformerConfig, TranslationSpec, get_task
 from workers import engine
 from workers.engine import TrainingOptions
 from workers.records import RecordWriter, read_run
-from workers.tasks import GNMTConfig, TransformerConfig, TranslationSpec, get_task
 from workers.tracker import Tracker
 
 SMALL = {

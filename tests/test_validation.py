@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scalebench import cli
+from cli import main as cli
 from scalebench.sweep import (
     MAX_GROUP_TIMEOUT_S,
     MAX_GROUPS,
@@ -89,7 +89,7 @@ def test_a_trigger_with_unknown_fields_is_refused_naming_them_and_the_known_ones
     assert "known fields: workers, light, backend" in str(refused.value)
     # every field of the Airflow form is known
     from operators.benchmark_dag import params
-    from workers.tasks import TASKS
+    from scalebench.tasks import TASKS
 
     for spec in TASKS.values():
         request = request_from_form(spec.id, {k: p.value for k, p in params(spec).items()})
@@ -165,7 +165,7 @@ def test_a_worker_request_renders_the_command_line_the_worker_parses() -> None:
 
 
 def test_cpu_and_gpu_tensors_are_different_configurations() -> None:
-    from results_db.analytics import configuration_hash
+    from scalebench.manifest import configuration_hash
     from scalebench.sweep import request_fields
 
     def config(**changes: str) -> str:
@@ -335,7 +335,7 @@ def test_the_compile_default_comes_from_the_environment(monkeypatch: pytest.Monk
 
 
 def test_placement_is_spread_on_kubernetes_and_pack_locally_unless_asked() -> None:
-    from results_db.analytics import configuration_hash
+    from scalebench.manifest import configuration_hash
 
     kubernetes = {
         **LIGHT,
@@ -365,7 +365,7 @@ def test_three_repeats_unless_asked_and_one_repeat_is_allowed() -> None:
     """MLPerf's mean needs three repeats: the request, the command line and the trigger form
     all default to three; a single repeat is allowed (and marked wherever it is shown)."""
     from operators.benchmark_dag import params
-    from workers.tasks import TASKS
+    from scalebench.tasks import TASKS
 
     assert validate_request(task="task2a-logreg-epsilon", workers=[1], light=True).repeats == 3
     args = cli.build_parser().parse_args(["run", "task2a-logreg-epsilon", "--workers", "1"])

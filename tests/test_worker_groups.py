@@ -12,9 +12,9 @@ import pytest
 
 from operators.local_launcher import LocalGroup, launch_group
 from results_db.run_summary import RunSummary, summarise
+from scalebench.tasks import get_task
 from workers.allreduce import message_sizes, seconds_to_go
 from workers.records import read_rank_file, read_run
-from workers.tasks import get_task
 
 pytestmark = pytest.mark.slow
 
@@ -396,7 +396,7 @@ def test_the_failed_ranks_last_lines_reach_the_verdicts_reason(tmp_path: Path) -
 
 
 def test_a_reason_carries_only_the_failed_ranks_last_nonempty_lines() -> None:
-    from operators.launcher import GroupResult
+    from operators.group import GroupResult
 
     tail = [
         "[rank 0] fine",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from workers.tasks import AllReduceSpec
+from scalebench.tasks import AllReduceSpec
 from workers.tracker import Tracker
 
 log = logging.getLogger("scalebench.worker")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-BACKENDS = ("gloo", "nccl", "mpi")
+from scalebench.worker_request import BACKENDS
 
 
 class GroupConfigError(ValueError):

@@ -51,13 +51,13 @@ import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
+from scalebench.tasks import LossScaleSpec, TrainingSpec, TranslationSpec
+from scalebench.worker_request import DEFAULT_PRECISION
 from workers.compile import Compiled, compile_for_training
 from workers.data.batches import epoch_partition
 from workers.mixed_precision import DynamicLossScale, MasterWeights
-from workers.request import DEFAULT_PRECISION
 from workers.schedules import LearningRate
 from workers.sync_sgd import GradientAllReduce, broadcast_model, mean_over_ranks
-from workers.tasks import LossScaleSpec, TrainingSpec, TranslationSpec
 from workers.tracker import Tracker
 
 

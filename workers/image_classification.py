@@ -19,11 +19,11 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
+from scalebench.tasks import ImageData, TrainingSpec
 from workers.data.batches import ImageTensors, augment, normalise, shard
 from workers.data.sources import load_images
 from workers.engine import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 from workers.models.resnet import resnet20
-from workers.tasks import ImageData, TrainingSpec
 
 
 class ImageClassification(IndexedTrainingSet[torch.Tensor]):
@@ -42,7 +42,8 @@ class ImageClassification(IndexedTrainingSet[torch.Tensor]):
         return normalise(load_images(self.images.name, self.options.data_dir))
 
     def build_model(self) -> torch.nn.Module:
-        """ResNet-20 in channels-last layout: measured faster on CPUs (see the README)."""
+        """ResNet-20 in channels-last layout: measured faster on CPUs
+        (see docs/training-engine.md)."""
         model = resnet20(in_channels=self.images.channels, classes=self.images.classes)
         return model.to(memory_format=torch.channels_last)
 

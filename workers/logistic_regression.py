@@ -17,10 +17,10 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
+from scalebench.tasks import TabularData, TrainingSpec
 from workers.data.batches import shard
 from workers.data.sources import load_tabular
 from workers.engine import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
-from workers.tasks import TabularData, TrainingSpec
 
 
 def regularised_loss(

@@ -52,7 +52,6 @@ READABLE_VERSIONS = (1, 2)
 _RENAMED_SINCE_1 = {
     "eval": {"eval_seconds": "eval_s", "train_seconds": "train_s", "wall_seconds": "wall_s"},
 }
-SWEEP_MANIFEST = "sweep.json"  # beside a sweep's run directories (see scalebench.sweep)
 KINDS = ("step", "eval", "allreduce", "event", "env")
 PHASES = ("data", "forward", "loss", "backward", "communication", "optimizer")
 _PHASE_SET = frozenset(PHASES)

@@ -5,7 +5,7 @@ The rank, world size and rendezvous address come from the environment (see
 ``<run dir>/rank-<r>.jsonl``; rank 0 also writes MLPerf lines to
 ``<run dir>/mllog-rank-0.log``.
 
-Exit status (defined with the request in :mod:`workers.request`): 0 finished
+Exit status (defined with the request in :mod:`scalebench.worker_request`): 0 finished
 (goal reached, epoch limit, or measurements done), 1 failed (a peer died, a
 timeout, an error), 2 refused input (nothing started), 3 diverged, 143
 terminated by SIGTERM.
@@ -23,11 +23,12 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from workers.data.availability import check_available
-from workers.data.errors import DataSetMissing
-from workers.distributed import BACKENDS, GroupConfigError, group_env_from
-from workers.network import BadProfile, parse_profile
-from workers.request import (
+from scalebench.datasets import DataSetMissing, check_available
+from scalebench.network import BadProfile, parse_profile
+from scalebench.tasks import AllReduceSpec, get_task
+from scalebench.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
+from scalebench.worker_request import (
+    BACKENDS,
     DEFAULT_PRECISION,
     EXIT_DIVERGED,
     EXIT_FAILED,
@@ -40,8 +41,7 @@ from workers.request import (
     MIN_COLLECTIVE_TIMEOUT_S,
     PRECISIONS,
 )
-from workers.tasks import AllReduceSpec, get_task
-from workers.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
+from workers.distributed import GroupConfigError, group_env_from
 
 log = logging.getLogger("scalebench.worker")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from workers.tasks import ScheduleSpec
+from scalebench.tasks import ScheduleSpec
 
 
 def warmup_epochs(world_size: int) -> float:

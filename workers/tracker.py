@@ -32,8 +32,8 @@ import torch.distributed as dist
 from mlperf_logging import mllog
 from mlperf_logging.mllog.mllog import MLLogger
 
+from scalebench.tasks import Goal
 from workers.records import PHASES, RecordWriter
-from workers.tasks import Goal
 
 log = logging.getLogger("scalebench.worker")
 

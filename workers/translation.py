@@ -31,6 +31,7 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
+from scalebench.tasks import GNMTConfig, ParallelText, TransformerConfig, TranslationSpec
 from workers.beam_search import beam_search
 from workers.bleu import corpus_bleu
 from workers.data.batches import epoch_partition, shard
@@ -47,7 +48,6 @@ from workers.engine import Batch, Step, TaskAdapter, TrainingOptions
 from workers.models.gnmt import GNMT
 from workers.models.transformer import Transformer
 from workers.schedules import gnmt_lr, transformer_lr
-from workers.tasks import GNMTConfig, ParallelText, TransformerConfig, TranslationSpec
 
 
 def padded(

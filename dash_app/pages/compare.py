@@ -14,10 +14,11 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, figures, tables, units
+from dash_app import data, figures, tables
 from dash_app.choices import pick_sweep
 from dash_app.state import CompareState, parse_compare, to_search
 from results_db.queries import RegressionRow, SweepInfo
+from scalebench import units
 
 PATH = "/compare"
 TITLE = "Compare"

@@ -12,10 +12,11 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, dcc, html
 
 from dash_app import components as ui
-from dash_app import data, tables, units
+from dash_app import data, tables
 from dash_app.choices import is_allreduce
 from dash_app.state import parse_overview
 from results_db.queries import RegressionRow, RunProgress, SweepInfo
+from scalebench import units
 
 PATH = "/"
 TITLE = "Overview"

@@ -13,10 +13,11 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, dcc, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, downloads, figures, tables, units
+from dash_app import data, downloads, figures, tables
 from dash_app.choices import is_allreduce
 from dash_app.state import RunState, parse_run, to_search
 from results_db.queries import RunInfo
+from scalebench import units
 
 PATH = "/run"
 TITLE = "Run"

@@ -13,11 +13,12 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, figures, units
+from dash_app import data, figures
 from dash_app.choices import pick_sweep
 from dash_app.state import SweepState, parse_sweep, to_search
 from results_db.analytics import ScalingRow, time_to_accuracy_text
 from results_db.queries import RunInfo, SweepInfo
+from scalebench import units
 
 PATH = "/scaling"
 TITLE = "Scaling"

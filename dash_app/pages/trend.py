@@ -13,9 +13,10 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, dcc, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, figures, tables, units
+from dash_app import data, figures, tables
 from dash_app.choices import is_allreduce
 from dash_app.state import TrendState, parse_trend, to_search
+from scalebench import units
 
 PATH = "/trend"
 TITLE = "Nightly trend"

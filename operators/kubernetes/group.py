@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from operators.group import GroupResult
 from operators.kubernetes.arguments import pod_argv
 from operators.kubernetes.constants import (
     CONTAINER,
@@ -30,7 +31,6 @@ from operators.kubernetes.names import GroupNames
 from operators.kubernetes.pod_status import _get, pod_rank
 from operators.kubernetes.settings import KubernetesSettings
 from operators.kubernetes.watch import SETTLE, GroupWatch, Rank0Log, Verdict, rank0_pod
-from operators.launcher import GroupResult
 
 if TYPE_CHECKING:
     from operators.kubernetes.trigger import GroupTrigger

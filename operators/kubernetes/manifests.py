@@ -26,7 +26,7 @@ from operators.kubernetes.constants import (
 )
 from operators.kubernetes.names import GroupNames, label_value
 from operators.kubernetes.settings import KubernetesSettings
-from workers.network import parse_profile
+from scalebench.network import parse_profile
 
 
 def _labels(run_id: str) -> dict[str, str]:
@@ -109,7 +109,7 @@ def job_manifest(
     ``gpus_per_worker`` is the ``nvidia.com/gpu`` limit of each pod (none when 0).
     ``placement`` ``spread`` keeps two pods of the group off one node (a required
     anti-affinity on the node's hostname label); ``pack`` lets them share.
-    ``network`` a shaped profile (``workers.network``, rate only) sets the CNI bandwidth
+    ``network`` a shaped profile (``scalebench.network``, rate only) sets the CNI bandwidth
     plugin's ingress and egress annotations on every pod.
     """
     labels = _labels(run_id)

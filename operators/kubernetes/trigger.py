@@ -225,13 +225,14 @@ class GroupTrigger(BaseTrigger):
         """Load what the ranks wrote so far into the results database (a thread: it blocks)."""
         if self.group is None:
             return
-        from operators.training_group import load_quietly
+        from results_db.service import load_quietly
         from scalebench import config
         from scalebench.sweep import GroupPlan
 
+        group = GroupPlan.from_xcom(self.group)
         try:
             await asyncio.to_thread(
-                load_quietly, config.database_url(), GroupPlan.from_xcom(self.group)
+                load_quietly, config.database_url(), group.sweep_dir, group.run_id
             )
         except Exception as exc:  # the measurement is safe on disk either way
             self.log.warning("not loaded into the results database yet (%s)", exc)

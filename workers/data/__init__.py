@@ -1,4 +1,4 @@
 """Data sets: where they live on disk and how they load (``sources``, ``text``,
-``translation``), whether they are there (``availability``, raising ``errors``'
-:class:`DataSetMissing`), getting them ready (``prepare``) and how batches are
+``translation``), which files make them, and whether they are there, is
+:mod:`scalebench.datasets`), getting them ready (``prepare``) and how batches are
 cut (``batches``)."""

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalebench.datasets import CIFAR10, DATA_SETS, DataSetCorrupt, DataSetMissing
 from workers.data.atomic import replaced_when_done
-from workers.data.errors import DataSetCorrupt, DataSetMissing
 from workers.data.sources import (
     CIFAR10_DIR,
     CIFAR10_TEST_FILE,
@@ -46,7 +46,6 @@ from workers.data.sources import (
     EPSILON_SOURCES,
     cifar10_url,
     epsilon_files,
-    require_cifar10,
 )
 
 # Published MD5 checksums of the python-pickle CIFAR-10 release.
@@ -179,12 +178,12 @@ def prepare_cifar10(
     names = [*CIFAR10_TRAIN_FILES, CIFAR10_TEST_FILE]
     status = "verified"
     try:
-        require_cifar10(data_dir)
+        CIFAR10.require(data_dir)
     except DataSetMissing:
         if not download:
             raise
         download_cifar10(data_dir, url or cifar10_url(), archive_md5)
-        require_cifar10(data_dir)
+        CIFAR10.require(data_dir)
         status = "downloaded"
     stamp_path = folder / STAMP
     states = {name: _file_state(folder / name) for name in names}
@@ -415,9 +414,9 @@ def prepare_markov() -> Prepared:
 
 def prepare_parallel_text(data_dir: Path, name: str) -> Prepared:
     """Train the joint BPE model and encode a WMT corpus once; fresh while its text is unchanged."""
-    from workers.data.translation import prepare_wmt, require_wmt, wmt_files
+    from workers.data.translation import prepare_wmt, wmt_files
 
-    require_wmt(data_dir, name)
+    DATA_SETS[name].require(data_dir)
     folder = data_dir / name
     states = {path.name: _file_state(path) for path in wmt_files(data_dir, name).values()}
     total = sum(state["size"] for state in states.values())

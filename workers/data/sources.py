@@ -1,8 +1,8 @@
 """Image and tabular data sets as NumPy arrays: read from disk, a package, or generated.
 
 Torch-free, and NumPy is imported only when data is actually loaded, so the
-``require_*`` checks (which :mod:`workers.data.availability` dispatches to)
-are cheap enough for parameter validation.
+file names come from the data-set registry (:mod:`scalebench.datasets`),
+which validation reads without importing this module.
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workers.data.errors import DataSetMissing
+from scalebench.datasets import CIFAR10, CIFAR10_SOURCE, EPSILON
 
 if TYPE_CHECKING:
     import numpy as np
 
-CIFAR10_DIR = "cifar-10-batches-py"
-CIFAR10_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
-CIFAR10_TEST_FILE = "test_batch"
-CIFAR10_SOURCE = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+CIFAR10_DIR = CIFAR10.folder
+CIFAR10_TRAIN_FILES, CIFAR10_TEST_FILE = CIFAR10.files[:-1], CIFAR10.files[-1]
 # A mirror of that archive (e.g. inside a network without internet access); a
 # download from it is checked against the same published MD5.
 CIFAR10_URL_VARIABLE = "SCALEBENCH_CIFAR10_URL"
@@ -43,27 +41,6 @@ class ImageArrays:
     test_labels: np.ndarray
 
 
-def cifar10_missing(data_dir: Path) -> list[Path]:
-    """The CIFAR-10 files absent from ``data_dir`` (empty when all are there)."""
-    folder = data_dir / CIFAR10_DIR
-    wanted = [*CIFAR10_TRAIN_FILES, CIFAR10_TEST_FILE]
-    return [folder / name for name in wanted if not (folder / name).is_file()]
-
-
-def require_cifar10(data_dir: Path) -> None:
-    """Raise :class:`DataSetMissing` saying exactly which files to put where."""
-    missing = cifar10_missing(data_dir)
-    if missing:
-        names = ", ".join(p.name for p in missing)
-        raise DataSetMissing(
-            f"CIFAR-10 is not in {data_dir / CIFAR10_DIR} (missing: {names}). "
-            f"Run `scalebench data cifar10 --download --data-dir {data_dir}`, or "
-            f"download {CIFAR10_SOURCE} and unpack it into {data_dir} so that "
-            f"{data_dir / CIFAR10_DIR}/data_batch_1 … data_batch_5 and test_batch exist, "
-            "or run the light variant (--light), which needs no download."
-        )
-
-
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     import numpy as np
 
@@ -78,7 +55,7 @@ def load_cifar10(data_dir: Path) -> ImageArrays:
     """Read the standard python-pickle CIFAR-10 batches (50,000 train, 10,000 test)."""
     import numpy as np
 
-    require_cifar10(data_dir)
+    CIFAR10.require(data_dir)
     folder = data_dir / CIFAR10_DIR
     parts = [_read_cifar_batch(folder / name) for name in CIFAR10_TRAIN_FILES]
     test_images, test_labels = _read_cifar_batch(folder / CIFAR10_TEST_FILE)
@@ -166,7 +143,7 @@ def load_images(name: str, data_dir: Path) -> ImageArrays:
 
 # -- tabular binary-classification sets (Task 2a) -----------------------------------------------
 
-EPSILON_DIR = "epsilon"
+EPSILON_DIR = EPSILON.folder
 EPSILON_SOURCES = {
     "train": "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/epsilon_normalized.bz2",
     "test": "https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary/epsilon_normalized.t.bz2",
@@ -186,30 +163,14 @@ class TabularArrays:
 def epsilon_files(data_dir: Path) -> dict[str, Path]:
     """The prepared arrays of epsilon (written by ``workers.data.prepare``)."""
     folder = data_dir / EPSILON_DIR
-    return {
-        f"{split}_{part}": folder / f"{split}_{part}.npy"
-        for split in ("train", "test")
-        for part in ("x", "y")
-    }
-
-
-def require_epsilon(data_dir: Path) -> None:
-    missing = [p for p in epsilon_files(data_dir).values() if not p.is_file()]
-    if missing:
-        raise DataSetMissing(
-            f"epsilon is not prepared in {data_dir / EPSILON_DIR} (missing: "
-            f"{', '.join(p.name for p in missing)}). Run `scalebench data epsilon --download "
-            f"--data-dir {data_dir}`, or put LIBSVM's epsilon_normalized(.bz2) and "
-            f"epsilon_normalized.t(.bz2) into {data_dir / EPSILON_DIR} and run "
-            "`scalebench data epsilon` to convert them; or run the light variant (--light)."
-        )
+    return {name.removesuffix(".npy"): folder / name for name in EPSILON.files}
 
 
 def load_epsilon(data_dir: Path) -> TabularArrays:
     """The prepared epsilon arrays, memory-mapped (3.2 GB of training features)."""
     import numpy as np
 
-    require_epsilon(data_dir)
+    EPSILON.require(data_dir)
     files = epsilon_files(data_dir)
     return TabularArrays(**{key: np.load(path, mmap_mode="r") for key, path in files.items()})
 

@@ -23,14 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
-from workers.data.errors import DataSetMissing
+from scalebench.datasets import WIKITEXT2
 
-WIKITEXT2_DIR = "wikitext-2"
-WIKITEXT2_FILES = {
-    "train": "wiki.train.tokens",
-    "valid": "wiki.valid.tokens",
-    "test": "wiki.test.tokens",
-}
+WIKITEXT2_DIR = WIKITEXT2.folder
+WIKITEXT2_FILES = dict(zip(("train", "valid", "test"), WIKITEXT2.files, strict=True))
 EOS = "<eos>"
 
 
@@ -44,17 +40,6 @@ class Corpus:
     words: list[str]
 
 
-def require_wikitext2(data_dir: Path) -> None:
-    folder = data_dir / WIKITEXT2_DIR
-    missing = [name for name in WIKITEXT2_FILES.values() if not (folder / name).is_file()]
-    if missing:
-        raise DataSetMissing(
-            f"WikiText-2 is not in {folder} (missing: {', '.join(missing)}). Unpack "
-            f"wikitext-2-v1.zip so that {folder}/wiki.train.tokens, wiki.valid.tokens and "
-            "wiki.test.tokens exist, or run the light variant (--light)."
-        )
-
-
 def tokenize(path: Path) -> list[str]:
     """The words of a WikiText file, ``<eos>`` after every line."""
     words: list[str] = []
@@ -66,7 +51,7 @@ def tokenize(path: Path) -> list[str]:
 
 
 def load_wikitext2(data_dir: Path) -> Corpus:
-    require_wikitext2(data_dir)
+    WIKITEXT2.require(data_dir)
     folder = data_dir / WIKITEXT2_DIR
     splits = {split: tokenize(folder / name) for split, name in WIKITEXT2_FILES.items()}
     words = list(dict.fromkeys(splits["train"]))

@@ -29,12 +29,11 @@ from pathlib import Path
 
 import numpy as np
 
+from scalebench.datasets import DATA_SETS, WMT_SPLITS, DataSetCorrupt, DataSetMissing
 from workers.data.atomic import replaced_when_done
-from workers.data.errors import DataSetCorrupt, DataSetMissing
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
-WMT_SPLITS = {"train": "train", "test": "newstest2014"}
 
 
 @dataclass
@@ -145,16 +144,6 @@ def wmt_files(data_dir: Path, name: str) -> dict[str, Path]:
     }
 
 
-def require_wmt(data_dir: Path, name: str) -> None:
-    missing = [p for p in wmt_files(data_dir, name).values() if not p.is_file()]
-    if missing:
-        raise DataSetMissing(
-            f"{name} is not in {data_dir / name} (missing: {', '.join(p.name for p in missing)}). "
-            "Put the sentence-aligned train.en/train.de and newstest2014.en/newstest2014.de "
-            "there, then run `scalebench data " + name + "`; or run the light variant (--light)."
-        )
-
-
 def train_bpe(texts: Iterable[str], vocabulary: int) -> object:
     """A joint BPE model with SentencePiece-style word boundaries (decodes to plain text)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -175,7 +164,7 @@ def _lines(path: Path) -> list[str]:
 
 def prepare_wmt(data_dir: Path, name: str, vocabulary: int = 32_000, batch: int = 50_000) -> int:
     """Train the BPE model and encode every split once; returns the training pairs."""
-    require_wmt(data_dir, name)
+    DATA_SETS[name].require(data_dir)
     files = wmt_files(data_dir, name)
     texts = {key: _lines(path) for key, path in files.items()}
     for split in WMT_SPLITS:

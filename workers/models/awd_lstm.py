@@ -23,7 +23,7 @@ from torch import nn
 from torch.func import functional_call
 from torch.nn import functional as F
 
-from workers.tasks import AWDLSTMConfig
+from scalebench.tasks import AWDLSTMConfig
 
 Hidden = list[tuple[torch.Tensor, torch.Tensor]]
 

@@ -31,8 +31,8 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from scalebench.tasks import GNMTConfig
 from workers.data.translation import PAD
-from workers.tasks import GNMTConfig
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]  # (h, c), each (layers=1, batch, hidden)
 

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from scalebench.tasks import TransformerConfig
 from workers.data.translation import PAD
-from workers.tasks import TransformerConfig
 
 
 def sinusoids(length: int, width: int) -> torch.Tensor:

@@ -5,7 +5,7 @@ Revises: 0006
 
 Adds ``run.network``: ``host`` (the machines' own network, unshaped, as every run
 stored before ran on) or an emulated link such as ``100mbit`` or ``1gbit+2ms``
-(``workers.network``).
+(``scalebench.network``).
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ importing torch. The values come from the MLBench benchmark-task text
 (Tasks 0 to 4b) and are tested against it.
 """
 
-from workers.tasks.registry import TASKS, get_task, task_ids
-from workers.tasks.specs import (
+from scalebench.tasks.registry import TASKS, get_task, task_ids
+from scalebench.tasks.specs import (
     AllReduceSpec,
     AWDLSTMConfig,
     GNMTConfig,

@@ -1,6 +1,6 @@
 """Run one benchmark DAG through Airflow on this machine, and show what happens.
 
-    python -m scalebench.embedded task1a_resnet20_cifar10 '{"workers": [1, 2], "light": true}'
+    python -m cli.embedded task1a_resnet20_cifar10 '{"workers": [1, 2], "light": true}'
 
 This is the embedded path of the README's quick start: a real Airflow DAG run
 (``airflow dags test``: every task runs in one process, no scheduler needed)
@@ -27,7 +27,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from workers.request import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED
+from scalebench.worker_request import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REFUSED
 
 STARTED = re.compile(r"\[DAG TEST\] starting task_id=(\S+) map_index=(-?\d+)")
 ENDED = re.compile(r"\[DAG TEST\] end task task_id=(\S+) map_index=(-?\d+)")
@@ -160,14 +160,14 @@ def _task_name(task_id: str, map_index: str) -> str:
 
 def known_dag_ids() -> list[str]:
     """One DAG per registered task (``-`` becomes ``_``), plus the nightly one."""
-    from workers.tasks import task_ids
+    from scalebench.tasks import task_ids
 
     return [task_id.replace("-", "_") for task_id in task_ids()] + ["scalebench_nightly"]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m scalebench.embedded",
+        prog="python -m cli.embedded",
         description="Run one benchmark DAG through Airflow on this machine (airflow dags test).",
     )
     parser.add_argument(
@@ -199,7 +199,7 @@ def conf_refusal(dag_id: str, conf: dict) -> str | None:
     """Why the DAG's trigger form would refuse ``conf``, naming the field (``None``: it
     would not): the form's JSON schema first, then the request's own validation, as the
     DAG's ``validate`` task does. The nightly DAG takes no conf fields of its own."""
-    from workers.tasks import get_task, task_ids
+    from scalebench.tasks import get_task, task_ids
 
     task = next((t for t in task_ids() if t.replace("-", "_") == dag_id), None)
     if task is None:
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     for task, message in failures:
         print(f"  {task} failed: {message}")
     if sweep_id:
-        from scalebench.database_commands import NoResult, summarize_sweep
+        from results_db.service import NoResult, summarize_sweep
 
         print(f"\nsweep {sweep_id} in the results database:")
         try:
@@ -251,19 +251,20 @@ def main(argv: list[str] | None = None) -> int:
 def run_with_boundary(argv: list[str] | None = None) -> int:
     """:func:`main`, with an expected failure (the results database, a folder) as one
     line and exit status 2; ``SCALEBENCH_DEBUG=1`` shows the traceback."""
-    from scalebench.cli import database_problem, debugging, path_problem
+    from cli.main import debugging, path_problem
+    from results_db.service import database_problem
 
     try:
         return main(argv)
     except KeyboardInterrupt:
-        print("scalebench.embedded: interrupted", file=sys.stderr)
+        print("cli.embedded: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
         problem = database_problem(exc) or path_problem(exc)
         if problem is None or debugging():
             raise
         print(
-            f"scalebench.embedded: error: {problem} (SCALEBENCH_DEBUG=1 shows the traceback)",
+            f"cli.embedded: error: {problem} (SCALEBENCH_DEBUG=1 shows the traceback)",
             file=sys.stderr,
         )
         return EXIT_REFUSED

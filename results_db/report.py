@@ -13,10 +13,10 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection
 from tabulate import tabulate
 
-from dash_app.units import byte_size
 from results_db import queries
 from results_db.analytics import ScalingRow, time_to_accuracy_text
-from workers.tasks import TASKS, AllReduceSpec
+from scalebench.tasks import TASKS, AllReduceSpec
+from scalebench.units import byte_size
 
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8}
 

@@ -24,6 +24,8 @@ EXIT_INTERRUPTED = 130  # the command line, stopped by Ctrl-C
 # Arithmetic of the training step: fp32, or bf16 (forward and loss under bfloat16
 # autocast, fp32 weights and optimizer). A task's spec says which of them it offers.
 PRECISIONS = ("fp32", "bf16")
+# The torch.distributed backends a group can use.
+BACKENDS = ("gloo", "nccl", "mpi")
 DEFAULT_PRECISION = "fp32"
 # Set by the local launcher to its own process id: a rank whose launcher is gone stops.
 LAUNCHER_PID_VARIABLE = "SCALEBENCH_LAUNCHER_PID"
@@ -53,7 +55,7 @@ class WorkerRequest:
     precision: str = DEFAULT_PRECISION
     compile: str = "off"
     device: str = "auto"  # auto: a GPU when the rank has one; cpu; cuda
-    network: str = "host"  # the link profile (workers.network) the launcher runs the group on
+    network: str = "host"  # the link profile (scalebench.network) the launcher runs the group on
 
     def argv(self, results_dir: str, data_dir: str) -> list[str]:
         """The worker's arguments, with this launcher's run directory and data directory."""

@@ -19,7 +19,6 @@ import argparse
 import contextlib
 import errno
 import os
-import re
 import signal
 import sys
 import threading
@@ -27,7 +26,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from scalebench import config, database_commands, manifest
+from cli import database
+from results_db import service
+from scalebench import config, manifest
+from scalebench.manifest import MANIFEST
 from scalebench.sweep import (
     DEFAULT_REPEATS,
     GroupPlan,
@@ -36,15 +38,14 @@ from scalebench.sweep import (
     start_sweep,
     validate_request,
 )
-from workers.records import SWEEP_MANIFEST as MANIFEST
-from workers.request import (
+from scalebench.tasks import TASKS, TrainingSpec
+from scalebench.worker_request import (
     DEFAULT_PRECISION,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_REFUSED,
 )
-from workers.tasks import TASKS, TrainingSpec
 
 
 def _clock(seconds: float) -> str:
@@ -76,7 +77,7 @@ def run_sweep(
     """
     from operators.launcher import launcher_for
 
-    database_commands.close_vanished_sweeps(results_root)
+    service.close_vanished_sweeps(results_root)
     plan = start_sweep(request, results_root, trigger="cli", runner=manifest.this_process())
     groups = plan.groups
     print(f"sweep {plan.sweep_id}: {len(groups)} group(s) → {plan.sweep_dir}", flush=True)
@@ -142,9 +143,7 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
 
         try:
             with contextlib.redirect_stdout(io.StringIO()):  # one line here, not the progress
-                database_commands.ingest(
-                    url, str(group.sweep_dir), only=[group.run_id], replace=True
-                )
+                service.ingest(url, str(group.sweep_dir), only=[group.run_id], replace=True)
         except Exception as exc:  # the records are safe on disk either way
             print(
                 f"   not loaded into the results database yet ({exc}); the sweep's ingest will",
@@ -159,7 +158,7 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
 def print_report(url: str, sweep_id: str) -> None:
     """Print an ingested sweep's report from the results database at ``url``."""
     from results_db.database import make_engine
-    from scalebench.tables import sweep_report
+    from results_db.report import sweep_report
 
     engine = make_engine(url)
     try:
@@ -183,7 +182,7 @@ def print_sweep_directory(sweep_dir: Path) -> None:
     with tempfile.TemporaryDirectory(prefix="scalebench-report-") as tmp:
         url = f"sqlite:///{Path(tmp) / 'report.db'}"
         with contextlib.redirect_stdout(io.StringIO()):  # the progress of a private copy
-            database_commands.ingest(url, str(sweep_dir))
+            service.ingest(url, str(sweep_dir))
         print_report(url, manifest.load(sweep_dir).sweep_id)
 
 
@@ -217,7 +216,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if url is not None:
         # Where the results go is checked (and migrated) before any worker starts, not
         # after hours of training; --no-ingest keeps them on disk only.
-        database_commands.upgrade(url)
+        service.upgrade(url)
     if request.download and not request.light and isinstance(request.spec, TrainingSpec):
         prepare_data(request.spec.data.name, request.data_dir)
     if url is None:
@@ -225,8 +224,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_sweep_directory(sweep_dir)
         return status
     sweep_dir, status = run_sweep(request, results_root, publish=load_group(url))
-    print(f"\ningesting into {database_commands.redact(url)}")
-    database_commands.ingest(url, str(sweep_dir))
+    print(f"\ningesting into {service.redact(url)}")
+    service.ingest(url, str(sweep_dir))
     print_report(url, sweep_dir.name)
     return status
 
@@ -238,7 +237,8 @@ def clean_network_leftovers(asked: bool = False) -> int:
     ``scalebench run`` and ``scalebench ingest`` do it first, quietly where they may not
     (not root); ``scalebench network clean`` (``asked``) says what it did or why it cannot.
     """
-    from operators.shaped_network import ShapingError, cleaning_problem, remove_leftovers
+    from operators.shaped_network import ShapingError, remove_leftovers
+    from scalebench.host import cleaning_problem
 
     problem = cleaning_problem()
     if problem is not None:
@@ -274,7 +274,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def prepare_data(name: str, data_dir: Path) -> None:
     """Fetch data set ``name`` when it is missing and verify it, before a sweep starts."""
-    from workers.data.errors import DataSetCorrupt, DataSetMissing
+    from scalebench.datasets import DataSetCorrupt, DataSetMissing
     from workers.data.prepare import prepare
 
     try:
@@ -286,7 +286,7 @@ def prepare_data(name: str, data_dir: Path) -> None:
 
 def cmd_data(args: argparse.Namespace) -> int:
     from scalebench import config
-    from workers.data.errors import DataSetMissing
+    from scalebench.datasets import DataSetMissing
     from workers.data.prepare import DataSetCorrupt, prepare
 
     data_dir = Path(args.data_dir) if args.data_dir else config.data_dir()
@@ -319,8 +319,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     if problem:  # served anyway: the database may come up; pages say why until then
         print(f"scalebench: warning: {problem}", file=sys.stderr, flush=True)
     print(
-        f"dashboard of {database_commands.redact(url)} on http://{args.host}:{port}/ "
-        "(Ctrl-C stops it)",
+        f"dashboard of {service.redact(url)} on http://{args.host}:{port}/ (Ctrl-C stops it)",
         flush=True,
     )
     try:
@@ -400,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--compile",
         default=None,
         help="torch.compile the training step before the clock starts: auto (where measured "
-        "to pay, see the README), on or off (default SCALEBENCH_COMPILE, else auto)",
+        "to pay, see docs/training-engine.md), on or off (default SCALEBENCH_COMPILE, else auto)",
     )
     run.add_argument(
         "--timeout",
@@ -456,7 +455,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
     data.set_defaults(func=cmd_data)
 
-    database_commands.add_commands(commands)
+    database.add_commands(commands)
 
     network = commands.add_parser("network", help="emulated networks of shaped local groups")
     network_commands = network.add_subparsers(dest="network_command", required=True)
@@ -484,46 +483,6 @@ def _stop(signum: int, frame: object) -> None:
 
 
 # What SQLite and PostgreSQL say about a table or column the schema should have.
-SCHEMA_MISSING = re.compile(r"no such (table|column)|(relation|column) \S+ does not exist")
-SUPPORTED_DATABASES = "sqlite:///<file> or postgresql+psycopg2://<user>@<host>:<port>/<database>"
-
-
-def database_problem(exc: BaseException) -> str | None:
-    """One line for a results database that cannot be used, or None for any other error.
-
-    Shown instead of a traceback (``SCALEBENCH_DEBUG=1`` shows the traceback).
-    """
-    from traceback import walk_tb
-
-    from sqlalchemy import exc as db
-
-    if isinstance(exc, db.ArgumentError | db.NoSuchModuleError):
-        return (
-            f"database: not a results database URL ({exc.args[0].splitlines()[0]}); use "
-            f"{SUPPORTED_DATABASES} (--database or SCALEBENCH_DATABASE_URL)"
-        )
-    if isinstance(exc, ModuleNotFoundError) and any(  # a dialect importing its driver
-        "sqlalchemy" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__)
-    ):
-        return (
-            f"database: this URL needs a driver scalebench does not install ({exc.name}); "
-            f"use {SUPPORTED_DATABASES}"
-        )
-    if isinstance(exc, db.DBAPIError) and SCHEMA_MISSING.search(str(exc.orig or exc)):
-        return (
-            "database: the results database has no scalebench schema, or an older one "
-            "than this scalebench reads; run `scalebench db upgrade` (with the same "
-            "--database or SCALEBENCH_DATABASE_URL)"
-        )
-    if isinstance(exc, db.OperationalError):
-        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-        return (
-            f"database: cannot use the results database: {reason}. Is the server running "
-            "and the URL right (--database or SCALEBENCH_DATABASE_URL)?"
-        )
-    return None
-
-
 def path_problem(exc: BaseException) -> str | None:
     """One line for a file or folder that cannot be read or written, or None."""
     if not isinstance(exc, OSError) or not exc.filename or exc.errno not in PATH_ERRORS:
@@ -562,7 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("run", "ingest"):
             clean_network_leftovers()  # a killed launcher's shaped group: gone before anything
         return args.func(args)
-    except (InvalidParameter, database_commands.CommandError, config.BadSetting) as exc:
+    except (InvalidParameter, service.CommandError, config.BadSetting) as exc:
         if debugging(args):
             raise
         print(f"scalebench: error: {exc}", file=sys.stderr)
@@ -571,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
         print("scalebench: interrupted; every group was stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:
-        problem = database_problem(exc) or path_problem(exc)
+        problem = service.database_problem(exc) or path_problem(exc)
         if problem is None or debugging(args):
             raise  # a genuine bug: its traceback is the report
         print(f"scalebench: error: {problem} (--debug shows the traceback)", file=sys.stderr)

@@ -7,7 +7,7 @@ stated in the spec's ``notes``.
 
 from __future__ import annotations
 
-from workers.tasks.specs import (
+from scalebench.tasks.specs import (
     WORLD_SIZES,
     AllReduceSpec,
     AWDLSTMConfig,

@@ -1,21 +1,17 @@
-"""``scalebench`` commands that work on the results database.
+"""What the command line, the operators and the dashboard ask of the results database.
 
-    scalebench db upgrade [--revision REV]       migrate (SQLite or PostgreSQL)
-    scalebench db grant-readonly ROLE            PostgreSQL: a SELECT-only login for the dashboard
-    scalebench ingest LOCATION                   load sweeps from a path or fsspec URI
-    scalebench export SWEEP --format csv|parquet runs, evaluations, steps, scaling + official
-    scalebench prices list|set|load              the dated price table used for costs
-    scalebench regressions SWEEP                 compare a nightly with its baseline
-
-Every command takes ``--database URL`` (default ``SCALEBENCH_DATABASE_URL``).
-The SQL lives in :mod:`results_db` (``queries`` reads, ``maintenance`` writes
-prices and roles, ``ingest`` loads, ``regressions`` detects); this module
-checks the arguments, words the errors and prints the results.
+Migrate it, load sweeps into it (:func:`ingest`, the one entry every caller
+uses, and :func:`load_quietly` for a group still running), export a sweep,
+keep the price table, check a nightly for regressions, say how a sweep ended
+and print its report, and say in one line what is wrong with a database that
+cannot be used (:func:`database_problem`). The SQL lives in the modules
+beside it (``queries`` reads, ``maintenance`` writes prices and roles,
+``ingest`` loads, ``regressions`` detects); this module checks the input,
+words the errors and prints the results.
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
 import re
 from collections.abc import Collection
@@ -38,7 +34,8 @@ def redact(url: str) -> str:
     return make_url(url).render_as_string(hide_password=True)
 
 
-def _engine(url: str | None):  # type: ignore[no-untyped-def]
+def engine_for(url: str | None):  # type: ignore[no-untyped-def]
+    """An engine for ``url`` (None: ``SCALEBENCH_DATABASE_URL``)."""
     from results_db.database import make_engine
 
     return make_engine(url or config.database_url())
@@ -70,7 +67,7 @@ def ingest(
 
     close_vanished_sweeps(Path(location))  # a local location: sweeps whose runner was killed
     upgrade(url)
-    engine = _engine(url)
+    engine = engine_for(url)
     try:
         report = ingest_location(
             engine, location, lambda line: print(line, flush=True), only, replace
@@ -117,7 +114,7 @@ def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
 
     if fmt not in ("csv", "parquet"):
         raise CommandError(f"format: must be csv or parquet, got {fmt!r}")
-    engine = _engine(url)
+    engine = engine_for(url)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     with engine.connect() as conn:
@@ -167,7 +164,7 @@ def scaling_frame(conn: Any, sweep_id: str) -> Any:
 PRICE_COLUMNS = ("kind", "name", "regular_per_hour", "preemptible_per_hour", "source", "valid_from")
 
 
-def _price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
+def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if raw.get("kind") not in ("instance", "gpu"):
         raise CommandError(f"{where}kind: must be instance or gpu, got {raw.get('kind')!r}")
@@ -198,7 +195,7 @@ def set_prices(url: str | None, rows: list[dict[str, Any]]) -> int:
     """Insert or replace prices keyed by (kind, name, valid_from); returns how many."""
     from results_db.maintenance import store_prices
 
-    engine = _engine(url)
+    engine = engine_for(url)
     count = store_prices(engine, rows)
     engine.dispose()
     return count
@@ -213,7 +210,7 @@ def load_price_file(path: Path) -> list[dict[str, Any]]:
         missing = set(PRICE_COLUMNS) - set(reader.fieldnames or ()) - {"source"}
         if missing:
             raise CommandError(f"file: {path} lacks column(s) {', '.join(sorted(missing))}")
-        return [_price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)]
+        return [price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)]
 
 
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
@@ -225,7 +222,7 @@ def grant_readonly(url: str | None, role: str, password: str | None) -> None:
 
     if not ROLE_NAME.match(role):
         raise CommandError(f"role: {role!r} is not a plain lower-case PostgreSQL name")
-    engine = _engine(url)
+    engine = engine_for(url)
     if engine.dialect.name != "postgresql":
         raise CommandError("database: read-only roles exist on PostgreSQL only")
     grant_readonly_role(engine, role, password)
@@ -236,7 +233,7 @@ def check_regressions(url: str | None, sweep_id: str, rule: Rule = RULE) -> list
     """Detect, store and print the regressions of a nightly sweep; return every finding."""
     from results_db import regressions as detector
 
-    engine = _engine(url)
+    engine = engine_for(url)
     with engine.begin() as conn:
         findings = detector.detect(conn, sweep_id, rule)
         detector.record(conn, sweep_id, findings)
@@ -274,7 +271,7 @@ def sweep_outcome(sweep_id: str, url: str | None = None) -> str:
     """A loaded sweep's outcome: succeeded, partial, failed, cancelled or running."""
     from results_db import queries
 
-    engine = _engine(url)
+    engine = engine_for(url)
     with engine.connect() as conn:
         outcome = queries.sweep_outcome(conn, sweep_id)
     engine.dispose()
@@ -296,10 +293,10 @@ def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any
         succeeded_runs,
         sweep_info,
     )
-    from scalebench.tables import sweep_report
-    from workers.tasks import TASKS, AllReduceSpec
+    from results_db.report import sweep_report
+    from scalebench.tasks import TASKS, AllReduceSpec
 
-    engine = _engine(url)
+    engine = engine_for(url)
     with engine.connect() as conn:
         succeeded = succeeded_runs(conn, sweep_id)
         report = sweep_report(conn, sweep_id)  # LookupError: no such sweep
@@ -318,130 +315,55 @@ def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any
     return rows
 
 
-# -- argument parsing ---------------------------------------------------------------------------
+SCHEMA_MISSING = re.compile(r"no such (table|column)|(relation|column) \S+ does not exist")
+SUPPORTED_DATABASES = "sqlite:///<file> or postgresql+psycopg2://<user>@<host>:<port>/<database>"
 
 
-def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    def with_database(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        parser.add_argument("--database", help="database URL (default SCALEBENCH_DATABASE_URL)")
-        return parser
+def database_problem(exc: BaseException) -> str | None:
+    """One line for a results database that cannot be used, or None for any other error.
 
-    db = commands.add_parser("db", help="results database schema and roles")
-    db_commands = db.add_subparsers(dest="db_command", required=True)
-    up = with_database(db_commands.add_parser("upgrade", help="migrate to the newest schema"))
-    up.add_argument("--revision", default="head")
-    up.set_defaults(func=lambda a: upgrade(a.database or config.database_url(), a.revision) or 0)
-    grant = with_database(
-        db_commands.add_parser("grant-readonly", help="PostgreSQL: a read-only login role")
-    )
-    grant.add_argument("role")
-    grant.add_argument("--password", default=None)
-    grant.set_defaults(func=lambda a: grant_readonly(a.database, a.role, a.password) or 0)
+    Shown instead of a traceback (``SCALEBENCH_DEBUG=1`` shows the traceback).
+    """
+    from traceback import walk_tb
 
-    ingest_parser = with_database(commands.add_parser("ingest", help="load sweeps' records"))
-    ingest_parser.add_argument("location", help="a sweep directory or a folder of sweeps (fsspec)")
-    ingest_parser.add_argument(
-        "--replace",
-        action="store_true",
-        help="load the files even where they now hold less than the stored run "
-        "(fewer records, a worse verdict); without it the stored run is kept",
-    )
-    ingest_parser.set_defaults(
-        func=lambda a: ingest(a.database or config.database_url(), a.location, replace=a.replace)
-    )
+    from sqlalchemy import exc as db
 
-    export_parser = with_database(commands.add_parser("export", help="export a sweep"))
-    export_parser.add_argument("sweep")
-    export_parser.add_argument("--format", default="csv", help="csv or parquet")
-    export_parser.add_argument("--out", type=Path, default=Path("var/exports"))
-
-    def run_export(a: argparse.Namespace) -> int:
-        for path in export(a.database, a.sweep, a.format, a.out):
-            print(path)
-        return 0
-
-    export_parser.set_defaults(func=run_export)
-
-    prices = commands.add_parser("prices", help="the dated price table")
-    price_commands = prices.add_subparsers(dest="price_command", required=True)
-    listing = with_database(price_commands.add_parser("list", help="prices in force"))
-    listing.set_defaults(func=list_prices)
-    setter = with_database(price_commands.add_parser("set", help="add or replace one price"))
-    setter.add_argument("kind", help="instance or gpu")
-    setter.add_argument("name", help="e.g. n1-standard-4, nvidia-tesla-t4")
-    setter.add_argument("--regular", required=True, help="dollars per hour")
-    setter.add_argument("--preemptible", required=True, help="dollars per hour")
-    setter.add_argument("--valid-from", required=True, help="YYYY-MM-DD")
-    setter.add_argument("--source", default="entered by hand")
-    setter.set_defaults(
-        func=lambda a: print_count(
-            set_prices(
-                a.database,
-                [
-                    _price_values(
-                        {
-                            "kind": a.kind,
-                            "name": a.name,
-                            "regular_per_hour": a.regular,
-                            "preemptible_per_hour": a.preemptible,
-                            "source": a.source,
-                            "valid_from": a.valid_from,
-                        },
-                        "",
-                    )
-                ],
-            )
+    if isinstance(exc, db.ArgumentError | db.NoSuchModuleError):
+        return (
+            f"database: not a results database URL ({exc.args[0].splitlines()[0]}); use "
+            f"{SUPPORTED_DATABASES} (--database or SCALEBENCH_DATABASE_URL)"
         )
-    )
-    loader = with_database(price_commands.add_parser("load", help="load prices from a CSV file"))
-    loader.add_argument("file", type=Path)
-    loader.set_defaults(func=lambda a: print_count(set_prices(a.database, load_price_file(a.file))))
-
-    detect = with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
-    detect.add_argument("sweep")
-    detect.add_argument("--window", type=int, default=RULE.window, help="earlier nightlies")
-    detect.add_argument("--alpha", type=float, default=RULE.alpha, help="significance level")
-    detect.add_argument(
-        "--min-change",
-        type=float,
-        default=RULE.min_change,
-        help="relative worsening of the mean, e.g. 0.05 = 5 %% worse",
-    )
-    detect.set_defaults(
-        func=lambda a: regressions(
-            a.database, a.sweep, Rule(window=a.window, alpha=a.alpha, min_change=a.min_change)
+    if isinstance(exc, ModuleNotFoundError) and any(  # a dialect importing its driver
+        "sqlalchemy" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__)
+    ):
+        return (
+            f"database: this URL needs a driver scalebench does not install ({exc.name}); "
+            f"use {SUPPORTED_DATABASES}"
         )
-    )
-
-
-def print_count(count: int) -> int:
-    print(f"{count} price(s) stored")
-    return 0
-
-
-def list_prices(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
-    from results_db.queries import prices_in_force
-
-    engine = _engine(args.database)
-    with engine.connect() as conn:
-        rows = prices_in_force(conn)
-    engine.dispose()
-    print(
-        tabulate(
-            [
-                (
-                    r.kind,
-                    r.name,
-                    f"{r.regular_per_hour:.4f}",
-                    f"{r.preemptible_per_hour:.4f}",
-                    r.valid_from.date().isoformat(),
-                    r.source,
-                )
-                for r in rows
-            ],
-            headers=["kind", "name", "regular $/h", "preemptible $/h", "valid from", "source"],
+    if isinstance(exc, db.DBAPIError) and SCHEMA_MISSING.search(str(exc.orig or exc)):
+        return (
+            "database: the results database has no scalebench schema, or an older one "
+            "than this scalebench reads; run `scalebench db upgrade` (with the same "
+            "--database or SCALEBENCH_DATABASE_URL)"
         )
-    )
-    return 0
+    if isinstance(exc, db.OperationalError):
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        return (
+            f"database: cannot use the results database: {reason}. Is the server running "
+            "and the URL right (--database or SCALEBENCH_DATABASE_URL)?"
+        )
+    return None
+
+
+def load_quietly(url: str, sweep_dir: str | Path, run_id: str) -> None:
+    """Load what the ranks of run ``run_id`` wrote so far (its manifest entry has no verdict
+    yet, so the run reads as ``running``); a later load completes it without duplicates."""
+    from results_db.database import make_engine, upgrade
+    from results_db.ingest import ingest_location
+
+    upgrade(url)
+    engine = make_engine(url)
+    try:
+        ingest_location(engine, str(sweep_dir), only=[run_id], replace=True)
+    finally:
+        engine.dispose()

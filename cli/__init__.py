@@ -1,0 +1,1 @@
+"""The entry points on top of everything: the ``scalebench`` command and the embedded runner."""

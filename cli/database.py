@@ -1,0 +1,160 @@
+"""The ``scalebench`` commands that work on the results database.
+
+    scalebench db upgrade [--revision REV]       migrate (SQLite or PostgreSQL)
+    scalebench db grant-readonly ROLE            PostgreSQL: a SELECT-only login for the dashboard
+    scalebench ingest LOCATION                   load sweeps from a path or fsspec URI
+    scalebench export SWEEP --format csv|parquet runs, evaluations, steps, scaling + official
+    scalebench prices list|set|load              the dated price table used for costs
+    scalebench regressions SWEEP                 compare a nightly with its baseline
+
+Every command takes ``--database URL`` (default ``SCALEBENCH_DATABASE_URL``).
+The work is done by :mod:`results_db.service`; this module reads the
+arguments and prints the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from results_db.regressions import RULE, Rule
+from results_db.service import (
+    engine_for,
+    export,
+    grant_readonly,
+    ingest,
+    load_price_file,
+    price_values,
+    regressions,
+    set_prices,
+    upgrade,
+)
+from scalebench import config
+
+# -- argument parsing ---------------------------------------------------------------------------
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    def with_database(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument("--database", help="database URL (default SCALEBENCH_DATABASE_URL)")
+        return parser
+
+    db = commands.add_parser("db", help="results database schema and roles")
+    db_commands = db.add_subparsers(dest="db_command", required=True)
+    up = with_database(db_commands.add_parser("upgrade", help="migrate to the newest schema"))
+    up.add_argument("--revision", default="head")
+    up.set_defaults(func=lambda a: upgrade(a.database or config.database_url(), a.revision) or 0)
+    grant = with_database(
+        db_commands.add_parser("grant-readonly", help="PostgreSQL: a read-only login role")
+    )
+    grant.add_argument("role")
+    grant.add_argument("--password", default=None)
+    grant.set_defaults(func=lambda a: grant_readonly(a.database, a.role, a.password) or 0)
+
+    ingest_parser = with_database(commands.add_parser("ingest", help="load sweeps' records"))
+    ingest_parser.add_argument("location", help="a sweep directory or a folder of sweeps (fsspec)")
+    ingest_parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="load the files even where they now hold less than the stored run "
+        "(fewer records, a worse verdict); without it the stored run is kept",
+    )
+    ingest_parser.set_defaults(
+        func=lambda a: ingest(a.database or config.database_url(), a.location, replace=a.replace)
+    )
+
+    export_parser = with_database(commands.add_parser("export", help="export a sweep"))
+    export_parser.add_argument("sweep")
+    export_parser.add_argument("--format", default="csv", help="csv or parquet")
+    export_parser.add_argument("--out", type=Path, default=Path("var/exports"))
+
+    def run_export(a: argparse.Namespace) -> int:
+        for path in export(a.database, a.sweep, a.format, a.out):
+            print(path)
+        return 0
+
+    export_parser.set_defaults(func=run_export)
+
+    prices = commands.add_parser("prices", help="the dated price table")
+    price_commands = prices.add_subparsers(dest="price_command", required=True)
+    listing = with_database(price_commands.add_parser("list", help="prices in force"))
+    listing.set_defaults(func=list_prices)
+    setter = with_database(price_commands.add_parser("set", help="add or replace one price"))
+    setter.add_argument("kind", help="instance or gpu")
+    setter.add_argument("name", help="e.g. n1-standard-4, nvidia-tesla-t4")
+    setter.add_argument("--regular", required=True, help="dollars per hour")
+    setter.add_argument("--preemptible", required=True, help="dollars per hour")
+    setter.add_argument("--valid-from", required=True, help="YYYY-MM-DD")
+    setter.add_argument("--source", default="entered by hand")
+    setter.set_defaults(
+        func=lambda a: print_count(
+            set_prices(
+                a.database,
+                [
+                    price_values(
+                        {
+                            "kind": a.kind,
+                            "name": a.name,
+                            "regular_per_hour": a.regular,
+                            "preemptible_per_hour": a.preemptible,
+                            "source": a.source,
+                            "valid_from": a.valid_from,
+                        },
+                        "",
+                    )
+                ],
+            )
+        )
+    )
+    loader = with_database(price_commands.add_parser("load", help="load prices from a CSV file"))
+    loader.add_argument("file", type=Path)
+    loader.set_defaults(func=lambda a: print_count(set_prices(a.database, load_price_file(a.file))))
+
+    detect = with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
+    detect.add_argument("sweep")
+    detect.add_argument("--window", type=int, default=RULE.window, help="earlier nightlies")
+    detect.add_argument("--alpha", type=float, default=RULE.alpha, help="significance level")
+    detect.add_argument(
+        "--min-change",
+        type=float,
+        default=RULE.min_change,
+        help="relative worsening of the mean, e.g. 0.05 = 5 %% worse",
+    )
+    detect.set_defaults(
+        func=lambda a: regressions(
+            a.database, a.sweep, Rule(window=a.window, alpha=a.alpha, min_change=a.min_change)
+        )
+    )
+
+
+def print_count(count: int) -> int:
+    print(f"{count} price(s) stored")
+    return 0
+
+
+def list_prices(args: argparse.Namespace) -> int:
+    from tabulate import tabulate
+
+    from results_db.queries import prices_in_force
+
+    engine = engine_for(args.database)
+    with engine.connect() as conn:
+        rows = prices_in_force(conn)
+    engine.dispose()
+    print(
+        tabulate(
+            [
+                (
+                    r.kind,
+                    r.name,
+                    f"{r.regular_per_hour:.4f}",
+                    f"{r.preemptible_per_hour:.4f}",
+                    r.valid_from.date().isoformat(),
+                    r.source,
+                )
+                for r in rows
+            ],
+            headers=["kind", "name", "regular $/h", "preemptible $/h", "valid from", "source"],
+        )
+    )
+    return 0

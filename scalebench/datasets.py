@@ -1,0 +1,136 @@
+"""The full data sets the tasks train on: where each lives, what makes it loadable, how to get it.
+
+One :class:`DataSet` per name a task spec gives (``spec.data.name``). It says
+which folder under the data directory holds the set, which files must be there
+for the workers to load it, whether ``prepare(..., download=True)`` can fetch
+it, and whether that download is checked against checksums its publisher gives
+(CIFAR-10: MD5 of the archive and of every batch; LIBSVM publishes none for
+epsilon; WikiText-2 and the WMT corpora are put in place by hand).
+
+Names not listed here (``digits32``, ``markov``, ``synthetic``, ...) are
+generated or ship with a package: they need nothing on disk. Pure and
+torch-free: validation reads it before any worker starts, and the workers'
+loaders (:mod:`workers.data`) take their file names from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class DataSetMissing(FileNotFoundError):
+    """A full data set is not where the task expects it."""
+
+
+class DataSetCorrupt(ValueError):
+    """A data set file with the wrong checksum, format or size."""
+
+
+@dataclass(frozen=True)
+class DataSet:
+    """``files`` are relative to ``data_dir / folder``; ``how_to_get`` is the advice a missing
+    set gives, with ``{data_dir}`` and ``{folder}`` filled in."""
+
+    name: str
+    title: str
+    folder: str
+    files: tuple[str, ...]
+    how_to_get: str
+    downloadable: bool = False
+    published_checksums: bool = False
+
+    def path(self, data_dir: Path) -> Path:
+        return data_dir / self.folder
+
+    def missing(self, data_dir: Path) -> list[Path]:
+        """The files of this set absent from ``data_dir`` (empty when all are there)."""
+        folder = self.path(data_dir)
+        return [folder / name for name in self.files if not (folder / name).is_file()]
+
+    def require(self, data_dir: Path) -> None:
+        """Raise :class:`DataSetMissing` saying which files are missing and how to get them."""
+        missing = self.missing(data_dir)
+        if missing:
+            names = ", ".join(p.name for p in missing)
+            advice = self.how_to_get.format(data_dir=data_dir, folder=self.path(data_dir))
+            raise DataSetMissing(
+                f"{self.title} is not in {self.path(data_dir)} (missing: {names}). {advice}"
+            )
+
+
+CIFAR10_SOURCE = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
+CIFAR10 = DataSet(
+    name="cifar10",
+    title="CIFAR-10",
+    folder="cifar-10-batches-py",
+    files=(*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"),
+    how_to_get=(
+        "Run `scalebench data cifar10 --download --data-dir {data_dir}`, or download "
+        f"{CIFAR10_SOURCE} and unpack it into {{data_dir}} so that {{folder}}/data_batch_1 … "
+        "data_batch_5 and test_batch exist, or run the light variant (--light), which needs "
+        "no download."
+    ),
+    downloadable=True,
+    published_checksums=True,
+)
+EPSILON = DataSet(
+    name="epsilon",
+    title="epsilon (prepared)",
+    folder="epsilon",
+    files=tuple(f"{split}_{part}.npy" for split in ("train", "test") for part in ("x", "y")),
+    how_to_get=(
+        "Run `scalebench data epsilon --download --data-dir {data_dir}`, or put LIBSVM's "
+        "epsilon_normalized(.bz2) and epsilon_normalized.t(.bz2) into {folder} and run "
+        "`scalebench data epsilon` to convert them; or run the light variant (--light)."
+    ),
+    downloadable=True,
+)
+WIKITEXT2 = DataSet(
+    name="wikitext2",
+    title="WikiText-2",
+    folder="wikitext-2",
+    files=("wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"),
+    how_to_get=(
+        "Unpack wikitext-2-v1.zip so that {folder}/wiki.train.tokens, wiki.valid.tokens and "
+        "wiki.test.tokens exist, or run the light variant (--light)."
+    ),
+)
+# The WMT corpora: sentence-aligned training text and newstest2014, English and German.
+WMT_SPLITS = {"train": "train", "test": "newstest2014"}
+
+
+def _wmt(name: str) -> DataSet:
+    return DataSet(
+        name=name,
+        title=name,
+        folder=name,
+        files=tuple(f"{stem}.{lang}" for stem in WMT_SPLITS.values() for lang in ("en", "de")),
+        how_to_get=(
+            "Put the sentence-aligned train.en/train.de and newstest2014.en/newstest2014.de "
+            f"there, then run `scalebench data {name}`; or run the light variant (--light)."
+        ),
+    )
+
+
+DATA_SETS = {
+    data_set.name: data_set
+    for data_set in (CIFAR10, EPSILON, WIKITEXT2, _wmt("wmt16-en-de"), _wmt("wmt17-en-de"))
+}
+
+
+def downloadable(name: str) -> bool:
+    """True when data set ``name`` can be fetched by ``scalebench data NAME --download``."""
+    return name in DATA_SETS and DATA_SETS[name].downloadable
+
+
+def published_checksums(name: str) -> bool:
+    """True when a download of ``name`` is checked against checksums its publisher gives."""
+    return name in DATA_SETS and DATA_SETS[name].published_checksums
+
+
+def check_available(name: str, data_dir: Path) -> None:
+    """Raise :class:`DataSetMissing` when data set ``name`` cannot be loaded from ``data_dir``
+    (sets not listed are generated and always pass)."""
+    if name in DATA_SETS:
+        DATA_SETS[name].require(data_dir)

@@ -1,0 +1,102 @@
+"""What this machine can do for a local group: GPUs, an MPI-enabled torch, emulated networks.
+
+Validation reads these facts to refuse a request the local launcher could not
+run, before any worker starts. Each probe is cheap or cached; torch is
+imported only when GPUs or MPI are asked about.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from collections.abc import Sequence
+
+from scalebench.network import NetworkProfile
+
+_CAP_NET_ADMIN, _CAP_SYS_ADMIN = 12, 21
+
+
+def local_gpu_count() -> int:
+    """CUDA devices this process can see (0 without CUDA)."""
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def mpi_available() -> bool:
+    """Whether this torch build can start ``mpi`` process groups."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_mpi_available()
+
+
+def _capabilities() -> int:
+    """This process's effective capabilities as a bit mask (0 where unknown)."""
+    try:
+        for line in open("/proc/self/status", encoding="ascii"):  # noqa: SIM115
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except OSError:
+        pass
+    return 0
+
+
+def _may_build_namespaces() -> bool:
+    caps = _capabilities()
+    return bool(caps >> _CAP_NET_ADMIN & 1 and caps >> _CAP_SYS_ADMIN & 1)
+
+
+def _qdisc_works(kind: str, *arguments: str) -> bool:
+    """Whether the kernel has queueing discipline ``kind``: tried on the loopback of a
+    namespace that exists for this check only (gone when ``unshare`` exits)."""
+    try:
+        done = subprocess.run(
+            ["unshare", "--net", "tc", "qdisc", "add", "dev", "lo", "root", kind, *arguments],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+@functools.cache
+def _emulation_problems(needs_delay: bool) -> tuple[str, ...]:
+    problems = []
+    if not _may_build_namespaces():
+        problems.append(
+            "the launcher needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) to build network "
+            "namespaces and shape their links"
+        )
+    missing = [tool for tool in ("ip", "tc", "unshare") if shutil.which(tool) is None]
+    if missing:
+        problems.append(f"{' and '.join(missing)} missing (Debian: apt-get install iproute2)")
+    if problems:
+        return tuple(problems)
+    if not _qdisc_works("tbf", "rate", "1mbit", "burst", "32kb", "latency", "50ms"):
+        problems.append("this kernel has no tbf queueing discipline (sch_tbf) to limit rates")
+    if needs_delay and not _qdisc_works("netem", "delay", "1ms"):
+        problems.append(
+            "this kernel has no netem queueing discipline (sch_netem), which delays need; "
+            "ask for the rate alone (e.g. 1gbit) or load sch_netem"
+        )
+    return tuple(problems)
+
+
+def shaping_problems(profiles: Sequence[NetworkProfile]) -> list[str]:
+    """What this machine lacks to emulate ``profiles`` locally (empty: nothing)."""
+    shaped = [p for p in profiles if p.shaped]
+    if not shaped:
+        return []
+    return list(_emulation_problems(any(p.delay_s for p in shaped)))
+
+
+def cleaning_problem() -> str | None:
+    """Why this process cannot take down what shaped groups left behind (None: it can)."""
+    if not _may_build_namespaces():
+        return "needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN), as shaped groups do"
+    if shutil.which("ip") is None:
+        return "ip is missing (Debian: apt-get install iproute2)"
+    return None
