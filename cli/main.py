@@ -29,6 +29,7 @@ from pathlib import Path
 from cli import database
 from results_db import service
 from scalebench import config, manifest
+from scalebench.launchers import LAUNCHERS
 from scalebench.manifest import MANIFEST
 from scalebench.sweep import (
     DEFAULT_REPEATS,
@@ -95,7 +96,7 @@ def run_sweep(
                 f"repeat {group.repeat + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
                 flush=True,
             )
-            if group.launcher == "local" and group.world_size > 2:
+            if LAUNCHERS[group.launcher].on_this_host and group.world_size > 2:
                 print(
                     f"   note: {group.world_size} processes share this machine's cores; "
                     "times reflect oversubscription, not a cluster",
@@ -362,8 +363,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--launcher",
         default="local",
-        help="local (ranks as processes here) or kubernetes (an Indexed Job, one pod per rank; "
-        "SCALEBENCH_K8S_* settings); default local",
+        help="; ".join(f"{name}: {spec.description}" for name, spec in LAUNCHERS.items())
+        + " (default local)",
     )
     run.add_argument(
         "--gpus-per-worker",

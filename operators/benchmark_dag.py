@@ -33,6 +33,7 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
 from scalebench.datasets import downloadable, published_checksums
+from scalebench.launchers import LAUNCHERS
 from scalebench.network import MAX_PROFILES, NETWORK_PATTERN
 from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS, PLACEMENTS
 from scalebench.tasks import AllReduceSpec, TaskSpec
@@ -94,10 +95,10 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         "launcher": Param(
             "local",
             type="string",
-            enum=["local", "kubernetes"],
+            enum=list(LAUNCHERS),
             title="Launcher",
-            description="local: ranks as processes on the Airflow worker; "
-            "kubernetes: an Indexed Job with one pod per rank.",
+            description="; ".join(f"{name}: {spec.description}" for name, spec in LAUNCHERS.items())
+            + ".",
         ),
         "gpus_per_worker": Param(
             1,

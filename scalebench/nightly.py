@@ -48,8 +48,9 @@ class NightlySettings:
         """
         from croniter import croniter
 
+        from scalebench.launchers import LAUNCHERS
         from scalebench.network import BadProfile, parse_profiles
-        from scalebench.sweep import LAUNCHERS, PLACEMENTS, InvalidParameter, parse_world_sizes
+        from scalebench.sweep import PLACEMENTS, InvalidParameter, parse_world_sizes
         from scalebench.tasks import task_ids
         from scalebench.worker_request import BACKENDS
 

@@ -25,7 +25,8 @@ from typing import Any
 from scalebench import manifest
 from scalebench.datasets import DataSetMissing, check_available, downloadable, published_checksums
 from scalebench.host import local_gpu_count, mpi_available, shaping_problems
-from scalebench.network import BadProfile, parse_profile, parse_profiles
+from scalebench.launchers import LAUNCHERS, LauncherSpec
+from scalebench.network import BadProfile, NetworkProfile, parse_profile, parse_profiles
 from scalebench.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
 from scalebench.tasks.specs import COMPILE_SETTINGS
 from scalebench.tasks.specs import TRAINING_VARIANTS as VARIANTS
@@ -39,7 +40,6 @@ from scalebench.worker_request import (
     WorkerRequest,
 )
 
-LAUNCHERS = ("local", "kubernetes")
 DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
 # Where ranks run: spread, one rank per node (what the task texts measure: "a single
 # process per node"), or pack, ranks may share a node (the local launcher: one machine;
@@ -222,8 +222,10 @@ def validate_request(
         raise InvalidParameter(
             "worker_image", f"must be an image reference like repo/name:tag, got {worker_image!r}"
         )
-    if worker_image and launcher != "kubernetes":
-        raise InvalidParameter("worker_image", "only the kubernetes launcher runs images")
+    runner = LAUNCHERS[launcher]
+    if worker_image and not runner.runs_images:
+        imaging = " or ".join(n for n, spec in LAUNCHERS.items() if spec.runs_images)
+        raise InvalidParameter("worker_image", f"only the {imaging} launcher runs images")
     if not isinstance(backend, str) or backend not in BACKENDS:
         raise InvalidParameter("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
     if not isinstance(light, bool):
@@ -311,60 +313,13 @@ def validate_request(
         raise InvalidParameter(
             "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}"
         )
-    if placement == "spread" and launcher == "local":
-        raise InvalidParameter(
-            "placement",
-            "the local launcher runs every rank on this machine: spread needs "
-            "the kubernetes launcher (use pack or auto)",
-        )
-    if placement == "auto":
-        placement = "spread" if launcher == "kubernetes" else "pack"
     if not isinstance(device, str) or device not in DEVICES:
         raise InvalidParameter("device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
     if device == "cpu" and backend == "nccl":
         raise InvalidParameter("device", "nccl all-reduces GPU tensors only; use gloo for cpu")
-    if device == "cuda" and launcher == "kubernetes" and gpus_each == 0:
-        raise InvalidParameter("gpus_per_worker", "cuda tensors need a GPU in every pod")
-    if (
-        device == "cuda"
-        and launcher == "local"
-        and (local_gpu_count() if gpus is None else gpus) == 0
-    ):
-        raise InvalidParameter("device", "cuda asked, but this host has no GPU; use cpu or auto")
-    if backend == "nccl" and launcher == "kubernetes":
-        if gpus_each == 0:
-            raise InvalidParameter("gpus_per_worker", "nccl needs at least one GPU per worker")
-    elif backend == "nccl":
-        available = local_gpu_count() if gpus is None else gpus
-        if available == 0:
-            raise InvalidParameter("backend", "nccl needs GPUs and none is available; use gloo")
-        if max(world_sizes) > available:
-            raise InvalidParameter(
-                "workers",
-                f"nccl needs one GPU per worker: {max(world_sizes)} workers asked, "
-                f"{available} GPUs available",
-            )
-    shaped = [p for p in profiles if p.shaped]
-    if shaped and backend == "mpi":
-        raise InvalidParameter("network", "the emulated networks carry gloo and nccl groups")
-    if shaped and launcher == "kubernetes":
-        delayed = [p.name for p in shaped if p.delay_s]
-        if delayed:
-            raise InvalidParameter(
-                "network",
-                f"{', '.join(delayed)}: the kubernetes launcher can limit rates (the CNI "
-                "bandwidth plugin) but not add delay; ask for the rate alone",
-            )
-    elif shaped:
-        problems = shaping_problems(shaped)
-        if problems:
-            raise InvalidParameter(
-                "network",
-                f"{', '.join(p.name for p in shaped)} cannot be emulated here: "
-                f"{'; '.join(problems)}. Ask for host alone to run unshaped",
-            )
-    if backend == "mpi" and launcher == "kubernetes":
-        raise InvalidParameter("backend", "the kubernetes launcher starts gloo or nccl groups")
+    placement = _refuse_what_the_launcher_cannot_run(
+        runner, placement, device, backend, gpus_each, max(world_sizes), profiles, gpus
+    )
     if backend == "mpi" and not mpi_available():
         raise InvalidParameter(
             "backend", "mpi needs a torch build with MPI support, and this torch has none"
@@ -413,6 +368,72 @@ def validate_request(
         download=download,
         network=tuple(p.name for p in profiles),
     )
+
+
+def _refuse_what_the_launcher_cannot_run(
+    runner: LauncherSpec,
+    placement: str,
+    device: str,
+    backend: str,
+    gpus_each: int,
+    largest_group: int,
+    profiles: Sequence[NetworkProfile],
+    gpus: int | None,
+) -> str:
+    """Check the request against what ``runner`` declares it can do (and, for a launcher
+    whose ranks run here, against this host); returns the placement ``auto`` resolves to."""
+    name = runner.name
+    if placement == "spread" and not runner.spreads:
+        spreading = " or ".join(n for n, spec in LAUNCHERS.items() if spec.spreads)
+        raise InvalidParameter(
+            "placement",
+            f"the {name} launcher runs every rank on this machine: spread needs "
+            f"the {spreading} launcher (use pack or auto)",
+        )
+    if backend not in runner.backends:
+        raise InvalidParameter(
+            "backend", f"the {name} launcher starts {' or '.join(runner.backends)} groups"
+        )
+    needs_gpu = device == "cuda" or backend == "nccl"
+    if needs_gpu and runner.gpus_per_rank and gpus_each == 0:
+        raise InvalidParameter(
+            "gpus_per_worker",
+            "cuda tensors need a GPU in every pod"
+            if device == "cuda"
+            else "nccl needs at least one GPU per worker",
+        )
+    if needs_gpu and runner.on_this_host:
+        available = local_gpu_count() if gpus is None else gpus
+        if available == 0 and device == "cuda":
+            raise InvalidParameter(
+                "device", "cuda asked, but this host has no GPU; use cpu or auto"
+            )
+        if available == 0:
+            raise InvalidParameter("backend", "nccl needs GPUs and none is available; use gloo")
+        if backend == "nccl" and largest_group > available:
+            raise InvalidParameter(
+                "workers",
+                f"nccl needs one GPU per worker: {largest_group} workers asked, "
+                f"{available} GPUs available",
+            )
+    shaped = [p for p in profiles if p.shaped]
+    if shaped and backend == "mpi":
+        raise InvalidParameter("network", "the emulated networks carry gloo and nccl groups")
+    delayed = [p.name for p in shaped if p.delay_s]
+    if delayed and not runner.delays:
+        raise InvalidParameter(
+            "network",
+            f"{', '.join(delayed)}: the {name} launcher can limit rates (the CNI "
+            "bandwidth plugin) but not add delay; ask for the rate alone",
+        )
+    problems = shaping_problems(shaped) if shaped and runner.on_this_host else []
+    if problems:
+        raise InvalidParameter(
+            "network",
+            f"{', '.join(p.name for p in shaped)} cannot be emulated here: "
+            f"{'; '.join(problems)}. Ask for host alone to run unshaped",
+        )
+    return runner.default_placement if placement == "auto" else placement
 
 
 def new_sweep_id(task: str, now: datetime | None = None) -> str:

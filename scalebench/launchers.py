@@ -1,0 +1,70 @@
+"""What each launcher can do, declared once: validation and the trigger form read it.
+
+A launcher is named in a request (``launcher``) and implemented in
+:mod:`operators` (``operators.launcher.launcher_for`` picks the
+implementation by the same name). What it can run is declared here, as data,
+so that the domain can refuse a request before any worker starts without
+importing a launcher. A new launcher is its implementation module, one
+entry in ``operators.launcher`` and one :class:`LauncherSpec` below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scalebench.worker_request import BACKENDS
+
+
+@dataclass(frozen=True)
+class LauncherSpec:
+    """What a launcher can do.
+
+    ``on_this_host``: its ranks are processes of this machine, so this host's
+    GPUs, MPI and network emulation decide what it can run. ``spreads``: it can
+    put one rank per node (placement ``spread``). ``runs_images``: it starts
+    the worker image (``worker_image`` applies). ``gpus_per_rank``: it asks
+    for ``gpus_per_worker`` GPUs for each rank. ``backends``: the
+    ``torch.distributed`` backends it starts. ``delays``: it can add a one-way
+    delay to an emulated link (rates it limits either way).
+    """
+
+    name: str
+    description: str
+    on_this_host: bool
+    spreads: bool
+    runs_images: bool
+    gpus_per_rank: bool
+    backends: tuple[str, ...]
+    delays: bool
+
+    @property
+    def default_placement(self) -> str:
+        """What placement ``auto`` means here: spread where the launcher can spread."""
+        return "spread" if self.spreads else "pack"
+
+
+LAUNCHERS = {
+    spec.name: spec
+    for spec in (
+        LauncherSpec(
+            name="local",
+            description="ranks as processes on this machine (the Airflow worker)",
+            on_this_host=True,
+            spreads=False,
+            runs_images=False,
+            gpus_per_rank=False,
+            backends=BACKENDS,
+            delays=True,
+        ),
+        LauncherSpec(
+            name="kubernetes",
+            description="an Indexed Job with one pod per rank",
+            on_this_host=False,
+            spreads=True,
+            runs_images=True,
+            gpus_per_rank=True,
+            backends=("gloo", "nccl"),
+            delays=False,
+        ),
+    )
+}
