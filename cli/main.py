@@ -31,8 +31,8 @@ from results_db import service
 from scalebench import config, manifest
 from scalebench.launchers import LAUNCHERS
 from scalebench.manifest import MANIFEST
+from scalebench.request import FIELDS, RequestField
 from scalebench.sweep import (
-    DEFAULT_REPEATS,
     GroupPlan,
     InvalidParameter,
     SweepRequest,
@@ -41,7 +41,6 @@ from scalebench.sweep import (
 )
 from scalebench.tasks import TASKS, TrainingSpec
 from scalebench.worker_request import (
-    DEFAULT_PRECISION,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -188,27 +187,8 @@ def print_sweep_directory(sweep_dir: Path) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    request = validate_request(
-        task=args.task,
-        workers=args.workers,
-        backend=args.backend,
-        light=args.light,
-        repeats=args.repeats,
-        collective_timeout_s=args.timeout,
-        group_timeout_s=args.group_timeout,
-        variant=args.variant,
-        precision=args.precision,
-        compile=args.compile,
-        launcher=args.launcher,
-        gpus_per_worker=args.gpus_per_worker,
-        worker_image=args.worker_image,
-        device=args.device,
-        placement=args.placement,
-        seed=args.seed,
-        data_dir=args.data_dir,
-        download=args.download,
-        network=args.network,
-    )
+    given = {field.name: getattr(args, field.name) for field in FIELDS}
+    request = validate_request(task=args.task, **{k: v for k, v in given.items() if v is not None})
     try:
         results_root = config.results_path(args.results)
     except ValueError as exc:
@@ -330,6 +310,39 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def add_request_option(parser: argparse.ArgumentParser, field: RequestField) -> None:
+    """A request field as a ``scalebench run`` option, with the field's default."""
+    shown = field.default
+    if isinstance(shown, tuple):
+        shown = ",".join(map(str, shown))
+    default = "" if field.default in (None, "") else f" (default {shown})"
+    choices = f" [{', '.join(field.choices)}]" if field.choices else ""
+    extra: dict = {"action": argparse.BooleanOptionalAction} if field.kind == "bool" else {}
+    parser.add_argument(
+        field.option,
+        dest=field.name,
+        default=field.default,
+        help=field.help + choices + default,
+        **extra,
+    )
+
+
+def option_table() -> str:
+    """The request fields as the Markdown table of ``docs/command-line.md`` (a test holds
+    the page to it; print it with ``python -c "from cli.main import option_table as t;
+    print(t())"``)."""
+    rows = ["| option | meaning | default |", "|---|---|---|"]
+    for field in FIELDS:
+        choices = f" One of {', '.join(f'`{c}`' for c in field.choices)}." if field.choices else ""
+        shown = field.default
+        if isinstance(shown, tuple):
+            shown = ",".join(map(str, shown))
+        default = "" if shown in (None, "") else f"`{shown}`"
+        meaning = field.help.replace("|", "\\|") + choices
+        rows.append(f"| `{field.option}` | {meaning} | {default} |")
+    return "\n".join(rows) + "\n"
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="scalebench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -346,77 +359,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run a sweep: one training group per worker count")
     run.add_argument("task", help="task id (see `scalebench tasks`)")
-    run.add_argument("--workers", default="1,2", help="worker counts, e.g. 1,2,4 (default 1,2)")
-    run.add_argument("--light", action="store_true", help="the light variant (laptop-sized)")
-    run.add_argument("--backend", default="gloo", help="gloo, nccl or mpi (default gloo)")
-    run.add_argument(
-        "--repeats",
-        default=str(DEFAULT_REPEATS),
-        help=f"runs per worker count (default {DEFAULT_REPEATS})",
-    )
-    run.add_argument("--variant", default="sync", help="sync (flat all-reduce) or ddp")
-    run.add_argument(
-        "--precision",
-        default=DEFAULT_PRECISION,
-        help="fp32, or bf16: forward and loss under autocast (default fp32)",
-    )
-    run.add_argument(
-        "--launcher",
-        default="local",
-        help="; ".join(f"{name}: {spec.description}" for name, spec in LAUNCHERS.items())
-        + " (default local)",
-    )
-    run.add_argument(
-        "--gpus-per-worker",
-        default="1",
-        help="kubernetes: nvidia.com/gpu per pod, 0 for CPU pods (default 1)",
-    )
-    run.add_argument(
-        "--worker-image",
-        default="",
-        help="kubernetes: the worker image (default SCALEBENCH_WORKER_IMAGE)",
-    )
-    run.add_argument(
-        "--device",
-        default="auto",
-        help="where tensors live: auto (a GPU when the rank has one), cpu or "
-        "cuda; Task 0 times CPU or GPU tensors by it (default auto)",
-    )
-    run.add_argument(
-        "--placement",
-        default="auto",
-        help="spread: one rank per node (kubernetes); pack: ranks may share a "
-        "node; auto: spread on kubernetes, pack locally (default auto)",
-    )
-    run.add_argument(
-        "--network",
-        default="host",
-        help="link profiles, every worker count runs on each: host (unshaped) or "
-        "an emulated rate with an optional one-way delay, e.g. host,10gbit,1gbit "
-        "or 1gbit+2ms (default host)",
-    )
-    run.add_argument("--seed", default="0", help="seed of the first repeat (default 0)")
-    run.add_argument(
-        "--compile",
-        default=None,
-        help="torch.compile the training step before the clock starts: auto (where measured "
-        "to pay, see docs/training-engine.md), on or off (default SCALEBENCH_COMPILE, else auto)",
-    )
-    run.add_argument(
-        "--timeout",
-        default="60",
-        help="collective timeout, seconds: a dead peer fails the group within it (default 60)",
-    )
-    run.add_argument("--group-timeout", default="3600", help="wall-clock limit per group, seconds")
+    for field in FIELDS:
+        add_request_option(run, field)
     run.add_argument("--results", default=None, help="results directory (SCALEBENCH_RESULTS_URI)")
-    run.add_argument("--data-dir", default=None, help="data sets (SCALEBENCH_DATA_DIR)")
-    run.add_argument(
-        "--download",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="fetch a missing full data set before the first group (default: on for "
-        "CIFAR-10, whose published checksums are checked; see `scalebench data`)",
-    )
     run.add_argument(
         "--database", default=None, help="results database URL (SCALEBENCH_DATABASE_URL)"
     )

@@ -33,18 +33,8 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
 from scalebench.datasets import downloadable, published_checksums
-from scalebench.launchers import LAUNCHERS
-from scalebench.network import MAX_PROFILES, NETWORK_PATTERN
-from scalebench.sweep import DEFAULT_REPEATS, MAX_GROUP_TIMEOUT_S, MAX_REPEATS, PLACEMENTS
+from scalebench.request import FIELDS, RequestField
 from scalebench.tasks import AllReduceSpec, TaskSpec
-from scalebench.tasks.specs import COMPILE_SETTINGS
-from scalebench.worker_request import (
-    BACKENDS,
-    DEFAULT_PRECISION,
-    MAX_COLLECTIVE_TIMEOUT_S,
-    MAX_SEED,
-    MIN_COLLECTIVE_TIMEOUT_S,
-)
 
 # Why ingest closes a group that has no verdict of its own.
 ENDED_WITHOUT_VERDICT = "its Airflow task ended without a verdict (killed, or its worker lost)"
@@ -62,131 +52,54 @@ def dataset_asset(spec: TaskSpec) -> Asset:
 
 
 def params(spec: TaskSpec) -> dict[str, Param]:
-    """The trigger form."""
-    form = {
-        "workers": Param(
-            [1, 2],
-            type="array",
-            items={"type": "integer", "enum": list(spec.world_sizes)},
-            minItems=1,
-            uniqueItems=True,
-            title="Worker counts",
-            description="One training group per worker count (and repeat).",
-        ),
-        "light": Param(
-            True,
-            type="boolean",
-            title="Light variant",
-            description="Laptop-sized data and target; off for the full task.",
-        ),
-        "backend": Param("gloo", type="string", enum=list(BACKENDS), title="Backend"),
-        "repeats": Param(
-            DEFAULT_REPEATS,
-            type="integer",
-            minimum=1,
-            maximum=MAX_REPEATS,
-            title="Repeats",
-            description="Runs per worker count; 3 or more drop "
-            "the fastest and slowest, 1 is allowed but marked as one repeat.",
-        ),
-        "seed": Param(
-            0, type="integer", minimum=0, maximum=MAX_SEED, title="Seed of the first repeat"
-        ),
-        "launcher": Param(
-            "local",
-            type="string",
-            enum=list(LAUNCHERS),
-            title="Launcher",
-            description="; ".join(f"{name}: {spec.description}" for name, spec in LAUNCHERS.items())
-            + ".",
-        ),
-        "gpus_per_worker": Param(
-            1,
-            type="integer",
-            minimum=0,
-            maximum=16,
-            title="GPUs per worker (Kubernetes)",
-            description="nvidia.com/gpu requested by each pod; 0 for CPU "
-            "pods. Local ranks use the host's GPUs, one each with nccl.",
-        ),
-        "placement": Param(
-            "auto",
-            type="string",
-            enum=list(PLACEMENTS),
-            title="Placement",
-            description="spread: one rank per node (Kubernetes); pack: ranks "
-            "may share a node; auto: spread on Kubernetes, pack locally.",
-        ),
-        "network": Param(
-            ["host"],
-            type="array",
-            minItems=1,
-            maxItems=MAX_PROFILES,
-            uniqueItems=True,
-            items={"type": "string", "pattern": NETWORK_PATTERN},
-            title="Network profiles",
-            description="Every worker count runs on each: host (the machines' own network) or "
-            "an emulated link, e.g. 100mbit, 1gbit, 10gbit, 1gbit+2ms (a one-way delay; local "
-            "launcher only, where the kernel has netem).",
-        ),
-        "device": Param(
-            "auto",
-            type="string",
-            enum=["auto", "cpu", "cuda"],
-            title="Tensors on",
-            description="auto: a GPU when the rank has one; cpu; cuda (Task 0: "
-            "time CPU or GPU tensors).",
-        ),
-        "worker_image": Param(
-            "",
-            type="string",
-            maxLength=255,
-            title="Worker image (Kubernetes)",
-            description="Empty: SCALEBENCH_WORKER_IMAGE.",
-        ),
-        "collective_timeout_s": Param(
-            60,
-            type="number",
-            minimum=MIN_COLLECTIVE_TIMEOUT_S,
-            maximum=MAX_COLLECTIVE_TIMEOUT_S,
-            title="Collective timeout (s)",
-        ),
-        "group_timeout_s": Param(
-            3600,
-            type="number",
-            exclusiveMinimum=0,
-            maximum=MAX_GROUP_TIMEOUT_S,
-            title="Time limit per group (s)",
-        ),
+    """The trigger form: one Param per request field the task takes, from its declaration
+    (:data:`scalebench.request.FIELDS`), with what depends on the task (its worker counts,
+    variants, precisions and data set)."""
+    training = not isinstance(spec, AllReduceSpec)
+    return {
+        field.name: param(field, spec)
+        for field in FIELDS
+        if field.in_form and (training or not field.training_only)
     }
-    if not isinstance(spec, AllReduceSpec):
-        form["download"] = Param(
-            published_checksums(spec.data.name),
-            type="boolean",
-            title="Download the data set",
-            description=download_help(spec.data.name),
+
+
+def param(field: RequestField, spec: TaskSpec) -> Param:
+    """One field as a Param: its JSON-schema type, bounds and choices, title and help."""
+    default, text = field.default, {"title": field.title, "description": field.help}
+    if field.name == "light":
+        default = True  # the form offers the laptop-sized variant first
+    elif field.name == "compile":
+        default = form_compile_default()
+    elif field.name == "download":
+        default = published_checksums(spec.data.name)
+        text["description"] = download_help(spec.data.name)
+    if field.kind == "counts":
+        items = {"type": "integer", "enum": list(spec.world_sizes)}
+        return Param(list(default), type="array", items=items, minItems=1, uniqueItems=True, **text)
+    if field.kind == "profiles":
+        items = {"type": "string", "pattern": field.pattern}
+        return Param(
+            list(default),
+            type="array",
+            items=items,
+            minItems=1,
+            maxItems=field.maximum,
+            uniqueItems=True,
+            **text,
         )
-        # Only what this task implements (Tasks 3a, 4a and 4b: sync, fp32 from the form).
-        form["variant"] = Param(
-            "sync", type="string", enum=list(spec.variants), title="Training variant"
-        )
-        form["precision"] = Param(
-            DEFAULT_PRECISION,
-            type="string",
-            enum=list(spec.precisions),
-            title="Precision",
-            description="bf16: forward and loss under autocast.",
-        )
-        form["compile"] = Param(
-            form_compile_default(),
-            type="string",
-            enum=list(COMPILE_SETTINGS),
-            title="Compile",
-            description="torch.compile the training step before the "
-            "clock starts. auto: where measured to pay (see "
-            "docs/training-engine.md); on: refuse a run that cannot compile.",
-        )
-    return form
+    if field.kind == "choice":
+        offered = {"variant": "variants", "precision": "precisions"}.get(field.name, "")
+        choices = getattr(spec, offered) if offered else field.choices
+        return Param(default, type="string", enum=list(choices), **text)
+    if field.kind == "bool":
+        return Param(default, type="boolean", **text)
+    if field.kind == "text":
+        return Param(default, type="string", maxLength=255, **text)
+    bounds = {"minimum": field.minimum, "maximum": field.maximum}
+    if field.kind == "seconds" and field.minimum is None:
+        bounds = {"exclusiveMinimum": 0, "maximum": field.maximum}
+    kind = "integer" if field.kind == "int" else "number"
+    return Param(default, type=kind, **{k: v for k, v in bounds.items() if v is not None}, **text)
 
 
 def download_help(name: str) -> str:
@@ -253,11 +166,11 @@ def sweep_steps(
     def validate(**context: Any) -> dict[str, Any]:
         from airflow.sdk.exceptions import AirflowFailException
 
-        from scalebench.sweep import InvalidParameter, request_fields, request_from_form
+        from scalebench.sweep import InvalidParameter, request_from_form
 
         chosen = dict(fixed if fixed is not None else context["params"])
         try:
-            return request_fields(request_from_form(spec.id, chosen))
+            return request_from_form(spec.id, chosen).to_fields()
         except InvalidParameter as exc:  # the user's to fix: no retry, the field named
             raise AirflowFailException(f"request refused: {exc}") from None
 

@@ -50,7 +50,7 @@ class NightlySettings:
 
         from scalebench.launchers import LAUNCHERS
         from scalebench.network import BadProfile, parse_profiles
-        from scalebench.sweep import PLACEMENTS, InvalidParameter, parse_world_sizes
+        from scalebench.request import PLACEMENTS, InvalidParameter, parse_world_sizes
         from scalebench.tasks import task_ids
         from scalebench.worker_request import BACKENDS
 

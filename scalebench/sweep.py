@@ -14,7 +14,6 @@ imported only to count GPUs, and only when the backend needs them.
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -26,362 +25,183 @@ from scalebench import manifest
 from scalebench.datasets import DataSetMissing, check_available, downloadable, published_checksums
 from scalebench.host import local_gpu_count, mpi_available, shaping_problems
 from scalebench.launchers import LAUNCHERS, LauncherSpec
-from scalebench.network import BadProfile, NetworkProfile, parse_profile, parse_profiles
+from scalebench.network import NetworkProfile, parse_profile
+from scalebench.request import (
+    FIELD,
+    FORM_FIELDS,
+    MAX_GROUPS,
+    InvalidParameter,
+    SweepRequest,
+)
 from scalebench.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
-from scalebench.tasks.specs import COMPILE_SETTINGS
-from scalebench.tasks.specs import TRAINING_VARIANTS as VARIANTS
 from scalebench.worker_request import (
-    BACKENDS,
     DEFAULT_PRECISION,
-    MAX_COLLECTIVE_TIMEOUT_S,
     MAX_SEED,
-    MIN_COLLECTIVE_TIMEOUT_S,
-    PRECISIONS,
     WorkerRequest,
 )
 
-DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
-# Where ranks run: spread, one rank per node (what the task texts measure: "a single
-# process per node"), or pack, ranks may share a node (the local launcher: one machine;
-# on a cluster, e.g. the 8 GPUs of one server). auto: spread on Kubernetes, pack locally.
-PLACEMENTS = ("auto", "spread", "pack")
-# Limits on what one request may ask (the trigger form states the same ones).
-MAX_REPEATS = 100  # runs per worker count
-MAX_GROUPS = 500  # worker counts × repeats
-# Runs per worker count unless asked otherwise: three, so that MLPerf's rule (drop the
-# fastest and slowest) has something to drop and one straggler cannot decide a result.
-DEFAULT_REPEATS = 3
-MAX_GROUP_TIMEOUT_S = 7 * 24 * 3600.0  # a week: the longest full task on one worker fits
-# A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
-IMAGE_REFERENCE = re.compile(r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?")
-
-
-class InvalidParameter(ValueError):
-    """A request field with a value that cannot run; ``field`` names it."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-
-
-@dataclass(frozen=True)
-class SweepRequest:
-    """A validated sweep: one task at several worker counts, each repeated."""
-
-    task: str
-    world_sizes: tuple[int, ...]
-    backend: str = "gloo"
-    light: bool = False
-    repeats: int = 1
-    collective_timeout_s: float = 60.0
-    group_timeout_s: float = 3600.0
-    variant: str = "sync"
-    seed: int = 0
-    data_dir: Path = Path("var/data")
-    precision: str = DEFAULT_PRECISION
-    compile: str = "auto"
-    launcher: str = "local"
-    gpus_per_worker: int = 1  # Kubernetes: nvidia.com/gpu per pod; local ranks use the host's
-    worker_image: str = ""  # Kubernetes: "" means SCALEBENCH_WORKER_IMAGE
-    device: str = "auto"  # where tensors live: auto (a GPU when there is one), cpu or cuda
-    placement: str = "pack"  # spread (one rank per node) or pack; "auto" is resolved
-    download: bool = False  # fetch a missing full data set before the first group
-    # Link profiles (scalebench.network), every worker count runs on each: "host" (unshaped),
-    # or a rate with an optional one-way delay, e.g. "100mbit", "1gbit+2ms".
-    network: tuple[str, ...] = ("host",)
-
-    @property
-    def spec(self) -> TaskSpec:
-        return get_task(self.task)
-
-    @classmethod
-    def from_fields(cls, fields: dict[str, Any]) -> SweepRequest:
-        """The request back from :func:`request_fields` (how it crosses Airflow's XCom)."""
-        return cls(
-            **{
-                **fields,
-                "world_sizes": tuple(fields["world_sizes"]),
-                "data_dir": Path(fields["data_dir"]),
-                "network": tuple(fields.get("network", ("host",))),
-            }
-        )
-
-
-def _integer(field: str, value: Any) -> int:
-    if isinstance(value, bool):
-        raise InvalidParameter(field, f"must be a whole number, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
-        return int(value.strip())
-    raise InvalidParameter(field, f"must be a whole number, got {value!r}")
-
-
-def _positive_number(field: str, value: Any) -> float:
-    if isinstance(value, bool):
-        raise InvalidParameter(field, f"must be a number of seconds, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameter(field, f"must be a number of seconds, got {value!r}") from None
-    if not number > 0 or number == float("inf"):
-        raise InvalidParameter(field, f"must be positive and finite, got {value!r}")
-    return number
-
-
-def parse_world_sizes(value: Any) -> tuple[int, ...]:
-    """``"1,2,4"``, ``[1, 2, 4]`` or ``4`` → (1, 2, 4): distinct, ascending, each ≥ 1."""
-    if value is None:
-        items: Sequence[Any] = []
-    elif isinstance(value, str):
-        items = [part for part in value.split(",") if part.strip()]
-    elif isinstance(value, Sequence):
-        items = value
-    else:
-        items = [value]
-    if not items:
-        raise InvalidParameter("workers", "give at least one worker count, e.g. 1,2,4")
-    sizes = [_integer("workers", item) for item in items]
-    for size in sizes:
-        if size < 1:
-            raise InvalidParameter("workers", f"worker counts must be at least 1, got {size}")
-    return tuple(sorted(set(sizes)))
-
 
 def validate_request(
-    *,
-    task: Any,
-    workers: Any = None,
-    backend: Any = "gloo",
-    light: Any = False,
-    repeats: Any = DEFAULT_REPEATS,
-    collective_timeout_s: Any = 60.0,
-    group_timeout_s: Any = 3600.0,
-    variant: Any = "sync",
-    seed: Any = 0,
-    data_dir: Any = None,
-    precision: Any = DEFAULT_PRECISION,
-    compile: Any = None,
-    launcher: Any = "local",
-    gpus_per_worker: Any = 1,
-    worker_image: Any = "",
-    device: Any = "auto",
-    placement: Any = "auto",
-    download: Any = None,
-    network: Any = None,
-    gpus: int | None = None,
-    max_workers: int | None = None,
+    *, task: Any, gpus: int | None = None, max_workers: int | None = None, **given: Any
 ) -> SweepRequest:
-    """Check every field; raise :class:`InvalidParameter` on the first bad one.
+    """Check every field of a request for ``task``; raise :class:`InvalidParameter` naming
+    the first bad one. ``given`` holds the fields (:data:`~scalebench.request.FIELDS`) as
+    the command line or a form gives them; a field not given takes its default.
 
-    ``compile`` ``None`` takes ``SCALEBENCH_COMPILE`` (default ``auto``).
-    ``download`` ``None`` is on for a full data set whose publisher gives
-    checksums (CIFAR-10); a missing set is then fetched by the sweep's data
-    step instead of refused here. ``network`` lists link profiles (``None``:
-    ``host``); a shaped one is refused where the launcher cannot emulate it.
+    Each value is read by its own declaration, then checked against the task
+    (its worker counts, variants, precisions), the request's size, what the
+    launcher declares it can do and, for ranks that run here, this host:
     ``gpus`` is how many GPUs the local launcher can give (``None``: count the
-    host's). ``nccl`` needs one GPU per worker: on the host, or
-    ``gpus_per_worker`` ≥ 1 on Kubernetes. ``max_workers`` is the largest group
-    allowed (``None``: ``SCALEBENCH_MAX_WORKERS``).
+    host's), ``max_workers`` the largest group allowed (``None``:
+    ``SCALEBENCH_MAX_WORKERS``). A full data set must be in ``data_dir``, or
+    ``download`` on where scalebench can fetch it (on by default where the
+    publisher gives checksums).
     """
     if not isinstance(task, str) or task not in task_ids():
         raise InvalidParameter(
             "task", f"unknown task {task!r}; known tasks: {', '.join(task_ids())}"
         )
+    unknown = sorted(set(given) - set(FIELD))
+    if unknown:
+        raise InvalidParameter(
+            unknown[0],
+            f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
+            f"known fields: {', '.join(FORM_FIELDS)}",
+        )
     spec = get_task(task)
-    world_sizes = parse_world_sizes(workers)
-    unknown_sizes = [k for k in world_sizes if k not in spec.world_sizes]
+    values = {name: field.read(given.get(name)) for name, field in FIELD.items()}
+    _check_against_task(spec, values)
+    _check_size(values, max_workers)
+    runner = LAUNCHERS[values["launcher"]]
+    for name, field in FIELD.items():
+        if field.needs and values[name] != field.default and not getattr(runner, field.needs):
+            able = " or ".join(n for n, s in LAUNCHERS.items() if getattr(s, field.needs))
+            raise InvalidParameter(name, f"only the {able} launcher takes {name}")
+    if values["device"] == "cpu" and values["backend"] == "nccl":
+        raise InvalidParameter("device", "nccl all-reduces GPU tensors only; use gloo for cpu")
+    profiles = [parse_profile(name) for name in values["network"]]
+    values["placement"] = _refuse_what_the_launcher_cannot_run(
+        runner, values, max(values["workers"]), profiles, gpus
+    )
+    if values["backend"] == "mpi" and not mpi_available():
+        raise InvalidParameter(
+            "backend", "mpi needs a torch build with MPI support, and this torch has none"
+        )
+    values["data_dir"], values["download"] = _data_set(spec, values)
+    return SweepRequest(task=task, **values)
+
+
+def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
+    """Worker counts the task defines; training fields only where there is training."""
+    unknown_sizes = [k for k in values["workers"] if k not in spec.world_sizes]
     if unknown_sizes:
         raise InvalidParameter(
             "workers",
-            f"{task} runs at {', '.join(map(str, spec.world_sizes))} workers (the task's "
+            f"{spec.id} runs at {', '.join(map(str, spec.world_sizes))} workers (the task's "
             f"definition), not {', '.join(map(str, unknown_sizes))}",
         )
+    if values["compile"] is None:
+        from scalebench.config import default_compile
+
+        try:
+            values["compile"] = default_compile()
+        except ValueError as exc:
+            raise InvalidParameter("compile", str(exc)) from None
+    if isinstance(spec, AllReduceSpec):
+        refusals = {
+            "variant": (values["variant"] != "sync", "the all-reduce task has no training variant"),
+            "precision": (
+                values["precision"] != DEFAULT_PRECISION,
+                "the all-reduce task measures the data types its spec lists",
+            ),
+            "compile": (values["compile"] == "on", "the all-reduce task has no model to compile"),
+        }
+        for name, (refused, message) in refusals.items():
+            if refused:
+                raise InvalidParameter(name, message)
+        return
+    for name, offered in (("variant", spec.variants), ("precision", spec.precisions)):
+        if values[name] not in offered:
+            raise InvalidParameter(
+                name, f"{spec.id} implements only {', '.join(offered)}, not {values[name]!r}"
+            )
+
+
+def _check_size(values: dict[str, Any], max_workers: int | None) -> None:
+    """Requests no one can have meant: too many workers, groups, seeds or too short a limit."""
     if max_workers is None:
         from scalebench.config import max_workers as configured_max_workers
 
         max_workers = configured_max_workers()
-    if max(world_sizes) > max_workers:
+    largest, repeats = max(values["workers"]), values["repeats"]
+    if largest > max_workers:
         raise InvalidParameter(
             "workers",
-            f"{max(world_sizes)} workers asked, but the cluster allows at most {max_workers} "
+            f"{largest} workers asked, but the cluster allows at most {max_workers} "
             "(SCALEBENCH_MAX_WORKERS)",
         )
-    if not isinstance(launcher, str) or launcher not in LAUNCHERS:
-        raise InvalidParameter(
-            "launcher", f"must be one of {', '.join(LAUNCHERS)}, got {launcher!r}"
-        )
-    gpus_each = _integer("gpus_per_worker", gpus_per_worker)
-    if not 0 <= gpus_each <= 16:
-        raise InvalidParameter("gpus_per_worker", f"must be between 0 and 16, got {gpus_each}")
-    if not isinstance(worker_image, str) or (
-        worker_image and not IMAGE_REFERENCE.fullmatch(worker_image)
-    ):
-        raise InvalidParameter(
-            "worker_image", f"must be an image reference like repo/name:tag, got {worker_image!r}"
-        )
-    runner = LAUNCHERS[launcher]
-    if worker_image and not runner.runs_images:
-        imaging = " or ".join(n for n, spec in LAUNCHERS.items() if spec.runs_images)
-        raise InvalidParameter("worker_image", f"only the {imaging} launcher runs images")
-    if not isinstance(backend, str) or backend not in BACKENDS:
-        raise InvalidParameter("backend", f"must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    if not isinstance(light, bool):
-        raise InvalidParameter("light", f"must be true or false, got {light!r}")
-    repeat_count = _integer("repeats", repeats)
-    if repeat_count < 1:
-        raise InvalidParameter("repeats", f"must be at least 1, got {repeat_count}")
-    if repeat_count > MAX_REPEATS:
-        raise InvalidParameter(
-            "repeats", f"at most {MAX_REPEATS} runs per worker count, got {repeat_count}"
-        )
-    try:
-        profiles = parse_profiles(network)
-    except BadProfile as exc:
-        raise InvalidParameter("network", str(exc)) from None
-    planned = repeat_count * len(world_sizes) * len(profiles)
+    profiles = len(values["network"])
+    planned = repeats * len(values["workers"]) * profiles
     if planned > MAX_GROUPS:
-        per_profile = f" × {len(profiles)} network profiles" if len(profiles) > 1 else ""
+        per_profile = f" × {profiles} network profiles" if profiles > 1 else ""
         raise InvalidParameter(
             "repeats",
-            f"{len(world_sizes)} worker count(s) × {repeat_count} repeats{per_profile} = "
+            f"{len(values['workers'])} worker count(s) × {repeats} repeats{per_profile} = "
             f"{planned} groups; a sweep plans at most {MAX_GROUPS}",
         )
-    if variant not in VARIANTS:
-        raise InvalidParameter("variant", f"must be one of {', '.join(VARIANTS)}, got {variant!r}")
-    if isinstance(spec, AllReduceSpec) and variant != "sync":
-        raise InvalidParameter("variant", "the all-reduce task has no training variant")
-    if not isinstance(spec, AllReduceSpec) and variant not in spec.variants:
-        raise InvalidParameter(
-            "variant", f"{spec.id} implements only {', '.join(spec.variants)}, not {variant!r}"
-        )
-    if precision not in PRECISIONS:
-        raise InvalidParameter(
-            "precision", f"must be one of {', '.join(PRECISIONS)}, got {precision!r}"
-        )
-    if isinstance(spec, AllReduceSpec) and precision != DEFAULT_PRECISION:
-        raise InvalidParameter(
-            "precision", "the all-reduce task measures the data types its spec lists"
-        )
-    if not isinstance(spec, AllReduceSpec) and precision not in spec.precisions:
-        raise InvalidParameter(
-            "precision", f"{spec.id} runs {', '.join(spec.precisions)} only, not {precision!r}"
-        )
-    if compile is None:
-        from scalebench.config import default_compile
-
-        try:
-            compile = default_compile()
-        except ValueError as exc:
-            raise InvalidParameter("compile", str(exc)) from None
-    if not isinstance(compile, str) or compile not in COMPILE_SETTINGS:
-        raise InvalidParameter(
-            "compile", f"must be one of {', '.join(COMPILE_SETTINGS)}, got {compile!r}"
-        )
-    if isinstance(spec, AllReduceSpec) and compile == "on":
-        raise InvalidParameter("compile", "the all-reduce task has no model to compile")
-    seed_value = _integer("seed", seed)
-    if seed_value < 0:
-        raise InvalidParameter("seed", f"must be 0 or more, got {seed_value}")
-    if seed_value + repeat_count - 1 > MAX_SEED:  # repeat r runs with seed + r
+    if values["seed"] + repeats - 1 > MAX_SEED:  # repeat r runs with seed + r
         raise InvalidParameter(
             "seed",
-            f"with {repeat_count} repeat(s) the seed may be at most "
-            f"{MAX_SEED - repeat_count + 1} (seeds are 64-bit), got {seed_value}",
+            f"with {repeats} repeat(s) the seed may be at most "
+            f"{MAX_SEED - repeats + 1} (seeds are 64-bit), got {values['seed']}",
         )
-    collective = _positive_number("collective_timeout_s", collective_timeout_s)
-    if not MIN_COLLECTIVE_TIMEOUT_S <= collective <= MAX_COLLECTIVE_TIMEOUT_S:
-        raise InvalidParameter(
-            "collective_timeout_s",
-            f"must be between {MIN_COLLECTIVE_TIMEOUT_S:g} s (time to form the group) and "
-            f"{MAX_COLLECTIVE_TIMEOUT_S:.0f} s (7 days), got {collective:g} s",
-        )
-    group = _positive_number("group_timeout_s", group_timeout_s)
-    if group > MAX_GROUP_TIMEOUT_S:
-        raise InvalidParameter(
-            "group_timeout_s",
-            f"at most {MAX_GROUP_TIMEOUT_S:.0f} s (7 days) per group, got {group:g} s",
-        )
+    group, collective = values["group_timeout_s"], values["collective_timeout_s"]
     if group < collective:
         raise InvalidParameter(
             "group_timeout_s",
             f"{group:g} s is shorter than the collective timeout ({collective:g} s)",
         )
-    if not isinstance(placement, str) or placement not in PLACEMENTS:
-        raise InvalidParameter(
-            "placement", f"must be one of {', '.join(PLACEMENTS)}, got {placement!r}"
-        )
-    if not isinstance(device, str) or device not in DEVICES:
-        raise InvalidParameter("device", f"must be one of {', '.join(DEVICES)}, got {device!r}")
-    if device == "cpu" and backend == "nccl":
-        raise InvalidParameter("device", "nccl all-reduces GPU tensors only; use gloo for cpu")
-    placement = _refuse_what_the_launcher_cannot_run(
-        runner, placement, device, backend, gpus_each, max(world_sizes), profiles, gpus
-    )
-    if backend == "mpi" and not mpi_available():
-        raise InvalidParameter(
-            "backend", "mpi needs a torch build with MPI support, and this torch has none"
-        )
+
+
+def _data_set(spec: TaskSpec, values: dict[str, Any]) -> tuple[Path, bool]:
+    """The data folder, and whether to download: a missing full set is refused unless it
+    can and may be fetched."""
+    data_dir = values["data_dir"]
     if data_dir is None:
         from scalebench.config import data_dir as default_data_dir
 
         data_dir = default_data_dir()
-    if not isinstance(data_dir, str | Path) or not str(data_dir).strip() or "\0" in str(data_dir):
-        raise InvalidParameter("data_dir", f"must be a folder's path, got {data_dir!r}")
-    data_path = Path(data_dir)
+    training = isinstance(spec, TrainingSpec)
+    download = values["download"]
     if download is None:  # on where the publisher's checksums prove the download intact
-        download = published_checksums(spec.data.name) if isinstance(spec, TrainingSpec) else False
-    if not isinstance(download, bool):
-        raise InvalidParameter("download", f"must be true or false, got {download!r}")
-    if not light and not isinstance(spec, AllReduceSpec):
-        try:
-            check_available(spec.data.name, data_path)
-        except DataSetMissing as exc:
-            if not downloadable(spec.data.name):
-                raise InvalidParameter(
-                    "data_dir", f"{exc} ({spec.data.name} cannot be downloaded by scalebench)"
-                ) from None
-            if not download:
-                raise InvalidParameter(
-                    "data_dir", f"{exc} Or ask for the download (download: true, --download)."
-                ) from None
-    return SweepRequest(
-        task=task,
-        world_sizes=world_sizes,
-        backend=backend,
-        light=light,
-        repeats=repeat_count,
-        collective_timeout_s=collective,
-        group_timeout_s=group,
-        variant=variant,
-        seed=seed_value,
-        data_dir=data_path,
-        precision=precision,
-        compile=compile,
-        launcher=launcher,
-        gpus_per_worker=gpus_each,
-        worker_image=worker_image,
-        device=device,
-        placement=placement,
-        download=download,
-        network=tuple(p.name for p in profiles),
-    )
+        download = published_checksums(spec.data.name) if training else False
+    if values["light"] or not training:
+        return data_dir, download
+    try:
+        check_available(spec.data.name, data_dir)
+    except DataSetMissing as exc:
+        if not downloadable(spec.data.name):
+            raise InvalidParameter(
+                "data_dir", f"{exc} ({spec.data.name} cannot be downloaded by scalebench)"
+            ) from None
+        if not download:
+            raise InvalidParameter(
+                "data_dir", f"{exc} Or ask for the download (download: true, --download)."
+            ) from None
+    return data_dir, download
 
 
 def _refuse_what_the_launcher_cannot_run(
     runner: LauncherSpec,
-    placement: str,
-    device: str,
-    backend: str,
-    gpus_each: int,
+    values: dict[str, Any],
     largest_group: int,
     profiles: Sequence[NetworkProfile],
     gpus: int | None,
 ) -> str:
     """Check the request against what ``runner`` declares it can do (and, for a launcher
     whose ranks run here, against this host); returns the placement ``auto`` resolves to."""
+    placement, device, backend = values["placement"], values["device"], values["backend"]
+    gpus_each = values["gpus_per_worker"]
     name = runner.name
     if placement == "spread" and not runner.spreads:
         spreading = " or ".join(n for n, spec in LAUNCHERS.items() if spec.spreads)
@@ -559,48 +379,9 @@ def code_version() -> str:
 
 # The fields a trigger (the Airflow form, a nightly's settings, the REST API's conf)
 # may set; the task comes from the DAG.
-FORM_FIELDS = (
-    "workers",
-    "light",
-    "backend",
-    "repeats",
-    "seed",
-    "variant",
-    "precision",
-    "compile",
-    "launcher",
-    "gpus_per_worker",
-    "worker_image",
-    "device",
-    "placement",
-    "collective_timeout_s",
-    "group_timeout_s",
-    "data_dir",
-    "download",
-    "network",
-)
-
-
 def request_from_form(task: str, fields: Mapping[str, Any]) -> SweepRequest:
     """Validate a trigger's ``fields`` for ``task``; unknown fields are refused by name."""
-    unknown = sorted(set(fields) - set(FORM_FIELDS))
-    if unknown:
-        raise InvalidParameter(
-            unknown[0],
-            f"unknown field{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}; "
-            f"known fields: {', '.join(FORM_FIELDS)}",
-        )
     return validate_request(task=task, **fields)
-
-
-def request_fields(request: SweepRequest) -> dict[str, Any]:
-    """The request as plain JSON values (the manifest's ``request``, the hashed configuration)."""
-    return {
-        **asdict(request),
-        "world_sizes": list(request.world_sizes),
-        "data_dir": str(request.data_dir),
-        "network": list(request.network),
-    }
 
 
 def new_manifest(
@@ -613,7 +394,7 @@ def new_manifest(
 ) -> manifest.Manifest:
     """The manifest of a new sweep of ``request`` (``created_at``: ISO 8601, default now;
     ``runner``: the process that runs it, :func:`scalebench.manifest.this_process`)."""
-    config = request_fields(request)
+    config = request.to_fields()
     return manifest.Manifest(
         sweep_id=sweep_id,
         trigger=trigger,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cli import main as cli
+from scalebench.request import FIELDS
 
 
 def test_the_command_line_offers_every_field_of_the_trigger_form() -> None:
@@ -19,10 +20,21 @@ def test_the_command_line_offers_every_field_of_the_trigger_form() -> None:
         for action in cli.build_parser()._subparsers._group_actions
         if action.dest == "command"
     ).choices["run"]
-    options = {action.dest for action in run._actions}
-    cli_name = {"collective_timeout_s": "timeout", "group_timeout_s": "group_timeout"}
+    options = {action.dest: action for action in run._actions}
     form = params(get_task("task1a-resnet20-cifar10"))
-    assert {cli_name.get(field, field) for field in form} <= options
+    assert set(form) <= set(options)
+    # every field, with its declared default, whatever the form shows
+    for field in FIELDS:
+        assert options[field.name].default == field.default, field.name
+
+
+def test_the_documented_options_are_the_declared_fields() -> None:
+    """docs/command-line.md's option table is the one the declarations give."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "command-line.md").read_text()
+    table = text.split("<!-- request fields -->\n")[1].split("<!-- end -->")[0]
+    assert table == cli.option_table(), (
+        'paste the output of python -c "from cli.main import option_table as t; print(t())"'
+    )
 
 
 def test_tasks_lists_every_task(capsys: pytest.CaptureFixture[str]) -> None:

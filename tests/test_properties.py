@@ -23,7 +23,8 @@ from sqlalchemy import func, select
 from results_db.database import make_engine, upgrade
 from results_db.ingest import ingest_location
 from results_db.models import EpochEval, Run, RunEnvironment, RunEvent, StepTiming, Sweep
-from scalebench.sweep import FORM_FIELDS, InvalidParameter, SweepRequest, request_from_form
+from scalebench.request import FORM_FIELDS, InvalidParameter, SweepRequest
+from scalebench.sweep import request_from_form
 from workers.records import parse_rank_lines
 
 

@@ -1,0 +1,432 @@
+"""A sweep request and its fields, each declared once.
+
+Every field of :class:`SweepRequest` carries a :class:`RequestField`: the name
+users type, a title, one sentence of help, its kind, default, choices and
+bounds. From that declaration come the command line's options
+(``cli.main``), the Airflow trigger form's Params
+(``operators.benchmark_dag.params``), the field-by-field checks of
+:func:`scalebench.sweep.validate_request` (which adds the rules that tie
+fields together) and the option table of ``docs/command-line.md`` (a test
+holds it to this list). Adding a field is one attribute here and the code
+that uses it.
+
+A value is read by :meth:`RequestField.read`: strings as the command line
+gives them, JSON values as a form gives them, ``None`` for "not given"
+(the default). A bad value raises :class:`InvalidParameter` naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from scalebench.launchers import LAUNCHERS
+from scalebench.network import MAX_PROFILES, NETWORK_PATTERN, BadProfile, parse_profiles
+from scalebench.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
+from scalebench.worker_request import (
+    BACKENDS,
+    DEFAULT_PRECISION,
+    MAX_COLLECTIVE_TIMEOUT_S,
+    MAX_SEED,
+    MIN_COLLECTIVE_TIMEOUT_S,
+    PRECISIONS,
+)
+
+DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
+# Where ranks run: spread, one rank per node (what the task texts measure: "a single
+# process per node"), or pack, ranks may share a node (the local launcher: one machine;
+# on a cluster, e.g. the 8 GPUs of one server). auto: spread on Kubernetes, pack locally.
+PLACEMENTS = ("auto", "spread", "pack")
+# Limits on what one request may ask (the trigger form states the same ones).
+MAX_REPEATS = 100  # runs per worker count
+MAX_GROUPS = 500  # worker counts × repeats × network profiles
+# Runs per worker count unless asked otherwise: three, so that MLPerf's rule (drop the
+# fastest and slowest) has something to drop and one straggler cannot decide a result.
+DEFAULT_REPEATS = 3
+MAX_GROUP_TIMEOUT_S = 7 * 24 * 3600.0  # a week: the longest full task on one worker fits
+MAX_GPUS_PER_WORKER = 16
+# A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
+IMAGE_REFERENCE = r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?"
+
+
+class InvalidParameter(ValueError):
+    """A request field with a value that cannot run; ``field`` names it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+# What a field holds, and so how a value is read and how the form and the command line ask
+# for it: a whole number, seconds, true/false, one of ``choices``, free text (matching
+# ``pattern``), a folder, worker counts ("1,2,4") or network profiles ("host,1gbit").
+KINDS = ("int", "seconds", "bool", "choice", "text", "path", "counts", "profiles")
+
+
+@dataclass(frozen=True)
+class RequestField:
+    """One field of a request. ``name`` is what users type (form key, ``--name-with-dashes``
+    unless ``flag`` says otherwise); ``default`` None means decided when validated (the help
+    says how). ``minimum``/``maximum`` bound numbers (seconds for ``seconds``);
+    ``training_only`` fields are not asked of the all-reduce task, nor ``in_form`` false ones
+    in the trigger form (they are still accepted there); ``needs`` names the
+    launcher capability (:class:`~scalebench.launchers.LauncherSpec`) a value other than the
+    default requires."""
+
+    name: str
+    title: str
+    help: str
+    kind: str
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    flag: str = ""
+    training_only: bool = False
+    needs: str = ""
+    in_form: bool = True
+    pattern: str = ""
+    pattern_help: str = ""
+
+    @property
+    def option(self) -> str:
+        """The command-line option."""
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    def read(self, value: Any) -> Any:
+        """The value, checked and converted; ``None`` gives the default."""
+        if value is None:
+            value = self.default
+        return _READERS[self.kind](self, value)
+
+
+def ask(**declaration: Any) -> Any:
+    """A :class:`SweepRequest` attribute declared by a :class:`RequestField`."""
+    field = RequestField(**declaration)
+    return dataclasses.field(default=field.default, metadata={"request_field": field})
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """A validated sweep: one task at several worker counts, each repeated, on each link."""
+
+    task: str
+    workers: tuple[int, ...] = ask(
+        name="workers",
+        title="Worker counts",
+        help="One training group per worker count (and repeat), e.g. 1,2,4.",
+        kind="counts",
+        default=(1, 2),
+    )
+    light: bool = ask(
+        name="light",
+        title="Light variant",
+        help="Laptop-sized data and target; off for the full task.",
+        kind="bool",
+        default=False,
+    )
+    backend: str = ask(
+        name="backend",
+        title="Backend",
+        help="The torch.distributed backend.",
+        kind="choice",
+        choices=BACKENDS,
+        default="gloo",
+    )
+    repeats: int = ask(
+        name="repeats",
+        title="Repeats",
+        help="Runs per worker count; 3 or more drop the fastest and slowest, 1 is allowed "
+        "but marked as one repeat.",
+        kind="int",
+        default=DEFAULT_REPEATS,
+        minimum=1,
+        maximum=MAX_REPEATS,
+    )
+    seed: int = ask(
+        name="seed",
+        title="Seed of the first repeat",
+        help="Repeat r runs with seed + r (seeds are 64-bit).",
+        kind="int",
+        default=0,
+        minimum=0,
+        maximum=MAX_SEED,  # and seed + repeats - 1 too: scalebench.sweep checks it
+    )
+    variant: str = ask(
+        name="variant",
+        title="Training variant",
+        help="sync: one flat all-reduce of the gradients per step; ddp: DistributedDataParallel.",
+        kind="choice",
+        choices=TRAINING_VARIANTS,
+        default="sync",
+        training_only=True,
+    )
+    precision: str = ask(
+        name="precision",
+        title="Precision",
+        help="fp32, or bf16: forward and loss under autocast.",
+        kind="choice",
+        choices=PRECISIONS,
+        default=DEFAULT_PRECISION,
+        training_only=True,
+    )
+    compile: str = ask(
+        name="compile",
+        title="Compile",
+        help="torch.compile the training step before the clock starts. auto: where measured "
+        "to pay (see docs/training-engine.md); on: refuse a run that cannot compile. "
+        "Not given: SCALEBENCH_COMPILE, else auto.",
+        kind="choice",
+        choices=COMPILE_SETTINGS,
+        training_only=True,
+    )
+    launcher: str = ask(
+        name="launcher",
+        title="Launcher",
+        help="; ".join(f"{name}: {spec.description}" for name, spec in LAUNCHERS.items()) + ".",
+        kind="choice",
+        choices=tuple(LAUNCHERS),
+        default="local",
+    )
+    gpus_per_worker: int = ask(
+        name="gpus_per_worker",
+        title="GPUs per worker (Kubernetes)",
+        help="nvidia.com/gpu requested by each pod; 0 for CPU pods. Local ranks use the "
+        "host's GPUs, one each with nccl.",
+        kind="int",
+        default=1,
+        minimum=0,
+        maximum=MAX_GPUS_PER_WORKER,
+    )
+    worker_image: str = ask(
+        name="worker_image",
+        title="Worker image (Kubernetes)",
+        help="The image the pods run; empty: SCALEBENCH_WORKER_IMAGE.",
+        kind="text",
+        default="",
+        needs="runs_images",
+        pattern=IMAGE_REFERENCE,
+        pattern_help="an image reference like repo/name:tag",
+    )
+    device: str = ask(
+        name="device",
+        title="Tensors on",
+        help="auto: a GPU when the rank has one; cpu; cuda (Task 0: time CPU or GPU tensors).",
+        kind="choice",
+        choices=DEVICES,
+        default="auto",
+    )
+    placement: str = ask(
+        name="placement",
+        title="Placement",
+        help="spread: one rank per node (Kubernetes); pack: ranks may share a node; "
+        "auto: spread on Kubernetes, pack locally.",
+        kind="choice",
+        choices=PLACEMENTS,
+        default="auto",
+    )
+    collective_timeout_s: float = ask(
+        name="collective_timeout_s",
+        title="Collective timeout (s)",
+        help="A dead peer fails the group within this many seconds.",
+        kind="seconds",
+        default=60.0,
+        minimum=MIN_COLLECTIVE_TIMEOUT_S,
+        maximum=MAX_COLLECTIVE_TIMEOUT_S,
+        flag="--timeout",
+    )
+    group_timeout_s: float = ask(
+        name="group_timeout_s",
+        title="Time limit per group (s)",
+        help="Wall-clock limit per group, seconds.",
+        kind="seconds",
+        default=3600.0,
+        maximum=MAX_GROUP_TIMEOUT_S,
+        flag="--group-timeout",
+    )
+    data_dir: Path = ask(  # noqa: RUF009 (a dataclasses.field, as every ask)
+        name="data_dir",
+        title="Data sets",
+        help="The folder of the full data sets; not given: SCALEBENCH_DATA_DIR.",
+        kind="path",
+        in_form=False,  # where the Airflow workers keep data is the deployment's to say
+    )
+    download: bool = ask(
+        name="download",
+        title="Download the data set",
+        help="Fetch a missing full data set before the first group; not given: on for a set "
+        "whose publisher gives checksums (CIFAR-10).",
+        kind="bool",
+        training_only=True,
+    )
+    network: tuple[str, ...] = ask(
+        name="network",
+        title="Network profiles",
+        help="Every worker count runs on each: host (the machines' own network) or an "
+        "emulated link, e.g. 100mbit, 1gbit, 10gbit, 1gbit+2ms (a one-way delay; local "
+        "launcher only, where the kernel has netem).",
+        kind="profiles",
+        default=("host",),
+        maximum=MAX_PROFILES,
+        pattern=NETWORK_PATTERN,
+    )
+
+    @property
+    def world_sizes(self) -> tuple[int, ...]:
+        """The worker counts (``workers``), ascending."""
+        return self.workers
+
+    @property
+    def spec(self) -> Any:
+        from scalebench.tasks import get_task
+
+        return get_task(self.task)
+
+    def to_fields(self) -> dict[str, Any]:
+        """The request as plain JSON values (the manifest's ``request``, the hashed
+        configuration, Airflow's XCom). Worker counts are stored as ``world_sizes``."""
+        values = dataclasses.asdict(self)
+        values["world_sizes"] = list(values.pop("workers"))
+        return {**values, "data_dir": str(self.data_dir), "network": list(self.network)}
+
+    @classmethod
+    def from_fields(cls, fields: dict[str, Any]) -> SweepRequest:
+        """The request back from :meth:`to_fields`."""
+        values = {k: v for k, v in fields.items() if k != "world_sizes"}
+        return cls(
+            **{
+                **values,
+                "workers": tuple(fields["world_sizes"]),
+                "data_dir": Path(fields["data_dir"]),
+                "network": tuple(fields.get("network", ("host",))),
+            }
+        )
+
+
+FIELDS: tuple[RequestField, ...] = tuple(
+    f.metadata["request_field"] for f in dataclasses.fields(SweepRequest) if f.metadata
+)
+FORM_FIELDS = tuple(field.name for field in FIELDS)
+FIELD = {field.name: field for field in FIELDS}
+
+
+# -- reading one value ----------------------------------------------------------------------
+
+
+def _whole_number(field: RequestField, value: Any) -> int:
+    if isinstance(value, bool):
+        raise InvalidParameter(field.name, f"must be a whole number, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        return int(value.strip())
+    raise InvalidParameter(field.name, f"must be a whole number, got {value!r}")
+
+
+def _within(field: RequestField, number: float, unit: str = "") -> None:
+    def shown(value: float) -> str:
+        return f"{value:g}{unit}" if unit else str(value)
+
+    if field.minimum is not None and number < field.minimum:
+        raise InvalidParameter(
+            field.name, f"must be at least {shown(field.minimum)}, got {shown(number)}"
+        )
+    if field.maximum is not None and number > field.maximum:
+        raise InvalidParameter(
+            field.name, f"must be at most {shown(field.maximum)}, got {shown(number)}"
+        )
+
+
+def _read_int(field: RequestField, value: Any) -> int:
+    number = _whole_number(field, value)
+    _within(field, number)
+    return number
+
+
+def _read_seconds(field: RequestField, value: Any) -> float:
+    if isinstance(value, bool):
+        raise InvalidParameter(field.name, f"must be a number of seconds, got {value!r}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidParameter(field.name, f"must be a number of seconds, got {value!r}") from None
+    if not number > 0 or number == float("inf"):
+        raise InvalidParameter(field.name, f"must be positive and finite, got {value!r}")
+    _within(field, number, " s")
+    return number
+
+
+def _read_bool(field: RequestField, value: Any) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    raise InvalidParameter(field.name, f"must be true or false, got {value!r}")
+
+
+def _read_choice(field: RequestField, value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value in field.choices):
+        return value
+    raise InvalidParameter(field.name, f"must be one of {', '.join(field.choices)}, got {value!r}")
+
+
+def _read_text(field: RequestField, value: Any) -> str:
+    if not isinstance(value, str) or (
+        value and field.pattern and not re.fullmatch(field.pattern, value)
+    ):
+        raise InvalidParameter(field.name, f"must be {field.pattern_help}, got {value!r}")
+    return value
+
+
+def _read_path(field: RequestField, value: Any) -> Path | None:
+    if value is None:
+        return None
+    if not isinstance(value, str | Path) or not str(value).strip() or "\0" in str(value):
+        raise InvalidParameter(field.name, f"must be a folder's path, got {value!r}")
+    return Path(value)
+
+
+def _read_counts(field: RequestField, value: Any) -> tuple[int, ...]:
+    """``"1,2,4"``, ``[1, 2, 4]`` or ``4`` → (1, 2, 4): distinct, ascending, each ≥ 1."""
+    if isinstance(value, str):
+        items: Sequence[Any] = [part for part in value.split(",") if part.strip()]
+    elif isinstance(value, Sequence):
+        items = value
+    else:
+        items = [value]
+    if not items:
+        raise InvalidParameter(field.name, "give at least one worker count, e.g. 1,2,4")
+    sizes = [_whole_number(field, item) for item in items]
+    for size in sizes:
+        if size < 1:
+            raise InvalidParameter(field.name, f"worker counts must be at least 1, got {size}")
+    return tuple(sorted(set(sizes)))
+
+
+def _read_profiles(field: RequestField, value: Any) -> tuple[str, ...]:
+    try:
+        return tuple(profile.name for profile in parse_profiles(value))
+    except BadProfile as exc:
+        raise InvalidParameter(field.name, str(exc)) from None
+
+
+_READERS = {
+    "int": _read_int,
+    "seconds": _read_seconds,
+    "bool": _read_bool,
+    "choice": _read_choice,
+    "text": _read_text,
+    "path": _read_path,
+    "counts": _read_counts,
+    "profiles": _read_profiles,
+}
+assert set(_READERS) == set(KINDS)
+
+
+def parse_world_sizes(value: Any) -> tuple[int, ...]:
+    """Worker counts as the command line or a form gives them (see :func:`_read_counts`)."""
+    return _read_counts(FIELD["workers"], value)
