@@ -348,6 +348,8 @@ def configuration_hash(config: dict) -> str:
         key["device"] = config["device"]
     if config.get("placement", "pack") != "pack":  # one rank per node: another measurement
         key["placement"] = config["placement"]
+    if config.get("threads_per_worker"):  # 0: the launcher's share, as before it was a field
+        key["threads_per_worker"] = config["threads_per_worker"]
     network = config.get("network", "host")  # a run's profile, or a sweep's list of them
     if network not in ("host", ["host"], ("host",)):
         key["network"] = network if isinstance(network, str) else list(network)

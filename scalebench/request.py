@@ -49,6 +49,7 @@ MAX_GROUPS = 500  # worker counts × repeats × network profiles
 DEFAULT_REPEATS = 3
 MAX_GROUP_TIMEOUT_S = 7 * 24 * 3600.0  # a week: the longest full task on one worker fits
 MAX_GPUS_PER_WORKER = 16
+MAX_THREADS_PER_WORKER = 256
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?"
 
@@ -211,6 +212,17 @@ class SweepRequest:
         needs="runs_images",
         pattern=IMAGE_REFERENCE,
         pattern_help="an image reference like repo/name:tag",
+    )
+    threads_per_worker: int = ask(
+        name="threads_per_worker",
+        title="CPU threads per worker",
+        help="torch's intra-op threads in each rank. 0: the launcher's share (here, this "
+        "machine's cores divided among the ranks; on Kubernetes, torch's own default). The "
+        "count can change the result, not only the speed: it is part of the configuration.",
+        kind="int",
+        default=0,
+        minimum=0,
+        maximum=MAX_THREADS_PER_WORKER,
     )
     device: str = ask(
         name="device",

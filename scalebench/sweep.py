@@ -343,6 +343,7 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
                 compile=request.compile,
                 device=request.device,
                 network=network,
+                threads=request.threads_per_worker,
             ),
             timeout_s=request.group_timeout_s,
             launcher=request.launcher,

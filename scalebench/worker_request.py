@@ -56,6 +56,7 @@ class WorkerRequest:
     compile: str = "off"
     device: str = "auto"  # auto: a GPU when the rank has one; cpu; cuda
     network: str = "host"  # the link profile (scalebench.network) the launcher runs the group on
+    threads: int = 0  # torch's intra-op threads (0: what the launcher's environment gives)
 
     def argv(self, results_dir: str, data_dir: str) -> list[str]:
         """The worker's arguments, with this launcher's run directory and data directory."""
@@ -81,6 +82,8 @@ class WorkerRequest:
             args += ["--device", self.device]
         if self.network != "host":
             args += ["--network", self.network]
+        if self.threads:
+            args += ["--threads", str(self.threads)]
         if self.training:
             args += [
                 "--variant",

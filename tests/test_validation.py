@@ -366,3 +366,22 @@ def test_three_repeats_unless_asked_and_one_repeat_is_allowed() -> None:
         validate_request(task="task2a-logreg-epsilon", workers=[1], light=True, repeats=1).repeats
         == 1
     )
+
+
+def test_threads_per_worker_is_checked_planned_and_part_of_the_configuration() -> None:
+    from scalebench.manifest import configuration_hash
+
+    for bad in (-1, 257, "many", 1.5):
+        with pytest.raises(InvalidParameter) as refused:
+            validate_request(**LIGHT, threads_per_worker=bad)
+        assert refused.value.field == "threads_per_worker"
+    default = validate_request(**LIGHT)
+    one = validate_request(**LIGHT, threads_per_worker="1")
+    assert (default.threads_per_worker, one.threads_per_worker) == (0, 1)
+    # 0 (the launcher's share) keeps the identity configurations had before the field
+    before = {k: v for k, v in default.to_fields().items() if k != "threads_per_worker"}
+    assert configuration_hash(default.to_fields()) == configuration_hash(before)
+    assert configuration_hash(one.to_fields()) != configuration_hash(default.to_fields())
+    assert "--threads" not in plan_groups(default, "s", Path("/tmp"))[0].worker.argv("r", "d")
+    argv = plan_groups(one, "s", Path("/tmp"))[0].worker.argv("r", "d")
+    assert argv[argv.index("--threads") + 1] == "1"

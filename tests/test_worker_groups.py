@@ -422,3 +422,30 @@ def test_a_reason_carries_only_the_failed_ranks_last_nonempty_lines() -> None:
         world_size=2, status="succeeded", reason="", exit_codes=[0, 0], seconds=3.0, log_tail=tail
     )
     assert succeeded.reason_with_log() == ""
+
+
+@pytest.mark.slow
+def test_the_threads_asked_per_worker_are_the_threads_each_rank_runs(tmp_path: Path) -> None:
+    """``threads_per_worker`` travels from the request to every rank's torch, over whatever
+    the launcher's environment says, and the rank records it."""
+    from scalebench.sweep import plan_groups, validate_request
+
+    request = validate_request(
+        task="task0-allreduce",
+        workers=[2],
+        light=True,
+        repeats=1,
+        threads_per_worker=2,
+        max_workers=2,
+    )
+    (group,) = plan_groups(request, "threads", tmp_path)
+    run_dir = tmp_path / "run"
+    args = [*group.worker.argv(str(run_dir), str(tmp_path)), "--max-elements", "1000"]
+    assert args[args.index("--threads") + 1] == "2"
+    lines: list[str] = []
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    result = launch_group(args, 2, timeout_s=120, env=env, sink=quiet(lines))
+    assert result.status == "succeeded", "\n".join(lines[-20:])
+    for rank in read_run(run_dir):
+        (record,) = rank.of_kind("env")
+        assert record["torch_threads"] == 2

@@ -103,6 +103,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "launcher shapes the network), e.g. host or 100mbit",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch threads (0: OMP_NUM_THREADS, else torch's)"
+    )
     parser.add_argument("--data-dir", type=Path, default=None)
     parser.add_argument("--variant", default="sync", choices=TRAINING_VARIANTS)
     parser.add_argument(
@@ -147,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not 0 <= args.seed <= MAX_SEED:
             raise GroupConfigError(f"--seed must be between 0 and {MAX_SEED}, got {args.seed}")
+        if args.threads < 0:
+            raise GroupConfigError(f"--threads must be 0 or more, got {args.threads}")
         for name in ("max_epochs", "repetitions", "max_elements"):
             value = getattr(args, name)
             if value is not None and value < 1:
@@ -183,9 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     except GroupConfigError as exc:
         print(f"workers.run: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    threads = os.environ.get("OMP_NUM_THREADS")
+    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS") or 0)
     if threads:
-        torch.set_num_threads(int(threads))
+        torch.set_num_threads(threads)
     use_cuda = torch.cuda.is_available() if args.device == "auto" else args.device == "cuda"
     device = (
         torch.device("cuda", group.local_rank % max(torch.cuda.device_count(), 1))
