@@ -45,7 +45,7 @@ from sqlalchemy.engine import make_url
 from results_db import pg_copy
 from results_db.analytics import percentile
 from results_db.database import make_engine, upgrade
-from results_db.ingest import COLUMN_KINDS, STEP_COLUMNS
+from results_db.ingest import STEP_COLUMNS
 from results_db.models import (
     AllReduceCurve,
     EpochEval,
@@ -90,8 +90,13 @@ class Seeded:
 
 def copy_rows(conn: Connection, table: str, columns: dict[str, Any]) -> None:
     """Binary COPY of equal-length columns into ``table``."""
+    from results_db.models import Base
+
     names = list(columns)
-    stream, _ = pg_copy.encode([COLUMN_KINDS[n] for n in names], list(columns.values()))
+    target = Base.metadata.tables[table]
+    stream, _ = pg_copy.encode(
+        [pg_copy.kind_of(target.c[n]) for n in names], list(columns.values())
+    )
     sql = f"COPY {table} ({', '.join(names)}) FROM STDIN WITH (FORMAT binary)"
     with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
         cursor.copy_expert(sql, stream, size=1 << 20)

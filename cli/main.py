@@ -75,6 +75,7 @@ def run_sweep(
     is stopped by its launcher and recorded ``cancelled``, and the groups not
     started ``skipped``.
     """
+    from operators.group import LauncherFailed, record_verdict, run_group
     from operators.launcher import launcher_for
 
     service.close_vanished_sweeps(results_root)
@@ -102,21 +103,11 @@ def run_sweep(
                     flush=True,
                 )
             running = group.run_id
-            launcher = None
             try:
-                launcher = launcher_for(group)
-                launcher.start()
-                result = launcher.wait(group.timeout_s)
-                status, reason, seconds = result.status, result.reason_with_log(), result.seconds
-            except Exception as exc:
-                # The launcher itself broke (no cluster, a path the pods cannot see, a
-                # network that could not be built): this group failed, the sweep goes on.
-                if launcher is not None:
-                    with contextlib.suppress(Exception):
-                        launcher.stop()
-                status, seconds = "failed", 0.0
-                reason = f"the {group.launcher} launcher failed: {exc}"
-            manifest.record_verdict(plan.sweep_dir, group.run_id, status, reason, seconds)
+                result = run_group(group, lambda group=group: launcher_for(group))
+                (status, reason), seconds = record_verdict(group, result), result.seconds
+            except LauncherFailed as exc:  # recorded failed; the sweep goes on
+                status, reason, seconds = "failed", str(exc), 0.0
             running = None
             line = f"   {status} in {seconds:.1f} s"
             print(line + (f": {reason}" if reason else ""), flush=True)
@@ -138,7 +129,6 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
     every group again."""
 
     def publish(group: GroupPlan) -> None:
-        import contextlib
         import io
 
         try:
@@ -175,7 +165,6 @@ def print_report(url: str, sweep_id: str) -> None:
 
 def print_sweep_directory(sweep_dir: Path) -> None:
     """Ingest a sweep directory into a temporary SQLite database and print its report there."""
-    import contextlib
     import io
     import tempfile
 

@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 import plotly.graph_objects as go
 
-from results_db.analytics import ScalingRow, time_to_accuracy_text
+from results_db.analytics import ScalingRow, communication_to_computation, time_to_accuracy_text
 from results_db.queries import (
     AllReduceRow,
     CostRow,
@@ -481,9 +481,14 @@ def communication_ratio_figure(
         )
     ]
     computing = [
-        (p.world_size, p.communication_s / compute)
+        (p.world_size, ratio)
         for p in phases
-        if (compute := p.forward_s + p.loss_s + p.backward_s + p.optimizer_s) > 0
+        if (
+            ratio := communication_to_computation(
+                p.communication_s, p.forward_s, p.loss_s, p.backward_s, p.optimizer_s
+            )
+        )
+        is not None
     ]
     if computing:
         traces.append(

@@ -1,13 +1,25 @@
-"""What every launcher shares: how a group ended, and the interface a launcher offers.
+"""What every launcher shares: how a group ended, the interface a launcher offers, and
+running one planned group to its verdict.
 
 Imports no launcher: the launchers (:mod:`operators.local_launcher`,
 :mod:`operators.kubernetes`) import it, and :mod:`operators.launcher` picks one.
+:func:`run_group` is the one way a group is run and its verdict recorded: the
+command line and the Airflow operator both call it.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from scalebench import manifest
+
+if TYPE_CHECKING:
+    from scalebench.sweep import GroupPlan
 
 
 @dataclass
@@ -53,3 +65,58 @@ class Launcher(Protocol):
     def start(self) -> None: ...
     def wait(self, timeout_s: float) -> GroupResult: ...
     def stop(self) -> None: ...
+
+
+class LauncherFailed(RuntimeError):
+    """The launcher itself broke (no cluster, a refused manifest, a network that could not
+    be built); the group is recorded ``failed`` with this message as its reason."""
+
+
+def launcher_failed(group: GroupPlan, error: object) -> str:
+    """The reason recorded for a group whose launcher broke."""
+    return f"the {group.launcher} launcher failed: {error}"
+
+
+def run_group(
+    group: GroupPlan,
+    make_launcher: Callable[[], Launcher],
+    *,
+    started: Callable[[Launcher], None] = lambda launcher: None,
+    alongside: Callable[[], AbstractContextManager[object]] = nullcontext,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> GroupResult:
+    """Start the group's launcher, wait for the group (at most ``group.timeout_s`` seconds)
+    and return how it ended.
+
+    ``started`` is called once the ranks are started (the operator may defer there),
+    ``alongside`` is entered while waiting (live loads of the results). When the launcher
+    breaks, everything it started is stopped, the group is recorded ``failed`` (unless
+    ``cancelled()``: its canceller records it) and :class:`LauncherFailed` is raised.
+    """
+    launcher = None
+    try:
+        launcher = make_launcher()
+        launcher.start()
+        started(launcher)
+        with alongside():
+            return launcher.wait(group.timeout_s)
+    except Exception as exc:
+        if launcher is not None:
+            with contextlib.suppress(Exception):
+                launcher.stop()
+        reason = launcher_failed(group, exc)
+        if not cancelled():
+            manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)
+        raise LauncherFailed(reason) from exc
+
+
+def record_verdict(
+    group: GroupPlan, result: GroupResult, cancelled_reason: str = ""
+) -> tuple[str, str]:
+    """Record how ``group`` ended in its sweep's manifest (``cancelled`` with
+    ``cancelled_reason`` when one is given); returns the status and reason recorded."""
+    status, reason = result.status, result.reason_with_log()
+    if cancelled_reason:
+        status, reason = "cancelled", cancelled_reason
+    manifest.record_verdict(Path(group.sweep_dir), group.run_id, status, reason, result.seconds)
+    return status, reason

@@ -26,7 +26,6 @@ the task while it is deferred is the trigger's ``on_kill``.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -35,7 +34,13 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 
-from operators.group import GroupResult, Launcher
+from operators.group import (
+    GroupResult,
+    Launcher,
+    launcher_failed,
+    record_verdict,
+    run_group,
+)
 from operators.launcher import launcher_for
 from scalebench import config, manifest
 from scalebench.sweep import GroupPlan
@@ -75,27 +80,25 @@ class TrainingGroupOperator(BaseOperator):
             group.repeat + 1,
             group.launcher,
         )
-        try:
-            self._running = self.launcher_for(group, context)
-            self._running.start()
-            if getattr(self._running, "deferrable", False):
+
+        def hold(launcher: Launcher) -> Launcher:
+            self._running = launcher  # what on_kill stops
+            return launcher
+
+        def defer_when_deferrable(launcher: Launcher) -> None:
+            if getattr(launcher, "deferrable", False):
                 self.defer_to_triggerer(group)
-            with LiveResults(lambda: self.publish(group, final=False), config.live_ingest_s()):
-                result = self._running.wait(group.timeout_s)
-        except Exception as exc:
-            # The launcher itself broke (no cluster, a refused manifest, a trigger that
-            # could not be built): nothing it started outlives the task, and a verdict still.
-            if self._running is not None:
-                with contextlib.suppress(Exception):
-                    self._running.stop()
-            if not self._cancelled.is_set():
-                manifest.record_verdict(
-                    sweep_dir,
-                    group.run_id,
-                    "failed",
-                    f"the {group.launcher} launcher failed: {exc}",
-                )
-            raise
+
+        try:
+            result = run_group(
+                group,
+                lambda: hold(self.launcher_for(group, context)),
+                started=defer_when_deferrable,
+                alongside=lambda: LiveResults(
+                    lambda: self.publish(group, final=False), config.live_ingest_s()
+                ),
+                cancelled=self._cancelled.is_set,
+            )
         finally:
             self._running = None
         return self.finish(group, result)
@@ -131,7 +134,7 @@ class TrainingGroupOperator(BaseOperator):
                 exc,
             )
         if event["status"] == "error":
-            reason = f"the {group.launcher} launcher failed: {event['reason']}"
+            reason = launcher_failed(group, event["reason"])
             manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)
             raise AirflowException(f"{group.run_id}: {reason}")
         result = GroupResult(
@@ -153,11 +156,9 @@ class TrainingGroupOperator(BaseOperator):
 
     def finish(self, group: GroupPlan, result: GroupResult) -> dict[str, Any]:
         """Record the group's verdict in the manifest and the results database."""
-        if self._cancelled.is_set():
-            status, reason = "cancelled", CANCELLED_REASON
-        else:
-            status, reason = result.status, result.reason_with_log()
-        manifest.record_verdict(Path(group.sweep_dir), group.run_id, status, reason, result.seconds)
+        status, reason = record_verdict(
+            group, result, CANCELLED_REASON if self._cancelled.is_set() else ""
+        )
         log = self.log.info if status == "succeeded" else self.log.error
         log("%s: %s %s", group.run_id, status, reason)
         self.publish(group)

@@ -87,6 +87,16 @@ def communication_ratio(per_rank: Sequence[tuple[float, float]]) -> float:
     return statistics.fmean(ratios)
 
 
+def communication_to_computation(
+    communication_s: float, forward_s: float, loss_s: float, backward_s: float, optimizer_s: float
+) -> float | None:
+    """Communication seconds per second of computation (the ``COMPUTE_PHASES``: forward,
+    loss, backward, optimizer), the second ratio the task texts quote; None without any
+    computation."""
+    compute_s = forward_s + loss_s + backward_s + optimizer_s
+    return communication_s / compute_s if compute_s > 0 else None
+
+
 def algbw(nbytes: int, seconds: float) -> float:
     """Algorithm bandwidth in bytes per second."""
     return nbytes / seconds

@@ -635,31 +635,6 @@ ALLREDUCE_COLUMNS = (
 
 
 # PostgreSQL types of the bulk-loaded columns (see results_db.models).
-COLUMN_KINDS = {
-    "run_id": "text",
-    "dtype": "text",
-    "backend": "text",
-    "rank": "int4",
-    "epoch": "int4",
-    "step": "int4",
-    "samples": "int4",
-    "repetition": "int4",
-    "world_size": "int4",
-    "elements": "int8",
-    "bytes": "int8",
-    "t_s": "float8",
-    "loss": "float8",
-    "lr": "float8",
-    "data_s": "float8",
-    "forward_s": "float8",
-    "loss_s": "float8",
-    "backward_s": "float8",
-    "communication_s": "float8",
-    "optimizer_s": "float8",
-    "seconds": "float8",
-}
-
-
 def _step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[Any]]:
     """Step rows of every rank as columns named like :data:`STEP_COLUMNS`."""
     steps: list[StepRecord] = []
@@ -757,7 +732,7 @@ class BulkLoader:
             self.conn.execute(insert(table), rows)
             return len(rows)
         stream, count = pg_copy.encode(
-            [COLUMN_KINDS[name] for name in names], list(columns.values())
+            [pg_copy.kind_of(table.c[name]) for name in names], list(columns.values())
         )
         sql = f"COPY {table.name} ({', '.join(names)}) FROM STDIN WITH (FORMAT binary)"
         self._pending.append(self._pool.submit(self._copy, sql, stream))

@@ -120,3 +120,19 @@ def _write_rows(out: io.BytesIO, kinds: Sequence[str], rows: Iterable[Sequence[A
             else:
                 fmt, size = _FIXED[kind]
                 out.write(struct.pack(fmt, size, value))
+
+
+def kind_of(column: Any) -> str:
+    """The COPY kind of a table column, from its SQLAlchemy type (the models say it once)."""
+    from sqlalchemy import BigInteger, Float, Integer, String
+
+    kind = column.type
+    if isinstance(kind, BigInteger):
+        return "int8"
+    if isinstance(kind, Integer):
+        return "int4"
+    if isinstance(kind, Float):
+        return "float8"
+    if isinstance(kind, String):
+        return "text"
+    raise TypeError(f"{column.name}: no binary COPY encoding for {kind!r}")

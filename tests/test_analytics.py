@@ -125,3 +125,9 @@ def test_configuration_hash_ignores_what_does_not_change_the_measurement() -> No
     assert configuration_hash({**base, "compile": "on"}) != configuration_hash(
         {**base, "compile": "auto"}
     )
+
+
+def test_communication_to_computation_divides_by_the_compute_phases_only() -> None:
+    # 1 s communicating against 2 s of forward, loss, backward and optimizer; data time ignored
+    assert analytics.communication_to_computation(1.0, 0.5, 0.25, 1.0, 0.25) == pytest.approx(0.5)
+    assert analytics.communication_to_computation(1.0, 0.0, 0.0, 0.0, 0.0) is None
