@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import dash_bootstrap_components as dbc
 from dash import dash_table, dcc, html
 
-from dash_app import figures
+from dash_app import plots
 from dash_app.data import FIRST_SWEEP, QUICKSTART, DataUnavailable
 from results_db import regressions
 from results_db.queries import SweepInfo
@@ -131,7 +131,7 @@ def graph(element_id: str) -> dcc.Graph:
     """A graph slot, blank until its callback fills it."""
     return dcc.Graph(
         id=element_id,
-        figure=figures.empty_figure("Loading…"),
+        figure=plots.empty_figure("Loading…"),
         config={"displaylogo": False, "responsive": True},
     )
 

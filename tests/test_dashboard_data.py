@@ -23,8 +23,12 @@ from dashboard_seed import (
 from sqlalchemy import insert, text
 from sqlalchemy.exc import DBAPIError
 
-from dash_app import figures, tables
+from dash_app import tables
 from dash_app.data import DataUnavailable, Source
+from dash_app.pages import trend
+from dash_app.pages.communication import figures as communication_figures
+from dash_app.pages.cost import figures as cost_figures
+from dash_app.pages.scaling import figures as scaling_figures
 from results_db import queries
 from results_db.database import make_engine
 from results_db.ingest import ingest_location
@@ -55,16 +59,16 @@ def test_scaling_of_the_known_sweep(source: Source) -> None:
 
 
 def test_figures_show_the_speedups_of_the_recorded_and_the_known_sweep(source: Source) -> None:
-    light = figures.speedup_figure(source.scaling(LIGHT))
+    light = scaling_figures.speedup_figure(source.scaling(LIGHT))
     measured = next(t for t in light.data if t.name.startswith("speedup"))
     assert list(measured.x) == [1, 2]
     assert list(measured.y) == pytest.approx([1.0, LIGHT_SPEEDUP])
     ideal = next(t for t in light.data if t.name == "ideal (linear)")
     assert list(ideal.y) == [1, 2]
-    tta = figures.tta_figure(source.scaling(LIGHT), source.sweep_runs(LIGHT))
+    tta = scaling_figures.tta_figure(source.scaling(LIGHT), source.sweep_runs(LIGHT))
     assert list(tta.data[0].y) == pytest.approx([LIGHT_TTA[1], LIGHT_TTA[2]])
 
-    known = figures.tta_figure(source.scaling(KNOWN), source.sweep_runs(KNOWN))
+    known = scaling_figures.tta_figure(source.scaling(KNOWN), source.sweep_runs(KNOWN))
     main = known.data[0]
     assert list(main.y) == pytest.approx([100.0, 55.0, 31.0])
     # MLPerf's rule keeps only the middle repeat of three: no spread left
@@ -102,7 +106,7 @@ def test_phase_means_match_the_step_rows(source: Source, seeded_url: str) -> Non
                 assert a.optimizer_s == pytest.approx(optimizer)
         assert queries.phase_means(conn, "no-such-sweep") == []
     engine.dispose()
-    known = figures.phase_figure(source.phases(KNOWN))
+    known = communication_figures.phase_figure(source.phases(KNOWN))
     communication = next(t for t in known.data if t.name == "communication")
     assert list(communication.y) == pytest.approx([0.05, 0.05, 0.05])  # records_factory.PHASES
     assert known.layout.barmode == "stack"
@@ -135,10 +139,12 @@ def test_phase_totals_to_the_goal_match_the_step_rows(source: Source, seeded_url
             sum(r[2] / size for r in runs) / len(runs)
         )
         assert ours[size].forward_s == pytest.approx(sum(r[3] / size for r in runs) / len(runs))
-    to_goal = figures.phase_figure(source.phase_totals(KNOWN), to_goal=True)
+    to_goal = communication_figures.phase_figure(source.phase_totals(KNOWN), to_goal=True)
     assert to_goal.layout.title.text == "Time in each phase to reach the goal"
     assert len(to_goal.data) == 6 and to_goal.layout.barmode == "stack"
-    ratio = figures.communication_ratio_figure(source.scaling(KNOWN), (), source.phases(KNOWN))
+    ratio = communication_figures.communication_ratio_figure(
+        source.scaling(KNOWN), (), source.phases(KNOWN)
+    )
     versus = next(t for t in ratio.data if t.name == "communication / computation")
     means = {r.world_size: r for r in source.phases(KNOWN)}
     assert list(versus.y) == pytest.approx(
@@ -165,7 +171,7 @@ def test_allreduce_curves_match_the_python_summary(source: Source, seeded_url: s
         )
         assert a.p50_s == pytest.approx(b.p50_s) and a.p95_s == pytest.approx(b.p95_s)
         assert a.busbw == pytest.approx(b.busbw) and a.samples == b.samples == 10
-    figure = figures.allreduce_busbw_figure(ours, "float32")
+    figure = communication_figures.allreduce_busbw_figure(ours, "float32")
     (trace,) = figure.data
     largest = max((r for r in ours if r.dtype == "float32"), key=lambda r: r.bytes)
     assert trace.x[-1] == largest.bytes == 4_000_000
@@ -180,12 +186,12 @@ def test_costs_price_index_and_pareto_of_the_known_sweep(source: Source) -> None
     assert [r.cost_regular for r in rows] == pytest.approx(
         [hourly * 100 / 3600, 2 * hourly * 55 / 3600, 4 * hourly * 31 / 3600]
     )
-    index = figures.price_index_figure(rows)
+    index = cost_figures.price_index_figure(rows)
     assert list(index.data[0].y) == pytest.approx([1.0, 0.605, 0.3844])
     # prices per worker: the preemptible index is the same line, drawn once and explained
     assert len(index.data) == 1 and index.data[0].name == "regular and preemptible prices"
     assert "both scale with k" in index.layout.title.text
-    pareto = figures.cost_time_figure(rows)
+    pareto = cost_figures.cost_time_figure(rows)
     front = next(t for t in pareto.data if t.name == "Pareto front, regular")
     # faster is dearer here: every configuration is on the front
     assert list(front.x) == pytest.approx([31.0, 55.0, 100.0])
@@ -232,7 +238,7 @@ def test_nightly_trend_and_flags(source: Source) -> None:
     assert {(f.sweep_id, f.world_size, f.metric) for f in flags} == {
         (LATEST_NIGHT, 2, "time_to_accuracy_s")
     }
-    figure = figures.trend_figure(points, flags, "time_to_accuracy_s")
+    figure = trend.trend_figure(points, flags, "time_to_accuracy_s")
     marked = next(t for t in figure.data if t.name == "flagged regression")
     assert list(marked.y) == pytest.approx([110.5])
     assert "+10.0 %" in marked.text[0]

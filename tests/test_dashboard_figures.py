@@ -6,7 +6,12 @@ from datetime import datetime
 
 import pytest
 
-from dash_app import figures, tables
+from dash_app import plots, tables
+from dash_app.pages import trend
+from dash_app.pages.communication import figures as communication_figures
+from dash_app.pages.cost import figures as cost_figures
+from dash_app.pages.run import figures as run_figures
+from dash_app.pages.scaling import figures as scaling_figures
 from results_db.analytics import scaling_rows
 from results_db.queries import (
     AllReduceRow,
@@ -111,9 +116,9 @@ def test_axis_ticks() -> None:
 
 def test_thin_keeps_the_ends_and_the_limit() -> None:
     values = list(range(1_000_001))
-    kept = figures.thin(values, 5000)
+    kept = plots.thin(values, 5000)
     assert len(kept) <= 5000 and kept[0] == 0 and kept[-1] == 1_000_000
-    assert figures.thin([1, 2, 3]) == [1, 2, 3]
+    assert plots.thin([1, 2, 3]) == [1, 2, 3]
 
 
 def test_tta_speedup_and_efficiency_figures() -> None:
@@ -126,9 +131,9 @@ def test_tta_speedup_and_efficiency_figures() -> None:
             FakeRunRow(4, None),
         ]
     )
-    tta = figures.tta_figure(rows)
+    tta = scaling_figures.tta_figure(rows)
     assert list(tta.data[0].x) == [1, 2] and list(tta.data[0].y) == [100.0, 60.0]
-    speedup = figures.speedup_figure(rows)
+    speedup = scaling_figures.speedup_figure(rows)
     names = [t.name for t in speedup.data]
     assert names == [
         "ideal (linear)",
@@ -139,20 +144,20 @@ def test_tta_speedup_and_efficiency_figures() -> None:
     assert list(speedup.data[1].y) == pytest.approx([1.0, 100 / 60])
     assert list(speedup.data[2].y) == pytest.approx([1.0, 2.0])
     assert speedup.layout.xaxis.type == "log" and list(speedup.layout.xaxis.tickvals) == [1, 2, 4]
-    efficiency = figures.efficiency_figure(rows)
+    efficiency = scaling_figures.efficiency_figure(rows)
     assert list(efficiency.data[0].y) == pytest.approx([1.0, 100 / 60 / 2])
     assert efficiency.layout.shapes[0].y0 == 1.0  # the 100 % line
 
 
 def test_the_time_to_accuracy_figure_says_what_each_point_rests_on() -> None:
     three = [FakeRunRow(1, t) for t in (100.0, 90.0, 110.0)]
-    tta = figures.tta_figure(scaling_rows([*three, FakeRunRow(2, 60.0)]))
+    tta = scaling_figures.tta_figure(scaling_rows([*three, FakeRunRow(2, 60.0)]))
     hover = [point[0] for point in tta.data[0].customdata]
     assert hover[0].endswith("(middle of 3)") and hover[1].endswith("(1 repeat)")
     assert "a single repeat, no spread: 2 workers" in tta.layout.title.text
-    assert "single repeat" not in figures.tta_figure(scaling_rows(three)).layout.title.text
+    assert "single repeat" not in scaling_figures.tta_figure(scaling_rows(three)).layout.title.text
     # MLPerf's rule: 1 of 3 converged is no time at all, and the figure says so.
-    short = figures.tta_figure(
+    short = scaling_figures.tta_figure(
         scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(1, None), FakeRunRow(1, None)])
     )
     assert not short.data
@@ -166,12 +171,12 @@ def test_published_results_are_drawn_with_their_hardware() -> None:
 
     rows = scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(2, 60.0)])
     gnmt = published_points("task4a-gnmt-wmt16")
-    speedup = figures.speedup_figure(rows, gnmt)
+    speedup = scaling_figures.speedup_figure(rows, gnmt)
     (mark,) = [t for t in speedup.data if t.name.startswith("published")]
     assert list(mark.x) == [1, 4] and list(mark.y) == [1.0, 2.56]
     assert mark.name == "published: 1 T4 per n1-standard-4"
     assert 4 in speedup.layout.xaxis.tickvals  # the axis reaches the published point
-    costs = figures.cost_figure([], gnmt)  # nothing to compare with: no overlay either
+    costs = cost_figures.cost_figure([], gnmt)  # nothing to compare with: no overlay either
     assert not [t for t in costs.data if t.name and t.name.startswith("published")]
     # The price index the text's numbers imply: ($18 / $10) / 2.56 = 0.70 at 4 workers.
     cost_1, cost_4 = (p.cost_usd for p in gnmt)
@@ -181,13 +186,13 @@ def test_published_results_are_drawn_with_their_hardware() -> None:
 
 def test_empty_inputs_give_figures_that_say_why() -> None:
     for figure in (
-        figures.tta_figure([]),
-        figures.speedup_figure([]),
-        figures.phase_figure([]),
-        figures.cost_figure([]),
-        figures.allreduce_latency_figure([]),
-        figures.loss_figure([]),
-        figures.trend_figure([], [], "time_to_accuracy_s"),
+        scaling_figures.tta_figure([]),
+        scaling_figures.speedup_figure([]),
+        communication_figures.phase_figure([]),
+        cost_figures.cost_figure([]),
+        communication_figures.allreduce_latency_figure([]),
+        run_figures.loss_figure([]),
+        trend.trend_figure([], [], "time_to_accuracy_s"),
     ):
         assert not figure.data and figure.layout.annotations[0].text
 
@@ -197,16 +202,16 @@ def test_phase_figure_stacks_every_phase() -> None:
         PhaseRow(1, 0.001, 0.02, 0.001, 0.04, 0.0, 0.003),
         PhaseRow(4, 0.001, 0.02, 0.001, 0.04, 0.015, 0.003),
     ]
-    figure = figures.phase_figure(rows)
+    figure = communication_figures.phase_figure(rows)
     assert figure.layout.barmode == "stack"
     # One list of phases from the step records to the figure's bars and the rows' fields.
     from dataclasses import fields
 
     from workers.records import PHASES
 
-    assert figures.PHASE_NAMES is PHASES
+    assert plots.PHASE_NAMES is PHASES
     assert [f.name for f in fields(PhaseRow)][1:] == [f"{p}_s" for p in PHASES]
-    assert [t.name for t in figure.data] == list(figures.PHASE_NAMES)
+    assert [t.name for t in figure.data] == list(plots.PHASE_NAMES)
     communication = figure.data[4]
     assert list(communication.y) == [0.0, 0.015]
     assert communication.customdata[1][0] == "15 ms"
@@ -220,14 +225,14 @@ def test_allreduce_figures_split_by_backend_dtype_and_size() -> None:
         for size in (2, 8)
         for nbytes in (4, 4096)
     ]
-    latency = figures.allreduce_latency_figure(rows)
+    latency = communication_figures.allreduce_latency_figure(rows)
     assert [t.name for t in latency.data] == [
         "nccl float16 ×2",
         "nccl float16 ×8",
         "nccl float32 ×2",
         "nccl float32 ×8",
     ]
-    only = figures.allreduce_busbw_figure(rows, "float32")
+    only = communication_figures.allreduce_busbw_figure(rows, "float32")
     assert len(only.data) == 2 and list(only.data[0].y) == [1.5, 1.5]  # GB/s
     assert only.layout.yaxis.title.text == "bus bandwidth (GB/s)"
 
@@ -253,9 +258,9 @@ def test_overlaid_allreduce_curves_are_named_by_what_tells_them_apart() -> None:
         ]
 
     first, second = "task0-allreduce-20261123T010000Z-aaaa", "task0-allreduce-20261124T010000Z-bbbb"
-    assert figures.short_sweep(first) == "20261123T010000Z-aaaa"
+    assert communication_figures.short_sweep(first) == "20261123T010000Z-aaaa"
     rows = curve(first, "cpu") + curve(second, "cpu") + curve(second, "cuda", "nccl")
-    names = [t.name for t in figures.allreduce_latency_figure(rows).data]
+    names = [t.name for t in communication_figures.allreduce_latency_figure(rows).data]
     assert names == [
         "gloo cpu float32 ×2 · 20261123T010000Z-aaaa",
         "gloo cpu float32 ×2 · 20261124T010000Z-bbbb",
@@ -263,19 +268,19 @@ def test_overlaid_allreduce_curves_are_named_by_what_tells_them_apart() -> None:
     ]
     # one device and one sweep per name: nothing added
     same_device = curve(first, "cuda", "nccl") + curve(second, "cuda")
-    names = [t.name for t in figures.allreduce_busbw_figure(same_device).data]
+    names = [t.name for t in communication_figures.allreduce_busbw_figure(same_device).data]
     assert names == ["gloo float32 ×2", "nccl float32 ×2"]
 
 
 def test_pareto_front() -> None:
     points = [(10.0, 5.0), (5.0, 8.0), (12.0, 6.0), (3.0, 20.0), (5.0, 9.0)]
-    assert figures.pareto_front(points) == [3, 1, 0]
+    assert cost_figures.pareto_front(points) == [3, 1, 0]
     rows = [
         CostRow(1, 100.0, 1.0, 0.3, 1.0, 1.0, 1.0),
         CostRow(2, 60.0, 1.2, 0.2, 1.67, 0.7, 0.4),
         CostRow(4, 70.0, 2.0, 0.5, 1.43, 1.4, 1.2),
     ]
-    figure = figures.cost_time_figure(rows)
+    figure = cost_figures.cost_time_figure(rows)
     regular = next(t for t in figure.data if t.name == "Pareto front, regular")
     assert list(regular.x) == [60.0, 100.0]  # 4 workers: slower and dearer than 2
     preemptible = next(t for t in figure.data if t.name == "Pareto front, preemptible")
@@ -284,18 +289,18 @@ def test_pareto_front() -> None:
 
 def test_run_figures_mark_events_and_the_target() -> None:
     series = [
-        figures.RunSeries("1 worker", "r1", False, [CurvePoint(1.0, 2.0, 3)], []),
-        figures.RunSeries("2 workers (this run)", "r2", True, [CurvePoint(0.5, 1.5, 3)], []),
+        run_figures.RunSeries("1 worker", "r1", False, [CurvePoint(1.0, 2.0, 3)], []),
+        run_figures.RunSeries("2 workers (this run)", "r2", True, [CurvePoint(0.5, 1.5, 3)], []),
     ]
     events = [
         EventRow(0, 0.9, "failed", {"reason": "peer went away"}),
         EventRow(1, 0.9, "failed", {"reason": "peer went away"}),
     ]
-    loss = figures.loss_figure(series, events)
+    loss = run_figures.loss_figure(series, events)
     assert [t.line.width for t in loss.data] == [1.5, 3]
     assert len(loss.layout.shapes) == 1  # one line for the failure, not one per rank
     assert loss.layout.annotations[0].hovertext == "peer went away"
-    metric = figures.metric_figure(series, "top1_accuracy", 70.0)
+    metric = run_figures.metric_figure(series, "top1_accuracy", 70.0)
     assert "No evaluation" in metric.layout.annotations[0].text
 
 
@@ -332,8 +337,11 @@ def test_per_network_figures_keep_profiles_apart_and_draw_the_ideal_once() -> No
     def rows(tta_two: float) -> list:
         return scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(2, tta_two)])
 
-    host, slow = figures.speedup_figure(rows(55.0)), figures.speedup_figure(rows(90.0))
-    combined = figures.per_network({"host": host, "100mbit": slow})
+    host, slow = (
+        scaling_figures.speedup_figure(rows(55.0)),
+        scaling_figures.speedup_figure(rows(90.0)),
+    )
+    combined = plots.per_network({"host": host, "100mbit": slow})
     named = {t.name: t for t in combined.data}
     assert [t.name for t in combined.data].count("ideal (linear)") == 1
     fast, slowed = (
@@ -343,6 +351,6 @@ def test_per_network_figures_keep_profiles_apart_and_draw_the_ideal_once() -> No
     assert list(slowed.y) == pytest.approx([1.0, 100 / 90])
     assert fast.line.color == slowed.line.color and fast.line.dash != slowed.line.dash
     assert slowed.legendgroup == "100mbit" and slowed.hovertemplate.startswith("100mbit: ")
-    assert figures.per_network({"host": host}) is host  # one profile: the figure as it is
-    empty = figures.empty_figure("nothing")
-    assert figures.per_network({"host": empty, "1gbit": slow}).data[1].name.endswith("1gbit")
+    assert plots.per_network({"host": host}) is host  # one profile: the figure as it is
+    empty = plots.empty_figure("nothing")
+    assert plots.per_network({"host": empty, "1gbit": slow}).data[1].name.endswith("1gbit")

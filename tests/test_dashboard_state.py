@@ -9,24 +9,30 @@ from dataclasses import fields
 import pytest
 
 from dash_app import state
-from dash_app.state import (
-    CommunicationState,
-    CostState,
-    RunsState,
-    SweepState,
-    TrendState,
-    to_search,
-)
+from dash_app.pages import communication as communication_page
+from dash_app.pages import compare as compare_page
+from dash_app.pages import cost as cost_page
+from dash_app.pages import overview as overview_page
+from dash_app.pages import run as run_page
+from dash_app.pages import runs as runs_page
+from dash_app.pages import scaling as scaling_page
+from dash_app.pages import trend as trend_page
+from dash_app.pages.communication import CommunicationState
+from dash_app.pages.cost import CostState
+from dash_app.pages.runs import RunsState
+from dash_app.pages.scaling import SweepState
+from dash_app.pages.trend import TrendState
+from dash_app.state import to_search
 
 PARSERS = [
-    state.parse_overview,
-    state.parse_sweep,
-    state.parse_communication,
-    state.parse_cost,
-    state.parse_runs,
-    state.parse_run,
-    state.parse_compare,
-    state.parse_trend,
+    overview_page.parse_overview,
+    scaling_page.parse_sweep,
+    communication_page.parse_communication,
+    cost_page.parse_cost,
+    runs_page.parse_runs,
+    run_page.parse_run,
+    compare_page.parse_compare,
+    trend_page.parse_trend,
 ]
 
 HOSTILE = [
@@ -64,14 +70,14 @@ HOSTILE = [
 
 
 def test_defaults_when_nothing_is_given() -> None:
-    assert state.parse_sweep({}) == (SweepState(), [])
-    assert state.parse_runs({}) == (RunsState(), [])
-    assert state.parse_trend({}) == (TrendState(), [])
-    assert state.parse_cost({}) == (CostState(), [])
+    assert scaling_page.parse_sweep({}) == (SweepState(), [])
+    assert runs_page.parse_runs({}) == (RunsState(), [])
+    assert trend_page.parse_trend({}) == (TrendState(), [])
+    assert cost_page.parse_cost({}) == (CostState(), [])
 
 
 def test_good_values_are_kept() -> None:
-    parsed, problems = state.parse_runs(
+    parsed, problems = runs_page.parse_runs(
         {
             "q": "w4",
             "status": "failed",
@@ -85,7 +91,7 @@ def test_good_values_are_kept() -> None:
     assert parsed == RunsState(
         "w4", "failed", "task1a-resnet20-cifar10", "time_to_accuracy_s", "asc", 3
     )
-    parsed, problems = state.parse_communication(
+    parsed, problems = communication_page.parse_communication(
         {
             "sweep": "known-scaling",
             "allreduce": "task0-allreduce-20261122T021847Z-80d9",
@@ -96,10 +102,10 @@ def test_good_values_are_kept() -> None:
 
 
 def test_several_allreduce_sweeps_are_read_in_order_without_repeats() -> None:
-    parsed, problems = state.parse_communication({"allreduce": "b-2, a-1,,b-2,c"})
+    parsed, problems = communication_page.parse_communication({"allreduce": "b-2, a-1,,b-2,c"})
     assert parsed.allreduce == ("b-2", "a-1", "c") and problems == []
     many = ",".join(f"s{i}" for i in range(state.MAX_OVERLAID + 2))
-    parsed, problems = state.parse_communication({"allreduce": f"{many},<x>"})
+    parsed, problems = communication_page.parse_communication({"allreduce": f"{many},<x>"})
     assert parsed.allreduce == tuple(f"s{i}" for i in range(state.MAX_OVERLAID))
     assert problems == [
         f"allreduce: at most {state.MAX_OVERLAID} are shown; 's6' is not.",
@@ -110,7 +116,7 @@ def test_several_allreduce_sweeps_are_read_in_order_without_repeats() -> None:
 
 
 def test_bad_values_fall_back_to_defaults_with_a_message() -> None:
-    parsed, problems = state.parse_trend({"metric": "speed", "nights": "-4", "task": "a b"})
+    parsed, problems = trend_page.parse_trend({"metric": "speed", "nights": "-4", "task": "a b"})
     assert parsed == TrendState()
     assert len(problems) == 3
     assert any("metric" in p and "time_to_accuracy_s, samples_per_s" in p for p in problems)
@@ -119,7 +125,7 @@ def test_bad_values_fall_back_to_defaults_with_a_message() -> None:
 
 
 def test_unknown_and_repeated_parameters_are_named() -> None:
-    parsed, problems = state.parse_sweep({"sweep": ["a1", "b2"], "colour": "red"})
+    parsed, problems = scaling_page.parse_sweep({"sweep": ["a1", "b2"], "colour": "red"})
     assert parsed.sweep == "a1"
     assert problems == [
         "sweep: given 2 times; the first one is used.",
@@ -128,7 +134,7 @@ def test_unknown_and_repeated_parameters_are_named() -> None:
 
 
 def test_long_values_are_shortened_in_messages() -> None:
-    _, problems = state.parse_sweep({"sweep": "<" * 1000})
+    _, problems = scaling_page.parse_sweep({"sweep": "<" * 1000})
     assert len(problems[0]) < 120 and "..." in problems[0]
 
 
@@ -141,8 +147,8 @@ def test_long_values_are_shortened_in_messages() -> None:
         CostState("s", "n1-highmem-8", "none"),
         RunsState("peer went", "failed", "t", "time_to_accuracy_s", "asc", 2),
         TrendState("task1a-resnet20-cifar10", "samples_per_s", 30),
-        state.RunState("r-1"),
-        state.CompareState("nightly-08", "nightly-07"),
+        run_page.RunState("r-1"),
+        compare_page.CompareState("nightly-08", "nightly-07"),
     ],
 )
 def test_search_round_trips(value: object) -> None:
@@ -151,13 +157,13 @@ def test_search_round_trips(value: object) -> None:
     search = to_search(value)
     params = {k: v[0] for k, v in parse_qs(search.removeprefix("?")).items()}
     parser = {
-        SweepState: state.parse_sweep,
-        CommunicationState: state.parse_communication,
-        CostState: state.parse_cost,
-        RunsState: state.parse_runs,
-        TrendState: state.parse_trend,
-        state.RunState: state.parse_run,
-        state.CompareState: state.parse_compare,
+        SweepState: scaling_page.parse_sweep,
+        CommunicationState: communication_page.parse_communication,
+        CostState: cost_page.parse_cost,
+        RunsState: runs_page.parse_runs,
+        TrendState: trend_page.parse_trend,
+        run_page.RunState: run_page.parse_run,
+        compare_page.CompareState: compare_page.parse_compare,
     }[type(value)]
     assert parser(params) == (value, [])
 

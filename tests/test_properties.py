@@ -246,18 +246,26 @@ def _counts(engine) -> dict[str, int]:
 )
 def test_any_query_string_gives_a_page_state(query: str) -> None:
     from dash_app import state
+    from dash_app.pages import communication as communication_page
+    from dash_app.pages import compare as compare_page
+    from dash_app.pages import cost as cost_page
+    from dash_app.pages import overview as overview_page
+    from dash_app.pages import run as run_page
+    from dash_app.pages import runs as runs_page
+    from dash_app.pages import scaling as scaling_page
+    from dash_app.pages import trend as trend_page
 
     params = dict(parse_qsl(query.lstrip("?"), keep_blank_values=True))
     assume(all(isinstance(v, str) for v in params.values()))
     for parse in (
-        state.parse_overview,
-        state.parse_sweep,
-        state.parse_communication,
-        state.parse_cost,
-        state.parse_runs,
-        state.parse_run,
-        state.parse_compare,
-        state.parse_trend,
+        overview_page.parse_overview,
+        scaling_page.parse_sweep,
+        communication_page.parse_communication,
+        cost_page.parse_cost,
+        runs_page.parse_runs,
+        run_page.parse_run,
+        compare_page.parse_compare,
+        trend_page.parse_trend,
     ):
         page, problems = parse(params)
         assert all(isinstance(p, str) for p in problems)

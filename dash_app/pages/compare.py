@@ -7,22 +7,51 @@ sweep), B the sweep before it with the same configuration.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
+import plotly.graph_objects as go
 from dash import Dash, Input, Output, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, figures, tables
+from dash_app import data, tables
 from dash_app.choices import pick_sweep
-from dash_app.state import CompareState, parse_compare, to_search
+from dash_app.plots import (
+    CATEGORY_WORKERS,
+    SECONDS_AXIS,
+    base_figure,
+    empty_figure,
+    per_network,
+    spread_of,
+)
+from dash_app.state import Query, to_search
+from results_db.analytics import ScalingRow
 from results_db.queries import RegressionRow, SweepInfo
 from scalebench import units
 
 PATH = "/compare"
 TITLE = "Compare"
 INTRO = "Two sweeps side by side: A (e.g. last night) against B (e.g. its baseline)."
+
+
+# -- the page's URL state -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CompareState:
+    """Two sweeps: ``a`` (e.g. last night) against ``b`` (its baseline)."""
+
+    a: str | None = None
+    b: str | None = None
+
+
+def parse_compare(params: Mapping[str, Any]) -> tuple[CompareState, list[str]]:
+    query = Query(params)
+    state = CompareState(a=query.identifier("a", "sweep"), b=query.identifier("b", "sweep"))
+    return state, query.problems()
 
 
 def layout(**params: Any) -> html.Div:
@@ -128,7 +157,7 @@ def verdict(
 
 
 def failure(message: str) -> tuple[Any, ...]:
-    return (no_update, ui.error_alert(message), None, figures.empty_figure(message), True)
+    return (no_update, ui.error_alert(message), None, empty_figure(message), True)
 
 
 @ui.guarded(failure)
@@ -149,13 +178,13 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> tupl
         a_rows = source.scaling(a_id, network) if network in a_networks else []
         b_rows = source.scaling(b_id, network) if network in b_networks else []
         deltas += tables.compare_rows(a_rows, b_rows, a_runs, b_runs, network)
-        drawn[network] = figures.compare_figure(a_rows, b_rows, a_id, b_id)
+        drawn[network] = compare_figure(a_rows, b_rows, a_id, b_id)
     flags = source.regressions(sweep_ids=[a_id])
     return (
         to_search(CompareState(a=a_id, b=b_id)),
         verdict(a, b, flags, deltas),
         ui.table("compare-deltas", tables.delta_rows(deltas)),
-        figures.per_network(drawn),
+        per_network(drawn),
         "running" not in (a.outcome, b.outcome),
     )
 
@@ -174,3 +203,29 @@ def register(app: Dash) -> None:
         Input("compare-b", "value"),
         Input("compare-refresh", "n_intervals"),
     )(update)
+
+
+# -- the page's figure ---------------------------------------------------------------
+
+
+def compare_figure(
+    a_rows: Sequence[ScalingRow], b_rows: Sequence[ScalingRow], a_name: str, b_name: str
+) -> go.Figure:
+    """Time to accuracy (s) of two sweeps side by side, per worker count."""
+    title = "Time to accuracy, side by side"
+    if not any(r.time_to_accuracy_s for r in [*a_rows, *b_rows]):
+        return empty_figure("Neither sweep has a run that reached its goal.", title)
+    traces = []
+    for rows, name in ((b_rows, f"B: {b_name}"), (a_rows, f"A: {a_name}")):
+        done = [r for r in rows if r.time_to_accuracy_s is not None]
+        traces.append(
+            go.Bar(
+                x=[str(r.world_size) for r in done],
+                y=[r.time_to_accuracy_s for r in done],
+                name=name,
+                error_y=spread_of(done),
+                hovertemplate="%{x} worker(s): %{y:.4g} s<extra>" + name[:40] + "</extra>",
+            )
+        )
+    yaxis = {**SECONDS_AXIS, "title": {"text": "time to accuracy (s)"}}
+    return base_figure(title, traces, CATEGORY_WORKERS, yaxis, barmode="group")

@@ -5,6 +5,8 @@ URL: ``/`` (no parameters). With an empty database it says what to run.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -14,13 +16,25 @@ from dash import Dash, Input, Output, dcc, html
 from dash_app import components as ui
 from dash_app import data, tables
 from dash_app.choices import is_allreduce
-from dash_app.state import parse_overview
+from dash_app.state import Query
 from results_db.queries import RegressionRow, RunProgress, SweepInfo
 from scalebench import units
 
 PATH = "/"
 TITLE = "Overview"
 INTRO = "The latest results of every benchmark task and how last night went."
+
+
+# -- the page's URL state -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OverviewState:
+    """The overview has no filters."""
+
+
+def parse_overview(params: Mapping[str, Any]) -> tuple[OverviewState, list[str]]:
+    return OverviewState(), Query(params).problems()
 
 
 def layout(**params: Any) -> html.Div:

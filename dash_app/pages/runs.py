@@ -6,6 +6,8 @@ Sorting and paging happen on the server, so only one page of rows is sent.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -14,7 +16,7 @@ from dash import Dash, Input, Output, ctx, dash_table, dcc, html, no_update
 
 from dash_app import components as ui
 from dash_app import data, tables
-from dash_app.state import RunsState, parse_runs, to_search
+from dash_app.state import SORTABLE_RUN_COLUMNS, Query, to_search
 from results_db.models import RUN_STATUSES
 
 PATH = "/runs"
@@ -36,6 +38,34 @@ COLUMNS = [
     {"name": "started", "id": "started"},
     {"name": "reason", "id": "reason"},
 ]
+
+
+# -- the page's URL state -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunsState:
+    """Runs table: a search text, status and task filters, a sort and a page (0-based)."""
+
+    q: str = ""
+    status: str = "all"
+    task: str | None = None
+    sort: str = "started"
+    order: str = "desc"
+    page: int = 0
+
+
+def parse_runs(params: Mapping[str, Any]) -> tuple[RunsState, list[str]]:
+    query = Query(params)
+    state = RunsState(
+        q=query.text("q"),
+        status=query.choice("status", ("all", *RUN_STATUSES), "all"),
+        task=query.identifier("task", "task"),
+        sort=query.choice("sort", SORTABLE_RUN_COLUMNS, "started"),
+        order=query.choice("order", ("asc", "desc"), "desc"),
+        page=query.integer("page", 0, 0, 100_000),
+    )
+    return state, query.problems()
 
 
 def layout(**params: Any) -> html.Div:

@@ -6,16 +6,27 @@ URL: ``/trend?task=<task>&metric=time_to_accuracy_s|samples_per_s&nights=<n>``
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
+import plotly.graph_objects as go
 from dash import Dash, Input, Output, dcc, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, figures, tables
+from dash_app import data, tables
 from dash_app.choices import is_allreduce
-from dash_app.state import TrendState, parse_trend, to_search
+from dash_app.plots import (
+    SECONDS_AXIS,
+    base_figure,
+    empty_figure,
+    thin,
+)
+from dash_app.state import TREND_METRICS, Query, to_search
+from results_db.queries import RegressionRow, TrendPoint
 from scalebench import units
 
 PATH = "/trend"
@@ -29,6 +40,28 @@ NO_NIGHTLY = (
     "No nightly (scheduled) sweep yet. The nightly DAG (dags/, Airflow) runs the regression "
     "suite every night; its sweeps appear here."
 )
+
+
+# -- the page's URL state -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TrendState:
+    """Nightly trend of one task: a metric over the newest ``nights`` scheduled sweeps."""
+
+    task: str | None = None
+    metric: str = "time_to_accuracy_s"
+    nights: int = 90
+
+
+def parse_trend(params: Mapping[str, Any]) -> tuple[TrendState, list[str]]:
+    query = Query(params)
+    state = TrendState(
+        task=query.identifier("task", "task"),
+        metric=query.choice("metric", TREND_METRICS, TrendState.metric),
+        nights=query.integer("nights", 90, 2, 3650),
+    )
+    return state, query.problems()
 
 
 def layout(**params: Any) -> html.Div:
@@ -105,7 +138,7 @@ def _layout(state: TrendState, problems: list[str]) -> html.Div:
 
 
 def failure(message: str) -> tuple[Any, ...]:
-    return (no_update, figures.empty_figure(message), ui.error_alert(message), True)
+    return (no_update, empty_figure(message), ui.error_alert(message), True)
 
 
 @ui.guarded(failure)
@@ -156,7 +189,7 @@ def update(
         and (sweep := source.sweep(newest.sweep_id)) is not None
         and (sweep.outcome == "running")
     )
-    return (to_search(state), figures.trend_figure(points, flags, metric), flag_table, not running)
+    return (to_search(state), trend_figure(points, flags, metric), flag_table, not running)
 
 
 def register(app: Dash) -> None:
@@ -173,3 +206,66 @@ def register(app: Dash) -> None:
         Input("trend-nights", "value"),
         Input("trend-refresh", "n_intervals"),
     )(update)
+
+
+# -- the page's figure ---------------------------------------------------------------
+
+
+def trend_figure(
+    points: Sequence[TrendPoint], flags: Sequence[RegressionRow], metric: str
+) -> go.Figure:
+    """A metric of every nightly (``time_to_accuracy_s`` or ``samples_per_s``) per worker
+    count over time; nights the detector flagged are marked with a red cross."""
+    measure, unit = units.MEASURES[metric]
+    title = f"Nightly {measure}"
+    shown = [p for p in points if getattr(p, metric) is not None]
+    if not shown:
+        return empty_figure("No scheduled sweep with this measure yet.", title)
+    configs = sorted({p.config_hash for p in shown})
+    networks = {p.network for p in shown}
+    series: dict[tuple[int, str, str], list[TrendPoint]] = defaultdict(list)
+    for point in shown:
+        series[(point.world_size, point.network, point.config_hash)].append(point)
+    traces = []
+    for (size, network, config), group in sorted(series.items()):
+        group = thin(group)
+        suffix = f" on {network}" if len(networks) > 1 else ""
+        suffix += f" (configuration {config[:6]})" if len(configs) > 1 else ""
+        traces.append(
+            go.Scatter(
+                x=[p.created_at for p in group],
+                y=[getattr(p, metric) for p in group],
+                mode="lines+markers",
+                marker={"size": 5},
+                name=units.workers(size) + suffix,
+                text=[p.sweep_id for p in group],
+                customdata=[[p.succeeded, p.runs] for p in group],
+                hovertemplate=(
+                    f"%{{text}}<br>%{{y:.4g}} {unit} (%{{customdata[0]}} of "
+                    f"%{{customdata[1]}} runs succeeded)<extra>{units.workers(size)}"
+                    "</extra>"
+                ),
+            )
+        )
+    changes = {(f.sweep_id, f.world_size): f.change for f in flags if f.metric == metric}
+    marked = [p for p in shown if (p.sweep_id, p.world_size) in changes]
+    if marked:
+        traces.append(
+            go.Scatter(
+                x=[p.created_at for p in marked],
+                y=[getattr(p, metric) for p in marked],
+                mode="markers",
+                marker={"size": 14, "symbol": "x", "color": "#d62728"},
+                name="flagged regression",
+                text=[
+                    f"{p.sweep_id}, {units.workers(p.world_size)}: "
+                    f"{units.signed_percent(changes[(p.sweep_id, p.world_size)])} worse"
+                    for p in marked
+                ],
+                hovertemplate="REGRESSION %{text}<extra></extra>",
+            )
+        )
+    yaxis = {"rangemode": "tozero", "title": {"text": f"{measure} ({unit})"}}
+    if unit == "s":
+        yaxis.update(SECONDS_AXIS)
+    return base_figure(title, traces, {"title": {"text": "night"}}, yaxis)

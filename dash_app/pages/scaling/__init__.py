@@ -6,6 +6,8 @@ every network profile of the sweep, a curve each).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -13,9 +15,10 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, figures
+from dash_app import data, plots
 from dash_app.choices import pick_sweep
-from dash_app.state import SweepState, parse_sweep, to_search
+from dash_app.pages.scaling import figures
+from dash_app.state import Query, to_search
 from results_db.analytics import ScalingRow, time_to_accuracy_text
 from results_db.queries import RunInfo, SweepInfo
 from scalebench import units
@@ -24,6 +27,29 @@ PATH = "/scaling"
 TITLE = "Scaling"
 INTRO = "How time to accuracy falls as workers are added, against ideal linear scaling."
 GRAPHS = ("scaling-tta", "scaling-speedup", "scaling-efficiency")
+
+
+# -- the page's URL state -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SweepState:
+    """Scaling: one training sweep (None: the newest), with the published results overlaid
+    or not, on one of its network profiles (None: every profile, a curve each)."""
+
+    sweep: str | None = None
+    published: str = "off"
+    network: str | None = None
+
+
+def parse_sweep(params: Mapping[str, Any]) -> tuple[SweepState, list[str]]:
+    query = Query(params)
+    state = SweepState(
+        sweep=query.identifier("sweep", "sweep"),
+        published=query.choice("published", ("off", "on"), "off"),
+        network=query.identifier("network", "network profile"),
+    )
+    return state, query.problems()
 
 
 def layout(**params: Any) -> html.Div:
@@ -113,7 +139,7 @@ def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunI
 
 
 def failure(message: str) -> tuple[Any, ...]:
-    blank = figures.empty_figure(message)
+    blank = plots.empty_figure(message)
     return (
         no_update,
         ui.error_alert(message),
@@ -156,11 +182,11 @@ def update(
         to_search(state),
         summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
         note,
-        figures.per_network(
+        plots.per_network(
             {n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n]) for n in shown}
         ),
-        figures.per_network({n: figures.speedup_figure(rows[n], drawn_with[n]) for n in shown}),
-        figures.per_network({n: figures.efficiency_figure(rows[n]) for n in shown}),
+        plots.per_network({n: figures.speedup_figure(rows[n], drawn_with[n]) for n in shown}),
+        plots.per_network({n: figures.efficiency_figure(rows[n]) for n in shown}),
         sweep.outcome != "running",
         networks.options,
         networks.style,

@@ -6,6 +6,8 @@ URL: ``/cost?sweep=<sweep id>&instance=<machine type>&gpu=<GPU type or none>``
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -13,9 +15,10 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, dcc, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, figures, tables
+from dash_app import data, plots, tables
 from dash_app.choices import pick_sweep
-from dash_app.state import CostState, parse_cost, to_search
+from dash_app.pages.cost import figures
+from dash_app.state import Query, to_search
 from results_db.queries import PriceMissing, PriceRow
 
 PATH = "/cost"
@@ -27,6 +30,33 @@ INTRO = (
 GRAPHS = ("cost-bars", "cost-index", "cost-pareto")
 NO_GPU = "none"
 GPU_FOR_GPU_RUNS = "nvidia-tesla-t4"  # the published results' GPU
+
+
+# -- the page's URL state -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CostState:
+    """Cost: a training sweep and the instance and GPU types priced (``gpu="none"``: CPU
+    only; ``None``: follow the sweep's device, a T4 for GPU runs and none for CPU runs)."""
+
+    sweep: str | None = None
+    instance: str = "n1-standard-4"
+    gpu: str | None = None
+    published: str = "off"
+    network: str | None = None  # one network profile of the sweep (None: all, each apart)
+
+
+def parse_cost(params: Mapping[str, Any]) -> tuple[CostState, list[str]]:
+    query = Query(params)
+    state = CostState(
+        sweep=query.identifier("sweep", "sweep"),
+        instance=query.identifier("instance", "instance type") or CostState.instance,
+        gpu=query.identifier("gpu", "GPU type"),
+        published=query.choice("published", ("off", "on"), "off"),
+        network=query.identifier("network", "network profile"),
+    )
+    return state, query.problems()
 
 
 def _names(prices: list[PriceRow], kind: str) -> list[str]:
@@ -102,7 +132,7 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
 
 
 def failure(message: str) -> tuple[Any, ...]:
-    blank = figures.empty_figure(message)
+    blank = plots.empty_figure(message)
     return (
         no_update,
         ui.error_alert(message),
@@ -153,7 +183,7 @@ def update(
             for name in shown
         }
     except PriceMissing as exc:
-        blank = figures.empty_figure(f"{exc}; add it with `scalebench prices set`.")
+        blank = plots.empty_figure(f"{exc}; add it with `scalebench prices set`.")
         return (
             to_search(state),
             ui.error_alert(str(exc)),
@@ -177,9 +207,9 @@ def update(
         to_search(state),
         status,
         note,
-        figures.per_network({n: figures.cost_figure(rows[n], drawn_with[n]) for n in shown}),
-        figures.per_network({n: figures.price_index_figure(rows[n]) for n in shown}),
-        figures.per_network({n: figures.cost_time_figure(rows[n], drawn_with[n]) for n in shown}),
+        plots.per_network({n: figures.cost_figure(rows[n], drawn_with[n]) for n in shown}),
+        plots.per_network({n: figures.price_index_figure(rows[n]) for n in shown}),
+        plots.per_network({n: figures.cost_time_figure(rows[n], drawn_with[n]) for n in shown}),
         prices,
         sweep.outcome != "running",
         networks.options,

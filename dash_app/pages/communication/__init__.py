@@ -9,6 +9,8 @@ one latency and one bus-bandwidth plot; each network profile of a sweep is a cur
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -16,14 +18,10 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, dcc, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, figures
+from dash_app import data, plots
 from dash_app.choices import pick_sweep, pick_sweeps
-from dash_app.state import (
-    MAX_OVERLAID,
-    CommunicationState,
-    parse_communication,
-    to_search,
-)
+from dash_app.pages.communication import figures
+from dash_app.state import MAX_OVERLAID, Query, to_search
 
 PATH = "/communication"
 TITLE = "Communication"
@@ -36,6 +34,31 @@ NO_ALLREDUCE = (
     "No all-reduce sweep chosen.<br>To measure one: "
     "scalebench run task0-allreduce --light --workers 2"
 )
+
+
+# -- the page's URL state -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CommunicationState:
+    """Communication: a training sweep (None: the newest) and the all-reduce sweeps whose
+    curves are overlaid (none: the newest one)."""
+
+    sweep: str | None = None
+    allreduce: tuple[str, ...] = ()
+    dtype: str = "all"
+    network: str | None = None  # the training sweep's profile shown (None: all, a curve each)
+
+
+def parse_communication(params: Mapping[str, Any]) -> tuple[CommunicationState, list[str]]:
+    query = Query(params)
+    state = CommunicationState(
+        sweep=query.identifier("sweep", "sweep"),
+        allreduce=query.identifiers("allreduce", "sweep", MAX_OVERLAID),
+        dtype=query.choice("dtype", ("all", "float32", "float16", "bfloat16"), "all"),
+        network=query.identifier("network", "network profile"),
+    )
+    return state, query.problems()
 
 
 def layout(**params: Any) -> html.Div:
@@ -107,7 +130,7 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
 
 
 def failure(message: str) -> tuple[Any, ...]:
-    blank = figures.empty_figure(message)
+    blank = plots.empty_figure(message)
     return (
         no_update,
         ui.error_alert(message),
@@ -148,7 +171,7 @@ def update(
     shown = networks.shown
     if sweep is not None:
         runs = source.sweep_runs(sweep.id)
-        ratio = figures.per_network(
+        ratio = plots.per_network(
             {
                 name: figures.communication_ratio_figure(
                     source.scaling(sweep_id, name),
@@ -165,7 +188,7 @@ def update(
                 figure.update_layout(title_text=f"{figure.layout.title.text} · {shown[0]}")
         running = sweep.outcome == "running"
     else:
-        ratio = phases = to_goal = figures.empty_figure("No training sweep chosen.")
+        ratio = phases = to_goal = plots.empty_figure("No training sweep chosen.")
     state = CommunicationState(
         sweep=sweep_id, allreduce=chosen, dtype=dtype or "all", network=networks.picked
     )
@@ -176,7 +199,7 @@ def update(
         busbw = figures.allreduce_busbw_figure(rows, state.dtype)
         running = running or any(s.outcome == "running" for s in sweeps)
     else:
-        latency = busbw = figures.empty_figure(NO_ALLREDUCE)
+        latency = busbw = plots.empty_figure(NO_ALLREDUCE)
     if running:
         notes.append("A shown sweep is still running; this page refreshes itself.")
     status = html.P(" ".join(notes), className="text-info") if notes else None

@@ -6,6 +6,8 @@ URL: ``/run?id=<run id>`` (default: the newest run).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -13,9 +15,10 @@ import dash_bootstrap_components as dbc
 from dash import Dash, Input, Output, dcc, html, no_update
 
 from dash_app import components as ui
-from dash_app import data, downloads, figures, tables
+from dash_app import data, downloads, plots, tables
 from dash_app.choices import is_allreduce
-from dash_app.state import RunState, parse_run, to_search
+from dash_app.pages.run import figures
+from dash_app.state import Query, to_search
 from results_db.queries import RunInfo
 from scalebench import units
 
@@ -23,6 +26,21 @@ PATH = "/run"
 TITLE = "Run"
 INTRO = "One training group at one worker count, beside the other worker counts of its sweep."
 GRAPHS = ("run-loss", "run-metric")
+
+
+# -- the page's URL state -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunState:
+    """A run's page (None: the newest run)."""
+
+    id: str | None = None
+
+
+def parse_run(params: Mapping[str, Any]) -> tuple[RunState, list[str]]:
+    query = Query(params)
+    return RunState(id=query.identifier("id", "run")), query.problems()
 
 
 def layout(**params: Any) -> html.Div:
@@ -119,7 +137,7 @@ def facts(run: RunInfo, last_metric: float | None = None) -> html.Div:
 
 
 def failure(message: str) -> tuple[Any, ...]:
-    blank = figures.empty_figure(message)
+    blank = plots.empty_figure(message)
     return (no_update, ui.error_alert(message), blank, blank, None, None, None, True)
 
 

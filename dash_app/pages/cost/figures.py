@@ -1,0 +1,152 @@
+"""The Cost page's figures: dollars to the goal, the price index, and cost against time."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from dash_app.plots import (
+    CATEGORY_WORKERS,
+    SECONDS_AXIS,
+    base_figure,
+    empty_figure,
+    level_line,
+    published_traces,
+    workers_axis,
+)
+from results_db.queries import (
+    CostRow,
+)
+from scalebench import units
+from scalebench.tasks.published import PublishedPoint
+
+PRICE_KINDS = (
+    ("regular", "cost_regular", "price_index_regular"),
+    ("preemptible", "cost_preemptible", "price_index_preemptible"),
+)
+DOLLARS_AXIS = {"tickprefix": "$", "rangemode": "tozero", "title": {"text": "cost (US$)"}}
+
+
+def cost_figure(rows: Sequence[CostRow], published: Sequence[PublishedPoint] = ()) -> go.Figure:
+    """Dollars to reach the goal per worker count, at regular and preemptible prices, and
+    the ``published`` costs."""
+    title = "Cost to reach the goal"
+    if not rows:
+        return empty_figure("Costs need a 1-worker run that reached the goal.", title)
+    traces = [
+        go.Bar(
+            x=[str(r.world_size) for r in rows],
+            y=[getattr(r, cost) for r in rows],
+            name=f"{name} prices",
+            text=[units.dollars(getattr(r, cost)) for r in rows],
+            textposition="outside",
+            hovertemplate=f"%{{x}} worker(s), {name}: $%{{y:.4f}}<extra></extra>",
+        )
+        for name, cost, _ in PRICE_KINDS
+    ]
+    traces += published_traces(published, "cost_usd", "US$", category=True)
+    return base_figure(title, traces, CATEGORY_WORKERS, DOLLARS_AXIS, barmode="group")
+
+
+def price_index_figure(rows: Sequence[CostRow]) -> go.Figure:
+    """Price index = (cost(k)/cost(1)) / speedup(k) per worker count, with the 1.0 line."""
+    title = "Price index"
+    if not rows:
+        return empty_figure("The price index needs a 1-worker run that reached the goal.", title)
+    kinds = list(PRICE_KINDS)
+    # Cost grows linearly with the workers at both prices, so the two indices are the same
+    # numbers whenever prices are per worker: draw that line once, and say so.
+    if all(
+        math.isclose(r.price_index_regular, r.price_index_preemptible, rel_tol=1e-9) for r in rows
+    ):
+        kinds = [("regular and preemptible", *PRICE_KINDS[0][1:])]
+        title += "<br><sup>the same at regular and preemptible prices: both scale with k</sup>"
+    traces = [
+        go.Scatter(
+            x=[r.world_size for r in rows],
+            y=[getattr(r, index) for r in rows],
+            mode="lines+markers",
+            name=f"{name} prices",
+            hovertemplate=f"%{{x}} worker(s), {name}: price index %{{y:.4f}}<extra></extra>",
+        )
+        for name, _, index in kinds
+    ]
+    yaxis = {"rangemode": "tozero", "title": {"text": "price index (1.0: cost grows as speed)"}}
+    line = level_line(1.0, "1.0: below it the extra workers pay for themselves")
+    return base_figure(title, traces, workers_axis([r.world_size for r in rows]), yaxis, [line])
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points no other point beats on both time and cost (both lower is
+    better), ordered by time."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][0], points[i][1]))
+    front: list[int] = []
+    cheapest = float("inf")
+    for index in order:
+        if points[index][1] < cheapest:
+            front.append(index)
+            cheapest = points[index][1]
+    return front
+
+
+def cost_time_figure(
+    rows: Sequence[CostRow], published: Sequence[PublishedPoint] = ()
+) -> go.Figure:
+    """Cost ($) against time to accuracy (s) per worker count and price kind; the Pareto
+    front (no configuration is both faster and cheaper) drawn as a line; the ``published``
+    results that give both."""
+    title = "Cost against time to accuracy"
+    if not rows:
+        return empty_figure("Costs need a 1-worker run that reached the goal.", title)
+    colours = {"regular": "#1f77b4", "preemptible": "#2ca02c"}
+    traces = []
+    for name, cost, _ in PRICE_KINDS:
+        points = [(r.time_to_accuracy_s, getattr(r, cost)) for r in rows]
+        front = pareto_front(points)
+        traces.append(
+            go.Scatter(
+                x=[p[0] for p in points],
+                y=[p[1] for p in points],
+                mode="markers+text",
+                marker={"size": 9, "color": colours[name], "opacity": 0.5},
+                text=[f"{r.world_size}w" for r in rows],
+                textposition="top center",
+                name=f"{name} prices",
+                hovertemplate=f"%{{text}}, {name}: %{{x:.4g}} s, $%{{y:.4f}}<extra></extra>",
+            )
+        )
+        traces.append(
+            go.Scatter(
+                x=[points[i][0] for i in front],
+                y=[points[i][1] for i in front],
+                mode="lines+markers",
+                marker={"size": 12, "symbol": "star", "color": colours[name]},
+                line={"width": 3, "color": colours[name]},
+                name=f"Pareto front, {name}",
+                text=[units.workers(rows[i].world_size) for i in front],
+                hovertemplate=(
+                    f"Pareto, {name}: %{{text}}, %{{x:.4g}} s, $%{{y:.4f}}<extra></extra>"
+                ),
+            )
+        )
+    for point in published:
+        if point.time_to_accuracy_s is not None and point.cost_usd is not None:
+            traces.append(
+                go.Scatter(
+                    x=[point.time_to_accuracy_s],
+                    y=[point.cost_usd],
+                    mode="markers+text",
+                    marker={"size": 11, "color": "black", "symbol": "diamond"},
+                    text=[f"{point.world_size}w"],
+                    textposition="top center",
+                    name=point.label,
+                    hovertemplate=(
+                        f"published, {point.hardware}: %{{x:.4g}} s, $%{{y:.4f}}"
+                        f"<br>{point.note}<extra></extra>"
+                    ),
+                )
+            )
+    xaxis = {**SECONDS_AXIS, "title": {"text": "time to accuracy (s)"}}
+    return base_figure(title, traces, xaxis, DOLLARS_AXIS)

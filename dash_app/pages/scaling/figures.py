@@ -1,0 +1,177 @@
+"""The Scaling page's figures: time to accuracy, speedup and efficiency against workers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+
+from dash_app.plots import (
+    CATEGORY_WORKERS,
+    SINGLE_RUN,
+    base_figure,
+    empty_figure,
+    level_line,
+    published_traces,
+    spread_of,
+    thin,
+    workers_axis,
+)
+from results_db.analytics import ScalingRow, time_to_accuracy_text
+from results_db.queries import (
+    RunInfo,
+)
+from scalebench import units
+from scalebench.tasks.published import PublishedPoint
+
+
+def tta_figure(
+    rows: Sequence[ScalingRow],
+    runs: Sequence[RunInfo] = (),
+    published: Sequence[PublishedPoint] = (),
+) -> go.Figure:
+    """Time-to-accuracy (s) per worker count: MLPerf mean with the kept repeats' min–max as
+    error bars, the same without evaluation time, every run that reached the goal, and the
+    ``published`` results that give a time."""
+    title = "Time to accuracy"
+    done = [r for r in rows if r.time_to_accuracy_s is not None]
+    # MLPerf's rule gives no time where too few repeats reached the goal: say so.
+    short = "; ".join(
+        f"{units.workers(r.world_size)}: {r.reached} of {r.runs} reached the goal"
+        for r in rows
+        if r.time_to_accuracy_s is None and r.runs
+    )
+    if not done:
+        if not any(r.reached for r in rows):
+            return empty_figure("No run of this sweep reached its goal yet.", title)
+        return empty_figure(f"Too few repeats reached the goal. {short}", title)
+    if short:
+        title += f"<br><sup>no time to accuracy for {short}</sup>"
+    single = [units.workers(r.world_size) for r in done if r.runs == 1]
+    if single:
+        # One repeat behind a point: no spread to draw, and a reader must know it.
+        title += f"<br><sup>a single repeat, no spread: {', '.join(single)}</sup>"
+    traces = [
+        go.Scatter(
+            x=[r.world_size for r in done],
+            y=[r.time_to_accuracy_s for r in done],
+            mode="lines+markers",
+            name="with evaluation (MLPerf mean)",
+            error_y=spread_of(done),
+            customdata=[
+                [
+                    time_to_accuracy_text(r, units.seconds),
+                    units.seconds(r.time_to_accuracy_min_s),
+                    units.seconds(r.time_to_accuracy_max_s),
+                    r.reached,
+                    r.runs,
+                ]
+                for r in done
+            ],
+            hovertemplate=(
+                "%{x} worker(s): %{y:.4g} s (%{customdata[0]})<br>"
+                "kept repeats from %{customdata[1]} to %{customdata[2]}<br>"
+                "%{customdata[3]} of %{customdata[4]} runs reached the goal"
+                "<extra></extra>"
+            ),
+        ),
+    ]
+    without = [r for r in done if r.time_to_accuracy_without_eval_s is not None]
+    traces.append(
+        go.Scatter(
+            x=[r.world_size for r in without],
+            y=[r.time_to_accuracy_without_eval_s for r in without],
+            mode="lines+markers",
+            line={"dash": "dash"},
+            name="without evaluation time",
+            hovertemplate="%{x} worker(s): %{y:.4g} s without evaluation<extra></extra>",
+        )
+    )
+    reached = thin([r for r in runs if r.goal_reached and r.time_to_accuracy_s is not None])
+    if reached:
+        traces.append(
+            go.Scatter(
+                x=[r.world_size for r in reached],
+                y=[r.time_to_accuracy_s for r in reached],
+                mode="markers",
+                marker=SINGLE_RUN,
+                name="single runs",
+                text=[f"{r.id} (repeat {r.repeat + 1})" for r in reached],
+                hovertemplate="%{text}: %{y:.4g} s<extra></extra>",
+            )
+        )
+    shown = published_traces(published, "time_to_accuracy_s", "s")
+    traces += shown
+    sizes = [r.world_size for r in done] + [x for trace in shown for x in trace.x]
+    yaxis = {"title": {"text": "time to accuracy (s)"}, "rangemode": "tozero"}
+    return base_figure(title, traces, workers_axis(sizes), yaxis)
+
+
+def speedup_figure(
+    rows: Sequence[ScalingRow], published: Sequence[PublishedPoint] = ()
+) -> go.Figure:
+    """Speedup and compute-only speedup against ideal linear scaling (log–log), and the
+    ``published`` speedups."""
+    title = "Speedup against one worker"
+    with_speedup = [r for r in rows if r.speedup is not None]
+    if not with_speedup:
+        return empty_figure("Speedup needs a 1-worker run that reached the goal.", title)
+    shown = published_traces(published, "speedup", "×")
+    sizes = sorted({r.world_size for r in rows} | {x for trace in shown for x in trace.x})
+    compute = [r for r in rows if r.compute_speedup is not None]
+    traces = [
+        go.Scatter(
+            x=[sizes[0], sizes[-1]],
+            y=[sizes[0], sizes[-1]],
+            mode="lines",
+            line={"color": "#999", "dash": "dot"},
+            name="ideal (linear)",
+            hovertemplate="ideal: %{y}× at %{x} worker(s)<extra></extra>",
+        ),
+        go.Scatter(
+            x=[r.world_size for r in with_speedup],
+            y=[r.speedup for r in with_speedup],
+            mode="lines+markers",
+            name="speedup = TTA(1) / TTA(k)",
+            hovertemplate="%{x} worker(s): speedup %{y:.4g}×<extra></extra>",
+        ),
+        go.Scatter(
+            x=[r.world_size for r in compute],
+            y=[r.compute_speedup for r in compute],
+            mode="lines+markers",
+            line={"dash": "dash"},
+            name="compute speedup (compute time only)",
+            hovertemplate="%{x} worker(s): compute speedup %{y:.4g}×<extra></extra>",
+        ),
+        *shown,
+    ]
+    ticks = [2.0**i for i in range(-4, 11)]
+    yaxis = {
+        "type": "log",
+        "tickvals": ticks,
+        "ticktext": [f"{t:g}×" for t in ticks],
+        "title": {"text": "speedup (×)"},
+    }
+    return base_figure(title, traces, workers_axis(sizes), yaxis)
+
+
+def efficiency_figure(rows: Sequence[ScalingRow]) -> go.Figure:
+    """Scaling efficiency = speedup(k) / k, as a percentage, with the 100 % line."""
+    title = "Scaling efficiency"
+    shown = [r for r in rows if r.efficiency is not None]
+    if not shown:
+        return empty_figure("Efficiency needs a 1-worker run that reached the goal.", title)
+    bars = go.Bar(
+        x=[str(r.world_size) for r in shown],
+        y=[r.efficiency for r in shown],
+        name="efficiency",
+        text=[units.percent(r.efficiency, 0) for r in shown],
+        textposition="outside",
+        hovertemplate="%{x} worker(s): %{y:.2%} of linear<extra></extra>",
+    )
+    yaxis = {
+        "tickformat": ".0%",
+        "rangemode": "tozero",
+        "title": {"text": "efficiency = speedup / workers"},
+    }
+    return base_figure(title, [bars], CATEGORY_WORKERS, yaxis, [level_line(1.0, "linear")])
