@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import dash_bootstrap_components as dbc
-from dash import dash_table, dcc, html
+from dash import Output, dash_table, dcc, html, no_update
 
 from dash_app import plots
 from dash_app.data import FIRST_SWEEP, QUICKSTART, DataUnavailable
@@ -71,6 +71,14 @@ def guarded(fallback: Callable[[str], Any]) -> Callable[[F], F]:
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+def unchanged(outputs: Mapping[str, Output], **values: Any) -> dict[str, Any]:
+    """A callback's named outputs: ``values`` where given, nothing updated elsewhere."""
+    unknown = set(values) - set(outputs)
+    if unknown:
+        raise KeyError(f"not outputs of this callback: {', '.join(sorted(unknown))}")
+    return {name: values.get(name, no_update) for name in outputs}
 
 
 def page(title: str, intro: str, *children: Any, problems: Sequence[str] = ()) -> html.Div:

@@ -14,7 +14,7 @@ from typing import Any
 import dash
 import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
-from dash import Dash, Input, Output, html, no_update
+from dash import Dash, Input, Output, html
 
 from dash_app import components as ui
 from dash_app import data, tables
@@ -156,13 +156,28 @@ def verdict(
     return html.Div(parts)
 
 
-def failure(message: str) -> tuple[Any, ...]:
-    return (no_update, ui.error_alert(message), None, empty_figure(message), True)
+OUTPUTS = {
+    "search": Output("compare-url", "search"),
+    "verdict": Output("compare-verdict", "children"),
+    "table": Output("compare-table", "children"),
+    "figure": Output("compare-figure", "figure"),
+    "refresh_off": Output("compare-refresh", "disabled"),
+}
+
+
+def failure(message: str) -> dict[str, Any]:
+    return ui.unchanged(
+        OUTPUTS,
+        verdict=ui.error_alert(message),
+        table=None,
+        figure=empty_figure(message),
+        refresh_off=True,
+    )
 
 
 @ui.guarded(failure)
-def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> tuple[Any, ...]:
-    """Outputs: URL search, verdict, deltas table, side-by-side figure, refresh disabled."""
+def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict[str, Any]:
+    """The named :data:`OUTPUTS`: URL search, verdict, deltas table, side-by-side figure, refresh disabled."""
     if not a_id or not b_id:
         return failure("Choose two sweeps.")
     source = data.current()
@@ -180,12 +195,13 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> tupl
         deltas += tables.compare_rows(a_rows, b_rows, a_runs, b_runs, network)
         drawn[network] = compare_figure(a_rows, b_rows, a_id, b_id)
     flags = source.regressions(sweep_ids=[a_id])
-    return (
-        to_search(CompareState(a=a_id, b=b_id)),
-        verdict(a, b, flags, deltas),
-        ui.table("compare-deltas", tables.delta_rows(deltas)),
-        per_network(drawn),
-        "running" not in (a.outcome, b.outcome),
+    return ui.unchanged(
+        OUTPUTS,
+        search=to_search(CompareState(a=a_id, b=b_id)),
+        verdict=verdict(a, b, flags, deltas),
+        table=ui.table("compare-deltas", tables.delta_rows(deltas)),
+        figure=per_network(drawn),
+        refresh_off="running" not in (a.outcome, b.outcome),
     )
 
 
@@ -194,14 +210,12 @@ def register(app: Dash) -> None:
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=6
     )
     app.callback(
-        Output("compare-url", "search"),
-        Output("compare-verdict", "children"),
-        Output("compare-table", "children"),
-        Output("compare-figure", "figure"),
-        Output("compare-refresh", "disabled"),
-        Input("compare-a", "value"),
-        Input("compare-b", "value"),
-        Input("compare-refresh", "n_intervals"),
+        output=OUTPUTS,
+        inputs=[
+            Input("compare-a", "value"),
+            Input("compare-b", "value"),
+            Input("compare-refresh", "n_intervals"),
+        ],
     )(update)
 
 

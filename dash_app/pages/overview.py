@@ -178,17 +178,23 @@ def running_table(running: list[RunProgress]) -> Any:
     return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="overview-running")
 
 
-def failure(message: str) -> tuple[Any, ...]:
-    return (ui.error_alert(message), True)
+OUTPUTS = {
+    "content": Output("overview-content", "children"),
+    "refresh_off": Output("overview-refresh", "disabled"),
+}
+
+
+def failure(message: str) -> dict[str, Any]:
+    return ui.unchanged(OUTPUTS, content=ui.error_alert(message), refresh_off=True)
 
 
 @ui.guarded(failure)
-def update(_tick: int | None = None) -> tuple[Any, ...]:
-    """Outputs: the page's content, refresh disabled."""
+def update(_tick: int | None = None) -> dict[str, Any]:
+    """The page's content, and whether it stops refreshing."""
     source = data.current()
     latest = source.latest_per_task()
     if not latest:
-        return (ui.empty_database(), True)
+        return ui.unchanged(OUTPUTS, content=ui.empty_database(), refresh_off=True)
     nightly = source.latest_per_task("scheduled")
     flags = source.regressions(sweep_ids=[s.id for s in nightly]) if nightly else []
     running = source.running()
@@ -204,13 +210,9 @@ def update(_tick: int | None = None) -> tuple[Any, ...]:
         ]
     )
     refresh = bool(running) or any(s.outcome == "running" for s in [*latest, *nightly])
-    return (content, not refresh)
+    return ui.unchanged(OUTPUTS, content=content, refresh_off=not refresh)
 
 
 def register(app: Dash) -> None:
     dash.register_page(__name__, path=PATH, name=TITLE, title="scalebench", layout=layout, order=0)
-    app.callback(
-        Output("overview-content", "children"),
-        Output("overview-refresh", "disabled"),
-        Input("overview-refresh", "n_intervals"),
-    )(update)
+    app.callback(output=OUTPUTS, inputs=[Input("overview-refresh", "n_intervals")])(update)

@@ -12,7 +12,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, ctx, dash_table, dcc, html, no_update
+from dash import Dash, Input, Output, ctx, dash_table, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, tables
@@ -165,8 +165,20 @@ def _layout(state: RunsState, problems: list[str]) -> html.Div:
     )
 
 
-def failure(message: str) -> tuple[Any, ...]:
-    return (no_update, ui.error_alert(message), [], 1, no_update, True)
+OUTPUTS = {
+    "search": Output("runs-url", "search"),
+    "count": Output("runs-count", "children"),
+    "rows": Output("runs-table", "data"),
+    "page_count": Output("runs-table", "page_count"),
+    "page_current": Output("runs-table", "page_current"),
+    "refresh_off": Output("runs-refresh", "disabled"),
+}
+
+
+def failure(message: str) -> dict[str, Any]:
+    return ui.unchanged(
+        OUTPUTS, count=ui.error_alert(message), rows=[], page_count=1, refresh_off=True
+    )
 
 
 @ui.guarded(failure)
@@ -177,8 +189,8 @@ def update(
     sort_by: list[dict[str, str]] | None,
     page: int | None,
     new_filter: bool = False,
-) -> tuple[Any, ...]:
-    """Outputs: URL search, count line, table rows, page count, current page, refresh.
+) -> dict[str, Any]:
+    """The named :data:`OUTPUTS`: URL search, count line, table rows, page count, current page, refresh.
 
     ``new_filter``: a filter changed, so the table goes back to its first page.
     """
@@ -203,7 +215,15 @@ def update(
     shown = f"{len(runs):,} run(s)" + (f" (the newest {LIMIT:,})" if len(runs) == LIMIT else "")
     count = f"{shown}; page {state.page + 1} of {pages}."
     running = any(row["status"] == "running" for row in rows)
-    return (to_search(state), count, rows, pages, state.page, not running)
+    return ui.unchanged(
+        OUTPUTS,
+        search=to_search(state),
+        count=count,
+        rows=rows,
+        page_count=pages,
+        page_current=state.page,
+        refresh_off=not running,
+    )
 
 
 def register(app: Dash) -> None:
@@ -211,21 +231,18 @@ def register(app: Dash) -> None:
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=4
     )
     app.callback(
-        Output("runs-url", "search"),
-        Output("runs-count", "children"),
-        Output("runs-table", "data"),
-        Output("runs-table", "page_count"),
-        Output("runs-table", "page_current"),
-        Output("runs-refresh", "disabled"),
-        Input("runs-q", "value"),
-        Input("runs-status", "value"),
-        Input("runs-task", "value"),
-        Input("runs-table", "sort_by"),
-        Input("runs-table", "page_current"),
-        Input("runs-refresh", "n_intervals"),
+        output=OUTPUTS,
+        inputs=[
+            Input("runs-q", "value"),
+            Input("runs-status", "value"),
+            Input("runs-task", "value"),
+            Input("runs-table", "sort_by"),
+            Input("runs-table", "page_current"),
+            Input("runs-refresh", "n_intervals"),
+        ],
     )(wired)
 
 
-def wired(q: Any, status: Any, task: Any, sort_by: Any, page: Any, _tick: Any) -> tuple[Any, ...]:
+def wired(q: Any, status: Any, task: Any, sort_by: Any, page: Any, _tick: Any) -> dict[str, Any]:
     """The callback: :func:`update`, told whether a filter (not the table) changed."""
     return update(q, status, task, sort_by, page, ctx.triggered_id in FILTERS)

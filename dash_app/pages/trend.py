@@ -14,7 +14,7 @@ from typing import Any
 import dash
 import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
-from dash import Dash, Input, Output, dcc, html, no_update
+from dash import Dash, Input, Output, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, tables
@@ -137,15 +137,25 @@ def _layout(state: TrendState, problems: list[str]) -> html.Div:
     )
 
 
-def failure(message: str) -> tuple[Any, ...]:
-    return (no_update, empty_figure(message), ui.error_alert(message), True)
+OUTPUTS = {
+    "search": Output("trend-url", "search"),
+    "figure": Output("trend-figure", "figure"),
+    "flags": Output("trend-flags", "children"),
+    "refresh_off": Output("trend-refresh", "disabled"),
+}
+
+
+def failure(message: str) -> dict[str, Any]:
+    return ui.unchanged(
+        OUTPUTS, figure=empty_figure(message), flags=ui.error_alert(message), refresh_off=True
+    )
 
 
 @ui.guarded(failure)
 def update(
     task: str | None, metric: str | None, nights: int | None, _tick: int | None = None
-) -> tuple[Any, ...]:
-    """Outputs: URL search, trend figure, flagged list, refresh disabled."""
+) -> dict[str, Any]:
+    """The named :data:`OUTPUTS`: URL search, trend figure, flagged list, refresh disabled."""
     if not task:
         return failure("Choose a task.")
     metric = metric if metric in units.MEASURES else TrendState.metric
@@ -189,7 +199,13 @@ def update(
         and (sweep := source.sweep(newest.sweep_id)) is not None
         and (sweep.outcome == "running")
     )
-    return (to_search(state), trend_figure(points, flags, metric), flag_table, not running)
+    return ui.unchanged(
+        OUTPUTS,
+        search=to_search(state),
+        figure=trend_figure(points, flags, metric),
+        flags=flag_table,
+        refresh_off=not running,
+    )
 
 
 def register(app: Dash) -> None:
@@ -197,14 +213,13 @@ def register(app: Dash) -> None:
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=7
     )
     app.callback(
-        Output("trend-url", "search"),
-        Output("trend-figure", "figure"),
-        Output("trend-flags", "children"),
-        Output("trend-refresh", "disabled"),
-        Input("trend-task", "value"),
-        Input("trend-metric", "value"),
-        Input("trend-nights", "value"),
-        Input("trend-refresh", "n_intervals"),
+        output=OUTPUTS,
+        inputs=[
+            Input("trend-task", "value"),
+            Input("trend-metric", "value"),
+            Input("trend-nights", "value"),
+            Input("trend-refresh", "n_intervals"),
+        ],
     )(update)
 
 

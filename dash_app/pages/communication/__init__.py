@@ -15,7 +15,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, dcc, html, no_update
+from dash import Dash, Input, Output, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, plots
@@ -129,15 +129,31 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
     )
 
 
-def failure(message: str) -> tuple[Any, ...]:
+OUTPUTS = {
+    "search": Output("comm-url", "search"),
+    "status": Output("comm-status", "children"),
+    "ratio": Output("comm-ratio", "figure"),
+    "phases": Output("comm-phases", "figure"),
+    "phase_totals": Output("comm-phase-totals", "figure"),
+    "latency": Output("comm-latency", "figure"),
+    "busbw": Output("comm-busbw", "figure"),
+    "refresh_off": Output("comm-refresh", "disabled"),
+    "network_options": Output("comm-network", "options"),
+    "network_style": Output("comm-network-column", "style"),
+}
+
+
+def failure(message: str) -> dict[str, Any]:
     blank = plots.empty_figure(message)
-    return (
-        no_update,
-        ui.error_alert(message),
-        *(blank for _ in GRAPHS),
-        True,
-        no_update,
-        no_update,
+    return ui.unchanged(
+        OUTPUTS,
+        status=ui.error_alert(message),
+        ratio=blank,
+        phases=blank,
+        phase_totals=blank,
+        latency=blank,
+        busbw=blank,
+        refresh_off=True,
     )
 
 
@@ -154,8 +170,8 @@ def update(
     dtype: str | None,
     network: str | None = None,
     _tick: int | None = None,
-) -> tuple[Any, ...]:
-    """Outputs: URL search, status, the ratio (a curve per network profile shown), phases
+) -> dict[str, Any]:
+    """The named :data:`OUTPUTS`: URL search, status, the ratio (a curve per network profile shown), phases
     per step, phases to the goal (the first profile shown), latency and busbw figures (the
     chosen all-reduce sweeps overlaid), refresh disabled, the network picker's options and
     visibility."""
@@ -203,17 +219,18 @@ def update(
     if running:
         notes.append("A shown sweep is still running; this page refreshes itself.")
     status = html.P(" ".join(notes), className="text-info") if notes else None
-    return (
-        to_search(state),
-        status,
-        ratio,
-        phases,
-        to_goal,
-        latency,
-        busbw,
-        not running,
-        networks.options,
-        networks.style,
+    return ui.unchanged(
+        OUTPUTS,
+        search=to_search(state),
+        status=status,
+        ratio=ratio,
+        phases=phases,
+        phase_totals=to_goal,
+        latency=latency,
+        busbw=busbw,
+        refresh_off=not running,
+        network_options=networks.options,
+        network_style=networks.style,
     )
 
 
@@ -222,15 +239,12 @@ def register(app: Dash) -> None:
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=2
     )
     app.callback(
-        Output("comm-url", "search"),
-        Output("comm-status", "children"),
-        *(Output(graph, "figure") for graph in GRAPHS),
-        Output("comm-refresh", "disabled"),
-        Output("comm-network", "options"),
-        Output("comm-network-column", "style"),
-        Input("comm-sweep", "value"),
-        Input("comm-allreduce", "value"),
-        Input("comm-dtype", "value"),
-        Input("comm-network", "value"),
-        Input("comm-refresh", "n_intervals"),
+        output=OUTPUTS,
+        inputs=[
+            Input("comm-sweep", "value"),
+            Input("comm-allreduce", "value"),
+            Input("comm-dtype", "value"),
+            Input("comm-network", "value"),
+            Input("comm-refresh", "n_intervals"),
+        ],
     )(update)

@@ -12,7 +12,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, dcc, html, no_update
+from dash import Dash, Input, Output, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, plots, tables
@@ -131,19 +131,31 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
     )
 
 
-def failure(message: str) -> tuple[Any, ...]:
+OUTPUTS = {
+    "search": Output("cost-url", "search"),
+    "status": Output("cost-status", "children"),
+    "published_note": Output("cost-published-note", "children"),
+    "cost": Output("cost-bars", "figure"),
+    "price_index": Output("cost-index", "figure"),
+    "cost_time": Output("cost-pareto", "figure"),
+    "prices": Output("cost-prices", "children"),
+    "refresh_off": Output("cost-refresh", "disabled"),
+    "network_options": Output("cost-network", "options"),
+    "network_style": Output("cost-network-column", "style"),
+}
+
+
+def failure(message: str) -> dict[str, Any]:
     blank = plots.empty_figure(message)
-    return (
-        no_update,
-        ui.error_alert(message),
-        None,
-        blank,
-        blank,
-        blank,
-        None,
-        True,
-        no_update,
-        no_update,
+    return ui.unchanged(
+        OUTPUTS,
+        status=ui.error_alert(message),
+        published_note=None,
+        cost=blank,
+        price_index=blank,
+        cost_time=blank,
+        prices=None,
+        refresh_off=True,
     )
 
 
@@ -155,8 +167,8 @@ def update(
     published: str | None = "off",
     network: str | None = None,
     _tick: int | None = None,
-) -> tuple[Any, ...]:
-    """Outputs: URL search, status, published-results note, cost, price index, Pareto
+) -> dict[str, Any]:
+    """The named :data:`OUTPUTS`: URL search, status, published-results note, cost, price index, Pareto
     figures (each network profile shown apart), price table, refresh, the network picker's
     options and visibility."""
     if not sweep_id or not instance or not gpu:
@@ -184,17 +196,18 @@ def update(
         }
     except PriceMissing as exc:
         blank = plots.empty_figure(f"{exc}; add it with `scalebench prices set`.")
-        return (
-            to_search(state),
-            ui.error_alert(str(exc)),
-            note,
-            blank,
-            blank,
-            blank,
-            prices,
-            True,
-            networks.options,
-            networks.style,
+        return ui.unchanged(
+            OUTPUTS,
+            search=to_search(state),
+            status=ui.error_alert(str(exc)),
+            published_note=note,
+            cost=blank,
+            price_index=blank,
+            cost_time=blank,
+            prices=prices,
+            refresh_off=True,
+            network_options=networks.options,
+            network_style=networks.style,
         )
     status = None
     if not any(rows.values()):
@@ -203,17 +216,20 @@ def update(
             "that reached the goal.",
             color="secondary",
         )
-    return (
-        to_search(state),
-        status,
-        note,
-        plots.per_network({n: figures.cost_figure(rows[n], drawn_with[n]) for n in shown}),
-        plots.per_network({n: figures.price_index_figure(rows[n]) for n in shown}),
-        plots.per_network({n: figures.cost_time_figure(rows[n], drawn_with[n]) for n in shown}),
-        prices,
-        sweep.outcome != "running",
-        networks.options,
-        networks.style,
+    return ui.unchanged(
+        OUTPUTS,
+        search=to_search(state),
+        status=status,
+        published_note=note,
+        cost=plots.per_network({n: figures.cost_figure(rows[n], drawn_with[n]) for n in shown}),
+        price_index=plots.per_network({n: figures.price_index_figure(rows[n]) for n in shown}),
+        cost_time=plots.per_network(
+            {n: figures.cost_time_figure(rows[n], drawn_with[n]) for n in shown}
+        ),
+        prices=prices,
+        refresh_off=sweep.outcome != "running",
+        network_options=networks.options,
+        network_style=networks.style,
     )
 
 
@@ -222,18 +238,13 @@ def register(app: Dash) -> None:
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=3
     )
     app.callback(
-        Output("cost-url", "search"),
-        Output("cost-status", "children"),
-        Output("cost-published-note", "children"),
-        *(Output(graph, "figure") for graph in GRAPHS),
-        Output("cost-prices", "children"),
-        Output("cost-refresh", "disabled"),
-        Output("cost-network", "options"),
-        Output("cost-network-column", "style"),
-        Input("cost-sweep", "value"),
-        Input("cost-instance", "value"),
-        Input("cost-gpu", "value"),
-        Input("cost-published", "value"),
-        Input("cost-network", "value"),
-        Input("cost-refresh", "n_intervals"),
+        output=OUTPUTS,
+        inputs=[
+            Input("cost-sweep", "value"),
+            Input("cost-instance", "value"),
+            Input("cost-gpu", "value"),
+            Input("cost-published", "value"),
+            Input("cost-network", "value"),
+            Input("cost-refresh", "n_intervals"),
+        ],
     )(update)

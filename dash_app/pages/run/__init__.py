@@ -12,7 +12,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, dcc, html, no_update
+from dash import Dash, Input, Output, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, downloads, plots, tables
@@ -136,14 +136,35 @@ def facts(run: RunInfo, last_metric: float | None = None) -> html.Div:
     )
 
 
-def failure(message: str) -> tuple[Any, ...]:
+OUTPUTS = {
+    "search": Output("run-url", "search"),
+    "facts": Output("run-facts", "children"),
+    "loss": Output("run-loss", "figure"),
+    "metric": Output("run-metric", "figure"),
+    "events": Output("run-events", "children"),
+    "environment": Output("run-environment", "children"),
+    "downloads": Output("run-downloads", "children"),
+    "refresh_off": Output("run-refresh", "disabled"),
+}
+
+
+def failure(message: str) -> dict[str, Any]:
     blank = plots.empty_figure(message)
-    return (no_update, ui.error_alert(message), blank, blank, None, None, None, True)
+    return ui.unchanged(
+        OUTPUTS,
+        facts=ui.error_alert(message),
+        loss=blank,
+        metric=blank,
+        events=None,
+        environment=None,
+        downloads=None,
+        refresh_off=True,
+    )
 
 
 @ui.guarded(failure)
-def update(run_id: str | None, _tick: int | None = None) -> tuple[Any, ...]:
-    """Outputs: URL search, facts, loss and metric figures, events, environment, downloads,
+def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
+    """The named :data:`OUTPUTS`: URL search, facts, loss and metric figures, events, environment, downloads,
     refresh disabled."""
     if not run_id:
         return failure("Choose a run.")
@@ -174,15 +195,18 @@ def update(run_id: str | None, _tick: int | None = None) -> tuple[Any, ...]:
             html.Li(html.A("official result (text)", href=downloads.url(run.id, "official.txt"))),
         ]
     )
-    return (
-        to_search(RunState(id=run.id)),
-        facts(run, next((e.metric_value for e in reversed(curves[run.id][1])), None)),
-        figures.loss_figure(series, events),
-        figures.metric_figure(series, run.goal_metric, run.goal_target, events),
-        ui.table("run-events-table", event_rows) if event_rows else html.P("No events."),
-        ui.table("run-env-table", environment) if environment else html.P("Not recorded."),
-        files,
-        sweep is None or sweep.outcome != "running",
+    return ui.unchanged(
+        OUTPUTS,
+        search=to_search(RunState(id=run.id)),
+        facts=facts(run, next((e.metric_value for e in reversed(curves[run.id][1])), None)),
+        loss=figures.loss_figure(series, events),
+        metric=figures.metric_figure(series, run.goal_metric, run.goal_target, events),
+        events=ui.table("run-events-table", event_rows) if event_rows else html.P("No events."),
+        environment=ui.table("run-env-table", environment)
+        if environment
+        else html.P("Not recorded."),
+        downloads=files,
+        refresh_off=sweep is None or sweep.outcome != "running",
     )
 
 
@@ -191,13 +215,9 @@ def register(app: Dash) -> None:
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=5
     )
     app.callback(
-        Output("run-url", "search"),
-        Output("run-facts", "children"),
-        *(Output(graph, "figure") for graph in GRAPHS),
-        Output("run-events", "children"),
-        Output("run-environment", "children"),
-        Output("run-downloads", "children"),
-        Output("run-refresh", "disabled"),
-        Input("run-id", "value"),
-        Input("run-refresh", "n_intervals"),
+        output=OUTPUTS,
+        inputs=[
+            Input("run-id", "value"),
+            Input("run-refresh", "n_intervals"),
+        ],
     )(update)

@@ -12,7 +12,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, html, no_update
+from dash import Dash, Input, Output, html
 
 from dash_app import components as ui
 from dash_app import data, plots
@@ -26,7 +26,6 @@ from scalebench import units
 PATH = "/scaling"
 TITLE = "Scaling"
 INTRO = "How time to accuracy falls as workers are added, against ideal linear scaling."
-GRAPHS = ("scaling-tta", "scaling-speedup", "scaling-efficiency")
 
 
 # -- the page's URL state -----------------------------------------------------------
@@ -79,8 +78,13 @@ def _layout(state: SweepState, problems: list[str]) -> html.Div:
         html.Div(id="scaling-published-note"),
         ui.help_text("time_to_accuracy"),
         html.Div(id="scaling-summary", className="my-3"),
-        dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=12)]),
-        dbc.Row([dbc.Col(ui.graph(GRAPHS[1]), lg=6), dbc.Col(ui.graph(GRAPHS[2]), lg=6)]),
+        dbc.Row([dbc.Col(ui.graph("scaling-tta"), lg=12)]),
+        dbc.Row(
+            [
+                dbc.Col(ui.graph("scaling-speedup"), lg=6),
+                dbc.Col(ui.graph("scaling-efficiency"), lg=6),
+            ]
+        ),
         problems=[*problems, *choice.problems],
     )
 
@@ -138,18 +142,29 @@ def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunI
     )
 
 
-def failure(message: str) -> tuple[Any, ...]:
+OUTPUTS = {
+    "search": Output("scaling-url", "search"),
+    "summary": Output("scaling-summary", "children"),
+    "published_note": Output("scaling-published-note", "children"),
+    "tta": Output("scaling-tta", "figure"),
+    "speedup": Output("scaling-speedup", "figure"),
+    "efficiency": Output("scaling-efficiency", "figure"),
+    "refresh_off": Output("scaling-refresh", "disabled"),
+    "network_options": Output("scaling-network", "options"),
+    "network_style": Output("scaling-network-column", "style"),
+}
+
+
+def failure(message: str) -> dict[str, Any]:
     blank = plots.empty_figure(message)
-    return (
-        no_update,
-        ui.error_alert(message),
-        None,
-        blank,
-        blank,
-        blank,
-        True,
-        no_update,
-        no_update,
+    return ui.unchanged(
+        OUTPUTS,
+        summary=ui.error_alert(message),
+        published_note=None,
+        tta=blank,
+        speedup=blank,
+        efficiency=blank,
+        refresh_off=True,
     )
 
 
@@ -159,10 +174,10 @@ def update(
     published: str | None = "off",
     network: str | None = None,
     _tick: int | None = None,
-) -> tuple[Any, ...]:
-    """Outputs: URL search, summary, published-results note, TTA, speedup, efficiency
-    figures (a curve per network profile shown), refresh disabled, the network picker's
-    options and visibility."""
+) -> dict[str, Any]:
+    """The :data:`OUTPUTS`: URL search, summary, published-results note, TTA, speedup and
+    efficiency figures (a curve per network profile shown), whether refreshing stops, the
+    network picker's options and visibility."""
     if not sweep_id:
         return failure("Choose a sweep.")
     source = data.current()
@@ -178,18 +193,21 @@ def update(
     # Published results ran on real clusters' networks: drawn once, beside the first profile.
     drawn_with = {name: points if i == 0 else () for i, name in enumerate(shown)}
     state = SweepState(sweep=sweep_id, published=published or "off", network=networks.picked)
-    return (
-        to_search(state),
-        summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
-        note,
-        plots.per_network(
+    return ui.unchanged(
+        OUTPUTS,
+        search=to_search(state),
+        summary=summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
+        published_note=note,
+        tta=plots.per_network(
             {n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n]) for n in shown}
         ),
-        plots.per_network({n: figures.speedup_figure(rows[n], drawn_with[n]) for n in shown}),
-        plots.per_network({n: figures.efficiency_figure(rows[n]) for n in shown}),
-        sweep.outcome != "running",
-        networks.options,
-        networks.style,
+        speedup=plots.per_network(
+            {n: figures.speedup_figure(rows[n], drawn_with[n]) for n in shown}
+        ),
+        efficiency=plots.per_network({n: figures.efficiency_figure(rows[n]) for n in shown}),
+        refresh_off=sweep.outcome != "running",
+        network_options=networks.options,
+        network_style=networks.style,
     )
 
 
@@ -198,15 +216,11 @@ def register(app: Dash) -> None:
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=1
     )
     app.callback(
-        Output("scaling-url", "search"),
-        Output("scaling-summary", "children"),
-        Output("scaling-published-note", "children"),
-        *(Output(graph, "figure") for graph in GRAPHS),
-        Output("scaling-refresh", "disabled"),
-        Output("scaling-network", "options"),
-        Output("scaling-network-column", "style"),
-        Input("scaling-sweep", "value"),
-        Input("scaling-published", "value"),
-        Input("scaling-network", "value"),
-        Input("scaling-refresh", "n_intervals"),
+        output=OUTPUTS,
+        inputs=[
+            Input("scaling-sweep", "value"),
+            Input("scaling-published", "value"),
+            Input("scaling-network", "value"),
+            Input("scaling-refresh", "n_intervals"),
+        ],
     )(update)
