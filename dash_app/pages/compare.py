@@ -177,7 +177,8 @@ def failure(message: str) -> dict[str, Any]:
 
 @ui.guarded(failure)
 def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict[str, Any]:
-    """The named :data:`OUTPUTS`: URL search, verdict, deltas table, side-by-side figure, refresh disabled."""
+    """The named :data:`OUTPUTS`: URL search, verdict, deltas table, side-by-side figure,
+    refresh disabled."""
     if not a_id or not b_id:
         return failure("Choose two sweeps.")
     source = data.current()

@@ -190,7 +190,8 @@ def update(
     page: int | None,
     new_filter: bool = False,
 ) -> dict[str, Any]:
-    """The named :data:`OUTPUTS`: URL search, count line, table rows, page count, current page, refresh.
+    """The named :data:`OUTPUTS`: URL search, count line, table rows, page count, current
+    page, refresh.
 
     ``new_filter``: a filter changed, so the table goes back to its first page.
     """

@@ -171,10 +171,10 @@ def update(
     network: str | None = None,
     _tick: int | None = None,
 ) -> dict[str, Any]:
-    """The named :data:`OUTPUTS`: URL search, status, the ratio (a curve per network profile shown), phases
-    per step, phases to the goal (the first profile shown), latency and busbw figures (the
-    chosen all-reduce sweeps overlaid), refresh disabled, the network picker's options and
-    visibility."""
+    """The named :data:`OUTPUTS`: URL search, status, the ratio (a curve per network
+    profile shown), phases per step, phases to the goal (the first profile shown), latency
+    and busbw figures (the chosen all-reduce sweeps overlaid), refresh disabled, the network
+    picker's options and visibility."""
     source = data.current()
     chosen = chosen_ids(allreduce_value)
     notes = []

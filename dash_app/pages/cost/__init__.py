@@ -168,9 +168,9 @@ def update(
     network: str | None = None,
     _tick: int | None = None,
 ) -> dict[str, Any]:
-    """The named :data:`OUTPUTS`: URL search, status, published-results note, cost, price index, Pareto
-    figures (each network profile shown apart), price table, refresh, the network picker's
-    options and visibility."""
+    """The named :data:`OUTPUTS`: URL search, status, published-results note, cost, price
+    index, Pareto figures (each network profile shown apart), price table, refresh, the
+    network picker's options and visibility."""
     if not sweep_id or not instance or not gpu:
         return failure("Choose a sweep, a machine type and a GPU type.")
     source = data.current()

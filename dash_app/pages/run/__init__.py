@@ -164,8 +164,8 @@ def failure(message: str) -> dict[str, Any]:
 
 @ui.guarded(failure)
 def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
-    """The named :data:`OUTPUTS`: URL search, facts, loss and metric figures, events, environment, downloads,
-    refresh disabled."""
+    """The named :data:`OUTPUTS`: URL search, facts, loss and metric figures, events,
+    environment, downloads, refresh disabled."""
     if not run_id:
         return failure("Choose a run.")
     source = data.current()
