@@ -32,19 +32,17 @@ from __future__ import annotations
 import argparse
 import math
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, create_engine, insert, text, update
-from sqlalchemy.engine import make_url
+from sqlalchemy import Connection, insert, text, update
 
 from results_db import pg_copy
 from results_db.analytics import percentile
-from results_db.database import make_engine, upgrade
+from results_db.database import make_engine
 from results_db.ingest import STEP_COLUMNS
 from results_db.models import (
     AllReduceCurve,
@@ -55,6 +53,7 @@ from results_db.models import (
     RunEvent,
     Sweep,
 )
+from results_db.scratch import scratch_database
 from scalebench.manifest import configuration_hash
 
 FIRST_VIEW_GOALS_S = {"communication": 0.2}  # the largest sweep's phases, first open
@@ -483,24 +482,6 @@ def seed(url: str, steps: int, runs: int, big_share: float, say: Callable[[str],
     )
 
 
-def fresh_database(admin_url: str) -> tuple[str, str]:
-    name = f"scalebench_dash_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    upgrade(url)
-    return name, url
-
-
-def drop_database(admin_url: str, name: str) -> None:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
 # -- measuring ---------------------------------------------------------------------------------
 
 
@@ -671,11 +652,12 @@ def main() -> None:
     args = parser.parse_args()
 
     started = time.perf_counter()
-    name, url = fresh_database(args.postgres)
-    print(
-        f"database {name}: writing {args.steps:,} step rows in {args.runs:,} runs ...", flush=True
-    )
-    try:
+    with scratch_database(args.postgres, "scalebench_dash") as url:
+        name = url.rsplit("/", 1)[-1]
+        print(
+            f"database {name}: writing {args.steps:,} step rows in {args.runs:,} runs ...",
+            flush=True,
+        )
         seeded = seed(
             url, args.steps, args.runs, args.big_share, lambda line: print("  " + line, flush=True)
         )
@@ -686,9 +668,7 @@ def main() -> None:
         )
         print(f"calling each page's main callback {args.calls} times ...", flush=True)
         rows = measure(url, seeded, args.calls, lambda line: print(line, flush=True), args.profile)
-    finally:
-        drop_database(args.postgres, name)
-        print(f"dropped {name}", flush=True)
+    print(f"dropped {name}", flush=True)
     from tabulate import tabulate
 
     print()

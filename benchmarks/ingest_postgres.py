@@ -27,16 +27,15 @@ import json
 import statistics
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
-from sqlalchemy import create_engine, func, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from results_db import ingest
-from results_db.database import make_engine, upgrade
+from results_db.database import make_engine
 from results_db.models import StepTiming
+from results_db.scratch import scratch_database
 from scalebench import manifest
 from scalebench.sweep import new_manifest, validate_request
 
@@ -101,24 +100,6 @@ def write_records(root: Path, rows: int, ranks: int) -> Path:
     return sweep_dir
 
 
-def fresh_database(admin_url: str) -> tuple[str, str]:
-    name = f"scalebench_bench_{uuid.uuid4().hex[:10]}"
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
-    upgrade(url)
-    return name, url
-
-
-def drop_database(admin_url: str, name: str) -> None:
-    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
-
-
 def naive_ingest(url: str, sweep_dir: Path, rows: int) -> float:
     """Seconds for a naive ingest of the first ``rows`` step records of rank 0.
 
@@ -165,8 +146,7 @@ def naive_ingest(url: str, sweep_dir: Path, rows: int) -> float:
 
 def timed_ingest(admin_url: str, sweep_dir: Path, rows: int) -> float:
     """Seconds of a whole ingest (files to committed rows) into a fresh database."""
-    name, url = fresh_database(admin_url)
-    try:
+    with scratch_database(admin_url, "scalebench_bench") as url:
         engine = make_engine(url)
         started = time.perf_counter()
         ingest.ingest_location(engine, str(sweep_dir))
@@ -176,8 +156,6 @@ def timed_ingest(admin_url: str, sweep_dir: Path, rows: int) -> float:
         engine.dispose()
         assert stored == rows, f"{stored} rows stored, {rows} expected"
         return seconds
-    finally:
-        drop_database(admin_url, name)
 
 
 def main() -> None:
@@ -201,11 +179,8 @@ def main() -> None:
         naive: list[float] = []
         for trial in range(args.trials):
             whole.append(timed_ingest(args.postgres, sweep_dir, args.rows))
-            name, url = fresh_database(args.postgres)
-            try:
+            with scratch_database(args.postgres, "scalebench_bench") as url:
                 naive.append(naive_ingest(url, sweep_dir, args.naive_rows))
-            finally:
-                drop_database(args.postgres, name)
             print(
                 f"  trial {trial + 1}: scalebench {whole[-1]:.2f} s, "
                 f"naive {naive[-1]:.2f} s for {args.naive_rows:,} rows",

@@ -92,18 +92,11 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'results.db'}"
         return
-    import uuid
+    from results_db.scratch import scratch_database
 
-    from sqlalchemy import text
-    from sqlalchemy.engine import make_url
-
-    admin = request.getfixturevalue("postgres_admin")
-    name = f"scalebench_test_{uuid.uuid4().hex[:12]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as conn:
-        conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    request.getfixturevalue("postgres_admin")  # a server that answers, or a clear failure
+    with scratch_database(POSTGRES_URL, "scalebench_test", migrate=False) as url:
+        yield url
 
 
 @pytest.fixture

@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import json
 import shutil
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from records_factory import FakeRun, write_training_sweep
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 
 from results_db import regressions
 from results_db.database import make_engine, upgrade
 from results_db.ingest import ingest_location
+from results_db.scratch import scratch_database
 
 DATA = Path(__file__).with_name("data")
 LIGHT = "task1a-resnet20-cifar10-20261122T021829Z-37f8"
@@ -109,16 +109,9 @@ def seeded_database(kind: str, directory: Path, admin: Engine | None = None) -> 
         yield url
         return
     assert admin is not None, "PostgreSQL needs the admin engine"
-    name = f"scalebench_dash_test_{uuid.uuid4().hex[:10]}"
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = admin.url.set(database=name).render_as_string(hide_password=False)
-    try:
-        upgrade(url)
+    admin_url = admin.url.render_as_string(hide_password=False)
+    with scratch_database(admin_url, "scalebench_dash_test") as url:
         engine = make_engine(url)
         seed(engine, directory / "records")
         engine.dispose()
         yield url
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))

@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
 
 from workers.distributed import free_port
 
@@ -51,12 +50,13 @@ def assert_refused(done: subprocess.CompletedProcess[str], says: str, prefix: st
 
 
 @pytest.fixture(scope="module")
-def unmigrated_postgres(postgres_admin) -> str:
+def unmigrated_postgres(postgres_admin):
     """A PostgreSQL database that exists but has no results schema."""
-    with postgres_admin.connect() as conn:
-        conn.execute(text("DROP DATABASE IF EXISTS scalebench_unmigrated"))
-        conn.execute(text("CREATE DATABASE scalebench_unmigrated"))
-    return postgres_admin.url.set(database="scalebench_unmigrated").render_as_string(False)
+    from results_db.scratch import scratch_database
+
+    admin_url = postgres_admin.url.render_as_string(hide_password=False)
+    with scratch_database(admin_url, "scalebench_unmigrated", migrate=False) as url:
+        yield url
 
 
 NO_SCHEMA = "run `scalebench db upgrade`"

@@ -27,6 +27,7 @@ from results_db.models import (
     Sweep,
 )
 from results_db.queries import allreduce_summary, phase_means, run_infos, scaling
+from results_db.scratch import scratch_database
 from scalebench.tasks import get_task
 
 TABLES = (
@@ -310,42 +311,43 @@ def test_readonly_role_can_read_but_not_write(postgres_admin: Engine, tmp_path: 
 
     from cli import main as cli
 
-    name = f"scalebench_test_{uuid.uuid4().hex[:12]}"
     role = f"reader_{uuid.uuid4().hex[:8]}"
     other = f"stranger_{uuid.uuid4().hex[:8]}"
-    with postgres_admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(str(postgres_admin.url)).set(database=name).render_as_string(False)
+    admin_url = postgres_admin.url.render_as_string(hide_password=False)
     try:
-        assert cli.main(["db", "upgrade", "--database", url]) == 0
-        write_training_sweep(tmp_path, "ro", [FakeRun(1)])
-        assert cli.main(["ingest", str(tmp_path), "--database", url]) == 0
-        assert cli.main(["db", "grant-readonly", role, "--database", url]) == 0
-        reader = make_engine(make_url(url).set(username=role).render_as_string(False))
-        with reader.connect() as conn:
-            assert conn.execute(select(func.count()).select_from(Run)).scalar_one() == 1
-        with reader.connect() as conn, pytest.raises(ProgrammingError, match="permission denied"):
-            conn.execute(text("DELETE FROM run"))
-        reader.dispose()
-        with postgres_admin.connect() as conn:  # as init.sql: PUBLIC may neither connect
-            conn.execute(text(f'CREATE ROLE "{other}" LOGIN'))  # nor make temporary tables
-            privileges = {
-                (who, what): conn.execute(
-                    text("SELECT has_database_privilege(:who, :db, :what)"),
-                    {"who": who, "db": name, "what": what},
-                ).scalar_one()
-                for who in (role, other)
-                for what in ("CONNECT", "TEMPORARY")
+        with scratch_database(admin_url, "scalebench_test", migrate=False) as url:
+            name = make_url(url).database
+            assert cli.main(["db", "upgrade", "--database", url]) == 0
+            write_training_sweep(tmp_path, "ro", [FakeRun(1)])
+            assert cli.main(["ingest", str(tmp_path), "--database", url]) == 0
+            assert cli.main(["db", "grant-readonly", role, "--database", url]) == 0
+            reader = make_engine(make_url(url).set(username=role).render_as_string(False))
+            with reader.connect() as conn:
+                assert conn.execute(select(func.count()).select_from(Run)).scalar_one() == 1
+            with (
+                reader.connect() as conn,
+                pytest.raises(ProgrammingError, match="permission denied"),
+            ):
+                conn.execute(text("DELETE FROM run"))
+            reader.dispose()
+            with postgres_admin.connect() as conn:  # as init.sql: PUBLIC may neither connect
+                conn.execute(text(f'CREATE ROLE "{other}" LOGIN'))  # nor make temporary tables
+                privileges = {
+                    (who, what): conn.execute(
+                        text("SELECT has_database_privilege(:who, :db, :what)"),
+                        {"who": who, "db": name, "what": what},
+                    ).scalar_one()
+                    for who in (role, other)
+                    for what in ("CONNECT", "TEMPORARY")
+                }
+            assert privileges == {
+                (role, "CONNECT"): True,
+                (role, "TEMPORARY"): False,
+                (other, "CONNECT"): False,
+                (other, "TEMPORARY"): False,
             }
-        assert privileges == {
-            (role, "CONNECT"): True,
-            (role, "TEMPORARY"): False,
-            (other, "CONNECT"): False,
-            (other, "TEMPORARY"): False,
-        }
-    finally:
+    finally:  # after the database is gone: its privileges depend on the roles
         with postgres_admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
             conn.execute(text(f'DROP ROLE IF EXISTS "{role}"'))
             conn.execute(text(f'DROP ROLE IF EXISTS "{other}"'))
 
