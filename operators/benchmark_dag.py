@@ -79,7 +79,7 @@ def param(field: RequestField, spec: TaskSpec) -> Param:
     if field.kind == "profiles":
         items = {"type": "string", "pattern": field.pattern}
         return Param(
-            list(default),
+            [profile.name for profile in default],
             type="array",
             items=items,
             minItems=1,

@@ -38,7 +38,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from operators.group import GroupResult
 from operators.shaped_network import ShapedNetwork
-from scalebench.network import NetworkProfile, parse_profile
+from scalebench.network import NetworkProfile
 from scalebench.worker_request import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
 from workers.distributed import free_port
 
@@ -125,7 +125,7 @@ class LocalGroup:
     def for_plan(cls, group: GroupPlan, **options: Any) -> LocalGroup:
         """The planned ``group`` on this host: its run directory and data directory as they are."""
         argv = group.worker.argv(results_dir=str(group.run_dir), data_dir=group.data_dir)
-        network = parse_profile(group.worker.network)
+        network = group.worker.network
         return cls(argv, group.world_size, run_dir=group.run_dir, network=network, **options)
 
     @property

@@ -81,6 +81,9 @@ class NetworkProfile:
         return self.name
 
 
+HOST_PROFILE = NetworkProfile()  # the machines' own network, unshaped
+
+
 def parse_profile(text: Any) -> NetworkProfile:
     """``"host"``, ``"100mbit"``, ``"1gbit+2ms"`` → :class:`NetworkProfile`; :class:`BadProfile`
     naming what is wrong otherwise."""
@@ -107,9 +110,10 @@ def parse_profile(text: Any) -> NetworkProfile:
 
 def parse_profiles(value: Any) -> tuple[NetworkProfile, ...]:
     """``"host,1gbit"``, ``["host", "1gbit"]`` or ``None`` (host) → distinct profiles in the
-    order given; :class:`BadProfile` on a bad one, an empty list or too many."""
+    order given (profiles already read are taken as they are); :class:`BadProfile` on a bad
+    one, an empty list or too many."""
     if value is None:
-        return (NetworkProfile(),)
+        return (HOST_PROFILE,)
     if isinstance(value, str):
         items: Sequence[Any] = [part for part in value.split(",") if part.strip()]
     elif isinstance(value, Sequence):
@@ -118,7 +122,11 @@ def parse_profiles(value: Any) -> tuple[NetworkProfile, ...]:
         items = [value]
     if not items:
         raise BadProfile("give at least one profile, e.g. host or host,1gbit")
-    profiles = tuple(dict.fromkeys(parse_profile(item) for item in items))
+    profiles = tuple(
+        dict.fromkeys(
+            item if isinstance(item, NetworkProfile) else parse_profile(item) for item in items
+        )
+    )
     if len(profiles) > MAX_PROFILES:
         raise BadProfile(f"at most {MAX_PROFILES} profiles per sweep, got {len(profiles)}")
     return profiles

@@ -25,7 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from scalebench.launchers import LAUNCHERS
-from scalebench.network import MAX_PROFILES, NETWORK_PATTERN, BadProfile, parse_profiles
+from scalebench.network import (
+    HOST_PROFILE,
+    MAX_PROFILES,
+    NETWORK_PATTERN,
+    BadProfile,
+    NetworkProfile,
+    parse_profiles,
+)
 from scalebench.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
 from scalebench.worker_request import (
     BACKENDS,
@@ -275,14 +282,14 @@ class SweepRequest:
         kind="bool",
         training_only=True,
     )
-    network: tuple[str, ...] = ask(
+    network: tuple[NetworkProfile, ...] = ask(
         name="network",
         title="Network profiles",
         help="Every worker count runs on each: host (the machines' own network) or an "
         "emulated link, e.g. 100mbit, 1gbit, 10gbit, 1gbit+2ms (a one-way delay; local "
         "launcher only, where the kernel has netem).",
         kind="profiles",
-        default=("host",),
+        default=(HOST_PROFILE,),
         maximum=MAX_PROFILES,
         pattern=NETWORK_PATTERN,
     )
@@ -303,7 +310,8 @@ class SweepRequest:
         configuration, Airflow's XCom). Worker counts are stored as ``world_sizes``."""
         values = dataclasses.asdict(self)
         values["world_sizes"] = list(values.pop("workers"))
-        return {**values, "data_dir": str(self.data_dir), "network": list(self.network)}
+        network = [profile.name for profile in self.network]
+        return {**values, "data_dir": str(self.data_dir), "network": network}
 
     @classmethod
     def from_fields(cls, fields: dict[str, Any]) -> SweepRequest:
@@ -314,7 +322,7 @@ class SweepRequest:
                 **values,
                 "workers": tuple(fields["world_sizes"]),
                 "data_dir": Path(fields["data_dir"]),
-                "network": tuple(fields.get("network", ("host",))),
+                "network": parse_profiles(fields.get("network")),
             }
         )
 
@@ -419,9 +427,9 @@ def _read_counts(field: RequestField, value: Any) -> tuple[int, ...]:
     return tuple(sorted(set(sizes)))
 
 
-def _read_profiles(field: RequestField, value: Any) -> tuple[str, ...]:
+def _read_profiles(field: RequestField, value: Any) -> tuple[NetworkProfile, ...]:
     try:
-        return tuple(profile.name for profile in parse_profiles(value))
+        return parse_profiles(value)
     except BadProfile as exc:
         raise InvalidParameter(field.name, str(exc)) from None
 

@@ -25,7 +25,7 @@ from scalebench import manifest
 from scalebench.datasets import DataSetMissing, check_available, downloadable, published_checksums
 from scalebench.host import local_gpu_count, mpi_available, shaping_problems
 from scalebench.launchers import LAUNCHERS, LauncherSpec
-from scalebench.network import NetworkProfile, parse_profile
+from scalebench.network import HOST_PROFILE, NetworkProfile
 from scalebench.request import (
     FIELD,
     FORM_FIELDS,
@@ -79,7 +79,7 @@ def validate_request(
             raise InvalidParameter(name, f"only the {able} launcher takes {name}")
     if values["device"] == "cpu" and values["backend"] == "nccl":
         raise InvalidParameter("device", "nccl all-reduces GPU tensors only; use gloo for cpu")
-    profiles = [parse_profile(name) for name in values["network"]]
+    profiles = values["network"]
     values["placement"] = _refuse_what_the_launcher_cannot_run(
         runner, values, max(values["workers"]), profiles, gpus
     )
@@ -294,7 +294,7 @@ class GroupPlan:
 
     @classmethod
     def from_xcom(cls, data: dict[str, Any]) -> GroupPlan:
-        return cls(**{**data, "worker": WorkerRequest(**data["worker"])})
+        return cls(**{**data, "worker": WorkerRequest.from_dict(data["worker"])})
 
 
 @dataclass(frozen=True)
@@ -307,11 +307,13 @@ class SweepPlan:
     groups: tuple[GroupPlan, ...]
 
 
-def run_id(sweep_id: str, world_size: int, repeat: int, network: str = "host") -> str:
+def run_id(
+    sweep_id: str, world_size: int, repeat: int, network: NetworkProfile = HOST_PROFILE
+) -> str:
     """``<sweep>-w<k>-r<repeat + 1>``, with the network profile's token before the repeat
     when it is shaped (``<sweep>-w2-n100mbit-r1``). Repeats count from 1 in run ids, as
     every table and log line does; ``repeat`` from 0."""
-    token = parse_profile(network).token
+    token = network.token
     return f"{sweep_id}-w{world_size}{'-' + token if token else ''}-r{repeat + 1}"
 
 
@@ -424,7 +426,7 @@ def start_sweep(
     sweep_dir = results_root / sweep_id
     groups = plan_groups(request, sweep_id, sweep_dir)
     entries = [
-        manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.worker.network)
+        manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.worker.network.name)
         for g in groups
     ]
     manifest.create(sweep_dir, new_manifest(request, sweep_id, entries, trigger, runner=runner))

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from scalebench.network import HOST_PROFILE, NetworkProfile, parse_profile
+
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
 EXIT_INTERRUPTED = 130  # the command line, stopped by Ctrl-C
 # Arithmetic of the training step: fp32, or bf16 (forward and loss under bfloat16
@@ -55,7 +57,7 @@ class WorkerRequest:
     precision: str = DEFAULT_PRECISION
     compile: str = "off"
     device: str = "auto"  # auto: a GPU when the rank has one; cpu; cuda
-    network: str = "host"  # the link profile (scalebench.network) the launcher runs the group on
+    network: NetworkProfile = HOST_PROFILE  # the link the launcher runs the group on
     threads: int = 0  # torch's intra-op threads (0: what the launcher's environment gives)
 
     def argv(self, results_dir: str, data_dir: str) -> list[str]:
@@ -80,8 +82,8 @@ class WorkerRequest:
             args.append("--light")
         if self.device != "auto":
             args += ["--device", self.device]
-        if self.network != "host":
-            args += ["--network", self.network]
+        if self.network.shaped:
+            args += ["--network", self.network.name]
         if self.threads:
             args += ["--threads", str(self.threads)]
         if self.training:
@@ -96,4 +98,10 @@ class WorkerRequest:
         return args
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Plain JSON values (Airflow's XCom); the network profile by its name."""
+        return {**asdict(self), "network": self.network.name}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> WorkerRequest:
+        """The request back from :meth:`as_dict`."""
+        return cls(**{**values, "network": parse_profile(values.get("network", "host"))})

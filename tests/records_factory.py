@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from scalebench import manifest
+from scalebench.network import parse_profile
 from scalebench.sweep import new_manifest, run_id, validate_request
 from workers.records import RecordWriter
 
@@ -51,12 +52,12 @@ def write_training_sweep(
         download=not light,  # a full sweep's records without its data set
         repeats=max(r.repeat for r in runs) + 1,
     )
-    networks = tuple(dict.fromkeys(r.network for r in runs))
+    networks = tuple(dict.fromkeys(parse_profile(r.network) for r in runs))
     request = replace(request, network=networks)  # recorded as asked, not emulated here
     sweep_dir = root / sweep_id
     groups = [
         manifest.GroupEntry(
-            run_id(sweep_id, r.world_size, r.repeat, r.network),
+            run_id(sweep_id, r.world_size, r.repeat, parse_profile(r.network)),
             r.world_size,
             r.repeat,
             status=r.launcher_status,

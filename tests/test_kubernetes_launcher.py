@@ -31,6 +31,7 @@ from operators.kubernetes import (
     pod_argv,
     service_manifest,
 )
+from scalebench.network import parse_profile
 from scalebench.sweep import GroupPlan
 from scalebench.worker_request import WorkerRequest
 
@@ -759,7 +760,7 @@ def test_constructing_needs_no_cluster() -> None:
 
 def test_a_planned_network_profile_reaches_the_pods_and_their_arguments() -> None:
     plan = planned()
-    plan = replace(plan, worker=replace(plan.worker, network="10gbit"))
+    plan = replace(plan, worker=replace(plan.worker, network=parse_profile("10gbit")))
     group = KubernetesGroup(
         plan, names=NAMES, settings=KubernetesSettings(), results_root=ROOT, data_root=DATA
     )

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from operators.kubernetes import API_CALLS, KubernetesSettings
+from scalebench.network import parse_profile
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes"
 K8S_VERSION = "1.33"
@@ -210,7 +211,9 @@ def test_a_shaped_network_asks_the_bandwidth_plugin_for_its_rate_both_ways() -> 
     from operators.kubernetes.names import group_names
 
     names = group_names("task0_allreduce", "manual__2026-11-24", 0, 1, 2)
-    shaped = job_manifest(names, ["--results", "/x"], 2, KubernetesSettings(), network="100mbit")
+    shaped = job_manifest(
+        names, ["--results", "/x"], 2, KubernetesSettings(), network=parse_profile("100mbit")
+    )
     assert shaped["spec"]["template"]["metadata"]["annotations"] == {
         "kubernetes.io/ingress-bandwidth": "100M",
         "kubernetes.io/egress-bandwidth": "100M",
@@ -225,4 +228,6 @@ def test_a_shaped_network_asks_the_bandwidth_plugin_for_its_rate_both_ways() -> 
         "1500",
     ]
     with pytest.raises(ValueError, match="cannot add delay"):
-        job_manifest(names, ["--results", "/x"], 2, KubernetesSettings(), network="1gbit+2ms")
+        job_manifest(
+            names, ["--results", "/x"], 2, KubernetesSettings(), network=parse_profile("1gbit+2ms")
+        )

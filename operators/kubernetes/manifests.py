@@ -26,7 +26,7 @@ from operators.kubernetes.constants import (
 )
 from operators.kubernetes.names import GroupNames, label_value
 from operators.kubernetes.settings import KubernetesSettings
-from scalebench.network import parse_profile
+from scalebench.network import HOST_PROFILE, NetworkProfile
 
 
 def _labels(run_id: str) -> dict[str, str]:
@@ -71,16 +71,15 @@ def bandwidth_quantity(bits_per_s: int) -> str:
     return str(bits_per_s)
 
 
-def bandwidth_annotations(network: str) -> dict[str, dict[str, str]]:
+def bandwidth_annotations(network: NetworkProfile) -> dict[str, dict[str, str]]:
     """``{"annotations": ...}`` asking the CNI bandwidth plugin to limit a pod's traffic in
     both directions to ``network``'s rate; nothing for ``host``. Delays cannot be asked
     for this way (validation refuses them on Kubernetes)."""
-    profile = parse_profile(network)
-    if profile.rate_bit_per_s is None:
+    if network.rate_bit_per_s is None:
         return {}
-    if profile.delay_s:
+    if network.delay_s:
         raise ValueError(f"{network}: the bandwidth plugin limits rates; it cannot add delay")
-    rate = bandwidth_quantity(profile.rate_bit_per_s)
+    rate = bandwidth_quantity(network.rate_bit_per_s)
     return {
         "annotations": {
             "kubernetes.io/ingress-bandwidth": rate,
@@ -100,7 +99,7 @@ def job_manifest(
     timeout_s: float | None = None,
     run_id: str = "",
     placement: str = "spread",
-    network: str = "host",
+    network: NetworkProfile = HOST_PROFILE,
 ) -> dict:
     """The Indexed Job of one group: ``world_size`` pods, rank = completion index.
 
