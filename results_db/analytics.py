@@ -81,7 +81,7 @@ def communication_ratio(per_rank: Sequence[tuple[float, float]]) -> float:
 
     ``per_rank`` holds (communication seconds, total step seconds) per rank.
     """
-    ratios = [comm / total for comm, total in per_rank if total > 0]
+    ratios = [communication_s / step_s for communication_s, step_s in per_rank if step_s > 0]
     if not ratios:
         raise ValueError("no step time recorded")
     return statistics.fmean(ratios)

@@ -110,22 +110,24 @@ def summarise(
         per_rank_times.append({p: math.fsum(map(itemgetter(p), phases)) for p in PHASES})
     phase_totals = {p: math.fsum(t[p] for t in per_rank_times) for p in PHASES}
     step_records = sum(len(rank.of_kind("step")) for rank in ranks)
-    compute = [sum(t[p] for p in analytics.COMPUTE_PHASES) for t in per_rank_times]
-    communication = [t["communication"] for t in per_rank_times]
-    steps_total = [sum(t.values()) for t in per_rank_times]
-    ratio = None
+    compute_s = [sum(t[p] for p in analytics.COMPUTE_PHASES) for t in per_rank_times]
+    communication_s = [t["communication"] for t in per_rank_times]
+    step_s = [sum(t.values()) for t in per_rank_times]
+    communication_ratio = None
     leader_start = ranks[0].of_kind("event") if ranks else []
     variant = next((e.get("variant") for e in leader_start if e["event"] == "start"), None)
     # DDP overlaps the gradient all-reduce with backward, so its "communication"
     # phase holds only the loss all-reduce: no honest ratio can be given.
-    if variant != "ddp" and any(total > 0 for total in steps_total):
-        ratio = analytics.communication_ratio(list(zip(communication, steps_total, strict=True)))
+    if variant != "ddp" and any(total > 0 for total in step_s):
+        communication_ratio = analytics.communication_ratio(
+            list(zip(communication_s, step_s, strict=True))
+        )
     leader = ranks[0] if ranks else None
     steps = leader.of_kind("step") if leader else []
     start = (
         next((e for e in leader.of_kind("event") if e["event"] == "start"), {}) if leader else {}
     )
-    step_seconds = sum(steps_total) / len(steps_total) if steps_total else 0.0
+    step_seconds = sum(step_s) / len(step_s) if step_s else 0.0
     samples = sum(sum(map(attrgetter("samples"), r.of_kind("step"))) for r in ranks)
     duration = max((_last_time(r) for r in ranks if r.records), default=0.0)
     starts = [e for r in ranks for e in r.of_kind("event") if e["event"] == "start"]
@@ -147,9 +149,9 @@ def summarise(
         ),
         epochs=len(evals),
         last_metrics=evals[-1]["metrics"] if evals else {},
-        compute_s=sum(compute) / len(compute) if compute else 0.0,
-        communication_s=sum(communication) / len(communication) if communication else 0.0,
-        communication_ratio=ratio,
+        compute_s=sum(compute_s) / len(compute_s) if compute_s else 0.0,
+        communication_s=sum(communication_s) / len(communication_s) if communication_s else 0.0,
+        communication_ratio=communication_ratio,
         bad_lines=sum(r.bad_lines for r in ranks),
         step_s=step_seconds,
         eval_s=sum(e["eval_s"] for e in evals),

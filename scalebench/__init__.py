@@ -1,3 +1,3 @@
-"""scalebench: time-to-accuracy, speedup, communication share and cost as workers are added."""
+"""scalebench: time-to-accuracy, speedup, communication ratio and cost as workers are added."""
 
 __version__ = "0.1.0"

@@ -26,10 +26,9 @@ from dash_app.state import MAX_OVERLAID, Query, to_search
 PATH = "/communication"
 TITLE = "Communication"
 INTRO = (
-    "The share of each step spent communicating as workers are added, the time of each phase "
-    "of a step, and the all-reduce benchmark (Task 0)."
+    "The communication ratio (communication / step time) as workers are added, the time of "
+    "each phase of a step, and the all-reduce benchmark (Task 0)."
 )
-GRAPHS = ("comm-ratio", "comm-phases", "comm-phase-totals", "comm-latency", "comm-busbw")
 NO_ALLREDUCE = (
     "No all-reduce sweep chosen.<br>To measure one: "
     "scalebench run task0-allreduce --light --workers 2"
@@ -122,9 +121,9 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
         ),
         ui.help_text("communication"),
         html.Div(id="comm-status"),
-        dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=6), dbc.Col(ui.graph(GRAPHS[1]), lg=6)]),
-        dbc.Row([dbc.Col(ui.graph(GRAPHS[2]), lg=6)]),
-        dbc.Row([dbc.Col(ui.graph(GRAPHS[3]), lg=6), dbc.Col(ui.graph(GRAPHS[4]), lg=6)]),
+        dbc.Row([dbc.Col(ui.graph("comm-ratio"), lg=6), dbc.Col(ui.graph("comm-phases"), lg=6)]),
+        dbc.Row([dbc.Col(ui.graph("comm-phase-totals"), lg=6)]),
+        dbc.Row([dbc.Col(ui.graph("comm-latency"), lg=6), dbc.Col(ui.graph("comm-busbw"), lg=6)]),
         problems=[*problems, *training.problems, *allreduce.problems],
     )
 

@@ -35,7 +35,7 @@ def communication_ratio_figure(
     """Communication ratio = communication / total step time per worker count (mean of the
     sweep's runs, and each run), and, from the phase means, communication / computation
     (forward, loss, backward and optimizer): the text uses both."""
-    title = "Communication share of step time"
+    title = "Communication ratio: communication / step time"
     shown = [r for r in rows if r.communication_ratio is not None]
     if not shown:
         return empty_figure("No step timings with a communication phase in this sweep.", title)

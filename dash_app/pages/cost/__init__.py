@@ -27,7 +27,6 @@ INTRO = (
     "What reaching the goal costs at each worker count, at regular and preemptible prices, "
     "and whether the extra workers pay for themselves."
 )
-GRAPHS = ("cost-bars", "cost-index", "cost-pareto")
 NO_GPU = "none"
 GPU_FOR_GPU_RUNS = "nvidia-tesla-t4"  # the published results' GPU
 
@@ -118,10 +117,10 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
         html.Div(id="cost-published-note"),
         ui.help_text("cost"),
         html.Div(id="cost-status"),
-        dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=6), dbc.Col(ui.graph(GRAPHS[1]), lg=6)]),
+        dbc.Row([dbc.Col(ui.graph("cost-bars"), lg=6), dbc.Col(ui.graph("cost-index"), lg=6)]),
         dbc.Row(
             [
-                dbc.Col(ui.graph(GRAPHS[2]), lg=6),
+                dbc.Col(ui.graph("cost-pareto"), lg=6),
                 dbc.Col(
                     [html.H5("Prices in force", className="mt-3"), html.Div(id="cost-prices")], lg=6
                 ),

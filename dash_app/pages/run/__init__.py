@@ -25,7 +25,6 @@ from scalebench import units
 PATH = "/run"
 TITLE = "Run"
 INTRO = "One training group at one worker count, beside the other worker counts of its sweep."
-GRAPHS = ("run-loss", "run-metric")
 
 
 # -- the page's URL state -----------------------------------------------------------
@@ -78,7 +77,7 @@ def _layout(state: RunState, problems: list[str]) -> html.Div:
             dbc.Col([dbc.Label("Run of sweep " + run.sweep_id, html_for="run-id"), picker], lg=8)
         ),
         html.Div(id="run-facts", className="my-3"),
-        dbc.Row([dbc.Col(ui.graph(GRAPHS[0]), lg=6), dbc.Col(ui.graph(GRAPHS[1]), lg=6)]),
+        dbc.Row([dbc.Col(ui.graph("run-loss"), lg=6), dbc.Col(ui.graph("run-metric"), lg=6)]),
         dbc.Row(
             [
                 dbc.Col([html.H5("Events"), html.Div(id="run-events")], lg=6),
