@@ -37,7 +37,7 @@ SORTABLE_RUN_COLUMNS = (
     "communication_ratio",
     "reason",
 )
-TREND_METRICS = tuple(MEASURES)  # the trend page's choices: dash_app/units.py names them
+TREND_METRICS = tuple(MEASURES)  # the trend page's choices: scalebench/units.py names them
 # Short names older addresses used for the same quantities; still understood.
 FORMER_NAMES = {
     "tta": "time_to_accuracy_s",

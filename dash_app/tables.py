@@ -1,6 +1,6 @@
 """Pure table builders: query rows in, plain rows (dicts of text and numbers) out.
 
-Like :mod:`dash_app.figures`, nothing here touches the database or Dash.
+Like the figure builders, nothing here touches the database or Dash.
 Numbers stay numbers where a table sorts on them; text columns carry their
 unit (``12.3 s``, ``$0.41``).
 """

@@ -3,7 +3,7 @@
 Every function takes the plain unit of the database (seconds, bytes,
 bytes per second, US dollars, a fraction) and returns text for a table cell
 or a hover label. Axis ticks use Plotly's own formats, set in
-:mod:`dash_app.figures`.
+:mod:`dash_app.plots`.
 """
 
 from __future__ import annotations
