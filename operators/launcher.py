@@ -18,25 +18,40 @@ from typing import TYPE_CHECKING
 
 from operators.group import Launcher
 
+Sink = Callable[[str], None]
+
 if TYPE_CHECKING:
     from operators.kubernetes import GroupNames
     from scalebench.sweep import GroupPlan
 
 
+def _local(group: GroupPlan, names: GroupNames | None, sink: Sink) -> Launcher:
+    from operators.local_launcher import LocalGroup
+
+    return LocalGroup.for_plan(group, sink=sink)
+
+
+def _kubernetes(group: GroupPlan, names: GroupNames | None, sink: Sink) -> Launcher:
+    from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names
+
+    if names is None:
+        names = group_names("scalebench", group.run_id, 0, 1, group.world_size)
+    return KubernetesGroup(group, names=names, settings=KubernetesSettings.from_env(), sink=sink)
+
+
+# Each launcher of scalebench.launchers.LAUNCHERS, by name: how to make it for a planned group
+# (imported only when picked, so the Kubernetes client loads only for Kubernetes groups).
+IMPLEMENTATIONS: dict[str, Callable[[GroupPlan, GroupNames | None, Sink], Launcher]] = {
+    "local": _local,
+    "kubernetes": _kubernetes,
+}
+
+
 def launcher_for(
-    group: GroupPlan, *, names: GroupNames | None = None, sink: Callable[[str], None] | None = None
+    group: GroupPlan, *, names: GroupNames | None = None, sink: Sink | None = None
 ) -> Launcher:
     """The launcher ``group`` asked for; ``names`` are the Kubernetes objects' names."""
-    if group.launcher == "local":
-        from operators.local_launcher import LocalGroup
-
-        return LocalGroup.for_plan(group, sink=sink)
-    if group.launcher == "kubernetes":
-        from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names
-
-        if names is None:
-            names = group_names("scalebench", group.run_id, 0, 1, group.world_size)
-        return KubernetesGroup(
-            group, names=names, settings=KubernetesSettings.from_env(), sink=sink
-        )
-    raise ValueError(f"unknown launcher {group.launcher!r}")
+    make = IMPLEMENTATIONS.get(group.launcher)
+    if make is None:
+        raise ValueError(f"unknown launcher {group.launcher!r}")
+    return make(group, names, sink)
