@@ -129,11 +129,8 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
     every group again."""
 
     def publish(group: GroupPlan) -> None:
-        import io
-
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):  # one line here, not the progress
-                service.ingest(url, str(group.sweep_dir), only=[group.run_id], replace=True)
+        try:  # one line here, not the progress
+            service.ingest(url, str(group.sweep_dir), only=[group.run_id], replace=True, say=None)
         except Exception as exc:  # the records are safe on disk either way
             print(
                 f"   not loaded into the results database yet ({exc}); the sweep's ingest will",

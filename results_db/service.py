@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import csv
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -47,45 +47,55 @@ def upgrade(url: str, revision: str = "head") -> None:
     migrate(url, revision)
 
 
-def close_vanished_sweeps(root: Path) -> None:
-    """Close the sweeps at ``root`` (a local folder) whose command line was killed, saying
-    which (see :func:`scalebench.manifest.close_vanished`)."""
+def printed(line: str) -> None:
+    """Progress to standard output, at once (an Airflow task's log shows it as it comes)."""
+    print(line, flush=True)
+
+
+def close_vanished_sweeps(root: Path, say: Callable[[str], None] = printed) -> None:
+    """Close the sweeps at ``root`` (a local folder) whose command line was killed, telling
+    ``say`` which (see :func:`scalebench.manifest.close_vanished`)."""
     from scalebench import manifest
 
     if root.is_dir():
         for closed in manifest.close_vanished(root):
-            print(f"closed sweep {closed.sweep_id}: {manifest.LAUNCHER_VANISHED}", flush=True)
+            say(f"closed sweep {closed.sweep_id}: {manifest.LAUNCHER_VANISHED}")
 
 
 def ingest(
-    url: str, location: str, only: Collection[str] | None = None, replace: bool = False
+    url: str,
+    location: str,
+    only: Collection[str] | None = None,
+    replace: bool = False,
+    say: Callable[[str], None] | None = printed,
 ) -> int:
     """Migrate if needed, ingest ``location`` (``only``: just these runs; ``replace``: the
-    files replace stored runs even where they hold less), print progress; returns an exit
-    status (1 when a run was refused or a stored run kept over its files)."""
+    files replace stored runs even where they hold less), telling ``say`` the progress and
+    the outcome (``None``: nothing); returns an exit status (1 when a run was refused or a
+    stored run kept over its files). The one way sweeps are loaded: the command line, the
+    DAGs' ingest and the training-group operator all call it."""
     from results_db.ingest import ingest_location
 
-    close_vanished_sweeps(Path(location))  # a local location: sweeps whose runner was killed
+    tell = say or (lambda line: None)
+    close_vanished_sweeps(Path(location), tell)  # a local location: sweeps whose runner died
     upgrade(url)
     engine = engine_for(url)
     try:
-        report = ingest_location(
-            engine, location, lambda line: print(line, flush=True), only, replace
-        )
+        report = ingest_location(engine, location, tell, only, replace)
     except FileNotFoundError as exc:
         raise CommandError(f"location: {exc}") from None
     finally:
         engine.dispose()
-    print(
+    tell(
         f"ingested {report.runs} run(s) of {report.sweeps} sweep(s): {report.rows:,} rows "
         f"in {report.seconds:.1f} s; {report.quarantined_lines} unreadable line(s) quarantined"
     )
     for problem in report.problems[:20]:
-        print(f"  unreadable: {problem}")
+        tell(f"  unreadable: {problem}")
     for refused in report.refused:
-        print(f"  refused: {refused}")
+        tell(f"  refused: {refused}")
     for conflict in report.conflicts:
-        print(f"  kept the stored run {conflict}; `scalebench ingest --replace` loads the files")
+        tell(f"  kept the stored run {conflict}; `scalebench ingest --replace` loads the files")
     return 1 if report.refused or report.conflicts else 0
 
 
@@ -356,14 +366,7 @@ def database_problem(exc: BaseException) -> str | None:
 
 
 def load_quietly(url: str, sweep_dir: str | Path, run_id: str) -> None:
-    """Load what the ranks of run ``run_id`` wrote so far (its manifest entry has no verdict
-    yet, so the run reads as ``running``); a later load completes it without duplicates."""
-    from results_db.database import make_engine, upgrade
-    from results_db.ingest import ingest_location
-
-    upgrade(url)
-    engine = make_engine(url)
-    try:
-        ingest_location(engine, str(sweep_dir), only=[run_id], replace=True)
-    finally:
-        engine.dispose()
+    """Load what the ranks of run ``run_id`` wrote so far, saying nothing (its manifest entry
+    has no verdict yet, so the run reads as ``running``); a later load completes it without
+    duplicates."""
+    ingest(url, str(sweep_dir), only=[run_id], replace=True, say=None)
