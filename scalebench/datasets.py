@@ -113,9 +113,9 @@ def _wmt(name: str) -> DataSet:
     )
 
 
+WMT_SETS = ("wmt16-en-de", "wmt17-en-de")
 DATA_SETS = {
-    data_set.name: data_set
-    for data_set in (CIFAR10, EPSILON, WIKITEXT2, _wmt("wmt16-en-de"), _wmt("wmt17-en-de"))
+    data_set.name: data_set for data_set in (CIFAR10, EPSILON, WIKITEXT2, *map(_wmt, WMT_SETS))
 }
 
 

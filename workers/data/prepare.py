@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalebench.datasets import CIFAR10, DATA_SETS, DataSetCorrupt, DataSetMissing
+from scalebench.datasets import CIFAR10, DATA_SETS, WMT_SETS, DataSetCorrupt, DataSetMissing
 from workers.data.atomic import replaced_when_done
 from workers.data.sources import (
     CIFAR10_DIR,
@@ -434,30 +434,38 @@ def prepare_parallel_text(data_dir: Path, name: str) -> Prepared:
     return Prepared(name, "converted", str(folder), bytes=total)
 
 
+def prepare_synthetic_pairs() -> Prepared:
+    """The generated parallel text of the light translation tasks: built, and its size."""
+    from workers.data.translation import synthetic_bitext
+
+    bitext = synthetic_bitext()
+    return Prepared(
+        "synthetic",
+        "verified",
+        "generated (workers/data/translation.py)",
+        bytes=sum(s.nbytes for s in bitext.train_source),
+    )
+
+
+# Every data set by name: how to make it ready in a data directory (``download``: may fetch).
+PREPARERS: dict[str, Callable[[Path, bool], Prepared]] = {
+    "cifar10": lambda data_dir, download: prepare_cifar10(data_dir, download=download),
+    "digits": lambda data_dir, download: prepare_digits("digits"),
+    "digits32": lambda data_dir, download: prepare_digits("digits32"),
+    "epsilon": lambda data_dir, download: prepare_epsilon(data_dir, download=download),
+    "epsilon_like": lambda data_dir, download: prepare_epsilon_like(),
+    "wikitext2": lambda data_dir, download: prepare_wikitext2(data_dir),
+    "markov": lambda data_dir, download: prepare_markov(),
+    **{
+        name: (lambda data_dir, download, name=name: prepare_parallel_text(data_dir, name))
+        for name in WMT_SETS
+    },
+    "synthetic": lambda data_dir, download: prepare_synthetic_pairs(),
+}
+
+
 def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
     """Make data set ``name`` ready in ``data_dir`` (see the module docstring)."""
-    if name == "cifar10":
-        return prepare_cifar10(data_dir, download=download)
-    if name in ("digits", "digits32"):
-        return prepare_digits(name)
-    if name == "epsilon":
-        return prepare_epsilon(data_dir, download=download)
-    if name == "epsilon_like":
-        return prepare_epsilon_like()
-    if name == "wikitext2":
-        return prepare_wikitext2(data_dir)
-    if name == "markov":
-        return prepare_markov()
-    if name.startswith("wmt"):
-        return prepare_parallel_text(data_dir, name)
-    if name == "synthetic":
-        from workers.data.translation import synthetic_bitext
-
-        bitext = synthetic_bitext()
-        return Prepared(
-            "synthetic",
-            "verified",
-            "generated (workers/data/translation.py)",
-            bytes=sum(s.nbytes for s in bitext.train_source),
-        )
-    raise ValueError(f"unknown data set {name!r}")
+    if name not in PREPARERS:
+        raise ValueError(f"unknown data set {name!r}")
+    return PREPARERS[name](data_dir, download)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -131,14 +132,18 @@ def load_digits32(test_fraction: float = 0.2, seed: int = 0) -> ImageArrays:
     return ImageArrays(images, labels, test, small.test_labels)
 
 
+# The image sets by name: how each loads from the data directory.
+IMAGE_SETS: dict[str, Callable[[Path], ImageArrays]] = {
+    "cifar10": load_cifar10,
+    "digits": lambda _: load_digits(),
+    "digits32": lambda _: load_digits32(),
+}
+
+
 def load_images(name: str, data_dir: Path) -> ImageArrays:
-    if name == "cifar10":
-        return load_cifar10(data_dir)
-    if name == "digits":
-        return load_digits()
-    if name == "digits32":
-        return load_digits32()
-    raise ValueError(f"unknown image data set {name!r}")
+    if name not in IMAGE_SETS:
+        raise ValueError(f"unknown image data set {name!r}")
+    return IMAGE_SETS[name](data_dir)
 
 
 # -- tabular binary-classification sets (Task 2a) -----------------------------------------------
@@ -213,9 +218,13 @@ def load_epsilon_like(features: int = 2000, seed: int = 0) -> TabularArrays:
     return TabularArrays(train_x, train_y, test_x, test_y)
 
 
+TABULAR_SETS: dict[str, Callable[[Path], TabularArrays]] = {
+    "epsilon": load_epsilon,
+    "epsilon_like": lambda _: load_epsilon_like(),
+}
+
+
 def load_tabular(name: str, data_dir: Path) -> TabularArrays:
-    if name == "epsilon":
-        return load_epsilon(data_dir)
-    if name == "epsilon_like":
-        return load_epsilon_like()
-    raise ValueError(f"unknown tabular data set {name!r}")
+    if name not in TABULAR_SETS:
+        raise ValueError(f"unknown tabular data set {name!r}")
+    return TABULAR_SETS[name](data_dir)

@@ -18,6 +18,7 @@ Torch-free (NumPy only).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,12 +94,16 @@ def markov_corpus(
     return Corpus(stream[:train], stream[train:valid], stream[valid:], names)
 
 
+CORPORA: dict[str, Callable[[Path], Corpus]] = {
+    "wikitext2": load_wikitext2,
+    "markov": lambda _: markov_corpus(),
+}
+
+
 def load_corpus(name: str, data_dir: Path) -> Corpus:
-    if name == "wikitext2":
-        return load_wikitext2(data_dir)
-    if name == "markov":
-        return markov_corpus()
-    raise ValueError(f"unknown text corpus {name!r}")
+    if name not in CORPORA:
+        raise ValueError(f"unknown text corpus {name!r}")
+    return CORPORA[name](data_dir)
 
 
 def rank_columns(stream: np.ndarray, rank: int, world_size: int, columns: int) -> np.ndarray:

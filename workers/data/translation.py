@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from scalebench.datasets import DATA_SETS, WMT_SPLITS, DataSetCorrupt, DataSetMissing
+from scalebench.datasets import DATA_SETS, WMT_SETS, WMT_SPLITS, DataSetCorrupt, DataSetMissing
 from workers.data.atomic import replaced_when_done
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
@@ -223,7 +223,7 @@ def load_wmt(data_dir: Path, name: str) -> Bitext:
 def load_bitext(name: str, data_dir: Path) -> Bitext:
     if name == "synthetic":
         return synthetic_bitext()
-    if name.startswith("wmt"):
+    if name in WMT_SETS:
         return load_wmt(data_dir, name)
     raise ValueError(f"unknown parallel corpus {name!r}")
 
