@@ -135,7 +135,7 @@ def print_count(count: int) -> int:
 def list_prices(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from results_db.queries import prices_in_force
+    from results_db.queries.costs import prices_in_force
 
     engine = engine_for(args.database)
     with engine.connect() as conn:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dash_app.data import Source
-from results_db.queries import SweepInfo
+from results_db.queries.sweeps import SweepInfo
 from scalebench.tasks import TASKS, AllReduceSpec
 
 OFFERED = 500  # newest sweeps listed in a picker; older ones open by link

@@ -19,7 +19,7 @@ from dash import Output, dash_table, dcc, html, no_update
 from dash_app import plots
 from dash_app.data import FIRST_SWEEP, QUICKSTART, DataUnavailable
 from results_db import regressions
-from results_db.queries import SweepInfo
+from results_db.queries.sweeps import SweepInfo
 from scalebench.tasks.published import SOURCE, PublishedPoint, published_points
 
 log = logging.getLogger(__name__)

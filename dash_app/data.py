@@ -27,7 +27,11 @@ from sqlalchemy import Connection, Engine, create_engine
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
-from results_db import queries
+from results_db.queries import communication as communication_queries
+from results_db.queries import costs as costs_queries
+from results_db.queries import nightly as nightly_queries
+from results_db.queries import runs as runs_queries
+from results_db.queries import sweeps as sweeps_queries
 
 T = TypeVar("T")
 
@@ -105,7 +109,7 @@ class Source:
             return problem
         try:
             with self.connect() as conn:
-                queries.schema_ready(conn)
+                sweeps_queries.schema_ready(conn)
             problem = None
         except DataUnavailable as exc:
             problem = str(exc)
@@ -146,7 +150,7 @@ class Source:
     def per_sweep(self, name: str, sweep_id: str, compute: Callable[[Connection], T]) -> T:
         """``compute(conn)`` for figures of one sweep, cached until the sweep changes."""
         with self.connect() as conn:
-            key = (name, sweep_id, queries.sweep_version(conn, sweep_id))
+            key = (name, sweep_id, sweeps_queries.sweep_version(conn, sweep_id))
             with self._lock:
                 if key in self._cache:
                     self._cache.move_to_end(key)
@@ -171,84 +175,94 @@ class Source:
 
     def sweeps(
         self, task: str | None = None, trigger: str | None = None, limit: int = 500
-    ) -> list[queries.SweepInfo]:
-        return self.call(queries.sweep_infos, task=task, trigger=trigger, limit=limit)
+    ) -> list[sweeps_queries.SweepInfo]:
+        return self.call(sweeps_queries.sweep_infos, task=task, trigger=trigger, limit=limit)
 
-    def sweep(self, sweep_id: str) -> queries.SweepInfo | None:
-        return self.call(queries.sweep_info, sweep_id)
+    def sweep(self, sweep_id: str) -> sweeps_queries.SweepInfo | None:
+        return self.call(sweeps_queries.sweep_info, sweep_id)
 
-    def latest_per_task(self, trigger: str | None = None) -> list[queries.SweepInfo]:
-        return self.call(queries.latest_sweep_per_task, trigger)
+    def latest_per_task(self, trigger: str | None = None) -> list[sweeps_queries.SweepInfo]:
+        return self.call(sweeps_queries.latest_sweep_per_task, trigger)
 
     def baseline_of(self, sweep_id: str) -> str | None:
-        return self.call(queries.baseline_of, sweep_id)
+        return self.call(sweeps_queries.baseline_of, sweep_id)
 
     def tasks(self) -> list[str]:
-        return self.call(queries.task_names)
+        return self.call(sweeps_queries.task_names)
 
     def networks(self, sweep_id: str) -> list[str]:
         """The sweep's network profiles, in the order its request names them."""
-        return self.per_sweep("networks", sweep_id, lambda c: queries.sweep_networks(c, sweep_id))
+        return self.per_sweep(
+            "networks", sweep_id, lambda c: sweeps_queries.sweep_networks(c, sweep_id)
+        )
 
     def scaling(self, sweep_id: str, network: str | None = None) -> list[Any]:
         return self.per_sweep(
-            f"scaling:{network}", sweep_id, lambda c: queries.scaling(c, sweep_id, network)
+            f"scaling:{network}", sweep_id, lambda c: sweeps_queries.scaling(c, sweep_id, network)
         )
 
-    def sweep_runs(self, sweep_id: str) -> list[queries.RunInfo]:
-        return self.per_sweep("runs", sweep_id, lambda c: queries.run_infos(c, sweep_id=sweep_id))
-
-    def phases(self, sweep_id: str, network: str | None = None) -> list[queries.PhaseRow]:
+    def sweep_runs(self, sweep_id: str) -> list[runs_queries.RunInfo]:
         return self.per_sweep(
-            f"phases:{network}", sweep_id, lambda c: queries.phase_means(c, sweep_id, network)
+            "runs", sweep_id, lambda c: runs_queries.run_infos(c, sweep_id=sweep_id)
         )
 
-    def phase_totals(self, sweep_id: str, network: str | None = None) -> list[queries.PhaseRow]:
+    def phases(
+        self, sweep_id: str, network: str | None = None
+    ) -> list[communication_queries.PhaseRow]:
+        return self.per_sweep(
+            f"phases:{network}",
+            sweep_id,
+            lambda c: communication_queries.phase_means(c, sweep_id, network),
+        )
+
+    def phase_totals(
+        self, sweep_id: str, network: str | None = None
+    ) -> list[communication_queries.PhaseRow]:
         return self.per_sweep(
             f"phase_totals:{network}",
             sweep_id,
-            lambda c: queries.phase_totals(c, sweep_id, network),
+            lambda c: communication_queries.phase_totals(c, sweep_id, network),
         )
 
-    def allreduce(self, sweep_id: str) -> list[queries.AllReduceRow]:
+    def allreduce(self, sweep_id: str) -> list[communication_queries.AllReduceRow]:
         return self.per_sweep(
-            "allreduce", sweep_id, lambda c: queries.allreduce_curves(c, sweep_id)
+            "allreduce", sweep_id, lambda c: communication_queries.allreduce_curves(c, sweep_id)
         )
 
     def costs(
         self, sweep_id: str, instance: str, gpu: str | None, network: str | None = None
-    ) -> list[queries.CostRow]:
-        """Raises :class:`results_db.queries.PriceMissing` when a price is missing."""
-        return self.call(queries.costs, sweep_id, instance=instance, gpu=gpu, network=network)
+    ) -> list[costs_queries.CostRow]:
+        """Raises :class:`results_db.costs_queries.PriceMissing` when a price is missing."""
+        return self.call(costs_queries.costs, sweep_id, instance=instance, gpu=gpu, network=network)
 
-    def prices(self) -> list[queries.PriceRow]:
-        return self.call(queries.prices_in_force)
+    def prices(self) -> list[costs_queries.PriceRow]:
+        return self.call(costs_queries.prices_in_force)
 
-    def running(self) -> list[queries.RunProgress]:
-        return self.call(queries.running_runs)
+    def running(self) -> list[sweeps_queries.RunProgress]:
+        return self.call(sweeps_queries.running_runs)
 
-    def runs(self, **filters: Any) -> list[queries.RunInfo]:
-        return self.call(queries.run_infos, **filters)
+    def runs(self, **filters: Any) -> list[runs_queries.RunInfo]:
+        return self.call(runs_queries.run_infos, **filters)
 
-    def run(self, run_id: str) -> queries.RunInfo | None:
-        return self.call(queries.run_info, run_id)
+    def run(self, run_id: str) -> runs_queries.RunInfo | None:
+        return self.call(runs_queries.run_info, run_id)
 
-    def events(self, run_id: str) -> list[queries.EventRow]:
-        return self.call(queries.run_events, run_id)
+    def events(self, run_id: str) -> list[runs_queries.EventRow]:
+        return self.call(runs_queries.run_events, run_id)
 
-    def environments(self, run_id: str) -> list[queries.EnvironmentRow]:
-        return self.call(queries.run_environments, run_id)
+    def environments(self, run_id: str) -> list[runs_queries.EnvironmentRow]:
+        return self.call(runs_queries.run_environments, run_id)
 
     def curves(
-        self, sweep_id: str, runs: list[queries.RunInfo], points: int = 500
-    ) -> dict[str, tuple[list[queries.CurvePoint], list[queries.EvalPoint]]]:
+        self, sweep_id: str, runs: list[runs_queries.RunInfo], points: int = 500
+    ) -> dict[str, tuple[list[runs_queries.CurvePoint], list[runs_queries.EvalPoint]]]:
         """Training loss (bucketed to ≤ ``points``) and evaluations of each of ``runs``."""
 
         def read(conn: Connection) -> dict[str, Any]:
             return {
                 run.id: (
-                    queries.loss_curve(conn, run.id, points),
-                    queries.eval_curve(conn, run.id),
+                    runs_queries.loss_curve(conn, run.id, points),
+                    runs_queries.eval_curve(conn, run.id),
                 )
                 for run in runs
             }
@@ -256,11 +270,11 @@ class Source:
         key = "curves:" + ",".join(sorted(run.id for run in runs))
         return self.per_sweep(key, sweep_id, read)
 
-    def regressions(self, **filters: Any) -> list[queries.RegressionRow]:
-        return self.call(queries.regression_flags, **filters)
+    def regressions(self, **filters: Any) -> list[nightly_queries.RegressionRow]:
+        return self.call(nightly_queries.regression_flags, **filters)
 
-    def trend(self, task: str, nights: int) -> list[queries.TrendPoint]:
-        return self.call(queries.nightly_trend, task, nights)
+    def trend(self, task: str, nights: int) -> list[nightly_queries.TrendPoint]:
+        return self.call(nightly_queries.nightly_trend, task, nights)
 
 
 def current() -> Source:

@@ -19,7 +19,7 @@ import flask
 
 from dash_app.data import DataUnavailable, Source
 from dash_app.state import IDENTIFIER
-from results_db import queries
+from results_db.queries import export as export_queries
 from results_db.service import official_result
 
 PREFIX = "/download/run"
@@ -68,14 +68,14 @@ def register(server: flask.Flask) -> None:
                 official_result(run) + "\n", mimetype="text/plain", headers=attachment
             )
         if name == "evaluations.csv":
-            rows = source.call(queries.run_epochs, run_id)
-            body = "".join(_csv_lines(queries.EPOCH_EXPORT_COLUMNS, rows))
+            rows = source.call(export_queries.run_epochs, run_id)
+            body = "".join(_csv_lines(export_queries.EPOCH_EXPORT_COLUMNS, rows))
             return flask.Response(body, mimetype="text/csv", headers=attachment)
 
         def steps() -> Iterator[str]:
             with source.connect() as conn:
                 yield from _csv_lines(
-                    queries.STEP_EXPORT_COLUMNS, queries.iter_run_steps(conn, run_id)
+                    export_queries.STEP_EXPORT_COLUMNS, export_queries.iter_run_steps(conn, run_id)
                 )
 
         return flask.Response(steps(), mimetype="text/csv", headers=attachment)

@@ -16,7 +16,8 @@ from urllib.parse import urlencode
 
 from results_db import regressions
 from results_db.analytics import ScalingRow
-from results_db.queries import EnvironmentRow, EventRow, PriceRow, RunInfo
+from results_db.queries.costs import PriceRow
+from results_db.queries.runs import EnvironmentRow, EventRow, RunInfo
 from scalebench import units
 
 

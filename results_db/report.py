@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection
 from tabulate import tabulate
 
-from results_db import queries
 from results_db.analytics import ScalingRow, time_to_accuracy_text
+from results_db.queries import communication as communication_queries
+from results_db.queries import runs as runs_queries
+from results_db.queries import sweeps as sweeps_queries
 from scalebench.tasks import TASKS, AllReduceSpec
 from scalebench.units import byte_size
 
@@ -27,7 +29,7 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
 
 def training_table(
     scaling: Sequence[ScalingRow],
-    runs: Sequence[queries.RunInfo],
+    runs: Sequence[runs_queries.RunInfo],
     last_metric: Mapping[str, float | None],
     metric: str,
 ) -> str:
@@ -67,7 +69,7 @@ def training_table(
     return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
 
 
-def allreduce_table(rows: Sequence[queries.AllReduceRow]) -> str:
+def allreduce_table(rows: Sequence[communication_queries.AllReduceRow]) -> str:
     """Per (world size, dtype, size): p50/mean/p95 latency (ms), algbw and busbw (GB/s)."""
     lines = [
         [
@@ -107,24 +109,24 @@ def allreduce_table(rows: Sequence[queries.AllReduceRow]) -> str:
 
 def sweep_report(conn: Connection, sweep_id: str) -> str:
     """The whole printed report of one ingested sweep: title, goal, table, what went wrong."""
-    info = queries.sweep_info(conn, sweep_id)
+    info = sweeps_queries.sweep_info(conn, sweep_id)
     if info is None:
         raise LookupError(f"sweep {sweep_id!r} is not in the results database")
     spec = TASKS[info.task]
     out = [f"{spec.title} — sweep {sweep_id}"]
     if isinstance(spec, AllReduceSpec):
-        out.append(allreduce_table(queries.allreduce_summary(conn, sweep_id)))
+        out.append(allreduce_table(communication_queries.allreduce_summary(conn, sweep_id)))
         return "\n".join(out)
-    runs = queries.run_infos(conn, sweep_id=sweep_id)
+    runs = runs_queries.run_infos(conn, sweep_id=sweep_id)
     out.append(f"goal: {spec.goal.describe(info.light)}; TTA = time to accuracy, seconds\n")
-    networks = queries.sweep_networks(conn, sweep_id)
-    last_metric = queries.last_metric_values(conn, sweep_id)
+    networks = sweeps_queries.sweep_networks(conn, sweep_id)
+    last_metric = sweeps_queries.last_metric_values(conn, sweep_id)
     for network in networks:  # one table per link profile: speedups are within a profile
         if len(networks) > 1:
             out.append(f"network {network}:")
         out.append(
             training_table(
-                queries.scaling(conn, sweep_id, network),
+                sweeps_queries.scaling(conn, sweep_id, network),
                 [r for r in runs if r.network == network],
                 last_metric,
                 spec.goal.metric,

@@ -120,7 +120,8 @@ def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
     a training sweep also gets ``scaling``: per network profile and worker count, the time to
     accuracy by MLPerf's rule (empty when too few repeats reached the goal), the repeats it
     rests on, its spread and the speedups, with the same words as the tables."""
-    from results_db.queries import iter_export_frames, sweep_runs
+    from results_db.queries.export import iter_export_frames
+    from results_db.queries.sweeps import sweep_runs
 
     if fmt not in ("csv", "parquet"):
         raise CommandError(f"format: must be csv or parquet, got {fmt!r}")
@@ -157,7 +158,7 @@ def scaling_frame(conn: Any, sweep_id: str) -> Any:
     import pandas as pd
 
     from results_db.analytics import time_to_accuracy_text
-    from results_db.queries import scaling_by_network
+    from results_db.queries.sweeps import scaling_by_network
 
     return pd.DataFrame(
         [
@@ -279,11 +280,11 @@ class NoResult(RuntimeError):
 
 def sweep_outcome(sweep_id: str, url: str | None = None) -> str:
     """A loaded sweep's outcome: succeeded, partial, failed, cancelled or running."""
-    from results_db import queries
+    from results_db.queries import sweeps as sweeps_queries
 
     engine = engine_for(url)
     with engine.connect() as conn:
-        outcome = queries.sweep_outcome(conn, sweep_id)
+        outcome = sweeps_queries.sweep_outcome(conn, sweep_id)
     engine.dispose()
     return str(outcome)
 
@@ -297,12 +298,8 @@ def summarize_sweep(sweep_id: str, url: str | None = None) -> list[dict[str, Any
     """
     from dataclasses import asdict
 
-    from results_db.queries import (
-        allreduce_summary,
-        scaling_by_network,
-        succeeded_runs,
-        sweep_info,
-    )
+    from results_db.queries.communication import allreduce_summary
+    from results_db.queries.sweeps import scaling_by_network, succeeded_runs, sweep_info
     from results_db.report import sweep_report
     from scalebench.tasks import TASKS, AllReduceSpec
 

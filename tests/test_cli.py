@@ -50,7 +50,7 @@ def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
 ) -> None:
     import operators.launcher
     from results_db.database import make_engine
-    from results_db.queries import scaling
+    from results_db.queries.sweeps import scaling
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     database = f"sqlite:///{tmp_path / 'results.db'}"

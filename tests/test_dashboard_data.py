@@ -29,10 +29,12 @@ from dash_app.pages import trend
 from dash_app.pages.communication import figures as communication_figures
 from dash_app.pages.cost import figures as cost_figures
 from dash_app.pages.scaling import figures as scaling_figures
-from results_db import queries
 from results_db.database import make_engine
 from results_db.ingest import ingest_location
 from results_db.models import Price
+from results_db.queries import communication as communication_queries
+from results_db.queries import costs as costs_queries
+from results_db.queries import runs as runs_queries
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -98,13 +100,13 @@ def test_phase_means_match_the_step_rows(source: Source, seeded_url: str) -> Non
                 .group_by(Run.world_size)
                 .order_by(Run.world_size)
             ).all()
-            ours = queries.phase_means(conn, sweep)
+            ours = communication_queries.phase_means(conn, sweep)
             assert [r.world_size for r in ours] == [r[0] for r in theirs]
             for a, (_, forward, communication, optimizer) in zip(ours, theirs, strict=True):
                 assert a.forward_s == pytest.approx(forward)
                 assert a.communication_s == pytest.approx(communication)
                 assert a.optimizer_s == pytest.approx(optimizer)
-        assert queries.phase_means(conn, "no-such-sweep") == []
+        assert communication_queries.phase_means(conn, "no-such-sweep") == []
     engine.dispose()
     known = communication_figures.phase_figure(source.phases(KNOWN))
     communication = next(t for t in known.data if t.name == "communication")
@@ -130,8 +132,8 @@ def test_phase_totals_to_the_goal_match_the_step_rows(source: Source, seeded_url
             .where(Run.sweep_id == KNOWN, Run.goal_reached.is_(True))
             .group_by(Run.world_size, Run.id)
         ).all()
-        ours = {r.world_size: r for r in queries.phase_totals(conn, KNOWN)}
-        assert queries.phase_totals(conn, BAD) == []  # no run of it reached the goal
+        ours = {r.world_size: r for r in communication_queries.phase_totals(conn, KNOWN)}
+        assert communication_queries.phase_totals(conn, BAD) == []  # no run of it reached the goal
     engine.dispose()
     for size in (1, 2, 4):
         runs = [r for r in per_run if r[0] == size]
@@ -158,8 +160,8 @@ def test_phase_totals_to_the_goal_match_the_step_rows(source: Source, seeded_url
 def test_allreduce_curves_match_the_python_summary(source: Source, seeded_url: str) -> None:
     engine = make_engine(seeded_url)
     with engine.connect() as conn:
-        ours = queries.allreduce_curves(conn, ALLREDUCE)
-        theirs = queries.allreduce_summary(conn, ALLREDUCE)
+        ours = communication_queries.allreduce_curves(conn, ALLREDUCE)
+        theirs = communication_queries.allreduce_summary(conn, ALLREDUCE)
     engine.dispose()
     assert len(ours) == len(theirs) == 26  # 13 light sizes × float32/float16
     for a, b in zip(ours, theirs, strict=True):
@@ -195,7 +197,7 @@ def test_costs_price_index_and_pareto_of_the_known_sweep(source: Source) -> None
     front = next(t for t in pareto.data if t.name == "Pareto front, regular")
     # faster is dearer here: every configuration is on the front
     assert list(front.x) == pytest.approx([31.0, 55.0, 100.0])
-    with pytest.raises(queries.PriceMissing):
+    with pytest.raises(costs_queries.PriceMissing):
         source.costs(KNOWN, "no-such-machine", None)
 
 
@@ -203,9 +205,9 @@ def test_a_run_curve_is_bucketed_in_sql(seeded_url: str) -> None:
     engine = make_engine(seeded_url)
     run_id = f"{LIGHT}-w1-r0"
     with engine.connect() as conn:
-        every = queries.loss_curve(conn, run_id, points=500)
-        few = queries.loss_curve(conn, run_id, points=5)
-        evals = queries.eval_curve(conn, run_id)
+        every = runs_queries.loss_curve(conn, run_id, points=500)
+        few = runs_queries.loss_curve(conn, run_id, points=5)
+        evals = runs_queries.eval_curve(conn, run_id)
     engine.dispose()
     assert len(every) == 24 and all(p.steps == 1 for p in every)  # 24 steps: one bucket each
     assert len(few) <= 5 and sum(p.steps for p in few) == 24

@@ -13,14 +13,9 @@ from dash_app.pages.cost import figures as cost_figures
 from dash_app.pages.run import figures as run_figures
 from dash_app.pages.scaling import figures as scaling_figures
 from results_db.analytics import scaling_rows
-from results_db.queries import (
-    AllReduceRow,
-    CostRow,
-    CurvePoint,
-    EventRow,
-    PhaseRow,
-    RunInfo,
-)
+from results_db.queries.communication import AllReduceRow, PhaseRow
+from results_db.queries.costs import CostRow
+from results_db.queries.runs import CurvePoint, EventRow, RunInfo
 from scalebench import units
 
 

@@ -357,7 +357,7 @@ def test_an_ingest_survives_a_database_restart_and_loses_nothing(
 
 def test_a_spread_run_whose_ranks_shared_a_node_is_flagged(engine: Engine, tmp_path: Path) -> None:
     from dash_app.tables import run_rows
-    from results_db.queries import run_infos
+    from results_db.queries.runs import run_infos
 
     sweep = write_training_sweep(tmp_path, "sp", [FakeRun(2), FakeRun(4)])
     data = json.loads((sweep / "sweep.json").read_text())

@@ -26,7 +26,7 @@ from operators import shaped_network
 from operators.local_launcher import LocalGroup
 from operators.shaped_network import ShapedNetwork, leftovers
 from results_db.database import make_engine
-from results_db.queries import allreduce_curves
+from results_db.queries.communication import allreduce_curves
 from results_db.run_summary import summarise
 from scalebench import host
 from scalebench.host import shaping_problems

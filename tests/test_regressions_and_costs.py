@@ -14,7 +14,9 @@ from dash_app.pages.trend import trend_figure
 from results_db import regressions, service
 from results_db.ingest import ingest_location
 from results_db.models import Regression
-from results_db.queries import costs, nightly_trend, prices_in_force, scaling, sweep_networks
+from results_db.queries.costs import costs, prices_in_force
+from results_db.queries.nightly import nightly_trend
+from results_db.queries.sweeps import scaling, sweep_networks
 
 
 def nightly(root: Path, night: int, tta: list[float]) -> str:

@@ -26,7 +26,9 @@ from results_db.models import (
     StepTiming,
     Sweep,
 )
-from results_db.queries import allreduce_summary, phase_means, run_infos, scaling
+from results_db.queries.communication import allreduce_summary, phase_means
+from results_db.queries.runs import run_infos
+from results_db.queries.sweeps import scaling
 from results_db.scratch import scratch_database
 from scalebench.tasks import get_task
 
@@ -123,7 +125,7 @@ def test_allreduce_curves_are_stored_at_ingest_and_filled_by_the_migration(
     from alembic import command
 
     from results_db.database import alembic_config
-    from results_db.queries import allreduce_curves
+    from results_db.queries.communication import allreduce_curves
 
     shutil.copytree(Path(__file__).with_name("data") / "sweep-allreduce", tmp_path / "a")
     upgrade(database_url)

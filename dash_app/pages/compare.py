@@ -29,7 +29,8 @@ from dash_app.plots import (
 )
 from dash_app.state import Query, to_search
 from results_db.analytics import ScalingRow
-from results_db.queries import RegressionRow, SweepInfo
+from results_db.queries.nightly import RegressionRow
+from results_db.queries.sweeps import SweepInfo
 from scalebench import units
 
 PATH = "/compare"

@@ -17,7 +17,8 @@ from dash_app import components as ui
 from dash_app import data, tables
 from dash_app.choices import is_allreduce
 from dash_app.state import Query
-from results_db.queries import RegressionRow, RunProgress, SweepInfo
+from results_db.queries.nightly import RegressionRow
+from results_db.queries.sweeps import RunProgress, SweepInfo
 from scalebench import units
 
 PATH = "/"

@@ -26,7 +26,7 @@ from dash_app.plots import (
     thin,
 )
 from dash_app.state import TREND_METRICS, Query, to_search
-from results_db.queries import RegressionRow, TrendPoint
+from results_db.queries.nightly import RegressionRow, TrendPoint
 from scalebench import units
 
 PATH = "/trend"

@@ -21,11 +21,8 @@ from dash_app.plots import (
     workers_axis,
 )
 from results_db.analytics import ScalingRow, communication_to_computation
-from results_db.queries import (
-    AllReduceRow,
-    PhaseRow,
-    RunInfo,
-)
+from results_db.queries.communication import AllReduceRow, PhaseRow
+from results_db.queries.runs import RunInfo
 from scalebench import units
 
 

@@ -19,7 +19,7 @@ from dash_app import data, plots, tables
 from dash_app.choices import pick_sweep
 from dash_app.pages.cost import figures
 from dash_app.state import Query, to_search
-from results_db.queries import PriceMissing, PriceRow
+from results_db.queries.costs import PriceMissing, PriceRow
 
 PATH = "/cost"
 TITLE = "Cost"

@@ -16,9 +16,7 @@ from dash_app.plots import (
     published_traces,
     workers_axis,
 )
-from results_db.queries import (
-    CostRow,
-)
+from results_db.queries.costs import CostRow
 from scalebench import units
 from scalebench.tasks.published import PublishedPoint
 

@@ -19,7 +19,7 @@ from dash_app import data, downloads, plots, tables
 from dash_app.choices import is_allreduce
 from dash_app.pages.run import figures
 from dash_app.state import Query, to_search
-from results_db.queries import RunInfo
+from results_db.queries.runs import RunInfo
 from scalebench import units
 
 PATH = "/run"

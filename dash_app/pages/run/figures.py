@@ -9,11 +9,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from dash_app.plots import SECONDS_AXIS, base_figure, empty_figure, level_line, moment_line, thin
-from results_db.queries import (
-    CurvePoint,
-    EvalPoint,
-    EventRow,
-)
+from results_db.queries.runs import CurvePoint, EvalPoint, EventRow
 from scalebench import units
 
 

@@ -20,7 +20,8 @@ from dash_app.choices import pick_sweep
 from dash_app.pages.scaling import figures
 from dash_app.state import Query, to_search
 from results_db.analytics import ScalingRow, time_to_accuracy_text
-from results_db.queries import RunInfo, SweepInfo
+from results_db.queries.runs import RunInfo
+from results_db.queries.sweeps import SweepInfo
 from scalebench import units
 
 PATH = "/scaling"

@@ -18,9 +18,7 @@ from dash_app.plots import (
     workers_axis,
 )
 from results_db.analytics import ScalingRow, time_to_accuracy_text
-from results_db.queries import (
-    RunInfo,
-)
+from results_db.queries.runs import RunInfo
 from scalebench import units
 from scalebench.tasks.published import PublishedPoint
 

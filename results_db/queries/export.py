@@ -1,0 +1,73 @@
+"""A sweep's rows for export (CSV, Parquet): steps, epochs, runs and scaling."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Connection, select
+
+from results_db.models import (
+    EpochEval,
+    Run,
+    StepTiming,
+)
+from workers.records import PHASES
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+STEP_EXPORT_COLUMNS = (
+    "rank",
+    "epoch",
+    "step",
+    "t_s",
+    "samples",
+    "loss",
+    "lr",
+    *(f"{phase}_s" for phase in PHASES),
+)
+
+
+EPOCH_EXPORT_COLUMNS = ("epoch", "t_s", "metric_value", "loss", "eval_s", "train_s", "wall_s")
+
+
+def iter_run_steps(conn: Connection, run_id: str, batch: int = 5000) -> Iterator[tuple[Any, ...]]:
+    """Every step row of a run (columns :data:`STEP_EXPORT_COLUMNS`), streamed in batches."""
+    result = conn.execution_options(yield_per=batch).execute(
+        select(*(getattr(StepTiming, name) for name in STEP_EXPORT_COLUMNS))
+        .where(StepTiming.run_id == run_id)
+        .order_by(StepTiming.rank, StepTiming.epoch, StepTiming.step)
+    )
+    for row in result:
+        yield tuple(row)
+
+
+def run_epochs(conn: Connection, run_id: str) -> list[tuple[Any, ...]]:
+    """A run's evaluations (columns :data:`EPOCH_EXPORT_COLUMNS`) in epoch order."""
+    rows = conn.execute(
+        select(*(getattr(EpochEval, name) for name in EPOCH_EXPORT_COLUMNS))
+        .where(EpochEval.run_id == run_id)
+        .order_by(EpochEval.epoch)
+    )
+    return [tuple(row) for row in rows]
+
+
+def iter_export_frames(
+    conn: Connection, sweep_id: str, run_ids: list[str]
+) -> Iterator[tuple[str, pd.DataFrame]]:
+    """A sweep's ``runs``, then the ``evaluations`` and ``steps`` of ``run_ids`` (its runs):
+    whole table rows as pandas DataFrames, the tables' column names and units (seconds).
+
+    One table is read at a time, when the caller asks for it.
+    """
+    import pandas as pd
+
+    tables = {
+        "runs": select(Run).where(Run.sweep_id == sweep_id),
+        "evaluations": select(EpochEval).where(EpochEval.run_id.in_(run_ids)),
+        "steps": select(StepTiming).where(StepTiming.run_id.in_(run_ids)),
+    }
+    for name, query in tables.items():
+        yield name, pd.read_sql(query, conn)
