@@ -43,7 +43,6 @@ from sqlalchemy import Connection, insert, text, update
 from results_db import pg_copy
 from results_db.analytics import percentile
 from results_db.database import make_engine
-from results_db.ingest import STEP_COLUMNS
 from results_db.models import (
     AllReduceCurve,
     EpochEval,
@@ -53,6 +52,7 @@ from results_db.models import (
     RunEvent,
     Sweep,
 )
+from results_db.rows import STEP_COLUMNS
 from results_db.scratch import scratch_database
 from scalebench.manifest import configuration_hash
 

@@ -260,7 +260,7 @@ def test_a_crash_in_the_middle_leaves_the_run_as_it_was(
     def explode(*args: object, **kwargs: object) -> dict:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(ingest_module, "_eval_row", explode)  # after steps were written
+    monkeypatch.setattr(ingest_module, "eval_row", explode)  # after steps were written
     report = ingest_location(engine, str(tmp_path))
     assert report.refused == ["c-w2-r1: RuntimeError('disk full')"]
     assert counts(engine) == before
