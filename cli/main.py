@@ -453,7 +453,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("run", "ingest"):
             clean_network_leftovers()  # a killed launcher's shaped group: gone before anything
         return args.func(args)
-    except (InvalidParameter, service.CommandError, config.BadSetting) as exc:
+    except (
+        InvalidParameter,
+        service.CommandError,
+        config.BadSetting,
+        manifest.BadManifest,
+    ) as exc:
         if debugging(args):
             raise
         print(f"scalebench: error: {exc}", file=sys.stderr)

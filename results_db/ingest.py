@@ -184,7 +184,12 @@ def ingest_location(
     if not sweeps:
         raise FileNotFoundError(f"no sweep ({MANIFEST}) found at {location}")
     for sweep_path in sweeps:
-        manifest = sweep_manifest.read(fs, sweep_path)  # verdicts folded in
+        try:
+            manifest = sweep_manifest.read(fs, sweep_path)  # verdicts folded in
+        except sweep_manifest.BadManifest as exc:  # refused by name; the others still load
+            report.refused.append(f"sweep {exc}")
+            say(f"refused sweep {exc}")
+            continue
         with gc_paused():
             ingest_sweep(engine, fs, sweep_path, manifest, report, say, only, replace)
     report.seconds = time.perf_counter() - started

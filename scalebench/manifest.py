@@ -18,13 +18,14 @@ Airflow operators alike; torch-free.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +38,12 @@ MANIFEST = "sweep.json"  # beside a sweep's run directories
 VERDICTS = "verdicts.jsonl"
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
 GROUP_STATUSES = ("planned", "succeeded", "failed", "diverged", "timed_out", "cancelled", "skipped")
+
+
+class BadManifest(ValueError):
+    """A ``sweep.json`` that cannot be read as a sweep: the message names the file and what
+    is wrong with it (not JSON, cut short, not an object, a field missing or of the wrong
+    kind, a time that is no ISO 8601 time)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,19 @@ class Manifest:
 
     @classmethod
     def from_json(cls, data: dict[str, Any], verdict_lines: Iterable[str] = ()) -> Manifest:
-        """The manifest of ``sweep.json``'s ``data`` with the verdict lines folded in."""
+        """The manifest of ``sweep.json``'s ``data`` with the verdict lines folded in;
+        :class:`BadManifest` when ``data`` is not one."""
+        if not isinstance(data, dict):
+            raise BadManifest(f"not a JSON object but {type(data).__name__}")
+        for name, kind in (("sweep_id", str), ("request", dict), ("groups", list)):
+            if not isinstance(data.get(name), kind):
+                raise BadManifest(f"{name!r} missing or not a {kind.__name__}")
+        for name in ("created_at", "finished_at"):
+            if data.get(name):
+                try:
+                    datetime.fromisoformat(str(data[name]))
+                except ValueError:
+                    raise BadManifest(f"{name!r} is not an ISO 8601 time: {data[name]!r}") from None
         known = {
             "sweep_id",
             "trigger",
@@ -141,22 +160,43 @@ def create(sweep_dir: Path, manifest: Manifest) -> None:
 
 
 def load(sweep_dir: Path) -> Manifest:
-    """The manifest of the sweep at ``sweep_dir`` (a local directory), verdicts folded in."""
-    data = json.loads((sweep_dir / MANIFEST).read_text(encoding="utf-8"))
-    verdicts = sweep_dir / VERDICTS
-    lines = verdicts.read_text(encoding="utf-8").splitlines() if verdicts.is_file() else []
-    return Manifest.from_json(data, lines)
+    """The manifest of the sweep at ``sweep_dir`` (a local directory), verdicts folded in;
+    :class:`BadManifest` when it cannot be read."""
+    path = sweep_dir / MANIFEST
+    with _reading(path):
+        data = json.loads(path.read_text(encoding="utf-8"))
+        verdicts = sweep_dir / VERDICTS
+        lines = verdicts.read_text(encoding="utf-8").splitlines() if verdicts.is_file() else []
+        return Manifest.from_json(data, lines)
+
+
+@contextlib.contextmanager
+def _reading(path: Any) -> Iterator[None]:
+    """Turn what a damaged ``sweep.json`` raises into one :class:`BadManifest` naming it."""
+    try:
+        yield
+    except BadManifest as exc:
+        raise BadManifest(f"{path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise BadManifest(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    except UnicodeDecodeError:
+        raise BadManifest(f"{path}: not UTF-8 text") from None
+    except IsADirectoryError:
+        raise BadManifest(f"{path}: a directory, not a file") from None
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise BadManifest(f"{path}: not a sweep manifest ({type(exc).__name__}: {exc})") from None
 
 
 def read(fs: Any, sweep_path: str) -> Manifest:
     """:func:`load` through an fsspec filesystem (any results location ingest reads)."""
-    with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
-        data = json.load(handle)
-    lines: list[str] = []
-    if fs.exists(f"{sweep_path}/{VERDICTS}"):
-        with fs.open(f"{sweep_path}/{VERDICTS}", "r", encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    return Manifest.from_json(data, lines)
+    with _reading(f"{sweep_path}/{MANIFEST}"):
+        with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
+            data = json.load(handle)
+        lines: list[str] = []
+        if fs.exists(f"{sweep_path}/{VERDICTS}"):
+            with fs.open(f"{sweep_path}/{VERDICTS}", "r", encoding="utf-8") as handle:
+                lines = handle.read().splitlines()
+        return Manifest.from_json(data, lines)
 
 
 def this_process() -> dict[str, Any]:

@@ -453,3 +453,69 @@ def test_a_manifest_from_before_its_optional_fields_ingests_with_their_defaults(
     assert {(r.backend, r.variant, r.placement) for r in runs.values()} == {
         ("gloo", "sync", "pack")
     }
+
+
+DAMAGED_MANIFESTS: dict[str, Callable[[dict], bytes]] = {
+    "empty": lambda good: b"",
+    "truncated": lambda good: json.dumps(good).encode()[:40],
+    "not an object": lambda good: b"[1, 2, 3]",
+    "without groups": lambda good: json.dumps(
+        {k: v for k, v in good.items() if k != "groups"}
+    ).encode(),
+    "without request": lambda good: json.dumps(
+        {k: v for k, v in good.items() if k != "request"}
+    ).encode(),
+    "groups not a list": lambda good: json.dumps({**good, "groups": "g"}).encode(),
+    "a group not an object": lambda good: json.dumps({**good, "groups": [7]}).encode(),
+    "bad created_at": lambda good: json.dumps({**good, "created_at": "yesterday"}).encode(),
+    "not UTF-8": lambda good: b"\xff\xfe\x00binary",
+}
+
+
+def test_a_damaged_sweep_json_is_refused_by_name_and_the_other_sweeps_still_load(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Every way a sweep.json can be damaged gives one refusal naming the file and what is
+    wrong; sweeps before and after it in the folder load; nothing raises."""
+    good_dir = write_training_sweep(tmp_path, "a-good", [FakeRun(1)])
+    good = json.loads((good_dir / "sweep.json").read_text())
+    for index, damage in enumerate(DAMAGED_MANIFESTS.values()):
+        bad_dir = tmp_path / f"b{index:02d}-damaged"
+        bad_dir.mkdir()
+        (bad_dir / "sweep.json").write_bytes(damage(good))
+    write_training_sweep(tmp_path, "z-later", [FakeRun(2)])
+    binary = tmp_path / "blob.bin"
+    binary.write_bytes(bytes(range(256)))
+    linked = tmp_path / "c-linked"
+    linked.mkdir()
+    (linked / "sweep.json").symlink_to(binary)
+    lines: list[str] = []
+    report = ingest_location(engine, str(tmp_path), lines.append)
+    assert report.sweeps == 2
+    refused = [r for r in report.refused if r.startswith("sweep ")]
+    assert len(refused) == len(DAMAGED_MANIFESTS) + 1, refused
+    for line in refused:
+        assert "sweep.json: " in line and "Traceback" not in line
+    assert any("not JSON" in r for r in refused) and any("not UTF-8" in r for r in refused)
+    assert any("'groups' missing" in r for r in refused)
+    assert any("not an ISO 8601 time" in r for r in refused)
+    with engine.connect() as conn:
+        stored = set(conn.execute(select(Sweep.id)).scalars())
+    assert stored == {"a-good", "z-later"}
+
+
+def test_the_command_line_refuses_a_damaged_sweep_json_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main as cli
+
+    sweep_dir = tmp_path / "broken"
+    sweep_dir.mkdir()
+    (sweep_dir / "sweep.json").write_text('{"sweep_id": ')
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert cli.main(["ingest", str(sweep_dir), "--database", url]) == 1
+    out = capsys.readouterr().out
+    assert "refused: sweep " in out and "sweep.json: not JSON" in out
+    assert cli.main(["report", str(sweep_dir), "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sweep.json: not JSON" in err and "Traceback" not in err
