@@ -243,9 +243,13 @@ def grant_readonly(url: str | None, role: str, password: str | None) -> None:
 def check_regressions(url: str | None, sweep_id: str, rule: Rule = RULE) -> list[Any]:
     """Detect, store and print the regressions of a nightly sweep; return every finding."""
     from results_db import regressions as detector
+    from results_db.queries.sweeps import sweep_info
 
     engine = engine_for(url)
     with engine.begin() as conn:
+        if sweep_info(conn, sweep_id) is None:
+            engine.dispose()
+            raise CommandError(f"sweep: no sweep {sweep_id!r} in the results database")
         findings = detector.detect(conn, sweep_id, rule)
         detector.record(conn, sweep_id, findings)
     engine.dispose()

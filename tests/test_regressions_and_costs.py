@@ -408,3 +408,13 @@ def test_the_dags_summary_gives_every_network_profile(
     slow = {r["world_size"]: r["time_to_accuracy_s"] for r in rows if r["network"] == "100mbit"}
     assert slow == {1: pytest.approx(150.0), 2: pytest.approx(75.0)}
     assert "network 100mbit" in capsys.readouterr().out
+
+
+def test_regressions_of_an_unknown_sweep_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert cli.main(["db", "upgrade", "--database", url]) == 0
+    assert cli.main(["regressions", "no-such-sweep", "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert err == "scalebench: error: sweep: no sweep 'no-such-sweep' in the results database\n"
