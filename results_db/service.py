@@ -125,6 +125,8 @@ def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
 
     if fmt not in ("csv", "parquet"):
         raise CommandError(f"format: must be csv or parquet, got {fmt!r}")
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"out: {out} is a file; give the folder the exports go to")
     engine = engine_for(url)
     out.mkdir(parents=True, exist_ok=True)
     written = []

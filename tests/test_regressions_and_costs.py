@@ -418,3 +418,15 @@ def test_regressions_of_an_unknown_sweep_is_refused_in_one_line(
     assert cli.main(["regressions", "no-such-sweep", "--database", url]) == 2
     err = capsys.readouterr().err
     assert err == "scalebench: error: sweep: no sweep 'no-such-sweep' in the results database\n"
+
+
+def test_export_to_a_path_that_is_a_file_is_refused_before_anything_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    taken = tmp_path / "exports"
+    taken.write_text("not a folder")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert cli.main(["export", "s", "--out", str(taken), "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scalebench: error: out: ") and "is a file" in err
+    assert taken.read_text() == "not a folder"
