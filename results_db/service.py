@@ -42,9 +42,16 @@ def engine_for(url: str | None):  # type: ignore[no-untyped-def]
 
 
 def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at ``url`` to ``revision``; a revision Alembic cannot reach is
+    refused naming it."""
+    from alembic.util import CommandError as AlembicError
+
     from results_db.database import upgrade as migrate
 
-    migrate(url, revision)
+    try:
+        migrate(url, revision)
+    except AlembicError as exc:
+        raise CommandError(f"revision: {exc}") from None
 
 
 def printed(line: str) -> None:
@@ -346,6 +353,14 @@ def database_problem(exc: BaseException) -> str | None:
             f"database: not a results database URL ({exc.args[0].splitlines()[0]}); use "
             f"{SUPPORTED_DATABASES} (--database or SCALEBENCH_DATABASE_URL)"
         )
+    if isinstance(exc, ValueError) and any(  # the URL's parser, on a port or host it cannot read
+        frame.f_code.co_filename.endswith("sqlalchemy/engine/url.py")
+        for frame, _ in walk_tb(exc.__traceback__)
+    ):
+        return (
+            f"database: not a results database URL ({exc}); use {SUPPORTED_DATABASES} "
+            "(--database or SCALEBENCH_DATABASE_URL)"
+        )
     if isinstance(exc, ModuleNotFoundError) and any(  # a dialect importing its driver
         "sqlalchemy" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__)
     ):
@@ -364,6 +379,12 @@ def database_problem(exc: BaseException) -> str | None:
         return (
             f"database: cannot use the results database: {reason}. Is the server running "
             "and the URL right (--database or SCALEBENCH_DATABASE_URL)?"
+        )
+    if isinstance(exc, db.DatabaseError):  # e.g. SQLite: "file is not a database"
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        return (
+            f"database: cannot read the results database: {reason}. Does the URL name a "
+            "scalebench database (--database or SCALEBENCH_DATABASE_URL)?"
         )
     return None
 

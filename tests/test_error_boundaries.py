@@ -65,6 +65,11 @@ DATABASES: dict[str, tuple[Callable[[Path, str], str], str]] = {
     "garbage URL": (lambda tmp, pg: "garbage", NOT_A_URL),
     "unknown scheme": (lambda tmp, pg: "nosuch://x", NOT_A_URL),
     "driver not installed": (lambda tmp, pg: "mysql://x", "needs a driver scalebench does not"),
+    "malformed IPv6 URL": (lambda tmp, pg: "postgresql+psycopg2://u@[::1/db", NOT_A_URL),
+    "not a database file": (
+        lambda tmp, pg: f"sqlite:///{tmp / 'garbage.db'}",
+        "cannot read the results database: file is not a database",
+    ),
     "nothing listening": (
         lambda tmp, pg: f"postgresql+psycopg2://postgres@127.0.0.1:{free_port()}/x",
         "Is the server running",
@@ -83,12 +88,13 @@ WRITERS = {  # these create the schema themselves: only an unusable server refus
     "db upgrade": ["db", "upgrade"],
     "dashboard": ["dashboard", "--port", "1"],  # refused before it would listen
 }
-URL_PROBLEMS = list(DATABASES)[:3]  # no engine can be made: refused before anything starts
+# no engine can be made: refused before anything starts
+URL_PROBLEMS = ["garbage URL", "unknown scheme", "driver not installed", "malformed IPv6 URL"]
 CASES = (
     [(db, command) for db in DATABASES for command in READERS]
     + [
         (db, command)
-        for db in [*URL_PROBLEMS, "nothing listening"]
+        for db in [*URL_PROBLEMS, "nothing listening", "not a database file"]
         for command in ("ingest", "db upgrade")
     ]
     # a database that is down at start may come up: the dashboard serves 503 pages meanwhile
@@ -102,6 +108,7 @@ def test_a_database_that_cannot_serve_is_named_with_what_to_do(
 ) -> None:
     make_url, says = DATABASES[database]
     (tmp_path / "empty.db").touch()
+    (tmp_path / "garbage.db").write_text("not a database, but a file of text\n" * 200)
     url = make_url(tmp_path, unmigrated_postgres)
     argv = {**READERS, **WRITERS}[command]
     if command == "dashboard":
@@ -240,3 +247,15 @@ def test_a_folder_that_cannot_be_read_or_written_is_named(
     else:
         done = run(argv(folders), env, tmp_path)
     assert_refused(done, says, prefix)
+
+
+def test_a_revision_alembic_cannot_reach_is_refused_naming_it(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    done = run(
+        scalebench("db", "upgrade", "--revision", "nope"),
+        {"SCALEBENCH_DATABASE_URL": url},
+        tmp_path,
+    )
+    assert_refused(
+        done, "revision: Can't locate revision identified by 'nope'", "scalebench: error: "
+    )
