@@ -13,6 +13,7 @@ words the errors and prints the results.
 from __future__ import annotations
 
 import csv
+import math
 import re
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
@@ -184,13 +185,22 @@ def scaling_frame(conn: Any, sweep_id: str) -> Any:
 PRICE_COLUMNS = ("kind", "name", "regular_per_hour", "preemptible_per_hour", "source", "valid_from")
 
 
+# What the price table holds (results_db.models.Price): names of up to 100 characters and
+# dollars per hour as NUMERIC(12, 4); both databases are refused the same values.
+MAX_PRICE_NAME = 100
+MAX_PRICE_PER_HOUR = 99_999_999.0
+
+
 def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
     values: dict[str, Any] = {}
     if raw.get("kind") not in ("instance", "gpu"):
         raise CommandError(f"{where}kind: must be instance or gpu, got {raw.get('kind')!r}")
-    if not raw.get("name"):
+    name = (raw.get("name") or "").strip()
+    if not name:
         raise CommandError(f"{where}name: must not be empty")
-    values["kind"], values["name"] = raw["kind"], raw["name"]
+    if len(name) > MAX_PRICE_NAME:
+        raise CommandError(f"{where}name: at most {MAX_PRICE_NAME} characters, got {len(name)}")
+    values["kind"], values["name"] = raw["kind"], name
     for field in ("regular_per_hour", "preemptible_per_hour"):
         try:
             values[field] = float(raw[field])
@@ -198,8 +208,11 @@ def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
             raise CommandError(
                 f"{where}{field}: must be dollars per hour, got {raw.get(field)!r}"
             ) from None
-        if values[field] < 0:
-            raise CommandError(f"{where}{field}: must not be negative")
+        if not math.isfinite(values[field]) or not 0 <= values[field] <= MAX_PRICE_PER_HOUR:
+            raise CommandError(
+                f"{where}{field}: must be between 0 and {MAX_PRICE_PER_HOUR:g} dollars per "
+                f"hour, got {raw[field]!r}"
+            )
     try:
         valid_from = datetime.fromisoformat(raw["valid_from"])
     except (KeyError, TypeError, ValueError):
@@ -225,12 +238,15 @@ def load_price_file(path: Path) -> list[dict[str, Any]]:
     """Read a price CSV; its header names the columns of :data:`PRICE_COLUMNS`."""
     if not path.is_file():
         raise CommandError(f"file: {path} does not exist")
-    with path.open(newline="", encoding="utf-8") as handle:
-        reader = csv.DictReader(handle)
-        missing = set(PRICE_COLUMNS) - set(reader.fieldnames or ()) - {"source"}
-        if missing:
-            raise CommandError(f"file: {path} lacks column(s) {', '.join(sorted(missing))}")
-        return [price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)]
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            missing = set(PRICE_COLUMNS) - set(reader.fieldnames or ()) - {"source"}
+            if missing:
+                raise CommandError(f"file: {path} lacks column(s) {', '.join(sorted(missing))}")
+            return [price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)]
+    except UnicodeDecodeError:
+        raise CommandError(f"file: {path} is not UTF-8 text") from None
 
 
 ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")

@@ -430,3 +430,33 @@ def test_export_to_a_path_that_is_a_file_is_refused_before_anything_is_read(
     err = capsys.readouterr().err
     assert err.startswith("scalebench: error: out: ") and "is a file" in err
     assert taken.read_text() == "not a folder"
+
+
+@pytest.mark.parametrize(
+    ("regular", "name", "says"),
+    [
+        ("nan", "n1", "regular_per_hour: must be between 0 and"),
+        ("inf", "n1", "regular_per_hour: must be between 0 and"),
+        ("-1", "n1", "regular_per_hour: must be between 0 and"),
+        ("1e12", "n1", "regular_per_hour: must be between 0 and"),
+        ("0.5", "x" * 1000, "name: at most 100 characters, got 1000"),
+    ],
+)
+def test_prices_no_column_can_hold_are_refused_alike_on_both_databases(
+    database_url: str, regular: str, name: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["db", "upgrade", "--database", database_url]) == 0
+    argv = ["prices", "set", "instance", name, "--regular", regular, "--preemptible", "0.1"]
+    assert cli.main([*argv, "--valid-from", "2026-01-01", "--database", database_url]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scalebench: error: ") and says in err and err.count("\n") == 1
+
+
+def test_a_price_file_that_is_not_utf8_is_refused_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    prices = tmp_path / "prices.csv"
+    prices.write_bytes(b"kind,name,regular_per_hour,preemptible_per_hour,valid_from\n\xff\xfe,x\n")
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert cli.main(["prices", "load", str(prices), "--database", url]) == 2
+    assert "is not UTF-8 text" in capsys.readouterr().err
