@@ -435,6 +435,7 @@ PATH_ERRORS = {
     errno.ENOTDIR,
     errno.EISDIR,
     errno.EDQUOT,
+    errno.ENAMETOOLONG,
 }
 
 

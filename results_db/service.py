@@ -70,6 +70,28 @@ def close_vanished_sweeps(root: Path, say: Callable[[str], None] = printed) -> N
             say(f"closed sweep {closed.sweep_id}: {manifest.LAUNCHER_VANISHED}")
 
 
+def check_location(location: str) -> bool:
+    """Whether ``location`` is remote (an fsspec URL such as ``s3://…``); a scheme fsspec does
+    not know, or whose package is not installed, is refused naming it."""
+    import fsspec
+
+    scheme, found, _ = location.partition("://")
+    if not found or scheme in ("", "file", "local"):
+        return False
+    try:
+        fsspec.get_filesystem_class(scheme)
+    except ValueError:
+        raise CommandError(
+            f"location: unknown scheme {scheme}://; give a local path or an fsspec URL "
+            "(e.g. s3://, gs://, https://) whose package is installed"
+        ) from None
+    except ImportError as exc:
+        raise CommandError(
+            f"location: {scheme}:// needs a package that is not installed: {exc}"
+        ) from None
+    return True
+
+
 def ingest(
     url: str,
     location: str,
@@ -85,13 +107,19 @@ def ingest(
     from results_db.ingest import ingest_location
 
     tell = say or (lambda line: None)
-    close_vanished_sweeps(Path(location), tell)  # a local location: sweeps whose runner died
+    remote = check_location(location)
+    if not remote:
+        close_vanished_sweeps(Path(location), tell)  # sweeps whose runner died
     upgrade(url)
     engine = engine_for(url)
     try:
         report = ingest_location(engine, location, tell, only, replace)
     except FileNotFoundError as exc:
         raise CommandError(f"location: {exc}") from None
+    except OSError as exc:
+        if not remote:
+            raise
+        raise CommandError(f"location: cannot read {location}: {exc}") from None
     finally:
         engine.dispose()
     tell(

@@ -259,3 +259,27 @@ def test_a_revision_alembic_cannot_reach_is_refused_naming_it(tmp_path: Path) ->
     assert_refused(
         done, "revision: Can't locate revision identified by 'nope'", "scalebench: error: "
     )
+
+
+REMOTE_LOCATIONS = {
+    "http://example.invalid/sweeps": "location: cannot read http://example.invalid/sweeps",
+    "ftp://host.invalid/sweeps": "location: cannot read ftp://host.invalid/sweeps",
+    "s3://bucket/sweeps": "location: s3:// needs a package that is not installed",
+    "nosuch://sweeps": "location: unknown scheme nosuch://",
+}
+
+
+@pytest.mark.parametrize("location", list(REMOTE_LOCATIONS))
+def test_a_remote_location_that_cannot_be_read_is_named_with_why(
+    location: str, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    done = run(scalebench("ingest", location), {"SCALEBENCH_DATABASE_URL": url}, tmp_path)
+    assert_refused(done, REMOTE_LOCATIONS[location], "scalebench: error: ")
+
+
+def test_a_path_too_long_for_the_filesystem_is_named(tmp_path: Path) -> None:
+    long = str(tmp_path / ("a" * 300))
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    done = run(scalebench("ingest", long), {"SCALEBENCH_DATABASE_URL": url}, tmp_path)
+    assert_refused(done, "File name too long", "scalebench: error: cannot use ")
