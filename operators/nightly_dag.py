@@ -25,15 +25,17 @@ NIGHTLY_DAG_ID = "scalebench_nightly"
 
 
 def doc(settings: NightlySettings) -> str:
-    variant = "light" if settings.light else "full"
-    links = f" on network profiles {', '.join(settings.network)}"
+    variant = "light" if settings.value("light") else "full"
+    profiles = [profile.name for profile in settings.value("network")]
+    links = f" on network profiles {', '.join(profiles)}" if profiles != ["host"] else ""
     return (
         "## Nightly regression run\n\n"
         f"At `{settings.schedule}` (UTC) runs the {variant} variants of "
         f"{', '.join(f'`{t}`' for t in settings.tasks)} at "
-        f"{', '.join(map(str, settings.workers))} worker(s), {settings.repeats} repeat(s) each, "
-        f"with the {settings.launcher} launcher and {settings.backend}"
-        f"{links if settings.network != ('host',) else ''}. Each sweep is then "
+        f"{', '.join(map(str, settings.value('workers')))} worker(s), "
+        f"{settings.value('repeats')} repeat(s) each, "
+        f"with the {settings.value('launcher')} launcher and {settings.value('backend')}"
+        f"{links}. Each sweep is then "
         "compared with its baseline: time to accuracy, throughput and the largest "
         f"all-reduce's time are flagged when {regressions.RULE.describe()}. A flagged regression "
         "fails `check_regressions`, is stored for the dashboard, and is sent to "

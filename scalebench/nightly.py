@@ -5,12 +5,15 @@ value is an import error that names the variable, shown in the Airflow UI):
 
 - ``SCALEBENCH_NIGHTLY_SCHEDULE``: cron, UTC (default ``0 2 * * *``)
 - ``SCALEBENCH_NIGHTLY_TASKS``: the suite (``task1a-resnet20-cifar10,task0-allreduce``)
-- ``SCALEBENCH_NIGHTLY_WORKERS``: worker counts (``1,2``)
-- ``SCALEBENCH_NIGHTLY_REPEATS``: runs per worker count (``3``)
-- ``SCALEBENCH_NIGHTLY_FULL``: ``1`` runs the full tasks instead of the light ones (``0``)
-- ``SCALEBENCH_NIGHTLY_LAUNCHER``: ``local`` or ``kubernetes`` (``local``)
-- ``SCALEBENCH_NIGHTLY_BACKEND``: ``gloo`` or ``nccl`` (``gloo``)
-- ``SCALEBENCH_NIGHTLY_PLACEMENT``: ``spread``, ``pack`` or ``auto`` (``auto``)
+- ``SCALEBENCH_NIGHTLY_<FIELD>``: any request field
+  (:data:`scalebench.request.FIELDS`) by its name in capitals, read and
+  checked by its declaration, e.g. ``SCALEBENCH_NIGHTLY_WORKERS=1,2``,
+  ``..._REPEATS=3``, ``..._LAUNCHER=kubernetes``, ``..._BACKEND=nccl``,
+  ``..._PLACEMENT=spread``, ``..._NETWORK=host,1gbit``,
+  ``..._THREADS_PER_WORKER=1``. A field not set takes the request's default,
+  except ``LIGHT``: the nightly runs the light tasks unless it is ``0``
+  (``SCALEBENCH_NIGHTLY_FULL=1`` says the same). True and false are written
+  ``1``/``true``/``yes``/``on`` and ``0``/``false``/``no``/``off``.
 
 Whom a failure is told is :mod:`operators.notify`.
 
@@ -23,95 +26,84 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+PREFIX = "SCALEBENCH_NIGHTLY_"
+# Where the nightly's request differs from a manual one's defaults: light tasks.
+NIGHTLY_DEFAULTS: dict[str, Any] = {"light": True}
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
 @dataclass(frozen=True)
 class NightlySettings:
+    """When the nightly runs, which tasks, and the request fields it fixes (read values)."""
+
     schedule: str = "0 2 * * *"
     tasks: tuple[str, ...] = ("task1a-resnet20-cifar10", "task0-allreduce")
-    workers: tuple[int, ...] = (1, 2)
-    repeats: int = 3
-    light: bool = True
-    launcher: str = "local"
-    backend: str = "gloo"
-    placement: str = "auto"
-    network: tuple[str, ...] = ("host",)  # link profiles (scalebench.network), each its own trend
+    fields: dict[str, Any] = field(default_factory=lambda: dict(NIGHTLY_DEFAULTS))
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> NightlySettings:
         """Read the ``SCALEBENCH_NIGHTLY_*`` variables; a bad value raises, naming it.
 
-        The full check of each task's request runs when the night starts
-        (``validate``), like for a manual trigger.
+        Each field is checked alone here; the full check of each task's request
+        runs when the night starts (``validate``), like for a manual trigger.
         """
         from croniter import croniter
 
-        from scalebench.launchers import LAUNCHERS
-        from scalebench.network import BadProfile, parse_profiles
-        from scalebench.request import PLACEMENTS, InvalidParameter, parse_world_sizes
+        from scalebench.request import FIELDS, InvalidParameter
         from scalebench.tasks import task_ids
-        from scalebench.worker_request import BACKENDS
-
-        default = cls()
-
-        def read(name: str, fallback: str) -> str:
-            return env.get(f"SCALEBENCH_NIGHTLY_{name}", fallback).strip()
 
         def bad(name: str, message: str) -> ValueError:
-            return ValueError(f"SCALEBENCH_NIGHTLY_{name}: {message}")
+            return ValueError(f"{PREFIX}{name}: {message}")
 
-        schedule = read("SCHEDULE", default.schedule)
+        schedule = env.get(PREFIX + "SCHEDULE", cls.schedule).strip()
         if not croniter.is_valid(schedule):
             raise bad("SCHEDULE", f"not a cron expression: {schedule!r}")
-        tasks = tuple(t.strip() for t in read("TASKS", ",".join(default.tasks)).split(","))
+        tasks = tuple(t.strip() for t in env.get(PREFIX + "TASKS", ",".join(cls.tasks)).split(","))
         unknown = [t for t in tasks if t not in task_ids()]
         if unknown or not tasks:
             raise bad("TASKS", f"unknown task(s) {unknown}; known: {', '.join(task_ids())}")
-        try:
-            workers = parse_world_sizes(read("WORKERS", "1,2"))
-        except InvalidParameter as exc:
-            raise bad("WORKERS", str(exc)) from None
-        repeats = read("REPEATS", str(default.repeats))
-        if not repeats.isdigit() or int(repeats) < 1:
-            raise bad("REPEATS", f"expected a whole number of at least 1, got {repeats!r}")
-        full = read("FULL", "0").lower()
-        if full not in ("0", "1", "true", "false"):
-            raise bad("FULL", f"expected 0 or 1, got {full!r}")
-        launcher = read("LAUNCHER", default.launcher)
-        if launcher not in LAUNCHERS:
-            raise bad("LAUNCHER", f"expected one of {', '.join(LAUNCHERS)}, got {launcher!r}")
-        backend = read("BACKEND", default.backend)
-        if backend not in BACKENDS:
-            raise bad("BACKEND", f"expected one of {', '.join(BACKENDS)}, got {backend!r}")
-        placement = read("PLACEMENT", default.placement)
-        if placement not in PLACEMENTS:
-            raise bad("PLACEMENT", f"expected one of {', '.join(PLACEMENTS)}, got {placement!r}")
-        try:
-            network = tuple(p.name for p in parse_profiles(read("NETWORK", "host")))
-        except BadProfile as exc:
-            raise bad("NETWORK", str(exc)) from None
-        return cls(
-            schedule=schedule,
-            tasks=tasks,
-            workers=workers,
-            repeats=int(repeats),
-            light=full in ("0", "false"),
-            launcher=launcher,
-            backend=backend,
-            placement=placement,
-            network=network,
-        )
+        fields = dict(NIGHTLY_DEFAULTS)
+        if PREFIX + "FULL" in env:  # the older spelling of LIGHT, inverted
+            fields["light"] = not _truth(env[PREFIX + "FULL"], lambda m: bad("FULL", m))
+        for declared in FIELDS:
+            name = declared.name.upper()
+            text = env.get(PREFIX + name)
+            if text is None:
+                continue
+            value: Any = text.strip()
+            if declared.kind == "bool":
+                value = _truth(value, lambda m, name=name: bad(name, m))
+            try:
+                fields[declared.name] = declared.read(value)
+            except InvalidParameter as exc:
+                raise bad(name, exc.reason) from None
+        return cls(schedule=schedule, tasks=tasks, fields=fields)
+
+    def value(self, name: str) -> Any:
+        """The value of request field ``name`` the nightly asks for (set, or the default)."""
+        from scalebench.request import FIELD
+
+        return self.fields[name] if name in self.fields else FIELD[name].read(None)
 
     def request(self) -> dict[str, Any]:
-        """The fixed sweep request of every task in the suite (without ``task``)."""
-        return {
-            "workers": list(self.workers),
-            "repeats": self.repeats,
-            "light": self.light,
-            "launcher": self.launcher,
-            "backend": self.backend,
-            "placement": self.placement,
-            "network": list(self.network),
-        }
+        """The fixed request fields of every task in the suite (without ``task``), as a
+        trigger form gives them."""
+        return {name: _plain(value) for name, value in self.fields.items()}
+
+
+def _truth(text: str, bad: Any) -> bool:
+    word = text.strip().lower()
+    if word not in _TRUE + _FALSE:
+        raise bad(f"expected 1 or 0 (true or false), got {text!r}")
+    return word in _TRUE
+
+
+def _plain(value: Any) -> Any:
+    """A read value as JSON: worker counts and profiles as lists, a folder as a string."""
+    if isinstance(value, tuple):
+        return [getattr(item, "name", item) for item in value]
+    return str(value) if isinstance(value, Path) else value

@@ -493,7 +493,12 @@ def test_the_example_settings_are_valid_for_the_code() -> None:
     from scalebench.nightly import NightlySettings
 
     env = {k: v for k, v in environment(SERVICES["airflow-scheduler"]).items() if v is not None}
-    assert NightlySettings.from_env(env) == NightlySettings()
+    from scalebench.request import FIELDS
+
+    nightly, default = NightlySettings.from_env(env), NightlySettings()
+    assert (nightly.schedule, nightly.tasks) == (default.schedule, default.tasks)
+    for field in FIELDS:  # the compose file states the code's defaults
+        assert nightly.value(field.name) == default.value(field.name), field.name
     settings = KubernetesSettings.from_env(env)
     assert settings.image == ENV["SCALEBENCH_WORKER_IMAGE"]
     assert f"AIRFLOW_CONN_{settings.conn_id.upper()}" in env

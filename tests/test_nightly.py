@@ -20,7 +20,8 @@ def test_the_defaults_run_the_light_suite_at_two_in_the_morning() -> None:
     settings = NightlySettings.from_env({})
     assert settings.schedule == "0 2 * * *"
     assert settings.tasks == ("task1a-resnet20-cifar10", "task0-allreduce")
-    assert (settings.workers, settings.repeats, settings.light) == ((1, 2), 3, True)
+    assert (settings.value("workers"), settings.value("repeats")) == ((1, 2), 3)
+    assert settings.request() == {"light": True}  # the rest: the request's defaults
 
 
 def test_settings_come_from_the_environment() -> None:
@@ -37,19 +38,36 @@ def test_settings_come_from_the_environment() -> None:
             "SCALEBENCH_NIGHTLY_NETWORK": "host, 1000mbit",
         }
     )
-    assert settings == NightlySettings(
-        "30 3 * * 1-5",
-        ("task0-allreduce",),
-        (1, 2, 4),
-        5,
-        False,
-        "kubernetes",
-        "nccl",
-        "pack",
-        ("host", "1gbit"),
+    assert (settings.schedule, settings.tasks) == ("30 3 * * 1-5", ("task0-allreduce",))
+    assert settings.request() == {
+        "workers": [1, 2, 4],
+        "repeats": 5,
+        "light": False,
+        "launcher": "kubernetes",
+        "backend": "nccl",
+        "placement": "pack",
+        "network": ["host", "1gbit"],
+    }
+
+
+def test_every_request_field_is_a_nightly_setting() -> None:
+    """Settings are derived from the fields' declarations: a new field needs no code here."""
+    settings = NightlySettings.from_env(
+        {
+            "SCALEBENCH_NIGHTLY_THREADS_PER_WORKER": "1",
+            "SCALEBENCH_NIGHTLY_LIGHT": "no",
+            "SCALEBENCH_NIGHTLY_GROUP_TIMEOUT_S": "900",
+            "SCALEBENCH_NIGHTLY_DATA_DIR": "/srv/data",
+        }
     )
-    assert settings.request()["placement"] == "pack"
-    assert settings.request()["network"] == ["host", "1gbit"]
+    assert settings.request() == {
+        "threads_per_worker": 1,
+        "light": False,
+        "group_timeout_s": 900.0,
+        "data_dir": "/srv/data",
+    }
+    with pytest.raises(ValueError, match="SCALEBENCH_NIGHTLY_THREADS_PER_WORKER: must be at most"):
+        NightlySettings.from_env({"SCALEBENCH_NIGHTLY_THREADS_PER_WORKER": "100000"})
 
 
 @pytest.mark.parametrize(
@@ -60,6 +78,7 @@ def test_settings_come_from_the_environment() -> None:
         ("WORKERS", "0"),
         ("REPEATS", "three"),
         ("FULL", "maybe"),
+        ("LIGHT", "maybe"),
         ("LAUNCHER", "slurm"),
         ("BACKEND", "carrier-pigeon"),
         ("PLACEMENT", "everywhere"),
