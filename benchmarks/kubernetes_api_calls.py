@@ -31,29 +31,30 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from kube_emulator import EmulatedCluster, Stage, exited, running  # noqa: E402
 
 from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names  # noqa: E402
+from scalebench.network import HOST_PROFILE  # noqa: E402
+from scalebench.request import SweepRequest  # noqa: E402
 from scalebench.sweep import GroupPlan  # noqa: E402
-from scalebench.worker_request import WorkerRequest  # noqa: E402
 
 CONN_ID = "emulated_k8s"
 
 
 def plan(results: Path) -> GroupPlan:
-    worker = WorkerRequest(
+    request = SweepRequest(
         task="task1a-resnet20-cifar10",
-        run_id="bench-w4-r1",
         light=True,
         backend="nccl",
-        collective_timeout_s=60.0,
-        seed=0,
+        compile="off",
+        launcher="kubernetes",
+        placement="pack",
+        data_dir=results,
     )
     return GroupPlan(
+        request=request,
         run_id="bench-w4-r1",
         world_size=4,
         repeat=0,
+        network=HOST_PROFILE,
         sweep_dir=str(results / "s"),
-        data_dir=str(results),
-        worker=worker,
-        timeout_s=3600.0,
     )
 
 

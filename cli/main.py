@@ -31,6 +31,12 @@ from results_db import service
 from scalebench import config, manifest
 from scalebench.launchers import LAUNCHERS
 from scalebench.manifest import MANIFEST
+from scalebench.rank import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_REFUSED,
+)
 from scalebench.request import FIELDS, RequestField
 from scalebench.sweep import (
     GroupPlan,
@@ -40,12 +46,6 @@ from scalebench.sweep import (
     validate_request,
 )
 from scalebench.tasks import TASKS, TrainingSpec
-from scalebench.worker_request import (
-    EXIT_FAILED,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_REFUSED,
-)
 
 
 def _clock(seconds: float) -> str:
@@ -96,7 +96,7 @@ def run_sweep(
                 f"repeat {group.repeat + 1}/{request.repeats} (elapsed {_clock(elapsed)}{eta})",
                 flush=True,
             )
-            if LAUNCHERS[group.launcher].on_this_host and group.world_size > 2:
+            if LAUNCHERS[group.request.launcher].on_this_host and group.world_size > 2:
                 print(
                     f"   note: {group.world_size} processes share this machine's cores; "
                     "times reflect oversubscription, not a cluster",

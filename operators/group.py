@@ -74,7 +74,7 @@ class LauncherFailed(RuntimeError):
 
 def launcher_failed(group: GroupPlan, error: object) -> str:
     """The reason recorded for a group whose launcher broke."""
-    return f"the {group.launcher} launcher failed: {error}"
+    return f"the {group.request.launcher} launcher failed: {error}"
 
 
 def run_group(

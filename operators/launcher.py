@@ -1,57 +1,45 @@
 """Picking the launcher a planned group asked for.
 
 A launcher runs one planned group (:class:`~scalebench.sweep.GroupPlan`) of
-``python -m workers.run`` ranks and tells how it ended:
+``python -m workers.run`` ranks and tells how it ended. Each is declared in
+:data:`scalebench.launchers.LAUNCHERS` with what it can do and the entry that
+makes it (``module:function``), imported only when picked, so the Kubernetes
+client loads only for Kubernetes groups:
 
 - ``local``: ranks as processes on this machine (:mod:`operators.local_launcher`);
 - ``kubernetes``: an Indexed Job with one pod per rank plus a headless Service
   (:mod:`operators.kubernetes`).
 
-Both classify the ranks' exit statuses, which :mod:`scalebench.worker_request` defines,
+Both classify the ranks' exit statuses, which :mod:`scalebench.rank` defines,
 into a :class:`~operators.group.GroupResult`.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from operators.group import Launcher
+from scalebench.launchers import LAUNCHERS
 
-Sink = Callable[[str], None]
+Sink = Callable[[str], None] | None
 
 if TYPE_CHECKING:
     from operators.kubernetes import GroupNames
     from scalebench.sweep import GroupPlan
 
 
-def _local(group: GroupPlan, names: GroupNames | None, sink: Sink) -> Launcher:
-    from operators.local_launcher import LocalGroup
-
-    return LocalGroup.for_plan(group, sink=sink)
-
-
-def _kubernetes(group: GroupPlan, names: GroupNames | None, sink: Sink) -> Launcher:
-    from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names
-
-    if names is None:
-        names = group_names("scalebench", group.run_id, 0, 1, group.world_size)
-    return KubernetesGroup(group, names=names, settings=KubernetesSettings.from_env(), sink=sink)
-
-
-# Each launcher of scalebench.launchers.LAUNCHERS, by name: how to make it for a planned group
-# (imported only when picked, so the Kubernetes client loads only for Kubernetes groups).
-IMPLEMENTATIONS: dict[str, Callable[[GroupPlan, GroupNames | None, Sink], Launcher]] = {
-    "local": _local,
-    "kubernetes": _kubernetes,
-}
+def entry(launcher: str) -> Callable[[GroupPlan, GroupNames | None, Sink], Launcher]:
+    """The function that makes the launcher named ``launcher`` for a planned group."""
+    module, _, function = LAUNCHERS[launcher].entry.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 def launcher_for(
     group: GroupPlan, *, names: GroupNames | None = None, sink: Sink | None = None
 ) -> Launcher:
     """The launcher ``group`` asked for; ``names`` are the Kubernetes objects' names."""
-    make = IMPLEMENTATIONS.get(group.launcher)
-    if make is None:
-        raise ValueError(f"unknown launcher {group.launcher!r}")
-    return make(group, names, sink)
+    if group.request.launcher not in LAUNCHERS:
+        raise ValueError(f"unknown launcher {group.request.launcher!r}")
+    return entry(group.request.launcher)(group, names, sink)

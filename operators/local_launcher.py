@@ -39,7 +39,7 @@ from typing import IO, TYPE_CHECKING, Any
 from operators.group import GroupResult
 from operators.shaped_network import ShapedNetwork
 from scalebench.network import NetworkProfile
-from scalebench.worker_request import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
+from scalebench.rank import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
 from workers.distributed import free_port
 
 if TYPE_CHECKING:
@@ -124,8 +124,8 @@ class LocalGroup:
     @classmethod
     def for_plan(cls, group: GroupPlan, **options: Any) -> LocalGroup:
         """The planned ``group`` on this host: its run directory and data directory as they are."""
-        argv = group.worker.argv(results_dir=str(group.run_dir), data_dir=group.data_dir)
-        network = group.worker.network
+        argv = group.worker_argv(results_dir=str(group.run_dir), data_dir=group.data_dir)
+        network = group.network
         return cls(argv, group.world_size, run_dir=group.run_dir, network=network, **options)
 
     @property
@@ -278,6 +278,12 @@ class LocalGroup:
         if path is None or not path.is_file():
             return None
         return max(0.0, time.time() - path.stat().st_mtime)
+
+
+def launch(group: GroupPlan, names: object, sink: Callable[[str], None] | None) -> LocalGroup:
+    """The local launcher for a planned group (:mod:`scalebench.launchers` names this entry;
+    ``names`` are the Kubernetes objects' and do not apply here)."""
+    return LocalGroup.for_plan(group, sink=sink)
 
 
 def _process_state(pid: int) -> str:

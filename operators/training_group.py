@@ -78,7 +78,7 @@ class TrainingGroupOperator(BaseOperator):
             group.run_id,
             group.world_size,
             group.repeat + 1,
-            group.launcher,
+            group.request.launcher,
         )
 
         def hold(launcher: Launcher) -> Launcher:
@@ -188,7 +188,7 @@ class TrainingGroupOperator(BaseOperator):
             )
 
     def launcher_for(self, group: GroupPlan, context: Any, names: Any = None) -> Any:
-        if group.launcher == "kubernetes" and names is None:
+        if group.request.launcher == "kubernetes" and names is None:
             from operators.kubernetes import group_names
 
             ti = context["ti"]

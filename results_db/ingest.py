@@ -60,8 +60,8 @@ from results_db.run_summary import RunSummary, summarise
 from results_db.schema_limits import check_record, row_problems, value_problem
 from scalebench import manifest as sweep_manifest
 from scalebench.manifest import MANIFEST, GroupEntry, Manifest, configuration_hash
+from scalebench.rank import DEFAULT_PRECISION
 from scalebench.tasks import TASKS, Goal, TrainingSpec
-from scalebench.worker_request import DEFAULT_PRECISION
 from workers.records import (
     PHASES,
     InconsistentRun,

@@ -1,18 +1,18 @@
 """What each launcher can do, declared once: validation and the trigger form read it.
 
 A launcher is named in a request (``launcher``) and implemented in
-:mod:`operators` (``operators.launcher.launcher_for`` picks the
-implementation by the same name). What it can run is declared here, as data,
-so that the domain can refuse a request before any worker starts without
-importing a launcher. A new launcher is its implementation module, one
-entry in ``operators.launcher`` and one :class:`LauncherSpec` below.
+:mod:`operators`. What it can run, and the entry that makes it, are declared
+here, as data, so that the domain can refuse a request before any worker
+starts without importing a launcher (``operators.launcher.launcher_for``
+imports the entry of the one a group asked for). A new launcher is its
+implementation module and one :class:`LauncherSpec` below.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalebench.worker_request import BACKENDS
+from scalebench.rank import BACKENDS
 
 
 @dataclass(frozen=True)
@@ -25,7 +25,9 @@ class LauncherSpec:
     the worker image (``worker_image`` applies). ``gpus_per_rank``: it asks
     for ``gpus_per_worker`` GPUs for each rank. ``backends``: the
     ``torch.distributed`` backends it starts. ``delays``: it can add a one-way
-    delay to an emulated link (rates it limits either way).
+    delay to an emulated link (rates it limits either way). ``entry``:
+    ``module:function`` in :mod:`operators` that makes the launcher for a
+    planned group, called as ``function(group, names, sink)``.
     """
 
     name: str
@@ -36,6 +38,7 @@ class LauncherSpec:
     gpus_per_rank: bool
     backends: tuple[str, ...]
     delays: bool
+    entry: str
 
     @property
     def default_placement(self) -> str:
@@ -55,6 +58,7 @@ LAUNCHERS = {
             gpus_per_rank=False,
             backends=BACKENDS,
             delays=True,
+            entry="operators.local_launcher:launch",
         ),
         LauncherSpec(
             name="kubernetes",
@@ -65,6 +69,7 @@ LAUNCHERS = {
             gpus_per_rank=True,
             backends=("gloo", "nccl"),
             delays=False,
+            entry="operators.kubernetes:launch",
         ),
     )
 }

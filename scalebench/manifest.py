@@ -31,7 +31,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scalebench.worker_request import DEFAULT_PRECISION
+from scalebench.rank import DEFAULT_PRECISION
+from scalebench.request import ALWAYS, FIELDS
 
 MANIFEST = "sweep.json"  # beside a sweep's run directories
 
@@ -368,29 +369,28 @@ def _write_atomically(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-COMPARABLE_FIELDS = ("task", "light", "backend", "variant", "precision")
-
-
 def configuration_hash(config: dict) -> str:
     """Identity of a configuration whose runs may be compared across sweeps.
 
-    Only the fields that change what is measured count (task, light,
-    backend, variant, precision, compile, device, placement, network profile);
-    worker counts, repeats and seeds do not. ``compile`` counts only when it is
-    not ``off``, so configurations recorded before the setting existed (all
-    eager) keep their identity; likewise the others only off their defaults.
+    The task and the request fields declared ``compared``
+    (:class:`~scalebench.request.RequestField`) count: what changes what is
+    measured (light, backend, variant, precision, compile, device, placement,
+    threads, network profile); worker counts, repeats and seeds do not. A
+    field with a ``usual`` value (compile ``off``, device ``auto``, ...) counts
+    only off it, so configurations recorded before the field existed keep
+    their identity. ``config`` is a request's fields (a run's profile under
+    ``network``, or a sweep's list of them).
     """
-    key = {name: config.get(name) for name in COMPARABLE_FIELDS}
-    key["precision"] = key["precision"] or DEFAULT_PRECISION
-    if config.get("compile", "off") != "off":
-        key["compile"] = config["compile"]
-    if config.get("device", "auto") != "auto":  # CPU and GPU tensors are not comparable
-        key["device"] = config["device"]
-    if config.get("placement", "pack") != "pack":  # one rank per node: another measurement
-        key["placement"] = config["placement"]
-    if config.get("threads_per_worker"):  # 0: the launcher's share, as before it was a field
-        key["threads_per_worker"] = config["threads_per_worker"]
-    network = config.get("network", "host")  # a run's profile, or a sweep's list of them
-    if network not in ("host", ["host"], ("host",)):
-        key["network"] = network if isinstance(network, str) else list(network)
+    key: dict[str, Any] = {"task": config.get("task")}
+    for declared in FIELDS:
+        if not declared.compared:
+            continue
+        if declared.usual == ALWAYS:
+            key[declared.name] = config.get(declared.name)
+            continue
+        value = config.get(declared.name, declared.usual)
+        value = list(value) if isinstance(value, list | tuple) else value
+        if value not in (declared.usual, [declared.usual]):
+            key[declared.name] = value
+    key["precision"] = key["precision"] or DEFAULT_PRECISION  # recorded before it was a field
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

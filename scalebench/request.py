@@ -4,11 +4,15 @@ Every field of :class:`SweepRequest` carries a :class:`RequestField`: the name
 users type, a title, one sentence of help, its kind, default, choices and
 bounds. From that declaration come the command line's options
 (``cli.main``), the Airflow trigger form's Params
-(``operators.benchmark_dag.params``), the field-by-field checks of
-:func:`scalebench.sweep.validate_request` (which adds the rules that tie
-fields together) and the option table of ``docs/command-line.md`` (a test
-holds it to this list). Adding a field is one attribute here and the code
-that uses it.
+(``operators.benchmark_dag.params``), the nightly run's
+``SCALEBENCH_NIGHTLY_<FIELD>`` settings (:mod:`scalebench.nightly`), the
+field-by-field checks of :func:`scalebench.sweep.validate_request` (which adds
+the rules that tie fields together), the option table of
+``docs/command-line.md`` (a test holds it to this list) and, for a field
+declared ``to_ranks``, the rank's own option (:func:`add_rank_options`, which
+``workers.run`` parses) and, for a field declared ``compared``, its part in
+the configuration hash (:func:`scalebench.manifest.configuration_hash`).
+Adding a field is one attribute here and the code that uses it.
 
 A value is read by :meth:`RequestField.read`: strings as the command line
 gives them, JSON values as a form gives them, ``None`` for "not given"
@@ -17,6 +21,7 @@ gives them, JSON values as a form gives them, ``None`` for "not given"
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 from collections.abc import Sequence
@@ -33,8 +38,7 @@ from scalebench.network import (
     NetworkProfile,
     parse_profiles,
 )
-from scalebench.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
-from scalebench.worker_request import (
+from scalebench.rank import (
     BACKENDS,
     DEFAULT_PRECISION,
     MAX_COLLECTIVE_TIMEOUT_S,
@@ -42,6 +46,7 @@ from scalebench.worker_request import (
     MIN_COLLECTIVE_TIMEOUT_S,
     PRECISIONS,
 )
+from scalebench.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
 
 DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
 # Where ranks run: spread, one rank per node (what the task texts measure: "a single
@@ -67,12 +72,17 @@ class InvalidParameter(ValueError):
     def __init__(self, field: str, message: str) -> None:
         super().__init__(f"{field}: {message}")
         self.field = field
+        self.reason = message
 
 
 # What a field holds, and so how a value is read and how the form and the command line ask
 # for it: a whole number, seconds, true/false, one of ``choices``, free text (matching
 # ``pattern``), a folder, worker counts ("1,2,4") or network profiles ("host,1gbit").
 KINDS = ("int", "seconds", "bool", "choice", "text", "path", "counts", "profiles")
+
+
+# The ``usual`` of a compared field without one: the field enters every configuration hash.
+ALWAYS = "(always)"
 
 
 @dataclass(frozen=True)
@@ -83,7 +93,11 @@ class RequestField:
     ``training_only`` fields are not asked of the all-reduce task, nor ``in_form`` false ones
     in the trigger form (they are still accepted there); ``needs`` names the
     launcher capability (:class:`~scalebench.launchers.LauncherSpec`) a value other than the
-    default requires."""
+    default requires. ``to_ranks``: every rank is given the value (its option in
+    ``python -m workers.run`` is ``option``). ``compared``: runs with different values are
+    different configurations (they enter the configuration hash), except ``usual``, the value
+    every run had before the field existed, which is left out so older runs keep their
+    identity (:data:`ALWAYS`: no such value, the field always enters)."""
 
     name: str
     title: str
@@ -99,11 +113,23 @@ class RequestField:
     in_form: bool = True
     pattern: str = ""
     pattern_help: str = ""
+    to_ranks: bool = False
+    compared: bool = False
+    usual: Any = ALWAYS
 
     @property
     def option(self) -> str:
         """The command-line option."""
         return self.flag or "--" + self.name.replace("_", "-")
+
+    def argv(self, value: Any) -> list[str]:
+        """``value`` as this field's option in a command line (a flag alone for true,
+        nothing for false); :meth:`read` reads it back."""
+        if self.kind == "bool":
+            return [self.option] if value else []
+        if self.kind == "seconds":
+            return [self.option, f"{value:g}"]
+        return [self.option, str(value)]
 
     def read(self, value: Any) -> Any:
         """The value, checked and converted; ``None`` gives the default."""
@@ -136,6 +162,8 @@ class SweepRequest:
         help="Laptop-sized data and target; off for the full task.",
         kind="bool",
         default=False,
+        to_ranks=True,
+        compared=True,
     )
     backend: str = ask(
         name="backend",
@@ -144,6 +172,8 @@ class SweepRequest:
         kind="choice",
         choices=BACKENDS,
         default="gloo",
+        to_ranks=True,
+        compared=True,
     )
     repeats: int = ask(
         name="repeats",
@@ -172,6 +202,8 @@ class SweepRequest:
         choices=TRAINING_VARIANTS,
         default="sync",
         training_only=True,
+        to_ranks=True,
+        compared=True,
     )
     precision: str = ask(
         name="precision",
@@ -181,6 +213,8 @@ class SweepRequest:
         choices=PRECISIONS,
         default=DEFAULT_PRECISION,
         training_only=True,
+        to_ranks=True,
+        compared=True,
     )
     compile: str = ask(
         name="compile",
@@ -191,6 +225,9 @@ class SweepRequest:
         kind="choice",
         choices=COMPILE_SETTINGS,
         training_only=True,
+        to_ranks=True,
+        compared=True,
+        usual="off",  # eager, as every run was before compile could be asked
     )
     launcher: str = ask(
         name="launcher",
@@ -230,6 +267,9 @@ class SweepRequest:
         default=0,
         minimum=0,
         maximum=MAX_THREADS_PER_WORKER,
+        to_ranks=True,
+        compared=True,
+        usual=0,  # the launcher's share, as before the count could be asked
     )
     device: str = ask(
         name="device",
@@ -238,6 +278,9 @@ class SweepRequest:
         kind="choice",
         choices=DEVICES,
         default="auto",
+        to_ranks=True,
+        compared=True,
+        usual="auto",
     )
     placement: str = ask(
         name="placement",
@@ -247,6 +290,8 @@ class SweepRequest:
         kind="choice",
         choices=PLACEMENTS,
         default="auto",
+        compared=True,
+        usual="pack",  # what every run was before spread could be asked
     )
     collective_timeout_s: float = ask(
         name="collective_timeout_s",
@@ -257,6 +302,7 @@ class SweepRequest:
         minimum=MIN_COLLECTIVE_TIMEOUT_S,
         maximum=MAX_COLLECTIVE_TIMEOUT_S,
         flag="--timeout",
+        to_ranks=True,
     )
     group_timeout_s: float = ask(
         name="group_timeout_s",
@@ -292,6 +338,8 @@ class SweepRequest:
         default=(HOST_PROFILE,),
         maximum=MAX_PROFILES,
         pattern=NETWORK_PATTERN,
+        compared=True,
+        usual="host",  # a run's profile, or a sweep's list of them
     )
 
     @property
@@ -332,6 +380,39 @@ FIELDS: tuple[RequestField, ...] = tuple(
 )
 FORM_FIELDS = tuple(field.name for field in FIELDS)
 FIELD = {field.name: field for field in FIELDS}
+RANK_FIELDS = tuple(field for field in FIELDS if field.to_ranks)
+
+
+def add_rank_options(parser: argparse.ArgumentParser) -> None:
+    """The ``to_ranks`` fields as options of ``python -m workers.run``: each read and
+    checked by its declaration (a bad value is refused, naming the option), with the
+    field's default when not given."""
+
+    def reader(field: RequestField) -> Any:
+        def read(text: str) -> Any:
+            try:
+                return field.read(text)
+            except InvalidParameter as exc:  # argparse names the option
+                raise argparse.ArgumentTypeError(exc.reason) from None
+
+        read.__name__ = field.kind  # what argparse calls the type in its messages
+        return read
+
+    for field in RANK_FIELDS:
+        if field.kind == "bool":
+            parser.add_argument(field.option, dest=field.name, action="store_true", help=field.help)
+            continue
+        # decided when validated (compile): a rank not told takes the usual value
+        default = field.usual if field.default is None else field.default
+        parser.add_argument(
+            field.option,
+            dest=field.name,
+            type=reader(field),
+            default=default,
+            choices=field.choices or None,
+            metavar=field.name.upper() if not field.choices else None,
+            help=f"{field.help} (a rank not told: {default})",
+        )
 
 
 # -- reading one value ----------------------------------------------------------------------

@@ -4,19 +4,20 @@
 from an Airflow trigger form) and either returns a :class:`SweepRequest` or
 raises :class:`InvalidParameter` naming the offending field and, for requests
 no one can have meant, the limit (``MAX_REPEATS``, ``MAX_GROUPS``,
-``MAX_GROUP_TIMEOUT_S``, and :mod:`scalebench.worker_request`'s ``MAX_SEED`` and collective
+``MAX_GROUP_TIMEOUT_S``, and :mod:`scalebench.rank`'s ``MAX_SEED`` and collective
 timeout bounds). No worker starts until a request has passed.
 :func:`start_sweep` turns it into a :class:`SweepPlan`: one :class:`GroupPlan`
-per (worker count, repeat), each with the :class:`~scalebench.worker_request.WorkerRequest`
-its ranks run, and the sweep's manifest (:mod:`scalebench.manifest`). torch is
-imported only to count GPUs, and only when the backend needs them.
+per (worker count, network profile, repeat), each with the command line its
+ranks run (:meth:`GroupPlan.worker_argv`), and the sweep's manifest
+(:mod:`scalebench.manifest`). torch is imported only to count GPUs, and only when the
+backend needs them.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,20 +26,17 @@ from scalebench import manifest
 from scalebench.datasets import DataSetMissing, check_available, downloadable, published_checksums
 from scalebench.host import local_gpu_count, mpi_available, shaping_problems
 from scalebench.launchers import LAUNCHERS, LauncherSpec
-from scalebench.network import HOST_PROFILE, NetworkProfile
+from scalebench.network import HOST_PROFILE, NetworkProfile, parse_profile
+from scalebench.rank import DEFAULT_PRECISION, MAX_SEED
 from scalebench.request import (
     FIELD,
     FORM_FIELDS,
     MAX_GROUPS,
+    RANK_FIELDS,
     InvalidParameter,
     SweepRequest,
 )
 from scalebench.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
-from scalebench.worker_request import (
-    DEFAULT_PRECISION,
-    MAX_SEED,
-    WorkerRequest,
-)
 
 
 def validate_request(
@@ -266,35 +264,82 @@ def new_sweep_id(task: str, now: datetime | None = None) -> str:
 class GroupPlan:
     """One training group of a sweep: everything a launcher needs to run it.
 
-    ``worker`` is what each rank runs; ``sweep_dir`` and ``data_dir`` are the
-    host's paths (a launcher maps them to what its ranks see); ``timeout_s`` is
-    the group's wall-clock limit in seconds. Crosses Airflow's XCom as
-    :meth:`to_xcom` / :meth:`from_xcom`.
+    ``request`` is the sweep's: what the ranks run (its fields declared
+    ``to_ranks``, see :meth:`worker_argv`) and how the launcher starts them
+    (``launcher``, and fields only some launchers read, such as
+    ``gpus_per_worker``). The group adds its worker count, its repeat (so its
+    seed) and its link. ``sweep_dir`` is the host's path of the sweep (a
+    launcher maps it, and ``data_dir``, to what its ranks see). Crosses
+    Airflow's XCom as :meth:`to_xcom` / :meth:`from_xcom`.
     """
 
+    request: SweepRequest
     run_id: str
     world_size: int
     repeat: int
+    network: NetworkProfile
     sweep_dir: str
-    data_dir: str
-    worker: WorkerRequest
-    timeout_s: float
-    launcher: str = "local"
-    gpus_per_worker: int = 1
-    worker_image: str = ""
-    placement: str = "pack"  # spread: one rank per node (Kubernetes); pack: may share
 
     @property
     def run_dir(self) -> Path:
         """The host's directory of this group's records."""
         return Path(self.sweep_dir) / self.run_id
 
+    @property
+    def seed(self) -> int:
+        """Repeat ``r`` runs with the request's seed + ``r``."""
+        return self.request.seed + self.repeat
+
+    @property
+    def timeout_s(self) -> float:
+        """The group's wall-clock limit, seconds."""
+        return self.request.group_timeout_s
+
+    @property
+    def data_dir(self) -> str:
+        """The host's folder of the full data sets."""
+        return str(self.request.data_dir)
+
+    @property
+    def training(self) -> bool:
+        """False for the all-reduce task, which is given no training field."""
+        return not isinstance(self.request.spec, AllReduceSpec)
+
+    def worker_argv(self, results_dir: str, data_dir: str) -> list[str]:
+        """The arguments of ``python -m workers.run`` for every rank of this group, with the
+        run directory and data directory as the launcher's ranks see them: the request's
+        fields declared ``to_ranks`` (training-only ones only for training), then this
+        group's run id, seed and link. ``workers.run`` reads them by the same declarations."""
+        args = ["--task", self.request.task, "--results", results_dir, "--run-id", self.run_id]
+        for field in RANK_FIELDS:
+            if self.training or not field.training_only:
+                args += field.argv(getattr(self.request, field.name))
+        args += ["--seed", str(self.seed), "--data-dir", data_dir]
+        if self.network.shaped:
+            args += ["--network", self.network.name]
+        return args
+
     def to_xcom(self) -> dict[str, Any]:
-        return {**asdict(self), "worker": self.worker.as_dict()}
+        """Plain JSON values; the request as its fields, the link by its name."""
+        return {
+            "request": self.request.to_fields(),
+            "run_id": self.run_id,
+            "world_size": self.world_size,
+            "repeat": self.repeat,
+            "network": self.network.name,
+            "sweep_dir": self.sweep_dir,
+        }
 
     @classmethod
     def from_xcom(cls, data: dict[str, Any]) -> GroupPlan:
-        return cls(**{**data, "worker": WorkerRequest.from_dict(data["worker"])})
+        """The plan back from :meth:`to_xcom`."""
+        return cls(
+            **{
+                **data,
+                "request": SweepRequest.from_fields(data["request"]),
+                "network": parse_profile(data["network"]),
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -324,34 +369,14 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
     repeat) spreads slow drifts of the machine over all sizes and profiles
     instead of charging them to one. Repeat ``r`` runs with seed ``seed + r``.
     """
-    training = not isinstance(request.spec, AllReduceSpec)
     return tuple(
         GroupPlan(
+            request=request,
             run_id=run_id(sweep_id, k, repeat, network),
             world_size=k,
             repeat=repeat,
+            network=network,
             sweep_dir=str(sweep_dir),
-            data_dir=str(request.data_dir),
-            worker=WorkerRequest(
-                task=request.task,
-                run_id=run_id(sweep_id, k, repeat, network),
-                light=request.light,
-                backend=request.backend,
-                collective_timeout_s=request.collective_timeout_s,
-                seed=request.seed + repeat,
-                training=training,
-                variant=request.variant,
-                precision=request.precision,
-                compile=request.compile,
-                device=request.device,
-                network=network,
-                threads=request.threads_per_worker,
-            ),
-            timeout_s=request.group_timeout_s,
-            launcher=request.launcher,
-            gpus_per_worker=request.gpus_per_worker,
-            worker_image=request.worker_image,
-            placement=request.placement,
         )
         for repeat in range(request.repeats)
         for network in request.network
@@ -426,7 +451,7 @@ def start_sweep(
     sweep_dir = results_root / sweep_id
     groups = plan_groups(request, sweep_id, sweep_dir)
     entries = [
-        manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.worker.network.name)
+        manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.network.name)
         for g in groups
     ]
     manifest.create(sweep_dir, new_manifest(request, sweep_id, entries, trigger, runner=runner))

@@ -33,8 +33,9 @@ import operators.kubernetes.trigger as trigger_module
 from operators.group import GroupResult
 from operators.kubernetes import KubernetesGroup, KubernetesSettings, group_names
 from operators.kubernetes.trigger import GroupTrigger
+from scalebench.network import HOST_PROFILE
+from scalebench.request import SweepRequest
 from scalebench.sweep import GroupPlan
-from scalebench.worker_request import WorkerRequest
 
 CONN_ID = "emulated_k8s"
 NS = "scalebench"
@@ -47,22 +48,22 @@ MODES = ["blocking", "deferred"]
 
 
 def planned(world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1") -> GroupPlan:
-    worker = WorkerRequest(
+    request = SweepRequest(
         task="task1a-resnet20-cifar10",
-        run_id=RUN_ID,
         light=True,
         backend="nccl",
-        collective_timeout_s=60.0,
-        seed=0,
+        compile="off",
+        launcher="kubernetes",
+        placement="pack",
+        data_dir=DATA,
     )
     return GroupPlan(
+        request=request,
         run_id=RUN_ID,
         world_size=world_size,
         repeat=0,
+        network=HOST_PROFILE,
         sweep_dir=str(sweep_dir),
-        data_dir=str(DATA),
-        worker=worker,
-        timeout_s=3600.0,
     )
 
 

@@ -31,9 +31,9 @@ from operators.kubernetes import (
     pod_argv,
     service_manifest,
 )
-from scalebench.network import parse_profile
+from scalebench.network import HOST_PROFILE, parse_profile
+from scalebench.request import SweepRequest
 from scalebench.sweep import GroupPlan
-from scalebench.worker_request import WorkerRequest
 
 K8S_VERSION = "1.33"
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -46,26 +46,25 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 
 def planned(
-    world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1", data_dir: Path = DATA, **changes: Any
+    world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1", data_dir: Path = DATA
 ) -> GroupPlan:
     """A planned light Task 1a group on nccl, as the sweep plans it on the Airflow side."""
-    worker = WorkerRequest(
+    request = SweepRequest(
         task="task1a-resnet20-cifar10",
-        run_id=RUN_ID,
         light=True,
         backend="nccl",
-        collective_timeout_s=60.0,
-        seed=0,
+        compile="off",
+        launcher="kubernetes",
+        placement="pack",
+        data_dir=data_dir,
     )
     return GroupPlan(
+        request=request,
         run_id=RUN_ID,
         world_size=world_size,
         repeat=0,
+        network=HOST_PROFILE,
         sweep_dir=str(sweep_dir),
-        data_dir=str(data_dir),
-        worker=worker,
-        timeout_s=3600.0,
-        **changes,
     )
 
 
@@ -760,7 +759,7 @@ def test_constructing_needs_no_cluster() -> None:
 
 def test_a_planned_network_profile_reaches_the_pods_and_their_arguments() -> None:
     plan = planned()
-    plan = replace(plan, worker=replace(plan.worker, network=parse_profile("10gbit")))
+    plan = replace(plan, network=parse_profile("10gbit"))
     group = KubernetesGroup(
         plan, names=NAMES, settings=KubernetesSettings(), results_root=ROOT, data_root=DATA
     )

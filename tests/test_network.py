@@ -147,7 +147,7 @@ def test_every_worker_count_is_planned_on_every_profile(tmp_path: Path) -> None:
         max_workers=4,
     )
     groups = plan_groups(request, "s", tmp_path)
-    assert [(g.run_id, g.worker.network.name) for g in groups] == [
+    assert [(g.run_id, g.network.name) for g in groups] == [
         ("s-w1-r1", "host"),
         ("s-w2-r1", "host"),
         ("s-w1-n1gbit-r1", "1gbit"),
@@ -157,8 +157,8 @@ def test_every_worker_count_is_planned_on_every_profile(tmp_path: Path) -> None:
         ("s-w1-n1gbit-r2", "1gbit"),
         ("s-w2-n1gbit-r2", "1gbit"),
     ]
-    assert groups[2].worker.argv("R", "D")[-2:] == ["--network", "1gbit"]
-    assert "--network" not in groups[0].worker.argv("R", "D")
+    assert groups[2].worker_argv("R", "D")[-2:] == ["--network", "1gbit"]
+    assert "--network" not in groups[0].worker_argv("R", "D")
     with pytest.raises(InvalidParameter, match="× 2 network profiles = 600 groups"):
         validate_request(
             task="task0-allreduce",

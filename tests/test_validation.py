@@ -137,23 +137,24 @@ def test_a_valid_request_is_normalised_and_planned() -> None:
     assert [(g.world_size, g.repeat) for g in groups] == [(1, 0), (2, 0), (1, 1), (2, 1)]
     assert len({g.run_id for g in groups}) == 4
     assert groups[3].run_dir == Path("/r/sweep") / groups[3].run_id
-    assert groups[3].worker.seed == 6  # each repeat its own seed
+    assert groups[3].seed == 6  # each repeat its own seed
 
 
 def test_a_worker_request_renders_the_command_line_the_worker_parses() -> None:
     request = validate_request(**{**LIGHT, "repeats": 2, "seed": 5, "compile": "off"})
     group = plan_groups(request, "sweep", Path("/r/sweep"))[-1]
-    args = parse_args(group.worker.argv(results_dir="/pod/run", data_dir="/pod/data"))
+    args = parse_args(group.worker_argv(results_dir="/pod/run", data_dir="/pod/data"))
     assert (args.task, args.results, args.run_id) == (LIGHT["task"], Path("/pod/run"), group.run_id)
-    assert (args.light, args.seed, args.backend, args.timeout) == (True, 6, "gloo", 60.0)
+    assert (args.light, args.seed, args.backend) == (True, 6, "gloo")
+    assert args.collective_timeout_s == 60.0
     assert (args.variant, args.precision, args.compile) == ("sync", "fp32", "off")
     assert args.data_dir == Path("/pod/data")
     assert args.device == "auto"
     all_reduce = plan_groups(validate_request(task="task0-allreduce", workers=[2]), "s", Path("/r"))
-    assert "--variant" not in all_reduce[0].worker.argv(results_dir="/r", data_dir="/d")
+    assert "--variant" not in all_reduce[0].worker_argv(results_dir="/r", data_dir="/d")
     on_cpu = validate_request(task="task0-allreduce", workers=[2], device="cpu")
-    worker = plan_groups(on_cpu, "s", Path("/r"))[0].worker
-    assert parse_args(worker.argv(results_dir="/r", data_dir="/d")).device == "cpu"
+    group = plan_groups(on_cpu, "s", Path("/r"))[0]
+    assert parse_args(group.worker_argv(results_dir="/r", data_dir="/d")).device == "cpu"
 
 
 def test_cpu_and_gpu_tensors_are_different_configurations() -> None:
@@ -226,11 +227,16 @@ def test_worker_refuses_bad_input_with_exit_status_2(tmp_path: Path) -> None:
         (["--task", "nope"], {}, "unknown task"),
         (["--task", "task0-allreduce"], {"WORLD_SIZE": "-1"}, "WORLD_SIZE must be at least 1"),
         (["--task", "task1a-resnet20-cifar10", "--data-dir", str(tmp_path)], {}, "CIFAR-10"),
-        (["--task", "task0-allreduce", "--timeout", "0"], {}, "--timeout must be between 1"),
-        (["--task", "task0-allreduce", "--timeout", "1e15"], {}, "and 604800 seconds"),
-        (["--task", "task0-allreduce", "--timeout", "0.000001"], {}, "--timeout must be"),
-        (["--task", "task0-allreduce", "--timeout", "nan"], {}, "got nan"),
-        (["--task", "task0-allreduce", "--timeout", "inf"], {}, "got inf"),
+        (["--task", "task0-allreduce", "--timeout", "0"], {}, "--timeout: must be positive"),
+        (
+            ["--task", "task0-allreduce", "--timeout", "1e15"],
+            {},
+            "--timeout: must be at most 604800",
+        ),
+        (["--task", "task0-allreduce", "--timeout", "0.000001"], {}, "--timeout: must be at least"),
+        (["--task", "task0-allreduce", "--threads-per-worker", "-1"], {}, "must be at least 0"),
+        (["--task", "task0-allreduce", "--timeout", "nan"], {}, "got 'nan'"),
+        (["--task", "task0-allreduce", "--timeout", "inf"], {}, "got 'inf'"),
         (["--task", "task0-allreduce", "--seed", str(2**63)], {}, "--seed must be between"),
         (
             ["--task", "task0-allreduce"],
@@ -382,6 +388,6 @@ def test_threads_per_worker_is_checked_planned_and_part_of_the_configuration() -
     before = {k: v for k, v in default.to_fields().items() if k != "threads_per_worker"}
     assert configuration_hash(default.to_fields()) == configuration_hash(before)
     assert configuration_hash(one.to_fields()) != configuration_hash(default.to_fields())
-    assert "--threads" not in plan_groups(default, "s", Path("/tmp"))[0].worker.argv("r", "d")
-    argv = plan_groups(one, "s", Path("/tmp"))[0].worker.argv("r", "d")
-    assert argv[argv.index("--threads") + 1] == "1"
+    for request, threads in ((default, 0), (one, 1)):
+        argv = plan_groups(request, "s", Path("/tmp"))[0].worker_argv("r", "d")
+        assert parse_args(argv).threads_per_worker == threads

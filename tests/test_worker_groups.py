@@ -440,8 +440,8 @@ def test_the_threads_asked_per_worker_are_the_threads_each_rank_runs(tmp_path: P
     )
     (group,) = plan_groups(request, "threads", tmp_path)
     run_dir = tmp_path / "run"
-    args = [*group.worker.argv(str(run_dir), str(tmp_path)), "--max-elements", "1000"]
-    assert args[args.index("--threads") + 1] == "2"
+    args = [*group.worker_argv(str(run_dir), str(tmp_path)), "--max-elements", "1000"]
+    assert args[args.index("--threads-per-worker") + 1] == "2"
     lines: list[str] = []
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = launch_group(args, 2, timeout_s=120, env=env, sink=quiet(lines))

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
-from scalebench.worker_request import BACKENDS
+from scalebench.rank import BACKENDS
 
 
 class GroupConfigError(ValueError):

@@ -51,8 +51,8 @@ import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.parallel import DistributedDataParallel
 
+from scalebench.rank import DEFAULT_PRECISION
 from scalebench.tasks import LossScaleSpec, TrainingSpec, TranslationSpec
-from scalebench.worker_request import DEFAULT_PRECISION
 from workers.compile import Compiled, compile_for_training
 from workers.data.batches import epoch_partition
 from workers.mixed_precision import DynamicLossScale, MasterWeights

@@ -5,7 +5,7 @@ The rank, world size and rendezvous address come from the environment (see
 ``<run dir>/rank-<r>.jsonl``; rank 0 also writes MLPerf lines to
 ``<run dir>/mllog-rank-0.log``.
 
-Exit status (defined with the request in :mod:`scalebench.worker_request`): 0 finished
+Exit status (defined with the request in :mod:`scalebench.rank`): 0 finished
 (goal reached, epoch limit, or measurements done), 1 failed (a peer died, a
 timeout, an error), 2 refused input (nothing started), 3 diverged, 143
 terminated by SIGTERM.
@@ -25,22 +25,17 @@ from types import FrameType
 
 from scalebench.datasets import DataSetMissing, check_available
 from scalebench.network import BadProfile, parse_profile
-from scalebench.tasks import AllReduceSpec, get_task
-from scalebench.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
-from scalebench.worker_request import (
-    BACKENDS,
-    DEFAULT_PRECISION,
+from scalebench.rank import (
     EXIT_DIVERGED,
     EXIT_FAILED,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_TERMINATED,
     LAUNCHER_PID_VARIABLE,
-    MAX_COLLECTIVE_TIMEOUT_S,
     MAX_SEED,
-    MIN_COLLECTIVE_TIMEOUT_S,
-    PRECISIONS,
 )
+from scalebench.request import add_rank_options
+from scalebench.tasks import AllReduceSpec, get_task
 from workers.distributed import GroupConfigError, group_env_from
 
 log = logging.getLogger("scalebench.worker")
@@ -87,14 +82,14 @@ def _network_profile(text: str) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The rank's arguments: where it runs and its group's seed and link, then the request
+    fields given to every rank (light, backend, device, collective timeout, threads,
+    variant, precision, compile), read and checked by their declarations
+    (:func:`scalebench.request.add_rank_options`)."""
     parser = argparse.ArgumentParser(prog="python -m workers.run", description=__doc__)
     parser.add_argument("--task", required=True, help="task id, e.g. task1a-resnet20-cifar10")
     parser.add_argument("--results", required=True, type=Path, help="this run's directory")
     parser.add_argument("--run-id", help="defaults to the results directory's name")
-    parser.add_argument("--light", action="store_true", help="the light variant")
-    parser.add_argument("--backend", default="gloo", choices=BACKENDS)
-    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
-    parser.add_argument("--timeout", type=float, default=60.0, help="collective timeout, seconds")
     parser.add_argument(
         "--network",
         default="host",
@@ -102,26 +97,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the link profile the launcher runs this group on (recorded, not applied: the "
         "launcher shapes the network), e.g. host or 100mbit",
     )
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--threads", type=int, default=0, help="torch threads (0: OMP_NUM_THREADS, else torch's)"
-    )
+    parser.add_argument("--seed", type=int, default=0, help="this group's seed")
     parser.add_argument("--data-dir", type=Path, default=None)
-    parser.add_argument("--variant", default="sync", choices=TRAINING_VARIANTS)
-    parser.add_argument(
-        "--precision",
-        default=DEFAULT_PRECISION,
-        choices=PRECISIONS,
-        help="bf16: forward and loss under bfloat16 autocast; weights, gradients and the "
-        "all-reduce stay fp32",
-    )
-    parser.add_argument(
-        "--compile",
-        default="off",
-        choices=COMPILE_SETTINGS,
-        help="torch.compile the training step before the common start: on (refused when it "
-        "cannot compile), auto (where it was measured to pay; eager after a failure), off",
-    )
+    add_rank_options(parser)
     parser.add_argument("--max-epochs", type=int, default=None, help="override the spec's limit")
     parser.add_argument("--repetitions", type=int, default=None, help="task 0: override")
     parser.add_argument("--max-elements", type=int, default=None, help="task 0: largest size")
@@ -143,15 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         spec = get_task(args.task)
         group = group_env_from(os.environ)
-        if not MIN_COLLECTIVE_TIMEOUT_S <= args.timeout <= MAX_COLLECTIVE_TIMEOUT_S:
-            raise GroupConfigError(
-                f"--timeout must be between {MIN_COLLECTIVE_TIMEOUT_S:g} and "
-                f"{MAX_COLLECTIVE_TIMEOUT_S:.0f} seconds, got {args.timeout:g}"
-            )
         if not 0 <= args.seed <= MAX_SEED:
             raise GroupConfigError(f"--seed must be between 0 and {MAX_SEED}, got {args.seed}")
-        if args.threads < 0:
-            raise GroupConfigError(f"--threads must be 0 or more, got {args.threads}")
         for name in ("max_epochs", "repetitions", "max_elements"):
             value = getattr(args, name)
             if value is not None and value < 1:
@@ -188,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     except GroupConfigError as exc:
         print(f"workers.run: refused: {exc}", file=sys.stderr)
         return EXIT_REFUSED
-    threads = args.threads or int(os.environ.get("OMP_NUM_THREADS") or 0)
+    threads = args.threads_per_worker or int(os.environ.get("OMP_NUM_THREADS") or 0)
     if threads:
         torch.set_num_threads(threads)
     use_cuda = torch.cuda.is_available() if args.device == "auto" else args.device == "cuda"
@@ -223,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         # The env record opens every attempt: a rank restarted into the same
         # directory appends a new attempt, and readers keep the last one.
         tracker.environment(environment(args.backend))
-        init_group(group, args.backend, args.timeout)
+        init_group(group, args.backend, args.collective_timeout_s)
         if isinstance(spec, AllReduceSpec):
             options = allreduce.AllReduceOptions(args.light, args.repetitions, args.max_elements)
             allreduce.run(spec, options, tracker, device)

@@ -42,7 +42,7 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 
 from operators.kubernetes.arguments import pod_argv, pod_path
 from operators.kubernetes.constants import API_CALLS, DATA_MOUNT, RESULTS_MOUNT, WORKER_UID
-from operators.kubernetes.group import KubernetesGroup
+from operators.kubernetes.group import KubernetesGroup, launch
 from operators.kubernetes.manifests import job_manifest, service_manifest
 from operators.kubernetes.names import GroupNames, group_names, label_value
 from operators.kubernetes.pod_status import job_verdict, pending_problem
@@ -60,6 +60,7 @@ __all__ = [
     "job_manifest",
     "job_verdict",
     "label_value",
+    "launch",
     "pending_problem",
     "pod_argv",
     "pod_path",

@@ -42,7 +42,7 @@ def pod_argv(group: GroupPlan, results_root: str | Path, data_root: str | Path) 
     ``/var/scalebench/results`` and the data directory below ``data_root``
     below ``/var/scalebench/data``.
     """
-    return group.worker.argv(
+    return group.worker_argv(
         results_dir=pod_path(
             group.run_dir, results_root, RESULTS_MOUNT, "the results root (SCALEBENCH_RESULTS_URI)"
         ),

@@ -79,7 +79,7 @@ class KubernetesGroup:
         data_root: str | Path | None = None,
         poll_interval_s: float | None = None,
     ) -> None:
-        world_size, gpus_per_worker = group.world_size, group.gpus_per_worker
+        world_size, gpus_per_worker = group.world_size, group.request.gpus_per_worker
         if world_size < 1:
             raise ValueError(f"world_size must be at least 1, got {world_size}")
         if gpus_per_worker < 0:
@@ -93,14 +93,14 @@ class KubernetesGroup:
             data_root = config.data_dir() if data_root is None else data_root
         self.pod_args = pod_argv(group, results_root, data_root)
         self.run_id = group.run_id
-        image = group.worker_image or None
+        image = group.request.worker_image or None
         timeout_s = group.timeout_s
         self.world_size = world_size
         self.names = names
         self.settings = settings
         self.gpus_per_worker = gpus_per_worker
-        self.placement = group.placement
-        self.network = group.worker.network  # a shaped profile: the pods' bandwidth limits
+        self.placement = group.request.placement
+        self.network = group.network  # a shaped profile: the pods' bandwidth limits
         self.image = image
         self.timeout_s = timeout_s
         self.sink = sink or (lambda line: print(line, flush=True))
@@ -369,3 +369,16 @@ class KubernetesGroup:
             for line in tail:
                 self.sink(line)
         return tail
+
+
+def launch(
+    group: GroupPlan, names: GroupNames | None, sink: Callable[[str], None] | None
+) -> KubernetesGroup:
+    """The Kubernetes launcher for a planned group (:mod:`scalebench.launchers` names this
+    entry): the Job and Service are named by ``names`` (an Airflow task instance's), or by
+    the run id alone from the command line."""
+    from operators.kubernetes.names import group_names
+
+    if names is None:
+        names = group_names("scalebench", group.run_id, 0, 1, group.world_size)
+    return KubernetesGroup(group, names=names, settings=KubernetesSettings.from_env(), sink=sink)

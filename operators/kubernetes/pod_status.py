@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from operators.kubernetes.constants import CONTAINER, IMAGE_PULL_GRACE_S, INDEX_KEY
-from scalebench.worker_request import EXIT_DIVERGED
+from scalebench.rank import EXIT_DIVERGED
 
 # Container waiting reasons that never resolve without a change to the spec.
 HOPELESS_REASONS = ("InvalidImageName", "CreateContainerConfigError")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from scalebench.worker_request import PRECISIONS
+from scalebench.rank import PRECISIONS
 
 WORLD_SIZES: tuple[int, ...] = (1, 2, 4, 8, 16, 32)
 
