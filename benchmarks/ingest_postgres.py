@@ -38,12 +38,14 @@ from results_db.models import StepTiming
 from results_db.scratch import scratch_database
 from scalebench import manifest
 from scalebench.sweep import new_manifest, validate_request
+from workers.records import SCHEMA_VERSION
 
 PHASES = {
     "data": 0.001,
     "forward": 0.02,
     "loss": 0.0005,
     "backward": 0.04,
+    "gradient_packing": 0.002,
     "communication": 0.01,
     "optimizer": 0.003,
 }
@@ -61,7 +63,7 @@ def write_records(root: Path, rows: int, ranks: int) -> Path:
     manifest.create(sweep_dir, new_manifest(request, sweep_id, [group], trigger="cli"))
     per_rank = rows // ranks
     steps_per_epoch = 390
-    common = {"v": 1, "run_id": run_id, "world_size": ranks}
+    common = {"v": SCHEMA_VERSION, "run_id": run_id, "world_size": ranks}
     for rank in range(ranks):
         with (run_dir / f"rank-{rank}.jsonl").open("w") as handle:
             start = {
@@ -131,6 +133,7 @@ def naive_ingest(url: str, sweep_dir: Path, rows: int) -> float:
                         forward_s=p["forward"],
                         loss_s=p["loss"],
                         backward_s=p["backward"],
+                        gradient_packing_s=p["gradient_packing"],
                         communication_s=p["communication"],
                         optimizer_s=p["optimizer"],
                     )

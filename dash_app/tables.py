@@ -19,6 +19,7 @@ from results_db.analytics import ScalingRow
 from results_db.queries.costs import PriceRow
 from results_db.queries.runs import EnvironmentRow, EventRow, RunInfo
 from scalebench import units
+from workers.records import RECORDS_NOTE
 
 
 def when(moment: datetime | None) -> str:
@@ -173,8 +174,10 @@ def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str,
         ("without evaluation", units.seconds(run.time_to_accuracy_without_eval_s)),
         ("evaluation time", units.seconds(run.eval_s)),
         (
-            "compute / communication",
-            f"{units.seconds(run.compute_s)} / {units.seconds(run.communication_s)}",
+            "compute / packing / communication",
+            f"{units.seconds(run.compute_s)} / {units.seconds(run.gradient_packing_s)} / "
+            f"{units.seconds(run.communication_s)}"
+            + (f" ({RECORDS_NOTE})" if run.communication_includes_packing else ""),
         ),
         ("communication ratio", units.percent(run.communication_ratio)),
         ("epochs / steps", f"{run.epochs} / {run.steps:,}"),

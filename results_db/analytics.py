@@ -7,7 +7,9 @@
   (forward + loss + backward + optimizer) instead. **Scaling efficiency** =
   speedup(k) / k.
 - **communication ratio** = communication seconds / total step seconds, per
-  rank, averaged over ranks.
+  rank, averaged over ranks. Communication is the collectives alone (records
+  version 3; before, it included packing and unpacking the gradients, which
+  is now the ``gradient_packing`` phase): a 1-worker run's ratio is 0.
 - **all-reduce**: per size, p50 / mean / p95 latency (seconds);
   algbw = bytes / seconds; busbw = algbw × 2(n−1)/n (the nccl-tests
   convention, so that busbw is comparable across world sizes).

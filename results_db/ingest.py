@@ -541,6 +541,7 @@ def _write_run(
             time_to_accuracy_without_eval_s=summary.time_to_accuracy_without_eval_s,
             eval_s=summary.eval_s,
             compute_s=summary.compute_s,
+            gradient_packing_s=summary.gradient_packing_s,
             communication_s=summary.communication_s,
             step_s=summary.step_s,
             communication_ratio=summary.communication_ratio,
@@ -553,6 +554,7 @@ def _write_run(
             placement=str(request.get("placement", "pack")),
             shared_node=shared_node,
             network=network,
+            records_version=summary.records_version,
             ingested_at=datetime.now(UTC),
         )
     )

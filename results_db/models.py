@@ -83,8 +83,11 @@ class Run(Base):
 
     Times in seconds. ``time_to_accuracy_s`` runs from the group's common start
     to the end of the first evaluation meeting the goal (``None`` when the
-    goal was not reached); ``compute_s``/``communication_s``/``step_s`` are
-    means over ranks of summed phase times.
+    goal was not reached); ``compute_s``/``gradient_packing_s``/``communication_s``/
+    ``step_s`` are means over ranks of summed phase times. ``records_version`` is the
+    records' schema version (``workers.records``); before 3, and for runs stored
+    before it was kept (``None``), ``communication`` includes packing and
+    unpacking the gradients (``workers.records.RECORDS_NOTE``).
     """
 
     __tablename__ = "run"
@@ -122,6 +125,7 @@ class Run(Base):
     time_to_accuracy_without_eval_s: Mapped[float | None] = mapped_column(Float)
     eval_s: Mapped[float] = mapped_column(Float, default=0.0)
     compute_s: Mapped[float] = mapped_column(Float, default=0.0)
+    gradient_packing_s: Mapped[float] = mapped_column(Float, server_default="0")
     communication_s: Mapped[float] = mapped_column(Float, default=0.0)
     step_s: Mapped[float] = mapped_column(Float, default=0.0)
     communication_ratio: Mapped[float | None] = mapped_column(Float)
@@ -136,6 +140,7 @@ class Run(Base):
     # The link profile the ranks talked over (scalebench.network): host (unshaped), or an
     # emulated rate with an optional delay, e.g. 100mbit, 1gbit+2ms.
     network: Mapped[str] = mapped_column(String(40), server_default="host")
+    records_version: Mapped[int | None] = mapped_column(Integer)
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # Every rank's step records summed, stored at ingest so that per-step phase
     # means need no scan of step_timing: how many step records, and seconds per phase.
@@ -144,6 +149,7 @@ class Run(Base):
     forward_total_s: Mapped[float] = mapped_column(Float, server_default="0")
     loss_total_s: Mapped[float] = mapped_column(Float, server_default="0")
     backward_total_s: Mapped[float] = mapped_column(Float, server_default="0")
+    gradient_packing_total_s: Mapped[float] = mapped_column(Float, server_default="0")
     communication_total_s: Mapped[float] = mapped_column(Float, server_default="0")
     optimizer_total_s: Mapped[float] = mapped_column(Float, server_default="0")
 
@@ -184,6 +190,7 @@ class StepTiming(Base):
     forward_s: Mapped[float] = mapped_column(Float)
     loss_s: Mapped[float] = mapped_column(Float)
     backward_s: Mapped[float] = mapped_column(Float)
+    gradient_packing_s: Mapped[float] = mapped_column(Float, server_default="0")
     communication_s: Mapped[float] = mapped_column(Float)
     optimizer_s: Mapped[float] = mapped_column(Float)
 

@@ -64,12 +64,7 @@ STEP_COLUMNS = (
     "samples",
     "loss",
     "lr",
-    "data_s",
-    "forward_s",
-    "loss_s",
-    "backward_s",
-    "communication_s",
-    "optimizer_s",
+    *(f"{phase}_s" for phase in PHASES),
 )
 
 
@@ -106,7 +101,7 @@ def step_columns(run_id: str, ranks: Sequence[RankRecords]) -> dict[str, list[An
         "loss": list(map(attrgetter("loss"), steps)),
         "lr": list(map(attrgetter("lr"), steps)),
     }
-    for phase in PHASES:  # every step record has all six (checked when read)
+    for phase in PHASES:  # every step record has them all (checked, or filled in, when read)
         columns[f"{phase}_s"] = list(map(itemgetter(phase), phases))
     return columns
 

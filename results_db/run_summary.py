@@ -50,6 +50,8 @@ class RunSummary:
     recompilations: int | None = None  # most graphs any rank compiled during the timed run
     step_records: int = 0  # step records of every rank
     phase_totals_s: dict[str, float] = field(default_factory=dict)  # phase -> seconds, all ranks
+    gradient_packing_s: float = 0.0  # mean over ranks, like compute_s and communication_s
+    records_version: int | None = None  # the records' schema version (oldest of the ranks)
 
 
 def _run_status(
@@ -112,6 +114,7 @@ def summarise(
     step_records = sum(len(rank.of_kind("step")) for rank in ranks)
     compute_s = [sum(t[p] for p in analytics.COMPUTE_PHASES) for t in per_rank_times]
     communication_s = [t["communication"] for t in per_rank_times]
+    packing_s = [t["gradient_packing"] for t in per_rank_times]
     step_s = [sum(t.values()) for t in per_rank_times]
     communication_ratio = None
     leader_start = ranks[0].of_kind("event") if ranks else []
@@ -165,4 +168,6 @@ def summarise(
         recompilations=max(recompiled) if recompiled else None,
         step_records=step_records,
         phase_totals_s=phase_totals,
+        gradient_packing_s=sum(packing_s) / len(packing_s) if packing_s else 0.0,
+        records_version=min((r.records[0]["v"] for r in ranks if r.records), default=None),
     )

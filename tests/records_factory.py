@@ -15,6 +15,7 @@ PHASES = {
     "forward": 0.1,
     "loss": 0.01,
     "backward": 0.2,
+    "gradient_packing": 0.0,
     "communication": 0.05,
     "optimizer": 0.03,
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from types import SimpleNamespace
 
 import pytest
 
@@ -35,6 +36,7 @@ def run_info(
     tta: float | None,
     status: str = "succeeded",
     started: datetime | None = None,
+    records_version: int | None = 3,
 ) -> RunInfo:
     return RunInfo(
         id=run_id,
@@ -69,6 +71,7 @@ def run_info(
         steps=1,
         samples_per_s=None if tta is None else 100.0 / tta,
         quarantined_lines=0,
+        records_version=records_version,
     )
 
 
@@ -194,8 +197,8 @@ def test_empty_inputs_give_figures_that_say_why() -> None:
 
 def test_phase_figure_stacks_every_phase() -> None:
     rows = [
-        PhaseRow(1, 0.001, 0.02, 0.001, 0.04, 0.0, 0.003),
-        PhaseRow(4, 0.001, 0.02, 0.001, 0.04, 0.015, 0.003),
+        PhaseRow(1, 0.001, 0.02, 0.001, 0.04, 0.0, 0.0, 0.003),
+        PhaseRow(4, 0.001, 0.02, 0.001, 0.04, 0.002, 0.015, 0.003),
     ]
     figure = communication_figures.phase_figure(rows)
     assert figure.layout.barmode == "stack"
@@ -207,10 +210,10 @@ def test_phase_figure_stacks_every_phase() -> None:
     assert plots.PHASE_NAMES is PHASES
     assert [f.name for f in fields(PhaseRow)][1:] == [f"{p}_s" for p in PHASES]
     assert [t.name for t in figure.data] == list(plots.PHASE_NAMES)
-    communication = figure.data[4]
+    communication = figure.data[PHASES.index("communication")]
     assert list(communication.y) == [0.0, 0.015]
     assert communication.customdata[1][0] == "15 ms"
-    assert communication.customdata[1][1] in ("18.7 %", "18.8 %")  # of a 0.08 s step
+    assert communication.customdata[1][1] == "18.3 %"  # of a 0.082 s step
 
 
 def test_allreduce_figures_split_by_backend_dtype_and_size() -> None:
@@ -349,3 +352,14 @@ def test_per_network_figures_keep_profiles_apart_and_draw_the_ideal_once() -> No
     assert plots.per_network({"host": host}) is host  # one profile: the figure as it is
     empty = plots.empty_figure("nothing")
     assert plots.per_network({"host": empty, "1gbit": slow}).data[1].name.endswith("1gbit")
+
+
+def test_runs_recorded_before_packing_was_timed_apart_are_labelled() -> None:
+    """Their communication includes packing the gradients: the ratio figure says so."""
+    rows = [SimpleNamespace(world_size=2, communication_ratio=0.2)]
+    new = communication_figures.communication_ratio_figure(rows, [run_info("a", 2, 1.0)])
+    assert "packing" not in new.layout.title.text
+    for old_version in (None, 2):
+        runs = [run_info("a", 2, 1.0), run_info("b", 2, 1.0, records_version=old_version)]
+        old = communication_figures.communication_ratio_figure(rows, runs)
+        assert "includes packing and unpacking the gradients" in old.layout.title.text

@@ -16,6 +16,7 @@ from workers.records import (
     parse_line,
     read_rank_file,
     read_run,
+    validate_record,
 )
 
 PHASES = {
@@ -23,6 +24,7 @@ PHASES = {
     "forward": 0.2,
     "loss": 0.001,
     "backward": 0.3,
+    "gradient_packing": 0.004,
     "communication": 0.05,
     "optimizer": 0.02,
 }
@@ -103,8 +105,34 @@ def test_version_1_records_are_read_with_todays_names() -> None:
     assert parse_line(step)["phases"] == PHASES
     with pytest.raises(BadRecord, match="without 'eval_s'"):  # version 2 has only the new names
         parse_line(old.replace('"v": 1', '"v": 2'))
-    with pytest.raises(BadRecord, match="this reader knows 1 and 2"):
-        parse_line('{"v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "env", "t": 0}')
+    with pytest.raises(BadRecord, match="this reader knows 1, 2, 3"):
+        parse_line('{"v": 4, "run_id": "r", "rank": 0, "world_size": 1, "kind": "env", "t": 0}')
+
+
+def test_steps_recorded_before_packing_was_timed_apart_keep_their_communication() -> None:
+    """Version 2 steps have no gradient_packing phase (their communication includes it): they
+    are read with 0 packing seconds; version 3 steps must have it."""
+    before = {name: value for name, value in PHASES.items() if name != "gradient_packing"}
+    line = json.dumps(
+        {
+            "v": 2,
+            "run_id": "r",
+            "rank": 0,
+            "world_size": 1,
+            "kind": "step",
+            "t": 1.0,
+            "epoch": 0,
+            "step": 0,
+            "samples": 8,
+            "phases": before,
+        }
+    )
+    phases = parse_line(line)["phases"]
+    assert phases["gradient_packing"] == 0.0
+    assert phases["communication"] == before["communication"]
+    assert validate_record(json.loads(line))["phases"]["gradient_packing"] == 0.0  # slow path
+    with pytest.raises(BadRecord, match="without phase"):
+        parse_line(line.replace('"v": 2', '"v": 3'))
 
 
 def test_non_finite_numbers_are_written_as_null_so_files_stay_json(tmp_path: Path) -> None:
@@ -198,7 +226,7 @@ def test_counters_beyond_32_bits_are_bad_lines(tmp_path: Path, field: str) -> No
         (
             '{"v":1,"run_id":"r","rank":0,"world_size":1,"kind":"step","t":0.1,"epoch":0,'
             '"step":0,"samples":1,"phases":{"data":0,"forward":0,"loss":0,"backward":0,'
-            '"communication":0,"optimizer":0}}'
+            '"gradient_packing":0,"communication":0,"optimizer":0}}'
         )
         .replace(f'"{field}":0', f'"{field}":3000000000')
         .replace(f'"{field}":1', f'"{field}":3000000000')

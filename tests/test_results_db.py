@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
@@ -57,7 +58,7 @@ def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url
     engine = make_engine(database_url)
     assert current_revision(engine) == "0001"
     upgrade(database_url)
-    assert current_revision(engine) == head_revision() == "0007"
+    assert current_revision(engine) == head_revision() == "0008"
     with engine.connect() as conn:
         prices = conn.execute(select(Price.name, Price.regular_per_hour)).all()
     assert {(name, float(p)) for name, p in prices} == {
@@ -179,8 +180,33 @@ def test_columns_are_typed(engine: Engine, tmp_path: Path) -> None:
     assert run.started_at is not None and run.started_at.year == 2026
     assert run.communication_ratio == pytest.approx(0.05 / 0.4)
     assert isinstance(step.forward_s, float) and step.forward_s == 0.1
+    assert run.records_version == 3 and step.gradient_packing_s == 0.0
     assert evaluation.metric_value == 80.0 and evaluation.metrics["top1_accuracy"] == 80.0
     assert sweep.config["task"] == "task1a-resnet20-cifar10" and sweep.outcome == "succeeded"
+
+
+def test_runs_recorded_before_packing_was_timed_apart_are_stored_as_such(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Version 2 steps (no gradient_packing: it is inside communication) load with 0 packing
+    seconds, and the run keeps the version that says what its communication means."""
+    write_training_sweep(tmp_path, "s1", [FakeRun(2, time_to_accuracy_s=80.0)])
+    for rank_file in tmp_path.rglob("rank-*.jsonl"):
+        lines = []
+        for line in rank_file.read_text().splitlines():
+            record = json.loads(line)
+            record["v"] = 2
+            if record["kind"] == "step":
+                del record["phases"]["gradient_packing"]
+            lines.append(json.dumps(record))
+        rank_file.write_text("\n".join(lines) + "\n")
+    ingest_location(engine, str(tmp_path))
+    with Session(engine) as session:
+        run = session.scalars(select(Run)).one()
+        step = session.scalars(select(StepTiming).limit(1)).one()
+    assert run.records_version == 2 and run.quarantined_lines == 0
+    assert step.gradient_packing_s == 0.0 and step.communication_s == 0.05
+    assert run.communication_ratio == pytest.approx(0.05 / 0.4)
 
 
 def test_failed_diverged_and_killed_runs_keep_their_metrics(engine: Engine, tmp_path: Path) -> None:

@@ -116,7 +116,12 @@ def test_on_events_a_step_adds_up_its_laps_and_synchronises_once() -> None:
         for phase, ms in (("data", 1.0), ("forward", pass_ms), ("loss", 0.5), ("backward", 20.0)):
             StandInEvent.now_ms += ms
             clock.lap(phase)
-    for phase, ms in (("communication", 7.0), ("optimizer", 2.0)):
+    for phase, ms in (
+        ("gradient_packing", 1.5),
+        ("communication", 7.0),
+        ("gradient_packing", 1.0),  # packed before the all-reduce, unpacked after it
+        ("optimizer", 2.0),
+    ):
         StandInEvent.now_ms += ms
         clock.lap(phase)
     assert StandInEvent.synchronised == 0  # laps only record events
@@ -128,12 +133,13 @@ def test_on_events_a_step_adds_up_its_laps_and_synchronises_once() -> None:
             "forward": 0.04,
             "loss": 0.001,
             "backward": 0.04,
+            "gradient_packing": 0.0025,
             "communication": 0.007,
             "optimizer": 0.002,
         }
     )
     assert clock.read() == phases and StandInEvent.synchronised == 1  # read once per step
-    assert clock.step_seconds == pytest.approx(0.092)
+    assert clock.step_seconds == pytest.approx(0.0945)
     events = len(clock._events)
     clock.start()  # the next step reuses the events and starts from zero
     StandInEvent.now_ms += 5.0

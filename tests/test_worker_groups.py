@@ -55,6 +55,7 @@ def test_two_workers_train_the_light_image_task_to_its_target(
         assert all(e["metrics"]["top1_accuracy"] < 85.0 for e in evals[:-1])
         assert len(steps) == len(evals) * 23  # 5748 // 2 images a rank, 128 a step
         assert all(s["phases"]["communication"] > 0 for s in steps)
+        assert all(s["phases"]["gradient_packing"] > 0 for s in steps)
         assert {s["samples"] for s in steps} <= {128, 2874 - 22 * 128}
     # both ranks saw the same global values and stopped at the same epoch
     evals0, evals1 = (list(r.of_kind("eval")) for r in ranks)

@@ -7,7 +7,7 @@
         for each step the task cuts the epoch into:
             for each pass of the step (more than one: gradient accumulation):
                 data → forward → loss → backward
-            communication: gradients (and the loss) averaged over ranks
+            gradient packing → communication (the all-reduce alone) → unpacking
             optimizer: learning rate set, gradients normalised and clipped, update
             step record; a non-finite loss stops every rank (diverged)
         evaluation (global over ranks), goal check, stop decision
@@ -22,7 +22,9 @@ Two ways to average gradients (``variant``):
 
 - ``sync`` (the benchmark as specified): after backward, every gradient and
   the loss are packed into one flat buffer and all-reduced once; that
-  all-reduce is the "communication" phase;
+  all-reduce alone is the "communication" phase, packing, dividing and
+  unpacking are "gradient_packing". A group of one rank runs no collective:
+  its communication is zero;
 - ``ddp``: ``DistributedDataParallel`` all-reduces gradient buckets while
   backward runs, so "backward" includes gradient communication and
   "communication" is only the loss's one-element all-reduce.
@@ -57,7 +59,12 @@ from workers.compile import Compiled, compile_for_training
 from workers.data.batches import epoch_partition
 from workers.mixed_precision import DynamicLossScale, MasterWeights
 from workers.schedules import LearningRate
-from workers.sync_sgd import GradientAllReduce, broadcast_model, mean_over_ranks
+from workers.sync_sgd import (
+    GradientAllReduce,
+    broadcast_model,
+    mean_over_ranks,
+    sum_over_ranks,
+)
 from workers.tracker import Tracker
 
 
@@ -335,20 +342,32 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
                 (loss * masters.scaler.scale if masters else loss).backward()
                 clock.lap("backward")
 
+            # Gradients averaged over ranks. sync: packed into one buffer, all-reduced (the
+            # collective alone is "communication"), divided and copied back; ddp averaged
+            # them during backward, so only the loss travels here.
+            if reducer is not None:
+                # With a summed loss the reducer carries this rank's mean along (unused) and
+                # the sums travel in a second, 3-number all-reduce: mean gradient = averaged
+                # sum × k / global units.
+                reducer.pack(totals[0] / totals[1] if task.loss_sum else loss)
+                clock.lap("gradient_packing")
+                reducer.all_reduce()
+                if task.loss_sum:
+                    sum_over_ranks(totals)
+                if world_size > 1:  # a group of one runs no collective: 0 s communicating
+                    clock.lap("communication")
+                global_loss = reducer.unpack()
+                clock.lap("gradient_packing")
+            else:
+                assert not task.loss_sum, "a summed loss needs the sync variant"
+                global_loss = mean_over_ranks(loss)
+                if world_size > 1:
+                    clock.lap("communication")
+            normaliser: float | torch.Tensor = 1.0
             if task.loss_sum:
-                # The reducer averages over ranks; it carries this rank's mean
-                # along (unused), and the sums travel in a second, 3-number
-                # all-reduce: mean gradient = averaged sum × k / global units.
-                assert reducer is not None
-                reducer(totals[0] / totals[1])
-                dist.all_reduce(totals, op=dist.ReduceOp.SUM)
                 global_loss = totals[0] / totals[1]
                 samples = totals[1] / world_size
-                normaliser: float | torch.Tensor = totals[2] / world_size
-            else:
-                global_loss = reducer(loss) if reducer is not None else mean_over_ranks(loss)
-                normaliser = 1.0
-            clock.lap("communication")
+                normaliser = totals[2] / world_size
 
             lr = task.learning_rate(epoch, index, step, len(plan))
             for group in optimizer.param_groups:

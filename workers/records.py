@@ -6,7 +6,7 @@ Every record carries:
 
 - ``v``: schema version (:data:`SCHEMA_VERSION`; version 1 records, whose
   evaluation times were named ``eval_seconds``, ``train_seconds`` and
-  ``wall_seconds``, are read with today's names);
+  ``wall_seconds``, are read with today's names; version 2 steps, see below);
 - ``run_id``, ``rank``, ``world_size``;
 - ``kind``: one of :data:`KINDS`;
 - ``t``: seconds since the group's common start (taken right after a barrier).
@@ -15,7 +15,11 @@ and a payload by kind:
 
 - ``step``: ``epoch``, ``step``, ``samples`` (this rank's), ``loss`` (mean over
   ranks, ``null`` when not finite), ``lr``, and ``phases``: seconds spent in
-  ``data``, ``forward``, ``loss``, ``backward``, ``communication``, ``optimizer``.
+  ``data``, ``forward``, ``loss``, ``backward``, ``gradient_packing`` (copying
+  the gradients into the all-reduce's buffer and back, and dividing them),
+  ``communication`` (the collectives alone) and ``optimizer``. Steps of
+  version 2 and older have no ``gradient_packing``: their ``communication``
+  includes it, and they are read with 0 seconds of packing.
 - ``eval``: ``epoch``, ``metrics`` (global values, e.g. ``top1_accuracy`` in
   percent and ``loss``), ``eval_s`` (this evaluation), ``train_s`` (wall time
   so far minus all evaluation time so far), ``wall_s``: the names of the
@@ -46,15 +50,24 @@ from typing import Annotated, Any, TextIO
 import msgspec
 import orjson
 
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 # Fields renamed since version 1, by kind: {old name: new name}.
 _RENAMED_SINCE_1 = {
     "eval": {"eval_seconds": "eval_s", "train_seconds": "train_s", "wall_seconds": "wall_s"},
 }
 KINDS = ("step", "eval", "allreduce", "event", "env")
-PHASES = ("data", "forward", "loss", "backward", "communication", "optimizer")
+PHASES = ("data", "forward", "loss", "backward", "gradient_packing", "communication", "optimizer")
 _PHASE_SET = frozenset(PHASES)
+# Before version 3 there was no gradient_packing phase: packing, dividing and unpacking the
+# gradients were timed as part of "communication". Such steps are read with 0 packing
+# seconds, and their communication keeps its old meaning (see ``RECORDS_NOTE``).
+FIRST_VERSION_WITH_PACKING = 3
+_PHASES_BEFORE_PACKING = frozenset(PHASES) - {"gradient_packing"}
+RECORDS_NOTE = (
+    "recorded before records version 3: its communication includes packing and unpacking "
+    "the gradients"
+)
 _INT4_MAX = 2**31 - 1  # counters are stored as 32-bit integers
 _COMMON_COUNTERS = ("rank", "world_size")
 _COUNTERS = {
@@ -185,7 +198,7 @@ def validate_record(record: Any) -> dict[str, Any]:
     if types not in _ALLOWED_TYPES[kind]:
         _explain(record, _CHECKS[kind])
     if record["v"] not in READABLE_VERSIONS:
-        known = " and ".join(map(str, READABLE_VERSIONS))
+        known = ", ".join(map(str, READABLE_VERSIONS))
         raise BadRecord(f"schema version {record['v']} (this reader knows {known})")
     if kind == "event" and record["event"] not in EVENTS:
         raise BadRecord(f"unknown event {record['event']!r}")
@@ -196,11 +209,22 @@ def validate_record(record: Any) -> dict[str, Any]:
         raise BadRecord(f"rank {record['rank']} is outside a group of {record['world_size']}")
     if record["t"] < 0:
         raise BadRecord(f"field 't' is negative: {record['t']}")
-    if kind == "step" and not record["phases"].keys() >= _PHASE_SET:
-        missing = sorted(_PHASE_SET - record["phases"].keys())
-        raise BadRecord(f"step record without phase(s) {', '.join(missing)}")
+    if kind == "step":
+        _complete_phases(record["v"], record["phases"])
     _check_values(kind, record)
     return record
+
+
+def _complete_phases(version: int, phases: Any) -> None:
+    """Raise :class:`BadRecord` for a step without one of its version's phases; fill in 0
+    packing seconds for a step recorded before packing was timed apart."""
+    if not isinstance(phases, dict):
+        raise BadRecord(f"field 'phases' has {type(phases).__name__} {phases!r}")
+    required = _PHASE_SET if version >= FIRST_VERSION_WITH_PACKING else _PHASES_BEFORE_PACKING
+    if not phases.keys() >= required:
+        missing = sorted(required - phases.keys())
+        raise BadRecord(f"step record without phase(s) {', '.join(missing)}")
+    phases.setdefault("gradient_packing", 0.0)
 
 
 def _is_number(value: Any) -> bool:
@@ -302,6 +326,10 @@ def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
         except (msgspec.ValidationError, msgspec.DecodeError):
             pass  # not a step, or a bad one: the slow path says which
         else:
+            if record.v < FIRST_VERSION_WITH_PACKING and record.phases.keys() >= (
+                _PHASES_BEFORE_PACKING
+            ):
+                record.phases.setdefault("gradient_packing", 0.0)
             if (
                 record.v in READABLE_VERSIONS
                 and record.phases.keys() >= _PHASE_SET

@@ -34,6 +34,7 @@ class PhaseRow:
     forward_s: float
     loss_s: float
     backward_s: float
+    gradient_packing_s: float
     communication_s: float
     optimizer_s: float
 

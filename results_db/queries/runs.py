@@ -15,6 +15,7 @@ from results_db.models import (
     RunEvent,
     StepTiming,
 )
+from workers.records import FIRST_VERSION_WITH_PACKING
 
 if TYPE_CHECKING:
     pass
@@ -59,6 +60,13 @@ class RunInfo:
     placement: str = "pack"
     shared_node: bool = False  # a spread run whose ranks shared a node
     network: str = "host"  # the link profile (scalebench.network)
+    gradient_packing_s: float = 0.0
+    records_version: int | None = None  # before 3: communication includes packing
+
+    @property
+    def communication_includes_packing(self) -> bool:
+        """Recorded before packing was timed apart (``workers.records.RECORDS_NOTE``)."""
+        return self.records_version is None or self.records_version < FIRST_VERSION_WITH_PACKING
 
 
 _RUN_COLUMNS = tuple(getattr(Run, name) for name in RunInfo.__dataclass_fields__)

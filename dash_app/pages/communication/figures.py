@@ -24,6 +24,7 @@ from results_db.analytics import ScalingRow, communication_to_computation
 from results_db.queries.communication import AllReduceRow, PhaseRow
 from results_db.queries.runs import RunInfo
 from scalebench import units
+from workers.records import RECORDS_NOTE
 
 
 def communication_ratio_figure(
@@ -36,6 +37,8 @@ def communication_ratio_figure(
     shown = [r for r in rows if r.communication_ratio is not None]
     if not shown:
         return empty_figure("No step timings with a communication phase in this sweep.", title)
+    if any(r.communication_includes_packing for r in runs):
+        title += "<br><sup>Some runs were " + RECORDS_NOTE + "</sup>"
     traces = [
         go.Scatter(
             x=[r.world_size for r in shown],
