@@ -59,7 +59,10 @@ def cmd_tasks(_: argparse.Namespace) -> int:
         if isinstance(spec, TrainingSpec):
             goal = f"goal {spec.goal.describe(False)} (light: {spec.goal.light_threshold:g})"
         else:
-            goal = f"{spec.points} sizes × {spec.repetitions} repetitions"
+            goal = (
+                f"{len(spec.sizes(light=False))} sizes × {spec.repetitions} repetitions "
+                f"(light: {len(spec.sizes(light=True))} × {spec.light_repetitions})"
+            )
         print(f"{spec.id:28s} {spec.title} — {goal}")
     return 0
 

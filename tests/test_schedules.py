@@ -62,8 +62,9 @@ def test_gnmt_warms_up_exponentially_then_halves_from_40_percent() -> None:
     from workers.schedules import gnmt_lr
 
     total = 10_000
-    assert gnmt_lr(0, total) == pytest.approx(2e-5)
-    assert gnmt_lr(100, total) == pytest.approx(2e-4)  # 0.01 ** 0.5 of the way
+    assert gnmt_lr(0, total) == 0.0  # the text's initial_learning_rate
+    assert gnmt_lr(100, total) == pytest.approx(2e-3 * 9 / 99)  # (100 ** 0.5 - 1) / 99 of it
+    assert 0 < gnmt_lr(1, total) < gnmt_lr(2, total) < gnmt_lr(199, total) < 2e-3
     assert gnmt_lr(200, total) == pytest.approx(2e-3)
     assert gnmt_lr(3_999, total) == pytest.approx(2e-3)
     assert gnmt_lr(4_000, total) == pytest.approx(1e-3)

@@ -106,3 +106,17 @@ def test_every_id_is_registered_once() -> None:
 def test_unknown_task_names_the_known_ones() -> None:
     with pytest.raises(KeyError, match="task0-allreduce"):
         get_task("task9-nope")
+
+
+def test_task0_counts_the_sizes_it_measures(capsys: pytest.CaptureFixture[str]) -> None:
+    """80 log-spaced points rounded to whole elements give 77 distinct sizes, and the task
+    list says 77."""
+    from cli.main import cmd_tasks
+
+    spec = get_task("task0-allreduce")
+    assert isinstance(spec, AllReduceSpec) and spec.points == 80
+    sizes = spec.sizes(light=False)
+    assert len(sizes) == 77 and sizes == sorted(set(sizes))
+    assert (sizes[0], sizes[-1]) == (1, 10**8)
+    cmd_tasks(None)  # type: ignore[arg-type]
+    assert "77 sizes × 100 repetitions" in capsys.readouterr().out

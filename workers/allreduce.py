@@ -33,13 +33,8 @@ class AllReduceOptions:
 
 
 def message_sizes(spec: AllReduceSpec, light: bool, max_elements: int | None = None) -> list[int]:
-    """Element counts to measure, ascending and distinct."""
-    import numpy as np
-
-    top = spec.light_log10_max if light else spec.log10_max
-    points = spec.light_points if light else spec.points
-    sizes = np.unique(np.rint(np.logspace(spec.log10_min, top, num=points)).astype(np.int64))
-    return [int(s) for s in sizes if max_elements is None or s <= max_elements]
+    """Element counts to measure, ascending and distinct (:meth:`AllReduceSpec.sizes`)."""
+    return spec.sizes(light, max_elements)
 
 
 def dtype_supported(dtype: torch.dtype, device: torch.device) -> bool:

@@ -261,6 +261,16 @@ class AllReduceSpec:
     notes: str = ""
     kind: Literal["allreduce"] = field(default="allreduce", init=False)
 
+    def sizes(self, light: bool, max_elements: int | None = None) -> list[int]:
+        """Element counts to measure, ascending and distinct: rounding the log-spaced
+        points to whole elements merges some of the smallest (80 points give 77 sizes)."""
+        import numpy as np
+
+        top = self.light_log10_max if light else self.log10_max
+        points = self.light_points if light else self.points
+        sizes = np.unique(np.rint(np.logspace(self.log10_min, top, num=points)).astype(np.int64))
+        return [int(s) for s in sizes if max_elements is None or s <= max_elements]
+
 
 TaskSpec = TrainingSpec | AllReduceSpec
 
