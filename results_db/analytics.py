@@ -167,6 +167,12 @@ def price_index(cost_k: float, cost_one: float, speedup_k: float) -> float:
     return (cost_k / cost_one) / speedup_k
 
 
+# A speedup above the worker count (an efficiency above 1) is more likely a measurement
+# problem than a real gain: a busy machine slowed the 1-worker runs, or the ranks together
+# were given more threads than the 1-worker run had.
+SUPERLINEAR_NOTE = "superlinear: check contention and threads"
+
+
 @dataclass(frozen=True)
 class ScalingRow:
     """Per worker count: time-to-accuracy (repeats by MLPerf's rule) and speedups."""
@@ -186,6 +192,13 @@ class ScalingRow:
     compute_speedup: float | None
     efficiency: float | None
     communication_ratio: float | None
+
+    @property
+    def superlinear(self) -> bool:
+        """A speedup or compute speedup above the worker count (an efficiency above 1): to
+        be checked before it is believed (:data:`SUPERLINEAR_NOTE`)."""
+        k = self.world_size
+        return any(s is not None and s > k for s in (self.speedup, self.compute_speedup))
 
 
 def time_to_accuracy_text(row: ScalingRow, seconds: Any = lambda s: f"{s:.2f}") -> str:

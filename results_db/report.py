@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection
 from tabulate import tabulate
 
-from results_db.analytics import ScalingRow, time_to_accuracy_text
+from results_db.analytics import SUPERLINEAR_NOTE, ScalingRow, time_to_accuracy_text
 from results_db.queries import communication as communication_queries
 from results_db.queries import runs as runs_queries
 from results_db.queries import sweeps as sweeps_queries
@@ -47,7 +47,7 @@ def training_table(
                 ", ".join(sorted({r.status for r in group})),
                 time_to_accuracy_text(row),
                 _fmt(row.time_to_accuracy_without_eval_s),
-                _fmt(row.speedup),
+                _fmt(row.speedup) + (" !" if row.superlinear else ""),
                 _fmt(row.compute_speedup),
                 _fmt(row.efficiency),
                 _fmt(row.communication_ratio, ".1%"),
@@ -66,7 +66,11 @@ def training_table(
         "communication ratio",
         f"last {metric}",
     ]
-    return tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+    table = tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True)
+    flagged = [str(row.world_size) for row in scaling if row.superlinear]
+    if flagged:
+        table += f"\n! {SUPERLINEAR_NOTE} (at {', '.join(flagged)} worker(s))"
+    return table
 
 
 def allreduce_table(rows: Sequence[communication_queries.AllReduceRow]) -> str:

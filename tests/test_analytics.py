@@ -131,3 +131,26 @@ def test_communication_to_computation_divides_by_the_compute_phases_only() -> No
     # 1 s communicating against 2 s of forward, loss, backward and optimizer; data time ignored
     assert analytics.communication_to_computation(1.0, 0.5, 0.25, 1.0, 0.25) == pytest.approx(0.5)
     assert analytics.communication_to_computation(1.0, 0.0, 0.0, 0.0, 0.0) is None
+
+
+def test_a_speedup_above_the_worker_count_is_flagged_where_it_is_shown() -> None:
+    """The loaded-machine case: 1 worker at 437 s, 2 at 82 s is a speedup of 5.3 on 2
+    workers. The table, the Scaling page's table and its speedup figure all flag it."""
+    from dash_app.pages import scaling
+    from dash_app.pages.scaling import figures
+    from results_db.report import training_table
+
+    rows = analytics.scaling_rows([_Run(1, 437.0), _Run(2, 82.0), _Run(4, 120.0)])
+    one, two, four = rows
+    assert two.superlinear and not one.superlinear and not four.superlinear
+    linear = analytics.scaling_rows([_Run(1, 100.0), _Run(2, 50.0)])[1]
+    assert linear.speedup == 2.0 and not linear.superlinear
+    assert analytics.scaling_rows([_Run(1, 100.0), _Run(2, 49.0)])[1].superlinear
+    table = training_table(rows, [], {}, "top1_accuracy")
+    assert f"! {analytics.SUPERLINEAR_NOTE} (at 2 worker(s))" in table
+    assert "5.33 !" in table and "3.64 !" not in table
+    shown = scaling.scaling_rows_table(rows)
+    assert analytics.SUPERLINEAR_NOTE in shown[1]["speedup"]
+    assert analytics.SUPERLINEAR_NOTE not in shown[2]["speedup"]
+    flagged = [t for t in figures.speedup_figure(rows).data if t.name == analytics.SUPERLINEAR_NOTE]
+    assert len(flagged) == 1 and list(flagged[0].x) == [2]

@@ -19,7 +19,7 @@ from dash_app import data, plots
 from dash_app.choices import pick_sweep
 from dash_app.pages.scaling import figures
 from dash_app.state import Query, to_search
-from results_db.analytics import ScalingRow, time_to_accuracy_text
+from results_db.analytics import SUPERLINEAR_NOTE, ScalingRow, time_to_accuracy_text
 from results_db.queries.runs import RunInfo
 from results_db.queries.sweeps import SweepInfo
 from scalebench import units
@@ -104,7 +104,9 @@ def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
                 else "—"
             ),
             "without evaluation": units.seconds(r.time_to_accuracy_without_eval_s),
-            "speedup": "—" if r.speedup is None else f"{r.speedup:.3g}×",
+            "speedup": "—"
+            if r.speedup is None
+            else f"{r.speedup:.3g}×" + (f" ({SUPERLINEAR_NOTE})" if r.superlinear else ""),
             "compute speedup": "—" if r.compute_speedup is None else f"{r.compute_speedup:.3g}×",
             "efficiency": units.percent(r.efficiency),
             "communication ratio": units.percent(r.communication_ratio),

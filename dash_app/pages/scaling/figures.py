@@ -17,7 +17,7 @@ from dash_app.plots import (
     thin,
     workers_axis,
 )
-from results_db.analytics import ScalingRow, time_to_accuracy_text
+from results_db.analytics import SUPERLINEAR_NOTE, ScalingRow, time_to_accuracy_text
 from results_db.queries.runs import RunInfo
 from scalebench import units
 from scalebench.tasks.published import PublishedPoint
@@ -143,6 +143,19 @@ def speedup_figure(
         ),
         *shown,
     ]
+    flagged = [r for r in with_speedup if r.superlinear]
+    if flagged:
+        traces.append(
+            go.Scatter(
+                x=[r.world_size for r in flagged],
+                y=[r.speedup for r in flagged],
+                mode="markers",
+                marker={"symbol": "x", "size": 14, "color": "#d62728"},
+                name=SUPERLINEAR_NOTE,
+                hovertemplate="%{x} worker(s): speedup %{y:.4g}× (or its compute speedup) is "
+                "above the worker count: check contention and threads<extra></extra>",
+            )
+        )
     ticks = [2.0**i for i in range(-4, 11)]
     yaxis = {
         "type": "log",
