@@ -206,7 +206,9 @@ def test_a_night_that_got_slower_fails_is_stored_and_notifies(
         )
     ingest(url, str(tmp_path / "baseline"))
 
-    settings = NightlySettings(tasks=("task2a-logreg-epsilon",), workers=(1,), repeats=3)
+    settings = NightlySettings(
+        tasks=("task2a-logreg-epsilon",), fields={"light": True, "workers": (1,), "repeats": 3}
+    )
     run = build_nightly_dag(settings).test()
 
     assert run.state == "failed"
