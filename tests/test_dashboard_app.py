@@ -164,6 +164,7 @@ def test_communication_figures(client: Client) -> None:
         "forward",
         "loss",
         "backward",
+        "gradient_packing",
         "communication",
         "optimizer",
     ]
