@@ -115,6 +115,8 @@ def environment_rows(envs: Sequence[EnvironmentRow]) -> list[dict[str, Any]]:
             "cuda": e.cuda or "—",
             "nccl": e.nccl or "—",
             "gpus": ", ".join(e.gpus) or "none",
+            "cpu": e.cpu or "—",
+            "torch threads": "—" if e.torch_threads is None else str(e.torch_threads),
         }
         for e in envs
     ]

@@ -11,10 +11,32 @@ import functools
 import shutil
 import subprocess
 from collections.abc import Sequence
+from pathlib import Path
 
 from scalebench.network import NetworkProfile
 
 _CAP_NET_ADMIN, _CAP_SYS_ADMIN = 12, 21
+
+
+def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
+    """The processor, as people name it, with its family and model numbers, e.g. ``AMD EPYC
+    (family 25, model 1)``: two machines that differ here can time (and, in their kernels'
+    sums, compute) the same run differently. ``platform.processor()`` where there is no
+    ``/proc/cpuinfo``."""
+    import platform
+
+    fields: dict[str, str] = {}
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return platform.processor() or platform.machine() or "unknown"
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    model = fields.get("model name") or platform.processor() or platform.machine() or "unknown"
+    if "cpu family" in fields and "model" in fields:
+        model += f" (family {fields['cpu family']}, model {fields['model']})"
+    return model
 
 
 def local_gpu_count() -> int:

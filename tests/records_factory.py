@@ -86,7 +86,10 @@ def write_rank(
         cuda=None,
         nccl=None,
         gpus=[],
+        cpu="AMD EPYC (family 25, model 1)",
+        cpu_capability="AVX2",
         cpu_count=2,
+        torch_threads=1,
     )
     compiled = (
         {}

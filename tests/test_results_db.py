@@ -476,3 +476,27 @@ def test_a_failed_background_copy_rolls_the_run_back(
     report = ingest_location(engine, str(tmp_path))
     assert len(report.refused) == 1 and "during COPY" in report.refused[0]
     assert counts(engine) == before
+
+
+def test_the_processor_of_every_rank_is_kept_and_shown(engine: Engine, tmp_path: Path) -> None:
+    """The CPU model and torch's threads come with each rank's environment record; the Run
+    page's environment table shows them."""
+    from dash_app.tables import environment_rows
+    from results_db.queries.runs import run_environments
+    from scalebench.host import cpu_model
+
+    write_training_sweep(tmp_path, "s1", [FakeRun(2, time_to_accuracy_s=80.0)])
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        run_id = conn.execute(select(Run.id)).scalar_one()
+        envs = run_environments(conn, run_id)
+    assert [(e.rank, e.cpu, e.torch_threads) for e in envs] == [
+        (0, "AMD EPYC (family 25, model 1)", 1),
+        (1, "AMD EPYC (family 25, model 1)", 1),
+    ]
+    shown = environment_rows(envs)[0]
+    assert (shown["cpu"], shown["torch threads"]) == ("AMD EPYC (family 25, model 1)", "1")
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\ncpu family\t: 6\nmodel\t\t: 85\nmodel name\t: Xeon X\n")
+    assert cpu_model(cpuinfo) == "Xeon X (family 6, model 85)"
+    assert cpu_model(tmp_path / "missing")  # no /proc: the platform's name, never empty

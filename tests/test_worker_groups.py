@@ -450,3 +450,4 @@ def test_the_threads_asked_per_worker_are_the_threads_each_rank_runs(tmp_path: P
     for rank in read_run(run_dir):
         (record,) = rank.of_kind("env")
         assert record["torch_threads"] == 2
+        assert record["cpu"] and record["cpu_capability"]  # the processor of every run

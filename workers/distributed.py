@@ -128,6 +128,8 @@ def environment(backend: str) -> dict[str, object]:
 
     import torch
 
+    from scalebench.host import cpu_model
+
     info: dict[str, object] = {
         "host": platform.node(),
         # The machine: a pod's node (NODE_NAME, from the pod spec), else this host.
@@ -135,6 +137,8 @@ def environment(backend: str) -> dict[str, object]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
+        "cpu": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # e.g. AVX2, AVX512
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "backend": backend,

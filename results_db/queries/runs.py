@@ -136,6 +136,8 @@ class EnvironmentRow:
     cuda: str | None
     nccl: str | None
     gpus: tuple[str, ...]
+    cpu: str | None = None  # the processor (recorded since the CPU model was)
+    torch_threads: int | None = None
 
 
 def run_environments(conn: Connection, run_id: str) -> list[EnvironmentRow]:
@@ -149,11 +151,20 @@ def run_environments(conn: Connection, run_id: str) -> list[EnvironmentRow]:
             RunEnvironment.cuda,
             RunEnvironment.nccl,
             RunEnvironment.gpus,
+            RunEnvironment.details,
         )
         .where(RunEnvironment.run_id == run_id)
         .order_by(RunEnvironment.rank)
     )
-    return [EnvironmentRow(*r[:6], tuple(str(g) for g in (r.gpus or ()))) for r in rows]
+    return [
+        EnvironmentRow(
+            *r[:6],
+            tuple(str(g) for g in (r.gpus or ())),
+            cpu=str((r.details or {}).get("cpu") or "") or None,
+            torch_threads=(r.details or {}).get("torch_threads"),
+        )
+        for r in rows
+    ]
 
 
 @dataclass(frozen=True)
