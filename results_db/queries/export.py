@@ -12,22 +12,14 @@ from results_db.models import (
     Run,
     StepTiming,
 )
-from workers.records import PHASES
+from results_db.rows import STEP_COLUMNS
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-STEP_EXPORT_COLUMNS = (
-    "rank",
-    "epoch",
-    "step",
-    "t_s",
-    "samples",
-    "loss",
-    "lr",
-    *(f"{phase}_s" for phase in PHASES),
-)
+# A step row as stored (results_db.rows), without the run id the export's file names.
+STEP_EXPORT_COLUMNS = tuple(name for name in STEP_COLUMNS if name != "run_id")
 
 
 EPOCH_EXPORT_COLUMNS = ("epoch", "t_s", "metric_value", "loss", "eval_s", "train_s", "wall_s")
