@@ -224,14 +224,25 @@ class Delta:
     p_value: float | None
     verdict: str
     network: str = "host"  # the link profile both sides ran on
+    contended: str = ""  # runs left out as contended, e.g. "A: 1, B: 0"
 
 
 def _values(runs: Sequence[RunInfo], size: int, attribute: str) -> list[float]:
+    """The ``attribute`` of the succeeded runs at ``size``, contended ones left out (their
+    times say as much about the machine as about the code)."""
     return [
         getattr(r, attribute)
         for r in runs
-        if r.world_size == size and r.status == "succeeded" and getattr(r, attribute) is not None
+        if r.world_size == size
+        and r.status == "succeeded"
+        and not r.contended
+        and getattr(r, attribute) is not None
     ]
+
+
+def _contended(a_runs: Sequence[RunInfo], b_runs: Sequence[RunInfo], size: int) -> str:
+    counts = [sum(r.contended for r in runs if r.world_size == size) for runs in (a_runs, b_runs)]
+    return f"A: {counts[0]}, B: {counts[1]}" if any(counts) else ""
 
 
 def compare_rows(
@@ -244,7 +255,9 @@ def compare_rows(
     """Per worker count of either sweep: TTA and throughput of A and B, their relative
     changes and a verdict by the nightly detector's rule (``regressions.RULE``: one-sided
     Mann–Whitney U, p < 0.01, and at least 5 % worse) applied to A's runs against B's.
-    Rows and runs are of one ``network`` profile; runs of others are left out."""
+    Rows and runs are of one ``network`` profile; runs of others are left out, and so are
+    contended runs from the throughputs and the test (:attr:`Delta.contended` counts them).
+    """
     a_runs = [r for r in a_runs if r.network == network]
     b_runs = [r for r in b_runs if r.network == network]
     a_by, b_by = {r.world_size: r for r in a_rows}, {r.world_size: r for r in b_rows}
@@ -288,6 +301,7 @@ def compare_rows(
                 p_value,
                 verdict,
                 network,
+                _contended(a_runs, b_runs, size),
             )
         )
     return deltas
@@ -296,6 +310,7 @@ def compare_rows(
 def delta_rows(deltas: Sequence[Delta]) -> list[dict[str, Any]]:
     """Compare deltas as table rows with units (the network profile where there are several)."""
     several = len({d.network for d in deltas}) > 1
+    any_contended = any(d.contended for d in deltas)
     return [
         {
             **({"network": d.network} if several else {}),
@@ -308,6 +323,7 @@ def delta_rows(deltas: Sequence[Delta]) -> list[dict[str, Any]]:
             "throughput change": units.signed_percent(d.rate_change),
             "p (A slower)": "—" if d.p_value is None else f"{d.p_value:.3g}",
             "A against B alone": d.verdict,
+            **({"contended runs left out": d.contended or "—"} if any_contended else {}),
         }
         for d in deltas
     ]

@@ -15,6 +15,10 @@
   convention, so that busbw is comparable across world sizes).
 - **repeats**: N runs of one configuration are combined by MLPerf's rule:
   drop the fastest and the slowest when N ≥ 3, then take the mean.
+- **contention**: the share of the cores a group was given that other
+  processes took while it ran (:func:`contention_share`). Above
+  ``SCALEBENCH_CONTENTION_THRESHOLD`` (default 0.10) the run is
+  ``contended``: its times say as much about the machine as about the code.
 """
 
 from __future__ import annotations
@@ -167,6 +171,53 @@ def price_index(cost_k: float, cost_one: float, speedup_k: float) -> float:
     return (cost_k / cost_one) / speedup_k
 
 
+@dataclass(frozen=True)
+class RankCpuUse:
+    """What one rank measured of its machine between the common start and its end.
+
+    ``host_busy_cpu_s``: CPU seconds the whole machine spent (every core, every process);
+    ``own_cpu_s``: the rank's own; ``window_s``: the wall seconds between the two readings;
+    ``cpu_count``: the machine's cores; ``threads``: the compute threads the rank was
+    given (torch's intra-op threads).
+    """
+
+    node: str
+    cpu_count: int
+    threads: int
+    window_s: float
+    host_busy_cpu_s: float
+    own_cpu_s: float
+
+
+def contention_share(ranks: Sequence[RankCpuUse]) -> float | None:
+    """The share of the cores the group was given that other processes took, on its most
+    contended machine (0.25: a quarter of them); None when no rank measured it.
+
+    Per machine: the group was given ``cores = min(cores of the machine, its ranks'
+    threads)``. Others kept ``others = (machine's busy CPU seconds − the ranks' own) /
+    wall seconds`` cores busy on average. What they took from the group is what did not
+    fit on the machine's remaining cores: ``max(0, others − (cpu_count − cores)) / cores``.
+    The ranks of one machine read the same counters over nearly the same window, so their
+    readings of the machine are averaged and their own seconds added.
+    """
+    by_node: dict[str, list[RankCpuUse]] = defaultdict(list)
+    for rank in ranks:
+        if rank.window_s > 0 and rank.cpu_count > 0:
+            by_node[rank.node].append(rank)
+    shares = []
+    for on_node in by_node.values():
+        cpu_count = on_node[0].cpu_count
+        cores = max(1, min(cpu_count, sum(max(1, r.threads) for r in on_node)))
+        window_s = statistics.fmean(r.window_s for r in on_node)
+        busy_s = statistics.fmean(r.host_busy_cpu_s for r in on_node)
+        own_s = math.fsum(r.own_cpu_s for r in on_node)
+        others = max(0.0, busy_s - own_s) / window_s
+        shares.append(max(0.0, others - (cpu_count - cores)) / cores)
+    return max(shares) if shares else None
+
+
+CONTENDED_NOTE = "contended: other processes took a share of its cores while it ran"
+
 # A speedup above the worker count (an efficiency above 1) is more likely a measurement
 # problem than a real gain: a busy machine slowed the 1-worker runs, or the ranks together
 # were given more threads than the 1-worker run had.
@@ -192,6 +243,7 @@ class ScalingRow:
     compute_speedup: float | None
     efficiency: float | None
     communication_ratio: float | None
+    contended: int = 0  # runs measured while other processes took their cores
 
     @property
     def superlinear(self) -> bool:
@@ -221,8 +273,9 @@ def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
 
     ``runs`` are any objects with ``world_size``, ``goal_reached``,
     ``time_to_accuracy_s``, ``time_to_accuracy_without_eval_s``, ``compute_s``
-    and ``communication_ratio`` (database rows or run summaries). Speedups are
-    against the 1-worker runs; None where there is nothing to compare.
+    and ``communication_ratio`` (database rows or run summaries), and may have
+    ``contended``. Speedups are against the 1-worker runs; None where there is
+    nothing to compare.
     """
     by_size: dict[int, list] = defaultdict(list)
     for run in runs:
@@ -271,6 +324,7 @@ def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
                 compute_speedup=compute_speed,
                 efficiency=scaling_efficiency(speed, size) if speed else None,
                 communication_ratio=sum(ratios) / len(ratios) if ratios else None,
+                contended=sum(bool(getattr(r, "contended", False)) for r in group),
             )
         )
     return rows

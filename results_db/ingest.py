@@ -58,6 +58,7 @@ from results_db.rows import (
 )
 from results_db.run_summary import RunSummary, summarise
 from results_db.schema_limits import check_record, row_problems, value_problem
+from scalebench import config
 from scalebench import manifest as sweep_manifest
 from scalebench.manifest import MANIFEST, GroupEntry, Manifest, configuration_hash
 from scalebench.rank import DEFAULT_PRECISION
@@ -177,6 +178,7 @@ def ingest_location(
     ``replace``: let the files replace a stored run even when they now hold less.
     """
     say = progress or (lambda line: None)
+    config.contention_threshold()  # a bad setting is refused before anything is written
     report = IngestReport()
     started = time.perf_counter()
     fs, root = fsspec.core.url_to_fs(location)
@@ -555,6 +557,10 @@ def _write_run(
             shared_node=shared_node,
             network=network,
             records_version=summary.records_version,
+            contention_share=summary.contention_share,
+            contended=summary.contention_share is not None
+            and summary.contention_share > config.contention_threshold(),
+            hardware=summary.hardware,
             ingested_at=datetime.now(UTC),
         )
     )

@@ -141,6 +141,10 @@ class Run(Base):
     # emulated rate with an optional delay, e.g. 100mbit, 1gbit+2ms.
     network: Mapped[str] = mapped_column(String(40), server_default="host")
     records_version: Mapped[int | None] = mapped_column(Integer)
+    # the share of the group's cores other processes took while it ran (None: not measured)
+    contention_share: Mapped[float | None] = mapped_column(Float)
+    contended: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    hardware: Mapped[str | None] = mapped_column(String(250))  # processor (+ GPUs)
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # Every rank's step records summed, stored at ingest so that per-step phase
     # means need no scan of step_timing: how many step records, and seconds per phase.

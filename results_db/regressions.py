@@ -18,6 +18,13 @@ samples/s (higher is better) and, for the all-reduce task,
 ``allreduce_largest_s``: a run's median over repetitions of the slowest
 rank's time for its largest ``float32`` message (lower is better).
 
+Only comparable runs are compared. Runs marked ``contended`` (other processes
+took more than the threshold's share of their cores, see
+:func:`results_db.analytics.contention_share`) are left out on both sides, and
+baseline runs on other hardware than the latest sweep's (a different processor
+or GPU) too; baseline runs from before the hardware was recorded are kept.
+Each finding says how many runs it left out.
+
 A rank test needs several latest repeats to reach a small p: with one latest
 run among 21 baseline runs the smallest possible p is 1/22 ≈ 0.045, so a
 single noisy point never raises an alarm at the default ``alpha = 0.01``.
@@ -30,7 +37,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import Connection, delete, func, insert, select
+from sqlalchemy import ColumnElement, Connection, delete, func, insert, or_, select
 
 from results_db.models import AllReduceSample, Regression, Run, Sweep
 
@@ -52,7 +59,8 @@ class Rule:
         return (
             f"a one-sided Mann–Whitney U test gives p < {self.alpha:g} and the mean is at "
             f"least {self.min_change * 100:g} % worse than over the last {self.window} "
-            "scheduled sweeps of the same configuration"
+            "scheduled sweeps of the same configuration (contended runs, and earlier runs on "
+            "other hardware, left out)"
         )
 
 
@@ -74,16 +82,52 @@ class Finding:
     flagged: bool
     reason: str = ""
     network: str = "host"  # the link profile the runs compared ran on
+    left_out: str = ""  # the runs not compared and why, e.g. "2 contended runs left out"
+
+
+@dataclass(frozen=True)
+class Comparable:
+    """Which runs a comparison takes: those on ``network``, not ``contended``, and (where
+    ``hardware`` is given) on that hardware or on hardware not recorded."""
+
+    network: str
+    hardware: str | None = None
+
+    def conditions(self) -> list[ColumnElement[bool]]:
+        keep = [Run.status == "succeeded", Run.network == self.network, Run.contended.is_(False)]
+        if self.hardware is not None:
+            keep.append(or_(Run.hardware == self.hardware, Run.hardware.is_(None)))
+        return keep
+
+    def left_out(self, conn: Connection, sweep_ids: list[str]) -> tuple[int, int]:
+        """(contended runs, runs on other hardware) of ``sweep_ids`` that succeeded on
+        ``network`` but are not compared."""
+        base = (Run.sweep_id.in_(sweep_ids), Run.status == "succeeded")
+        base += (Run.network == self.network,)
+        contended = conn.execute(
+            select(func.count()).select_from(Run).where(*base, Run.contended.is_(True))
+        ).scalar_one()
+        other = 0
+        if self.hardware is not None:
+            other = conn.execute(
+                select(func.count())
+                .select_from(Run)
+                .where(
+                    *base,
+                    Run.contended.is_(False),
+                    Run.hardware.is_not(None),
+                    Run.hardware != self.hardware,
+                )
+            ).scalar_one()
+        return contended, other
 
 
 def _allreduce_values(
-    conn: Connection, sweep_ids: list[str], network: str
+    conn: Connection, sweep_ids: list[str], runs_taken: Comparable
 ) -> dict[int, list[float]]:
-    """Per worker count, each succeeded run's median time (s) of its largest float32 size."""
+    """Per worker count, each compared run's median time (s) of its largest float32 size."""
     runs = conn.execute(
-        select(Run.id, Run.world_size).where(
-            Run.sweep_id.in_(sweep_ids), Run.status == "succeeded", Run.network == network
-        )
+        select(Run.id, Run.world_size).where(Run.sweep_id.in_(sweep_ids), *runs_taken.conditions())
     ).all()
     values: dict[int, list[float]] = defaultdict(list)
     for run_id, world_size in runs:
@@ -101,18 +145,15 @@ def _allreduce_values(
 
 
 def _values(
-    conn: Connection, sweep_ids: list[str], metric: str, network: str
+    conn: Connection, sweep_ids: list[str], metric: str, runs_taken: Comparable
 ) -> dict[int, list[float]]:
-    """Per worker count, the ``metric`` of every succeeded run on ``network``."""
+    """Per worker count, the ``metric`` of every compared run (see :class:`Comparable`)."""
     if metric == "allreduce_largest_s":
-        return _allreduce_values(conn, sweep_ids, network)
+        return _allreduce_values(conn, sweep_ids, runs_taken)
     column = getattr(Run, metric)
     rows = conn.execute(
         select(Run.world_size, column).where(
-            Run.sweep_id.in_(sweep_ids),
-            Run.status == "succeeded",
-            column.is_not(None),
-            Run.network == network,
+            Run.sweep_id.in_(sweep_ids), column.is_not(None), *runs_taken.conditions()
         )
     )
     values: dict[int, list[float]] = defaultdict(list)
@@ -174,6 +215,43 @@ def detect(
     return findings
 
 
+def _hardware(conn: Connection, sweep_id: str, network: str) -> str | None:
+    """The hardware most of the sweep's runs on ``network`` ran on (None: not recorded)."""
+    return conn.execute(
+        select(Run.hardware)
+        .where(Run.sweep_id == sweep_id, Run.network == network, Run.hardware.is_not(None))
+        .group_by(Run.hardware)
+        .order_by(func.count().desc(), Run.hardware)
+        .limit(1)
+    ).scalar()
+
+
+def _contended_runs(conn: Connection, sweep_id: str, network: str, world_size: int) -> int:
+    return conn.execute(
+        select(func.count())
+        .select_from(Run)
+        .where(
+            Run.sweep_id == sweep_id,
+            Run.network == network,
+            Run.world_size == world_size,
+            Run.status == "succeeded",
+            Run.contended.is_(True),
+        )
+    ).scalar_one()
+
+
+def left_out_text(latest_contended: int, baseline_contended: int, other_hardware: int) -> str:
+    """What a comparison left out, in words ("" when nothing)."""
+    parts = []
+    if latest_contended:
+        parts.append(f"{latest_contended} contended latest run(s)")
+    if baseline_contended:
+        parts.append(f"{baseline_contended} contended baseline run(s)")
+    if other_hardware:
+        parts.append(f"{other_hardware} baseline run(s) on other hardware")
+    return f"left out: {', '.join(parts)}" if parts else ""
+
+
 def _network_findings(
     conn: Connection, sweep_id: str, baseline_ids: list[str], network: str, rule: Rule
 ) -> list[Finding]:
@@ -182,18 +260,24 @@ def _network_findings(
             select(Run.world_size).where(Run.sweep_id == sweep_id, Run.network == network)
         ).scalars()
     )
+    latest_taken = Comparable(network)
+    baseline_taken = Comparable(network, _hardware(conn, sweep_id, network))
+    latest_contended, _ = latest_taken.left_out(conn, [sweep_id])
+    left_out = left_out_text(latest_contended, *baseline_taken.left_out(conn, baseline_ids))
     findings = []
     for metric, higher_is_better in METRICS.items():
-        latest_values = _values(conn, [sweep_id], metric, network)
-        baseline_values = _values(conn, baseline_ids, metric, network)
+        latest_values = _values(conn, [sweep_id], metric, latest_taken)
+        baseline_values = _values(conn, baseline_ids, metric, baseline_taken)
         for world_size in sorted(set(latest_values) | (attempted & set(baseline_values))):
             base = baseline_values.get(world_size, [])
             now = latest_values.get(world_size, [])
             if len(base) < 3:
                 continue
             if not now:
-                # The nightly ran this size but no run produced the metric
-                # (failed, diverged, goal missed) while the baseline did.
+                # The nightly ran this size but no run produced the metric (failed,
+                # diverged, goal missed) while the baseline did; runs that were all
+                # contended say nothing either way.
+                contended = _contended_runs(conn, sweep_id, network, world_size)
                 findings.append(
                     Finding(
                         world_size,
@@ -204,9 +288,12 @@ def _network_findings(
                         None,
                         len(base),
                         0,
-                        True,
-                        "no successful run; the baseline had some",
+                        contended == 0,
+                        "no comparable run: the successful ones were contended"
+                        if contended
+                        else "no successful run; the baseline had some",
                         network,
+                        left_out,
                     )
                 )
                 continue
@@ -223,6 +310,7 @@ def _network_findings(
                     latest_runs=len(now),
                     flagged=flagged,
                     network=network,
+                    left_out=left_out,
                 )
             )
     return findings
@@ -231,7 +319,7 @@ def _network_findings(
 def _with_network(finding: Finding) -> str:
     """A finding's reason, naming its network profile where it is not the host's."""
     where = f"on the {finding.network} network" if finding.network != "host" else ""
-    return "; ".join(part for part in (finding.reason, where) if part)
+    return "; ".join(part for part in (finding.reason, where, finding.left_out) if part)
 
 
 def record(conn: Connection, sweep_id: str, findings: list[Finding]) -> int:

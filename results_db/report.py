@@ -13,7 +13,12 @@ from collections.abc import Mapping, Sequence
 from sqlalchemy import Connection
 from tabulate import tabulate
 
-from results_db.analytics import SUPERLINEAR_NOTE, ScalingRow, time_to_accuracy_text
+from results_db.analytics import (
+    CONTENDED_NOTE,
+    SUPERLINEAR_NOTE,
+    ScalingRow,
+    time_to_accuracy_text,
+)
 from results_db.queries import communication as communication_queries
 from results_db.queries import runs as runs_queries
 from results_db.queries import sweeps as sweeps_queries
@@ -45,7 +50,7 @@ def training_table(
                 row.world_size,
                 f"{row.reached}/{row.runs}",
                 ", ".join(sorted({r.status for r in group})),
-                time_to_accuracy_text(row),
+                time_to_accuracy_text(row) + (" ~" if row.contended else ""),
                 _fmt(row.time_to_accuracy_without_eval_s),
                 _fmt(row.speedup) + (" !" if row.superlinear else ""),
                 _fmt(row.compute_speedup),
@@ -70,6 +75,11 @@ def training_table(
     flagged = [str(row.world_size) for row in scaling if row.superlinear]
     if flagged:
         table += f"\n! {SUPERLINEAR_NOTE} (at {', '.join(flagged)} worker(s))"
+    contended = [
+        f"{row.contended} of {row.runs} at {row.world_size}" for row in scaling if row.contended
+    ]
+    if contended:
+        table += f"\n~ {CONTENDED_NOTE} ({', '.join(contended)} worker(s))"
     return table
 
 

@@ -18,7 +18,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from results_db import analytics
-from workers.records import PHASES, RankRecords, rank_of
+from workers.records import CPU_USE_FIELDS, PHASES, RankRecords, rank_of
 
 _COMMON_FIELDS = {"v", "run_id", "rank", "world_size", "kind", "t", "event"}
 
@@ -52,6 +52,9 @@ class RunSummary:
     phase_totals_s: dict[str, float] = field(default_factory=dict)  # phase -> seconds, all ranks
     gradient_packing_s: float = 0.0  # mean over ranks, like compute_s and communication_s
     records_version: int | None = None  # the records' schema version (oldest of the ranks)
+    # the share of the group's cores other processes took (analytics.contention_share)
+    contention_share: float | None = None
+    hardware: str | None = None  # what the ranks ran on (:func:`hardware_of`)
 
 
 def _run_status(
@@ -83,6 +86,61 @@ def _run_status(
         reasons += [f"rank {e['rank']}: {e.get('reason', '')}" for e in failed]
         return "failed", "; ".join(reasons)
     return "succeeded", ""
+
+
+def cpu_uses(ranks: Sequence[RankRecords]) -> list[analytics.RankCpuUse]:
+    """What each rank measured of its machine: its final event's CPU seconds (records from
+    before they were written have none) with its environment record's machine."""
+    uses = []
+    for rank in ranks:
+        env = next(iter(rank.of_kind("env")), None)
+        final = next(
+            (
+                e
+                for e in reversed(rank.of_kind("event"))
+                if e["event"] in ("finished", "failed", "diverged")
+            ),
+            None,
+        )
+        if (
+            env is None
+            or final is None
+            or not all(isinstance(final.get(name), int | float) for name in CPU_USE_FIELDS)
+        ):
+            continue
+        cpu_count, threads = env.get("cpu_count"), env.get("torch_threads")
+        if not isinstance(cpu_count, int) or not isinstance(threads, int):
+            continue
+        uses.append(
+            analytics.RankCpuUse(
+                node=str(env.get("node") or env.get("host") or ""),
+                cpu_count=cpu_count,
+                threads=threads,
+                window_s=float(final["cpu_window_s"]),
+                host_busy_cpu_s=float(final["host_busy_cpu_s"]),
+                own_cpu_s=float(final["own_cpu_s"]),
+            )
+        )
+    return uses
+
+
+HARDWARE_LIMIT = 250  # characters the results database keeps
+
+
+def hardware_of(ranks: Sequence[RankRecords]) -> str | None:
+    """The processor, and the GPUs where there are any, the ranks ran on, from their
+    environment records, e.g. ``AMD EPYC (family 25, model 1)`` or ``… + NVIDIA H100``;
+    machines that differ are listed with `` | ``. None for records from before the
+    processor was recorded."""
+    seen = []
+    for rank in ranks:
+        env = next(iter(rank.of_kind("env")), None)
+        if env is None or not isinstance(env.get("cpu"), str):
+            continue
+        gpus = env.get("gpus")
+        names = sorted({str(g) for g in gpus}) if isinstance(gpus, list) else []
+        seen.append(" + ".join([env["cpu"], *names]))
+    return " | ".join(sorted(set(seen)))[:HARDWARE_LIMIT] if seen else None
 
 
 def _last_time(rank: RankRecords) -> float:
@@ -170,4 +228,6 @@ def summarise(
         phase_totals_s=phase_totals,
         gradient_packing_s=sum(packing_s) / len(packing_s) if packing_s else 0.0,
         records_version=min((r.records[0]["v"] for r in ranks if r.records), default=None),
+        contention_share=analytics.contention_share(cpu_uses(ranks)),
+        hardware=hardware_of(ranks),
     )

@@ -316,12 +316,13 @@ def check_regressions(url: str | None, sweep_id: str, rule: Rule = RULE) -> list
 def describe_finding(f: Any) -> str:
     """One line per finding, e.g. ``REGRESSION   2 worker(s) time_to_accuracy_s: 12 vs ...``."""
     verdict = "REGRESSION" if f.flagged else "ok"
+    left_out = f"; {f.left_out}" if getattr(f, "left_out", "") else ""
     if f.latest_mean is None:
-        return f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.reason}"
+        return f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.reason}{left_out}"
     return (
         f"{verdict:10s} {f.world_size:3d} worker(s) {f.metric}: {f.latest_mean:.4g} vs "
         f"baseline {f.baseline_mean:.4g} ({f.change:+.1%} worse, p={f.p_value:.3g}, "
-        f"{f.latest_runs} vs {f.baseline_runs} runs)"
+        f"{f.latest_runs} vs {f.baseline_runs} runs{left_out})"
     )
 
 

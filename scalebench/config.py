@@ -8,6 +8,7 @@
 | ``SCALEBENCH_MAX_WORKERS``| ``32``                       | largest group allowed (GPUs)     |
 | ``SCALEBENCH_POOL``       | ``scalebench_workers``       | Airflow pool (k slots a group) |
 | ``SCALEBENCH_LIVE_INGEST_S``| ``60``                     | loads of a running group (s; 0: none) |
+| ``SCALEBENCH_CONTENTION_THRESHOLD``| ``0.10``     | share of a group's cores others may take |
 
 The pool bounds what all sweeps together ask for: create it with as many slots
 as workers (GPUs) there are, counting deferred tasks, e.g.
@@ -72,6 +73,26 @@ def live_ingest_s() -> float:
         ) from None
     if not 0 <= value < float("inf"):
         raise BadSetting(f"SCALEBENCH_LIVE_INGEST_S must be 0 or more seconds, got {raw!r}")
+    return value
+
+
+def contention_threshold() -> float:
+    """The share of a group's cores (0 to 1) other processes may take while it runs before
+    its run is stored as ``contended`` (``SCALEBENCH_CONTENTION_THRESHOLD``, default 0.10);
+    bad values raise, naming the variable."""
+    raw = os.environ.get("SCALEBENCH_CONTENTION_THRESHOLD", "0.10")
+    try:
+        value = float(raw)
+    except ValueError:
+        raise BadSetting(
+            f"SCALEBENCH_CONTENTION_THRESHOLD must be a share of the cores between 0 and 1, "
+            f"got {raw!r}"
+        ) from None
+    if not 0 <= value <= 1:
+        raise BadSetting(
+            f"SCALEBENCH_CONTENTION_THRESHOLD must be a share of the cores between 0 and 1, "
+            f"got {raw!r}"
+        )
     return value
 
 

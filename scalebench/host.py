@@ -8,9 +8,11 @@ imported only when GPUs or MPI are asked about.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from scalebench.network import NetworkProfile
@@ -37,6 +39,36 @@ def cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str:
     if "cpu family" in fields and "model" in fields:
         model += f" (family {fields['cpu family']}, model {fields['model']})"
     return model
+
+
+@dataclass(frozen=True)
+class CpuCounters:
+    """CPU seconds spent since boot by the whole machine (every core) and by this process.
+
+    ``host_busy_s`` counts user, nice, system and steal time (``/proc/stat``; steal is CPU
+    another virtual machine took from this one). Interrupt time is left out: the softirq
+    time of loopback traffic, which a local group's own collectives cause, belongs to no
+    process. ``own_s`` is this process's user and system time, its threads and the children
+    it has waited for included. Two readings apart give what others did meanwhile.
+    """
+
+    host_busy_s: float
+    own_s: float
+
+
+def cpu_counters(stat: Path = Path("/proc/stat")) -> CpuCounters | None:
+    """This moment's :class:`CpuCounters` (None where ``/proc/stat`` cannot be read)."""
+    try:
+        line = stat.read_text(encoding="ascii").split("\n", 1)[0]
+        ticks = [int(field) for field in line.split()[1:9]]  # user nice system idle ... steal
+        user, nice, system, steal = ticks[0], ticks[1], ticks[2], ticks[7]
+    except (OSError, ValueError, IndexError):
+        return None
+    own = os.times()
+    return CpuCounters(
+        host_busy_s=(user + nice + system + steal) / os.sysconf("SC_CLK_TCK"),
+        own_s=own.user + own.system + own.children_user + own.children_system,
+    )
 
 
 def local_gpu_count() -> int:

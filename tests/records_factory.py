@@ -35,6 +35,10 @@ class FakeRun:
     phases: dict[str, float] = field(default_factory=lambda: dict(PHASES))
     compile_s: float | None = None  # compiled before the start (rank r took compile_s + r)
     network: str = "host"  # the link profile it ran on (run ids carry it, as planned)
+    # cores other processes kept busy on each rank's machine while it ran (None: the final
+    # event carries no CPU seconds, as before they were recorded)
+    others_cores: float | None = None
+    cpu: str = "AMD EPYC (family 25, model 1)"
 
 
 def write_training_sweep(
@@ -86,7 +90,7 @@ def write_rank(
         cuda=None,
         nccl=None,
         gpus=[],
-        cpu="AMD EPYC (family 25, model 1)",
+        cpu=run.cpu,
         cpu_capability="AVX2",
         cpu_count=2,
         torch_threads=1,
@@ -149,11 +153,25 @@ def write_rank(
             time_to_accuracy_s=run.time_to_accuracy_s,
             time_to_accuracy_without_eval_s=run.time_to_accuracy_s * 0.9,
         )
+    cpu_use = {}
+    if run.others_cores is not None:  # one rank per machine ("node-<rank>"), 1 thread of 2 cores
+        own_s = 0.95 * (t + 1)
+        cpu_use = {
+            "cpu_window_s": t + 1,
+            "host_busy_cpu_s": own_s + run.others_cores * (t + 1),
+            "own_cpu_s": own_s,
+        }
     if run.end == "finished":
         recompiled = {} if run.compile_s is None else {"recompilations": rank}
-        writer.write("event", t + 1, event="finished", status="goal_reached", **recompiled)
+        writer.write(
+            "event", t + 1, event="finished", status="goal_reached", **recompiled, **cpu_use
+        )
     elif run.end == "failed":
-        writer.write("event", t + 1, event="failed", reason="RuntimeError: peer went away")
+        writer.write(
+            "event", t + 1, event="failed", reason="RuntimeError: peer went away", **cpu_use
+        )
     elif run.end == "diverged":
-        writer.write("event", t + 1, event="diverged", reason="loss is nan at epoch 2, step 3")
+        writer.write(
+            "event", t + 1, event="diverged", reason="loss is nan at epoch 2, step 3", **cpu_use
+        )
     writer.close()

@@ -145,3 +145,29 @@ def test_on_events_a_step_adds_up_its_laps_and_synchronises_once() -> None:
     StandInEvent.now_ms += 5.0
     clock.lap("data")
     assert clock.read()["data"] == pytest.approx(0.005) and len(clock._events) == events
+
+
+@pytest.mark.parametrize("ending", ["finished", "failed", "diverged"])
+def test_the_final_event_carries_the_cpu_seconds_since_the_start(
+    tmp_path: Path, ending: str
+) -> None:
+    early = make_tracker(tmp_path / "early")
+    early.fail("failed", "before the start")  # nothing measured yet: no CPU seconds
+    early.close()
+    (failed,) = read_rank_file(tmp_path / "early" / "rank-0.jsonl").records
+    assert failed["event"] == "failed" and "own_cpu_s" not in failed
+    tracker = make_tracker(tmp_path)
+    tracker.start()
+    deadline = time.process_time() + 0.1
+    while time.process_time() < deadline:
+        pass  # this rank's own work
+    if ending == "finished":
+        tracker.finish("completed")
+    else:
+        tracker.fail(ending, "stopped")
+    tracker.close()
+    final = read_rank_file(tmp_path / "rank-0.jsonl").records[-1]
+    assert final["event"] == ending
+    assert final["own_cpu_s"] >= 0.09
+    assert final["host_busy_cpu_s"] >= final["own_cpu_s"] * 0.9
+    assert final["cpu_window_s"] >= 0.1

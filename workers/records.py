@@ -95,6 +95,11 @@ _PAYLOAD: dict[str, dict[str, type | tuple[type, ...]]] = {
 }
 
 
+# The machine's and the rank's CPU seconds since the common start, in a rank's final event
+# (``Tracker.cpu_use``): what tells a contended run.
+CPU_USE_FIELDS = ("cpu_window_s", "host_busy_cpu_s", "own_cpu_s")
+_CPU_USE: dict[str, tuple[type, ...]] = dict.fromkeys(CPU_USE_FIELDS, (int, float))
+
 # Fields of events that readers use, with their types; "required" ones must be there.
 # Other details an event carries are free (stored as they are).
 _EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
@@ -117,9 +122,9 @@ _EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "value": (int, float),
         "target": (int, float),
     },
-    "finished": {"status": (str,), "recompilations": (int,)},
-    "failed": {"reason": (str,)},
-    "diverged": {"reason": (str,)},
+    "finished": {"status": (str,), "recompilations": (int,), **_CPU_USE},
+    "failed": {"reason": (str,), **_CPU_USE},
+    "diverged": {"reason": (str,), **_CPU_USE},
     "switched_to_asgd": {},
 }
 _REQUIRED_EVENT_FIELDS = {
@@ -130,7 +135,14 @@ _REQUIRED_EVENT_FIELDS = {
 # repetitions and these event fields are checked as well).
 _DURATIONS = {
     "eval": ("eval_s", "train_s", "wall_s"),
-    "event": ("compile_s", "time_to_accuracy_s", "time_to_accuracy_without_eval_s"),
+    "event": (
+        "compile_s",
+        "time_to_accuracy_s",
+        "time_to_accuracy_without_eval_s",
+        "cpu_window_s",
+        "host_busy_cpu_s",
+        "own_cpu_s",
+    ),
 }
 _INT8_MAX = 2**63 - 1  # byte and element counts are stored as 64-bit integers
 

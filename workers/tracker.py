@@ -32,6 +32,7 @@ import torch.distributed as dist
 from mlperf_logging import mllog
 from mlperf_logging.mllog.mllog import MLLogger
 
+from scalebench.host import CpuCounters, cpu_counters
 from scalebench.tasks import Goal
 from workers.records import PHASES, RecordWriter
 
@@ -150,6 +151,7 @@ class Tracker:
         self._last_progress = 0.0
         self._epoch_started = 0.0
         self._start: float | None = None
+        self._cpu_at_start: CpuCounters | None = None
         self.is_leader = writer.rank == 0
 
     # -- MLPerf's initialisation and hyperparameters ----------------------------
@@ -170,6 +172,7 @@ class Tracker:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         self._start = time.perf_counter()
+        self._cpu_at_start = cpu_counters()
         if self.goal is not None:  # the target this run trains to, as it was when it ran
             details = {
                 "goal_metric": self.goal.metric,
@@ -293,14 +296,29 @@ class Tracker:
             )
         return reached
 
+    def cpu_use(self) -> dict[str, float]:
+        """CPU seconds since the common start: the whole machine's (``host_busy_cpu_s``) and
+        this rank's (``own_cpu_s``), over ``cpu_window_s`` seconds of wall time. The final
+        event carries them: with the other ranks' own seconds they tell how much of the
+        machine something outside the group took. Empty before the start or without
+        ``/proc/stat``."""
+        end = cpu_counters()
+        if self._start is None or self._cpu_at_start is None or end is None:
+            return {}
+        return {
+            "cpu_window_s": time.perf_counter() - self._start,
+            "host_busy_cpu_s": end.host_busy_s - self._cpu_at_start.host_busy_s,
+            "own_cpu_s": end.own_s - self._cpu_at_start.own_s,
+        }
+
     def finish(self, status: str, **details: Any) -> None:
         """Close a run that ended normally: ``status`` is why it ended."""
-        self.event("finished", status=status, **details)
+        self.event("finished", status=status, **self.cpu_use(), **details)
         self.mlperf.event(mllog.constants.RUN_STOP, status=metadata_status(status))
 
     def fail(self, event: str, reason: str) -> None:
         """Record a run that stopped early (``diverged`` or ``failed``)."""
-        self.event(event, reason=reason)
+        self.event(event, reason=reason, **self.cpu_use())
         self.mlperf.event(mllog.constants.RUN_STOP, status="aborted", reason=reason)
 
     def close(self) -> None:

@@ -30,6 +30,7 @@ from dash_app.plots import (
 from dash_app.state import Query, to_search
 from results_db.analytics import ScalingRow
 from results_db.queries.nightly import RegressionRow
+from results_db.queries.runs import RunInfo
 from results_db.queries.sweeps import SweepInfo
 from scalebench import units
 
@@ -95,10 +96,27 @@ def _layout(state: CompareState, problems: list[str]) -> html.Div:
     )
 
 
+def hardware_warning(a_runs: Sequence[RunInfo], b_runs: Sequence[RunInfo]) -> str | None:
+    """Why A and B are not comparable machines, in words (None: same or not recorded)."""
+    a_hardware = sorted({r.hardware for r in a_runs if r.hardware})
+    b_hardware = sorted({r.hardware for r in b_runs if r.hardware})
+    if not a_hardware or not b_hardware or a_hardware == b_hardware:
+        return None
+    return (
+        f"A and B ran on different hardware (A: {'; '.join(a_hardware)}; B: "
+        f"{'; '.join(b_hardware)}): their differences are not only the code's."
+    )
+
+
 def verdict(
-    a: SweepInfo, b: SweepInfo, flags: list[RegressionRow], deltas: list[tables.Delta]
+    a: SweepInfo,
+    b: SweepInfo,
+    flags: list[RegressionRow],
+    deltas: list[tables.Delta],
+    hardware: str | None = None,
 ) -> html.Div:
-    """The detector's stored flags for A, then warnings about what is being compared."""
+    """The detector's stored flags for A, then warnings about what is being compared
+    (``hardware``: :func:`hardware_warning`)."""
     parts: list[Any] = []
     if flags:
         parts.append(
@@ -154,6 +172,16 @@ def verdict(
                 color="warning",
             )
         )
+    if hardware:
+        parts.append(dbc.Alert(hardware, color="warning", className="hardware-differs"))
+    if any(d.contended for d in deltas):
+        parts.append(
+            dbc.Alert(
+                "Contended runs (other processes took their cores while they ran) are left "
+                "out of the throughputs and the test.",
+                color="secondary",
+            )
+        )
     return html.Div(parts)
 
 
@@ -200,7 +228,7 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict
     return ui.unchanged(
         OUTPUTS,
         search=to_search(CompareState(a=a_id, b=b_id)),
-        verdict=verdict(a, b, flags, deltas),
+        verdict=verdict(a, b, flags, deltas, hardware_warning(a_runs, b_runs)),
         table=ui.table("compare-deltas", tables.delta_rows(deltas)),
         figure=per_network(drawn),
         refresh_off="running" not in (a.outcome, b.outcome),

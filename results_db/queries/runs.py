@@ -62,6 +62,9 @@ class RunInfo:
     network: str = "host"  # the link profile (scalebench.network)
     gradient_packing_s: float = 0.0
     records_version: int | None = None  # before 3: communication includes packing
+    contention_share: float | None = None  # the share of its cores others took (None: unknown)
+    contended: bool = False  # that share above the threshold when it was loaded
+    hardware: str | None = None  # processor (+ GPUs) the ranks ran on
 
     @property
     def communication_includes_packing(self) -> bool:

@@ -33,6 +33,7 @@ def scaling(
             Run.time_to_accuracy_without_eval_s,
             Run.compute_s,
             Run.communication_ratio,
+            Run.contended,
         ).where(Run.sweep_id == sweep_id, Run.network == profile_shown(conn, sweep_id, network))
     ).all()
     return analytics.scaling_rows(runs)
@@ -188,7 +189,8 @@ def latest_sweep_per_task(conn: Connection, trigger: str | None = None) -> list[
 
 
 def baseline_of(conn: Connection, sweep_id: str) -> str | None:
-    """The previous sweep of the same task and configuration (same trigger), or None."""
+    """The previous sweep of the same task and configuration (same trigger), on the same
+    hardware where the runs recorded it (else the previous one on any), or None."""
     sweep = conn.execute(
         select(Sweep.task, Sweep.config_hash, Sweep.trigger, Sweep.created_at).where(
             Sweep.id == sweep_id
@@ -196,7 +198,7 @@ def baseline_of(conn: Connection, sweep_id: str) -> str | None:
     ).first()
     if sweep is None:
         return None
-    return conn.execute(
+    earlier = (
         select(Sweep.id)
         .where(
             Sweep.task == sweep.task,
@@ -206,7 +208,14 @@ def baseline_of(conn: Connection, sweep_id: str) -> str | None:
         )
         .order_by(Sweep.created_at.desc())
         .limit(1)
+    )
+    hardware = select(Run.hardware).where(Run.sweep_id == sweep_id, Run.hardware.is_not(None))
+    same = conn.execute(
+        earlier.where(
+            select(Run.id).where(Run.sweep_id == Sweep.id, Run.hardware.in_(hardware)).exists()
+        )
     ).scalar()
+    return same or conn.execute(earlier).scalar()
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,8 @@ def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
     return [
         {
             "workers": str(r.world_size),
-            "runs (reached goal)": f"{r.runs} ({r.reached})",
+            "runs (reached goal)": f"{r.runs} ({r.reached})"
+            + (f", {r.contended} contended" if r.contended else ""),
             "time to accuracy": time_to_accuracy_text(r, units.seconds),
             "kept repeats": (
                 f"{units.seconds(r.time_to_accuracy_min_s)} – "
@@ -129,6 +130,14 @@ def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunI
             )
         )
     notes = [html.Li(f"{r.id}: {r.status} — {r.reason or 'no reason recorded'}") for r in failed]
+    contended = [
+        html.Li(
+            f"{r.id}: contended — other processes took {units.percent(r.contention_share)} "
+            "of its cores while it ran"
+        )
+        for r in runs
+        if r.contended
+    ]
     return html.Div(
         [
             html.P(
@@ -141,6 +150,9 @@ def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunI
             ),
             *tables,
             html.Ul(notes, className="small text-danger mt-2") if notes else None,
+            html.Ul(contended, className="small text-warning-emphasis mt-2 contended-runs")
+            if contended
+            else None,
         ]
     )
 
