@@ -1,39 +1,79 @@
-"""The task registry against the benchmark-task text it was written from."""
+"""The task registry against the benchmark-task text it was written from.
+
+The text is read from ``../shared/seeds/`` beside the repository, or from the
+file ``SCALEBENCH_SPEC_TEXT`` names. Without it the tests that read it are
+skipped, unless ``SCALEBENCH_REQUIRE_SPEC_TEXT=1`` (as in CI), which makes them
+fail instead.
+"""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar, cast
 
 import pytest
 
 from scalebench.tasks import TASKS, AllReduceSpec, TrainingSpec, get_task
 
+REPO = Path(__file__).resolve().parents[1]
 SPEC_TEXT = Path(
-    os.environ.get(
-        "SCALEBENCH_SPEC_TEXT",
-        Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_fefdd5ed8ba7d1c9.txt",
-    )
+    os.environ.get("SCALEBENCH_SPEC_TEXT")
+    or REPO.parent / "shared" / "seeds" / "000_fefdd5ed8ba7d1c9.txt"
 )
+REQUIRE_TEXT = os.environ.get("SCALEBENCH_REQUIRE_SPEC_TEXT") == "1"
+MISSING = f"benchmark-task text not found at {SPEC_TEXT} (set SCALEBENCH_SPEC_TEXT)"
+MISSING_REQUIRED = f"{MISSING}; SCALEBENCH_REQUIRE_SPEC_TEXT=1 requires it"
 
-needs_text = pytest.mark.skipif(
-    not SPEC_TEXT.is_file(),
-    reason=f"benchmark-task text not found at {SPEC_TEXT} (set SCALEBENCH_SPEC_TEXT)",
-)
+Test = TypeVar("Test", bound=Callable[..., object])
+
+
+def needs_text(test: Test) -> Test:
+    """``test`` as is when the text is there; else skipped, or failed when
+    ``SCALEBENCH_REQUIRE_SPEC_TEXT=1`` (without asking for its fixtures, which read
+    the text)."""
+    if SPEC_TEXT.is_file():
+        return test
+    if not REQUIRE_TEXT:
+        return pytest.mark.skip(reason=MISSING)(test)
+
+    def missing_text() -> None:
+        pytest.fail(MISSING_REQUIRED, pytrace=False)
+
+    missing_text.__name__ = test.__name__
+    missing_text.__qualname__ = test.__qualname__
+    missing_text.__doc__ = test.__doc__
+    return cast(Test, missing_text)
+
+
+def read_spec_text() -> str:
+    """The whole text; skips or fails the asking test, as ``needs_text`` does, when it
+    is missing."""
+    if not SPEC_TEXT.is_file():
+        if REQUIRE_TEXT:
+            pytest.fail(MISSING_REQUIRED, pytrace=False)
+        pytest.skip(MISSING)
+    return SPEC_TEXT.read_text(encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
-def task1_text() -> str:
-    text = SPEC_TEXT.read_text(encoding="utf-8")
+def spec_text() -> str:
+    return read_spec_text()
+
+
+@pytest.fixture(scope="module")
+def task1_text(spec_text: str) -> str:
+    text = spec_text
     start = text.index("Image classification is one of")
     end = text.index("We benchmark Logistic Regression")
     return text[start:end]
 
 
 @pytest.fixture(scope="module")
-def task0_text() -> str:
-    text = SPEC_TEXT.read_text(encoding="utf-8")
+def task0_text(spec_text: str) -> str:
+    text = spec_text
     start = text.index("benchmarking the communication backends")
     return text[start : text.index("Image classification is one of")]
 
@@ -83,8 +123,8 @@ def test_task1a_hyperparameters(task1_text: str) -> None:
 
 
 @needs_text
-def test_task1a_goal_matches_the_published_results() -> None:
-    text = SPEC_TEXT.read_text(encoding="utf-8")
+def test_task1a_goal_matches_the_published_results(spec_text: str) -> None:
+    text = spec_text
     spec = get_task("task1a-resnet20-cifar10")
     assert "Time to Accuracy of 80% on validation set" in text
     assert spec.goal.threshold == 80.0 and spec.goal.direction == "max"
