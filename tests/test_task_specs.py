@@ -24,6 +24,7 @@ from scalebench.tasks import (
     TabularData,
     TextData,
     TrainingSpec,
+    TranslationSpec,
     get_task,
 )
 
@@ -109,6 +110,18 @@ def task2a_text(spec_text: str) -> str:
 @pytest.fixture(scope="module")
 def task3a_text(spec_text: str) -> str:
     return section(spec_text, "We benchmark the AWD-LSTM", "We benchmark the GNMT")
+
+
+@pytest.fixture(scope="module")
+def task4a_text(spec_text: str) -> str:
+    return section(spec_text, "We benchmark the GNMT", "We benchmark the Transformer")
+
+
+@pytest.fixture(scope="module")
+def task4b_text(spec_text: str) -> str:
+    return section(
+        spec_text, "We benchmark the Transformer", "Here we present the results for scaling tasks"
+    )
 
 
 # The results part has one block per task, each opening with its "- Frameworks" list,
@@ -302,6 +315,173 @@ def test_task3a_goal_matches_the_published_results(results_text: dict[str, str])
     assert isinstance(spec, LanguageModelSpec)
     target = find(r"Time to Perplexity of (\d+) on validation set", results_text[spec.id])
     assert spec.goal.metric == "perplexity" and spec.goal.direction == "min"
+    assert spec.goal.threshold == float(target.group(1))
+
+
+@needs_text
+def test_task4a_hyperparameters_match_the_text(task4a_text: str) -> None:
+    spec = get_task("task4a-gnmt-wmt16")
+    assert isinstance(spec, TranslationSpec)
+    text = task4a_text
+    assert "the GNMT Machine Translation Model" in text and spec.model == "gnmt"
+    assert "The WMT-16 dataset" in text and "English-German translation" in text
+    assert (spec.data.name, spec.data.source, spec.data.target) == ("wmt16-en-de", "en", "de")
+    lengths = find(
+        r"trained on sentences of maximum length (\d+) tokens, "
+        r"and tested on sentences of max length (\d+) tokens",
+        text,
+    )
+    assert spec.max_length == int(lengths.group(1))
+    assert spec.test_max_length == int(lengths.group(2))
+    assert spec.world_sizes == world_sizes(find(r"k = ([\d, ]+) - global minibatch size", text))
+    batch = find(r"b = (\d+)sentences \[1\] - maximum epochs: (\d+)", text)
+    assert spec.batch_unit == "sentences" and spec.global_batch == int(batch.group(1))
+    assert spec.max_epochs == int(batch.group(2))
+    base_lr = find(r"base_learning_rate = ([\d.e-]+)- decay", text)  # its start: the warm-up test
+    assert spec.optimizer.lr == float(base_lr.group(1))
+    decay = find(
+        r"decay by ([\d.]+) after having gone through (\d+)% of total training, "
+        r"and then for every (\d+)% for maximum (\d+) times",
+        text,
+    )
+    assert spec.decay.factor == float(decay.group(1))
+    assert spec.decay.start == int(decay.group(2)) / 100
+    assert spec.decay.interval == int(decay.group(3)) / 100
+    assert spec.decay.max_decays == int(decay.group(4))
+    warmup = find(
+        r"We use (\d+) warmup steps, where the learning rate is exponentially increased", text
+    )
+    assert spec.lr_schedule == "gnmt" and spec.warmup_steps == int(warmup.group(1))
+    adam = find(
+        r"Adam\(betas=\(([\d.]+), ([\d.]+)\), eps=([\d.e-]+), weight_decay=([\d.]+), "
+        r"amsgrad=(\w+)\)",
+        text,
+    )
+    assert spec.optimizer.name == "adam"
+    assert spec.optimizer.betas == (float(adam.group(1)), float(adam.group(2)))
+    assert spec.optimizer.eps == float(adam.group(3))
+    assert spec.optimizer.weight_decay == float(adam.group(4))
+    assert adam.group(5) == "False"  # plain Adam: the spec has no AMSGrad
+    assert spec.clip_norm == float(find(r"gradient clipping: max norm of ([\d.]+)", text).group(1))
+    scale = find(
+        r"initial_scale = 2\*\*(\d+)scale_factor = ([\d.]+)\(downscale and upscale\)"
+        r"max_scale = 2\*\*(\d+)scale_window = (\d+)",
+        text,
+    )
+    assert spec.loss_scale.initial == 2 ** int(scale.group(1))
+    assert spec.loss_scale.factor == float(scale.group(2))
+    assert spec.loss_scale.max_scale == 2 ** int(scale.group(3))
+    assert spec.loss_scale.window == int(scale.group(4))
+
+
+@needs_text
+def test_task4a_warms_up_exponentially_from_the_texts_initial_rate(task4a_text: str) -> None:
+    from workers.translation import learning_rate
+
+    spec = get_task("task4a-gnmt-wmt16")
+    assert isinstance(spec, TranslationSpec)
+    rates = find(r"initial_learning_rate = ([\d.]+)base_learning_rate = ([\d.e-]+)-", task4a_text)
+    initial, base = float(rates.group(1)), float(rates.group(2))
+    total = spec.max_epochs * 1_000
+    warmup = spec.warmup_steps
+    assert learning_rate(spec, 0, total, light=False) == initial
+    halfway = learning_rate(spec, warmup // 2, total, light=False)
+    assert initial < halfway < (initial + base) / 2  # exponential: below the straight line
+    assert learning_rate(spec, warmup, total, light=False) == pytest.approx(base)
+
+
+@needs_text
+def test_task4a_goal_matches_the_published_results(results_text: dict[str, str]) -> None:
+    spec = get_task("task4a-gnmt-wmt16")
+    assert isinstance(spec, TranslationSpec)
+    target = find(r"Time to BLEU-Score of ([\d.]+) on test set", results_text[spec.id])
+    assert spec.goal.metric == "bleu" and spec.goal.direction == "max"
+    assert spec.goal.threshold == float(target.group(1))
+
+
+@needs_text
+def test_task4b_hyperparameters_match_the_text(task4b_text: str) -> None:
+    spec = get_task("task4b-transformer-wmt17")
+    assert isinstance(spec, TranslationSpec)
+    text = task4b_text
+    assert "the Transformer Model" in text and spec.model == "transformer"
+    assert "The WMT-17 dataset" in text and "English-German translation" in text
+    assert (spec.data.name, spec.data.source, spec.data.target) == ("wmt17-en-de", "en", "de")
+    length = find(r"trained and tested on sentences of maximum length (\d+) tokens", text)
+    assert spec.max_length == spec.test_max_length == int(length.group(1))
+    assert spec.world_sizes == world_sizes(find(r"k = ([\d, ]+) - global minibatch size", text))
+    batch = find(r"b = 2\*\*(\d+)tokens \[2\]\. - maximum epochs: (\d+)", text)
+    assert spec.batch_unit == "tokens" and spec.global_batch == 2 ** int(batch.group(1))
+    assert spec.max_epochs == int(batch.group(2))
+    base_lr = find(r"base_learning_rate = ([\d.e-]+)- decay: We decay by \\sqrt\{N\}", text)
+    assert spec.optimizer.lr == float(base_lr.group(1))  # its start and decay: the warm-up test
+    warmup = find(r"We use (\d+) warmup steps, where the learning rate is linearly increased", text)
+    assert spec.lr_schedule == "inverse-sqrt" and spec.warmup_steps == int(warmup.group(1))
+    adam = find(
+        r"Adam\(betas=\(([\d.]+), ([\d.]+)\), eps=([\d.e-]+), weight_decay=([\d.]+), "
+        r"amsgrad=(\w+)\)",
+        text,
+    )
+    assert spec.optimizer.name == "adam"
+    assert spec.optimizer.betas == (float(adam.group(1)), float(adam.group(2)))
+    assert spec.optimizer.eps == float(adam.group(3))
+    assert spec.optimizer.weight_decay == float(adam.group(4))
+    assert adam.group(5) == "False"  # plain Adam: the spec has no AMSGrad
+    assert "clip" not in text.lower() and spec.clip_norm is None  # the text clips nothing
+    scale = find(
+        r"initial_scale = 2\*\*(\d+)scale_factor = ([\d.]+)\(downscale and upscale\)"
+        r"scale_window = (\d+)",
+        text,
+    )
+    assert spec.loss_scale.initial == 2 ** int(scale.group(1))
+    assert spec.loss_scale.factor == float(scale.group(2))
+    assert spec.loss_scale.window == int(scale.group(3))
+    assert "max_scale" not in text and spec.loss_scale.max_scale is None
+
+
+@needs_text
+def test_task4b_passes_follow_the_texts_bs_max_and_update_freq(task4b_text: str) -> None:
+    """update_freq = max(1, b / (bs_max × k)) passes of bs = b / (k × update_freq) tokens."""
+    spec = get_task("task4b-transformer-wmt17")
+    assert isinstance(spec, TranslationSpec)
+    text = task4b_text
+    bs_max = int(find(r"max\(bs\) = bs_max = (\d+)", text).group(1))
+    assert spec.max_batch_per_worker == bs_max
+    find(r"update_freq = max\(1, b / \(bs_max \* world_size\)\)", text)
+    find(r"bs = b / \(world_size \* update_freq\)", text)
+    b = spec.global_batch
+    for k in spec.world_sizes:
+        update_freq = max(1, b / (bs_max * k))
+        assert spec.update_freq(k, light=False) == update_freq, f"k = {k}"
+        assert spec.batch_per_pass(k, light=False) == b / (k * update_freq), f"k = {k}"
+
+
+@needs_text
+def test_task4b_warms_up_linearly_from_the_texts_initial_rate_then_decays_by_sqrt_n(
+    task4b_text: str,
+) -> None:
+    from workers.translation import learning_rate
+
+    spec = get_task("task4b-transformer-wmt17")
+    assert isinstance(spec, TranslationSpec)
+    rates = find(r"initial_learning_rate = ([\d.]+)base_learning_rate = ([\d.e-]+)-", task4b_text)
+    initial, base = float(rates.group(1)), float(rates.group(2))
+    total = spec.max_epochs * 1_000
+    warmup = spec.warmup_steps
+    assert learning_rate(spec, 0, total, light=False) == initial
+    halfway = learning_rate(spec, warmup // 2, total, light=False)
+    assert halfway == pytest.approx((initial + base) / 2)
+    assert learning_rate(spec, warmup, total, light=False) == pytest.approx(base)
+    find(r"We decay by \\sqrt\{N\} after warmup", task4b_text)  # after warm-up: as 1/√N
+    assert learning_rate(spec, 4 * warmup, total, light=False) == pytest.approx(base / 2)
+
+
+@needs_text
+def test_task4b_goal_matches_the_published_results(results_text: dict[str, str]) -> None:
+    spec = get_task("task4b-transformer-wmt17")
+    assert isinstance(spec, TranslationSpec)
+    target = find(r"Time to BLEU-Score of ([\d.]+) on test set", results_text[spec.id])
+    assert spec.goal.metric == "bleu" and spec.goal.direction == "max"
     assert spec.goal.threshold == float(target.group(1))
 
 
