@@ -144,10 +144,11 @@ def _allreduce_values(
     return values
 
 
-def _values(
+def metric_values(
     conn: Connection, sweep_ids: list[str], metric: str, runs_taken: Comparable
 ) -> dict[int, list[float]]:
-    """Per worker count, the ``metric`` of every compared run (see :class:`Comparable`)."""
+    """Per worker count, the ``metric`` of every compared run (see :class:`Comparable`), in
+    the order of the runs' ids: what the detector compares."""
     if metric == "allreduce_largest_s":
         return _allreduce_values(conn, sweep_ids, runs_taken)
     column = getattr(Run, metric)
@@ -155,6 +156,7 @@ def _values(
         select(Run.world_size, column).where(
             Run.sweep_id.in_(sweep_ids), column.is_not(None), *runs_taken.conditions()
         )
+        .order_by(Run.id)
     )
     values: dict[int, list[float]] = defaultdict(list)
     for world_size, value in rows:
@@ -266,8 +268,8 @@ def _network_findings(
     left_out = left_out_text(latest_contended, *baseline_taken.left_out(conn, baseline_ids))
     findings = []
     for metric, higher_is_better in METRICS.items():
-        latest_values = _values(conn, [sweep_id], metric, latest_taken)
-        baseline_values = _values(conn, baseline_ids, metric, baseline_taken)
+        latest_values = metric_values(conn, [sweep_id], metric, latest_taken)
+        baseline_values = metric_values(conn, baseline_ids, metric, baseline_taken)
         for world_size in sorted(set(latest_values) | (attempted & set(baseline_values))):
             base = baseline_values.get(world_size, [])
             now = latest_values.get(world_size, [])
