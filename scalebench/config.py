@@ -9,15 +9,25 @@
 | ``SCALEBENCH_POOL``       | ``scalebench_workers``       | Airflow pool (k slots a group) |
 | ``SCALEBENCH_LIVE_INGEST_S``| ``60``                     | loads of a running group (s; 0: none) |
 | ``SCALEBENCH_CONTENTION_THRESHOLD``| ``0.10``     | share of a group's cores others may take |
+| ``SCALEBENCH_MLPERF_ORG``   | ``scalebench``               | MLPerf log: ``submission_org``   |
+| ``SCALEBENCH_MLPERF_PLATFORM``| rank 0's hardware × ranks  | MLPerf log: ``submission_platform`` |
+| ``SCALEBENCH_MLPERF_DIVISION``| ``open``                   | MLPerf log: ``open`` or ``closed`` |
+| ``SCALEBENCH_MLPERF_STATUS``| ``research``                 | MLPerf log: ``submission_status`` |
 
 The pool bounds what all sweeps together ask for: create it with as many slots
 as workers (GPUs) there are, counting deferred tasks, e.g.
 ``airflow pools set --include-deferred scalebench_workers 32 ...``.
+
+The ``SCALEBENCH_MLPERF_*`` settings say who ran a training run and on what, in the
+``submission_*`` lines of rank 0's MLPerf log (``workers.mlperf``). Ranks read them from
+their environment: the local launcher passes its own on, the Kubernetes launcher copies
+those that are set into the pods'. Empty means unset.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 VAR = Path("var")
@@ -105,6 +115,62 @@ def default_compile() -> str:
         raise BadSetting(
             f"SCALEBENCH_COMPILE must be one of {', '.join(COMPILE_SETTINGS)}, got {value!r}"
         )
+    return value
+
+
+MLPERF_DIVISIONS: tuple[str, ...] = ("open", "closed")
+# MLPerf's availability categories; "research": research, development or internal (RDI).
+MLPERF_STATUSES: tuple[str, ...] = ("cloud", "onprem", "preview", "research")
+MLPERF_VARIABLES: tuple[str, ...] = (
+    "SCALEBENCH_MLPERF_ORG",
+    "SCALEBENCH_MLPERF_PLATFORM",
+    "SCALEBENCH_MLPERF_DIVISION",
+    "SCALEBENCH_MLPERF_STATUS",
+)
+
+
+def mlperf_org() -> str:
+    """Who ran the benchmark, as the MLPerf log's ``submission_org`` (default ``scalebench``:
+    the same name on every host and pod, unlike a host name)."""
+    return os.environ.get("SCALEBENCH_MLPERF_ORG", "").strip() or "scalebench"
+
+
+def mlperf_platform() -> str:
+    """The system, as the MLPerf log's ``submission_platform``; empty (the default) lets
+    rank 0 describe its own hardware (see :func:`workers.mlperf.default_platform`)."""
+    return os.environ.get("SCALEBENCH_MLPERF_PLATFORM", "").strip()
+
+
+def mlperf_division() -> str:
+    """The MLPerf division the log claims, ``open`` (the default) or ``closed``; anything else
+    raises, naming the variable."""
+    return _one_of("SCALEBENCH_MLPERF_DIVISION", "open", MLPERF_DIVISIONS)
+
+
+def mlperf_status() -> str:
+    """The MLPerf log's ``submission_status``: ``research`` (the default: research,
+    development or internal), ``onprem``, ``cloud`` or ``preview``; anything else raises."""
+    return _one_of("SCALEBENCH_MLPERF_STATUS", "research", MLPERF_STATUSES)
+
+
+def check_mlperf_settings() -> None:
+    """Check the MLPerf settings that can be wrong (division and status): a bad one raises
+    :class:`BadSetting` naming it."""
+    mlperf_division()
+    mlperf_status()
+
+
+def mlperf_environment(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The MLPerf settings that are set (non-empty) in ``env`` (default: this process's), for
+    ranks that do not inherit this process's environment (Kubernetes pods)."""
+    env = os.environ if env is None else env
+    return {name: env[name] for name in MLPERF_VARIABLES if env.get(name, "").strip()}
+
+
+def _one_of(variable: str, default: str, allowed: tuple[str, ...]) -> str:
+    value = os.environ.get(variable, "").strip() or default
+    if value not in allowed:
+        raise BadSetting(f"{variable} must be one of {', '.join(allowed)}, got {value!r}")
     return value
 
 

@@ -123,6 +123,9 @@ def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
             raise InvalidParameter(
                 name, f"{spec.id} implements only {', '.join(offered)}, not {values[name]!r}"
             )
+    from scalebench.config import check_mlperf_settings
+
+    check_mlperf_settings()  # rank 0's MLPerf log: a bad SCALEBENCH_MLPERF_* is refused here
 
 
 def _check_size(values: dict[str, Any], max_workers: int | None) -> None:

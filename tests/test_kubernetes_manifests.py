@@ -153,6 +153,18 @@ def test_worker_pods_meet_the_restricted_standard_and_write_only_where_needed() 
     assert home.startswith("/tmp")  # caches land on a writable mount
 
 
+def test_the_mlperf_settings_that_are_set_reach_the_worker_pods(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SCALEBENCH_MLPERF_ORG", "Example Lab")
+    monkeypatch.setenv("SCALEBENCH_MLPERF_DIVISION", "")  # empty: unset, the rank's default
+    monkeypatch.delenv("SCALEBENCH_MLPERF_PLATFORM", raising=False)
+    (container,) = rendered_pod()["spec"]["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["SCALEBENCH_MLPERF_ORG"] == "Example Lab"
+    assert "SCALEBENCH_MLPERF_DIVISION" not in env and "SCALEBENCH_MLPERF_PLATFORM" not in env
+
+
 def test_worker_pods_get_the_cpu_and_memory_of_the_settings() -> None:
     settings = KubernetesSettings.from_env(
         {

@@ -351,16 +351,20 @@ def test_the_all_reduce_estimate_waits_for_the_bandwidth_then_follows_it() -> No
 
 def check_mlperf_log(path: Path, world_size: int, epochs: int) -> None:
     """The MLPerf log parses with the ``mlperf-logging`` package's own parser and holds, in
-    order, initialisation, the hyperparameters, the run, and each evaluation's start, stop
-    and accuracy (its compliance rules cover MLPerf's benchmarks, not these tasks)."""
+    order, initialisation, the submission lines, the hyperparameters, the run, and each
+    evaluation's start, stop and accuracy (a fraction). tests/test_mlperf_log.py runs the
+    package's compliance checker on such logs."""
     from mlperf_logging.compliance_checker.mlp_parser import parse_file
 
     lines, errors = parse_file(str(path), ruleset="4.1.0")
     assert errors == [], errors
     keys = [line.key for line in lines]
     values = {line.key: line.value["value"] for line in lines}
-    assert keys[:2] == ["init_start", "global_batch_size"]
+    assert keys[:3] == ["cache_clear", "init_start", "submission_benchmark"]
+    assert keys.index("submission_platform") < keys.index("global_batch_size")
     assert keys.index("init_stop") < keys.index("run_start") < keys.index("run_stop")
+    assert values["submission_platform"].startswith(f"{world_size}x")
+    assert values["train_samples"] == 5748 and 0 < values["eval_accuracy"] < 1
     assert values["global_batch_size"] == 128 * world_size
     assert values["opt_base_learning_rate"] == 0.02 and values["opt_name"] == "sgd"
     assert values["opt_learning_rate_warmup_epochs"] == 1.0  # log2(2)

@@ -417,9 +417,19 @@ def finish_details(
 def mlperf_hyperparameters(task: TaskAdapter[Any]) -> dict[str, Any]:
     """The run's hyperparameters under MLPerf's log keys: global batch (samples, or the
     translation tasks' sentences or tokens), base rate before scaling with k, optimizer,
-    and the warm-up (epochs by the task's rule, or steps for the translation tasks)."""
+    and the warm-up (epochs by the task's rule, or steps for the translation tasks); then
+    the sizes of the training and evaluation sets this run used (``train_samples``,
+    ``eval_samples``; a light run's smaller sets), in the task's samples: images (Task 1a),
+    rows (2a), tokens (3a), sentence pairs (4a, 4b: the training pairs within the length
+    limit, the test sentences translated). An adapter whose start details give no sizes
+    logs none."""
     spec, k, light = task.spec, task.world_size, task.options.light
     details = task.start_details()
+    sizes = {
+        "train_samples": details.get("train_samples"),
+        "eval_samples": details.get("test_samples"),
+    }
+    sizes = {key: size for key, size in sizes.items() if size is not None}
     if isinstance(spec, TranslationSpec):
         batch = spec.light_global_batch if light else spec.global_batch
         warmup = {
@@ -437,6 +447,7 @@ def mlperf_hyperparameters(task: TaskAdapter[Any]) -> dict[str, Any]:
         "opt_base_learning_rate": spec.optimizer.lr,
         "opt_name": spec.optimizer.name,
         **warmup,
+        **sizes,
     }
 
 

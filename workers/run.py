@@ -3,7 +3,8 @@
 The rank, world size and rendezvous address come from the environment (see
 :mod:`workers.distributed`). The rank appends its records to
 ``<run dir>/rank-<r>.jsonl``; rank 0 also writes MLPerf lines to
-``<run dir>/mllog-rank-0.log``.
+``<run dir>/mllog-rank-0.log`` (a training task's submission lines from the
+``SCALEBENCH_MLPERF_*`` settings of :mod:`scalebench.config`; a bad one is refused).
 
 Exit status (defined with the request in :mod:`scalebench.rank`): 0 finished
 (goal reached, epoch limit, or measurements done), 1 failed (a peer died, a
@@ -23,6 +24,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from scalebench.config import BadSetting, check_mlperf_settings
 from scalebench.datasets import DataSetMissing, check_available
 from scalebench.network import BadProfile, parse_profile
 from scalebench.rank import (
@@ -128,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
             if value is not None and value < 1:
                 flag = "--" + name.replace("_", "-")
                 raise GroupConfigError(f"{flag} must be at least 1, got {value}")
+        if not isinstance(spec, AllReduceSpec):
+            check_mlperf_settings()  # what rank 0's MLPerf log will say (SCALEBENCH_MLPERF_*)
         if not args.light and not isinstance(spec, AllReduceSpec):
             from scalebench.config import data_dir
 
@@ -136,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         args.results.mkdir(parents=True, exist_ok=True)
         if not os.access(args.results, os.W_OK):
             raise PermissionError(13, "Permission denied", str(args.results))
-    except (KeyError, GroupConfigError, DataSetMissing) as exc:
+    except (KeyError, GroupConfigError, DataSetMissing, BadSetting) as exc:
         print(f"workers.run: refused: {exc.args[0]}", file=sys.stderr)
         return EXIT_REFUSED
     except OSError as exc:
@@ -151,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     from workers import allreduce, engine
     from workers.compile import CompileRefused
     from workers.distributed import check_backend, environment, init_group
+    from workers.mlperf import submission
     from workers.records import RecordWriter
     from workers.tracker import MLPerfLog, Tracker
 
@@ -193,7 +198,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # The env record opens every attempt: a rank restarted into the same
         # directory appends a new attempt, and readers keep the last one.
-        tracker.environment(environment(args.backend))
+        info = environment(args.backend)
+        tracker.environment(info)
+        if not isinstance(spec, AllReduceSpec):
+            tracker.submission(submission(spec, info, device, group.world_size))
         init_group(group, args.backend, args.collective_timeout_s)
         if isinstance(spec, AllReduceSpec):
             options = allreduce.AllReduceOptions(args.light, args.repetitions, args.max_elements)

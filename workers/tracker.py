@@ -38,6 +38,12 @@ from workers.records import PHASES, RecordWriter
 
 log = logging.getLogger("scalebench.worker")
 
+# The value of MLPerf's cache_clear line: whether the system's caches were dropped before the
+# run. scalebench does not drop them (the page cache needs root), so the log says False.
+# Every run is a fresh process that loads its data during initialisation, which is not
+# timed. The checker wants the line, with any value.
+CACHES_CLEARED = False
+
 
 class PhaseClock:
     """Splits one training step into named phases, in seconds.
@@ -156,11 +162,20 @@ class Tracker:
 
     # -- MLPerf's initialisation and hyperparameters ----------------------------
     def init_start(self) -> None:
-        """Initialisation (data, model, compilation) begins: MLPerf's ``init_start``."""
+        """Initialisation (data, model, compilation) begins: MLPerf's ``init_start``, after
+        ``cache_clear`` (see :data:`CACHES_CLEARED`)."""
+        self.mlperf.event(mllog.constants.CACHE_CLEAR, CACHES_CLEARED)
         self.mlperf.event(mllog.constants.INIT_START)
 
+    def submission(self, values: dict[str, Any]) -> None:
+        """MLPerf's submission lines (``submission_org``, ``submission_benchmark``, ...; see
+        :func:`workers.mlperf.submission`), once, during initialisation."""
+        for key, value in values.items():
+            self.mlperf.event(key, value)
+
     def hyperparameters(self, values: dict[str, Any]) -> None:
-        """MLPerf hyperparameter lines (``global_batch_size``, ``opt_base_learning_rate``, ...)."""
+        """MLPerf hyperparameter lines (``global_batch_size``, ``opt_base_learning_rate``, ...)
+        and the data sets' sizes (``train_samples``, ``eval_samples``)."""
         for key, value in values.items():
             self.mlperf.event(key, value)
 
@@ -268,7 +283,10 @@ class Tracker:
         if self.goal is None:
             return False
         value = metrics[self.goal.metric]
-        self.mlperf.event(mllog.constants.EVAL_ACCURACY, value, epoch_num=epoch)
+        # MLPerf's accuracy is a fraction: a percentage (or BLEU) is logged divided by 100
+        self.mlperf.event(
+            mllog.constants.EVAL_ACCURACY, self.goal.mlperf_value(value), epoch_num=epoch
+        )
         reached = self.goal.reached(value, self.light)
         if self.is_leader:
             remaining = self.max_epochs - epoch - 1

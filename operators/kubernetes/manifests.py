@@ -26,6 +26,7 @@ from operators.kubernetes.constants import (
 )
 from operators.kubernetes.names import GroupNames, label_value
 from operators.kubernetes.settings import KubernetesSettings
+from scalebench.config import mlperf_environment
 from scalebench.network import HOST_PROFILE, NetworkProfile
 
 
@@ -109,7 +110,8 @@ def job_manifest(
     ``placement`` ``spread`` keeps two pods of the group off one node (a required
     anti-affinity on the node's hostname label); ``pack`` lets them share.
     ``network`` a shaped profile (``scalebench.network``, rate only) sets the CNI bandwidth
-    plugin's ingress and egress annotations on every pod.
+    plugin's ingress and egress annotations on every pod. The ``SCALEBENCH_MLPERF_*``
+    settings set in this process's environment are copied into the pods'.
     """
     labels = _labels(run_id)
     env = {
@@ -117,6 +119,8 @@ def job_manifest(
         "MASTER_ADDR": f"{names.job}-0.{names.service}",
         "MASTER_PORT": str(MASTER_PORT),
         "PYTHONUNBUFFERED": "1",
+        # Pods do not inherit Airflow's environment: the MLPerf log's settings that are set
+        **mlperf_environment(),
     }
     # The root filesystem is read-only: these three are all a rank writes to.
     mounts = [

@@ -91,9 +91,16 @@ TASK1A_RESNET20_CIFAR10 = TrainingSpec(
         dampening=0.0,
     ),
     schedule=ScheduleSpec(warmup="linear-log2k", plateau_patience=2, plateau_factor=0.1),
-    goal=Goal(metric="top1_accuracy", direction="max", threshold=80.0, light_threshold=85.0),
+    goal=Goal(
+        metric="top1_accuracy",
+        direction="max",
+        threshold=80.0,
+        light_threshold=85.0,
+        percent=True,
+    ),
     max_epochs=164,
     light_max_epochs=30,
+    mlperf_benchmark="resnet",
     notes=(
         "ResNet-20 of He et al. (2015) with 1×1-convolution projection shortcuts "
         "where the shape changes (272,474 parameters), as in the reference "
@@ -134,7 +141,9 @@ TASK2A_LOGREG_EPSILON = TrainingSpec(
     batch_per_worker=128,
     optimizer=OptimizerSpec(name="sgd", lr=4.0),
     schedule=ScheduleSpec(warmup="scale-k", plateau_patience=2, plateau_factor=0.1),
-    goal=Goal(metric="accuracy", direction="max", threshold=89.0, light_threshold=89.0),
+    goal=Goal(
+        metric="accuracy", direction="max", threshold=89.0, light_threshold=89.0, percent=True
+    ),
     max_epochs=164,
     light_max_epochs=60,
     l2=2.5e-6,
@@ -228,7 +237,7 @@ TASK4A_GNMT_WMT16 = TranslationSpec(
     batch_per_worker=0,  # sentence-counted: see global_batch and max_batch_per_worker
     optimizer=OptimizerSpec(name="adam", lr=2.0e-3, betas=(0.9, 0.999), eps=1e-8),
     schedule=ScheduleSpec(warmup="none", plateau_patience=0, plateau_factor=1.0),
-    goal=Goal(metric="bleu", direction="max", threshold=24.0, light_threshold=20.0),
+    goal=Goal(metric="bleu", direction="max", threshold=24.0, light_threshold=20.0, percent=True),
     max_epochs=8,
     light_max_epochs=20,
     model_config=GNMTConfig(),
@@ -251,6 +260,7 @@ TASK4A_GNMT_WMT16 = TranslationSpec(
     loss_scale=LossScaleSpec(initial=2**10, factor=2.0, window=128, max_scale=2**13),
     variants=("sync",),
     precisions=("fp32",),  # fp16 with master weights is chosen by the device, not the form
+    mlperf_benchmark="gnmt",
     notes=(
         "GNMT as NVIDIA's 'GNMT v2' lays it out (the text names Wu et al. 2016 but not "
         "the sizes): 4 encoder layers (the first bidirectional) and 4 decoder layers, "
@@ -286,7 +296,7 @@ TASK4B_TRANSFORMER_WMT17 = TranslationSpec(
     batch_per_worker=0,  # token-counted: see global_tokens and max_tokens_per_worker
     optimizer=OptimizerSpec(name="adam", lr=1.976e-3, betas=(0.9, 0.98), eps=1e-9),
     schedule=ScheduleSpec(warmup="none", plateau_patience=0, plateau_factor=1.0),
-    goal=Goal(metric="bleu", direction="max", threshold=25.0, light_threshold=20.0),
+    goal=Goal(metric="bleu", direction="max", threshold=25.0, light_threshold=20.0, percent=True),
     max_epochs=10,
     light_max_epochs=30,
     model_config=TransformerConfig(),
@@ -308,6 +318,7 @@ TASK4B_TRANSFORMER_WMT17 = TranslationSpec(
     loss_scale=LossScaleSpec(initial=2**7, factor=2.0, window=2000),
     variants=("sync",),
     precisions=("fp32",),  # fp16 with master weights is chosen by the device, not the form
+    mlperf_benchmark="transformer",
     notes=(
         "The text names the paper's model but not its size: the 'big' configuration "
         "(d 1024, 16 heads, feed-forward 4096, 6+6 layers, dropout 0.1) with one joint "

@@ -23,13 +23,24 @@ class Goal:
     """When a training run has reached its target.
 
     ``metric`` names a value of the evaluation record (e.g. ``top1_accuracy``,
-    in percent); ``direction`` is ``"max"`` when larger is better.
+    in percent); ``direction`` is ``"max"`` when larger is better. ``percent``: the
+    metric is on a scale of 0 to 100 (a percentage, or BLEU as sacrebleu gives it),
+    which the MLPerf log gives as a fraction (:meth:`mlperf_value`); records, the
+    database and thresholds keep the 0 to 100 scale.
     """
 
     metric: str
     direction: Literal["max", "min"]
     threshold: float
     light_threshold: float
+    percent: bool = False
+
+    def mlperf_value(self, value: float) -> float:
+        """``value`` as the MLPerf log's ``eval_accuracy``, unitless: a 0-to-100 score as a
+        fraction (89.17 % → 0.8917, BLEU 24.1 → 0.241), as MLPerf's rules state their
+        targets (ResNet's top-1 and, in the 0.7 rules, GNMT's and Transformer's BLEU:
+        an accuracy below 1); a metric of no fixed scale (perplexity, a loss) as it is."""
+        return value / 100.0 if self.percent else value
 
     def target(self, light: bool) -> float:
         return self.light_threshold if light else self.threshold
@@ -208,6 +219,9 @@ class TrainingSpec:
     compile_pays_on: tuple[str, ...] = ()
     variants: tuple[str, ...] = TRAINING_VARIANTS  # the training variants this task implements
     precisions: tuple[str, ...] = PRECISIONS  # what the trigger form may ask for
+    # MLPerf's name of the benchmark this task corresponds to (the MLPerf log's
+    # submission_benchmark); "" where MLPerf has none (see workers.mlperf.benchmark_name)
+    mlperf_benchmark: str = ""
     notes: str = ""
     kind: Literal["training"] = field(default="training", init=False)
 
