@@ -153,9 +153,8 @@ def metric_values(
         return _allreduce_values(conn, sweep_ids, runs_taken)
     column = getattr(Run, metric)
     rows = conn.execute(
-        select(Run.world_size, column).where(
-            Run.sweep_id.in_(sweep_ids), column.is_not(None), *runs_taken.conditions()
-        )
+        select(Run.world_size, column)
+        .where(Run.sweep_id.in_(sweep_ids), column.is_not(None), *runs_taken.conditions())
         .order_by(Run.id)
     )
     values: dict[int, list[float]] = defaultdict(list)
