@@ -2,16 +2,16 @@
 
 What it runs (real runs, on this machine, one after another):
 
-- light Task 1a at 1 worker and light Task 0 at 2 workers, as the nightly runs them
-  (``scalebench run <task> --light``): a pool of ``--pool`` unmodified runs each, and for
-  every slowdown (``--slowdowns``, default 5, 10 and 20 %) a pool of ``--slowed-pool``
-  slowed runs. A slowed run is the same command with ``benchmarks/slowdown`` on the ranks'
-  ``PYTHONPATH``: its ``sitecustomize`` adds busy work to each training step's data phase,
-  or after each all-reduce, of that fraction of its time. The product has no such flag.
-- ``--trials`` nights per case, drawn from the pools: a baseline of the detector's window
-  (7 nights of ``--repeats`` runs, 3 by default as in the nightly) from the unmodified pool,
-  and a latest night of ``--repeats`` runs, either unmodified ones left out of that
-  baseline or slowed ones. Each night is judged by the detector's own rule
+- light Task 1a at 1 worker and light Task 0 at 2 workers, as the nightly runs them: each
+  night is one sweep ``scalebench run <task> --light --repeats 3`` (seeds 0, 1, 2, as every
+  night). ``--nights`` unmodified nights per task, and for every slowdown (``--slowdowns``,
+  default 5, 10 and 20 %) ``--slowed-nights`` slowed ones. A slowed night is the same
+  command with ``benchmarks/slowdown`` on the ranks' ``PYTHONPATH``: its ``sitecustomize``
+  adds busy work to each training step's data phase, or after each all-reduce, of that
+  fraction of its time. The product has no such flag.
+- ``--trials`` judgements per case: a baseline of the detector's window (7 nights) drawn
+  from the unmodified nights, and a latest night, either an unmodified one left out of
+  that baseline or a slowed one. Each night is judged by the detector's own rule
   (:func:`results_db.regressions.compare` with ``RULE``) on the detector's own metrics
   (:func:`results_db.regressions.metric_values`: time to accuracy and samples/s for Task
   1a, the largest all-reduce's time for Task 0), contended runs left out as it leaves
@@ -29,11 +29,13 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +47,7 @@ from results_db.models import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOWDOWN_PATH = Path(__file__).resolve().with_name("slowdown")
+GROUP_LOADED = re.compile(r"^\[\d+/\d+\] \S+: \w+, ")  # "[3/27] <run id>: succeeded, 9,739 rows"
 
 
 @dataclass(frozen=True)
@@ -62,47 +65,35 @@ CASES = (
 )
 
 
-def run_pool(case: Case, runs: int, slowdown: float, results: Path, database: str) -> float:
-    """``runs`` repeats of ``case`` in one sweep (slowed by ``slowdown``, 0: not); returns
-    the wall-clock seconds."""
+def run_night(case: Case, repeats: int, slowdown: float, results: Path, database: str) -> float:
+    """One night of ``case``: a sweep of ``repeats`` runs (slowed by ``slowdown``, 0: not);
+    returns its wall-clock seconds."""
     env = dict(os.environ)
     if slowdown:
         env["PYTHONPATH"] = os.pathsep.join([str(SLOWDOWN_PATH), str(ROOT)])
         env["SCALEBENCH_BENCH_SLOWDOWN"] = str(slowdown)
     began = time.perf_counter()
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "cli.main",
-            "run",
-            case.task,
-            "--light",
-            "--workers",
-            str(case.workers),
-            "--repeats",
-            str(runs),
-            "--results",
-            str(results),
-            "--data-dir",
-            str(results.parent / "data"),
-            "--database",
-            database,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-        timeout=7200,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"{case.task} slowed by {slowdown:.0%} failed:\n{done.stdout[-3000:]}")
+    command = [sys.executable, "-m", "cli.main", "run", case.task, "--light"]
+    command += ["--workers", str(case.workers), "--repeats", str(repeats)]
+    command += ["--results", str(results), "--data-dir", str(results.parent / "data")]
+    command += ["--database", database]
+    tail: deque[str] = deque(maxlen=40)
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env
+    ) as proc:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            tail.append(line)
+            if GROUP_LOADED.match(line):  # one line per run, as the command line loads it
+                print(f"    {line.rstrip()} ({time.perf_counter() - began:.0f} s)", flush=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{case.task} slowed by {slowdown:.0%} failed:\n{''.join(tail)}")
     return time.perf_counter() - began
 
 
-def pool_values(database: str, sweep_id: str, case: Case) -> tuple[dict[str, list[float]], int]:
-    """The detector's values of each metric for a pool's runs, and how many runs it left out
-    as contended."""
+def night_values(database: str, sweep_id: str, case: Case) -> tuple[dict[str, list[float]], int]:
+    """The detector's values of each metric for a night's runs, and how many runs it left
+    out as contended."""
     engine = make_engine(database)
     taken = regressions.Comparable("host")
     with engine.connect() as conn:
@@ -126,46 +117,52 @@ def night_flagged(
     )
 
 
-def draw(values: dict[str, list[float]], picks: list[int]) -> dict[str, list[float]]:
-    """The same runs' values of every metric (the lists are in run-id order)."""
-    return {m: [v[i] for i in picks if i < len(v)] for m, v in values.items()}
+def joined(nights: list[dict[str, list[float]]]) -> dict[str, list[float]]:
+    """The values of several nights together, per metric."""
+    return {m: [v for night in nights for v in night[m]] for m in nights[0]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pool", type=int, default=27, help="unmodified runs per task")
-    parser.add_argument("--slowed-pool", type=int, default=6, help="runs per slowdown")
+    parser.add_argument("--nights", type=int, default=9, help="unmodified nights per task")
+    parser.add_argument("--slowed-nights", type=int, default=3, help="nights per slowdown")
     parser.add_argument("--slowdowns", default="0.05,0.10,0.20", help="fractions of time")
     parser.add_argument("--trials", type=int, default=10, help="nights judged per case")
     parser.add_argument("--repeats", type=int, default=3, help="runs per night (nightly: 3)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="of the draws, not the runs")
     parser.add_argument("--tasks", default=",".join(c.task for c in CASES))
     args = parser.parse_args()
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     cases = [c for c in CASES if c.task in args.tasks.split(",")]
-    window = regressions.RULE.window * args.repeats
-    if args.pool < window + args.repeats:
-        raise SystemExit(f"--pool must be at least {window + args.repeats} (7 nights and one)")
+    window = regressions.RULE.window
+    if args.nights < window + 1:
+        raise SystemExit(f"--nights must be at least {window + 1}: a baseline and one more")
     rng = random.Random(args.seed)
 
     with tempfile.TemporaryDirectory(prefix="regression-power-") as tmp:
         database = f"sqlite:///{tmp}/results.db"
-        plan = [(c, s) for c in cases for s in [0.0, *slowdowns]]
-        walls: list[float] = []  # seconds per run, of each pool
+        plan = [
+            (case, slowdown, night)
+            for case in cases
+            for slowdown in [0.0, *slowdowns]
+            for night in range(args.nights if slowdown == 0 else args.slowed_nights)
+        ]
+        nights: dict[tuple[str, float], list[tuple[dict[str, list[float]], int]]] = {}
+        walls: dict[str, list[float]] = {c.task: [] for c in cases}
         total_s = 0.0
-        pools: dict[tuple[str, float], tuple[dict[str, list[float]], int]] = {}
-        for index, (case, slowdown) in enumerate(plan):
-            results = Path(tmp) / f"{case.task}-{slowdown:g}"
-            runs = args.pool if slowdown == 0 else args.slowed_pool
-            wall = run_pool(case, runs, slowdown, results, database)
-            walls.append(wall / runs)
+        for index, (case, slowdown, night) in enumerate(plan):
+            results = Path(tmp) / f"{case.task}-{slowdown:g}-{night}"
+            wall = run_night(case, args.repeats, slowdown, results, database)
+            walls[case.task].append(wall)
             total_s += wall
-            left = sum(args.pool if s == 0 else args.slowed_pool for _, s in plan[index + 1 :])
-            (sweep_dir,) = results.iterdir() if results.is_dir() else ()
-            pools[(case.task, slowdown)] = pool_values(database, sweep_dir.name, case)
+            (sweep_dir,) = results.iterdir()
+            nights.setdefault((case.task, slowdown), []).append(
+                night_values(database, sweep_dir.name, case)
+            )
+            to_go = sum(statistics.fmean(walls[c.task] or [wall]) for c, *_ in plan[index + 1 :])
             print(
-                f"[{index + 1}/{len(plan)}] {case.task} slowed by {slowdown:.0%}: {runs} runs "
-                f"in {wall:.0f} s; about {left * statistics.fmean(walls) / 60:.0f} min to go",
+                f"[{index + 1}/{len(plan)}] {case.task} slowed by {slowdown:.0%}, night "
+                f"{night + 1}: {wall:.0f} s; about {to_go / 60:.0f} min to go",
                 flush=True,
             )
         engine = make_engine(database)
@@ -175,33 +172,29 @@ def main() -> None:
 
     print(
         f"\nhardware: {hardware[0] if hardware else 'not recorded'}; nights of {args.repeats} "
-        f"runs against {regressions.RULE.window} nights; {total_s / 60:.0f} min of runs"
+        f"runs against {window} nights; {total_s / 60:.0f} min of runs"
     )
     print(f"rule: {regressions.RULE.describe()}")
-    print(f"{'task':26s} {'case':>16s} {'flagged':>9s} {'measured change':>16s} {'left out':>9s}")
+    print(f"{'task':24s} {'night':>11s} {'flagged':>9s} {'measured change':>22s} {'contended':>9s}")
     for case in cases:
-        unmodified, left_out = pools[(case.task, 0.0)]
-        size = min(len(v) for v in unmodified.values())
+        unmodified = [values for values, _ in nights[(case.task, 0.0)]]
         for slowdown in [0.0, *slowdowns]:
-            values, contended = pools[(case.task, slowdown)]
+            these = nights[(case.task, slowdown)]
             flagged = 0
             for _ in range(args.trials):
-                order = rng.sample(range(size), size)
-                baseline = draw(unmodified, order[:window])
-                if slowdown == 0:
-                    latest = draw(unmodified, order[window : window + args.repeats])
-                else:
-                    count = min(len(v) for v in values.values())
-                    latest = draw(values, rng.sample(range(count), min(args.repeats, count)))
+                order = rng.sample(range(len(unmodified)), len(unmodified))
+                baseline = joined([unmodified[i] for i in order[:window]])
+                latest = unmodified[order[window]] if slowdown == 0 else rng.choice(these)[0]
                 flagged += night_flagged(baseline, latest, case)
-            metric = case.metrics[0]
-            change = statistics.fmean(values[metric]) / statistics.fmean(unmodified[metric]) - 1
-            spread = statistics.stdev(values[metric]) / statistics.fmean(values[metric])
+            metric = case.metrics[-1]
+            values = joined([v for v, _ in these])[metric]
+            base = joined(unmodified)[metric]
+            change = statistics.fmean(values) / statistics.fmean(base) - 1
+            spread = statistics.stdev(values) / statistics.fmean(values)
             label = "unmodified" if slowdown == 0 else f"slowed {slowdown:.0%}"
             print(
-                f"{case.task:26s} {label:>16s} {flagged:>4d} of {args.trials:<3d} "
-                f"{change:>+10.1%} {metric[:4]} ±{spread:.1%} "
-                f"{contended if slowdown else left_out:>5d}"
+                f"{case.task:24s} {label:>11s} {flagged:>3d} of {args.trials:<3d} "
+                f"{metric} {change:+6.1%} ±{spread:.1%} {sum(c for _, c in these):>5d}"
             )
 
 

@@ -128,10 +128,11 @@ HARDWARE_LIMIT = 250  # characters the results database keeps
 
 
 def hardware_of(ranks: Sequence[RankRecords]) -> str | None:
-    """The processor, and the GPUs where there are any, the ranks ran on, from their
-    environment records, e.g. ``AMD EPYC (family 25, model 1)`` or ``… + NVIDIA H100``;
-    machines that differ are listed with `` | ``. None for records from before the
-    processor was recorded."""
+    """The processor with its machine's core count, and the GPUs where there are any, the
+    ranks ran on, from their environment records, e.g. ``AMD EPYC (family 25, model 1), 2
+    cores`` or ``…, 64 cores + NVIDIA H100``: the cores decide how many threads a rank gets
+    by default. Machines that differ are listed with `` | ``. None for records from before
+    the processor was recorded."""
     seen = []
     for rank in ranks:
         env = next(iter(rank.of_kind("env")), None)
@@ -139,7 +140,9 @@ def hardware_of(ranks: Sequence[RankRecords]) -> str | None:
             continue
         gpus = env.get("gpus")
         names = sorted({str(g) for g in gpus}) if isinstance(gpus, list) else []
-        seen.append(" + ".join([env["cpu"], *names]))
+        cores = env.get("cpu_count")
+        cpu = f"{env['cpu']}, {cores} cores" if isinstance(cores, int) else env["cpu"]
+        seen.append(" + ".join([cpu, *names]))
     return " | ".join(sorted(set(seen)))[:HARDWARE_LIMIT] if seen else None
 
 

@@ -96,7 +96,7 @@ def test_ingest_stores_the_share_the_flag_and_the_hardware(
     write_training_sweep(tmp_path, "s", runs)
     ingest_location(engine, str(tmp_path))
     rows = stored(engine)
-    hardware = "AMD EPYC (family 25, model 1)"
+    hardware = "AMD EPYC (family 25, model 1), 2 cores"
     assert rows["s-w1-r1"] == (pytest.approx(0.5), True, hardware)
     assert rows["s-w1-r2"] == (pytest.approx(0.05), False, hardware)
     assert rows["s-w1-r3"] == (None, False, hardware)
