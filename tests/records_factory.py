@@ -39,6 +39,7 @@ class FakeRun:
     # event carries no CPU seconds, as before they were recorded)
     others_cores: float | None = None
     cpu: str = "AMD EPYC (family 25, model 1)"
+    cpu_count: int = 2
 
 
 def write_training_sweep(
@@ -92,7 +93,7 @@ def write_rank(
         gpus=[],
         cpu=run.cpu,
         cpu_capability="AVX2",
-        cpu_count=2,
+        cpu_count=run.cpu_count,
         torch_threads=1,
     )
     compiled = (
