@@ -71,39 +71,32 @@ def max_workers() -> int:
     return value
 
 
-def live_ingest_s() -> float:
-    """Seconds between loads of what a running group's ranks wrote so far (0: only at its
-    end); bad values raise, naming the variable."""
-    raw = os.environ.get("SCALEBENCH_LIVE_INGEST_S", "60")
+def _number(name: str, default: str, lowest: float, highest: float, what: str) -> float:
+    """Setting ``name`` as a number from ``lowest`` to ``highest`` (bounds included); a bad
+    value raises, saying it must be ``what``."""
+    raw = os.environ.get(name, default)
     try:
         value = float(raw)
     except ValueError:
-        raise BadSetting(
-            f"SCALEBENCH_LIVE_INGEST_S must be a number of seconds, got {raw!r}"
-        ) from None
-    if not 0 <= value < float("inf"):
-        raise BadSetting(f"SCALEBENCH_LIVE_INGEST_S must be 0 or more seconds, got {raw!r}")
+        value = float("nan")
+    if not lowest <= value <= highest:  # NaN fails this too
+        raise BadSetting(f"{name} must be {what}, got {raw!r}")
     return value
+
+
+def live_ingest_s() -> float:
+    """Seconds between loads of what a running group's ranks wrote so far (0: only at its
+    end); bad values raise, naming the variable."""
+    return _number("SCALEBENCH_LIVE_INGEST_S", "60", 0, 1e9, "0 or more seconds")
 
 
 def contention_threshold() -> float:
     """The share of a group's cores (0 to 1) other processes may take while it runs before
     its run is stored as ``contended`` (``SCALEBENCH_CONTENTION_THRESHOLD``, default 0.10);
     bad values raise, naming the variable."""
-    raw = os.environ.get("SCALEBENCH_CONTENTION_THRESHOLD", "0.10")
-    try:
-        value = float(raw)
-    except ValueError:
-        raise BadSetting(
-            f"SCALEBENCH_CONTENTION_THRESHOLD must be a share of the cores between 0 and 1, "
-            f"got {raw!r}"
-        ) from None
-    if not 0 <= value <= 1:
-        raise BadSetting(
-            f"SCALEBENCH_CONTENTION_THRESHOLD must be a share of the cores between 0 and 1, "
-            f"got {raw!r}"
-        )
-    return value
+    return _number(
+        "SCALEBENCH_CONTENTION_THRESHOLD", "0.10", 0, 1, "a share of the cores from 0 to 1"
+    )
 
 
 def default_compile() -> str:
