@@ -101,7 +101,7 @@ def night_values(database: str, sweep_id: str, case: Case) -> tuple[dict[str, li
             metric: regressions.metric_values(conn, [sweep_id], metric, taken).get(case.workers, [])
             for metric in case.metrics
         }
-        contended, _ = taken.left_out(conn, [sweep_id])
+        contended, _ = taken.left_out(conn, [sweep_id], case.workers)
     engine.dispose()
     return values, contended
 

@@ -99,11 +99,11 @@ class Comparable:
             keep.append(or_(Run.hardware == self.hardware, Run.hardware.is_(None)))
         return keep
 
-    def left_out(self, conn: Connection, sweep_ids: list[str]) -> tuple[int, int]:
-        """(contended runs, runs on other hardware) of ``sweep_ids`` that succeeded on
-        ``network`` but are not compared."""
+    def left_out(self, conn: Connection, sweep_ids: list[str], world_size: int) -> tuple[int, int]:
+        """(contended runs, runs on other hardware) of ``sweep_ids`` at ``world_size`` that
+        succeeded on ``network`` but are not compared."""
         base = (Run.sweep_id.in_(sweep_ids), Run.status == "succeeded")
-        base += (Run.network == self.network,)
+        base += (Run.network == self.network, Run.world_size == world_size)
         contended = conn.execute(
             select(func.count()).select_from(Run).where(*base, Run.contended.is_(True))
         ).scalar_one()
@@ -227,20 +227,6 @@ def _hardware(conn: Connection, sweep_id: str, network: str) -> str | None:
     ).scalar()
 
 
-def _contended_runs(conn: Connection, sweep_id: str, network: str, world_size: int) -> int:
-    return conn.execute(
-        select(func.count())
-        .select_from(Run)
-        .where(
-            Run.sweep_id == sweep_id,
-            Run.network == network,
-            Run.world_size == world_size,
-            Run.status == "succeeded",
-            Run.contended.is_(True),
-        )
-    ).scalar_one()
-
-
 def left_out_text(latest_contended: int, baseline_contended: int, other_hardware: int) -> str:
     """What a comparison left out, in words ("" when nothing)."""
     parts = []
@@ -263,8 +249,13 @@ def _network_findings(
     )
     latest_taken = Comparable(network)
     baseline_taken = Comparable(network, _hardware(conn, sweep_id, network))
-    latest_contended, _ = latest_taken.left_out(conn, [sweep_id])
-    left_out = left_out_text(latest_contended, *baseline_taken.left_out(conn, baseline_ids))
+
+    def left_out(world_size: int) -> tuple[int, str]:
+        """The latest night's contended runs at ``world_size``, and all that was left out."""
+        contended, _ = latest_taken.left_out(conn, [sweep_id], world_size)
+        others = baseline_taken.left_out(conn, baseline_ids, world_size)
+        return contended, left_out_text(contended, *others)
+
     findings = []
     for metric, higher_is_better in METRICS.items():
         latest_values = metric_values(conn, [sweep_id], metric, latest_taken)
@@ -278,7 +269,7 @@ def _network_findings(
                 # The nightly ran this size but no run produced the metric (failed,
                 # diverged, goal missed) while the baseline did; runs that were all
                 # contended say nothing either way.
-                contended = _contended_runs(conn, sweep_id, network, world_size)
+                contended, left = left_out(world_size)
                 findings.append(
                     Finding(
                         world_size,
@@ -294,7 +285,7 @@ def _network_findings(
                         if contended
                         else "no successful run; the baseline had some",
                         network,
-                        left_out,
+                        left,
                     )
                 )
                 continue
@@ -311,7 +302,7 @@ def _network_findings(
                     latest_runs=len(now),
                     flagged=flagged,
                     network=network,
-                    left_out=left_out,
+                    left_out=left_out(world_size)[1],
                 )
             )
     return findings
