@@ -310,15 +310,6 @@ def test_task3a_warms_up_to_sqrt_k_times_the_rate_over_the_texts_epochs(task3a_t
 
 
 @needs_text
-def test_task3a_goal_matches_the_published_results(results_text: dict[str, str]) -> None:
-    spec = get_task("task3a-awdlstm-wikitext2")
-    assert isinstance(spec, LanguageModelSpec)
-    target = find(r"Time to Perplexity of (\d+) on validation set", results_text[spec.id])
-    assert spec.goal.metric == "perplexity" and spec.goal.direction == "min"
-    assert spec.goal.threshold == float(target.group(1))
-
-
-@needs_text
 def test_task4a_hyperparameters_match_the_text(task4a_text: str) -> None:
     spec = get_task("task4a-gnmt-wmt16")
     assert isinstance(spec, TranslationSpec)
@@ -388,15 +379,6 @@ def test_task4a_warms_up_exponentially_from_the_texts_initial_rate(task4a_text: 
     halfway = learning_rate(spec, warmup // 2, total, light=False)
     assert initial < halfway < (initial + base) / 2  # exponential: below the straight line
     assert learning_rate(spec, warmup, total, light=False) == pytest.approx(base)
-
-
-@needs_text
-def test_task4a_goal_matches_the_published_results(results_text: dict[str, str]) -> None:
-    spec = get_task("task4a-gnmt-wmt16")
-    assert isinstance(spec, TranslationSpec)
-    target = find(r"Time to BLEU-Score of ([\d.]+) on test set", results_text[spec.id])
-    assert spec.goal.metric == "bleu" and spec.goal.direction == "max"
-    assert spec.goal.threshold == float(target.group(1))
 
 
 @needs_text
@@ -476,12 +458,25 @@ def test_task4b_warms_up_linearly_from_the_texts_initial_rate_then_decays_by_sqr
     assert learning_rate(spec, 4 * warmup, total, light=False) == pytest.approx(base / 2)
 
 
+GOALS = {  # task: (its block's sentence naming the target, metric, direction)
+    "task3a-awdlstm-wikitext2": (
+        r"Time to Perplexity of (\d+) on validation set",
+        "perplexity",
+        "min",
+    ),
+    "task4a-gnmt-wmt16": (r"Time to BLEU-Score of ([\d.]+) on test set", "bleu", "max"),
+    "task4b-transformer-wmt17": (r"Time to BLEU-Score of ([\d.]+) on test set", "bleu", "max"),
+}
+
+
+@pytest.mark.parametrize("task_id", list(GOALS))
 @needs_text
-def test_task4b_goal_matches_the_published_results(results_text: dict[str, str]) -> None:
-    spec = get_task("task4b-transformer-wmt17")
-    assert isinstance(spec, TranslationSpec)
-    target = find(r"Time to BLEU-Score of ([\d.]+) on test set", results_text[spec.id])
-    assert spec.goal.metric == "bleu" and spec.goal.direction == "max"
+def test_goal_matches_the_published_results(task_id: str, results_text: dict[str, str]) -> None:
+    spec = get_task(task_id)
+    assert isinstance(spec, TrainingSpec)
+    sentence, metric, direction = GOALS[task_id]
+    target = find(sentence, results_text[task_id])
+    assert spec.goal.metric == metric and spec.goal.direction == direction
     assert spec.goal.threshold == float(target.group(1))
 
 
