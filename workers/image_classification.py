@@ -20,7 +20,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from scalebench.tasks import ImageData, TrainingSpec
-from workers.data.batches import ImageTensors, augment, normalise, shard
+from workers.data.batches import ImageTensors, augment, normalise, shard, to_device
 from workers.data.sources import load_images
 from workers.engine import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 from workers.models.resnet import resnet20
@@ -56,8 +56,8 @@ class ImageClassification(IndexedTrainingSet[torch.Tensor]):
         )
         images = images.contiguous(memory_format=torch.channels_last)
         return Batch(
-            inputs=(images.to(self.device, non_blocking=True),),
-            targets=self.data.train_y[item].to(self.device, non_blocking=True),
+            inputs=(to_device(images, self.device),),
+            targets=to_device(self.data.train_y[item], self.device),
             samples=len(item),
         )
 

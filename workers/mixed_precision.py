@@ -90,14 +90,15 @@ class MasterWeights:
         norm = torch.linalg.vector_norm(
             torch.stack([torch.linalg.vector_norm(m.grad) for m in self.master])
         )
-        overflow = not math.isfinite(float(norm))
+        norm_value = float(norm)  # the update waits for the device here, once
+        overflow = not math.isfinite(norm_value)
         for p in self.model_params:
             p.grad = None
         if not self.scaler.update(overflow):
             return False
-        if clip_norm is not None and float(norm) > clip_norm:
+        if clip_norm is not None and norm_value > clip_norm:
             for m in self.master:
-                m.grad.mul_(clip_norm / (float(norm) + 1e-6))
+                m.grad.mul_(clip_norm / (norm_value + 1e-6))
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         with torch.no_grad():

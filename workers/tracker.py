@@ -200,11 +200,12 @@ class Tracker:
         self.mlperf.event(mllog.constants.INIT_STOP)  # MLPerf: initialisation is not timed
         self.mlperf.event(mllog.constants.RUN_START)
 
-    def now(self) -> float:
-        """Seconds since the common start (after a CUDA sync on GPU); 0 before it."""
+    def now(self, synchronize: bool = True) -> float:
+        """Seconds since the common start (after a CUDA sync on GPU, unless the caller has
+        just waited for the device itself); 0 before it."""
         if self._start is None:
             return 0.0
-        if self.device.type == "cuda":
+        if synchronize and self.device.type == "cuda":
             torch.cuda.synchronize()
         return time.perf_counter() - self._start
 
@@ -226,7 +227,7 @@ class Tracker:
         is not finite, after this record).
         """
         phases = dict(self.clock.read())  # on a GPU, the step's one synchronisation
-        t = self.now()
+        t = self.now(synchronize=False)  # the device finished the step at that read
         self.writer.write(
             "step",
             t,

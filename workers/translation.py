@@ -34,7 +34,7 @@ from torch.nn import functional as F
 from scalebench.tasks import GNMTConfig, ParallelText, TransformerConfig, TranslationSpec
 from workers.beam_search import beam_search
 from workers.bleu import corpus_bleu
-from workers.data.batches import epoch_partition, shard
+from workers.data.batches import epoch_partition, shard, to_device
 from workers.data.translation import (
     BOS,
     EOS,
@@ -210,8 +210,8 @@ class Translation(TaskAdapter[np.ndarray]):
         source, target_in, target_out = pair_batch(self.bitext, item)
         tokens = int((target_out != PAD).sum())
         return Batch(
-            inputs=(source.to(self.device), target_in.to(self.device)),
-            targets=target_out.to(self.device),
+            inputs=(to_device(source, self.device), to_device(target_in, self.device)),
+            targets=to_device(target_out, self.device),
             samples=tokens,
             units=tokens if self.spec.batch_unit == "tokens" else len(item),
         )

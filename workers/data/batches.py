@@ -71,3 +71,15 @@ def augment(
         mirror = torch.rand(batch, generator=generator) < 0.5
         images = torch.where(mirror[:, None, None, None], images.flip(3), images)
     return images.contiguous()
+
+
+def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """``tensor`` on ``device`` without making the host wait for the GPU.
+
+    A copy from ordinary (pageable) memory first waits until the GPU's stream is idle; from
+    page-locked memory it is only queued. So on a GPU the batch is pinned, then copied without
+    blocking (the step's one synchronisation, at its end, covers it). On a CPU: the tensor.
+    """
+    if device.type != "cuda":
+        return tensor.to(device)
+    return tensor.pin_memory().to(device, non_blocking=True)

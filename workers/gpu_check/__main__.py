@@ -1,0 +1,176 @@
+"""``python -m workers.gpu_check`` (``./scripts/gpu-check.sh``): verify every GPU path.
+
+Runs, on light data only and within a time budget (default 570 s):
+
+1. the machine: GPU, memory, driver, CUDA, NCCL, and matmul peaks measured on the spot;
+2. Task 0 on CUDA tensors over nccl at every GPU count (one GPU: one rank, then two ranks
+   sharing it, which nccl may refuse), and over gloo with two ranks;
+3. light Task 1a, watched: host waits per step, CUDA-event phases against the wall, and
+   ResNet-20 samples/s eager, compiled, contiguous and channels-last, as shares of the peaks;
+4. light Task 1a to its goal, eager and compiled (compilation reported apart);
+5. light Tasks 4b and 4a in fp16 with fp32 masters and a dynamic loss scale; Task 1a in bf16.
+
+Prints one report (PASS, FAIL or SKIPPED per check, with its figure and what to look at) and
+writes it as JSON (``--out``, default ``var/gpu-check/gpu-check-<UTC time>.json``). Exit
+status: 0 all passed or skipped, 1 a check failed, 2 no CUDA GPU here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from workers.gpu_check import checks
+from workers.gpu_check.report import Check, Report, skipped
+
+EXIT_NO_GPU = 2
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="scripts/gpu-check.sh",
+        description=__doc__,
+        formatter_class=argparse.RawTextHelpFormatter,
+    )
+    parser.add_argument("--out", type=Path, default=None, help="the JSON report's path")
+    parser.add_argument(
+        "--budget-s", type=float, default=570.0, help="seconds for everything (default 570)"
+    )
+    parser.add_argument(
+        "--work-dir", type=Path, default=None, help="where the runs go (default: beside --out)"
+    )
+    parser.add_argument("--matmul-n", type=int, default=8192, help="size of the peak GEMM")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of broken checks")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print(
+            f"gpu-check: no CUDA GPU is visible to torch {torch.__version__} "
+            f"(built for CUDA {torch.version.cuda or 'none: a CPU build'}): nothing to check"
+        )
+        return EXIT_NO_GPU
+    started = time.monotonic()
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or Path("var") / "gpu-check" / f"gpu-check-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.work_dir:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+    work_dir = Path(tempfile.mkdtemp(prefix=f"runs-{stamp}-", dir=args.work_dir or out.parent))
+    report = Report(datetime.now(UTC).isoformat(timespec="seconds"), checks.machine_facts())
+    print(report.render().split("\n\n")[0], flush=True)
+    ctx = checks.Context(work_dir, checks.python_executable(), time.monotonic() + args.budget_s, {})
+    probes: dict[str, tuple[dict | None, checks.ChildRun]] = {}
+
+    def peak() -> list[Check]:
+        check, ctx.peaks_tflops = checks.peak_rates(args.matmul_n)
+        return [check]
+
+    def task0() -> list[Check]:
+        gpus = torch.cuda.device_count()
+        counts = sorted({1, gpus, *(2**i for i in range(1, 8) if 2**i <= gpus)})
+        found = [checks.task0_check(ctx, "nccl", k, shared_gpu=False) for k in counts]
+        if gpus == 1:
+            found.append(checks.task0_check(ctx, "nccl", 2, shared_gpu=True))
+        found.append(checks.task0_check(ctx, "gloo", 2, shared_gpu=gpus < 2))
+        return found
+
+    def task1a(
+        name: str, title: str, timeout_s: float, **options: str
+    ) -> Callable[[], list[Check]]:
+        def run() -> list[Check]:
+            result, child = checks.probe(ctx, checks.TASK1A, name, timeout_s, **options)
+            probes[name] = (result, child)
+            found = [checks.tta_check(name, title, result, child)]
+            if name == "task1a-eager" and result is not None and result["step_syncs"]:
+                found += checks.engine_checks(ctx, result, None)
+            return found
+
+        return run
+
+    def throughput() -> list[Check]:
+        flops, layouts = checks.resnet_flops_and_layouts()
+        eager = probes.get("task1a-eager", (None, None))[0]
+        compiled = probes.get("task1a-compiled", (None, None))[0]
+        return [checks.throughput_check(eager, compiled, layouts, flops, ctx.peaks_tflops)]
+
+    def fp16(task: str, name: str, title: str) -> Callable[[], list[Check]]:
+        def run() -> list[Check]:
+            result, child = checks.probe(ctx, task, name, 170.0)
+            return [checks.fp16_check(name, title, result, child)]
+
+        return run
+
+    plan: list[tuple[str, Callable[[], list[Check]]]] = [
+        ("matmul peaks", peak),
+        (
+            "light Task 1a, eager, to its goal",
+            task1a("task1a-eager", "Task 1a to goal, eager", 150),
+        ),
+        ("Task 0 on CUDA tensors", task0),
+        (
+            "light Task 1a, compiled, to its goal",
+            task1a("task1a-compiled", "Task 1a to goal, compiled", 200, compile="on"),
+        ),
+        ("ResNet-20 throughput and layouts", throughput),
+        ("light Task 4b in fp16", fp16(checks.TASK4B, "task4b-fp16", "Task 4b fp16 + loss scale")),
+        ("light Task 4a in fp16", fp16(checks.TASK4A, "task4a-fp16", "Task 4a fp16 + loss scale")),
+        (
+            "light Task 1a in bf16",
+            task1a("task1a-bf16", "Task 1a to goal, bf16 autocast", 150, precision="bf16"),
+        ),
+    ]
+    for number, (title, step) in enumerate(plan, start=1):
+        elapsed = time.monotonic() - started
+        left = ctx.seconds_left()
+        if left < 20:
+            report.checks.append(
+                skipped(title, title, f"skipped: the time budget ({args.budget_s:.0f} s) ran out")
+            )
+            continue
+        print(
+            f"[{number}/{len(plan)}] {title} ({elapsed:.0f} s elapsed, {left:.0f} s left)",
+            flush=True,
+        )
+        began = time.monotonic()
+        try:
+            found = step()
+        except Exception as exc:  # a broken check must not hide the others
+            if args.debug:
+                traceback.print_exc()
+            found = [
+                Check(
+                    title,
+                    title,
+                    checks.FAIL,
+                    f"{type(exc).__name__}: {exc}",
+                    "an error in the check itself: rerun with --debug for its traceback",
+                )
+            ]
+        for check in found:
+            check.seconds = check.seconds or time.monotonic() - began
+            shown = check.figure or check.advice
+            print(f"    {check.verdict:<8} {check.title}: {shown}", flush=True)
+        report.checks += found
+        report.wall_s = time.monotonic() - started
+        report.write(out)  # after every check: a killed run leaves what it measured
+    report.wall_s = time.monotonic() - started
+    report.write(out)
+    print()
+    print(report.render())
+    print(f"\nreport: {out}  (runs: {work_dir})")
+    return report.exit_code()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
