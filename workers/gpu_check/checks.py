@@ -92,7 +92,7 @@ def machine_facts() -> dict[str, Any]:
 
     facts: dict[str, Any] = {
         "torch": torch.__version__,
-        "cuda (torch built for)": torch.version.cuda,
+        "cuda": f"{torch.version.cuda} (the version torch was built for)",
         "cpu": f"{cpu_model()}, {os.cpu_count()} cores",
         "host": platform.node(),
     }
