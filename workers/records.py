@@ -68,6 +68,10 @@ RECORDS_NOTE = (
     "recorded before records version 3: its communication includes packing and unpacking "
     "the gradients"
 )
+# What the "communication" phase of a ``ddp`` step holds when its start record says
+# ``ddp_communication: exposed_wait``: the wait for the bucketed all-reduces after backward's
+# last bucket, plus the loss's all-reduce. Runs without it timed only the loss there.
+DDP_EXPOSED_WAIT = "exposed_wait"
 _INT4_MAX = 2**31 - 1  # counters are stored as 32-bit integers
 _COMMON_COUNTERS = ("rank", "world_size")
 _COUNTERS = {
