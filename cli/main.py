@@ -76,10 +76,12 @@ def run_sweep(
     command line loads it into the results database, so the dashboard shows
     the sweep while it runs). Interrupted (Ctrl-C, SIGTERM), the running group
     is stopped by its launcher and recorded ``cancelled``, and the groups not
-    started ``skipped``.
+    started ``skipped``. A group that found the results filesystem full ends the sweep:
+    the groups after it are recorded ``failed`` (not started) with the same reason.
     """
     from operators.group import LauncherFailed, record_verdict, run_group
     from operators.launcher import launcher_for
+    from scalebench.diskspace import NO_SPACE
 
     service.close_vanished_sweeps(results_root)
     plan = start_sweep(request, results_root, trigger="cli", runner=manifest.this_process())
@@ -118,6 +120,15 @@ def run_sweep(
                 publish(group)
             if status != "succeeded":
                 exit_status = EXIT_FAILED
+            if reason.startswith(NO_SPACE):  # the next groups would only fill it further
+                later = groups[index + 1 :]
+                for entry in later:
+                    manifest.record_verdict(
+                        plan.sweep_dir, entry.run_id, "failed", f"not started: {reason}"
+                    )
+                if later:
+                    print(f"   the {len(later)} other group(s) not started: {reason}", flush=True)
+                break
     except BaseException:
         manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")
         raise

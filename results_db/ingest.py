@@ -69,6 +69,7 @@ from results_db.run_summary import RunSummary, summarise
 from results_db.schema_limits import check_record, row_problems, value_problem
 from scalebench import config
 from scalebench import manifest as sweep_manifest
+from scalebench.diskspace import NO_SPACE
 from scalebench.manifest import MANIFEST, GroupEntry, Manifest, configuration_hash
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.tasks import TASKS, Goal, TrainingSpec
@@ -466,7 +467,12 @@ def load_run(
             f"{group.world_size}; its {lines} line(s) are left out"
         ]
     launcher_reason = group.reason
-    if summary.status in ("cancelled", "timed_out") and launcher_reason:
+    if group.status == "failed" and launcher_reason.removeprefix("not started: ").startswith(
+        NO_SPACE
+    ):
+        # A full disk: what the ranks could not write (no final record) is not news.
+        summary.status, summary.reason = "failed", launcher_reason
+    elif summary.status in ("cancelled", "timed_out") and launcher_reason:
         summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
     elif group.status == "failed" and summary.status == "succeeded":
         summary.status, summary.reason = "failed", launcher_reason

@@ -20,6 +20,7 @@ at the same step without extra messages.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -103,6 +104,14 @@ class PhaseClock:
         return sum(self.read().values())
 
 
+class _QuietFileHandler(logging.FileHandler):
+    """A log file whose write errors (a full disk) are not printed as tracebacks: the
+    records file meets the same error and the rank reports it once."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
 class MLPerfLog:
     """MLPerf ``:::MLLOG`` lines for rank 0, written with the ``mlperf-logging`` package."""
 
@@ -113,7 +122,7 @@ class MLPerfLog:
         py_logger = logging.getLogger(f"scalebench.mllog.{path}")
         py_logger.propagate = False
         py_logger.setLevel(logging.INFO)
-        handler = logging.FileHandler(path, encoding="utf-8")
+        handler = _QuietFileHandler(path, encoding="utf-8")
         py_logger.addHandler(handler)
         self._logger = MLLogger(logger=py_logger, default_stack_offset=2)
 
@@ -124,7 +133,8 @@ class MLPerfLog:
     def close(self) -> None:
         if self._logger is not None:
             for handler in list(self._logger.logger.handlers):
-                handler.close()
+                with contextlib.suppress(OSError):  # a full disk: lines are lost, not the run
+                    handler.close()
                 self._logger.logger.removeHandler(handler)
 
 
