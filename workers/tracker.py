@@ -302,8 +302,7 @@ class Tracker:
             remaining = self.max_epochs - epoch - 1
             mean_epoch = sum(self.epoch_wall_s) / len(self.epoch_wall_s)
             log.info(
-                "epoch %d/%d: %s = %.2f (target %s), eval %.2f s, elapsed %.1f s, "
-                "at most %.0f s to go",
+                "epoch %d/%d: %s = %.2f (target %s), eval %.2f s, elapsed %.1f s, %s",
                 epoch + 1,
                 self.max_epochs,
                 self.goal.metric,
@@ -311,7 +310,7 @@ class Tracker:
                 self.goal.describe(self.light),
                 eval_s,
                 end,
-                0.0 if reached else remaining * mean_epoch,
+                time_to_go(reached, remaining, mean_epoch),
             )
         if reached:
             self.event(
@@ -352,6 +351,20 @@ class Tracker:
     def close(self) -> None:
         self.mlperf.close()
         self.writer.close()
+
+
+def time_to_go(reached: bool, epochs_left: int, mean_epoch_s: float) -> str:
+    """The end of an epoch's progress line: what is left of the run. ``epochs_left``: the
+    epochs the limit still allows; ``mean_epoch_s``: an epoch's mean wall time, seconds."""
+    if reached:
+        return "target reached: training ends here"
+    if epochs_left <= 0:
+        return "target not reached: that was the last epoch"
+    plural = "s" if epochs_left > 1 else ""
+    return (
+        f"at most {epochs_left} epoch{plural} to go "
+        f"(about {epochs_left * mean_epoch_s:.0f} s at the mean epoch's pace)"
+    )
 
 
 def metadata_status(status: str) -> str:
