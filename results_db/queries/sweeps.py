@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -89,6 +90,18 @@ def succeeded_runs(conn: Connection, sweep_id: str) -> int:
     return conn.execute(
         select(func.count()).where(Run.sweep_id == sweep_id, Run.status == "succeeded")
     ).scalar_one()
+
+
+def sweeps_with_results(conn: Connection, sweep_ids: Sequence[str]) -> set[str]:
+    """Those of ``sweep_ids`` with at least one succeeded run: something a page can show."""
+    if not sweep_ids:
+        return set()
+    query = (
+        select(Run.sweep_id)
+        .where(Run.sweep_id.in_(list(sweep_ids)), Run.status == "succeeded")
+        .distinct()
+    )
+    return set(conn.execute(query).scalars())
 
 
 def sweep_runs(conn: Connection, sweep_id: str) -> list[Row[Any]]:
