@@ -233,6 +233,10 @@ class Source:
             "allreduce", sweep_id, lambda c: communication_queries.allreduce_curves(c, sweep_id)
         )
 
+    def run_allreduce(self, sweep_id: str, run_id: str) -> list[communication_queries.AllReduceRow]:
+        """One all-reduce run's curves (latency in seconds, bandwidths in bytes per second)."""
+        return self.call(communication_queries.allreduce_curves, sweep_id, run_id)
+
     def costs(
         self, sweep_id: str, instance: str, gpu: str | None, network: str | None = None
     ) -> list[costs_queries.CostRow]:

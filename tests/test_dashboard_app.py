@@ -230,6 +230,19 @@ def test_run_page(client: Client) -> None:
     assert "peer went away" in text_of(failed["run-events"]["children"])
 
 
+def test_the_run_page_of_an_allreduce_run_shows_its_curves(client: Client) -> None:
+    """Task 0 trains nothing: its run page draws that run's latency and bus bandwidth against
+    message size, not empty training charts."""
+    run_id = f"{ALLREDUCE}-w2-r0"
+    out = client.call("run-loss.figure", {"run-id.value": run_id})
+    latency, busbw = out["run-loss"]["figure"], out["run-metric"]["figure"]
+    assert latency["layout"]["title"]["text"].startswith("All-reduce latency")
+    assert busbw["layout"]["title"]["text"] == "All-reduce bus bandwidth"
+    assert latency["data"] and all(len(t["x"]) > 3 for t in latency["data"])
+    shown = text_of(out)
+    assert "Training loss" not in shown and "Validation" not in shown
+
+
 def test_downloads(client: Client) -> None:
     run_id = f"{LIGHT}-w2-r0"
     steps = client.http.get(f"/download/run/{run_id}/steps.csv")
