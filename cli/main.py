@@ -63,7 +63,10 @@ def cmd_tasks(_: argparse.Namespace) -> int:
                 f"{len(spec.sizes(light=False))} sizes × {spec.repetitions} repetitions "
                 f"(light: {len(spec.sizes(light=True))} × {spec.light_repetitions})"
             )
-        print(f"{spec.id:28s} {spec.title} — {goal}")
+        limits = (
+            f"{_clock(spec.group_time_limit_s(False))} / {_clock(spec.group_time_limit_s(True))}"
+        )
+        print(f"{spec.id:28s} {spec.title} — {goal}; group time limit {limits} (full / light)")
     return 0
 
 
@@ -322,7 +325,7 @@ def add_request_option(parser: argparse.ArgumentParser, field: RequestField) -> 
         field.option,
         dest=field.name,
         default=field.default,
-        help=field.help + choices + default,
+        help=field.describe() + choices + default,
         **extra,
     )
 
@@ -338,7 +341,7 @@ def option_table() -> str:
         if isinstance(shown, tuple):
             shown = ",".join(map(str, shown))
         default = "" if shown in (None, "") else f"`{shown}`"
-        meaning = field.help.replace("|", "\\|") + choices
+        meaning = field.describe().replace("|", "\\|") + choices
         rows.append(f"| `{field.option}` | {meaning} | {default} |")
     return "\n".join(rows) + "\n"
 
