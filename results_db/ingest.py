@@ -564,6 +564,14 @@ def goal_target(
     return goal.target(light)
 
 
+def _ended_at(started_at: datetime | None, summary: RunSummary) -> datetime | None:
+    """When the run ended: its start plus its duration (seconds); NULL while it is running
+    (a live load of a group that has not ended) or when it never started."""
+    if started_at is None or summary.status == "running":
+        return None
+    return started_at + timedelta(seconds=summary.duration_s)
+
+
 def _write_run(
     conn: Connection,
     sweep_id: str,
@@ -604,7 +612,7 @@ def _write_run(
             status=summary.status,
             reason=summary.reason,
             started_at=started_at,
-            ended_at=started_at + timedelta(seconds=summary.duration_s) if started_at else None,
+            ended_at=_ended_at(started_at, summary),
             goal_reached=summary.goal_reached,
             goal_metric=goal.metric if goal else None,
             goal_target=goal_target(start, ranks, goal, bool(request.get("light"))),

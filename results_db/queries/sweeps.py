@@ -235,7 +235,7 @@ def baseline_of(conn: Connection, sweep_id: str) -> str | None:
 class RunProgress:
     """A group still running, as its last load found it: epochs evaluated, the newest value
     of the goal metric (``None`` before the first evaluation), seconds since its common
-    start to its newest record."""
+    start to its last load (a running run has no end yet)."""
 
     id: str
     sweep_id: str
@@ -262,7 +262,7 @@ def running_runs(conn: Connection) -> list[RunProgress]:
             Run.steps,
             Run.goal_metric,
             Run.started_at,
-            Run.ended_at,
+            Run.ingested_at,
         )
         .where(Run.status == "running")
         .order_by(Run.started_at, Run.id)
@@ -276,8 +276,8 @@ def running_runs(conn: Connection) -> list[RunProgress]:
             .limit(1)
         ).scalar()
         elapsed = (
-            (row.ended_at - row.started_at).total_seconds()
-            if row.started_at and row.ended_at
+            (row.ingested_at - row.started_at).total_seconds()
+            if row.started_at and row.ingested_at
             else None
         )
         progress.append(
