@@ -416,3 +416,24 @@ def test_the_group_time_limit_unless_asked_fits_the_task() -> None:
     assert validate_request(**LIGHT).group_timeout_s == 3600.0
     assert validate_request(task="task0-allreduce", workers=[2]).group_timeout_s == 3600.0
     assert validate_request(**LIGHT, group_timeout_s=900).group_timeout_s == 900.0
+
+
+def test_backends_this_host_cannot_run_are_refused_by_name_before_any_worker_starts(
+    tmp_path: Path,
+) -> None:
+    """The form lists nccl and mpi with what they need; asked for where that is missing,
+    each is refused in a sentence naming ``backend``, and no sweep folder is made."""
+    from scalebench.host import mpi_available
+
+    with pytest.raises(InvalidParameter, match="nccl needs GPUs and none is available") as info:
+        validate_request(**LIGHT, backend="nccl", gpus=0)
+    assert info.value.field == "backend"
+    if mpi_available():
+        pytest.skip("this torch has MPI: the refusal of mpi cannot be shown here")
+    status = cli.main(
+        ["run", LIGHT["task"], "--light", "--backend", "mpi", "--results", str(tmp_path)]
+    )
+    assert status == 2 and list(tmp_path.iterdir()) == []
+    with pytest.raises(InvalidParameter, match="mpi needs a torch build with MPI") as info:
+        validate_request(**LIGHT, backend="mpi")
+    assert info.value.field == "backend"
