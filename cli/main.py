@@ -63,7 +63,10 @@ def cmd_tasks(_: argparse.Namespace) -> int:
                 f"{len(spec.sizes(light=False))} sizes × {spec.repetitions} repetitions "
                 f"(light: {len(spec.sizes(light=True))} × {spec.light_repetitions})"
             )
-        print(f"{spec.id:28s} {spec.title} — {goal}")
+        limits = (
+            f"{_clock(spec.group_time_limit_s(False))} / {_clock(spec.group_time_limit_s(True))}"
+        )
+        print(f"{spec.id:28s} {spec.title} — {goal}; group time limit {limits} (full / light)")
     return 0
 
 
@@ -76,10 +79,12 @@ def run_sweep(
     command line loads it into the results database, so the dashboard shows
     the sweep while it runs). Interrupted (Ctrl-C, SIGTERM), the running group
     is stopped by its launcher and recorded ``cancelled``, and the groups not
-    started ``skipped``.
+    started ``skipped``. A group that found the results filesystem full ends the sweep:
+    the groups after it are recorded ``failed`` (not started) with the same reason.
     """
     from operators.group import LauncherFailed, record_verdict, run_group
     from operators.launcher import launcher_for
+    from scalebench.diskspace import NO_SPACE
 
     service.close_vanished_sweeps(results_root)
     plan = start_sweep(request, results_root, trigger="cli", runner=manifest.this_process())
@@ -118,6 +123,15 @@ def run_sweep(
                 publish(group)
             if status != "succeeded":
                 exit_status = EXIT_FAILED
+            if reason.startswith(NO_SPACE):  # the next groups would only fill it further
+                later = groups[index + 1 :]
+                for entry in later:
+                    manifest.record_verdict(
+                        plan.sweep_dir, entry.run_id, "failed", f"not started: {reason}"
+                    )
+                if later:
+                    print(f"   the {len(later)} other group(s) not started: {reason}", flush=True)
+                break
     except BaseException:
         manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")
         raise
@@ -311,7 +325,7 @@ def add_request_option(parser: argparse.ArgumentParser, field: RequestField) -> 
         field.option,
         dest=field.name,
         default=field.default,
-        help=field.help + choices + default,
+        help=field.describe() + choices + default,
         **extra,
     )
 
@@ -327,7 +341,7 @@ def option_table() -> str:
         if isinstance(shown, tuple):
             shown = ",".join(map(str, shown))
         default = "" if shown in (None, "") else f"`{shown}`"
-        meaning = field.help.replace("|", "\\|") + choices
+        meaning = field.describe().replace("|", "\\|") + choices
         rows.append(f"| `{field.option}` | {meaning} | {default} |")
     return "\n".join(rows) + "\n"
 

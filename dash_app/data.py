@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -181,6 +181,10 @@ class Source:
     def sweep(self, sweep_id: str) -> sweeps_queries.SweepInfo | None:
         return self.call(sweeps_queries.sweep_info, sweep_id)
 
+    def with_results(self, sweep_ids: Sequence[str]) -> set[str]:
+        """Those of ``sweep_ids`` with at least one succeeded run."""
+        return self.call(sweeps_queries.sweeps_with_results, sweep_ids)
+
     def latest_per_task(self, trigger: str | None = None) -> list[sweeps_queries.SweepInfo]:
         return self.call(sweeps_queries.latest_sweep_per_task, trigger)
 
@@ -228,6 +232,10 @@ class Source:
         return self.per_sweep(
             "allreduce", sweep_id, lambda c: communication_queries.allreduce_curves(c, sweep_id)
         )
+
+    def run_allreduce(self, sweep_id: str, run_id: str) -> list[communication_queries.AllReduceRow]:
+        """One all-reduce run's curves (latency in seconds, bandwidths in bytes per second)."""
+        return self.call(communication_queries.allreduce_curves, sweep_id, run_id)
 
     def costs(
         self, sweep_id: str, instance: str, gpu: str | None, network: str | None = None

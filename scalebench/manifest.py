@@ -14,6 +14,12 @@ the plan: the last verdict of a group wins. A group's ``status`` is
 was running when the sweep was stopped) or ``skipped`` (it never started
 because the sweep was stopped). Used by the command line's runner and by the
 Airflow operators alike; torch-free.
+
+A full disk must not lose the verdicts: the sweep starts by setting aside
+:data:`RESERVE_BYTES` in a file of its own (``.space-reserve``); a verdict or
+the final ``sweep.json`` that meets a full filesystem frees it and is written
+again. A verdict line is written whole or not at all, and ``sweep.json`` is
+replaced atomically, so no reader ever sees half of either.
 """
 
 from __future__ import annotations
@@ -25,18 +31,21 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from scalebench.diskspace import no_space
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.request import ALWAYS, FIELDS
 
 MANIFEST = "sweep.json"  # beside a sweep's run directories
 
 VERDICTS = "verdicts.jsonl"
+RESERVE = ".space-reserve"  # freed for the verdicts and sweep.json when the disk fills
+RESERVE_BYTES = 32 * 1024  # a few hundred verdict lines, or the final sweep.json of any sweep
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
 GROUP_STATUSES = ("planned", "succeeded", "failed", "diverged", "timed_out", "cancelled", "skipped")
 
@@ -155,9 +164,44 @@ class Manifest:
 
 
 def create(sweep_dir: Path, manifest: Manifest) -> None:
-    """Write a new sweep's plan (the directory is created when missing)."""
+    """Write a new sweep's plan (the directory is created when missing) and set aside its
+    reserve of disk space; a filesystem without room for both raises ``ENOSPC`` naming the
+    sweep's folder, and nothing of the sweep is left."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomically(sweep_dir / MANIFEST, manifest.to_json())
+    try:
+        _write_atomically(sweep_dir / MANIFEST, manifest.to_json())
+        _reserve_space(sweep_dir / RESERVE)
+    except OSError as exc:
+        if not no_space(exc):
+            raise
+        (sweep_dir / MANIFEST).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            sweep_dir.rmdir()
+        raise OSError(exc.errno, exc.strerror, str(sweep_dir)) from None
+
+
+def _reserve_space(path: Path) -> None:
+    """Write :data:`RESERVE_BYTES` of zeros to ``path`` (real blocks, not a sparse file)."""
+    try:
+        with open(path, "wb") as handle:
+            handle.write(bytes(RESERVE_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _making_room(sweep_dir: Path, write: Callable[[], None]) -> None:
+    """``write()``; when the filesystem is full, free the sweep's reserve and try once more."""
+    try:
+        write()
+    except OSError as exc:
+        reserve = sweep_dir / RESERVE
+        if not no_space(exc) or not reserve.exists():
+            raise
+        reserve.unlink()
+        write()
 
 
 def load(sweep_dir: Path) -> Manifest:
@@ -334,8 +378,9 @@ def close(
 def finish(sweep_dir: Path) -> Manifest:
     """Fold the verdicts into ``sweep.json`` with the finishing time; return the result."""
     done = replace(load(sweep_dir), finished_at=datetime.now(UTC).isoformat())
-    _write_atomically(sweep_dir / MANIFEST, done.to_json())
+    _making_room(sweep_dir, lambda: _write_atomically(sweep_dir / MANIFEST, done.to_json()))
     (sweep_dir / VERDICTS).unlink(missing_ok=True)  # folded: reading it again changes nothing
+    (sweep_dir / RESERVE).unlink(missing_ok=True)  # nothing more is written
     return done
 
 
@@ -345,11 +390,27 @@ def _append(sweep_dir: Path, verdicts: list[dict[str, Any]]) -> None:
     for verdict in verdicts:
         if verdict["status"] not in GROUP_STATUSES:
             raise ValueError(f"unknown group status {verdict['status']!r}")
-    text = "".join(json.dumps(v) + "\n" for v in verdicts)
-    with open(sweep_dir / VERDICTS, "a", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    data = "".join(json.dumps(v) + "\n" for v in verdicts).encode()
+    _making_room(sweep_dir, lambda: _append_whole(sweep_dir / VERDICTS, data))
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` and flush it to disk; on an error (a full disk) cut off
+    what part of it was written, so the file ends as it did."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def _write_atomically(path: Path, data: dict[str, Any]) -> None:

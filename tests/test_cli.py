@@ -392,10 +392,13 @@ ConfigException: Invalid kube-config file. No configuration found.
 """
     failures = TaskFailures()
     for line in log.splitlines(keepends=True):
-        failures.feed(line, "workers_1.train[0]")
+        failures.feed(line, "workers_01.train[0]")
     failures.close()
     assert failures.failures == [
-        ("workers_1.train[0]", "ConfigException: Invalid kube-config file. No configuration found.")
+        (
+            "workers_01.train[0]",
+            "ConfigException: Invalid kube-config file. No configuration found.",
+        )
     ]
 
 

@@ -24,6 +24,7 @@ from results_db.models import (
     StepTiming,
     Sweep,
 )
+from results_db.queries.sweeps import running_runs
 
 TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, RunEvent, RunEnvironment)
 DATA = Path(__file__).parent / "data"
@@ -401,7 +402,11 @@ def test_a_group_read_while_it_runs_is_running_and_its_final_load_completes_it(
     with engine.connect() as conn:
         run = conn.execute(select(Run)).one()
         assert (run.status, run.reason, run.epochs) == ("running", "", 2)
-        assert conn.execute(select(Sweep.outcome)).scalar_one() == "running"
+        assert run.started_at is not None and run.ended_at is None  # it has not ended
+        [progress] = running_runs(conn)  # how far it was when loaded, for the dashboard
+        assert progress.id == "live-w2-r1" and progress.elapsed_s is not None
+        assert progress.elapsed_s >= 0
+        assert conn.execute(select(Sweep.outcome, Sweep.finished_at)).one() == ("running", None)
     for path, text in whole.items():
         path.write_text(text)
     from scalebench import manifest
@@ -410,7 +415,10 @@ def test_a_group_read_while_it_runs_is_running_and_its_final_load_completes_it(
     report = ingest_location(engine, str(tmp_path), only=["live-w2-r1"])
     assert not report.conflicts
     with engine.connect() as conn:
-        assert conn.execute(select(Run.status)).scalar_one() == "succeeded"
+        status, started_at, ended_at = conn.execute(
+            select(Run.status, Run.started_at, Run.ended_at)
+        ).one()
+        assert status == "succeeded" and ended_at is not None and ended_at > started_at
         steps = conn.execute(select(func.count()).select_from(StepTiming)).scalar_one()
     assert steps == 2 * 12  # every step once
 

@@ -35,6 +35,7 @@ This module does not import torch: readers (ingest, the CLI) use it too.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -45,7 +46,7 @@ from dataclasses import dataclass, field
 from itertools import product
 from operator import attrgetter, itemgetter
 from pathlib import Path, PurePath, PurePosixPath
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, BinaryIO
 
 import msgspec
 import orjson
@@ -380,7 +381,9 @@ class RecordWriter:
         self.run_id = run_id
         self.rank = rank
         self.world_size = world_size
-        self._file: TextIO = self.path.open("a", encoding="utf-8")
+        # Unbuffered: each record goes to the file whole in write(), or not at all.
+        self._file: BinaryIO = self.path.open("ab", buffering=0)
+        self._size = self._file.seek(0, os.SEEK_END)  # bytes of whole records so far
 
     def write(self, kind: str, t: float, **payload: Any) -> dict[str, Any]:
         record = {
@@ -393,13 +396,22 @@ class RecordWriter:
             **_finite_or_none(payload),
         }
         validate_record(record)
-        self._file.write(orjson.dumps(record).decode() + "\n")
-        self._file.flush()
+        line = memoryview(orjson.dumps(record) + b"\n")
+        try:
+            written = 0
+            while written < len(line):
+                written += self._file.write(line[written:]) or 0
+        except OSError:
+            # A full disk can take part of a line: cut it off, so the file still ends
+            # with a whole record and readers never see half of one.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._file.fileno(), self._size)
+            raise
+        self._size += len(line)
         return record
 
     def close(self) -> None:
         if not self._file.closed:
-            self._file.flush()
             os.fsync(self._file.fileno())
             self._file.close()
 
