@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 from records_factory import FakeRun, write_training_sweep
-from sqlalchemy import Engine, select
+from sqlalchemy import Engine, insert, select
 
+from cli import main as cli
 from results_db.ingest import ingest_location
 from results_db.models import Run, StepTiming, Sweep
 from scalebench.errors import describe
@@ -226,3 +227,160 @@ def test_an_error_in_words_is_a_sentence_not_a_repr() -> None:
         assert describe(exc) == "cannot read data: Is a directory"
     assert describe(TypeError("bad operand")) == "bad operand"
     assert describe(RuntimeError()) == "an unexpected RuntimeError with no message"
+
+
+# -- the command line ------------------------------------------------------------------------
+
+
+def refused(capsys: pytest.CaptureFixture[str], says: str) -> str:
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("scalebench: error: "), err
+    assert says in lines[0] and "Traceback" not in err, lines[0]
+    return lines[0]
+
+
+EMPTY_PLACES = {
+    "run --results": (
+        ["run", "task0-allreduce", "--light", "--workers", "2", "--results", ""],
+        "results: --results is empty",
+    ),
+    "run --database": (
+        ["run", "task0-allreduce", "--light", "--workers", "2", "--database", ""],
+        "database: --database is empty",
+    ),
+    "report --database": (["report", "x", "--database", ""], "database: --database is empty"),
+    "report of nothing": (["report", ""], "sweep: the sweep is empty"),
+    "ingest of nothing": (["ingest", ""], "location: the location is empty"),
+    "export --out": (["export", "x", "--out", ""], "out: --out is empty"),
+    "prices load of nothing": (["prices", "load", ""], "file: the file is empty"),
+    "data --data-dir": (["data", "digits", "--data-dir", " "], "data_dir: --data-dir is empty"),
+}
+
+
+@pytest.mark.parametrize("case", list(EMPTY_PLACES))
+def test_an_empty_place_is_refused_by_name_and_nothing_is_written(
+    case: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    argv, says = EMPTY_PLACES[case]
+    here = tmp_path / "here"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    assert cli.main(argv) == 2
+    refused(capsys, says)
+    assert list(here.iterdir()) == []  # nothing in the current folder
+
+
+def test_an_empty_results_setting_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", "")
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", "task0-allreduce", "--light", "--workers", "2", "--no-ingest"]
+    assert cli.main(argv) == 2
+    refused(capsys, "SCALEBENCH_RESULTS_URI is empty")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_report_reads_and_never_creates_a_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = tmp_path / "no" / "such" / "results.db"
+    for argv in (["report", "some-sweep"], ["export", "some-sweep"], ["prices", "list"]):
+        assert cli.main([*argv, "--database", f"sqlite:///{missing}"]) == 2
+        refused(capsys, f"database: there is no results database at {missing}")
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_sweep_id_too_long_for_a_file_name_is_looked_up_not_refused_as_a_path(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert cli.main(["ingest", str(DATA / "sweep-light"), "--database", url]) == 0
+    capsys.readouterr()
+    assert cli.main(["report", "s" * 300, "--database", url]) == 2
+    refused(capsys, f"sweep: sweep '{'s' * 300}' is not in the results database")
+
+
+def test_report_of_a_folder_whose_sweep_is_refused_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sweep = write_training_sweep(tmp_path, "r", [FakeRun(1)])
+    edit_manifest(sweep, lambda data: data["request"].update(task="task9-nothing"))
+    assert cli.main(["report", str(sweep)]) == 2
+    refused(capsys, "sweep: r: its request names task 'task9-nothing'")
+
+
+def _sweep_in(database_url: str, tmp_path: Path, sweep_id: str) -> None:
+    """A database holding a sweep with a run under ``sweep_id``, written past ingest's
+    checks (as an older scalebench could have stored it)."""
+    from results_db.database import make_engine, upgrade
+
+    write_training_sweep(tmp_path / "records", "e", [FakeRun(1)])
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    ingest_location(engine, str(tmp_path / "records"))
+    with engine.begin() as conn:
+        row = conn.execute(select(Sweep.__table__)).one()._asdict()
+        conn.execute(insert(Sweep).values({**row, "id": sweep_id}))
+        run = conn.execute(select(Run.__table__)).one()._asdict()
+        conn.execute(insert(Run).values({**run, "id": f"{sweep_id}-run", "sweep_id": sweep_id}))
+    engine.dispose()
+
+
+def test_export_writes_nothing_outside_its_folder(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sweep_in(database_url, tmp_path, "../escaped")
+    out = tmp_path / "exports" / "here"
+    argv = ["export", "../escaped", "--out", str(out), "--database", database_url]
+    assert cli.main(argv) == 2
+    refused(capsys, "would be written outside --out")
+    assert not (tmp_path / "exports").exists()
+    # A folder that does not exist yet is made, parents and all.
+    assert cli.main(["export", "e", "--out", str(out), "--database", database_url]) == 0
+    written = capsys.readouterr().out.split()
+    assert written and all(Path(path).parent == out for path in written)
+
+
+def test_report_and_export_read_a_database_of_each_kind(
+    database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _sweep_in(database_url, tmp_path, "other")
+    assert cli.main(["report", "e", "--database", database_url]) == 0
+    assert "succeeded" in capsys.readouterr().out
+    assert cli.main(["regressions", "nothing-here", "--database", database_url]) == 2
+    refused(capsys, "sweep: no sweep 'nothing-here' in the results database")
+
+
+@pytest.mark.parametrize("revision", ["nope", "0009@-20", "0009@+3"])
+def test_a_revision_that_cannot_be_reached_is_refused_on_both_databases(
+    database_url: str, revision: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["db", "upgrade", "--revision", revision, "--database", database_url]) == 2
+    refused(capsys, "revision: ")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "says"),
+    [
+        ("--alpha", "nan", "alpha: must be a significance level between 0 and 1, got nan"),
+        ("--alpha", "1.5", "alpha: must be a significance level"),
+        ("--window", "0", "window: must be from 1 to"),
+        ("--window", "-3", "window: must be from 1 to"),
+        ("--min-change", "inf", "min_change: must be a relative change of 0 or more"),
+        ("--min-change", "-0.1", "min_change: must be a relative change of 0 or more"),
+    ],
+)
+def test_a_regression_rule_no_comparison_can_use_is_refused_by_option(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: str, value: str, says: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert cli.main(["ingest", str(DATA / "sweep-light"), "--database", url]) == 0
+    capsys.readouterr()
+    sweep_id = json.loads((DATA / "sweep-light" / "sweep.json").read_text())["sweep_id"]
+    assert cli.main(["regressions", sweep_id, f"{option}={value}", "--database", url]) == 2
+    refused(capsys, says)
