@@ -120,6 +120,12 @@ class Source:
                 f"The database {self.describe()} has no scalebench tables yet. Run "
                 f"`scalebench db upgrade` or `{FIRST_SWEEP}`, then reload this page."
             )
+        if "no such column" in lowered or ("column" in lowered and "does not exist" in lowered):
+            return (
+                f"The database {self.describe()} has an older scalebench schema than this "
+                "dashboard reads. Run `scalebench db upgrade` with the same database URL, "
+                "then reload this page."
+            )
         return f"Cannot read the results database {self.describe()}: {text}"
 
     def per_sweep(self, name: str, sweep_id: str, compute: Callable[[Connection], T]) -> T:

@@ -384,3 +384,28 @@ def test_a_regression_rule_no_comparison_can_use_is_refused_by_option(
     sweep_id = json.loads((DATA / "sweep-light" / "sweep.json").read_text())["sweep_id"]
     assert cli.main(["regressions", sweep_id, f"{option}={value}", "--database", url]) == 2
     refused(capsys, says)
+
+
+# -- the dashboard ---------------------------------------------------------------------------------
+
+
+def test_a_database_of_an_older_schema_gets_the_503_page(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import html
+
+    from dash_app import data
+    from dash_app.app import create_app
+    from results_db.database import upgrade
+
+    monkeypatch.setattr(data, "HEALTH_TTL_S", 0.0)
+    upgrade(database_url, "0008")  # before the contention and hardware columns
+    server = create_app(database_url, stylesheets=[]).server.test_client()
+    for path in ("/", "/runs", "/scaling?sweep=x"):
+        answer = server.get(path)
+        text = html.unescape(answer.get_data(as_text=True))
+        assert answer.status_code == 503, (path, text[:500])
+        assert "has an older scalebench schema than this dashboard reads" in text
+        assert "scalebench db upgrade" in text and "no such column" not in text
+    upgrade(database_url)
+    assert server.get("/").status_code == 200
