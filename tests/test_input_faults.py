@@ -386,7 +386,7 @@ def test_a_regression_rule_no_comparison_can_use_is_refused_by_option(
     refused(capsys, says)
 
 
-# -- the dashboard ---------------------------------------------------------------------------------
+# -- the dashboard and the nightly -----------------------------------------------------------------
 
 
 def test_a_database_of_an_older_schema_gets_the_503_page(
@@ -409,3 +409,34 @@ def test_a_database_of_an_older_schema_gets_the_503_page(
         assert "scalebench db upgrade" in text and "no such column" not in text
     upgrade(database_url)
     assert server.get("/").status_code == 200
+
+
+def test_the_nightly_refuses_conf_keys_as_the_task_dags_do() -> None:
+    from cli.embedded import conf_refusal
+    from operators.nightly_dag import NIGHTLY_DAG_ID
+
+    assert conf_refusal(NIGHTLY_DAG_ID, {}) is None
+    assert conf_refusal(NIGHTLY_DAG_ID, {"workers": [1], "bogus": 1}) == (
+        "bogus: unknown fields 'bogus', 'workers'; the nightly run takes no fields (its "
+        "settings are the SCALEBENCH_NIGHTLY_* variables)"
+    )
+    task_dag = conf_refusal("task0_allreduce", {"bogus": 1})
+    assert task_dag is not None and task_dag.startswith("bogus: unknown field 'bogus'")
+
+
+def test_the_nightly_dag_fails_its_validate_on_a_conf_key(
+    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from operators.nightly_dag import build_nightly_dag
+    from scalebench.nightly import NightlySettings
+
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "results"))
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{tmp_path / 'r.db'}")
+    dag = build_nightly_dag(NightlySettings.from_env({}))
+    run = dag.test(run_conf={"bogus": 1})
+    assert run.state == "failed"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    validates = {task: state for task, state in states.items() if task.endswith(".validate")}
+    assert validates and set(validates.values()) == {"failed"}, states
+    assert "success" not in set(states.values()), states
+    assert not (tmp_path / "results").exists()  # nothing was planned or started
