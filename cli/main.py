@@ -29,6 +29,7 @@ from pathlib import Path
 from cli import database
 from results_db import service
 from scalebench import config, manifest
+from scalebench.errors import describe
 from scalebench.launchers import LAUNCHERS
 from scalebench.manifest import MANIFEST
 from scalebench.rank import (
@@ -136,7 +137,8 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
             service.ingest(url, str(group.sweep_dir), only=[group.run_id], replace=True, say=None)
         except Exception as exc:  # the records are safe on disk either way
             print(
-                f"   not loaded into the results database yet ({exc}); the sweep's ingest will",
+                f"   not loaded into the results database yet ({describe(exc)}); the sweep's "
+                "ingest will",
                 flush=True,
             )
         else:
@@ -459,6 +461,8 @@ PATH_ERRORS = {
     errno.EISDIR,
     errno.EDQUOT,
     errno.ENAMETOOLONG,
+    errno.EEXIST,  # e.g. --out is a link to nothing: there is something, and not a folder
+    errno.ELOOP,
 }
 
 

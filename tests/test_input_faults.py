@@ -346,6 +346,18 @@ def test_export_writes_nothing_outside_its_folder(
     assert written and all(Path(path).parent == out for path in written)
 
 
+def test_export_into_a_link_to_nothing_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    _sweep_in(url, tmp_path, "other")
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere")
+    assert cli.main(["export", "e", "--out", str(dangling), "--database", url]) == 2
+    refused(capsys, f"cannot use {dangling}: File exists")
+    assert not (tmp_path / "nowhere").exists()
+
+
 def test_report_and_export_read_a_database_of_each_kind(
     database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
