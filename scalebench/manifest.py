@@ -171,11 +171,11 @@ def _group_entry(raw: Any, where: str) -> GroupEntry:
                 f"{where}: {name!r} must be a whole number from {lowest} to {MAX_WORLD_SIZE}, "
                 f"got {value!r}"
             )
-    for name in ("reason", "network"):
-        if name in raw and not isinstance(raw[name], str):
-            raise BadManifest(f"{where}: {name!r} is not text: {raw[name]!r}")
+    if "network" in raw and not isinstance(raw["network"], str):
+        raise BadManifest(f"{where}: 'network' is not text: {raw['network']!r}")
     _check_verdict(raw, where)
-    return GroupEntry(**{k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__})
+    fields = {k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__}
+    return GroupEntry(**{**fields, "reason": raw.get("reason") or ""})
 
 
 def _check_verdict(fields: dict[str, Any], where: str) -> None:
@@ -190,7 +190,7 @@ def _check_verdict(fields: dict[str, Any], where: str) -> None:
         type(seconds) not in (int, float) or not 0 <= seconds < float("inf")
     ):
         raise BadManifest(f"{where}: 'seconds' must be a duration ≥ 0 or null, got {seconds!r}")
-    if not isinstance(fields.get("reason", ""), str):
+    if not isinstance(fields.get("reason") or "", str):
         raise BadManifest(f"{where}: 'reason' is not text: {fields['reason']!r}")
 
 
@@ -210,9 +210,10 @@ def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
         if not isinstance(verdict, dict) or not isinstance(verdict.get("run_id"), str):
             raise BadManifest(f"{where} is not a verdict (a JSON object with a run_id)")
         _check_verdict(verdict, where)
-        verdicts[verdict["run_id"]] = {
-            k: verdict[k] for k in ("status", "reason", "seconds") if k in verdict
-        }
+        kept = {k: verdict[k] for k in ("status", "reason", "seconds") if k in verdict}
+        if "reason" in kept:
+            kept["reason"] = kept["reason"] or ""
+        verdicts[verdict["run_id"]] = kept
     return verdicts
 
 

@@ -84,6 +84,20 @@ def test_a_manifest_that_lies_is_refused_by_name_and_the_next_sweep_still_loads(
     assert stored(engine) == ({"z-good"}, {"z-good-w1-r1"})  # nothing of the lying sweep
 
 
+def test_a_null_reason_reads_as_none_and_a_verdict_without_one_keeps_the_plans(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep = write_training_sweep(tmp_path, "n", [FakeRun(1), FakeRun(2, launcher_status="failed")])
+    edit_manifest(sweep, _group(0, reason=None))
+    edit_manifest(sweep, _group(1, reason="rank 1 was killed"))
+    (sweep / "verdicts.jsonl").write_text(json.dumps({"run_id": "n-w2-r1", "status": "failed"}))
+    report = ingest_location(engine, str(tmp_path))
+    assert not report.refused and report.runs == 2
+    with engine.connect() as conn:
+        reasons = dict(conn.execute(select(Run.id, Run.reason)).all())
+    assert reasons["n-w1-r1"] == "" and "rank 1 was killed" in reasons["n-w2-r1"]
+
+
 def test_a_verdict_line_that_is_no_verdict_refuses_its_sweep_by_line(
     engine: Engine, tmp_path: Path
 ) -> None:
