@@ -29,6 +29,7 @@ from pathlib import Path
 from cli import database
 from results_db import service
 from scalebench import config, manifest
+from scalebench.errors import describe
 from scalebench.launchers import LAUNCHERS
 from scalebench.manifest import MANIFEST
 from scalebench.rank import (
@@ -150,7 +151,8 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
             service.ingest(url, str(group.sweep_dir), only=[group.run_id], replace=True, say=None)
         except Exception as exc:  # the records are safe on disk either way
             print(
-                f"   not loaded into the results database yet ({exc}); the sweep's ingest will",
+                f"   not loaded into the results database yet ({describe(exc)}); the sweep's "
+                "ingest will",
                 flush=True,
             )
         else:
@@ -160,11 +162,11 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
 
 
 def print_report(url: str, sweep_id: str) -> None:
-    """Print an ingested sweep's report from the results database at ``url``."""
-    from results_db.database import make_engine
+    """Print an ingested sweep's report from the results database at ``url`` (read only:
+    a database that does not exist is refused, a read-only one is read)."""
     from results_db.report import sweep_report
 
-    engine = make_engine(url)
+    engine = service.reader_for(url)
     try:
         with engine.connect() as conn:
             report = sweep_report(conn, sweep_id)
@@ -182,11 +184,20 @@ def print_sweep_directory(sweep_dir: Path) -> None:
     import io
     import tempfile
 
+    sweep_id = manifest.load(sweep_dir).sweep_id  # a damaged manifest: refused, named
     with tempfile.TemporaryDirectory(prefix="scalebench-report-") as tmp:
         url = f"sqlite:///{Path(tmp) / 'report.db'}"
-        with contextlib.redirect_stdout(io.StringIO()):  # the progress of a private copy
+        progress = io.StringIO()
+        with contextlib.redirect_stdout(progress):  # the progress of a private copy
             service.ingest(url, str(sweep_dir))
-        print_report(url, manifest.load(sweep_dir).sweep_id)
+        refused = [
+            line.strip().removeprefix("refused: sweep ")
+            for line in progress.getvalue().splitlines()
+            if line.strip().startswith("refused: sweep ")
+        ]
+        if refused:  # the sweep itself could not be read: nothing to report
+            raise InvalidParameter("sweep", refused[0])
+        print_report(url, sweep_id)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -247,13 +258,24 @@ def clean_network_leftovers(asked: bool = False) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """A sweep directory is read through a private SQLite copy; a sweep id from the database."""
     target = Path(args.sweep)
-    if target.is_dir():
+    if is_folder(target):
         if not (target / MANIFEST).is_file():
             raise InvalidParameter("sweep", f"no {MANIFEST} in {target}")
         print_sweep_directory(target)
     else:
         print_report(args.database or config.database_url(), args.sweep)
     return 0
+
+
+def is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder; a name no file system can hold (too long) is none,
+    so a long sweep id is looked up in the database rather than refused as a path."""
+    try:
+        return path.is_dir()
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return False
+        raise
 
 
 def prepare_data(name: str, data_dir: Path) -> None:
@@ -294,7 +316,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     if not 1 <= port <= 65535:
         raise InvalidParameter("port", f"must be from 1 to 65535, got {port}")
     from dash_app.app import create_app
-    from dash_app.data import readonly_engine
+    from results_db.database import readonly_engine
 
     url = args.database or config.database_url()
     readonly_engine(url).dispose()  # a URL no engine can be made of is refused here, by name
@@ -453,7 +475,38 @@ PATH_ERRORS = {
     errno.EISDIR,
     errno.EDQUOT,
     errno.ENAMETOOLONG,
+    errno.EEXIST,  # e.g. --out is a link to nothing: there is something, and not a folder
+    errno.ELOOP,
 }
+
+
+# Options and arguments that name a place (a file, a folder, a database, a sweep): empty is
+# never meant (it would fall back to a default, or mean the current folder), so it is
+# refused by name. Arguments (no leading dashes) have no default to fall back to.
+PLACE_OPTIONS = {
+    "results": "--results",
+    "database": "--database",
+    "out": "--out",
+    "location": "location",
+    "file": "file",
+    "sweep": "sweep",
+}
+
+
+def refuse_empty_places(args: argparse.Namespace) -> None:
+    """Raise :class:`InvalidParameter` for a place of :data:`PLACE_OPTIONS` given empty."""
+    places = dict(PLACE_OPTIONS)
+    if args.command == "data":  # ``run``'s --data-dir is a request field, checked with it
+        places["data_dir"] = "--data-dir"
+    for name, shown in places.items():
+        value = getattr(args, name, None)
+        if value is None or str(value).strip():
+            continue
+        if shown.startswith("--"):
+            raise InvalidParameter(
+                name, f"{shown} is empty; name one, or leave it out for the default"
+            )
+        raise InvalidParameter(name, f"the {shown} is empty; name one")
 
 
 def debugging(args: argparse.Namespace | None = None) -> bool:
@@ -468,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         for signum in (signal.SIGTERM, signal.SIGHUP):
             previous[signum] = signal.signal(signum, _stop)
     try:
+        refuse_empty_places(args)
         if args.command in ("run", "ingest"):
             clean_network_leftovers()  # a killed launcher's shaped group: gone before anything
         return args.func(args)

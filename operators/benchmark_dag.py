@@ -200,6 +200,12 @@ def sweep_steps(
 
         from scalebench.sweep import InvalidParameter, request_from_form
 
+        if fixed is not None:  # the nightly's settings: a trigger's conf has no say
+            from scalebench.nightly import conf_refusal
+
+            refusal = conf_refusal(getattr(context.get("dag_run"), "conf", None))
+            if refusal:
+                raise AirflowFailException(f"request refused: {refusal}")
         chosen = dict(fixed if fixed is not None else context["params"])
         try:
             return request_from_form(spec.id, chosen).to_fields()

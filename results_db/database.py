@@ -14,16 +14,18 @@ connections wait up to :data:`SQLITE_BUSY_TIMEOUT_S` for another writer.
 from __future__ import annotations
 
 import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, text
-from sqlalchemy.engine import make_url
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -53,6 +55,63 @@ def make_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def readonly_url(url: str, once: bool = False) -> URL:
+    """``url`` opened read-only where the driver allows it (SQLite files: ``mode=ro``).
+
+    ``once``: for a read that ends at once (a report, an export), a SQLite file that this
+    process can write neither to nor beside (a read-only copy or mount) and that has no
+    write-ahead log beside it is opened ``immutable``: SQLite then needs no lock file,
+    which it could not create there. A reader that stays (the dashboard) never is: it
+    would not see later writes."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return parsed
+    if parsed.database.startswith("file:"):  # already a URI
+        return parsed.update_query_dict({"mode": "ro", "uri": "true"})
+    path = Path(parsed.database).expanduser().resolve()
+    query = {"mode": "ro", "uri": "true"}
+    if once and _frozen(path):
+        query["immutable"] = "1"
+    return parsed.set(database=f"file:{quote(str(path))}").update_query_dict(query)
+
+
+def _frozen(path: Path) -> bool:
+    """Whether the SQLite file ``path`` can be read as it is on disk: this process can
+    write neither it nor its folder, and no write-ahead log holds changes beside it."""
+    wal = path.with_name(path.name + "-wal")
+    return (
+        path.is_file()
+        and not os.access(path, os.W_OK)
+        and not os.access(path.parent, os.W_OK)
+        and (not wal.exists() or wal.stat().st_size == 0)
+    )
+
+
+def readonly_engine(url: str, once: bool = False) -> Engine:
+    """An engine that cannot write: SQLite read-only URI, PostgreSQL read-only sessions.
+    Nothing is created: a SQLite file that does not exist stays missing. ``once``: see
+    :func:`readonly_url`."""
+    parsed = readonly_url(url, once)
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg2":
+        return create_engine(
+            parsed,
+            pool_pre_ping=True,
+            connect_args={"options": "-c default_transaction_read_only=on"},
+        )
+    return create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (``None``: not SQLite, or in memory)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    database = parsed.database
+    if database.startswith("file:"):
+        database = database.removeprefix("file:").split("?", 1)[0]
+    return Path(database).expanduser()
 
 
 def sessions(engine: Engine) -> sessionmaker[Session]:
@@ -107,6 +166,12 @@ def _sqlite_migration_lock(url: str) -> Iterator[None]:
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
+
+
+def revisions() -> list[str]:
+    """Every revision of the schema this code has, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
 
 
 def head_revision() -> str:

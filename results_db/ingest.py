@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 import fsspec
@@ -70,6 +71,7 @@ from results_db.schema_limits import check_record, row_problems, value_problem
 from scalebench import config
 from scalebench import manifest as sweep_manifest
 from scalebench.diskspace import NO_SPACE
+from scalebench.errors import describe
 from scalebench.manifest import MANIFEST, GroupEntry, Manifest, configuration_hash
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.tasks import TASKS, Goal, TrainingSpec
@@ -268,10 +270,10 @@ def ingest_sweep(
 ) -> None:
     sweep_id = manifest.sweep_id
     request = manifest.request
-    unstorable = row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
-    if unstorable:
-        report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
-        say(f"refused sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
+    unreadable = _sweep_problems(manifest)
+    if unreadable:
+        report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
+        say(f"refused sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
         return
 
     def upsert() -> None:
@@ -321,7 +323,7 @@ def ingest_sweep(
             statuses.append(kept.status)
             continue
         except Exception as exc:  # one unreadable run must not stop the others
-            reason = exc.args[0] if isinstance(exc, InconsistentRun) else repr(exc)
+            reason = exc.args[0] if isinstance(exc, InconsistentRun) else describe(exc)
             report.refused.append(f"{run_id}: {reason}")
             say(f"refused {run_id}: {reason}")
             if replace and isinstance(exc, InconsistentRun):
@@ -342,6 +344,11 @@ def ingest_sweep(
             + (f", {summary.bad_lines} unreadable line(s) quarantined" if summary.bad_lines else "")
         )
 
+    if only is None:
+        for name in unlisted_runs(fs, sweep_path, groups):
+            report.refused.append(f"{name}: a run folder that {MANIFEST} does not list; not read")
+            say(f"refused {name}: a run folder that {MANIFEST} does not list; not read")
+
     def record_outcome() -> None:
         with engine.begin() as conn:
             conn.execute(
@@ -351,6 +358,14 @@ def ingest_sweep(
             )
 
     with_retries(record_outcome, say, f"sweep {sweep_id}")
+
+
+def unlisted_runs(fs: Any, sweep_path: str, groups: Sequence[GroupEntry]) -> list[str]:
+    """Folders of the sweep that hold rank files but are no group of its manifest (a
+    manifest that lies, or records copied into the wrong sweep): never read, but said."""
+    listed = {group.run_id for group in groups}
+    found = {PurePosixPath(path).parent.name for path in fs.glob(f"{sweep_path}/*/rank-*.jsonl")}
+    return sorted(found - listed)
 
 
 def _sweep_outcome(statuses: Sequence[str], groups: Sequence[GroupEntry]) -> str:
@@ -376,6 +391,23 @@ def _run_id_problem(run_id: Any) -> str | None:
             "'_', '-'), so this manifest entry is not read"
         )
     return value_problem(Run.__table__, "id", run_id)
+
+
+def _sweep_problems(manifest: Manifest) -> list[str]:
+    """Why a manifest's sweep cannot be stored (empty: it can): its id must name one
+    directory, as a run id does (an id that climbs out of a folder would later be written
+    out of one by ``export``); its task must be one this scalebench knows; and every
+    value must fit its column."""
+    sweep_id = manifest.sweep_id
+    if not RUN_ID.fullmatch(sweep_id):
+        return [
+            "a sweep id is one directory name (letters, digits, '.', '_', '-'), so this "
+            "manifest is not read"
+        ]
+    task = manifest.request["task"]
+    if task not in TASKS:
+        return [f"its request names task {task[:60]!r}, which this scalebench does not know"]
+    return row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
 
 
 def _upsert_sweep(conn: Connection, manifest: Manifest) -> None:
@@ -431,11 +463,12 @@ def load_run(
     delete_run(conn, run_id)
     ranks: list[RankRecords] = []
     outside: list[RankRecords] = []  # files of ranks the group does not have
+    left_out: list[str] = []  # files named like rank files that are not
     rows = 0
     loader = BulkLoader(conn)
     try:
         if fs.exists(run_path):
-            for rank in iter_rank_files(run_path, fs, check_record):
+            for rank in iter_rank_files(run_path, fs, check_record, left_out):
                 if rank_of(rank.path) >= group.world_size:
                     outside.append(rank)
                     continue
@@ -488,6 +521,8 @@ def load_run(
     if unstorable:
         raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
     rows += _write_run(conn, sweep_id, request, group, summary, ranks, bool(shared))
+    if left_out:  # said with the run's problems; nothing of them is read
+        outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
     return rows, summary, ranks + outside
 
 

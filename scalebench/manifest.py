@@ -120,12 +120,17 @@ class Manifest:
         for name, kind in (("sweep_id", str), ("request", dict), ("groups", list)):
             if not isinstance(data.get(name), kind):
                 raise BadManifest(f"{name!r} missing or not a {kind.__name__}")
+        for name in ("trigger", "created_at", "finished_at", "code_version", "config_hash"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise BadManifest(f"{name!r} is not text: {data[name]!r}")
         for name in ("created_at", "finished_at"):
             if data.get(name):
                 try:
-                    datetime.fromisoformat(str(data[name]))
+                    datetime.fromisoformat(data[name])
                 except ValueError:
                     raise BadManifest(f"{name!r} is not an ISO 8601 time: {data[name]!r}") from None
+        if not isinstance(data["request"].get("task"), str):
+            raise BadManifest("'request' names no task (its 'task' is missing or not text)")
         known = {
             "sweep_id",
             "trigger",
@@ -136,20 +141,14 @@ class Manifest:
             "groups",
             "finished_at",
         }
-        verdicts: dict[str, dict[str, Any]] = {}
-        for line in verdict_lines:
-            if line.strip():
-                try:
-                    verdict = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a crash: that verdict was never complete
-                verdicts[verdict.pop("run_id")] = verdict
-        groups = []
-        for raw in data["groups"]:
-            entry = GroupEntry(**{k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__})
-            if entry.run_id in verdicts:
-                entry = replace(entry, **verdicts[entry.run_id])
+        groups: list[GroupEntry] = []
+        for index, raw in enumerate(data["groups"]):
+            entry = _group_entry(raw, f"groups[{index}]")
+            if any(g.run_id == entry.run_id for g in groups):
+                raise BadManifest(f"groups[{index}]: run {entry.run_id!r} is listed twice")
             groups.append(entry)
+        verdicts = _verdicts(verdict_lines)
+        groups = [replace(g, **verdicts[g.run_id]) if g.run_id in verdicts else g for g in groups]
         return cls(
             sweep_id=data["sweep_id"],
             trigger=data.get("trigger", "cli"),
@@ -161,6 +160,70 @@ class Manifest:
             finished_at=data.get("finished_at"),
             extra={k: v for k, v in data.items() if k not in known},
         )
+
+
+# The largest group a manifest may plan: the ranks' counters are 32-bit integers.
+MAX_WORLD_SIZE = 2**31 - 1
+
+
+def _group_entry(raw: Any, where: str) -> GroupEntry:
+    """One planned group of ``sweep.json`` (``where``: its place, for the message), checked
+    field by field: :class:`BadManifest` names the first field no plan can hold."""
+    if not isinstance(raw, dict):
+        raise BadManifest(f"{where} is not a JSON object but {type(raw).__name__}")
+    if not isinstance(raw.get("run_id"), str) or not raw["run_id"]:
+        raise BadManifest(f"{where}: 'run_id' missing or not text")
+    for name, lowest in (("world_size", 1), ("repeat", 0)):
+        value = raw.get(name)
+        if type(value) is not int or not lowest <= value <= MAX_WORLD_SIZE:
+            raise BadManifest(
+                f"{where}: {name!r} must be a whole number from {lowest} to {MAX_WORLD_SIZE}, "
+                f"got {value!r}"
+            )
+    if "network" in raw and not isinstance(raw["network"], str):
+        raise BadManifest(f"{where}: 'network' is not text: {raw['network']!r}")
+    _check_verdict(raw, where)
+    fields = {k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__}
+    return GroupEntry(**{**fields, "reason": raw.get("reason") or ""})
+
+
+def _check_verdict(fields: dict[str, Any], where: str) -> None:
+    """:class:`BadManifest` for a status that is no group's or seconds that are no duration."""
+    status = fields.get("status", "planned")
+    if status not in GROUP_STATUSES:
+        raise BadManifest(
+            f"{where}: 'status' must be one of {', '.join(GROUP_STATUSES)}, got {status!r}"
+        )
+    seconds = fields.get("seconds")
+    if seconds is not None and (
+        type(seconds) not in (int, float) or not 0 <= seconds < float("inf")
+    ):
+        raise BadManifest(f"{where}: 'seconds' must be a duration ≥ 0 or null, got {seconds!r}")
+    if not isinstance(fields.get("reason") or "", str):
+        raise BadManifest(f"{where}: 'reason' is not text: {fields['reason']!r}")
+
+
+def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The last verdict of each group in ``verdicts.jsonl``'s ``lines`` (status, reason,
+    seconds); a line cut short by a crash is skipped (that verdict was never complete),
+    any other line that is not a verdict raises :class:`BadManifest` naming it."""
+    verdicts: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            verdict = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        where = f"{VERDICTS} line {number}"
+        if not isinstance(verdict, dict) or not isinstance(verdict.get("run_id"), str):
+            raise BadManifest(f"{where} is not a verdict (a JSON object with a run_id)")
+        _check_verdict(verdict, where)
+        kept = {k: verdict[k] for k in ("status", "reason", "seconds") if k in verdict}
+        if "reason" in kept:
+            kept["reason"] = kept["reason"] or ""
+        verdicts[verdict["run_id"]] = kept
+    return verdicts
 
 
 def create(sweep_dir: Path, manifest: Manifest) -> None:

@@ -147,6 +147,15 @@ BAD_LINES = {
         _first("step"), lambda r: r["phases"].update(compute=1, communication=-800.0)
     ),
     "negative evaluation time": _edit_first(_first("eval"), lambda r: r.update(eval_s=-3)),
+    "a phase of 1e308 seconds": _edit_first(
+        _first("step"), lambda r: r["phases"].update(forward=1e308)
+    ),
+    "a record time beyond any group's limit": _edit_first(
+        _first("eval"), lambda r: r.update(t=1e12)
+    ),
+    "an evaluation longer than any group": _edit_first(
+        _first("eval"), lambda r: r.update(eval_s=1e9)
+    ),
     "negative record time": _edit_first(_first("step"), lambda r: r.update(t=-1.0)),
     "a host name of 100,000 characters": _edit_first(
         _first("env"), lambda r: r.update(host="h" * 100_000)
@@ -176,6 +185,7 @@ def test_one_bad_line_is_quarantined_with_its_number_and_the_rest_of_the_run_loa
             select(func.count()).where(StepTiming.communication_s < 0)
         ).scalar_one()
     assert run.quarantined_lines == 1 and negative == 0
+    assert run.samples_per_s > 1  # no impossible time reached the run's figures
     assert steps >= 2 * 12 - 1 and evals >= 2
     # A re-ingest yields the same rows.
     before = counts(engine)
@@ -205,8 +215,10 @@ def test_a_manifest_run_id_that_leaves_the_sweep_directory_is_refused(
     (sweep / "sweep.json").write_text(json.dumps(data))
     report = ingest_location(engine, str(sweep))
     assert (
-        len(report.refused) == 1 and "one directory name inside the sweep's" in (report.refused[0])
+        len(report.refused) == 2 and "one directory name inside the sweep's" in (report.refused[0])
     )
+    # the run's own folder, which the manifest no longer lists, is said too
+    assert report.refused[1] == "mine-w1-r1: a run folder that sweep.json does not list; not read"
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(Run)).scalar_one() == 0
 

@@ -11,7 +11,7 @@ from sqlalchemy import Connection, Row, func, select
 
 from results_db import analytics
 from results_db.models import (
-    AllReduceCurve,
+    Base,
     EpochEval,
     Run,
     Sweep,
@@ -298,10 +298,12 @@ def running_runs(conn: Connection) -> list[RunProgress]:
 
 
 def schema_ready(conn: Connection) -> None:
-    """Touch the oldest and the newest tables of the schema: raises the database's own
-    error when it has no results schema, or one older than this code reads."""
-    conn.execute(select(Sweep.id).limit(1)).all()
-    conn.execute(select(AllReduceCurve.run_id).limit(1)).all()
+    """Ask every table for every column this code reads, and for no row: raises the
+    database's own error ("no such column", "relation ... does not exist") when it has no
+    results schema, or an older one than this code reads (a migration that added a column
+    not run yet). A newer schema, with more, passes."""
+    for table in Base.metadata.sorted_tables:
+        conn.execute(select(*table.columns).limit(0)).all()
 
 
 def sweep_version(conn: Connection, sweep_id: str) -> tuple[Any, ...]:
