@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Connection, func, select
 
 from results_db.models import AllReduceFit, Run, RunEvent, StepTiming, Sweep
 from results_db.projection import (
+    DEFAULT_PROJECTED_WORKERS,
+    HeldOut,
     MeasuredPoint,
+    ProjectedPoint,
     ProjectionRefused,
     RingFit,
     TrainingSweep,
     gradient_bytes,
+    leave_one_out,
+    project,
 )
 from scalebench.tasks import TASKS, TrainingSpec
 from workers.records import PHASES
@@ -159,3 +166,38 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
         batch_per_worker=spec.batch_per_worker,
         points=tuple(points),
     )
+
+
+@dataclass(frozen=True)
+class ProjectionView:
+    """A training sweep projected with a Task 0 sweep's fits, on every profile of the sweep
+    that has a fit: ``points`` (measured and projected), ``held`` (leave-one-out), and
+    ``missing``, a sentence per profile left out for want of a fit (or why nothing could be
+    projected)."""
+
+    points: list[ProjectedPoint]
+    held: list[HeldOut]
+    missing: list[str]
+
+
+def projection_view(
+    conn: Connection,
+    sweep_id: str,
+    allreduce_sweep: str,
+    world_sizes: Sequence[int] = DEFAULT_PROJECTED_WORKERS,
+) -> ProjectionView:
+    """:class:`ProjectionView` of ``sweep_id`` to ``world_sizes`` with the fits of
+    ``allreduce_sweep``; what cannot be projected is said in ``missing``, never raised."""
+    try:
+        sweep = training_sweep(conn, sweep_id)
+    except ProjectionRefused as exc:
+        return ProjectionView([], [], [str(exc)])
+    fits = allreduce_fits(conn, allreduce_sweep)
+    points: list[ProjectedPoint] = []
+    missing = []
+    for network in dict.fromkeys(p.network for p in sweep.points):
+        try:
+            points += project(sweep, fits, [network], world_sizes, allreduce_sweep)
+        except ProjectionRefused as exc:
+            missing.append(str(exc))
+    return ProjectionView(points, leave_one_out(sweep, fits, allreduce_sweep), missing)
