@@ -545,13 +545,24 @@ class HeldOut:
 
 
 def leave_one_out(
-    sweep: TrainingSweep, fits: Sequence[RingFit], allreduce_sweep: str = ""
+    sweep: TrainingSweep,
+    fits: Sequence[RingFit],
+    allreduce_sweep: str = "",
+    whole_worker_count: bool = False,
 ) -> list[HeldOut]:
     """Every measured point predicted from the sweep without it (see the module's text); points
-    whose link has no fit, or that have no other point to learn from, are left out."""
+    whose link has no fit, or that have no other point to learn from, are left out.
+
+    ``whole_worker_count``: leave out every point of the held-out point's worker count, on
+    every link, so that compute, packing and steps must come from another worker count: the
+    check of extrapolating in workers, which a projection to unmeasured counts does."""
     held = []
     for point in sorted(sweep.points, key=lambda p: (p.network, p.world_size)):
         others = sweep.without(point.network, point.world_size)
+        if whole_worker_count:
+            others = replace(
+                others, points=tuple(p for p in others.points if p.world_size != point.world_size)
+            )
         if not others.points:
             continue
         try:

@@ -596,6 +596,7 @@ def project(
                 prices = _projection_prices(conn, costs_queries, instance, gpu)
                 points = projection.project(sweep, fits, profiles, sizes, allreduce_sweep, prices)
                 held = projection.leave_one_out(sweep, fits, allreduce_sweep)
+                across = projection.leave_one_out(sweep, fits, allreduce_sweep, True)
             except projection.ProjectionRefused as exc:
                 raise CommandError(str(exc)) from None
     finally:
@@ -621,6 +622,15 @@ def project(
     print(projection_table(points))
     print("\nleave-one-out: each measured point predicted from the others")
     print(leave_one_out_table(held) if held else "no measured point could be predicted from others")
+    print(
+        "\nleaving out its worker count: each measured point predicted without any point of "
+        "its worker count (compute, packing and steps from another worker count)"
+    )
+    print(
+        leave_one_out_table(across)
+        if across
+        else "no measured point could be predicted from another worker count"
+    )
     return 0
 
 

@@ -207,6 +207,14 @@ def test_leave_one_out_predicts_each_point_from_the_others() -> None:
     assert "compute from 2 worker(s) on host" in core.basis
     assert core.communication_error == pytest.approx(0.0, abs=1e-9)
     assert held[0].communication_error is None  # one worker communicates 0 s
+    # Leaving out the worker count: (2, 10mbit) from 1 worker's compute, and no packing or
+    # wait measured above 1 worker, so only the ring model's seconds.
+    across = leave_one_out(FOUR, FITS, "t0", whole_worker_count=True)
+    two = next(h for h in across if (h.network, h.world_size) == ("10mbit", 2))
+    assert "compute from 1 worker(s) on 10mbit" in two.basis
+    assert two.predicted_communication_s == pytest.approx(
+        ring_seconds(GRADIENT_BYTES, 2, 5e-4, 1.2e6)
+    )
     # A point that is off shows its error: (2, 10mbit) measured 30 % slower to communicate.
     slow = replace(FOUR.points[3], communication_s=FOUR.points[3].communication_s * 1.3)
     off = leave_one_out(replace(FOUR, points=(*FOUR.points[:3], slow)), FITS, "t0")
@@ -297,7 +305,9 @@ def test_the_command_line_prints_the_projection_with_its_basis(tmp_path: Path, c
     assert len(lines) == 4
     assert "measured" in lines[0] and "measured" in lines[1]
     assert "projected: compute from 2 worker(s) on host" in lines[3]
-    assert len([line for line in checked.splitlines() if line.startswith("host ")]) == 2
+    point_out, count_out = checked.split("leaving out its worker count")
+    assert len([line for line in point_out.splitlines() if line.startswith("host ")]) == 2
+    assert len([line for line in count_out.splitlines() if line.startswith("host ")]) == 2
     for bad, words in (
         (["--workers", "2048"], "beyond 1,024 workers"),
         (["--network", "1gbit"], "no all-reduce fit for gloo on cpu over 1gbit"),
