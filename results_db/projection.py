@@ -238,7 +238,6 @@ class TrainingSweep:
     device: str
     precision: str
     variant: str
-    batch_per_worker: int
     points: tuple[MeasuredPoint, ...]
 
     @property
@@ -351,7 +350,6 @@ def project_point(
     network: str,
     world_size: int,
     allreduce_sweep: str = "",
-    prices: Prices | None = None,
 ) -> ProjectedPoint:
     """Project one (link, worker count) from the sweep's measured points (none of them at
     this point: pass a sweep without it) and the Task 0 fits. TTA, speedup and cost are

@@ -95,7 +95,6 @@ def sweep_of(*points: MeasuredPoint, variant: str = "sync") -> TrainingSweep:
         device="cpu",
         precision="fp32",
         variant=variant,
-        batch_per_worker=128,
         points=points,
     )
 

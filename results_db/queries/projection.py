@@ -28,7 +28,7 @@ from scalebench.tasks import TASKS, TrainingSpec
 from workers.records import PHASES
 
 # data, forward, loss, backward, optimizer: what a step computes, whatever the link
-COMPUTE_PHASES = tuple(p for p in PHASES if p not in ("gradient_packing", "communication"))
+STEP_COMPUTE_PHASES = tuple(p for p in PHASES if p not in ("gradient_packing", "communication"))
 # what a rank does before the collective: the faster ranks wait for the slowest one there
 BEFORE_COLLECTIVE = ("data", "forward", "loss", "backward")
 
@@ -140,7 +140,7 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
                 network=network,
                 world_size=world_size,
                 runs=len(group),
-                compute_s=statistics.fmean(per_step(r, *COMPUTE_PHASES) for r in group),
+                compute_s=statistics.fmean(per_step(r, *STEP_COMPUTE_PHASES) for r in group),
                 gradient_packing_s=statistics.fmean(per_step(r, "gradient_packing") for r in group),
                 communication_s=statistics.fmean(per_step(r, "communication") for r in group),
                 wait_s=statistics.fmean(
@@ -163,7 +163,6 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
         device=first.device,
         precision=first.precision,
         variant=first.variant,
-        batch_per_worker=spec.batch_per_worker,
         points=tuple(points),
     )
 
