@@ -224,7 +224,9 @@ def test_leave_one_out_predicts_each_point_from_the_others() -> None:
 # -- through the database, the command line and the figure --------------------------------------
 
 
-def test_fits_are_stored_at_ingest_refitted_and_shown(tmp_path: Path, capsys) -> None:
+def test_fits_are_stored_at_ingest_refitted_and_shown(
+    tmp_path: Path, database_url: str, capsys
+) -> None:
     """The recorded light Task 0 sweep (gloo, 2 workers on a 2-core machine) is fitted at
     ingest; `scalebench db refit` rewrites the same fits; the report shows α and β."""
     import shutil
@@ -232,7 +234,7 @@ def test_fits_are_stored_at_ingest_refitted_and_shown(tmp_path: Path, capsys) ->
     from dashboard_seed import ALLREDUCE, DATA
 
     shutil.copytree(DATA / "sweep-allreduce", tmp_path / "results" / "sweep-allreduce")
-    url = f"sqlite:///{tmp_path / 'results.db'}"
+    url = database_url
     upgrade(url)
     engine = make_engine(url)
     ingest_location(engine, str(tmp_path / "results"))
@@ -256,7 +258,7 @@ def test_fits_are_stored_at_ingest_refitted_and_shown(tmp_path: Path, capsys) ->
     assert "α µs" in out and "β MB/s" in out and "residual (RMS)" in out
 
 
-def write_sweeps(tmp_path: Path) -> str:
+def write_sweeps(tmp_path: Path, url: str) -> str:
     """The recorded Task 0 sweep and a training sweep at 1 and 2 workers on host, ingested."""
     import shutil
 
@@ -277,7 +279,6 @@ def write_sweeps(tmp_path: Path) -> str:
         "train",
         [FakeRun(1, epochs=3, steps_per_epoch=4), FakeRun(2, phases=phases_2, steps_per_epoch=2)],
     )
-    url = f"sqlite:///{tmp_path / 'results.db'}"
     upgrade(url)
     engine = make_engine(url)
     ingest_location(engine, str(tmp_path / "results"))
@@ -285,10 +286,12 @@ def write_sweeps(tmp_path: Path) -> str:
     return url
 
 
-def test_the_command_line_prints_the_projection_with_its_basis(tmp_path: Path, capsys) -> None:
+def test_the_command_line_prints_the_projection_with_its_basis(
+    tmp_path: Path, database_url: str, capsys
+) -> None:
     from dashboard_seed import ALLREDUCE
 
-    url = write_sweeps(tmp_path)
+    url = write_sweeps(tmp_path, database_url)
     engine = make_engine(url)
     with engine.connect() as conn:
         sweep = training_sweep(conn, "train")
@@ -400,3 +403,37 @@ def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) ->
         if not misses(held) or not contended or attempt == 2:
             break
     assert not misses(held), "\n\n".join(tables)
+
+
+def test_the_wait_for_the_slowest_rank_is_measured_per_step(engine) -> None:
+    """Step 0: ranks reach the collective after 0.3 s and 0.5 s (the mean rank waits 0.1 s);
+    step 1: both after 0.4 s (no wait); the run's mean wait is 0.05 s per step."""
+    from results_db.models import StepTiming
+    from results_db.queries.projection import mean_wait_s
+
+    rows = [
+        {
+            "run_id": "r",
+            "rank": rank,
+            "epoch": 0,
+            "step": step,
+            "t_s": 1.0,
+            "samples": 128,
+            "loss": 1.0,
+            "lr": 0.1,
+            "data_s": 0.0,
+            "forward_s": before / 2,
+            "loss_s": 0.0,
+            "backward_s": before / 2,
+            "gradient_packing_s": 0.002,
+            "communication_s": 0.01,
+            "optimizer_s": 0.03,
+        }
+        for step, befores in enumerate([(0.3, 0.5), (0.4, 0.4)])
+        for rank, before in enumerate(befores)
+    ]
+    with engine.begin() as conn:
+        conn.execute(StepTiming.__table__.insert(), rows)
+    with engine.connect() as conn:
+        assert mean_wait_s(conn, "r") == pytest.approx(0.05)
+        assert mean_wait_s(conn, "no such run") == 0.0
