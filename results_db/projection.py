@@ -19,11 +19,11 @@ the sizes, shown with their median and largest.
 Which algorithm the backends run, and where the ring model is the wrong one:
 
 - **gloo** (CPU tensors): torch's ``ProcessGroupGloo`` all-reduces with gloo's ring
-  (reduce-scatter then all-gather, 2(k − 1) steps of n/k bytes), in chunks that overlap
-  reduction and transfer; gloo also has halving-doubling and bcube, which send the same bytes
-  in 2·log2(k) steps. At k = 2 every one of them is the ring. Beyond, a halving-doubling run
-  has a latency term of 2·log2(k)·α, not 2(k − 1)·α: for small messages at many workers the
-  ring model then overestimates.
+  (reduce-scatter then all-gather, 2(k − 1) steps of n/k bytes); gloo also has
+  halving-doubling and bcube, which send the same bytes in 2·log2(k) steps. At k = 2 every
+  one of them is the ring. Beyond, a halving-doubling run has a latency term of
+  2·log2(k)·α, not 2(k − 1)·α: for small messages at many workers the ring model then
+  overestimates.
 - **nccl** (GPU tensors): a ring for large messages; a (double binary) tree for small messages
   across many nodes, whose time is about 2·log2(k)·α + n/β. The ring model overestimates the
   latency of small messages at many nodes, and its β is the slowest link the ring crosses.
@@ -48,8 +48,9 @@ Which algorithm the backends run, and where the ring model is the wrong one:
   loss and backward finished first waits in it for the slowest rank. ``wait`` is the mean
   over ranks of (slowest rank − this rank) of those seconds, measured per step at the
   nearest measured ``k ≥ 2`` (any link, since they precede the collective).
-- ``ddp`` runs overlap gradient buckets with backward; the model adds communication to the
-  whole of backward, so their projection is an **upper bound**.
+- ``ddp`` runs overlap gradient buckets with backward (their measured backward holds the part
+  of the all-reduce that did not overlap); the model adds the whole all-reduce after backward,
+  so their projection is an **upper bound**.
 
 **Time to accuracy** = steps to the goal × step + evaluation seconds. Steps to the goal at a
 measured ``k`` are the runs' (any link: the link does not change the arithmetic); at an
@@ -71,6 +72,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+
+from results_db import analytics
 
 MAX_PROJECTED_WORKERS = 1024
 DEFAULT_PROJECTED_WORKERS = (1, 2, 4, 8, 16, 32, 64)
@@ -261,7 +264,8 @@ def gradient_bytes(parameters: int, precision: str) -> int:
 
 @dataclass(frozen=True)
 class Prices:
-    """Dollars per hour of one worker: its node and its GPU, regular and preemptible."""
+    """Dollars per hour of one worker, its node's and its GPU's together, regular and
+    preemptible."""
 
     instance: str
     gpu: str | None
@@ -489,9 +493,10 @@ def project(
             speed = base_tta / tta if base_tta and tta else None
             cost_regular = cost_preemptible = None
             if prices is not None and tta is not None:
-                hours = tta / 3600.0
-                cost_regular = p.world_size * prices.regular_per_hour * hours
-                cost_preemptible = p.world_size * prices.preemptible_per_hour * hours
+                cost_regular = analytics.cost(p.world_size, prices.regular_per_hour, 0.0, tta)
+                cost_preemptible = analytics.cost(
+                    p.world_size, prices.preemptible_per_hour, 0.0, tta
+                )
             out.append(
                 replace(
                     p,
