@@ -402,6 +402,7 @@ def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) ->
         contended = sum(p.contended for p in sweep.points)
         if not misses(held) or not contended or attempt == 2:
             break
+    print("\n\n".join(tables))  # what was measured, shown with -s
     assert not misses(held), "\n\n".join(tables)
 
 
