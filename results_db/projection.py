@@ -229,6 +229,8 @@ class MeasuredPoint:
     time_to_accuracy_s: float | None
     gradient_bytes: int
     contended: int = 0  # runs measured while other processes took their cores
+    # the largest share of its cores other processes took from one of its runs (None: unknown)
+    contention_share: float | None = None
 
 
 @dataclass(frozen=True)

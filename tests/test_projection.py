@@ -360,6 +360,19 @@ def run_cli(argv: list[str]) -> str:
     return sweep_id
 
 
+def least_contended(sweeps: list[TrainingSweep]) -> TrainingSweep:
+    """The same configuration measured more than once: per (link, worker count), the point
+    whose runs other processes disturbed least (by their contention share, not by how well
+    the model predicts them)."""
+    best: dict[tuple[str, int], MeasuredPoint] = {}
+    for sweep in sweeps:
+        for p in sweep.points:
+            key = (p.network, p.world_size)
+            if key not in best or (p.contention_share or 0.0) < (best[key].contention_share or 0.0):
+                best[key] = p
+    return replace(sweeps[-1], points=tuple(best[key] for key in sorted(best)))
+
+
 def misses(held: list) -> list[str]:
     """The held-out points beyond :data:`BOUND`, in words."""
     out = []
@@ -376,21 +389,25 @@ def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) ->
     """Light Task 0 at 2 workers and light Task 1a at 1 and 2 workers, each on host and
     10mbit, real groups through the command line; every (workers, link) point of Task 1a is
     predicted from the other three and the Task 0 fits. Step and communication seconds must
-    be within 20 %. A point that misses while a run was contended (other processes took its
-    cores) is measured once more: the bound is then checked on the second sweep."""
+    be within 20 %. When a point misses while runs were contended (other processes took their
+    cores), the training sweep is measured once more, and the bound is checked on the less
+    contended measurement of each point (the way alternating runs are compared on these
+    shared machines)."""
     url = f"sqlite:///{tmp_path / 'results.db'}"
     common = ["--light", "--repeats", "1", "--network", "host,10mbit", "--device", "cpu"]
     where = ["--results", str(tmp_path / "results"), "--database", url]
     allreduce = run_cli(["run", "task0-allreduce", "--workers", "2", *common, *where])
     training = ["run", "task1a-resnet20-cifar10", "--workers", "1,2", "--compile", "off"]
     tables = []
+    measured: list[TrainingSweep] = []
     for attempt in (1, 2):
         sweep_id = run_cli([*training, *common, *where])
         engine = make_engine(url)
         with engine.connect() as conn:
-            sweep = training_sweep(conn, sweep_id)
+            measured.append(training_sweep(conn, sweep_id))
             fits = allreduce_fits(conn, allreduce)
         engine.dispose()
+        sweep = least_contended(measured)
         held = leave_one_out(sweep, fits, allreduce)
         tables.append(leave_one_out_table(held))
         assert [(h.network, h.world_size) for h in held] == [

@@ -153,6 +153,10 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
                 time_to_accuracy_s=statistics.fmean(reached) if reached else None,
                 gradient_bytes=gradient_bytes(parameters[group[0].id], group[0].precision),
                 contended=sum(bool(r.contended) for r in group),
+                contention_share=max(
+                    (r.contention_share for r in group if r.contention_share is not None),
+                    default=None,
+                ),
             )
         )
     first = runs[0]
