@@ -301,14 +301,16 @@ class ProjectedPoint:
 
 
 def _nearest(points: Sequence[MeasuredPoint], world_size: int, network: str) -> MeasuredPoint:
-    """The point nearest ``world_size`` (in log2 of workers), the same link first on a tie,
-    then the larger worker count."""
+    """The point nearest ``world_size`` (in log2 of workers); on a tie the same link first,
+    then the larger worker count, then the point other processes disturbed least (the smallest
+    contention share: what a link not measured at all gets)."""
     return min(
         points,
         key=lambda p: (
             abs(math.log2(p.world_size) - math.log2(world_size)),
             p.network != network,
             -p.world_size,
+            p.contention_share if p.contention_share is not None else 0.0,
         ),
     )
 

@@ -163,6 +163,15 @@ def test_an_unmeasured_worker_count_takes_the_nearest_compute_and_the_ring_at_it
     assert eight.communication_share == pytest.approx(expected_comm / eight.step_s)
 
 
+def test_a_link_not_measured_takes_the_least_contended_compute() -> None:
+    quiet = replace(point("10mbit", 2, compute_s=0.3), contention_share=0.1)
+    busy = replace(point("host", 2, compute_s=0.5), contention_share=0.6)
+    fits = [*FITS, ring_fit("1gbit", 2e-4, 1.2e8)]
+    (row,) = project(sweep_of(busy, quiet), fits, ["1gbit"], [8])
+    assert "compute from 2 worker(s) on 10mbit" in row.basis
+    assert row.compute_s == 0.3
+
+
 def test_a_ddp_projection_is_an_upper_bound() -> None:
     ddp = replace(FOUR, variant="ddp")
     (row,) = project(ddp, FITS, ["host"], [16])
