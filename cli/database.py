@@ -2,10 +2,12 @@
 
     scalebench db upgrade [--revision REV]       migrate (SQLite or PostgreSQL)
     scalebench db grant-readonly ROLE            PostgreSQL: a SELECT-only login for the dashboard
+    scalebench db refit [--sweep SWEEP]          fit the all-reduce model again (Task 0 sweeps)
     scalebench ingest LOCATION                   load sweeps from a path or fsspec URI
     scalebench export SWEEP --format csv|parquet runs, evaluations, steps, scaling + official
     scalebench prices list|set|load              the dated price table used for costs
     scalebench regressions SWEEP                 compare a nightly with its baseline
+    scalebench project SWEEP --allreduce SWEEP   step time, TTA and cost at other worker counts
 
 Every command takes ``--database URL`` (default ``SCALEBENCH_DATABASE_URL``).
 The work is done by :mod:`results_db.service`; this module reads the
@@ -24,7 +26,9 @@ from results_db.service import (
     ingest,
     load_price_file,
     price_values,
+    project,
     reader_for,
+    refit,
     regression_rule,
     regressions,
     set_prices,
@@ -51,6 +55,47 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     grant.add_argument("role")
     grant.add_argument("--password", default=None)
     grant.set_defaults(func=lambda a: grant_readonly(a.database, a.role, a.password) or 0)
+
+    refit_parser = with_database(
+        db_commands.add_parser(
+            "refit", help="fit the all-reduce model (latency α, bandwidth β) again and store it"
+        )
+    )
+    refit_parser.add_argument("--sweep", default=None, help="one sweep (default: every one)")
+    refit_parser.set_defaults(func=lambda a: refit(a.database, a.sweep))
+
+    projection = with_database(
+        commands.add_parser(
+            "project",
+            help="project a training sweep's step time, TTA and cost to other worker counts "
+            "and links, with a Task 0 sweep's all-reduce fits",
+        )
+    )
+    projection.add_argument("sweep", help="the training sweep")
+    projection.add_argument(
+        "--allreduce", required=True, help="the Task 0 sweep whose fits give communication"
+    )
+    projection.add_argument(
+        "--workers", default=None, help="worker counts, e.g. 4,8,16,32,64 (default 1,2,…,64)"
+    )
+    projection.add_argument(
+        "--network", default=None, help="link profiles, e.g. 1gbit,10gbit (default: the sweep's)"
+    )
+    projection.add_argument("--instance", default="n1-standard-4", help="priced machine type")
+    projection.add_argument(
+        "--gpu", default="nvidia-tesla-t4", help="priced GPU type ('none': no GPU)"
+    )
+    projection.set_defaults(
+        func=lambda a: project(
+            a.database,
+            a.sweep,
+            a.allreduce,
+            a.workers,
+            a.network,
+            a.instance,
+            None if a.gpu == "none" else a.gpu,
+        )
+    )
 
     ingest_parser = with_database(commands.add_parser("ingest", help="load sweeps' records"))
     ingest_parser.add_argument("location", help="a sweep directory or a folder of sweeps (fsspec)")

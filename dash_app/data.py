@@ -30,6 +30,7 @@ from results_db.database import readonly_engine
 from results_db.queries import communication as communication_queries
 from results_db.queries import costs as costs_queries
 from results_db.queries import nightly as nightly_queries
+from results_db.queries import projection as projection_queries
 from results_db.queries import runs as runs_queries
 from results_db.queries import sweeps as sweeps_queries
 
@@ -217,6 +218,18 @@ class Source:
     def run_allreduce(self, sweep_id: str, run_id: str) -> list[communication_queries.AllReduceRow]:
         """One all-reduce run's curves (latency in seconds, bandwidths in bytes per second)."""
         return self.call(communication_queries.allreduce_curves, sweep_id, run_id)
+
+    def allreduce_fits(self, sweep_id: str) -> list[Any]:
+        """The ring model's fits of an all-reduce sweep (``results_db.projection.RingFit``)."""
+        return self.per_sweep(
+            "fits", sweep_id, lambda c: projection_queries.allreduce_fits(c, sweep_id)
+        )
+
+    def projection(self, sweep_id: str, allreduce_sweep: str) -> Any:
+        """A training sweep projected with an all-reduce sweep's fits
+        (``results_db.queries.projection.ProjectionView``); uncached, as it reads two sweeps
+        that change apart."""
+        return self.call(projection_queries.projection_view, sweep_id, allreduce_sweep)
 
     def costs(
         self, sweep_id: str, instance: str, gpu: str | None, network: str | None = None

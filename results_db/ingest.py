@@ -47,6 +47,7 @@ from sqlalchemy import Connection, Engine, delete, func, insert, select, text, u
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError
 
+from results_db.fits import refit_sweep
 from results_db.models import (
     AllReduceCurve,
     AllReduceSample,
@@ -74,7 +75,7 @@ from scalebench.diskspace import NO_SPACE
 from scalebench.errors import describe
 from scalebench.manifest import MANIFEST, GroupEntry, Manifest, configuration_hash
 from scalebench.rank import DEFAULT_PRECISION
-from scalebench.tasks import TASKS, Goal, TrainingSpec
+from scalebench.tasks import TASKS, AllReduceSpec, Goal, TrainingSpec
 from workers.records import (
     PHASES,
     InconsistentRun,
@@ -356,6 +357,8 @@ def ingest_sweep(
                 .where(Sweep.id == sweep_id)
                 .values(outcome=_sweep_outcome(statuses, groups))
             )
+            if isinstance(TASKS.get(request["task"]), AllReduceSpec):
+                refit_sweep(conn, sweep_id)  # the ring model of every configuration
 
     with_retries(record_outcome, say, f"sweep {sweep_id}")
 

@@ -293,3 +293,35 @@ class Regression(Base):
     p_value: Mapped[float | None] = mapped_column(Float)
     reason: Mapped[str] = mapped_column(Text, default="")
     flagged_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+
+
+class AllReduceFit(Base):
+    """The ring model fitted to one Task 0 configuration of a sweep (``results_db.projection``):
+    t(n, k) = 2(k − 1)·α + 2(k − 1)/k · n/β, on the median seconds of each message size.
+
+    ``alpha_s``: seconds per ring step; ``beta_bytes_per_s``: one link's bytes per second;
+    ``residual``: root mean square relative error over the sizes (0.1: 10 %);
+    ``median_error``, ``max_error``: the median and the largest relative error;
+    ``min_bytes``/``max_bytes``: the sizes fitted.
+    Written at ingest and by ``scalebench db refit``.
+    """
+
+    __tablename__ = "allreduce_fit"
+
+    sweep_id: Mapped[str] = mapped_column(
+        ForeignKey("sweep.id", ondelete="CASCADE"), primary_key=True
+    )
+    backend: Mapped[str] = mapped_column(String(20), primary_key=True)
+    device: Mapped[str] = mapped_column(String(40), primary_key=True)  # cpu, cuda
+    dtype: Mapped[str] = mapped_column(String(20), primary_key=True)
+    network: Mapped[str] = mapped_column(String(40), primary_key=True)
+    world_size: Mapped[int] = mapped_column(Integer, primary_key=True)
+    alpha_s: Mapped[float] = mapped_column(Float)
+    beta_bytes_per_s: Mapped[float] = mapped_column(Float)
+    residual: Mapped[float] = mapped_column(Float)
+    median_error: Mapped[float] = mapped_column(Float)
+    max_error: Mapped[float] = mapped_column(Float)
+    sizes: Mapped[int] = mapped_column(Integer)
+    min_bytes: Mapped[int] = mapped_column(BigInteger)
+    max_bytes: Mapped[int] = mapped_column(BigInteger)
+    fitted_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))

@@ -19,7 +19,9 @@ from results_db.analytics import (
     ScalingRow,
     time_to_accuracy_text,
 )
+from results_db.projection import HeldOut, ProjectedPoint, RingFit
 from results_db.queries import communication as communication_queries
+from results_db.queries import projection as projection_queries
 from results_db.queries import runs as runs_queries
 from results_db.queries import sweeps as sweeps_queries
 from scalebench.tasks import TASKS, AllReduceSpec
@@ -130,6 +132,10 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
     out = [f"{spec.title} — sweep {sweep_id}"]
     if isinstance(spec, AllReduceSpec):
         out.append(allreduce_table(communication_queries.allreduce_summary(conn, sweep_id)))
+        fits = projection_queries.allreduce_fits(conn, sweep_id)
+        if fits:
+            out.append("\nring model t(n, k) = 2(k−1)·α + 2(k−1)/k·n/β, fitted per configuration:")
+            out.append(fit_table(fits))
         return "\n".join(out)
     runs = runs_queries.run_infos(conn, sweep_id=sweep_id)
     out.append(f"goal: {spec.goal.describe(info.light)}; TTA = time to accuracy, seconds\n")
@@ -152,3 +158,119 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
         if run.quarantined_lines:
             out.append(f"{run.id}: {run.quarantined_lines} unreadable record line(s)")
     return "\n".join(out)
+
+
+def fit_table(fits: Sequence[RingFit]) -> str:
+    """Per Task 0 configuration: α (µs per ring step), β (MB/s and Mbit/s of a link), the
+    fit's RMS, median and largest relative error over the sizes it was fitted on."""
+    lines = [
+        [
+            f.world_size,
+            f.network,
+            f"{f.backend} {f.device}",
+            f.dtype,
+            f"{f.alpha_s * 1e6:.1f}",
+            f"{f.beta_bytes_per_s / 1e6:.4g}",
+            f"{f.beta_bytes_per_s * 8 / 1e6:.4g}",
+            f"{f.residual:.1%}",
+            f"{f.median_error:.1%}",
+            f"{f.max_error:.1%}",
+            f"{f.sizes} ({byte_size(f.min_bytes, binary=False)}–"
+            f"{byte_size(f.max_bytes, binary=False)})",
+        ]
+        for f in fits
+    ]
+    headers = [
+        "workers",
+        "network",
+        "backend",
+        "dtype",
+        "α µs",
+        "β MB/s",
+        "β Mbit/s",
+        "residual (RMS)",
+        "median error",
+        "max error",
+        "sizes",
+    ]
+    return tabulate(lines, headers=headers, tablefmt="simple", disable_numparse=True)
+
+
+def _dollars(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def projection_table(points: Sequence[ProjectedPoint]) -> str:
+    """Per link and worker count: step seconds, communication share, TTA, speedup and cost
+    (regular / preemptible dollars), each row with its basis."""
+    lines = [
+        [
+            p.network,
+            p.world_size,
+            f"{p.step_s:.4g}" + (" ≤" if p.upper_bound else ""),
+            f"{p.communication_share:.1%}",
+            _fmt(p.time_to_accuracy_s, ".4g"),
+            _fmt(p.speedup, ".3g"),
+            f"{_dollars(p.cost_regular)} / {_dollars(p.cost_preemptible)}",
+            p.basis,
+        ]
+        for p in points
+    ]
+    headers = [
+        "network",
+        "workers",
+        "step s",
+        "communication",
+        "TTA s",
+        "speedup",
+        "cost $ (regular / preemptible)",
+        "basis",
+    ]
+    table = tabulate(lines, headers=headers, tablefmt="simple", disable_numparse=True)
+    if any(p.upper_bound for p in points):
+        table += (
+            "\n≤ ddp: an upper bound, the overlap of gradient buckets with backward is not modelled"
+        )
+    return table
+
+
+def _error(value: float | None) -> str:
+    return "—" if value is None else f"{value:+.1%}"
+
+
+def leave_one_out_table(held: Sequence[HeldOut]) -> str:
+    """Each measured point predicted from the others: measured, predicted and relative error
+    of step seconds, communication seconds per step and TTA."""
+    lines = [
+        [
+            h.network,
+            h.world_size,
+            f"{h.measured_step_s:.4g}",
+            f"{h.predicted_step_s:.4g}",
+            _error(h.step_error),
+            f"{h.measured_communication_s:.4g}",
+            f"{h.predicted_communication_s:.4g}",
+            _error(h.communication_error),
+            _fmt(h.measured_tta_s, ".4g"),
+            _fmt(h.predicted_tta_s, ".4g"),
+            _error(h.tta_error) + (" ~" if h.contended else ""),
+        ]
+        for h in held
+    ]
+    headers = [
+        "network",
+        "workers",
+        "step s",
+        "predicted",
+        "error",
+        "comm s",
+        "predicted",
+        "error",
+        "TTA s",
+        "predicted",
+        "error",
+    ]
+    table = tabulate(lines, headers=headers, tablefmt="simple", disable_numparse=True)
+    if any(h.contended for h in held):
+        table += f"\n~ {CONTENDED_NOTE}"
+    return table

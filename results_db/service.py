@@ -507,3 +507,146 @@ def load_quietly(url: str, sweep_dir: str | Path, run_id: str) -> None:
     has no verdict yet, so the run reads as ``running``); a later load completes it without
     duplicates."""
     ingest(url, str(sweep_dir), only=[run_id], replace=True, say=None)
+
+
+def refit(url: str | None, sweep_id: str | None = None) -> int:
+    """Fit the ring model again to every all-reduce configuration of one sweep (or of every
+    sweep with all-reduce curves), store the fits and print them."""
+    from results_db.fits import refit as refit_sweeps
+    from results_db.report import fit_table
+
+    engine = engine_for(url)
+    try:
+        if sweep_id is not None:
+            from results_db.queries.sweeps import sweep_info
+
+            with engine.connect() as conn:
+                if sweep_info(conn, sweep_id) is None:
+                    raise CommandError(f"sweep: no sweep {sweep_id!r} in the results database")
+        done = refit_sweeps(engine, sweep_id)
+    finally:
+        engine.dispose()
+    for sweep, fits in done.items():
+        print(f"{sweep}: {len(fits)} fit(s)")
+        if fits:
+            print(fit_table(fits))
+    if not done:
+        print("no sweep with all-reduce curves to fit")
+    return 0
+
+
+def _world_sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CommandError(
+            f"workers: a comma-separated list of worker counts such as 4,8,16, got {text!r}"
+        ) from None
+    if not sizes or any(k < 1 for k in sizes):
+        raise CommandError(f"workers: worker counts of 1 or more, got {text!r}")
+    return sizes
+
+
+def project(
+    url: str | None,
+    training_sweep: str,
+    allreduce_sweep: str,
+    workers: str | None = None,
+    networks: str | None = None,
+    instance: str = "n1-standard-4",
+    gpu: str | None = "nvidia-tesla-t4",
+) -> int:
+    """Print the projection of a training sweep to ``workers`` on ``networks`` (default: the
+    sweep's own profiles) with the all-reduce fits of ``allreduce_sweep``, then the
+    leave-one-out check of the model on the sweep's measured points."""
+    from results_db import projection
+    from results_db.queries import costs as costs_queries
+    from results_db.queries import projection as projection_queries
+    from results_db.queries.sweeps import sweep_info, sweep_networks
+    from results_db.report import leave_one_out_table, projection_table
+    from scalebench.network import BadProfile, parse_profiles
+
+    sizes = (
+        _world_sizes(workers) if workers is not None else list(projection.DEFAULT_PROJECTED_WORKERS)
+    )
+    engine = engine_for(url)
+    try:
+        with engine.connect() as conn:
+            try:
+                sweep = projection_queries.training_sweep(conn, training_sweep)
+                if sweep_info(conn, allreduce_sweep) is None:
+                    raise projection.ProjectionRefused(
+                        f"allreduce: no sweep {allreduce_sweep!r} in the results database"
+                    )
+                fits = projection_queries.allreduce_fits(conn, allreduce_sweep)
+                if not fits:
+                    raise projection.ProjectionRefused(
+                        f"allreduce: sweep {allreduce_sweep} has no all-reduce fit (a Task 0 "
+                        "sweep at 2 workers or more gives them; `scalebench db refit` fits "
+                        "sweeps stored before fits were kept)"
+                    )
+                try:
+                    profiles = (
+                        [p.name for p in parse_profiles(networks)]
+                        if networks is not None
+                        else sweep_networks(conn, training_sweep)
+                    )
+                except BadProfile as exc:
+                    raise CommandError(f"network: {exc}") from None
+                prices = _projection_prices(conn, costs_queries, instance, gpu)
+                points = projection.project(sweep, fits, profiles, sizes, allreduce_sweep, prices)
+                held = projection.leave_one_out(sweep, fits, allreduce_sweep)
+                across = projection.leave_one_out(sweep, fits, allreduce_sweep, True)
+            except projection.ProjectionRefused as exc:
+                raise CommandError(str(exc)) from None
+    finally:
+        engine.dispose()
+    print(
+        f"projection of {training_sweep} ({sweep.task}, {sweep.backend} on {sweep.device}, "
+        f"{sweep.variant}) with the all-reduce fits of {allreduce_sweep}"
+    )
+    print(
+        "step = compute + gradient packing + all-reduce (ring model at the gradient's "
+        f"{sweep.points[0].gradient_bytes:,} bytes) + wait for the slowest rank; per-worker "
+        "batch fixed, so an unmeasured worker count takes the nearest measured one's compute"
+    )
+    if prices is None:
+        print(f"no price for {instance}" + (f" and {gpu}" if gpu else "") + ": cost left out")
+    else:
+        print(
+            f"cost at {instance}" + (f" + {gpu}" if gpu else "") + f" per worker: "
+            f"${prices.regular_per_hour:.4g}/h regular, ${prices.preemptible_per_hour:.4g}/h "
+            "preemptible"
+        )
+    print()
+    print(projection_table(points))
+    print("\nleave-one-out: each measured point predicted from the others")
+    print(leave_one_out_table(held) if held else "no measured point could be predicted from others")
+    print(
+        "\nleaving out its worker count: each measured point predicted without any point of "
+        "its worker count (compute, packing and steps from another worker count)"
+    )
+    print(
+        leave_one_out_table(across)
+        if across
+        else "no measured point could be predicted from another worker count"
+    )
+    return 0
+
+
+def _projection_prices(conn: Any, costs_queries: Any, instance: str, gpu: str | None) -> Any:
+    """The :class:`~results_db.projection.Prices` in force for one worker (None: missing)."""
+    from results_db.projection import Prices
+
+    prices = {(p.kind, p.name): p for p in costs_queries.prices_in_force(conn)}
+    node = prices.get(("instance", instance))
+    card = prices.get(("gpu", gpu)) if gpu else None
+    if node is None or (gpu and card is None):
+        return None
+    return Prices(
+        instance=instance,
+        gpu=gpu,
+        regular_per_hour=node.regular_per_hour + (card.regular_per_hour if card else 0.0),
+        preemptible_per_hour=node.preemptible_per_hour
+        + (card.preemptible_per_hour if card else 0.0),
+    )

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -106,17 +106,26 @@ class Page:
         return self.driver.find_element(By.ID, element_id).text
 
     def shows(self, element_id: str, *values: str) -> str:
-        """The text of an element once it contains every one of ``values``."""
+        """The text of an element once it contains every one of ``values``; read again when a
+        re-render (a responsive graph resizing as the page grows) replaces it mid-read."""
+
+        def read(_: Any) -> list[str] | None:
+            text = self.text(element_id)
+            return [text] if all(v in text for v in values) else None
+
         try:
-            WebDriverWait(self.driver, self.timeout_s, poll_frequency=0.05).until(
-                lambda _: all(v in self.text(element_id) for v in values)
-            )
+            (text,) = WebDriverWait(
+                self.driver,
+                self.timeout_s,
+                poll_frequency=0.05,
+                ignored_exceptions=(StaleElementReferenceException,),
+            ).until(read)
         except TimeoutException:
             shown = self.driver.find_elements(By.ID, element_id)
             text = shown[0].text if shown else "(no such element)"
             missing = [v for v in values if v not in text]
             raise AssertionError(f"#{element_id} at {self.url} lacks {missing}: {text!r}") from None
-        return self.text(element_id)
+        return text
 
     def traces(self, graph_id: str) -> list[dict[str, Any]]:
         return self.until(lambda: self.driver.execute_script(TRACES, graph_id), f"graph {graph_id}")

@@ -42,6 +42,7 @@ class FakeRun:
     cpu_count: int = 2
     variant: str = "sync"
     start_details: dict[str, str] = field(default_factory=dict)  # more fields of the start
+    parameters: int = 272_474  # the model's, as the start event records it
 
 
 def write_training_sweep(
@@ -112,6 +113,7 @@ def write_rank(
         device="cpu",
         precision="fp32",
         variant=run.variant,
+        parameters=run.parameters,
         **compiled,
         **network,
         **run.start_details,

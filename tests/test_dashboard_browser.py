@@ -214,3 +214,16 @@ def test_fuzzed_links_get_friendly_messages(page: Page) -> None:
         if name != "q" and path != "/":
             assert page.driver.find_elements(By.CLASS_NAME, "url-problems"), link
         assert page.severe_logs() == [], link
+
+
+def test_the_projection_draws_to_64_workers_with_its_check(page: Page) -> None:
+    """The recorded light sweep projected with the recorded all-reduce sweep's host fit."""
+    page.open(f"/scaling?sweep={LIGHT}")
+    traces = {t["name"]: t for t in page.traces("scaling-projection")}
+    line = next(t for name, t in traces.items() if name.startswith("host: projected"))
+    assert "leave-one-out error ≤" in line["name"]
+    assert len(line["y"]) == 7  # 1, 2, 4, …, 64 workers
+    assert len(traces["host: measured"]["y"]) == 2  # 1 and 2 workers
+    page.shows("scaling-projection-table", "projected: compute from 2 worker(s) on host")
+    page.navigate(f"/communication?sweep={LIGHT}")
+    page.shows("comm-fits", "α (per ring step)", "β (per link)", "gloo cpu float32, 2 workers")

@@ -22,6 +22,7 @@ from dash_app import data, plots
 from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.communication import figures
 from dash_app.state import MAX_OVERLAID, Query, to_search
+from scalebench import units
 
 PATH = "/communication"
 TITLE = "Communication"
@@ -124,6 +125,7 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
         dbc.Row([dbc.Col(ui.graph("comm-ratio"), lg=6), dbc.Col(ui.graph("comm-phases"), lg=6)]),
         dbc.Row([dbc.Col(ui.graph("comm-phase-totals"), lg=6)]),
         dbc.Row([dbc.Col(ui.graph("comm-latency"), lg=6), dbc.Col(ui.graph("comm-busbw"), lg=6)]),
+        html.Div(id="comm-fits", className="my-3"),
         problems=[*problems, *training.problems, *allreduce.problems],
     )
 
@@ -136,6 +138,7 @@ OUTPUTS = {
     "phase_totals": Output("comm-phase-totals", "figure"),
     "latency": Output("comm-latency", "figure"),
     "busbw": Output("comm-busbw", "figure"),
+    "fits": Output("comm-fits", "children"),
     "refresh_off": Output("comm-refresh", "disabled"),
     "network_options": Output("comm-network", "options"),
     "network_style": Output("comm-network-column", "style"),
@@ -212,9 +215,13 @@ def update(
         rows = [row for s in sweeps for row in source.allreduce(s.id)]
         latency = figures.allreduce_latency_figure(rows, state.dtype)
         busbw = figures.allreduce_busbw_figure(rows, state.dtype)
+        fits = fits_section(
+            [f for s in sweeps for f in source.allreduce_fits(s.id)], state.dtype, len(sweeps)
+        )
         running = running or any(s.outcome == "running" for s in sweeps)
     else:
         latency = busbw = plots.empty_figure(NO_ALLREDUCE)
+        fits = None
     if running:
         notes.append("A shown sweep is still running; this page refreshes itself.")
     status = html.P(" ".join(notes), className="text-info") if notes else None
@@ -227,9 +234,49 @@ def update(
         phase_totals=to_goal,
         latency=latency,
         busbw=busbw,
+        fits=fits,
         refresh_off=not running,
         network_options=networks.options,
         network_style=networks.style,
+    )
+
+
+FITS_HELP = (
+    "Ring model of each configuration: t(n, k) = 2(k−1)·α + 2(k−1)/k·n/β, fitted to the "
+    "median time of each size in relative error (least absolute log error, robust to the few "
+    "sizes a busy machine or a link's burst disturbed). α: seconds per ring step; β: one "
+    "link's bandwidth; residual: root mean square of the sizes' relative errors, with their "
+    "median and largest. gloo runs a ring (halving-doubling and bcube send the same bytes in "
+    "fewer steps); nccl switches to trees for small messages across many nodes, where this "
+    "model overestimates the latency."
+)
+
+
+def fits_section(fits: list[Any], dtype: str, sweeps: int) -> html.Div | None:
+    """The table of the shown all-reduce sweeps' fits (α, β, residual), one row each."""
+    shown = [f for f in fits if dtype in ("all", f.dtype)]
+    if not shown:
+        return None
+    rows = [
+        {
+            **({"sweep": figures.short_sweep(f.sweep_id)} if sweeps > 1 else {}),
+            "configuration": f"{f.backend} {f.device} {f.dtype}, {f.world_size} workers",
+            "network": f.network,
+            "α (per ring step)": units.seconds(f.alpha_s),
+            "β (per link)": units.bandwidth(f.beta_bytes_per_s),
+            "residual (RMS)": units.percent(f.residual),
+            "median error": units.percent(f.median_error),
+            "largest error": units.percent(f.max_error),
+            "sizes": f"{f.sizes}",
+        }
+        for f in shown
+    ]
+    return html.Div(
+        [
+            html.H6("All-reduce model: latency α and bandwidth β"),
+            html.P(FITS_HELP, className="small text-muted"),
+            ui.table("comm-fits-table", rows),
+        ]
     )
 
 

@@ -2,6 +2,9 @@
 
 URL: ``/scaling?sweep=<sweep id>[&network=<profile>]`` (default: the newest training sweep;
 every network profile of the sweep, a curve each).
+
+Below, the sweep projected to 64 workers with an all-reduce sweep's fits (the newest one by
+default; ``results_db.projection``): its own callback, so the figures above never wait on it.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from dash import Dash, Input, Output, html
 
 from dash_app import components as ui
 from dash_app import data, plots
-from dash_app.choices import pick_sweep
+from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.scaling import figures
 from dash_app.state import Query, to_search
 from results_db.analytics import SUPERLINEAR_NOTE, ScalingRow, time_to_accuracy_text
@@ -64,6 +67,7 @@ def _layout(state: SweepState, problems: list[str]) -> html.Div:
     if choice.chosen is None:
         return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
     networks = source.networks(choice.chosen.id)
+    allreduce = pick_sweeps(source, (), "allreduce", "allreduce")
     return ui.page(
         TITLE,
         INTRO,
@@ -86,6 +90,21 @@ def _layout(state: SweepState, problems: list[str]) -> html.Div:
                 dbc.Col(ui.graph("scaling-efficiency"), lg=6),
             ]
         ),
+        html.H5("Projection to more workers", className="mt-4"),
+        dbc.Row(
+            [
+                ui.sweep_picker(
+                    "scaling-allreduce",
+                    allreduce.offered,
+                    allreduce.chosen[0].id if allreduce.chosen else None,
+                    "All-reduce sweep whose fits give communication",
+                )
+            ]
+        ),
+        html.P(PROJECTION_HELP, className="small text-muted mt-2"),
+        html.Div(id="scaling-projection-note"),
+        dbc.Row([dbc.Col(ui.graph("scaling-projection"), lg=12)]),
+        html.Div(id="scaling-projection-table", className="my-3"),
         problems=[*problems, *choice.problems],
     )
 
@@ -226,6 +245,91 @@ def update(
     )
 
 
+PROJECTION_HELP = (
+    "Time per step = compute + gradient packing + all-reduce + wait for the slowest rank. "
+    "Compute per step stays as measured (the per-worker batch is fixed; an unmeasured worker "
+    "count takes the nearest measured one's); the all-reduce is the ring model "
+    "2(k−1)·α + 2(k−1)/k·n/β fitted to the Task 0 sweep on the same link, at the gradient's "
+    "n bytes. Each measured point is also predicted from the others (leave-one-out): the "
+    "legend gives, per link, how far off the worst of those predictions of step and "
+    "communication seconds was. The model "
+    "ignores contention, topology beyond one switch, stragglers beyond those measured, and "
+    "NCCL's tree algorithms."
+)
+
+PROJECTION_OUTPUTS = {
+    "figure": Output("scaling-projection", "figure"),
+    "table": Output("scaling-projection-table", "children"),
+    "note": Output("scaling-projection-note", "children"),
+}
+
+
+def projection_table_rows(points: list[Any], held: list[Any]) -> list[dict[str, str]]:
+    """The projection's numbers with their basis, and the leave-one-out error where the point
+    was measured and predicted from the others."""
+    checked = {(h.network, h.world_size): h for h in held}
+
+    def error(value: float | None) -> str:
+        return "—" if value is None else f"{value:+.1%}"
+
+    rows = []
+    for p in points:
+        h = checked.get((p.network, p.world_size)) if p.measured else None
+        rows.append(
+            {
+                "network": p.network,
+                "workers": str(p.world_size),
+                "step": units.seconds(p.step_s) + (" (upper bound)" if p.upper_bound else ""),
+                "communication": units.percent(p.communication_share),
+                "time to accuracy": units.seconds(p.time_to_accuracy_s),
+                "speedup": "—" if p.speedup is None else f"{p.speedup:.3g}×",
+                "leave-one-out error (step, comm, TTA)": "—"
+                if h is None
+                else f"{error(h.step_error)}, {error(h.communication_error)}, {error(h.tta_error)}",
+                "basis": p.basis,
+            }
+        )
+    return rows
+
+
+def projection_failure(message: str) -> dict[str, Any]:
+    return ui.unchanged(
+        PROJECTION_OUTPUTS,
+        figure=plots.empty_figure(message, "Projected time per step"),
+        table=None,
+        note=ui.error_alert(message),
+    )
+
+
+@ui.guarded(projection_failure)
+def update_projection(sweep_id: str | None, allreduce_id: str | None) -> dict[str, Any]:
+    """The :data:`PROJECTION_OUTPUTS`: the projection figure, its table, and what could not be
+    projected."""
+    if not sweep_id:
+        return projection_failure("Choose a sweep.")
+    if not allreduce_id:
+        return ui.unchanged(
+            PROJECTION_OUTPUTS,
+            figure=plots.empty_figure(
+                "No all-reduce sweep to give communication. To measure one on the sweep's "
+                "links: scalebench run task0-allreduce --light --workers 2 --network <profiles>",
+                "Projected time per step",
+            ),
+            table=None,
+            note=None,
+        )
+    view = data.current().projection(sweep_id, allreduce_id)
+    message = " ".join(view.missing)
+    return ui.unchanged(
+        PROJECTION_OUTPUTS,
+        figure=figures.projection_figure(view.points, view.held, message),
+        table=ui.table("scaling-projection-rows", projection_table_rows(view.points, view.held))
+        if view.points
+        else None,
+        note=html.P(message, className="small text-warning-emphasis") if message else None,
+    )
+
+
 def register(app: Dash) -> None:
     dash.register_page(
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=1
@@ -239,3 +343,7 @@ def register(app: Dash) -> None:
             Input("scaling-refresh", "n_intervals"),
         ],
     )(update)
+    app.callback(
+        output=PROJECTION_OUTPUTS,
+        inputs=[Input("scaling-sweep", "value"), Input("scaling-allreduce", "value")],
+    )(update_projection)

@@ -1,4 +1,5 @@
-"""The Scaling page's figures: time to accuracy, speedup and efficiency against workers."""
+"""The Scaling page's figures: time to accuracy, speedup and efficiency against workers, and
+the projection of step time to worker counts not measured."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import plotly.graph_objects as go
 from dash_app.plots import (
     CATEGORY_WORKERS,
     SINGLE_RUN,
+    THEME_COLOURS,
     base_figure,
     empty_figure,
     level_line,
@@ -18,6 +20,7 @@ from dash_app.plots import (
     workers_axis,
 )
 from results_db.analytics import SUPERLINEAR_NOTE, ScalingRow, time_to_accuracy_text
+from results_db.projection import HeldOut, ProjectedPoint, largest_error
 from results_db.queries.runs import RunInfo
 from scalebench import units
 from scalebench.tasks.published import PublishedPoint
@@ -186,3 +189,73 @@ def efficiency_figure(rows: Sequence[ScalingRow]) -> go.Figure:
         "title": {"text": "efficiency = speedup / workers"},
     }
     return base_figure(title, [bars], CATEGORY_WORKERS, yaxis, [level_line(1.0, "linear")])
+
+
+def projection_figure(
+    points: Sequence[ProjectedPoint], held: Sequence[HeldOut], message: str = ""
+) -> go.Figure:
+    """Seconds per step against workers (log–log), per link profile with an all-reduce fit:
+    the measured points as markers, the line through them and the projection beyond, each
+    line's legend naming the largest leave-one-out error of its profile (step and
+    communication seconds); ``message`` (why there is no projection) when there are none."""
+    title = "Projected time per step"
+    if not points:
+        return empty_figure(message or "Nothing to project.", title)
+    traces = []
+    networks = list(dict.fromkeys(p.network for p in points))
+    for index, network in enumerate(networks):
+        colour = plots_colour(index)
+        row = sorted((p for p in points if p.network == network), key=lambda p: p.world_size)
+        error = largest_error(held, network)
+        checked = (
+            f"leave-one-out error ≤ {error * 100:.1f} %"
+            if error is not None
+            else "not checked: no point held out"
+        )
+        bound = ", an upper bound (ddp)" if any(p.upper_bound for p in row) else ""
+        traces.append(
+            go.Scatter(
+                x=[p.world_size for p in row],
+                y=[p.step_s for p in row],
+                mode="lines",
+                line={"color": colour, "dash": "dash"},
+                name=f"{network}: projected ({checked}){bound}",
+                legendgroup=network,
+                customdata=[
+                    [
+                        units.percent(p.communication_share),
+                        units.seconds(p.time_to_accuracy_s),
+                        p.basis,
+                    ]
+                    for p in row
+                ],
+                hovertemplate=(
+                    f"{network}, %{{x}} worker(s): %{{y:.4g}} s per step, "
+                    "%{customdata[0]} communicating<br>time to accuracy %{customdata[1]}<br>"
+                    "%{customdata[2]}<extra></extra>"
+                ),
+            )
+        )
+        measured = [p for p in row if p.measured]
+        traces.append(
+            go.Scatter(
+                x=[p.world_size for p in measured],
+                y=[p.step_s for p in measured],
+                mode="markers",
+                marker={"color": colour, "size": 10},
+                name=f"{network}: measured",
+                legendgroup=network,
+                hovertemplate=f"{network}, %{{x}} worker(s): %{{y:.4g}} s per step, measured"
+                "<extra></extra>",
+            )
+        )
+    sizes = [p.world_size for p in points]
+    yaxis = {"type": "log", "title": {"text": "seconds per step and rank"}}
+    if message:
+        title += f"<br><sup>{message}</sup>"
+    return base_figure(title, traces, workers_axis(sizes), yaxis)
+
+
+def plots_colour(index: int) -> str:
+    """The theme's colour number ``index`` (cycling)."""
+    return THEME_COLOURS[index % len(THEME_COLOURS)]

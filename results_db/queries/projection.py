@@ -1,0 +1,206 @@
+"""What a scaling projection reads: the all-reduce fits of a Task 0 sweep and the measured
+points of a training sweep (``results_db.projection``)."""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+
+from results_db.models import AllReduceFit, Run, RunEvent, StepTiming, Sweep
+from results_db.projection import (
+    DEFAULT_PROJECTED_WORKERS,
+    HeldOut,
+    MeasuredPoint,
+    ProjectedPoint,
+    ProjectionRefused,
+    RingFit,
+    TrainingSweep,
+    gradient_bytes,
+    leave_one_out,
+    project,
+)
+from scalebench.tasks import TASKS, TrainingSpec
+from workers.records import PHASES
+
+# data, forward, loss, backward, optimizer: what a step computes, whatever the link
+STEP_COMPUTE_PHASES = tuple(p for p in PHASES if p not in ("gradient_packing", "communication"))
+# what a rank does before the collective: the faster ranks wait for the slowest one there
+BEFORE_COLLECTIVE = ("data", "forward", "loss", "backward")
+
+
+def allreduce_fits(conn: Connection, sweep_id: str) -> list[RingFit]:
+    """The stored ring-model fits of a Task 0 sweep, by backend, device, network, dtype and
+    worker count."""
+    rows = conn.execute(
+        select(AllReduceFit)
+        .where(AllReduceFit.sweep_id == sweep_id)
+        .order_by(
+            AllReduceFit.backend,
+            AllReduceFit.device,
+            AllReduceFit.network,
+            AllReduceFit.dtype,
+            AllReduceFit.world_size,
+        )
+    )
+    return [
+        RingFit(
+            sweep_id=f.sweep_id,
+            backend=f.backend,
+            device=f.device,
+            dtype=f.dtype,
+            network=f.network,
+            world_size=f.world_size,
+            alpha_s=f.alpha_s,
+            beta_bytes_per_s=f.beta_bytes_per_s,
+            residual=f.residual,
+            median_error=f.median_error,
+            max_error=f.max_error,
+            sizes=f.sizes,
+            min_bytes=f.min_bytes,
+            max_bytes=f.max_bytes,
+        )
+        for f in rows
+    ]
+
+
+def mean_wait_s(conn: Connection, run_id: str) -> float:
+    """Seconds per step a rank of run ``run_id`` waited, on average, for the slowest rank to
+    reach the collective: per step, the slowest rank's data + forward + loss + backward
+    seconds minus the ranks' mean of them, averaged over steps (0 for one rank)."""
+    before = sum(getattr(StepTiming, f"{phase}_s") for phase in BEFORE_COLLECTIVE)
+    per_step = (
+        select((func.max(before) - func.avg(before)).label("wait_s"))
+        .where(StepTiming.run_id == run_id)
+        .group_by(StepTiming.epoch, StepTiming.step)
+        .having(func.count() > 1)
+        .subquery()
+    )
+    value = conn.execute(select(func.avg(per_step.c.wait_s))).scalar()
+    return float(value or 0.0)
+
+
+def run_parameters(conn: Connection, run_ids: list[str]) -> dict[str, int]:
+    """The model's parameter count each run's start event recorded (run id -> count)."""
+    rows = conn.execute(
+        select(RunEvent.run_id, RunEvent.details).where(
+            RunEvent.run_id.in_(run_ids), RunEvent.event == "start", RunEvent.rank == 0
+        )
+    )
+    found: dict[str, int] = {}
+    for run_id, details in rows:
+        parameters = (details or {}).get("parameters")
+        if isinstance(parameters, int) and parameters > 0:
+            found[run_id] = parameters
+    return found
+
+
+def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
+    """The successful runs of a training sweep as measured points, per (link, worker count).
+
+    Raises :class:`ProjectionRefused` naming what is missing: no such sweep, not a training
+    task, no successful run, runs without a parameter count.
+    """
+    sweep = conn.execute(select(Sweep.task).where(Sweep.id == sweep_id)).first()
+    if sweep is None:
+        raise ProjectionRefused(f"sweep {sweep_id!r} is not in the results database")
+    spec = TASKS.get(sweep.task)
+    if not isinstance(spec, TrainingSpec):
+        raise ProjectionRefused(
+            f"sweep {sweep_id} is a {sweep.task} sweep; a projection starts from a training sweep"
+        )
+    runs = conn.execute(
+        select(Run).where(Run.sweep_id == sweep_id, Run.status == "succeeded", Run.step_records > 0)
+    ).all()
+    if not runs:
+        raise ProjectionRefused(f"sweep {sweep_id} has no successful run to project from")
+    parameters = run_parameters(conn, [r.id for r in runs])
+    unknown = [r.id for r in runs if r.id not in parameters]
+    if unknown:
+        raise ProjectionRefused(
+            f"run {unknown[0]} does not record its parameter count, so its gradient bytes "
+            "are unknown"
+        )
+    groups: dict[tuple[str, int], list[Any]] = defaultdict(list)
+    for run in runs:
+        groups[(run.network, run.world_size)].append(run)
+    points = []
+    for (network, world_size), group in sorted(groups.items()):
+
+        def per_step(run: Any, *phases: str) -> float:
+            return sum(getattr(run, f"{p}_total_s") for p in phases) / run.step_records
+
+        reached = [r.time_to_accuracy_s for r in group if r.goal_reached and r.time_to_accuracy_s]
+        points.append(
+            MeasuredPoint(
+                network=network,
+                world_size=world_size,
+                runs=len(group),
+                compute_s=statistics.fmean(per_step(r, *STEP_COMPUTE_PHASES) for r in group),
+                gradient_packing_s=statistics.fmean(per_step(r, "gradient_packing") for r in group),
+                communication_s=statistics.fmean(per_step(r, "communication") for r in group),
+                wait_s=statistics.fmean(
+                    mean_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group
+                ),
+                step_s=statistics.fmean(per_step(r, *PHASES) for r in group),
+                steps=statistics.fmean(r.steps for r in group),
+                epochs=statistics.fmean(r.epochs for r in group),
+                eval_s=statistics.fmean(r.eval_s for r in group),
+                time_to_accuracy_s=statistics.fmean(reached) if reached else None,
+                gradient_bytes=gradient_bytes(parameters[group[0].id], group[0].precision),
+                contended=sum(bool(r.contended) for r in group),
+                contention_share=max(
+                    (r.contention_share for r in group if r.contention_share is not None),
+                    default=None,
+                ),
+            )
+        )
+    first = runs[0]
+    return TrainingSweep(
+        sweep_id=sweep_id,
+        task=sweep.task,
+        backend=first.backend,
+        device=first.device,
+        precision=first.precision,
+        variant=first.variant,
+        points=tuple(points),
+    )
+
+
+@dataclass(frozen=True)
+class ProjectionView:
+    """A training sweep projected with a Task 0 sweep's fits, on every profile of the sweep
+    that has a fit: ``points`` (measured and projected), ``held`` (leave-one-out), and
+    ``missing``, a sentence per profile left out for want of a fit (or why nothing could be
+    projected)."""
+
+    points: list[ProjectedPoint]
+    held: list[HeldOut]
+    missing: list[str]
+
+
+def projection_view(
+    conn: Connection,
+    sweep_id: str,
+    allreduce_sweep: str,
+    world_sizes: Sequence[int] = DEFAULT_PROJECTED_WORKERS,
+) -> ProjectionView:
+    """:class:`ProjectionView` of ``sweep_id`` to ``world_sizes`` with the fits of
+    ``allreduce_sweep``; what cannot be projected is said in ``missing``, never raised."""
+    try:
+        sweep = training_sweep(conn, sweep_id)
+    except ProjectionRefused as exc:
+        return ProjectionView([], [], [str(exc)])
+    fits = allreduce_fits(conn, allreduce_sweep)
+    points: list[ProjectedPoint] = []
+    missing = []
+    for network in dict.fromkeys(p.network for p in sweep.points):
+        try:
+            points += project(sweep, fits, [network], world_sizes, allreduce_sweep)
+        except ProjectionRefused as exc:
+            missing.append(str(exc))
+    return ProjectionView(points, leave_one_out(sweep, fits, allreduce_sweep), missing)

@@ -1,0 +1,466 @@
+"""The scaling projection: the all-reduce model's fit, the step-time model, time to accuracy
+and cost at unmeasured worker counts and links, leave-one-out, where users see it, and a real
+check on emulated links."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from records_factory import FakeRun, write_training_sweep
+from sqlalchemy import select
+
+from cli import main as cli
+from dash_app.pages.scaling.figures import projection_figure
+from results_db.database import make_engine, upgrade
+from results_db.fits import refit
+from results_db.ingest import ingest_location
+from results_db.models import AllReduceFit
+from results_db.projection import (
+    MAX_PROJECTED_WORKERS,
+    MeasuredPoint,
+    Prices,
+    ProjectionRefused,
+    RingFit,
+    SizeTime,
+    TrainingSweep,
+    fit_ring,
+    largest_error,
+    leave_one_out,
+    project,
+    ring_seconds,
+)
+from results_db.queries.projection import allreduce_fits, training_sweep
+from results_db.report import leave_one_out_table
+from scalebench.host import shaping_problems
+from scalebench.network import parse_profile
+
+GRADIENT_BYTES = (272_474 + 1) * 4
+SIZES = [int(10 ** (e / 2)) * 4 for e in range(0, 13)]  # 4 B … 4 MB, as light Task 0
+
+
+def ring_fit(network: str, alpha_s: float, beta: float, world_size: int = 2) -> RingFit:
+    return RingFit(
+        sweep_id="t0",
+        backend="gloo",
+        device="cpu",
+        dtype="float32",
+        network=network,
+        world_size=world_size,
+        alpha_s=alpha_s,
+        beta_bytes_per_s=beta,
+        residual=0.0,
+        median_error=0.0,
+        max_error=0.0,
+        sizes=13,
+        min_bytes=4,
+        max_bytes=4_000_000,
+    )
+
+
+FITS = [ring_fit("host", 2e-4, 2e9), ring_fit("10mbit", 5e-4, 1.2e6)]
+
+
+def point(network: str, k: int, compute_s: float = 0.4, wait_s: float = 0.01) -> MeasuredPoint:
+    """A point whose numbers follow the model exactly (with FITS)."""
+    packing_s = 0.002 if k > 1 else 0.0
+    fit = next(f for f in FITS if f.network == network)
+    communication_s = fit.seconds(GRADIENT_BYTES, k) + (wait_s if k > 1 else 0.0) if k > 1 else 0.0
+    step_s = compute_s + packing_s + communication_s
+    steps = 8 * math.ceil(45 / k)
+    return MeasuredPoint(
+        network=network,
+        world_size=k,
+        runs=1,
+        compute_s=compute_s,
+        gradient_packing_s=packing_s,
+        communication_s=communication_s,
+        wait_s=wait_s if k > 1 else 0.0,
+        step_s=step_s,
+        steps=steps,
+        epochs=8,
+        eval_s=4.0,
+        time_to_accuracy_s=steps * step_s + 4.0,
+        gradient_bytes=GRADIENT_BYTES,
+    )
+
+
+def sweep_of(*points: MeasuredPoint, variant: str = "sync") -> TrainingSweep:
+    return TrainingSweep(
+        sweep_id="s",
+        task="task1a-resnet20-cifar10",
+        backend="gloo",
+        device="cpu",
+        precision="fp32",
+        variant=variant,
+        points=points,
+    )
+
+
+FOUR = sweep_of(point("host", 1), point("host", 2), point("10mbit", 1), point("10mbit", 2))
+
+
+# -- the all-reduce model --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world_size", [2, 4, 16])
+def test_the_fit_recovers_latency_and_bandwidth_of_a_ring(world_size: int) -> None:
+    points = [SizeTime(n, ring_seconds(n, world_size, 3e-4, 1.25e6)) for n in SIZES]
+    alpha, beta, rms, median, worst = fit_ring(points, world_size)
+    assert alpha == pytest.approx(3e-4, rel=1e-3)
+    assert beta == pytest.approx(1.25e6, rel=1e-3)
+    assert rms < 1e-3 and median < 1e-3 and worst < 1e-3
+
+
+def test_a_few_disturbed_sizes_do_not_drag_the_bandwidth() -> None:
+    """Two small sizes ten times too slow (a busy scheduler) and one inside a token
+    bucket's burst (ten times too fast): α and β stay the link's; the residual shows them."""
+    points = [SizeTime(n, ring_seconds(n, 2, 3e-4, 1.25e6)) for n in SIZES]
+    for index in (0, 4):
+        points[index] = replace(points[index], seconds=points[index].seconds * 10)
+    points[7] = replace(points[7], seconds=points[7].seconds / 10)
+    alpha, beta, rms, median, worst = fit_ring(points, 2)
+    assert beta == pytest.approx(1.25e6, rel=0.02)
+    assert alpha == pytest.approx(3e-4, rel=0.05)
+    assert median < 0.05 and worst > 0.85 and rms > 0.5
+
+
+def test_a_fit_needs_two_workers_and_two_sizes() -> None:
+    with pytest.raises(ValueError, match="one worker"):
+        fit_ring([SizeTime(4, 1e-3), SizeTime(40, 2e-3)], 1)
+    with pytest.raises(ValueError, match="two message sizes"):
+        fit_ring([SizeTime(4, 1e-3)], 2)
+    assert ring_seconds(1e6, 1, 1.0, 1.0) == 0.0
+
+
+# -- the step-time model, TTA and cost ---------------------------------------------------------
+
+
+def test_an_unmeasured_worker_count_takes_the_nearest_compute_and_the_ring_at_its_size() -> None:
+    prices = Prices("n1-standard-4", "nvidia-tesla-t4", 0.5592, 0.154)
+    rows = {
+        (p.network, p.world_size): p
+        for p in project(FOUR, FITS, ["10mbit"], [1, 2, 8], "t0", prices)
+    }
+    assert rows[("10mbit", 1)].basis == rows[("10mbit", 2)].basis == "measured"
+    eight = rows[("10mbit", 8)]
+    assert not eight.measured
+    expected_comm = ring_seconds(GRADIENT_BYTES, 8, 5e-4, 1.2e6) + 0.01
+    assert eight.communication_s == pytest.approx(expected_comm)
+    assert eight.step_s == pytest.approx(0.4 + 0.002 + expected_comm)
+    assert "compute from 2 worker(s) on 10mbit" in eight.basis
+    assert "all-reduce from the fit at 2 worker(s) on 10mbit" in eight.basis
+    # 8 epochs to the goal at 2 workers, an epoch of 23 steps there is 6 steps at 8 workers
+    assert "8 epochs to the goal from 2 worker(s) on 10mbit" in eight.basis
+    assert eight.time_to_accuracy_s == pytest.approx(8 * 6 * eight.step_s + 4.0)
+    assert eight.speedup == pytest.approx(
+        rows[("10mbit", 1)].time_to_accuracy_s / eight.time_to_accuracy_s
+    )
+    assert eight.cost_regular == pytest.approx(8 * 0.5592 * eight.time_to_accuracy_s / 3600)
+    assert eight.cost_preemptible == pytest.approx(8 * 0.154 * eight.time_to_accuracy_s / 3600)
+    assert eight.communication_share == pytest.approx(expected_comm / eight.step_s)
+
+
+def test_a_link_not_measured_takes_the_least_contended_compute() -> None:
+    quiet = replace(point("10mbit", 2, compute_s=0.3), contention_share=0.1)
+    busy = replace(point("host", 2, compute_s=0.5), contention_share=0.6)
+    fits = [*FITS, ring_fit("1gbit", 2e-4, 1.2e8)]
+    (row,) = project(sweep_of(busy, quiet), fits, ["1gbit"], [8])
+    assert "compute from 2 worker(s) on 10mbit" in row.basis
+    assert row.compute_s == 0.3
+
+
+def test_a_ddp_projection_is_an_upper_bound() -> None:
+    ddp = replace(FOUR, variant="ddp")
+    (row,) = project(ddp, FITS, ["host"], [16])
+    assert row.upper_bound
+    (sync,) = project(FOUR, FITS, ["host"], [16])
+    assert not sync.upper_bound
+
+
+def test_bad_input_is_refused_in_one_sentence_naming_what_is_missing() -> None:
+    with pytest.raises(ProjectionRefused) as missing:
+        project(FOUR, FITS, ["10gbit"], [4], "task0-sweep")
+    message = str(missing.value)
+    assert "no all-reduce fit for gloo on cpu over 10gbit in sweep task0-sweep" in message
+    assert "--network 10gbit" in message and message.count(".") <= 1
+    with pytest.raises(ProjectionRefused, match="beyond 1,024 workers"):
+        project(FOUR, FITS, ["host"], [MAX_PROJECTED_WORKERS * 2])
+    with pytest.raises(ProjectionRefused, match="no successful run"):
+        project(sweep_of(), FITS, ["host"], [4])
+    nccl = [replace(f, backend="nccl") for f in FITS]
+    with pytest.raises(ProjectionRefused, match="no all-reduce fit for gloo"):
+        project(FOUR, nccl, ["host"], [4], "t0")
+
+
+# -- leave-one-out ---------------------------------------------------------------------------
+
+
+def test_leave_one_out_predicts_each_point_from_the_others() -> None:
+    """Points that follow the model are predicted exactly; (2, 10mbit) takes its compute
+    from (2, host), not from itself."""
+    held = leave_one_out(FOUR, FITS, "t0")
+    assert [(h.network, h.world_size) for h in held] == [
+        ("10mbit", 1),
+        ("10mbit", 2),
+        ("host", 1),
+        ("host", 2),
+    ]
+    for h in held:
+        assert h.step_error == pytest.approx(0.0, abs=1e-9)
+        assert h.tta_error == pytest.approx(0.0, abs=1e-9)
+    core = held[1]
+    assert "compute from 2 worker(s) on host" in core.basis
+    assert core.communication_error == pytest.approx(0.0, abs=1e-9)
+    assert held[0].communication_error is None  # one worker communicates 0 s
+    # Leaving out the worker count: (2, 10mbit) from 1 worker's compute, and no packing or
+    # wait measured above 1 worker, so only the ring model's seconds.
+    across = leave_one_out(FOUR, FITS, "t0", whole_worker_count=True)
+    two = next(h for h in across if (h.network, h.world_size) == ("10mbit", 2))
+    assert "compute from 1 worker(s) on 10mbit" in two.basis
+    assert two.predicted_communication_s == pytest.approx(
+        ring_seconds(GRADIENT_BYTES, 2, 5e-4, 1.2e6)
+    )
+    # A point that is off shows its error: (2, 10mbit) measured 30 % slower to communicate.
+    slow = replace(FOUR.points[3], communication_s=FOUR.points[3].communication_s * 1.3)
+    off = leave_one_out(replace(FOUR, points=(*FOUR.points[:3], slow)), FITS, "t0")
+    assert off[1].communication_error == pytest.approx(1 / 1.3 - 1)
+    assert largest_error(off, "10mbit") == pytest.approx(1 - 1 / 1.3)
+
+
+# -- through the database, the command line and the figure --------------------------------------
+
+
+def test_fits_are_stored_at_ingest_refitted_and_shown(
+    tmp_path: Path, database_url: str, capsys
+) -> None:
+    """The recorded light Task 0 sweep (gloo, 2 workers on a 2-core machine) is fitted at
+    ingest; `scalebench db refit` rewrites the same fits; the report shows α and β."""
+    import shutil
+
+    from dashboard_seed import ALLREDUCE, DATA
+
+    shutil.copytree(DATA / "sweep-allreduce", tmp_path / "results" / "sweep-allreduce")
+    url = database_url
+    upgrade(url)
+    engine = make_engine(url)
+    ingest_location(engine, str(tmp_path / "results"))
+    with engine.connect() as conn:
+        stored = allreduce_fits(conn, ALLREDUCE)
+    assert {(f.network, f.world_size, f.backend) for f in stored} == {("host", 2, "gloo")}
+    for fit in stored:
+        assert 0 < fit.alpha_s < 0.01 and 1e7 < fit.beta_bytes_per_s < 1e11
+        assert fit.residual >= fit.median_error >= 0
+    with engine.begin() as conn:
+        conn.execute(AllReduceFit.__table__.delete())
+    assert cli.main(["db", "refit", "--database", url]) == 0
+    with engine.connect() as conn:
+        assert allreduce_fits(conn, ALLREDUCE) == stored
+        assert conn.execute(select(AllReduceFit.fitted_at)).first() is not None
+    assert refit(engine, ALLREDUCE)[ALLREDUCE] == stored
+    engine.dispose()
+    capsys.readouterr()
+    assert cli.main(["report", ALLREDUCE, "--database", url]) == 0
+    out = capsys.readouterr().out
+    assert "α µs" in out and "β MB/s" in out and "residual (RMS)" in out
+
+
+def write_sweeps(tmp_path: Path, url: str) -> str:
+    """The recorded Task 0 sweep and a training sweep at 1 and 2 workers on host, ingested."""
+    import shutil
+
+    from dashboard_seed import DATA
+
+    shutil.copytree(DATA / "sweep-allreduce", tmp_path / "results" / "sweep-allreduce")
+    phases_2 = {
+        "data": 0.01,
+        "forward": 0.1,
+        "loss": 0.01,
+        "backward": 0.2,
+        "gradient_packing": 0.002,
+        "communication": 0.004,
+        "optimizer": 0.03,
+    }
+    write_training_sweep(
+        tmp_path / "results",
+        "train",
+        [FakeRun(1, epochs=3, steps_per_epoch=4), FakeRun(2, phases=phases_2, steps_per_epoch=2)],
+    )
+    upgrade(url)
+    engine = make_engine(url)
+    ingest_location(engine, str(tmp_path / "results"))
+    engine.dispose()
+    return url
+
+
+def test_the_command_line_prints_the_projection_with_its_basis(
+    tmp_path: Path, database_url: str, capsys
+) -> None:
+    from dashboard_seed import ALLREDUCE
+
+    url = write_sweeps(tmp_path, database_url)
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        sweep = training_sweep(conn, "train")
+    engine.dispose()
+    assert [(p.network, p.world_size) for p in sweep.points] == [("host", 1), ("host", 2)]
+    assert sweep.points[0].gradient_bytes == GRADIENT_BYTES
+    capsys.readouterr()
+    argv = ["project", "train", "--allreduce", ALLREDUCE, "--database", url]
+    assert cli.main([*argv, "--workers", "1,2,4,64", "--network", "host"]) == 0
+    out = capsys.readouterr().out
+    table, checked = out.split("leave-one-out")
+    lines = [line for line in table.splitlines() if line.startswith("host ")]
+    assert len(lines) == 4
+    assert "measured" in lines[0] and "measured" in lines[1]
+    assert "projected: compute from 2 worker(s) on host" in lines[3]
+    point_out, count_out = checked.split("leaving out its worker count")
+    assert len([line for line in point_out.splitlines() if line.startswith("host ")]) == 2
+    assert len([line for line in count_out.splitlines() if line.startswith("host ")]) == 2
+    for bad, words in (
+        (["--workers", "2048"], "beyond 1,024 workers"),
+        (["--network", "1gbit"], "no all-reduce fit for gloo on cpu over 1gbit"),
+        (["--workers", "four"], "workers: a comma-separated list"),
+    ):
+        assert cli.main([*argv, *bad]) == 2
+        assert words in capsys.readouterr().err
+    assert cli.main(["project", ALLREDUCE, "--allreduce", ALLREDUCE, "--database", url]) == 2
+    assert "starts from a training sweep" in capsys.readouterr().err
+    failed = tmp_path / "failed"
+    write_training_sweep(failed, "failed", [FakeRun(1, end="failed", launcher_status="failed")])
+    engine = make_engine(url)
+    ingest_location(engine, str(failed))
+    engine.dispose()
+    assert cli.main(["project", "failed", "--allreduce", ALLREDUCE, "--database", url]) == 2
+    assert "sweep failed has no successful run" in capsys.readouterr().err
+
+
+def test_the_figure_draws_measured_markers_projected_lines_and_the_error() -> None:
+    points = project(FOUR, FITS, ["host", "10mbit"], [1, 2, 4, 8, 16, 32, 64])
+    held = leave_one_out(FOUR, FITS)
+    figure = projection_figure(points, held)
+    names = [trace.name for trace in figure.data]
+    lines = [t for t in figure.data if t.mode == "lines"]
+    markers = [t for t in figure.data if t.mode == "markers"]
+    assert {t.legendgroup for t in lines} == {"host", "10mbit"}
+    assert all(max(t.x) == 64 for t in lines)
+    assert sorted(len(t.x) for t in markers) == [2, 2]
+    assert any("leave-one-out error ≤ 0.0 %" in name for name in names)
+    empty = projection_figure([], [], "no fit for 10gbit")
+    assert "no fit for 10gbit" in empty.layout.annotations[0].text
+
+
+# -- checked on real runs over emulated links ---------------------------------------------------
+
+CANNOT_SHAPE = shaping_problems([parse_profile("10mbit")])
+BOUND = 0.20  # the largest |relative error| of a held-out step time or communication time
+
+
+def run_cli(argv: list[str]) -> str:
+    """Run ``scalebench`` with ``argv``; the id of the sweep it made."""
+    before = set()
+    results = Path(argv[argv.index("--results") + 1])
+    if results.is_dir():
+        before = {p.name for p in results.iterdir()}
+    assert cli.main(argv) == 0
+    (sweep_id,) = {p.name for p in results.iterdir()} - before
+    return sweep_id
+
+
+def least_contended(sweeps: list[TrainingSweep]) -> TrainingSweep:
+    """The same configuration measured more than once: per (link, worker count), the point
+    whose runs other processes disturbed least (by their contention share, not by how well
+    the model predicts them)."""
+    best: dict[tuple[str, int], MeasuredPoint] = {}
+    for sweep in sweeps:
+        for p in sweep.points:
+            key = (p.network, p.world_size)
+            if key not in best or (p.contention_share or 0.0) < (best[key].contention_share or 0.0):
+                best[key] = p
+    return replace(sweeps[-1], points=tuple(best[key] for key in sorted(best)))
+
+
+def misses(held: list) -> list[str]:
+    """The held-out points beyond :data:`BOUND`, in words."""
+    out = []
+    for h in held:
+        for what, error in (("step", h.step_error), ("communication", h.communication_error)):
+            if error is not None and abs(error) > BOUND:
+                out.append(f"{h.world_size} worker(s) on {h.network}: {what} {error:+.1%}")
+    return out
+
+
+@pytest.mark.skipif(bool(CANNOT_SHAPE), reason=f"cannot emulate: {'; '.join(CANNOT_SHAPE)}")
+@pytest.mark.slow
+def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) -> None:
+    """Light Task 0 at 2 workers and light Task 1a at 1 and 2 workers, each on host and
+    10mbit, real groups through the command line; every (workers, link) point of Task 1a is
+    predicted from the other three and the Task 0 fits. Step and communication seconds must
+    be within 20 %. When a point misses while runs were contended (other processes took their
+    cores), the training sweep is measured once more, and the bound is checked on the less
+    contended measurement of each point (the way alternating runs are compared on these
+    shared machines)."""
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    common = ["--light", "--repeats", "1", "--network", "host,10mbit", "--device", "cpu"]
+    where = ["--results", str(tmp_path / "results"), "--database", url]
+    allreduce = run_cli(["run", "task0-allreduce", "--workers", "2", *common, *where])
+    training = ["run", "task1a-resnet20-cifar10", "--workers", "1,2", "--compile", "off"]
+    tables = []
+    measured: list[TrainingSweep] = []
+    for attempt in (1, 2):
+        sweep_id = run_cli([*training, *common, *where])
+        engine = make_engine(url)
+        with engine.connect() as conn:
+            measured.append(training_sweep(conn, sweep_id))
+            fits = allreduce_fits(conn, allreduce)
+        engine.dispose()
+        sweep = least_contended(measured)
+        held = leave_one_out(sweep, fits, allreduce)
+        tables.append(leave_one_out_table(held))
+        assert [(h.network, h.world_size) for h in held] == [
+            ("10mbit", 1),
+            ("10mbit", 2),
+            ("host", 1),
+            ("host", 2),
+        ], tables[-1]
+        contended = sum(p.contended for p in sweep.points)
+        if not misses(held) or not contended or attempt == 2:
+            break
+    print("\n\n".join(tables))  # what was measured, shown with -s
+    assert not misses(held), "\n\n".join(tables)
+
+
+def test_the_wait_for_the_slowest_rank_is_measured_per_step(engine) -> None:
+    """Step 0: ranks reach the collective after 0.3 s and 0.5 s (the mean rank waits 0.1 s);
+    step 1: both after 0.4 s (no wait); the run's mean wait is 0.05 s per step."""
+    from results_db.models import StepTiming
+    from results_db.queries.projection import mean_wait_s
+
+    rows = [
+        {
+            "run_id": "r",
+            "rank": rank,
+            "epoch": 0,
+            "step": step,
+            "t_s": 1.0,
+            "samples": 128,
+            "loss": 1.0,
+            "lr": 0.1,
+            "data_s": 0.0,
+            "forward_s": before / 2,
+            "loss_s": 0.0,
+            "backward_s": before / 2,
+            "gradient_packing_s": 0.002,
+            "communication_s": 0.01,
+            "optimizer_s": 0.03,
+        }
+        for step, befores in enumerate([(0.3, 0.5), (0.4, 0.4)])
+        for rank, before in enumerate(befores)
+    ]
+    with engine.begin() as conn:
+        conn.execute(StepTiming.__table__.insert(), rows)
+    with engine.connect() as conn:
+        assert mean_wait_s(conn, "r") == pytest.approx(0.05)
+        assert mean_wait_s(conn, "no such run") == 0.0
