@@ -10,7 +10,8 @@ So recording a verdict costs one appended line, whatever the sweep's size, and
 a reader (ingest, the next group's cancellation check) folds the lines into
 the plan: the last verdict of a group wins. A group's ``status`` is
 ``planned`` until a verdict arrives; then the launcher's verdict
-(``succeeded``, ``failed``, ``diverged``, ``timed_out``), ``cancelled`` (it
+(``succeeded``, ``failed``, ``diverged``, ``timed_out``; on Kubernetes also
+``preempted`` and ``not_admitted``), ``cancelled`` (it
 was running when the sweep was stopped) or ``skipped`` (it never started
 because the sweep was stopped). Used by the command line's runner and by the
 Airflow operators alike; torch-free.
@@ -38,7 +39,17 @@ MANIFEST = "sweep.json"  # beside a sweep's run directories
 
 VERDICTS = "verdicts.jsonl"
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
-GROUP_STATUSES = ("planned", "succeeded", "failed", "diverged", "timed_out", "cancelled", "skipped")
+GROUP_STATUSES = (
+    "planned",
+    "succeeded",
+    "failed",
+    "diverged",
+    "timed_out",
+    "cancelled",
+    "skipped",
+    "preempted",  # Kubernetes: a pod was preempted, evicted or drained
+    "not_admitted",  # Kubernetes: the Kueue queue never admitted the Job
+)
 
 
 class BadManifest(ValueError):
@@ -49,7 +60,12 @@ class BadManifest(ValueError):
 
 @dataclass(frozen=True)
 class GroupEntry:
-    """One planned group and, once it ended, its verdict (``seconds``: its wall time)."""
+    """One planned group and, once it ended, its verdict (``seconds``: its wall time).
+
+    ``qos_class``: the Kubernetes QoS class its pods ran in (empty for local groups).
+    ``attempts``: the earlier attempts of a group that was run again after a
+    preemption, oldest first, each ``{"attempt", "status", "reason", "seconds", "job"}``.
+    """
 
     run_id: str
     world_size: int
@@ -58,6 +74,8 @@ class GroupEntry:
     reason: str = ""
     seconds: float | None = None
     network: str = "host"  # the link profile the group runs on (scalebench.network)
+    qos_class: str = ""
+    attempts: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -128,18 +146,25 @@ class Manifest:
             "finished_at",
         }
         verdicts: dict[str, dict[str, Any]] = {}
+        attempts: dict[str, list[dict[str, Any]]] = {}
         for line in verdict_lines:
             if line.strip():
                 try:
                     verdict = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a line cut short by a crash: that verdict was never complete
+                if "attempt" in verdict:  # an earlier attempt's verdict, kept beside
+                    attempts.setdefault(verdict["run_id"], []).append(verdict["attempt"])
+                    continue
                 verdicts[verdict.pop("run_id")] = verdict
         groups = []
         for raw in data["groups"]:
             entry = GroupEntry(**{k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__})
+            entry = replace(entry, attempts=tuple(entry.attempts))
             if entry.run_id in verdicts:
                 entry = replace(entry, **verdicts[entry.run_id])
+            if entry.run_id in attempts:
+                entry = replace(entry, attempts=(*entry.attempts, *attempts[entry.run_id]))
             groups.append(entry)
         return cls(
             sweep_id=data["sweep_id"],
@@ -262,10 +287,38 @@ def close_vanished(root: Path) -> list[Manifest]:
 
 
 def record_verdict(
-    sweep_dir: Path, run_id: str, status: str, reason: str = "", seconds: float | None = None
+    sweep_dir: Path,
+    run_id: str,
+    status: str,
+    reason: str = "",
+    seconds: float | None = None,
+    *,
+    qos_class: str = "",
 ) -> None:
-    """Append one group's verdict: one line, whatever the size of the sweep."""
-    _append(sweep_dir, [{"run_id": run_id, "status": status, "reason": reason, "seconds": seconds}])
+    """Append one group's verdict: one line, whatever the size of the sweep
+    (``qos_class``: its pods' Kubernetes QoS class, when known)."""
+    verdict = {"run_id": run_id, "status": status, "reason": reason, "seconds": seconds}
+    if qos_class:
+        verdict["qos_class"] = qos_class
+    _append(sweep_dir, [verdict])
+
+
+def record_attempt(
+    sweep_dir: Path,
+    run_id: str,
+    *,
+    attempt: int,
+    status: str,
+    reason: str,
+    seconds: float,
+    job: str,
+) -> None:
+    """Append the verdict of attempt ``attempt`` of a group that is run again (a preempted
+    one): it does not decide the group's status, and stays in its ``attempts``."""
+    if status not in GROUP_STATUSES:
+        raise ValueError(f"unknown group status {status!r}")
+    record = {"attempt": attempt, "status": status, "reason": reason, "seconds": seconds}
+    _append(sweep_dir, [{"run_id": run_id, "status": "planned", "attempt": {**record, "job": job}}])
 
 
 def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:
