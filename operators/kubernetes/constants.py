@@ -9,6 +9,10 @@ it (``deploy/kubernetes/10-rbac.yaml`` must grant them all).
 RESULTS_MOUNT = "/var/scalebench/results"
 DATA_MOUNT = "/var/scalebench/data"
 MASTER_PORT = 29500
+# The ports a rank's collectives listen on: NCCL's and gloo's sockets bind to port 0, so
+# the kernel picks them from the pod's ip_local_port_range, which the pods set to this
+# (Linux's default range, stated so the group's NetworkPolicy can name it).
+EPHEMERAL_PORTS = (32768, 60999)
 CONTAINER = "worker"
 WORKER_UID = 1000
 TMP_SIZE = "4Gi"  # the pod's /tmp (an emptyDir: the root filesystem is read-only)
@@ -24,6 +28,8 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # one value per node
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"  # annotation (and label since 1.28)
 RUN_ID_LABEL = "scalebench.io/run-id"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue admits a suspended Job of this LocalQueue
+DISRUPTION_CONDITION = "DisruptionTarget"  # a pod preempted, evicted or drained (since 1.26)
 BASE_LABELS = {
     "app.kubernetes.io/name": "scalebench-worker",
     "app.kubernetes.io/managed-by": "scalebench",
@@ -48,6 +54,8 @@ API_CALLS = {
     "create_namespaced_job": ("batch", "jobs", "create"),
     "read_namespaced_job": ("batch", "jobs", "get"),
     "delete_namespaced_job": ("batch", "jobs", "delete"),
+    "create_namespaced_network_policy": ("networking.k8s.io", "networkpolicies", "create"),
+    "delete_namespaced_network_policy": ("networking.k8s.io", "networkpolicies", "delete"),
     "list_namespaced_pod": ("", "pods", "list"),
     "read_namespaced_pod_log": ("", "pods/log", "get"),
 }
