@@ -127,7 +127,7 @@ class TrainingGroupOperator(BaseOperator):
         launcher = None
         try:
             launcher = self.launcher_for(group, context, names=names)
-            launcher.resumed(event["started_s"], event.get("attempt", 1)).stop()
+            launcher.resumed(event["started_s"], event.get("attempt", 1)).delete()
         except Exception as exc:  # the verdict is recorded all the same
             self.log.warning(
                 "%s: could not delete Job %s and Service %s (%s); the Job's deadline and TTL will",

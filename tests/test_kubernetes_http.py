@@ -116,6 +116,8 @@ def run_group(
         seconds=event["seconds"],
         first_failed_rank=event["first_failed_rank"],
         log_tail=event["log_tail"],
+        qos_class=event["qos_class"],
+        attempt=event["attempt"],
     )
 
 

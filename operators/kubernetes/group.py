@@ -227,9 +227,14 @@ class KubernetesGroup:
             self.sink(f"[kubernetes] could not make Job {self.names.job} own its Service: {exc}")
 
     def stop(self) -> None:
-        """Delete the Job (with its pods), the Service and the NetworkPolicy. Idempotent and
-        thread-safe."""
+        """Delete the Job (with its pods), the Service and the NetworkPolicy, and start
+        nothing more (no further attempt). Idempotent and thread-safe."""
         self._stopping.set()
+        self.delete()
+
+    def delete(self) -> None:
+        """Delete the Job (with its pods), the Service and the NetworkPolicy of this attempt.
+        Idempotent and thread-safe."""
         with self._lock:
             self._delete()
 
@@ -286,7 +291,7 @@ class KubernetesGroup:
         (``<run id>.attempt-<n>``), and start a new Job under new names."""
         from scalebench import manifest
 
-        self.stop()
+        self.delete()
         manifest.record_attempt(
             Path(self.plan.sweep_dir),
             self.run_id,
@@ -304,7 +309,6 @@ class KubernetesGroup:
         )
         self.attempt += 1
         self.names = attempt_names(self.names, self.attempt)
-        self._stopping.clear()
         self._rank0_log = Rank0Log()
         self._rank0_seen = []
         self.start()
@@ -405,7 +409,7 @@ class KubernetesGroup:
             if verdict.first_failed_rank is not None:
                 log_tail = self._failed_tail(pods, verdict.first_failed_rank)
         finally:
-            self.stop()
+            self.delete()
         return GroupResult(
             world_size=self.world_size,
             status=verdict.status,
