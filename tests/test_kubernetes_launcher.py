@@ -911,7 +911,7 @@ def test_group_refuses_impossible_shapes() -> None:
 
 
 def test_every_api_call_is_declared_for_rbac() -> None:
-    """API_CALLS (what deploy/kubernetes/rbac.yaml must grant) lists every call made."""
+    """API_CALLS (what deploy/kubernetes/base/10-rbac.yaml grants) lists every call made."""
     calls: set[str] = set()
     failed = [finished_pod(0, 143, deleting=True), finished_pod(1, 1)]
     for states in (

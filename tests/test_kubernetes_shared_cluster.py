@@ -81,6 +81,7 @@ def test_a_queued_job_waits_for_admission_and_its_schedule_timeout_starts_then(
         assert f"waiting for admission in queue {QUEUE}" in said
         assert f"admitted by queue {QUEUE} after" in said
         assert said.count("waiting for admission") == 1  # said once, not at every look
+        assert len([m for m, _ in calls(cluster) if m != "GET"]) == 7  # as without a queue
         assert_cleaned_up(cluster)
 
 
@@ -98,8 +99,9 @@ def test_a_job_the_queue_never_admits_is_not_admitted_and_never_gets_pods(
         assert result.status == "not_admitted", result.reason
         assert f"queue {QUEUE} did not admit the Job within 0.5 s" in result.reason
         assert NAMES.job not in cluster.admitted
-        pod_lists = [b for m, p, _, b in cluster.requests() if p.endswith("/pods")]
-        assert pod_lists  # it looked, and no pod was ever there
+        # While it waits, a look reads the Job only: a suspended Job has no pods to list.
+        assert calls(cluster).count(("GET", f"{JOBS_PATH}/{NAMES.job}")) >= 2
+        assert not [p for m, p in calls(cluster) if p.endswith("/pods")]
         assert_cleaned_up(cluster)
 
 
@@ -180,6 +182,8 @@ def test_a_preempted_group_runs_again_and_the_sweep_keeps_both_attempts_blocking
         policies = [
             b["metadata"]["name"] for m, p, _, b in cluster.requests() if p == POLICIES_PATH
         ]
+        # Each attempt: POST Service, policy, Job, PATCH Service, DELETE Job, policy, Service.
+        assert len([m for m, _ in calls(cluster) if m != "GET"]) == 2 * 7
         assert_cleaned_up(cluster)
     assert result.status == "succeeded" and result.attempt == 2, result.reason
     assert len(jobs) == 2 and jobs[0] == NAMES.job and jobs[1] != jobs[0]
@@ -372,7 +376,7 @@ def test_the_sites_settings_reach_the_job_that_is_sent(
     [
         ("SCALEBENCH_K8S_PRIORITY_CLASS", "High_Priority"),
         ("SCALEBENCH_K8S_RUNTIME_CLASS", "nvidia runtime"),
-        ("SCALEBENCH_K8S_IMAGE_PULL_SECRETS", "ok,Not Ok"),
+        ("SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS", "ok,Not Ok"),
         ("SCALEBENCH_K8S_LABELS", '{"bad key!": "x"}'),
         ("SCALEBENCH_K8S_LABELS", '{"team": "a value with spaces"}'),
         ("SCALEBENCH_K8S_LABELS", '{"-example.com/x": "y"}'),

@@ -3,7 +3,7 @@ results and data volumes (``/var/scalebench/results``, ``/var/scalebench/data``)
 the rendezvous port, the worker container's name and user, the labels and
 annotations that tie a Job to its pods and to a run, the limits on names, waits
 and API errors, and :data:`API_CALLS`, every call the launcher makes as RBAC sees
-it (``deploy/kubernetes/10-rbac.yaml`` must grant them all).
+it (``deploy/kubernetes/base/10-rbac.yaml`` grants exactly these).
 """
 
 RESULTS_MOUNT = "/var/scalebench/results"
@@ -46,7 +46,7 @@ LOG_TAIL_LINES = 50
 LOG_PHASES = ("Running", "Succeeded", "Failed")  # a pod's log can be read
 
 # Every API call the launcher makes, as RBAC sees it: client method -> (API group,
-# resource, verb). deploy/kubernetes/rbac.yaml must grant them all.
+# resource, verb). deploy/kubernetes/base/10-rbac.yaml grants exactly these.
 API_CALLS = {
     "create_namespaced_service": ("", "services", "create"),
     "patch_namespaced_service": ("", "services", "patch"),

@@ -380,9 +380,13 @@ class KubernetesGroup:
                     break
                 try:
                     job = self._batch.read_namespaced_job(job_name, namespace)
-                    selector = f"{JOB_NAME_LABEL}={job_name}"
-                    pod_list = self._core.list_namespaced_pod(namespace, label_selector=selector)
-                    pods = _get(pod_list, "items") or []
+                    pods = []
+                    if watch.needs_pods(job):
+                        selector = f"{JOB_NAME_LABEL}={job_name}"
+                        pod_list = self._core.list_namespaced_pod(
+                            namespace, label_selector=selector
+                        )
+                        pods = _get(pod_list, "items") or []
                 except (ApiException, HTTPError, OSError) as exc:
                     code = getattr(exc, "status", None)
                     if code == 404:

@@ -33,7 +33,9 @@ a pod still Pending after the schedule timeout (counted from
 | SCALEBENCH_K8S_PREEMPTION_RETRIES | 1                        | runs again of a preempted group  |
 | SCALEBENCH_K8S_PRIORITY_CLASS     | empty (cluster default)  | priorityClassName of the pods    |
 | SCALEBENCH_K8S_RUNTIME_CLASS      | empty (cluster default)  | runtimeClassName (e.g. nvidia)   |
-| SCALEBENCH_K8S_IMAGE_PULL_SECRETS | empty (none)             | comma-separated Secret names     |
+| SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS | empty (none)          | names of the Secrets the pods    |
+|                                   |                          | pull the image with (their       |
+|                                   |                          | imagePullSecrets), comma-separated|
 | SCALEBENCH_K8S_LABELS             | {} (none)                | JSON object: extra labels        |
 | SCALEBENCH_K8S_ANNOTATIONS        | {} (none)                | JSON object: extra pod annotations|
 | SCALEBENCH_K8S_ENV_PASSTHROUGH    | empty (none)             | comma-separated variables (or    |
@@ -248,7 +250,7 @@ class KubernetesSettings:
                 "a RuntimeClass name (DNS-1123 subdomain, e.g. nvidia), or empty",
             ),
             (
-                "SCALEBENCH_K8S_IMAGE_PULL_SECRETS",
+                "SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS",
                 ",".join(self.image_pull_secrets),
                 all(_is_subdomain(name) for name in self.image_pull_secrets),
                 "comma-separated Secret names (DNS-1123 subdomains)",
@@ -336,7 +338,7 @@ class KubernetesSettings:
             ),
             priority_class=env.get("SCALEBENCH_K8S_PRIORITY_CLASS", "").strip(),
             runtime_class=env.get("SCALEBENCH_K8S_RUNTIME_CLASS", "").strip(),
-            image_pull_secrets=_names(env, "SCALEBENCH_K8S_IMAGE_PULL_SECRETS"),
+            image_pull_secrets=_names(env, "SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS"),
             labels=_json_var(env, "SCALEBENCH_K8S_LABELS", {}, dict, "a JSON object"),
             annotations=_json_var(env, "SCALEBENCH_K8S_ANNOTATIONS", {}, dict, "a JSON object"),
             env_passthrough=_names(env, "SCALEBENCH_K8S_ENV_PASSTHROUGH"),

@@ -156,10 +156,12 @@ class GroupTrigger(BaseTrigger):
         while True:
             try:
                 job = await batch.read_namespaced_job(self.job, self.namespace)
-                pod_list = await core.list_namespaced_pod(
-                    self.namespace, label_selector=f"{JOB_NAME_LABEL}={self.job}"
-                )
-                pods = list(_get(pod_list, "items") or [])
+                pods = []
+                if watch.needs_pods(job):
+                    pod_list = await core.list_namespaced_pod(
+                        self.namespace, label_selector=f"{JOB_NAME_LABEL}={self.job}"
+                    )
+                    pods = list(_get(pod_list, "items") or [])
             except (TimeoutError, ApiException, ClientError, OSError) as exc:
                 code = getattr(exc, "status", None)
                 if code == 404:

@@ -76,6 +76,11 @@ class GroupWatch:
         notes, self.notes = self.notes, []
         return notes
 
+    def needs_pods(self, job: Any) -> bool:
+        """Whether a look must list the Job's pods: not while a queued Job waits for its
+        first admission (a suspended Job has none), which halves the calls of that wait."""
+        return not (self.queue_name and self.admitted_s is None and _get(job, "spec", "suspend"))
+
     def _admission(self, job: Any, now_s: float) -> Verdict | str | None:
         """For a queued Job: a verdict, ``"waiting"`` while it is suspended, else ``None``."""
         if not _get(job, "spec", "suspend"):
