@@ -159,6 +159,7 @@ class EmulatedCluster:
         self._evicted: dict[str, PodState] = {}  # pod name -> its disrupted state
         self.admitted: dict[str, float] = {}  # job name -> seconds it waited for admission
         self.failed_by_policy: dict[str, str] = {}  # job name -> the rule's message
+        self._taken_back: set[str] = set()  # jobs Kueue suspended again
         self.url = ""
         self.handler: KubernetesEmulator | None = None
         self._loop = asyncio.new_event_loop()
@@ -249,6 +250,10 @@ class EmulatedCluster:
         it gets the DisruptionTarget condition and stops, whatever its stage says."""
         self._evicted[pod] = evicted(reason)
 
+    def take_back(self, job: str) -> None:
+        """Kueue preempting an admitted Job: suspend it again (its pods go) for good."""
+        self._taken_back.add(job)
+
     def objects(self, resource: Any) -> list[str]:
         """Names of the live objects of ``resource`` (JOBS, PODS, SERVICES, NETWORK_POLICIES)."""
 
@@ -304,6 +309,10 @@ class EmulatedCluster:
 
     def _admit(self, job: Any, name: str) -> bool:
         """Kueue: whether the Job may run (admitting a suspended one when its time came)."""
+        if name in self._taken_back:
+            if not job.raw["spec"].get("suspend"):
+                job.patch({"spec": {"suspend": True}})
+            return False
         if not job.raw["spec"].get("suspend"):
             return True
         waited = time.monotonic() - self._seen[name]
@@ -338,6 +347,11 @@ class EmulatedCluster:
                 }
                 if job.raw.get("status") != suspended:
                     _replace(job, "status", suspended)
+                for (res, pod_ns, _), obj in list(handler.objects.items()):  # its pods go
+                    if res != PODS or pod_ns != ns or obj.deleted:
+                        continue
+                    if obj.raw["metadata"]["labels"].get(JOB_NAME_LABEL) == name:
+                        obj.delete()
                 continue
             self._created.setdefault(name, time.monotonic())
             stage, world_size = self._stage(name), job.raw["spec"]["completions"]

@@ -105,6 +105,28 @@ def test_a_job_the_queue_never_admits_is_not_admitted_and_never_gets_pods(
         assert_cleaned_up(cluster)
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_kueue_taking_an_admitted_job_back_makes_the_group_preempted(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with emulated_cluster(
+        [Stage(0, running())], tmp_path, monkeypatch, admit_after_s=0.1
+    ) as cluster:
+
+        def take_back_once_running() -> None:
+            deadline = time.monotonic() + 20
+            while NAMES.job not in cluster.admitted and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(0.3)  # the launcher has seen it admitted
+            cluster.take_back(NAMES.job)
+
+        threading.Thread(target=take_back_once_running, daemon=True).start()
+        result = run_group(mode, [], queue_name=QUEUE, preemption_retries=0, admission_timeout_s=10)
+        assert result.status == "preempted", result.reason
+        assert f"queue {QUEUE} suspended the Job again" in result.reason
+        assert_cleaned_up(cluster)
+
+
 def test_without_a_queue_the_job_is_not_suspended(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
