@@ -58,6 +58,8 @@ def plan(results: Path) -> GroupPlan:
         compile="off",
         launcher="kubernetes",
         placement="pack",
+        gpus_per_worker=1,  # what validate_request decides for a pod when not asked
+        group_timeout_s=3600.0,
         data_dir=results,
     )
     (results / "s").mkdir(parents=True, exist_ok=True)

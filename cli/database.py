@@ -17,14 +17,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from results_db.regressions import RULE, Rule
+from results_db.regressions import RULE
 from results_db.service import (
-    engine_for,
     export,
     grant_readonly,
     ingest,
     load_price_file,
     price_values,
+    reader_for,
+    regression_rule,
     regressions,
     set_prices,
     upgrade,
@@ -66,10 +67,12 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     export_parser = with_database(commands.add_parser("export", help="export a sweep"))
     export_parser.add_argument("sweep")
     export_parser.add_argument("--format", default="csv", help="csv or parquet")
-    export_parser.add_argument("--out", type=Path, default=Path("var/exports"))
+    export_parser.add_argument(
+        "--out", default="var/exports", help="the folder (created when missing)"
+    )
 
     def run_export(a: argparse.Namespace) -> int:
-        for path in export(a.database, a.sweep, a.format, a.out):
+        for path in export(a.database, a.sweep, a.format, Path(a.out)):
             print(path)
         return 0
 
@@ -107,8 +110,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
         )
     )
     loader = with_database(price_commands.add_parser("load", help="load prices from a CSV file"))
-    loader.add_argument("file", type=Path)
-    loader.set_defaults(func=lambda a: print_count(set_prices(a.database, load_price_file(a.file))))
+    loader.add_argument("file")
+    loader.set_defaults(
+        func=lambda a: print_count(set_prices(a.database, load_price_file(Path(a.file))))
+    )
 
     detect = with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
     detect.add_argument("sweep")
@@ -122,7 +127,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     )
     detect.set_defaults(
         func=lambda a: regressions(
-            a.database, a.sweep, Rule(window=a.window, alpha=a.alpha, min_change=a.min_change)
+            a.database, a.sweep, regression_rule(a.window, a.alpha, a.min_change)
         )
     )
 
@@ -137,7 +142,7 @@ def list_prices(args: argparse.Namespace) -> int:
 
     from results_db.queries.costs import prices_in_force
 
-    engine = engine_for(args.database)
+    engine = reader_for(args.database)
     with engine.connect() as conn:
         rows = prices_in_force(conn)
     engine.dispose()

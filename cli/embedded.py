@@ -198,9 +198,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def conf_refusal(dag_id: str, conf: dict) -> str | None:
     """Why the DAG's trigger form would refuse ``conf``, naming the field (``None``: it
     would not): the form's JSON schema first, then the request's own validation, as the
-    DAG's ``validate`` task does. The nightly DAG takes no conf fields of its own."""
+    DAG's ``validate`` task does. The nightly DAG takes no conf fields: any is refused."""
+    from operators.nightly_dag import NIGHTLY_DAG_ID
+    from scalebench.nightly import conf_refusal as nightly_refusal
     from scalebench.tasks import get_task, task_ids
 
+    if dag_id == NIGHTLY_DAG_ID:
+        return nightly_refusal(conf)
     task = next((t for t in task_ids() if t.replace("-", "_") == dag_id), None)
     if task is None:
         return None

@@ -29,6 +29,7 @@ from pathlib import Path
 from cli import database
 from results_db import service
 from scalebench import config, manifest
+from scalebench.errors import describe
 from scalebench.launchers import LAUNCHERS
 from scalebench.manifest import MANIFEST
 from scalebench.rank import (
@@ -63,7 +64,10 @@ def cmd_tasks(_: argparse.Namespace) -> int:
                 f"{len(spec.sizes(light=False))} sizes × {spec.repetitions} repetitions "
                 f"(light: {len(spec.sizes(light=True))} × {spec.light_repetitions})"
             )
-        print(f"{spec.id:28s} {spec.title} — {goal}")
+        limits = (
+            f"{_clock(spec.group_time_limit_s(False))} / {_clock(spec.group_time_limit_s(True))}"
+        )
+        print(f"{spec.id:28s} {spec.title} — {goal}; group time limit {limits} (full / light)")
     return 0
 
 
@@ -76,10 +80,12 @@ def run_sweep(
     command line loads it into the results database, so the dashboard shows
     the sweep while it runs). Interrupted (Ctrl-C, SIGTERM), the running group
     is stopped by its launcher and recorded ``cancelled``, and the groups not
-    started ``skipped``.
+    started ``skipped``. A group that found the results filesystem full ends the sweep:
+    the groups after it are recorded ``failed`` (not started) with the same reason.
     """
     from operators.group import LauncherFailed, record_verdict, run_group
     from operators.launcher import launcher_for
+    from scalebench.diskspace import NO_SPACE
 
     service.close_vanished_sweeps(results_root)
     plan = start_sweep(request, results_root, trigger="cli", runner=manifest.this_process())
@@ -118,6 +124,15 @@ def run_sweep(
                 publish(group)
             if status != "succeeded":
                 exit_status = EXIT_FAILED
+            if reason.startswith(NO_SPACE):  # the next groups would only fill it further
+                later = groups[index + 1 :]
+                for entry in later:
+                    manifest.record_verdict(
+                        plan.sweep_dir, entry.run_id, "failed", f"not started: {reason}"
+                    )
+                if later:
+                    print(f"   the {len(later)} other group(s) not started: {reason}", flush=True)
+                break
     except BaseException:
         manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")
         raise
@@ -136,7 +151,8 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
             service.ingest(url, str(group.sweep_dir), only=[group.run_id], replace=True, say=None)
         except Exception as exc:  # the records are safe on disk either way
             print(
-                f"   not loaded into the results database yet ({exc}); the sweep's ingest will",
+                f"   not loaded into the results database yet ({describe(exc)}); the sweep's "
+                "ingest will",
                 flush=True,
             )
         else:
@@ -146,11 +162,11 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
 
 
 def print_report(url: str, sweep_id: str) -> None:
-    """Print an ingested sweep's report from the results database at ``url``."""
-    from results_db.database import make_engine
+    """Print an ingested sweep's report from the results database at ``url`` (read only:
+    a database that does not exist is refused, a read-only one is read)."""
     from results_db.report import sweep_report
 
-    engine = make_engine(url)
+    engine = service.reader_for(url)
     try:
         with engine.connect() as conn:
             report = sweep_report(conn, sweep_id)
@@ -168,11 +184,20 @@ def print_sweep_directory(sweep_dir: Path) -> None:
     import io
     import tempfile
 
+    sweep_id = manifest.load(sweep_dir).sweep_id  # a damaged manifest: refused, named
     with tempfile.TemporaryDirectory(prefix="scalebench-report-") as tmp:
         url = f"sqlite:///{Path(tmp) / 'report.db'}"
-        with contextlib.redirect_stdout(io.StringIO()):  # the progress of a private copy
+        progress = io.StringIO()
+        with contextlib.redirect_stdout(progress):  # the progress of a private copy
             service.ingest(url, str(sweep_dir))
-        print_report(url, manifest.load(sweep_dir).sweep_id)
+        refused = [
+            line.strip().removeprefix("refused: sweep ")
+            for line in progress.getvalue().splitlines()
+            if line.strip().startswith("refused: sweep ")
+        ]
+        if refused:  # the sweep itself could not be read: nothing to report
+            raise InvalidParameter("sweep", refused[0])
+        print_report(url, sweep_id)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -233,13 +258,24 @@ def clean_network_leftovers(asked: bool = False) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     """A sweep directory is read through a private SQLite copy; a sweep id from the database."""
     target = Path(args.sweep)
-    if target.is_dir():
+    if is_folder(target):
         if not (target / MANIFEST).is_file():
             raise InvalidParameter("sweep", f"no {MANIFEST} in {target}")
         print_sweep_directory(target)
     else:
         print_report(args.database or config.database_url(), args.sweep)
     return 0
+
+
+def is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder; a name no file system can hold (too long) is none,
+    so a long sweep id is looked up in the database rather than refused as a path."""
+    try:
+        return path.is_dir()
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return False
+        raise
 
 
 def prepare_data(name: str, data_dir: Path) -> None:
@@ -280,7 +316,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     if not 1 <= port <= 65535:
         raise InvalidParameter("port", f"must be from 1 to 65535, got {port}")
     from dash_app.app import create_app
-    from dash_app.data import readonly_engine
+    from results_db.database import readonly_engine
 
     url = args.database or config.database_url()
     readonly_engine(url).dispose()  # a URL no engine can be made of is refused here, by name
@@ -311,7 +347,7 @@ def add_request_option(parser: argparse.ArgumentParser, field: RequestField) -> 
         field.option,
         dest=field.name,
         default=field.default,
-        help=field.help + choices + default,
+        help=field.describe() + choices + default,
         **extra,
     )
 
@@ -327,7 +363,7 @@ def option_table() -> str:
         if isinstance(shown, tuple):
             shown = ",".join(map(str, shown))
         default = "" if shown in (None, "") else f"`{shown}`"
-        meaning = field.help.replace("|", "\\|") + choices
+        meaning = field.describe().replace("|", "\\|") + choices
         rows.append(f"| `{field.option}` | {meaning} | {default} |")
     return "\n".join(rows) + "\n"
 
@@ -439,7 +475,38 @@ PATH_ERRORS = {
     errno.EISDIR,
     errno.EDQUOT,
     errno.ENAMETOOLONG,
+    errno.EEXIST,  # e.g. --out is a link to nothing: there is something, and not a folder
+    errno.ELOOP,
 }
+
+
+# Options and arguments that name a place (a file, a folder, a database, a sweep): empty is
+# never meant (it would fall back to a default, or mean the current folder), so it is
+# refused by name. Arguments (no leading dashes) have no default to fall back to.
+PLACE_OPTIONS = {
+    "results": "--results",
+    "database": "--database",
+    "out": "--out",
+    "location": "location",
+    "file": "file",
+    "sweep": "sweep",
+}
+
+
+def refuse_empty_places(args: argparse.Namespace) -> None:
+    """Raise :class:`InvalidParameter` for a place of :data:`PLACE_OPTIONS` given empty."""
+    places = dict(PLACE_OPTIONS)
+    if args.command == "data":  # ``run``'s --data-dir is a request field, checked with it
+        places["data_dir"] = "--data-dir"
+    for name, shown in places.items():
+        value = getattr(args, name, None)
+        if value is None or str(value).strip():
+            continue
+        if shown.startswith("--"):
+            raise InvalidParameter(
+                name, f"{shown} is empty; name one, or leave it out for the default"
+            )
+        raise InvalidParameter(name, f"the {shown} is empty; name one")
 
 
 def debugging(args: argparse.Namespace | None = None) -> bool:
@@ -454,6 +521,7 @@ def main(argv: list[str] | None = None) -> int:
         for signum in (signal.SIGTERM, signal.SIGHUP):
             previous[signum] = signal.signal(signum, _stop)
     try:
+        refuse_empty_places(args)
         if args.command in ("run", "ingest"):
             clean_network_leftovers()  # a killed launcher's shaped group: gone before anything
         return args.func(args)

@@ -66,7 +66,8 @@ def pick_sweeps(source: Source, requested: Sequence[str], kind: str, name: str =
     """Newest ``kind`` sweeps, and those a link asks for (in its order).
 
     Requested sweeps that do not exist or are of the other kind are named in
-    the problems and left out; when none is left, the newest one is shown.
+    the problems and left out; when none is left, the newest one with results (a run that
+    succeeded) is shown, and a note says so when newer ones have none.
     """
     want_allreduce = kind == "allreduce"
     offered = _offered(source, want_allreduce)
@@ -81,7 +82,26 @@ def pick_sweeps(source: Source, requested: Sequence[str], kind: str, name: str =
         if found not in offered:
             offered = [found, *offered]
     if not chosen and offered:
-        chosen = [offered[0]]
+        shown, note = _newest_with_results(source, offered)
+        chosen = [shown]
         if problems:
-            problems[-1] += " Showing the newest one instead."
+            problems[-1] += " Showing the newest one with results instead."
+        if note:
+            problems.append(note)
     return Picks(offered, chosen, problems)
+
+
+def _newest_with_results(source: Source, offered: list[SweepInfo]) -> tuple[SweepInfo, str]:
+    """The newest of ``offered`` with a succeeded run (the newest of all when none has
+    one), and a note naming the newer sweeps passed over ("" when none was)."""
+    with_results = source.with_results([s.id for s in offered])
+    index = next((i for i, s in enumerate(offered) if s.id in with_results), None)
+    if not index:  # the newest has results, or no sweep has: the newest it is
+        return offered[0], ""
+    skipped = offered[:index]
+    newest = skipped[0]
+    others = f" and {len(skipped) - 1} newer one(s)" if len(skipped) > 1 else ""
+    return offered[index], (
+        f"Showing {offered[index].id}, the newest sweep with results: the newest, "
+        f"{newest.id} ({newest.outcome or 'no outcome'}){others}, has none to show."
+    )

@@ -17,16 +17,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
-from urllib.parse import quote
 
-from sqlalchemy import Connection, Engine, create_engine
-from sqlalchemy.engine import URL, make_url
+from sqlalchemy import Connection, Engine
+from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
+from results_db.database import readonly_engine
 from results_db.queries import communication as communication_queries
 from results_db.queries import costs as costs_queries
 from results_db.queries import nightly as nightly_queries
@@ -43,31 +43,6 @@ HEALTH_TTL_S = 5.0  # how long a database check is trusted before pages check ag
 
 class DataUnavailable(RuntimeError):
     """The results database cannot be read; the message is meant for the page."""
-
-
-def readonly_url(url: str) -> URL:
-    """``url`` opened read-only where the driver allows it (SQLite files: ``mode=ro``)."""
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-        return parsed
-    if parsed.database.startswith("file:"):  # already a URI
-        return parsed.update_query_dict({"mode": "ro", "uri": "true"})
-    path = Path(parsed.database).expanduser().resolve()
-    return parsed.set(database=f"file:{quote(str(path))}").update_query_dict(
-        {"mode": "ro", "uri": "true"}
-    )
-
-
-def readonly_engine(url: str) -> Engine:
-    """An engine that cannot write: SQLite read-only URI, PostgreSQL read-only sessions."""
-    parsed = readonly_url(url)
-    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg2":
-        return create_engine(
-            parsed,
-            pool_pre_ping=True,
-            connect_args={"options": "-c default_transaction_read_only=on"},
-        )
-    return create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
 
 
 class Source:
@@ -145,6 +120,12 @@ class Source:
                 f"The database {self.describe()} has no scalebench tables yet. Run "
                 f"`scalebench db upgrade` or `{FIRST_SWEEP}`, then reload this page."
             )
+        if "no such column" in lowered or ("column" in lowered and "does not exist" in lowered):
+            return (
+                f"The database {self.describe()} has an older scalebench schema than this "
+                "dashboard reads. Run `scalebench db upgrade` with the same database URL, "
+                "then reload this page."
+            )
         return f"Cannot read the results database {self.describe()}: {text}"
 
     def per_sweep(self, name: str, sweep_id: str, compute: Callable[[Connection], T]) -> T:
@@ -180,6 +161,10 @@ class Source:
 
     def sweep(self, sweep_id: str) -> sweeps_queries.SweepInfo | None:
         return self.call(sweeps_queries.sweep_info, sweep_id)
+
+    def with_results(self, sweep_ids: Sequence[str]) -> set[str]:
+        """Those of ``sweep_ids`` with at least one succeeded run."""
+        return self.call(sweeps_queries.sweeps_with_results, sweep_ids)
 
     def latest_per_task(self, trigger: str | None = None) -> list[sweeps_queries.SweepInfo]:
         return self.call(sweeps_queries.latest_sweep_per_task, trigger)
@@ -228,6 +213,10 @@ class Source:
         return self.per_sweep(
             "allreduce", sweep_id, lambda c: communication_queries.allreduce_curves(c, sweep_id)
         )
+
+    def run_allreduce(self, sweep_id: str, run_id: str) -> list[communication_queries.AllReduceRow]:
+        """One all-reduce run's curves (latency in seconds, bandwidths in bytes per second)."""
+        return self.call(communication_queries.allreduce_curves, sweep_id, run_id)
 
     def costs(
         self, sweep_id: str, instance: str, gpu: str | None, network: str | None = None

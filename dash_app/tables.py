@@ -148,9 +148,9 @@ def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str,
         goal = f"{run.goal_metric.replace('_', ' ')} ≥ {run.goal_target:g}"
     status = run.status + (f": {run.reason}" if run.reason else "")
     if run.status == "running":  # as its last load found it; the page refreshes
-        elapsed = (
-            (run.ended_at - run.started_at).total_seconds()
-            if (run.started_at and run.ended_at)
+        elapsed = (  # a running run has no end yet: how far it was when last loaded
+            (run.ingested_at - run.started_at).total_seconds()
+            if (run.started_at and run.ingested_at)
             else None
         )
         newest = (

@@ -1,7 +1,7 @@
 """One Airflow DAG per benchmark task, built from its spec, and the steps of a sweep.
 
     validate → prepare_dataset → plan
-             → workers_1.train → workers_2.train → … → workers_32.train
+             → workers_01.train → workers_02.train → … → workers_32.train
              → ingest → summarize
     (validate is the sweep's setup, ingest and summarize its teardowns: they
     run however the run ends, so a sweep always reaches the database closed)
@@ -11,7 +11,9 @@ before the run starts); ``validate`` then applies scalebench's own checks
 (GPUs for nccl, the cluster's size, the data set of a full task, ...) before
 any worker starts, and fails naming the field.
 
-Each worker count has its own task group so that its training task can take
+Each worker count has its own task group (``workers_<k>``, ``k`` zero-padded to two
+digits so that Airflow's grid, which sorts groups by name, lists them in order) so that
+its training task can take
 ``k`` slots of the workers pool (a mapped task's ``pool_slots`` is fixed when
 the DAG is built, so it cannot vary with the map). Its mapped ``train`` runs
 that size's repeats one at a time, and the sizes run one after another: two
@@ -54,18 +56,38 @@ def dataset_asset(spec: TaskSpec) -> Asset:
 def params(spec: TaskSpec) -> dict[str, Param]:
     """The trigger form: one Param per request field the task takes, from its declaration
     (:data:`scalebench.request.FIELDS`), with what depends on the task (its worker counts,
-    variants, precisions and data set)."""
+    variants, precisions, time limit and data set). The download switch is offered only for
+    a data set scalebench can fetch."""
     training = not isinstance(spec, AllReduceSpec)
     return {
         field.name: param(field, spec)
         for field in FIELDS
-        if field.in_form and (training or not field.training_only)
+        if field.in_form
+        and (training or not field.training_only)
+        and (field.name != "download" or downloadable(spec.data.name))
     }
 
 
+def task_group_id(world_size: int) -> str:
+    """The task group of one worker count: ``workers_01`` … ``workers_32``, so that sorting
+    by name (Airflow's grid does) sorts by worker count."""
+    return f"workers_{world_size:02d}"
+
+
 def param(field: RequestField, spec: TaskSpec) -> Param:
-    """One field as a Param: its JSON-schema type, bounds and choices, title and help."""
-    default, text = field.default, {"title": field.title, "description": field.help}
+    """One field as a Param: its JSON-schema type, bounds and choices, title and help (in the
+    task's words: the all-reduce task's where it has them, the meaning of the choices it
+    offers only). A field decided when validated (default ``None``) may be left empty."""
+    offered = {"variant": "variants", "precision": "precisions"}.get(field.name, "")
+    choices = list(getattr(spec, offered) if offered else field.choices)
+    allreduce = isinstance(spec, AllReduceSpec)
+    default = field.default
+    text = {"title": field.title, "description": field.describe(choices or None, allreduce)}
+    if len(choices) == 1:
+        text["description"] += f" {spec.id} implements {choices[0]} only."
+    if field.name == "group_timeout_s":
+        full, light = spec.group_time_limit_s(False), spec.group_time_limit_s(True)
+        text["description"] += f" This task: {full:,.0f} s full, {light:,.0f} s light."
     if field.name == "light":
         default = True  # the form offers the laptop-sized variant first
     elif field.name == "compile":
@@ -88,9 +110,7 @@ def param(field: RequestField, spec: TaskSpec) -> Param:
             **text,
         )
     if field.kind == "choice":
-        offered = {"variant": "variants", "precision": "precisions"}.get(field.name, "")
-        choices = getattr(spec, offered) if offered else field.choices
-        return Param(default, type="string", enum=list(choices), **text)
+        return Param(default, type="string", enum=choices, **text)
     if field.kind == "bool":
         return Param(default, type="boolean", **text)
     if field.kind == "text":
@@ -98,7 +118,9 @@ def param(field: RequestField, spec: TaskSpec) -> Param:
     bounds = {"minimum": field.minimum, "maximum": field.maximum}
     if field.kind == "seconds" and field.minimum is None:
         bounds = {"exclusiveMinimum": 0, "maximum": field.maximum}
-    kind = "integer" if field.kind == "int" else "number"
+    kind: str | list[str] = "integer" if field.kind == "int" else "number"
+    if default is None:
+        kind = ["null", kind]  # empty: decided when validated, as the help says
     return Param(default, type=kind, **{k: v for k, v in bounds.items() if v is not None}, **text)
 
 
@@ -129,6 +151,16 @@ def form_compile_default() -> str:
         return "auto"
 
 
+def description(spec: TaskSpec) -> str:
+    """The DAG's one-line description (the DAG list shows it)."""
+    if isinstance(spec, AllReduceSpec):
+        return f"{spec.title}: latency and bus bandwidth per message size at each worker count"
+    return (
+        f"{spec.title}: time to {spec.goal.describe(False)}, speedup and communication ratio "
+        "at each worker count"
+    )
+
+
 def doc(spec: TaskSpec) -> str:
     if isinstance(spec, AllReduceSpec):
         measures = (
@@ -142,7 +174,7 @@ def doc(spec: TaskSpec) -> str:
         )
     return (
         f"## {spec.title}\n\nMeasures {measures}. Each worker count runs as its own "
-        "training group (`workers_<k>.train`, one mapped instance per repeat); failed "
+        "training group (`workers_<kk>.train`, one mapped instance per repeat); failed "
         "groups are recorded with what they measured. `summarize` prints the sweep's "
         "table and fails when no configuration produced a result. Results go to the "
         "results database; open the dashboard or run `scalebench report`."
@@ -168,6 +200,12 @@ def sweep_steps(
 
         from scalebench.sweep import InvalidParameter, request_from_form
 
+        if fixed is not None:  # the nightly's settings: a trigger's conf has no say
+            from scalebench.nightly import conf_refusal
+
+            refusal = conf_refusal(getattr(context.get("dag_run"), "conf", None))
+            if refusal:
+                raise AirflowFailException(f"request refused: {refusal}")
         chosen = dict(fixed if fixed is not None else context["params"])
         try:
             return request_from_form(spec.id, chosen).to_fields()
@@ -248,7 +286,7 @@ def sweep_steps(
         prepare_dataset(request) >> groups
     previous = None
     for k in spec.world_sizes:
-        with TaskGroup(f"workers_{k}", tooltip=f"training groups of {k} worker(s)"):
+        with TaskGroup(task_group_id(k), tooltip=f"training groups of {k} worker(s)"):
             train = TrainingGroupOperator.partial(
                 task_id="train",
                 pool=_pool(),
@@ -305,6 +343,7 @@ def build_benchmark_dag(spec: TaskSpec) -> DAG:
         schedule=None,
         params=params(spec),
         tags=["scalebench", "benchmark", spec.id.split("-")[0]],
+        description=description(spec),
         doc_md=doc(spec),
         catchup=False,
     ) as benchmark:

@@ -7,7 +7,9 @@ its output is streamed line by line with a ``[rank r]`` prefix, and the group
 is ended as a whole:
 
 - when one rank fails, the others get SIGTERM (then SIGKILL after a grace
-  period), because a synchronous group cannot go on without it;
+  period), because a synchronous group cannot go on without it; a rank that
+  found its results filesystem full (exit status 4) makes the group's reason
+  ``no space left on <mount point>``, whatever its peers did next;
 - on the wall-clock ``timeout_s``, every rank is stopped the same way;
 - when the launcher itself is interrupted or killed by an exception, too.
 
@@ -38,8 +40,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 from operators.group import GroupResult
 from operators.shaped_network import ShapedNetwork
+from scalebench.diskspace import no_space_reason
 from scalebench.network import NetworkProfile
-from scalebench.rank import EXIT_DIVERGED, LAUNCHER_PID_VARIABLE
+from scalebench.rank import EXIT_DIVERGED, EXIT_NO_SPACE, LAUNCHER_PID_VARIABLE
 from workers.distributed import free_port
 
 if TYPE_CHECKING:
@@ -212,6 +215,9 @@ class LocalGroup:
                     ]
                     silent = self._silent_ranks(codes)
                     status, reason, failed_rank = _classify(codes, exit_order, silent)
+                    if EXIT_NO_SPACE in codes:  # the cause whatever the peers then did
+                        status, failed_rank = "failed", None  # its one line says it all
+                        reason = no_space_reason(self.run_dir or Path.cwd())
                     break
                 if all(c == 0 for c in codes):
                     break

@@ -43,6 +43,14 @@ def doc(settings: NightlySettings) -> str:
     )
 
 
+def description(settings: NightlySettings) -> str:
+    """The DAG's one-line description (the DAG list shows it)."""
+    return (
+        f"Nightly regression run of {', '.join(settings.tasks)} against the recent "
+        "baseline; fails when something got slower"
+    )
+
+
 def build_nightly_dag(settings: NightlySettings) -> DAG:
     with DAG(
         dag_id=NIGHTLY_DAG_ID,
@@ -50,6 +58,7 @@ def build_nightly_dag(settings: NightlySettings) -> DAG:
         catchup=False,
         max_active_runs=1,
         tags=["scalebench", "nightly"],
+        description=description(settings),
         doc_md=doc(settings),
         default_args={"on_failure_callback": notify_failure},
     ) as nightly:

@@ -3,21 +3,39 @@
 ``SCALEBENCH_DATABASE_URL`` picks the database: PostgreSQL in deployment
 (``postgresql+psycopg2://user@host/db``), an embedded SQLite file by default.
 Both get the same Alembic migrations.
+
+Several processes may migrate one database at once (every ``scalebench ingest``
+and ``run`` migrates first): on PostgreSQL the migration takes a transaction-level
+advisory lock (:data:`MIGRATION_LOCK`), on SQLite an exclusive lock on a file beside
+the database, so one migrates and the others then find it up to date. SQLite
+connections wait up to :data:`SQLITE_BUSY_TIMEOUT_S` for another writer.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.engine import make_url
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS = Path(__file__).with_name("migrations")
+
+# The PostgreSQL advisory lock (a 64-bit key) held while migrating; the sweeps' ingest locks
+# use the two-32-bit-key space, which never overlaps this one.
+MIGRATION_LOCK = 0x5CA1EBE7C4_0001
+
+# Seconds a SQLite connection waits for another writer before "database is locked".
+SQLITE_BUSY_TIMEOUT_S = 60.0
 
 
 def make_engine(url: str) -> Engine:
@@ -26,7 +44,7 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = create_engine(url)
+        engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(dbapi_connection, _record) -> None:  # type: ignore[no-untyped-def]
@@ -37,6 +55,63 @@ def make_engine(url: str) -> Engine:
 
         return engine
     return create_engine(url, pool_pre_ping=True)
+
+
+def readonly_url(url: str, once: bool = False) -> URL:
+    """``url`` opened read-only where the driver allows it (SQLite files: ``mode=ro``).
+
+    ``once``: for a read that ends at once (a report, an export), a SQLite file that this
+    process can write neither to nor beside (a read-only copy or mount) and that has no
+    write-ahead log beside it is opened ``immutable``: SQLite then needs no lock file,
+    which it could not create there. A reader that stays (the dashboard) never is: it
+    would not see later writes."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return parsed
+    if parsed.database.startswith("file:"):  # already a URI
+        return parsed.update_query_dict({"mode": "ro", "uri": "true"})
+    path = Path(parsed.database).expanduser().resolve()
+    query = {"mode": "ro", "uri": "true"}
+    if once and _frozen(path):
+        query["immutable"] = "1"
+    return parsed.set(database=f"file:{quote(str(path))}").update_query_dict(query)
+
+
+def _frozen(path: Path) -> bool:
+    """Whether the SQLite file ``path`` can be read as it is on disk: this process can
+    write neither it nor its folder, and no write-ahead log holds changes beside it."""
+    wal = path.with_name(path.name + "-wal")
+    return (
+        path.is_file()
+        and not os.access(path, os.W_OK)
+        and not os.access(path.parent, os.W_OK)
+        and (not wal.exists() or wal.stat().st_size == 0)
+    )
+
+
+def readonly_engine(url: str, once: bool = False) -> Engine:
+    """An engine that cannot write: SQLite read-only URI, PostgreSQL read-only sessions.
+    Nothing is created: a SQLite file that does not exist stays missing. ``once``: see
+    :func:`readonly_url`."""
+    parsed = readonly_url(url, once)
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg2":
+        return create_engine(
+            parsed,
+            pool_pre_ping=True,
+            connect_args={"options": "-c default_transaction_read_only=on"},
+        )
+    return create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file a SQLite URL names (``None``: not SQLite, or in memory)."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return None
+    database = parsed.database
+    if database.startswith("file:"):
+        database = database.removeprefix("file:").split("?", 1)[0]
+    return Path(database).expanduser()
 
 
 def sessions(engine: Engine) -> sessionmaker[Session]:
@@ -51,15 +126,52 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Migrate the database at ``url`` to ``revision`` (default: the newest)."""
-    if make_url(url).get_backend_name() == "sqlite":
-        make_engine(url).dispose()  # creates the folder of the file
-    command.upgrade(alembic_config(url), revision)
+    """Migrate the database at ``url`` to ``revision`` (default: the newest).
+
+    Concurrent calls on one database take turns (see the module's docstring): the first
+    migrates, the others wait for it and then find nothing left to do.
+    """
+    config = alembic_config(url)
+    if make_url(url).get_backend_name() != "postgresql":
+        with _sqlite_migration_lock(url):
+            command.upgrade(config, revision)
+        return
+    engine = make_engine(url)
+    try:
+        # One transaction: the lock, then every migration (PostgreSQL's DDL is
+        # transactional); the lock goes with the commit, after the new schema is visible.
+        with engine.begin() as connection:
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+@contextmanager
+def _sqlite_migration_lock(url: str) -> Iterator[None]:
+    """An exclusive lock on ``<database file>.migrate-lock`` while migrating a SQLite file
+    (nothing for an in-memory database); also creates the file's folder."""
+    database = make_url(url).database
+    if not database or database == ":memory:":
+        yield
+        return
+    path = Path(database)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path.with_name(path.name + ".migrate-lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def current_revision(engine: Engine) -> str | None:
     with engine.connect() as connection:
         return MigrationContext.configure(connection).get_current_revision()
+
+
+def revisions() -> list[str]:
+    """Every revision of the schema this code has, oldest first."""
+    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
+    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
 
 
 def head_revision() -> str:

@@ -22,19 +22,29 @@ measured. A database that drops the connection or restarts meanwhile is
 waited for (:data:`RETRY_DELAYS_S`), and the transaction it broke is tried
 again. On PostgreSQL the large tables (step timings, all-reduce samples) are
 loaded with binary COPY.
+
+Ingests of the same sweep at once (two ``scalebench ingest``, or an Airflow retry beside
+a manual one) end as one would: on PostgreSQL each holds an advisory lock keyed on the
+sweep id (:func:`sweep_lock`) while it loads the sweep, so they take turns; on SQLite the
+database's own write lock and a busy timeout make them take turns run by run, and the
+sweep row is written with one upsert statement.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import PurePosixPath
 from typing import Any, TypeVar
 
 import fsspec
-from sqlalchemy import Connection, Engine, delete, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, func, insert, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import OperationalError
 
 from results_db.models import (
@@ -60,6 +70,8 @@ from results_db.run_summary import RunSummary, summarise
 from results_db.schema_limits import check_record, row_problems, value_problem
 from scalebench import config
 from scalebench import manifest as sweep_manifest
+from scalebench.diskspace import NO_SPACE
+from scalebench.errors import describe
 from scalebench.manifest import MANIFEST, GroupEntry, Manifest, configuration_hash
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.tasks import TASKS, Goal, TrainingSpec
@@ -156,6 +168,54 @@ class IngestReport:
     seconds: float = 0.0
 
 
+# The first of the two 32-bit keys of the sweeps' advisory locks (the second: a hash of the
+# sweep id); PostgreSQL keeps two-key locks apart from the one-key migration lock.
+SWEEP_LOCK_SPACE = 0x5CA1E
+
+
+def sweep_lock_key(sweep_id: str) -> int:
+    """The second key of sweep ``sweep_id``'s advisory lock: a signed 32-bit hash of its id
+    (two sweeps that share one merely take turns)."""
+    digest = hashlib.blake2b(sweep_id.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+@contextmanager
+def sweep_lock(engine: Engine, sweep_id: str, say: Callable[[str], None]) -> Iterator[None]:
+    """On PostgreSQL, hold sweep ``sweep_id``'s advisory lock (a session lock on a connection
+    of its own) while the body runs, telling ``say`` when another ingest of it is waited for;
+    elsewhere nothing. A connection that drops takes its lock with it."""
+    if engine.dialect.name != "postgresql":
+        yield
+        return
+    keys = {"space": SWEEP_LOCK_SPACE, "key": sweep_lock_key(sweep_id)}
+
+    def acquire() -> Connection:
+        conn = engine.connect()
+        try:
+            got = conn.execute(text("SELECT pg_try_advisory_lock(:space, :key)"), keys).scalar()
+            if not got:
+                say(f"sweep {sweep_id}: waiting for another ingest of it to end")
+                conn.execute(text("SELECT pg_advisory_lock(:space, :key)"), keys)
+            conn.commit()
+        except BaseException:
+            conn.invalidate()  # closing the session releases whatever it holds
+            conn.close()
+            raise
+        return conn
+
+    conn = with_retries(acquire, say, f"sweep {sweep_id}")
+    try:
+        yield
+    finally:
+        try:
+            conn.execute(text("SELECT pg_advisory_unlock(:space, :key)"), keys)
+            conn.commit()
+        except Exception:
+            conn.invalidate()  # the session (and with it the lock) is gone or going
+        conn.close()
+
+
 def find_sweeps(fs: Any, root: str) -> list[str]:
     """Sweep directories at ``root``: ``root`` itself, or its sub-directories with a manifest."""
     root = root.rstrip("/")
@@ -192,7 +252,7 @@ def ingest_location(
             report.refused.append(f"sweep {exc}")
             say(f"refused sweep {exc}")
             continue
-        with gc_paused():
+        with gc_paused(), sweep_lock(engine, manifest.sweep_id, say):
             ingest_sweep(engine, fs, sweep_path, manifest, report, say, only, replace)
     report.seconds = time.perf_counter() - started
     return report
@@ -210,10 +270,10 @@ def ingest_sweep(
 ) -> None:
     sweep_id = manifest.sweep_id
     request = manifest.request
-    unstorable = row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
-    if unstorable:
-        report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
-        say(f"refused sweep {sweep_id[:60]}: {'; '.join(unstorable)}")
+    unreadable = _sweep_problems(manifest)
+    if unreadable:
+        report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
+        say(f"refused sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
         return
 
     def upsert() -> None:
@@ -263,7 +323,7 @@ def ingest_sweep(
             statuses.append(kept.status)
             continue
         except Exception as exc:  # one unreadable run must not stop the others
-            reason = exc.args[0] if isinstance(exc, InconsistentRun) else repr(exc)
+            reason = exc.args[0] if isinstance(exc, InconsistentRun) else describe(exc)
             report.refused.append(f"{run_id}: {reason}")
             say(f"refused {run_id}: {reason}")
             if replace and isinstance(exc, InconsistentRun):
@@ -284,6 +344,11 @@ def ingest_sweep(
             + (f", {summary.bad_lines} unreadable line(s) quarantined" if summary.bad_lines else "")
         )
 
+    if only is None:
+        for name in unlisted_runs(fs, sweep_path, groups):
+            report.refused.append(f"{name}: a run folder that {MANIFEST} does not list; not read")
+            say(f"refused {name}: a run folder that {MANIFEST} does not list; not read")
+
     def record_outcome() -> None:
         with engine.begin() as conn:
             conn.execute(
@@ -293,6 +358,14 @@ def ingest_sweep(
             )
 
     with_retries(record_outcome, say, f"sweep {sweep_id}")
+
+
+def unlisted_runs(fs: Any, sweep_path: str, groups: Sequence[GroupEntry]) -> list[str]:
+    """Folders of the sweep that hold rank files but are no group of its manifest (a
+    manifest that lies, or records copied into the wrong sweep): never read, but said."""
+    listed = {group.run_id for group in groups}
+    found = {PurePosixPath(path).parent.name for path in fs.glob(f"{sweep_path}/*/rank-*.jsonl")}
+    return sorted(found - listed)
 
 
 def _sweep_outcome(statuses: Sequence[str], groups: Sequence[GroupEntry]) -> str:
@@ -320,10 +393,33 @@ def _run_id_problem(run_id: Any) -> str | None:
     return value_problem(Run.__table__, "id", run_id)
 
 
+def _sweep_problems(manifest: Manifest) -> list[str]:
+    """Why a manifest's sweep cannot be stored (empty: it can): its id must name one
+    directory, as a run id does (an id that climbs out of a folder would later be written
+    out of one by ``export``); its task must be one this scalebench knows; and every
+    value must fit its column."""
+    sweep_id = manifest.sweep_id
+    if not RUN_ID.fullmatch(sweep_id):
+        return [
+            "a sweep id is one directory name (letters, digits, '.', '_', '-'), so this "
+            "manifest is not read"
+        ]
+    task = manifest.request["task"]
+    if task not in TASKS:
+        return [f"its request names task {task[:60]!r}, which this scalebench does not know"]
+    return row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
+
+
 def _upsert_sweep(conn: Connection, manifest: Manifest) -> None:
+    """Insert the sweep's row, or update it: one statement, so an ingest of the same sweep
+    at the same time cannot insert it in between."""
     values = _sweep_values(manifest)
     sweep_id = manifest.sweep_id
-    if conn.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first():
+    dialect = {"postgresql": postgresql, "sqlite": sqlite}.get(conn.dialect.name)
+    if dialect is not None:
+        statement = dialect.insert(Sweep).values(id=sweep_id, **values)
+        conn.execute(statement.on_conflict_do_update(index_elements=[Sweep.id], set_=values))
+    elif conn.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first():
         conn.execute(update(Sweep).where(Sweep.id == sweep_id).values(**values))
     else:
         conn.execute(insert(Sweep).values(id=sweep_id, **values))
@@ -367,11 +463,12 @@ def load_run(
     delete_run(conn, run_id)
     ranks: list[RankRecords] = []
     outside: list[RankRecords] = []  # files of ranks the group does not have
+    left_out: list[str] = []  # files named like rank files that are not
     rows = 0
     loader = BulkLoader(conn)
     try:
         if fs.exists(run_path):
-            for rank in iter_rank_files(run_path, fs, check_record):
+            for rank in iter_rank_files(run_path, fs, check_record, left_out):
                 if rank_of(rank.path) >= group.world_size:
                     outside.append(rank)
                     continue
@@ -403,7 +500,12 @@ def load_run(
             f"{group.world_size}; its {lines} line(s) are left out"
         ]
     launcher_reason = group.reason
-    if summary.status in ("cancelled", "timed_out", *CLUSTER_VERDICTS) and launcher_reason:
+    if group.status == "failed" and launcher_reason.removeprefix("not started: ").startswith(
+        NO_SPACE
+    ):
+        # A full disk: what the ranks could not write (no final record) is not news.
+        summary.status, summary.reason = "failed", launcher_reason
+    elif summary.status in ("cancelled", "timed_out", *CLUSTER_VERDICTS) and launcher_reason:
         summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
     elif group.status == "failed" and summary.status == "succeeded":
         summary.status, summary.reason = "failed", launcher_reason
@@ -420,6 +522,8 @@ def load_run(
     if unstorable:
         raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
     rows += _write_run(conn, sweep_id, request, group, summary, ranks, bool(shared))
+    if left_out:  # said with the run's problems; nothing of them is read
+        outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
     return rows, summary, ranks + outside
 
 
@@ -513,6 +617,14 @@ def goal_target(
     return goal.target(light)
 
 
+def _ended_at(started_at: datetime | None, summary: RunSummary) -> datetime | None:
+    """When the run ended: its start plus its duration (seconds); NULL while it is running
+    (a live load of a group that has not ended) or when it never started."""
+    if started_at is None or summary.status == "running":
+        return None
+    return started_at + timedelta(seconds=summary.duration_s)
+
+
 def _write_run(
     conn: Connection,
     sweep_id: str,
@@ -553,7 +665,7 @@ def _write_run(
             status=summary.status,
             reason=summary.reason,
             started_at=started_at,
-            ended_at=started_at + timedelta(seconds=summary.duration_s) if started_at else None,
+            ended_at=_ended_at(started_at, summary),
             goal_reached=summary.goal_reached,
             goal_metric=goal.metric if goal else None,
             goal_target=goal_target(start, ranks, goal, bool(request.get("light"))),

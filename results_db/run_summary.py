@@ -20,7 +20,7 @@ from operator import attrgetter, itemgetter
 from typing import Any
 
 from results_db import analytics
-from workers.records import CPU_USE_FIELDS, PHASES, RankRecords, rank_of
+from workers.records import CPU_USE_FIELDS, DDP_EXPOSED_WAIT, PHASES, RankRecords, rank_of
 
 _COMMON_FIELDS = {"v", "run_id", "rank", "world_size", "kind", "t", "event"}
 
@@ -184,9 +184,15 @@ def summarise(
     communication_ratio = None
     leader_start = ranks[0].of_kind("event") if ranks else []
     variant = next((e.get("variant") for e in leader_start if e["event"] == "start"), None)
-    # DDP overlaps the gradient all-reduce with backward, so its "communication"
-    # phase holds only the loss all-reduce: no honest ratio can be given.
-    if variant != "ddp" and any(total > 0 for total in step_s):
+    # DDP overlaps the gradient all-reduce with backward. Its "communication" phase holds the
+    # wait for the buckets after backward (the exposed communication) where the start record
+    # says so; before that it held only the loss all-reduce, and no honest ratio can be given.
+    times_communication = variant != "ddp" or any(
+        e.get("ddp_communication") == DDP_EXPOSED_WAIT
+        for e in leader_start
+        if e["event"] == "start"
+    )
+    if times_communication and any(total > 0 for total in step_s):
         communication_ratio = analytics.communication_ratio(
             list(zip(communication_s, step_s, strict=True))
         )

@@ -42,13 +42,40 @@ def engine_for(url: str | None):  # type: ignore[no-untyped-def]
     return make_engine(url or config.database_url())
 
 
-def upgrade(url: str, revision: str = "head") -> None:
-    """Migrate the database at ``url`` to ``revision``; a revision Alembic cannot reach is
+def reader_for(url: str | None):  # type: ignore[no-untyped-def]
+    """A read-only engine for ``url`` (None: ``SCALEBENCH_DATABASE_URL``), for the commands
+    that only read (``report``, ``export``, ``prices list``): it creates no file or folder,
+    and reads a SQLite file that cannot be written (see
+    :func:`results_db.database.readonly_url`). A SQLite file that does not exist is
     refused naming it."""
+    from results_db.database import readonly_engine, sqlite_file
+
+    url = url or config.database_url()
+    path = sqlite_file(url)
+    if path is not None and not path.is_file():
+        raise CommandError(
+            f"database: there is no results database at {path}; this command only reads "
+            "(run or ingest a sweep first, or give --database)"
+        )
+    return readonly_engine(url, once=True)
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at ``url`` to ``revision``: ``head`` or one of this code's
+    revisions by its id. Anything else (Alembic's relative forms such as ``0009@+3``, which
+    it may read as another revision) is refused naming it before the database is touched,
+    and so is a revision Alembic cannot reach from where the database is."""
     from alembic.util import CommandError as AlembicError
 
+    from results_db.database import revisions
     from results_db.database import upgrade as migrate
 
+    known = revisions()
+    if revision != "head" and revision not in known:
+        raise CommandError(
+            f"revision: {revision[:40]!r} is not a schema revision of this scalebench; use "
+            f"head or one of {', '.join(known)}"
+        )
     try:
         migrate(url, revision)
     except AlembicError as exc:
@@ -115,11 +142,11 @@ def ingest(
     try:
         report = ingest_location(engine, location, tell, only, replace)
     except FileNotFoundError as exc:
-        raise CommandError(f"location: {exc}") from None
+        raise CommandError(f"location: {_os_reason(exc)}") from None
     except OSError as exc:
         if not remote:
             raise
-        raise CommandError(f"location: cannot read {location}: {exc}") from None
+        raise CommandError(f"location: cannot read {location}: {_os_reason(exc)}") from None
     finally:
         engine.dispose()
     tell(
@@ -133,6 +160,14 @@ def ingest(
     for conflict in report.conflicts:
         tell(f"  kept the stored run {conflict}; `scalebench ingest --replace` loads the files")
     return 1 if report.refused or report.conflicts else 0
+
+
+def _os_reason(exc: OSError) -> str:
+    """What an ``OSError`` says, as words: its reason and the path it concerns, without
+    the ``[Errno n]`` of its repr."""
+    if not exc.strerror:
+        return str(exc)
+    return exc.strerror + (f" ({exc.filename})" if exc.filename else "")
 
 
 def official_result(run: Any) -> str:
@@ -163,28 +198,41 @@ def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
         raise CommandError(f"format: must be csv or parquet, got {fmt!r}")
     if out.exists() and not out.is_dir():
         raise CommandError(f"out: {out} is a file; give the folder the exports go to")
-    engine = engine_for(url)
-    out.mkdir(parents=True, exist_ok=True)
+    engine = reader_for(url)
     written = []
     with engine.connect() as conn:
         runs = sweep_runs(conn, sweep_id)
         if not runs:
             raise CommandError(f"sweep: no runs of sweep {sweep_id!r} in the database")
+        inside(out, f"{sweep_id}-official.txt")  # before anything is written
+        out.mkdir(parents=True, exist_ok=True)
         frames = list(iter_export_frames(conn, sweep_id, [r.id for r in runs]))
         if any(r.goal_metric is not None for r in runs):
             frames.append(("scaling", scaling_frame(conn, sweep_id)))
         for name, frame in frames:
-            path = out / f"{sweep_id}-{name}.{fmt}"
+            path = inside(out, f"{sweep_id}-{name}.{fmt}")
             if fmt == "csv":
                 frame.to_csv(path, index=False)
             else:
                 frame.to_parquet(path, index=False)
             written.append(path)
-    official = out / f"{sweep_id}-official.txt"
+    official = inside(out, f"{sweep_id}-official.txt")
     official.write_text("\n".join(official_result(r) for r in runs) + "\n", encoding="utf-8")
     written.append(official)
     engine.dispose()
     return written
+
+
+def inside(out: Path, name: str) -> Path:
+    """``out / name``, refused unless it is a file directly in ``out``: a name from the
+    database (a sweep id) must not climb out of the folder the exports were asked into."""
+    path = out / name
+    if len(Path(name).parts) != 1 or path.resolve().parent != out.resolve():
+        raise CommandError(
+            f"sweep: {name[:80]!r} would be written outside --out {out}; a sweep id is one "
+            "file name (letters, digits, '.', '_', '-')"
+        )
+    return path
 
 
 def scaling_frame(conn: Any, sweep_id: str) -> Any:
@@ -265,7 +313,8 @@ def set_prices(url: str | None, rows: list[dict[str, Any]]) -> int:
 def load_price_file(path: Path) -> list[dict[str, Any]]:
     """Read a price CSV; its header names the columns of :data:`PRICE_COLUMNS`."""
     if not path.is_file():
-        raise CommandError(f"file: {path} does not exist")
+        what = "is not a file" if path.exists() else "does not exist"
+        raise CommandError(f"file: {path} {what}")
     try:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
@@ -324,6 +373,25 @@ def describe_finding(f: Any) -> str:
         f"baseline {f.baseline_mean:.4g} ({f.change:+.1%} worse, p={f.p_value:.3g}, "
         f"{f.latest_runs} vs {f.baseline_runs} runs{left_out})"
     )
+
+
+# The longest baseline a comparison may ask for: far more scheduled sweeps than years hold.
+MAX_WINDOW = 10_000
+
+
+def regression_rule(window: int, alpha: float, min_change: float) -> Rule:
+    """The detector's rule from the command line's options, each refused by name when no
+    comparison can use it: ``window`` 1 to :data:`MAX_WINDOW` earlier sweeps, ``alpha`` a
+    significance level between 0 and 1, ``min_change`` a finite relative change ≥ 0."""
+    if not 1 <= window <= MAX_WINDOW:
+        raise CommandError(f"window: must be from 1 to {MAX_WINDOW} earlier sweeps, got {window}")
+    if not 0 < alpha < 1:  # NaN fails this too
+        raise CommandError(f"alpha: must be a significance level between 0 and 1, got {alpha}")
+    if not 0 <= min_change < math.inf:
+        raise CommandError(
+            f"min_change: must be a relative change of 0 or more (0.05 = 5 %), got {min_change}"
+        )
+    return Rule(window=window, alpha=alpha, min_change=min_change)
 
 
 def regressions(url: str | None, sweep_id: str, rule: Rule) -> int:

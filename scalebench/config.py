@@ -47,8 +47,14 @@ def results_uri() -> str:
 
 
 def results_path(uri: str | None = None) -> Path:
-    """The results location as a local path; only local paths and ``file://`` for now."""
+    """The results location as a local path; only local paths and ``file://`` for now.
+    Empty is refused: it would put sweeps into whatever folder the process runs in."""
     uri = uri if uri is not None else results_uri()
+    if not uri.strip() or uri.strip() == "file://":
+        raise BadSetting(
+            "SCALEBENCH_RESULTS_URI is empty; name the folder results go to, or unset it "
+            f"for {VAR / 'results'}"
+        )
     if uri.startswith("file://"):
         return Path(uri.removeprefix("file://"))
     if "://" in uri:

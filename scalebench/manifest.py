@@ -15,6 +15,12 @@ the plan: the last verdict of a group wins. A group's ``status`` is
 was running when the sweep was stopped) or ``skipped`` (it never started
 because the sweep was stopped). Used by the command line's runner and by the
 Airflow operators alike; torch-free.
+
+A full disk must not lose the verdicts: the sweep starts by setting aside
+:data:`RESERVE_BYTES` in a file of its own (``.space-reserve``); a verdict or
+the final ``sweep.json`` that meets a full filesystem frees it and is written
+again. A verdict line is written whole or not at all, and ``sweep.json`` is
+replaced atomically, so no reader ever sees half of either.
 """
 
 from __future__ import annotations
@@ -26,18 +32,21 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from scalebench.diskspace import no_space
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.request import ALWAYS, FIELDS
 
 MANIFEST = "sweep.json"  # beside a sweep's run directories
 
 VERDICTS = "verdicts.jsonl"
+RESERVE = ".space-reserve"  # freed for the verdicts and sweep.json when the disk fills
+RESERVE_BYTES = 32 * 1024  # a few hundred verdict lines, or the final sweep.json of any sweep
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
 GROUP_STATUSES = (
     "planned",
@@ -129,12 +138,17 @@ class Manifest:
         for name, kind in (("sweep_id", str), ("request", dict), ("groups", list)):
             if not isinstance(data.get(name), kind):
                 raise BadManifest(f"{name!r} missing or not a {kind.__name__}")
+        for name in ("trigger", "created_at", "finished_at", "code_version", "config_hash"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise BadManifest(f"{name!r} is not text: {data[name]!r}")
         for name in ("created_at", "finished_at"):
             if data.get(name):
                 try:
-                    datetime.fromisoformat(str(data[name]))
+                    datetime.fromisoformat(data[name])
                 except ValueError:
                     raise BadManifest(f"{name!r} is not an ISO 8601 time: {data[name]!r}") from None
+        if not isinstance(data["request"].get("task"), str):
+            raise BadManifest("'request' names no task (its 'task' is missing or not text)")
         known = {
             "sweep_id",
             "trigger",
@@ -145,27 +159,14 @@ class Manifest:
             "groups",
             "finished_at",
         }
-        verdicts: dict[str, dict[str, Any]] = {}
-        attempts: dict[str, list[dict[str, Any]]] = {}
-        for line in verdict_lines:
-            if line.strip():
-                try:
-                    verdict = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut short by a crash: that verdict was never complete
-                if "attempt" in verdict:  # an earlier attempt's verdict, kept beside
-                    attempts.setdefault(verdict["run_id"], []).append(verdict["attempt"])
-                    continue
-                verdicts[verdict.pop("run_id")] = verdict
-        groups = []
-        for raw in data["groups"]:
-            entry = GroupEntry(**{k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__})
-            entry = replace(entry, attempts=tuple(entry.attempts))
-            if entry.run_id in verdicts:
-                entry = replace(entry, **verdicts[entry.run_id])
-            if entry.run_id in attempts:
-                entry = replace(entry, attempts=(*entry.attempts, *attempts[entry.run_id]))
+        groups: list[GroupEntry] = []
+        for index, raw in enumerate(data["groups"]):
+            entry = _group_entry(raw, f"groups[{index}]")
+            if any(g.run_id == entry.run_id for g in groups):
+                raise BadManifest(f"groups[{index}]: run {entry.run_id!r} is listed twice")
             groups.append(entry)
+        verdicts = _verdicts(verdict_lines)
+        groups = [_folded(g, verdicts[g.run_id]) if g.run_id in verdicts else g for g in groups]
         return cls(
             sweep_id=data["sweep_id"],
             trigger=data.get("trigger", "cli"),
@@ -179,10 +180,137 @@ class Manifest:
         )
 
 
+# The largest group a manifest may plan: the ranks' counters are 32-bit integers.
+MAX_WORLD_SIZE = 2**31 - 1
+
+
+def _group_entry(raw: Any, where: str) -> GroupEntry:
+    """One planned group of ``sweep.json`` (``where``: its place, for the message), checked
+    field by field: :class:`BadManifest` names the first field no plan can hold."""
+    if not isinstance(raw, dict):
+        raise BadManifest(f"{where} is not a JSON object but {type(raw).__name__}")
+    if not isinstance(raw.get("run_id"), str) or not raw["run_id"]:
+        raise BadManifest(f"{where}: 'run_id' missing or not text")
+    for name, lowest in (("world_size", 1), ("repeat", 0)):
+        value = raw.get(name)
+        if type(value) is not int or not lowest <= value <= MAX_WORLD_SIZE:
+            raise BadManifest(
+                f"{where}: {name!r} must be a whole number from {lowest} to {MAX_WORLD_SIZE}, "
+                f"got {value!r}"
+            )
+    if "network" in raw and not isinstance(raw["network"], str):
+        raise BadManifest(f"{where}: 'network' is not text: {raw['network']!r}")
+    _check_verdict(raw, where)
+    attempts = raw.get("attempts", [])
+    if not isinstance(attempts, list):
+        raise BadManifest(f"{where}: 'attempts' is not a list: {attempts!r}")
+    for number, attempt in enumerate(attempts):
+        if not isinstance(attempt, dict):
+            raise BadManifest(f"{where}: attempts[{number}] is not a JSON object")
+        _check_verdict(attempt, f"{where}: attempts[{number}]")
+    fields = {k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__}
+    fields["attempts"] = tuple(attempts)
+    return GroupEntry(**{**fields, "reason": raw.get("reason") or ""})
+
+
+def _folded(entry: GroupEntry, verdict: dict[str, Any]) -> GroupEntry:
+    """``entry`` with its verdict from ``verdicts.jsonl`` folded in: the earlier attempts
+    recorded there follow those ``sweep.json`` already holds."""
+    fields = {k: v for k, v in verdict.items() if k != "attempts"}
+    return replace(entry, **fields, attempts=(*entry.attempts, *verdict.get("attempts", ())))
+
+
+def _check_verdict(fields: dict[str, Any], where: str) -> None:
+    """:class:`BadManifest` for a status that is no group's or seconds that are no duration."""
+    status = fields.get("status", "planned")
+    if status not in GROUP_STATUSES:
+        raise BadManifest(
+            f"{where}: 'status' must be one of {', '.join(GROUP_STATUSES)}, got {status!r}"
+        )
+    seconds = fields.get("seconds")
+    if seconds is not None and (
+        type(seconds) not in (int, float) or not 0 <= seconds < float("inf")
+    ):
+        raise BadManifest(f"{where}: 'seconds' must be a duration ≥ 0 or null, got {seconds!r}")
+    if not isinstance(fields.get("reason") or "", str):
+        raise BadManifest(f"{where}: 'reason' is not text: {fields['reason']!r}")
+    if not isinstance(fields.get("qos_class", ""), str):
+        raise BadManifest(f"{where}: 'qos_class' is not text: {fields['qos_class']!r}")
+
+
+def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The last verdict of each group in ``verdicts.jsonl``'s ``lines`` (status, reason,
+    seconds, QoS class) with its earlier attempts under ``attempts``; a line cut short by a
+    crash is skipped (that verdict was never complete), any other line that is not a
+    verdict raises :class:`BadManifest` naming it."""
+    verdicts: dict[str, dict[str, Any]] = {}
+    attempts: dict[str, list[dict[str, Any]]] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            verdict = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        where = f"{VERDICTS} line {number}"
+        if not isinstance(verdict, dict) or not isinstance(verdict.get("run_id"), str):
+            raise BadManifest(f"{where} is not a verdict (a JSON object with a run_id)")
+        if "attempt" in verdict:  # an earlier attempt's verdict (record_attempt): kept beside
+            attempt = verdict["attempt"]
+            if not isinstance(attempt, dict):
+                raise BadManifest(f"{where}: 'attempt' is not a JSON object")
+            _check_verdict(attempt, where)
+            attempts.setdefault(verdict["run_id"], []).append(attempt)
+            continue
+        _check_verdict(verdict, where)
+        kept = {k: verdict[k] for k in ("status", "reason", "seconds", "qos_class") if k in verdict}
+        if "reason" in kept:
+            kept["reason"] = kept["reason"] or ""
+        verdicts[verdict["run_id"]] = kept
+    for run_id, earlier in attempts.items():
+        verdicts.setdefault(run_id, {})["attempts"] = tuple(earlier)
+    return verdicts
+
+
 def create(sweep_dir: Path, manifest: Manifest) -> None:
-    """Write a new sweep's plan (the directory is created when missing)."""
+    """Write a new sweep's plan (the directory is created when missing) and set aside its
+    reserve of disk space; a filesystem without room for both raises ``ENOSPC`` naming the
+    sweep's folder, and nothing of the sweep is left."""
     sweep_dir.mkdir(parents=True, exist_ok=True)
-    _write_atomically(sweep_dir / MANIFEST, manifest.to_json())
+    try:
+        _write_atomically(sweep_dir / MANIFEST, manifest.to_json())
+        _reserve_space(sweep_dir / RESERVE)
+    except OSError as exc:
+        if not no_space(exc):
+            raise
+        (sweep_dir / MANIFEST).unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            sweep_dir.rmdir()
+        raise OSError(exc.errno, exc.strerror, str(sweep_dir)) from None
+
+
+def _reserve_space(path: Path) -> None:
+    """Write :data:`RESERVE_BYTES` of zeros to ``path`` (real blocks, not a sparse file)."""
+    try:
+        with open(path, "wb") as handle:
+            handle.write(bytes(RESERVE_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+
+
+def _making_room(sweep_dir: Path, write: Callable[[], None]) -> None:
+    """``write()``; when the filesystem is full, free the sweep's reserve and try once more."""
+    try:
+        write()
+    except OSError as exc:
+        reserve = sweep_dir / RESERVE
+        if not no_space(exc) or not reserve.exists():
+            raise
+        reserve.unlink()
+        write()
 
 
 def load(sweep_dir: Path) -> Manifest:
@@ -387,8 +515,9 @@ def close(
 def finish(sweep_dir: Path) -> Manifest:
     """Fold the verdicts into ``sweep.json`` with the finishing time; return the result."""
     done = replace(load(sweep_dir), finished_at=datetime.now(UTC).isoformat())
-    _write_atomically(sweep_dir / MANIFEST, done.to_json())
+    _making_room(sweep_dir, lambda: _write_atomically(sweep_dir / MANIFEST, done.to_json()))
     (sweep_dir / VERDICTS).unlink(missing_ok=True)  # folded: reading it again changes nothing
+    (sweep_dir / RESERVE).unlink(missing_ok=True)  # nothing more is written
     return done
 
 
@@ -398,11 +527,27 @@ def _append(sweep_dir: Path, verdicts: list[dict[str, Any]]) -> None:
     for verdict in verdicts:
         if verdict["status"] not in GROUP_STATUSES:
             raise ValueError(f"unknown group status {verdict['status']!r}")
-    text = "".join(json.dumps(v) + "\n" for v in verdicts)
-    with open(sweep_dir / VERDICTS, "a", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+    data = "".join(json.dumps(v) + "\n" for v in verdicts).encode()
+    _making_room(sweep_dir, lambda: _append_whole(sweep_dir / VERDICTS, data))
+
+
+def _append_whole(path: Path, data: bytes) -> None:
+    """Append ``data`` to ``path`` and flush it to disk; on an error (a full disk) cut off
+    what part of it was written, so the file ends as it did."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        size = os.fstat(fd).st_size
+        try:
+            written = 0
+            while written < len(data):
+                written += os.write(fd, data[written:])
+            os.fsync(fd)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
 
 
 def _write_atomically(path: Path, data: dict[str, Any]) -> None:

@@ -107,3 +107,17 @@ def _plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [getattr(item, "name", item) for item in value]
     return str(value) if isinstance(value, Path) else value
+
+
+def conf_refusal(conf: Mapping[str, Any] | None) -> str | None:
+    """Why the nightly run refuses a trigger's ``conf`` (``None``: it does not). It takes no
+    fields: what it runs is its settings (``SCALEBENCH_NIGHTLY_*``), the same every night,
+    so a conf key is refused by name, as the task DAGs refuse a field they do not know."""
+    unknown = sorted(conf or ())
+    if not unknown:
+        return None
+    return (
+        f"{unknown[0]}: unknown field{'s' if len(unknown) > 1 else ''} "
+        f"{', '.join(map(repr, unknown))}; the nightly run takes no fields (its settings "
+        f"are the {PREFIX}* variables)"
+    )

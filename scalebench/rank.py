@@ -6,16 +6,17 @@ declared ``to_ranks``; the launcher adds the paths *it* sees.
 
 A rank answers with its exit status (``EXIT_*``): 0 finished (goal reached,
 epoch limit, or measurements done), 1 failed (a peer died, a timeout, an
-error), 2 refused input (nothing started), 3 diverged, 143 terminated by
-SIGTERM. The command line uses the same numbers (0, 1 a group or a load did
-not succeed, 2 refused: a setting, the database or a folder) and 130 when
-interrupted. Torch-free: the Airflow side builds these.
+error), 2 refused input (nothing started), 3 diverged, 4 no space left on the
+results filesystem, 143 terminated by SIGTERM. The command line uses the same
+numbers (0, 1 a group or a load did not succeed, 2 refused: a setting, the
+database or a folder) and 130 when interrupted. Torch-free: the Airflow side builds these.
 """
 
 from __future__ import annotations
 
 EXIT_OK, EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED = 0, 1, 2, 3, 143
 EXIT_INTERRUPTED = 130  # the command line, stopped by Ctrl-C
+EXIT_NO_SPACE = 4  # a rank whose results filesystem filled up (scalebench.diskspace)
 # Arithmetic of the training step: fp32, or bf16 (forward and loss under bfloat16
 # autocast, fp32 weights and optimizer). A task's spec says which of them it offers.
 PRECISIONS = ("fp32", "bf16")

@@ -119,6 +119,18 @@ class RequestField:
     to_ranks: bool = False
     compared: bool = False
     usual: Any = ALWAYS
+    meanings: tuple[tuple[str, str], ...] = ()  # (choice, what it means or needs)
+    allreduce_help: str = ""  # the all-reduce task's words, where ``help`` speaks of training
+
+    def describe(self, offered: Sequence[str] | None = None, allreduce: bool = False) -> str:
+        """The field's help for a form or an option: the all-reduce task's own words where
+        it has them (``allreduce``), then what each choice means, for the ``offered``
+        choices only (``None``: every choice)."""
+        text = self.allreduce_help if allreduce and self.allreduce_help else self.help
+        shown = [(c, m) for c, m in self.meanings if offered is None or c in offered]
+        if shown:
+            text += " " + "; ".join(f"{choice}: {meaning}" for choice, meaning in shown) + "."
+        return text
 
     @property
     def option(self) -> str:
@@ -138,6 +150,8 @@ class RequestField:
         """The value, checked and converted; ``None`` gives the default."""
         if value is None:
             value = self.default
+        if value is None:
+            return None  # decided when validated (the help says how)
         return _READERS[self.kind](self, value)
 
 
@@ -156,6 +170,8 @@ class SweepRequest:
         name="workers",
         title="Worker counts",
         help="One training group per worker count (and repeat), e.g. 1,2,4.",
+        allreduce_help="One all-reduce group per worker count (and repeat), e.g. 2,4: each "
+        "times every message size of the task.",
         kind="counts",
         default=(1, 2),
     )
@@ -163,6 +179,8 @@ class SweepRequest:
         name="light",
         title="Light variant",
         help="Laptop-sized data and target; off for the full task.",
+        allreduce_help="Fewer message sizes and repetitions, for a quick look; off: every size "
+        "and repetition the task defines.",
         kind="bool",
         default=False,
         to_ranks=True,
@@ -171,7 +189,13 @@ class SweepRequest:
     backend: str = ask(
         name="backend",
         title="Backend",
-        help="The torch.distributed backend.",
+        help="The torch.distributed backend the ranks communicate with; a backend this host "
+        "(or the cluster) cannot run is refused before any worker starts.",
+        meanings=(
+            ("gloo", "CPU or GPU tensors, runs anywhere"),
+            ("nccl", "NVIDIA GPUs only, one per worker"),
+            ("mpi", "a torch built with MPI support, local launcher only"),
+        ),
         kind="choice",
         choices=BACKENDS,
         default="gloo",
@@ -191,7 +215,11 @@ class SweepRequest:
     seed: int = ask(
         name="seed",
         title="Seed of the first repeat",
-        help="Repeat r runs with seed + r (seeds are 64-bit).",
+        help="Seeds every random choice of a rank (initial weights, data order, augmentation); "
+        "repeat r runs with seed + r, so repeats differ and the same request draws the same "
+        "again (seeds are 64-bit).",
+        allreduce_help="The all-reduce task draws nothing at random: the seed is recorded with "
+        "each repeat (repeat r: seed + r) and changes no measurement.",
         kind="int",
         default=0,
         minimum=0,
@@ -200,7 +228,11 @@ class SweepRequest:
     variant: str = ask(
         name="variant",
         title="Training variant",
-        help="sync: one flat all-reduce of the gradients per step; ddp: DistributedDataParallel.",
+        help="How the workers' gradients are averaged each step.",
+        meanings=(
+            ("sync", "one flat all-reduce of every gradient, timed as its own phase"),
+            ("ddp", "torch's DistributedDataParallel (bucketed all-reduces during the backward)"),
+        ),
         kind="choice",
         choices=TRAINING_VARIANTS,
         default="sync",
@@ -211,7 +243,11 @@ class SweepRequest:
     precision: str = ask(
         name="precision",
         title="Precision",
-        help="fp32, or bf16: forward and loss under autocast.",
+        help="The arithmetic of the training step.",
+        meanings=(
+            ("fp32", "32-bit floats throughout"),
+            ("bf16", "forward and loss under bfloat16 autocast, fp32 weights and optimizer"),
+        ),
         kind="choice",
         choices=PRECISIONS,
         default=DEFAULT_PRECISION,
@@ -243,17 +279,18 @@ class SweepRequest:
     gpus_per_worker: int = ask(
         name="gpus_per_worker",
         title="GPUs per worker (Kubernetes)",
-        help="nvidia.com/gpu requested by each pod; 0 for CPU pods. Local ranks use the "
-        "host's GPUs, one each with nccl.",
+        help="nvidia.com/gpu requested by each Kubernetes pod; 0 for CPU pods. Not given: 1 "
+        "on Kubernetes; local ranks take one of the host's GPUs each with nccl or cuda "
+        "tensors, none otherwise.",
         kind="int",
-        default=1,
         minimum=0,
         maximum=MAX_GPUS_PER_WORKER,
     )
     worker_image: str = ask(
         name="worker_image",
         title="Worker image (Kubernetes)",
-        help="The image the pods run; empty: SCALEBENCH_WORKER_IMAGE.",
+        help="The container image every pod of the group runs (Kubernetes launcher only); "
+        "empty: SCALEBENCH_WORKER_IMAGE.",
         kind="text",
         default="",
         needs="runs_images",
@@ -299,7 +336,9 @@ class SweepRequest:
     collective_timeout_s: float = ask(
         name="collective_timeout_s",
         title="Collective timeout (s)",
-        help="A dead peer fails the group within this many seconds.",
+        help="Seconds one collective (the group's set-up, an all-reduce) may wait for its "
+        "peers before the rank fails: a dead or stuck peer ends the group within this time "
+        "instead of holding it until the group's limit.",
         kind="seconds",
         default=60.0,
         minimum=MIN_COLLECTIVE_TIMEOUT_S,
@@ -310,9 +349,11 @@ class SweepRequest:
     group_timeout_s: float = ask(
         name="group_timeout_s",
         title="Time limit per group (s)",
-        help="Wall-clock limit per group, seconds.",
+        help="Wall-clock limit of one group (a worker count's repeat) in seconds; past it "
+        "every rank is stopped and the group recorded timed_out. Not given: the task's own "
+        "limit, which fits its slowest group (one worker on a CPU) with room to spare "
+        "(`scalebench tasks` lists them).",
         kind="seconds",
-        default=3600.0,
         maximum=MAX_GROUP_TIMEOUT_S,
         flag="--group-timeout",
     )

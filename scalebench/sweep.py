@@ -53,7 +53,10 @@ def validate_request(
     host's), ``max_workers`` the largest group allowed (``None``:
     ``SCALEBENCH_MAX_WORKERS``). A full data set must be in ``data_dir``, or
     ``download`` on where scalebench can fetch it (on by default where the
-    publisher gives checksums).
+    publisher gives checksums). A request without ``group_timeout_s`` gets the task's own
+    limit (:meth:`~scalebench.tasks.specs.TrainingSpec.group_time_limit_s`), one without
+    ``gpus_per_worker`` a GPU per pod on Kubernetes and, locally, one per rank only where
+    nccl or cuda tensors use it.
     """
     if not isinstance(task, str) or task not in task_ids():
         raise InvalidParameter(
@@ -69,8 +72,13 @@ def validate_request(
     spec = get_task(task)
     values = {name: field.read(given.get(name)) for name, field in FIELD.items()}
     _check_against_task(spec, values)
+    if values["group_timeout_s"] is None:  # the task's own limit, full or light
+        values["group_timeout_s"] = spec.group_time_limit_s(values["light"])
     _check_size(values, max_workers)
     runner = LAUNCHERS[values["launcher"]]
+    if values["gpus_per_worker"] is None:  # a GPU per pod; locally, one where one is used
+        uses_gpu = values["device"] == "cuda" or values["backend"] == "nccl"
+        values["gpus_per_worker"] = 1 if runner.gpus_per_rank or uses_gpu else 0
     for name, field in FIELD.items():
         if field.needs and values[name] != field.default and not getattr(runner, field.needs):
             able = " or ".join(n for n, s in LAUNCHERS.items() if getattr(s, field.needs))
@@ -174,6 +182,12 @@ def _data_set(spec: TaskSpec, values: dict[str, Any]) -> tuple[Path, bool]:
         data_dir = default_data_dir()
     training = isinstance(spec, TrainingSpec)
     download = values["download"]
+    if download and training and not downloadable(spec.data.name):
+        raise InvalidParameter(
+            "download",
+            f"{spec.data.name} cannot be downloaded by scalebench: put it in the data folder "
+            "(data_dir, SCALEBENCH_DATA_DIR; see docs/tasks.md)",
+        )
     if download is None:  # on where the publisher's checksums prove the download intact
         download = published_checksums(spec.data.name) if training else False
     if values["light"] or not training:

@@ -23,8 +23,9 @@ os.environ.update(
     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{AIRFLOW_HOME / 'airflow.db'}",
 )
 # Nothing a test runs may reach the user's embedded settings under ./var/: the results
-# database, results and data sets default to a folder of the session's own. A test that
-# needs its own sets them again (monkeypatch.setenv).
+# database, results and data sets default to a folder of the session's own (for what runs
+# outside a test: collection, session fixtures), and every test gets folders of its own
+# (``_own_var`` below). A test that needs others sets them again (monkeypatch.setenv).
 TEST_VAR = Path(tempfile.mkdtemp(prefix="scalebench-test-var-"))
 os.environ.update(
     SCALEBENCH_DATABASE_URL=f"sqlite:///{TEST_VAR / 'scalebench.db'}",
@@ -35,6 +36,63 @@ os.environ.update(
 # worker process seconds before it starts. The tests of compilation ask for it
 # by name (tests/test_engine.py, tests/test_compiled_runs.py).
 os.environ["SCALEBENCH_COMPILE"] = "off"
+
+
+# The user's embedded state in this checkout (what the quick start made): the session
+# checks that no test added, changed or removed anything there.
+USER_VAR = REPO / "var"
+
+
+def folder_state(folder: Path) -> dict[str, tuple[int, int]]:
+    """Every file and folder under ``folder`` (relative path -> (size in bytes, modification
+    time in ns); folders have size -1); empty when ``folder`` does not exist."""
+    if not folder.exists():
+        return {}
+    state = {}
+    for path in sorted(folder.rglob("*")):
+        status = path.lstat()
+        size = -1 if path.is_dir() and not path.is_symlink() else status.st_size
+        state[str(path.relative_to(folder))] = (size, status.st_mtime_ns)
+    return state
+
+
+def state_changes(
+    before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]
+) -> list[str]:
+    """What differs between two :func:`folder_state` readings, one line a path."""
+    changes = [f"added {path}" for path in after.keys() - before.keys()]
+    changes += [f"removed {path}" for path in before.keys() - after.keys()]
+    changes += [
+        f"changed {path}" for path in before.keys() & after.keys() if before[path] != after[path]
+    ]
+    return sorted(changes)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _user_var_untouched() -> Iterator[None]:
+    """Fails the session, loudly, when any test wrote into the checkout's ``var/``."""
+    before = folder_state(USER_VAR)
+    yield
+    changes = state_changes(before, folder_state(USER_VAR))
+    if changes:
+        pytest.fail(
+            f"the tests wrote into the user's {USER_VAR}: "
+            + "; ".join(changes[:20])
+            + " (every test has its own results, data and database: see _own_var)",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(autouse=True)
+def _own_var(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test's own results folder, data folder and SQLite results database (the
+    ``SCALEBENCH_*`` settings that default to ``./var/``), created when first used; returns
+    the folder that holds them."""
+    folder = tmp_path_factory.mktemp("var")
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{folder / 'scalebench.db'}")
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(folder / "results"))
+    monkeypatch.setenv("SCALEBENCH_DATA_DIR", str(folder / "data"))
+    return folder
 
 
 @pytest.fixture(scope="session")

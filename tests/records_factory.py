@@ -40,6 +40,8 @@ class FakeRun:
     others_cores: float | None = None
     cpu: str = "AMD EPYC (family 25, model 1)"
     cpu_count: int = 2
+    variant: str = "sync"
+    start_details: dict[str, str] = field(default_factory=dict)  # more fields of the start
 
 
 def write_training_sweep(
@@ -109,9 +111,10 @@ def write_rank(
         started_at="2026-11-01T02:00:00+00:00",
         device="cpu",
         precision="fp32",
-        variant="sync",
+        variant=run.variant,
         **compiled,
         **network,
+        **run.start_details,
     )
     total_epochs = run.epochs
     epoch_s = (run.time_to_accuracy_s or 100.0) / total_epochs

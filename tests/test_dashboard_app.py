@@ -230,6 +230,19 @@ def test_run_page(client: Client) -> None:
     assert "peer went away" in text_of(failed["run-events"]["children"])
 
 
+def test_the_run_page_of_an_allreduce_run_shows_its_curves(client: Client) -> None:
+    """Task 0 trains nothing: its run page draws that run's latency and bus bandwidth against
+    message size, not empty training charts."""
+    run_id = f"{ALLREDUCE}-w2-r0"
+    out = client.call("run-loss.figure", {"run-id.value": run_id})
+    latency, busbw = out["run-loss"]["figure"], out["run-metric"]["figure"]
+    assert latency["layout"]["title"]["text"].startswith("All-reduce latency")
+    assert busbw["layout"]["title"]["text"] == "All-reduce bus bandwidth"
+    assert latency["data"] and all(len(t["x"]) > 3 for t in latency["data"])
+    shown = text_of(out)
+    assert "Training loss" not in shown and "Validation" not in shown
+
+
 def test_downloads(client: Client) -> None:
     run_id = f"{LIGHT}-w2-r0"
     steps = client.http.get(f"/download/run/{run_id}/steps.csv")
@@ -619,3 +632,29 @@ def test_a_database_that_cannot_be_read_gets_a_503_page_not_a_stack(
     if url.endswith("empty.db"):  # once migrated, the same app serves its pages
         upgrade(url)
         assert server.get("/").status_code == 200
+
+
+def test_pages_open_on_the_newest_sweep_with_results_and_say_so(tmp_path: Path) -> None:
+    """A newer sweep whose every run failed has nothing to draw: the pages open on the newest
+    sweep that has results and name the one passed over; asked for by link, it is shown."""
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    upgrade(url)
+    records = tmp_path / "records"
+    done = [FakeRun(1, time_to_accuracy_s=60.0), FakeRun(2, time_to_accuracy_s=40.0)]
+    write_training_sweep(records, "with-results", done, created_at="2026-11-01T02:00:00+00:00")
+    failed = [FakeRun(1, end="failed", launcher_status="failed", time_to_accuracy_s=None)]
+    write_training_sweep(records, "all-failed", failed, created_at="2026-11-02T02:00:00+00:00")
+    engine = make_engine(url)
+    ingest_location(engine, str(records))
+    engine.dispose()
+    client = Client(create_app(url, stylesheets=[]))
+
+    for page, prefix in (("scaling", "scaling"), ("cost", "cost"), ("communication", "comm")):
+        layout = client.open(f"/{page}")
+        assert prop_of(layout, f"{prefix}-sweep", "value") == "with-results", page
+        assert "Showing with-results, the newest sweep with results: the newest, all-failed " in (
+            text_of(layout)
+        ), page
+    linked = client.open("/scaling", "?sweep=all-failed")
+    assert prop_of(linked, "scaling-sweep", "value") == "all-failed"
+    assert "the newest sweep with results" not in text_of(linked)

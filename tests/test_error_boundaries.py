@@ -8,6 +8,7 @@ URL, database down or without schema, a folder that cannot be read or written), 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -122,6 +123,7 @@ BAD_SETTINGS = {
     "SCALEBENCH_MAX_WORKERS=0": ("SCALEBENCH_MAX_WORKERS", "0", "at least 1"),
     "SCALEBENCH_COMPILE=maybe": ("SCALEBENCH_COMPILE", "maybe", "must be one of"),
     "SCALEBENCH_RESULTS_URI=s3://": ("SCALEBENCH_RESULTS_URI", "s3://b/x", "local or mounted"),
+    "SCALEBENCH_RESULTS_URI empty": ("SCALEBENCH_RESULTS_URI", "", "is empty"),
 }
 
 
@@ -257,7 +259,7 @@ def test_a_revision_alembic_cannot_reach_is_refused_naming_it(tmp_path: Path) ->
         tmp_path,
     )
     assert_refused(
-        done, "revision: Can't locate revision identified by 'nope'", "scalebench: error: "
+        done, "revision: 'nope' is not a schema revision of this scalebench", "scalebench: error: "
     )
 
 
@@ -266,6 +268,7 @@ REMOTE_LOCATIONS = {
     "ftp://host.invalid/sweeps": "location: cannot read ftp://host.invalid/sweeps",
     "s3://bucket/sweeps": "location: s3:// needs a package that is not installed",
     "nosuch://sweeps": "location: unknown scheme nosuch://",
+    "zip://sweeps": "location: cannot read zip://sweeps: Is a directory (",
 }
 
 
@@ -276,6 +279,36 @@ def test_a_remote_location_that_cannot_be_read_is_named_with_why(
     url = f"sqlite:///{tmp_path / 'r.db'}"
     done = run(scalebench("ingest", location), {"SCALEBENCH_DATABASE_URL": url}, tmp_path)
     assert_refused(done, REMOTE_LOCATIONS[location], "scalebench: error: ")
+    assert "[Errno" not in done.stderr  # words, not an exception's repr
+
+
+def test_a_read_only_sqlite_file_is_read_by_the_commands_that_only_read(tmp_path: Path) -> None:
+    """A database copied where it cannot be written (the file and its folder read-only):
+    report, export and prices list read it; nothing is written beside it."""
+    folder = tmp_path / "archive"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'results.db'}"
+    env = {"SCALEBENCH_DATABASE_URL": url}
+    done = run(scalebench("ingest", str(DATA / "sweep-light")), env, tmp_path)
+    assert done.returncode == 0, done.stderr
+    for leftover in folder.glob("results.db-*"):  # the write-ahead log, folded in on close
+        assert leftover.stat().st_size == 0 or leftover.name.endswith("-shm"), leftover
+        leftover.unlink()
+    sweep_id = json.loads((DATA / "sweep-light" / "sweep.json").read_text())["sweep_id"]
+    (folder / "results.db").chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        for argv in (
+            ["report", sweep_id],
+            ["export", sweep_id, "--out", str(tmp_path / "exports")],
+            ["prices", "list"],
+        ):
+            done = run(scalebench(*argv), env, tmp_path)
+            assert done.returncode == 0, (argv, done.stderr)
+            assert "Traceback" not in done.stderr
+        assert sorted(p.name for p in folder.iterdir()) == ["results.db"]
+    finally:
+        folder.chmod(0o755)
 
 
 def test_a_path_too_long_for_the_filesystem_is_named(tmp_path: Path) -> None:

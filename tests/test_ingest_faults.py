@@ -24,6 +24,7 @@ from results_db.models import (
     StepTiming,
     Sweep,
 )
+from results_db.queries.sweeps import running_runs
 
 TABLES = (Sweep, Run, EpochEval, StepTiming, AllReduceSample, RunEvent, RunEnvironment)
 DATA = Path(__file__).parent / "data"
@@ -146,6 +147,15 @@ BAD_LINES = {
         _first("step"), lambda r: r["phases"].update(compute=1, communication=-800.0)
     ),
     "negative evaluation time": _edit_first(_first("eval"), lambda r: r.update(eval_s=-3)),
+    "a phase of 1e308 seconds": _edit_first(
+        _first("step"), lambda r: r["phases"].update(forward=1e308)
+    ),
+    "a record time beyond any group's limit": _edit_first(
+        _first("eval"), lambda r: r.update(t=1e12)
+    ),
+    "an evaluation longer than any group": _edit_first(
+        _first("eval"), lambda r: r.update(eval_s=1e9)
+    ),
     "negative record time": _edit_first(_first("step"), lambda r: r.update(t=-1.0)),
     "a host name of 100,000 characters": _edit_first(
         _first("env"), lambda r: r.update(host="h" * 100_000)
@@ -175,6 +185,7 @@ def test_one_bad_line_is_quarantined_with_its_number_and_the_rest_of_the_run_loa
             select(func.count()).where(StepTiming.communication_s < 0)
         ).scalar_one()
     assert run.quarantined_lines == 1 and negative == 0
+    assert run.samples_per_s > 1  # no impossible time reached the run's figures
     assert steps >= 2 * 12 - 1 and evals >= 2
     # A re-ingest yields the same rows.
     before = counts(engine)
@@ -204,8 +215,10 @@ def test_a_manifest_run_id_that_leaves_the_sweep_directory_is_refused(
     (sweep / "sweep.json").write_text(json.dumps(data))
     report = ingest_location(engine, str(sweep))
     assert (
-        len(report.refused) == 1 and "one directory name inside the sweep's" in (report.refused[0])
+        len(report.refused) == 2 and "one directory name inside the sweep's" in (report.refused[0])
     )
+    # the run's own folder, which the manifest no longer lists, is said too
+    assert report.refused[1] == "mine-w1-r1: a run folder that sweep.json does not list; not read"
     with engine.connect() as conn:
         assert conn.execute(select(func.count()).select_from(Run)).scalar_one() == 0
 
@@ -401,7 +414,11 @@ def test_a_group_read_while_it_runs_is_running_and_its_final_load_completes_it(
     with engine.connect() as conn:
         run = conn.execute(select(Run)).one()
         assert (run.status, run.reason, run.epochs) == ("running", "", 2)
-        assert conn.execute(select(Sweep.outcome)).scalar_one() == "running"
+        assert run.started_at is not None and run.ended_at is None  # it has not ended
+        [progress] = running_runs(conn)  # how far it was when loaded, for the dashboard
+        assert progress.id == "live-w2-r1" and progress.elapsed_s is not None
+        assert progress.elapsed_s >= 0
+        assert conn.execute(select(Sweep.outcome, Sweep.finished_at)).one() == ("running", None)
     for path, text in whole.items():
         path.write_text(text)
     from scalebench import manifest
@@ -410,7 +427,10 @@ def test_a_group_read_while_it_runs_is_running_and_its_final_load_completes_it(
     report = ingest_location(engine, str(tmp_path), only=["live-w2-r1"])
     assert not report.conflicts
     with engine.connect() as conn:
-        assert conn.execute(select(Run.status)).scalar_one() == "succeeded"
+        status, started_at, ended_at = conn.execute(
+            select(Run.status, Run.started_at, Run.ended_at)
+        ).one()
+        assert status == "succeeded" and ended_at is not None and ended_at > started_at
         steps = conn.execute(select(func.count()).select_from(StepTiming)).scalar_one()
     assert steps == 2 * 12  # every step once
 

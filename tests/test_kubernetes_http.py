@@ -56,6 +56,8 @@ def planned(world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1") -> GroupPla
         compile="off",
         launcher="kubernetes",
         placement="pack",
+        gpus_per_worker=1,  # what validate_request decides for a pod when not asked
+        group_timeout_s=3600.0,
         data_dir=DATA,
     )
     return GroupPlan(

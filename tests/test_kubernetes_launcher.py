@@ -56,6 +56,8 @@ def planned(
         compile="off",
         launcher="kubernetes",
         placement="pack",
+        gpus_per_worker=1,  # what validate_request decides for a pod when not asked
+        group_timeout_s=3600.0,
         data_dir=data_dir,
     )
     return GroupPlan(
@@ -413,6 +415,11 @@ def test_job_verdicts() -> None:
     status, reason, rank = job_verdict(job_status(failed=2), pods)
     assert (status, rank) == ("failed", 1)
     assert reason == f"rank 1 (pod {NAMES.job}-1-x7k2p) exited with status 137 (OOMKilled)"
+    # A rank whose results volume filled up (status 4) names the cause, whatever the others did.
+    pods = [finished_pod(0, 1, finished_s=20), finished_pod(1, 4, finished_s=25)]
+    status, reason, rank = job_verdict(job_status(failed=2), pods)
+    assert (status, rank) == ("failed", None)
+    assert reason == "no space left on /var/scalebench/results (the results volume; rank 1)"
 
 
 # --------------------------------------------------------------------------- the wait loop

@@ -494,3 +494,35 @@ def test_the_trigger_form_asks_for_the_queue_and_the_priority_class() -> None:
     assert form["queue_name"].schema["title"] == "Kueue queue (Kubernetes)"
     assert form["priority_class"].schema["title"] == "Priority class (Kubernetes)"
     assert form["queue_name"].value == form["priority_class"].value == ""
+
+
+def test_an_earlier_attempt_is_kept_beside_the_verdict_and_survives_finishing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from scalebench import manifest
+
+    sweep, plan, _ = kubernetes_sweep(tmp_path, monkeypatch, 2)
+    manifest.record_attempt(
+        sweep.sweep_dir,
+        plan.run_id,
+        attempt=1,
+        status="preempted",
+        reason="evicted",
+        seconds=4.0,
+        job="sb-x-a1",
+    )
+    assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "planned"
+    manifest.record_verdict(
+        sweep.sweep_dir, plan.run_id, "succeeded", "", 9.0, qos_class="Burstable"
+    )
+    done = manifest.finish(sweep.sweep_dir).entry(plan.run_id)
+    again = manifest.load(sweep.sweep_dir).entry(plan.run_id)  # from sweep.json alone now
+    for entry in (done, again):
+        assert (entry.status, entry.qos_class) == ("succeeded", "Burstable")
+        assert [(a["attempt"], a["status"]) for a in entry.attempts] == [(1, "preempted")]
+    line = {"run_id": plan.run_id, "status": "planned", "attempt": {"status": "lost"}}
+    (sweep.sweep_dir / manifest.VERDICTS).write_text(json.dumps(line) + "\n")
+    with pytest.raises(manifest.BadManifest, match="'status' must be one of"):
+        manifest.load(sweep.sweep_dir)

@@ -171,3 +171,29 @@ def test_the_final_event_carries_the_cpu_seconds_since_the_start(
     assert final["own_cpu_s"] >= 0.09
     assert final["host_busy_cpu_s"] >= final["own_cpu_s"] * 0.9
     assert final["cpu_window_s"] >= 0.1
+
+
+def test_the_progress_line_says_what_is_left(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each epoch's line ends with the truth: the epochs and seconds the limit still allows
+    while the target is not met, that training ends once it is, and that the last epoch
+    ended it short of the target."""
+    ends = []
+    for accuracies in ((50.0, 60.0, 70.0, 75.0, 79.0), (50.0, 85.0)):
+        tracker = make_tracker(tmp_path / str(len(accuracies)))  # 5 epochs at most, goal 80
+        tracker.start()
+        caplog.clear()
+        with caplog.at_level("INFO", logger="scalebench.worker"):
+            for epoch, accuracy in enumerate(accuracies):
+                tracker.begin_epoch(epoch)
+                started = tracker.begin_evaluation(epoch)
+                tracker.evaluation(epoch, {"top1_accuracy": accuracy}, started)
+        tracker.close()
+        ends.append([r.getMessage().rsplit(" s, ", 1)[-1] for r in caplog.records])
+    limited, reached = ends
+    assert limited[0].startswith("at most 4 epochs to go (about ")
+    assert limited[3].startswith("at most 1 epoch to go (about ")
+    assert limited[4] == "target not reached: that was the last epoch"
+    assert reached == [reached[0], "target reached: training ends here"]
+    assert not any("0 s to go" in end for end in limited + reached)

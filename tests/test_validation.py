@@ -114,11 +114,15 @@ def test_a_missing_set_that_can_be_downloaded_is_left_to_the_data_step(tmp_path:
     assert validate_request(
         task="task2a-logreg-epsilon", workers="1", data_dir=tmp_path, download=True
     ).download
-    # WikiText-2 cannot be downloaded by scalebench: asking does not help.
+    # WikiText-2 cannot be downloaded by scalebench: asking for it is refused, by name...
     with pytest.raises(InvalidParameter, match="cannot be downloaded") as info:
         validate_request(
             task="task3a-awdlstm-wikitext2", workers="1", data_dir=tmp_path, download=True
         )
+    assert info.value.field == "download"
+    # ...and without asking, the missing set is
+    with pytest.raises(InvalidParameter, match="cannot be downloaded") as info:
+        validate_request(task="task3a-awdlstm-wikitext2", workers="1", data_dir=tmp_path)
     assert info.value.field == "data_dir"
     with pytest.raises(InvalidParameter, match="true or false") as info:
         validate_request(**LIGHT, download="yes")
@@ -391,3 +395,45 @@ def test_threads_per_worker_is_checked_planned_and_part_of_the_configuration() -
     for request, threads in ((default, 0), (one, 1)):
         argv = plan_groups(request, "s", Path("/tmp"))[0].worker_argv("r", "d")
         assert parse_args(argv).threads_per_worker == threads
+
+
+def test_gpus_per_worker_unless_asked_a_gpu_per_pod_and_locally_only_where_used() -> None:
+    local = validate_request(**LIGHT, gpus=0)
+    assert local.gpus_per_worker == 0  # a CPU host: gloo on CPU tensors takes no GPU
+    assert validate_request(**LIGHT, gpus=2, backend="nccl").gpus_per_worker == 1
+    pods = validate_request(**LIGHT, launcher="kubernetes", worker_image="repo/worker:1")
+    assert pods.gpus_per_worker == 1
+    assert validate_request(**LIGHT, gpus=0, gpus_per_worker=3).gpus_per_worker == 3
+
+
+def test_the_group_time_limit_unless_asked_fits_the_task() -> None:
+    """Full Task 1a took 5,895 s at one worker on a CPU in the task's published results:
+    its limit leaves room for that; a light run keeps an hour; an asked limit stands."""
+    from scalebench.tasks import get_task
+
+    full = validate_request(task="task1a-resnet20-cifar10", workers=[1], download=True)
+    assert full.group_timeout_s == get_task("task1a-resnet20-cifar10").time_limit_s > 3 * 5895
+    assert validate_request(**LIGHT).group_timeout_s == 3600.0
+    assert validate_request(task="task0-allreduce", workers=[2]).group_timeout_s == 3600.0
+    assert validate_request(**LIGHT, group_timeout_s=900).group_timeout_s == 900.0
+
+
+def test_backends_this_host_cannot_run_are_refused_by_name_before_any_worker_starts(
+    tmp_path: Path,
+) -> None:
+    """The form lists nccl and mpi with what they need; asked for where that is missing,
+    each is refused in a sentence naming ``backend``, and no sweep folder is made."""
+    from scalebench.host import mpi_available
+
+    with pytest.raises(InvalidParameter, match="nccl needs GPUs and none is available") as info:
+        validate_request(**LIGHT, backend="nccl", gpus=0)
+    assert info.value.field == "backend"
+    if mpi_available():
+        pytest.skip("this torch has MPI: the refusal of mpi cannot be shown here")
+    status = cli.main(
+        ["run", LIGHT["task"], "--light", "--backend", "mpi", "--results", str(tmp_path)]
+    )
+    assert status == 2 and list(tmp_path.iterdir()) == []
+    with pytest.raises(InvalidParameter, match="mpi needs a torch build with MPI") as info:
+        validate_request(**LIGHT, backend="mpi")
+    assert info.value.field == "backend"

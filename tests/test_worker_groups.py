@@ -327,11 +327,31 @@ def test_the_ddp_variant_trains_and_records_its_phases(
         assert start["variant"] == "ddp"
         steps = list(rank.of_kind("step"))
         assert len(steps) == 23  # 5,748 training digits: 2,874 a rank, in batches of 128
-        # gradient all-reduce overlaps backward; only the loss all-reduce is "communication"
-        assert all(s["phases"]["backward"] > s["phases"]["communication"] for s in steps)
+        assert start["ddp_communication"] == "exposed_wait"
+        # Backward runs to the last bucket's launch; the wait for the buckets' all-reduces
+        # that follows (and the loss's) is communication: more than nothing on every step.
+        assert all(s["phases"]["communication"] > 0 for s in steps)
+        assert all(s["phases"]["backward"] > 0 for s in steps)
         assert rank.events()[-1] == "finished"
-    # its communication phase is not its gradient traffic: no ratio is claimed
-    assert summarise_run(run_dir, 2, result.status).communication_ratio is None
+    ratio = summarise_run(run_dir, 2, result.status).communication_ratio
+    assert ratio is not None and 0 < ratio < 1
+
+
+def test_a_ddp_run_without_its_bucket_wait_timed_claims_no_ratio(tmp_path: Path) -> None:
+    """Runs recorded before the wait for DDP's buckets was timed held only the loss's
+    all-reduce in communication: no ratio is claimed for them."""
+    from records_factory import FakeRun, write_rank
+
+    def written(name: str, run: FakeRun) -> Path:
+        for rank in range(run.world_size):
+            write_rank(tmp_path / name, name, rank, run)
+        return tmp_path / name
+
+    run_dir = written("old-ddp", FakeRun(world_size=2, variant="ddp"))
+    assert summarise_run(run_dir, 2, "succeeded").communication_ratio is None
+    details = {"ddp_communication": "exposed_wait"}
+    timed = written("ddp", FakeRun(world_size=2, variant="ddp", start_details=details))
+    assert summarise_run(timed, 2, "succeeded").communication_ratio is not None
 
 
 def test_the_all_reduce_estimate_waits_for_the_bandwidth_then_follows_it() -> None:

@@ -30,11 +30,18 @@ and a payload by kind:
   ``failed``, ``switched_to_asgd``) plus free details (``reason``, ``status``...).
 - ``env``: versions, devices, host.
 
+Readers hold a record to what a measurement can be: a time ``t`` or a duration (a phase,
+an evaluation, an all-reduce repetition) from 0 to :data:`MAX_RECORD_S` seconds, step
+times that never go back within one attempt of a rank, lines of at most
+:data:`MAX_LINE_BYTES` bytes, and rank files that are regular files (not a device, a pipe
+or a link to one, which could be read for ever).
+
 This module does not import torch: readers (ingest, the CLI) use it too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import math
 import os
@@ -45,10 +52,12 @@ from dataclasses import dataclass, field
 from itertools import product
 from operator import attrgetter, itemgetter
 from pathlib import Path, PurePath, PurePosixPath
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, BinaryIO
 
 import msgspec
 import orjson
+
+from scalebench.request import MAX_GROUP_TIMEOUT_S
 
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
@@ -68,6 +77,10 @@ RECORDS_NOTE = (
     "recorded before records version 3: its communication includes packing and unpacking "
     "the gradients"
 )
+# What the "communication" phase of a ``ddp`` step holds when its start record says
+# ``ddp_communication: exposed_wait``: the wait for the bucketed all-reduces after backward's
+# last bucket, plus the loss's all-reduce. Runs without it timed only the loss there.
+DDP_EXPOSED_WAIT = "exposed_wait"
 _INT4_MAX = 2**31 - 1  # counters are stored as 32-bit integers
 _COMMON_COUNTERS = ("rank", "world_size")
 _COUNTERS = {
@@ -145,6 +158,14 @@ _DURATIONS = {
     ),
 }
 _INT8_MAX = 2**63 - 1  # byte and element counts are stored as 64-bit integers
+# The longest time a record can hold, in seconds: no group runs longer than its wall-clock
+# limit (at most a week), so a record time or a duration beyond it is a broken clock or
+# a damaged file, never a measurement.
+MAX_RECORD_S = MAX_GROUP_TIMEOUT_S
+# The longest line a reader takes, in bytes: a record is a few hundred bytes (an
+# all-reduce record with thousands of repetitions some tens of kilobytes), so a longer
+# line is damage; it is quarantined without being held in memory whole.
+MAX_LINE_BYTES = 4 * 2**20
 
 
 class BadRecord(ValueError):
@@ -221,6 +242,8 @@ def validate_record(record: Any) -> dict[str, Any]:
         raise BadRecord(f"rank {record['rank']} is outside a group of {record['world_size']}")
     if record["t"] < 0:
         raise BadRecord(f"field 't' is negative: {record['t']}")
+    if record["t"] > MAX_RECORD_S:
+        raise BadRecord(f"field 't' is beyond any group's time limit: {record['t']} s")
     if kind == "step":
         _complete_phases(record["v"], record["phases"])
     _check_values(kind, record)
@@ -249,8 +272,10 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
     if kind == "step":
         for phase in PHASES:
             value = record["phases"][phase]
-            if not _is_number(value) or value < 0:
-                raise BadRecord(f"phase {phase!r} must be seconds ≥ 0, got {value!r}")
+            if not _is_number(value) or not 0 <= value <= MAX_RECORD_S:
+                raise BadRecord(
+                    f"phase {phase!r} must be seconds from 0 to {MAX_RECORD_S:g}, got {value!r}"
+                )
     elif kind == "eval":
         for name, value in record["metrics"].items():
             if value is not None and not _is_number(value):
@@ -260,8 +285,11 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
             if not 0 <= record[name] <= _INT8_MAX:
                 raise BadRecord(f"field {name!r} is out of range: {record[name]}")
         for value in record["seconds"]:
-            if not _is_number(value) or value < 0:
-                raise BadRecord(f"all-reduce repetitions must be seconds ≥ 0, got {value!r}")
+            if not _is_number(value) or not 0 <= value <= MAX_RECORD_S:
+                raise BadRecord(
+                    f"all-reduce repetitions must be seconds from 0 to {MAX_RECORD_S:g}, "
+                    f"got {value!r}"
+                )
     elif kind == "event":
         event = record["event"]
         for name in _REQUIRED_EVENT_FIELDS.get(event, ()):
@@ -272,8 +300,10 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
                 raise BadRecord(f"{event} event: field {name!r} has {record[name]!r}")
     for name in _DURATIONS.get(kind, ()):
         value = record.get(name)
-        if value is not None and _is_number(value) and value < 0:
-            raise BadRecord(f"field {name!r} must be seconds ≥ 0, got {value}")
+        if value is not None and _is_number(value) and not 0 <= value <= MAX_RECORD_S:
+            raise BadRecord(
+                f"field {name!r} must be seconds from 0 to {MAX_RECORD_S:g}, got {value}"
+            )
 
 
 def _explain(record: dict[str, Any], checks: tuple[tuple[str, tuple[type, ...]], ...]) -> None:
@@ -345,9 +375,10 @@ def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
             if (
                 record.v in READABLE_VERSIONS
                 and record.phases.keys() >= _PHASE_SET
-                and record.t >= 0
+                and 0 <= record.t <= MAX_RECORD_S
                 and record.rank < record.world_size
                 and min(record.phases.values()) >= 0
+                and max(record.phases.values()) <= MAX_RECORD_S
             ):
                 return record
     try:
@@ -376,7 +407,9 @@ class RecordWriter:
         self.run_id = run_id
         self.rank = rank
         self.world_size = world_size
-        self._file: TextIO = self.path.open("a", encoding="utf-8")
+        # Unbuffered: each record goes to the file whole in write(), or not at all.
+        self._file: BinaryIO = self.path.open("ab", buffering=0)
+        self._size = self._file.seek(0, os.SEEK_END)  # bytes of whole records so far
 
     def write(self, kind: str, t: float, **payload: Any) -> dict[str, Any]:
         record = {
@@ -389,13 +422,22 @@ class RecordWriter:
             **_finite_or_none(payload),
         }
         validate_record(record)
-        self._file.write(orjson.dumps(record).decode() + "\n")
-        self._file.flush()
+        line = memoryview(orjson.dumps(record) + b"\n")
+        try:
+            written = 0
+            while written < len(line):
+                written += self._file.write(line[written:]) or 0
+        except OSError:
+            # A full disk can take part of a line: cut it off, so the file still ends
+            # with a whole record and readers never see half of one.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._file.fileno(), self._size)
+            raise
+        self._size += len(line)
         return record
 
     def close(self) -> None:
         if not self._file.closed:
-            self._file.flush()
             os.fsync(self._file.fileno())
             self._file.close()
 
@@ -417,6 +459,10 @@ class RankRecords:
     superseded: int = 0  # records of earlier attempts, set aside
     # What each record of this attempt stands for (see _identity) -> its line number.
     seen: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    # The time and line of this attempt's latest step, and the first step whose time went
+    # back (a clock no run can have: the run's timings cannot be trusted).
+    last_step: tuple[float, int] = (0.0, 0)
+    clock_problem: str | None = None
 
     def add(self, record: dict[str, Any] | StepRecord, line: int = 0) -> None:
         """Keep ``record`` (read from line ``line``); :class:`BadRecord` if it repeats one."""
@@ -428,6 +474,7 @@ class RankRecords:
             self.superseded += len(self.records)
             self.records.clear()
             self.seen.clear()
+            self.last_step = (0.0, 0)
             for records in self.by_kind.values():
                 records.clear()
         identity = _identity(kind, record)
@@ -435,6 +482,15 @@ class RankRecords:
             first = self.seen.setdefault(identity, line)
             if first != line:
                 raise BadRecord(f"repeats the {kind} record of line {first}")
+        if kind == "step":
+            t = record.t if type(record) is StepRecord else record["t"]
+            before, before_line = self.last_step
+            if t < before and self.clock_problem is None:
+                self.clock_problem = (
+                    f"{self.path.name}: step times go back, from {before:g} s at line "
+                    f"{before_line} to {t:g} s at line {line}"
+                )
+            self.last_step = (max(t, before), line if t >= before else before_line)
         self.records.append(record)
         self.by_kind[kind].append(record)
 
@@ -477,6 +533,8 @@ def parse_rank_lines(
         if not line.strip():
             continue
         try:
+            if len(line) > MAX_LINE_BYTES:
+                raise BadRecord(f"a line longer than {MAX_LINE_BYTES:,} bytes")
             record = parse_line(line)
             if check is not None and type(record) is dict:
                 check(record)
@@ -495,12 +553,43 @@ def parse_rank_lines(
 
 def read_rank_file(path: Path) -> RankRecords:
     """Read one local rank file (see :func:`parse_rank_lines`)."""
-    with path.open("rb") as lines:
-        return parse_rank_lines(path, lines)
+    if not path.is_file():
+        raise UnreadableRankFile(f"{path.name} is not a regular file")
+    with path.open("rb") as handle:
+        return parse_rank_lines(path, bounded_lines(handle))
+
+
+_CHUNK_BYTES = 2**20
+
+
+def bounded_lines(handle: Any, limit: int = MAX_LINE_BYTES) -> Iterator[bytes]:
+    """The lines of the binary file ``handle`` (without their line ends), holding at most
+    ``limit`` + 1 bytes of any one line: a longer line is given cut to that length (so a
+    reader sees it is too long) and the rest of it is skipped unread into memory."""
+    head = b""  # the start of the line being read
+    overlong = False
+    while block := handle.read(_CHUNK_BYTES):
+        *complete, rest = block.split(b"\n")
+        for part in complete:
+            line = head + part if not overlong else head
+            yield line[: limit + 1]
+            head, overlong = b"", False
+        if not overlong:
+            head += rest
+            if len(head) > limit:
+                head, overlong = head[: limit + 1], True
+    if head:
+        yield head
 
 
 class InconsistentRun(ValueError):
-    """Rank files of one run that disagree about the run they belong to."""
+    """Rank files of one run that disagree about the run they belong to, or whose clock
+    went back."""
+
+
+class UnreadableRankFile(InconsistentRun):
+    """A rank file that is not a regular file (a device, a pipe, a link to one): never
+    read, so nothing of its run is."""
 
 
 RANK_FILE = re.compile(r"rank-(\d+)\.jsonl")
@@ -527,21 +616,34 @@ def read_run(run_dir: Path | str, fs: Any = None) -> list[RankRecords]:
 
 
 def iter_rank_files(
-    run_dir: Path | str, fs: Any = None, check: RecordCheck | None = None
+    run_dir: Path | str,
+    fs: Any = None,
+    check: RecordCheck | None = None,
+    left_out: list[str] | None = None,
 ) -> Iterator[RankRecords]:
     """Each rank file of a run, parsed, in rank order (one file in memory at a time
     until the caller keeps them). Consistency is the caller's to check; ``check``
-    as in :func:`parse_rank_lines`."""
+    as in :func:`parse_rank_lines`. A file named like a rank file but not one
+    (``rank--1.jsonl``, ``rank-0 (1).jsonl``) is not read, and said in ``left_out``;
+    one that is not a regular file raises :class:`UnreadableRankFile`."""
     if fs is None:
         paths = [PurePath(p) for p in Path(run_dir).glob("rank-*.jsonl")]
-        opener = open
+        opener, is_file = open, os.path.isfile
     else:
         paths = [PurePosixPath(p) for p in fs.glob(f"{str(run_dir).rstrip('/')}/rank-*.jsonl")]
-        opener = fs.open
-    paths = [p for p in paths if RANK_FILE.fullmatch(p.name)]  # e.g. not "rank-0 (1).jsonl"
+        opener, is_file = fs.open, fs.isfile
+    for path in sorted(p for p in paths if not RANK_FILE.fullmatch(p.name)):
+        if left_out is not None:
+            left_out.append(f"{path.name}: not a rank file name (rank-<r>.jsonl); not read")
+    paths = [p for p in paths if RANK_FILE.fullmatch(p.name)]
     for path in sorted(paths, key=rank_of):
-        with gc_paused(), opener(str(path), "rb") as lines:
-            rank = parse_rank_lines(path, lines, check)
+        if not is_file(str(path)):
+            raise UnreadableRankFile(
+                f"{path.name} is not a regular file (a folder, a device, a pipe or a link "
+                "to one), so the run is not read"
+            )
+        with gc_paused(), opener(str(path), "rb") as handle:
+            rank = parse_rank_lines(path, bounded_lines(handle), check)
         yield rank
 
 
@@ -576,6 +678,8 @@ def check_consistent(ranks: Iterable[RankRecords]) -> None:
     run_ids: set[str] = set()
     world_sizes: set[int] = set()
     for rank in ranks:
+        if rank.clock_problem:
+            raise InconsistentRun(f"{rank.clock_problem}; the run's timings cannot be trusted")
         identities = _identities(rank)
         run_ids.update(i[0] for i in identities)
         world_sizes.update(i[1] for i in identities)

@@ -15,6 +15,7 @@ terminated by SIGTERM.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -26,10 +27,12 @@ from types import FrameType
 
 from scalebench.config import BadSetting, check_mlperf_settings
 from scalebench.datasets import DataSetMissing, check_available
+from scalebench.diskspace import no_space, no_space_reason
 from scalebench.network import BadProfile, parse_profile
 from scalebench.rank import (
     EXIT_DIVERGED,
     EXIT_FAILED,
+    EXIT_NO_SPACE,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_TERMINATED,
@@ -238,11 +241,22 @@ def main(argv: list[str] | None = None) -> int:
         tracker.fail("failed", "interrupted (SIGINT)")
         status = EXIT_TERMINATED
     except Exception as exc:
-        tracker.fail("failed", f"{type(exc).__name__}: {exc}")
-        log.exception("rank %d failed", group.rank)
-        status = EXIT_FAILED
+        if not no_space(exc):
+            tracker.fail("failed", f"{type(exc).__name__}: {exc}")
+            log.exception("rank %d failed", group.rank)
+            status = EXIT_FAILED
+        else:  # one line, no traceback; the launcher records the group failed for it
+            reason = no_space_reason(run_dir)
+            with contextlib.suppress(OSError):  # the last record may still fit
+                tracker.fail("failed", reason)
+            print(f"workers.run: rank {group.rank}: {reason}", file=sys.stderr, flush=True)
+            status = EXIT_NO_SPACE
     finally:
-        tracker.close()
+        try:
+            tracker.close()
+        except OSError as exc:
+            if not no_space(exc):
+                raise
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # every record is written: just end
     if status == EXIT_OK and dist.is_initialized():
         dist.destroy_process_group()
@@ -250,7 +264,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    code = main()
+    try:
+        code = main()
+    except OSError as exc:  # the disk filled up before the records' own handling began
+        if not no_space(exc):
+            raise
+        print(f"workers.run: {no_space_reason(exc.filename or '.')}", file=sys.stderr)
+        code = EXIT_NO_SPACE
     sys.stdout.flush()
     sys.stderr.flush()
     # After a failure the process group may wait on dead peers while tearing

@@ -14,9 +14,11 @@ packed and its communication is zero seconds.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 
 
 class GradientAllReduce:
@@ -110,3 +112,25 @@ def average_buffers(model: torch.nn.Module) -> None:
         if buffer.is_floating_point():
             dist.all_reduce(buffer.data, op=dist.ReduceOp.SUM)
             buffer.data.div_(world_size)
+
+
+class Lapping(Protocol):
+    def lap(self, phase: str) -> None: ...
+
+
+def lapped_bucket_all_reduce(clock: Lapping, bucket):  # type: ignore[no-untyped-def]
+    """DDP's communication hook: the mean over ranks of one gradient bucket (a
+    ``dist.GradBucket``; returns a ``torch.futures.Future`` of its tensor), as DDP's own
+    (divide by the ranks, all-reduce), with ``clock`` lapped as ``backward`` when the bucket
+    is ready.
+
+    DDP launches each bucket's all-reduce while backward goes on, so the time up to the last
+    bucket's launch is backward's computation (overlapped communication included). What
+    remains until backward returns is the step waiting for the all-reduces: the engine laps
+    it as ``communication``.
+
+    ``bucket`` and the result carry no annotations: DDP compares them with its own types,
+    and this module's annotations are strings.
+    """
+    clock.lap("backward")
+    return default_hooks.allreduce_hook(None, bucket)  # type: ignore[arg-type]

@@ -20,6 +20,7 @@ at the same step without extra messages.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -103,6 +104,14 @@ class PhaseClock:
         return sum(self.read().values())
 
 
+class _QuietFileHandler(logging.FileHandler):
+    """A log file whose write errors (a full disk) are not printed as tracebacks: the
+    records file meets the same error and the rank reports it once."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass
+
+
 class MLPerfLog:
     """MLPerf ``:::MLLOG`` lines for rank 0, written with the ``mlperf-logging`` package."""
 
@@ -113,7 +122,7 @@ class MLPerfLog:
         py_logger = logging.getLogger(f"scalebench.mllog.{path}")
         py_logger.propagate = False
         py_logger.setLevel(logging.INFO)
-        handler = logging.FileHandler(path, encoding="utf-8")
+        handler = _QuietFileHandler(path, encoding="utf-8")
         py_logger.addHandler(handler)
         self._logger = MLLogger(logger=py_logger, default_stack_offset=2)
 
@@ -124,7 +133,8 @@ class MLPerfLog:
     def close(self) -> None:
         if self._logger is not None:
             for handler in list(self._logger.logger.handlers):
-                handler.close()
+                with contextlib.suppress(OSError):  # a full disk: lines are lost, not the run
+                    handler.close()
                 self._logger.logger.removeHandler(handler)
 
 
@@ -293,8 +303,7 @@ class Tracker:
             remaining = self.max_epochs - epoch - 1
             mean_epoch = sum(self.epoch_wall_s) / len(self.epoch_wall_s)
             log.info(
-                "epoch %d/%d: %s = %.2f (target %s), eval %.2f s, elapsed %.1f s, "
-                "at most %.0f s to go",
+                "epoch %d/%d: %s = %.2f (target %s), eval %.2f s, elapsed %.1f s, %s",
                 epoch + 1,
                 self.max_epochs,
                 self.goal.metric,
@@ -302,7 +311,7 @@ class Tracker:
                 self.goal.describe(self.light),
                 eval_s,
                 end,
-                0.0 if reached else remaining * mean_epoch,
+                time_to_go(reached, remaining, mean_epoch),
             )
         if reached:
             self.event(
@@ -343,6 +352,20 @@ class Tracker:
     def close(self) -> None:
         self.mlperf.close()
         self.writer.close()
+
+
+def time_to_go(reached: bool, epochs_left: int, mean_epoch_s: float) -> str:
+    """The end of an epoch's progress line: what is left of the run. ``epochs_left``: the
+    epochs the limit still allows; ``mean_epoch_s``: an epoch's mean wall time, seconds."""
+    if reached:
+        return "target reached: training ends here"
+    if epochs_left <= 0:
+        return "target not reached: that was the last epoch"
+    plural = "s" if epochs_left > 1 else ""
+    return (
+        f"at most {epochs_left} epoch{plural} to go "
+        f"(about {epochs_left * mean_epoch_s:.0f} s at the mean epoch's pace)"
+    )
 
 
 def metadata_status(status: str) -> str:

@@ -33,11 +33,17 @@ from operators.kubernetes.names import GroupNames, label_value
 from operators.kubernetes.settings import KubernetesSettings
 from scalebench.config import mlperf_environment
 from scalebench.network import HOST_PROFILE, NetworkProfile
-from scalebench.rank import EXIT_DIVERGED, EXIT_FAILED, EXIT_REFUSED, EXIT_TERMINATED
+from scalebench.rank import (
+    EXIT_DIVERGED,
+    EXIT_FAILED,
+    EXIT_NO_SPACE,
+    EXIT_REFUSED,
+    EXIT_TERMINATED,
+)
 
 # Exit statuses that end the group at once (scalebench.rank): every status a rank
 # answers with other than 0. The Job fails on the first, without waiting for the rest.
-FAILING_EXIT_STATUSES = (EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_TERMINATED)
+FAILING_EXIT_STATUSES = (EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_NO_SPACE, EXIT_TERMINATED)
 
 
 def _labels(run_id: str, settings: KubernetesSettings) -> dict[str, str]:

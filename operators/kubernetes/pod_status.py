@@ -7,7 +7,8 @@ failed rank with its exit code and reason, ``diverged`` when the ranks that
 failed all exited with status 3, ``preempted`` when a pod was disrupted
 (the ``DisruptionTarget`` condition: preempted, evicted, its node drained)
 naming the node and the reason, or ``timed_out`` at the Job's deadline;
-:func:`qos_class` is the QoS class the kubelet gave the pods.
+:func:`qos_class` is the QoS class the kubelet gave the pods. A rank that
+exited with status 4 found the results volume full: the group's reason says so.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from operators.kubernetes.constants import (
     DISRUPTION_CONDITION,
     IMAGE_PULL_GRACE_S,
     INDEX_KEY,
+    RESULTS_MOUNT,
 )
-from scalebench.rank import EXIT_DIVERGED
+from scalebench.diskspace import NO_SPACE
+from scalebench.rank import EXIT_DIVERGED, EXIT_NO_SPACE
 
 # Container waiting reasons that never resolve without a change to the spec.
 HOPELESS_REASONS = ("InvalidImageName", "CreateContainerConfigError")
@@ -189,6 +192,10 @@ def _classify_failed(failed: list[Any]) -> tuple[str, str, int | None]:
     if all(_exit_code(p) == EXIT_DIVERGED for p in own):
         ranks = ", ".join(str(pod_rank(p)) for p in own)
         return "diverged", f"the loss stopped being finite (rank {ranks})", pod_rank(own[0])
+    full = [p for p in own if _exit_code(p) == EXIT_NO_SPACE]
+    if full:  # the cause, whatever the other ranks did next
+        ranks = ", ".join(str(pod_rank(p)) for p in full)
+        return "failed", f"{NO_SPACE}{RESULTS_MOUNT} (the results volume; rank {ranks})", None
     culprits = [p for p in own if _exit_code(p) != EXIT_DIVERGED]
     return "failed", "; ".join(_describe_failure(p) for p in culprits), pod_rank(culprits[0])
 

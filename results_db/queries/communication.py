@@ -144,10 +144,13 @@ def phase_totals(conn: Connection, sweep_id: str, network: str | None = None) ->
     return [PhaseRow(world_size, *map(float, means)) for world_size, *means in conn.execute(query)]
 
 
-def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:
-    """The figures of :func:`allreduce_summary` for one sweep, from the slowest rank's
-    seconds per repetition that ingest stored (``allreduce_curve``): no scan of samples."""
-    rows = conn.execute(
+def allreduce_curves(
+    conn: Connection, sweep_id: str, run_id: str | None = None
+) -> list[AllReduceRow]:
+    """The figures of :func:`allreduce_summary` for one sweep (``run_id``: that run of it
+    alone), from the slowest rank's seconds per repetition that ingest stored
+    (``allreduce_curve``): no scan of samples."""
+    query = (
         select(
             Run.backend,
             Run.device,
@@ -160,6 +163,7 @@ def allreduce_curves(conn: Connection, sweep_id: str) -> list[AllReduceRow]:
         .join(Run, Run.id == AllReduceCurve.run_id)
         .where(Run.sweep_id == sweep_id)
     )
+    rows = conn.execute(query if run_id is None else query.where(Run.id == run_id))
     by_config: dict[tuple[str, str, str, str, int, int], list[float]] = defaultdict(list)
     for backend, device, network, dtype, world_size, nbytes, seconds in rows:
         kind = device.split(":")[0]  # cuda:0 and cuda:1 hold the same kind of tensor

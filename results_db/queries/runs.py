@@ -65,6 +65,7 @@ class RunInfo:
     contention_share: float | None = None  # the share of its cores others took (None: unknown)
     contended: bool = False  # that share above the threshold when it was loaded
     hardware: str | None = None  # processor (+ GPUs) the ranks ran on
+    ingested_at: datetime | None = None  # when it was last loaded (a running run: how far)
 
     @property
     def communication_includes_packing(self) -> bool:

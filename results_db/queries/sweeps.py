@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -10,7 +11,7 @@ from sqlalchemy import Connection, Row, func, select
 
 from results_db import analytics
 from results_db.models import (
-    AllReduceCurve,
+    Base,
     EpochEval,
     Run,
     Sweep,
@@ -89,6 +90,18 @@ def succeeded_runs(conn: Connection, sweep_id: str) -> int:
     return conn.execute(
         select(func.count()).where(Run.sweep_id == sweep_id, Run.status == "succeeded")
     ).scalar_one()
+
+
+def sweeps_with_results(conn: Connection, sweep_ids: Sequence[str]) -> set[str]:
+    """Those of ``sweep_ids`` with at least one succeeded run: something a page can show."""
+    if not sweep_ids:
+        return set()
+    query = (
+        select(Run.sweep_id)
+        .where(Run.sweep_id.in_(list(sweep_ids)), Run.status == "succeeded")
+        .distinct()
+    )
+    return set(conn.execute(query).scalars())
 
 
 def sweep_runs(conn: Connection, sweep_id: str) -> list[Row[Any]]:
@@ -222,7 +235,7 @@ def baseline_of(conn: Connection, sweep_id: str) -> str | None:
 class RunProgress:
     """A group still running, as its last load found it: epochs evaluated, the newest value
     of the goal metric (``None`` before the first evaluation), seconds since its common
-    start to its newest record."""
+    start to its last load (a running run has no end yet)."""
 
     id: str
     sweep_id: str
@@ -249,7 +262,7 @@ def running_runs(conn: Connection) -> list[RunProgress]:
             Run.steps,
             Run.goal_metric,
             Run.started_at,
-            Run.ended_at,
+            Run.ingested_at,
         )
         .where(Run.status == "running")
         .order_by(Run.started_at, Run.id)
@@ -263,8 +276,8 @@ def running_runs(conn: Connection) -> list[RunProgress]:
             .limit(1)
         ).scalar()
         elapsed = (
-            (row.ended_at - row.started_at).total_seconds()
-            if row.started_at and row.ended_at
+            (row.ingested_at - row.started_at).total_seconds()
+            if row.started_at and row.ingested_at
             else None
         )
         progress.append(
@@ -285,10 +298,12 @@ def running_runs(conn: Connection) -> list[RunProgress]:
 
 
 def schema_ready(conn: Connection) -> None:
-    """Touch the oldest and the newest tables of the schema: raises the database's own
-    error when it has no results schema, or one older than this code reads."""
-    conn.execute(select(Sweep.id).limit(1)).all()
-    conn.execute(select(AllReduceCurve.run_id).limit(1)).all()
+    """Ask every table for every column this code reads, and for no row: raises the
+    database's own error ("no such column", "relation ... does not exist") when it has no
+    results schema, or an older one than this code reads (a migration that added a column
+    not run yet). A newer schema, with more, passes."""
+    for table in Base.metadata.sorted_tables:
+        conn.execute(select(*table.columns).limit(0)).all()
 
 
 def sweep_version(conn: Connection, sweep_id: str) -> tuple[Any, ...]:

@@ -196,6 +196,10 @@ class LossScaleSpec:
     max_scale: float | None = None
 
 
+# The light variants' group limit (seconds): each reaches its target in minutes on a laptop.
+LIGHT_TIME_LIMIT_S = 3600.0
+
+
 @dataclass(frozen=True)
 class TrainingSpec:
     """A time-to-accuracy training task (Task 1a and later)."""
@@ -223,10 +227,18 @@ class TrainingSpec:
     # submission_benchmark); "" where MLPerf has none (see workers.mlperf.benchmark_name)
     mlperf_benchmark: str = ""
     notes: str = ""
+    # A group's wall-clock limit when the request gives none (seconds): its slowest group,
+    # one worker on a CPU, must fit with room to spare (full task; light variant).
+    time_limit_s: float = 24 * 3600.0
+    light_time_limit_s: float = LIGHT_TIME_LIMIT_S
     kind: Literal["training"] = field(default="training", init=False)
 
     def epochs(self, light: bool) -> int:
         return self.light_max_epochs if light else self.max_epochs
+
+    def group_time_limit_s(self, light: bool) -> float:
+        """A group's wall-clock limit in seconds when the request gives none."""
+        return self.light_time_limit_s if light else self.time_limit_s
 
 
 @dataclass(frozen=True)
@@ -273,7 +285,14 @@ class AllReduceSpec:
     light_repetitions: int
     dtypes: tuple[str, ...] = ("float32", "float16")
     notes: str = ""
+    # A group's wall-clock limit when the request gives none (seconds; full, light).
+    time_limit_s: float = 3600.0
+    light_time_limit_s: float = LIGHT_TIME_LIMIT_S
     kind: Literal["allreduce"] = field(default="allreduce", init=False)
+
+    def group_time_limit_s(self, light: bool) -> float:
+        """A group's wall-clock limit in seconds when the request gives none."""
+        return self.light_time_limit_s if light else self.time_limit_s
 
     def sizes(self, light: bool, max_elements: int | None = None) -> list[int]:
         """Element counts to measure, ascending and distinct: rounding the log-spaced

@@ -1,5 +1,6 @@
 """One run: its numbers, training loss and validation metric over time next to the other worker
-counts of its sweep, its events, environment and downloads.
+counts of its sweep (an all-reduce run: its latency and bus bandwidth against message size),
+its events, environment and downloads.
 
 URL: ``/run?id=<run id>`` (default: the newest run).
 """
@@ -17,6 +18,7 @@ from dash import Dash, Input, Output, dcc, html
 from dash_app import components as ui
 from dash_app import data, downloads, plots, tables
 from dash_app.choices import is_allreduce
+from dash_app.pages.communication.figures import allreduce_busbw_figure, allreduce_latency_figure
 from dash_app.pages.run import figures
 from dash_app.state import Query, to_search
 from results_db.queries.runs import RunInfo
@@ -24,7 +26,10 @@ from scalebench import units
 
 PATH = "/run"
 TITLE = "Run"
-INTRO = "One training group at one worker count, beside the other worker counts of its sweep."
+INTRO = (
+    "One group at one worker count: a training run beside the other worker counts of its "
+    "sweep, an all-reduce run with its latency and bandwidth curves."
+)
 
 
 # -- the page's URL state -----------------------------------------------------------
@@ -194,12 +199,19 @@ def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
             html.Li(html.A("official result (text)", href=downloads.url(run.id, "official.txt"))),
         ]
     )
+    if is_allreduce(run.task):  # no training: the run's own all-reduce curves instead
+        measured = source.run_allreduce(run.sweep_id, run.id)
+        left = allreduce_latency_figure(measured)
+        right = allreduce_busbw_figure(measured)
+    else:
+        left = figures.loss_figure(series, events)
+        right = figures.metric_figure(series, run.goal_metric, run.goal_target, events)
     return ui.unchanged(
         OUTPUTS,
         search=to_search(RunState(id=run.id)),
         facts=facts(run, next((e.metric_value for e in reversed(curves[run.id][1])), None)),
-        loss=figures.loss_figure(series, events),
-        metric=figures.metric_figure(series, run.goal_metric, run.goal_target, events),
+        loss=left,
+        metric=right,
         events=ui.table("run-events-table", event_rows) if event_rows else html.P("No events."),
         environment=ui.table("run-env-table", environment)
         if environment
