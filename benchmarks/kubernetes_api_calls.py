@@ -1,16 +1,22 @@
 """API calls a Kubernetes group costs: per group, and per minute while it runs, in each mode.
 
 What it measures: one 4-rank group through the launcher against the API server
-emulator of the tests (``tests/kube_emulator.py``, real HTTP on 127.0.0.1), once
-with the blocking wait (``KubernetesGroup.wait`` through the provider's
-KubernetesHook) and once deferred (``GroupTrigger`` through AsyncKubernetesHook,
-then the resumed task's clean-up). The emulated pods run for ``--run-s``
-seconds and then rank 1 fails, so the count includes the failed rank's log
-tail. Every request the server received is counted by kind: the calls to start
-the group, the looks while it runs (per minute, at the poll interval given),
-and the calls that end it.
+emulator of the tests (``tests/kube_emulator.py``, real HTTP on 127.0.0.1), with
+the blocking wait (``KubernetesGroup.wait`` through the provider's
+KubernetesHook) and deferred (``GroupTrigger`` through AsyncKubernetesHook, then
+the resumed task's clean-up), in three cluster modes:
 
-    .venv/bin/python benchmarks/kubernetes_api_calls.py [--poll-s 1] [--run-s 12]
+- ``plain``: no queue; the pods run ``--run-s`` seconds, then rank 1 fails, so
+  the count includes the failed rank's log tail;
+- ``kueue``: the Job is created suspended in a queue that admits it after
+  ``--admit-s`` seconds; then as ``plain``;
+- ``preempted``: rank 1's pod is evicted after ``--run-s`` seconds and the group
+  is run again (one retry, the default), which then succeeds after ``--run-s``.
+
+Every request the server received is counted by kind (the calls that start and
+end each attempt, the looks while it runs).
+
+    .venv/bin/python benchmarks/kubernetes_api_calls.py [--poll-s 1] [--run-s 12] [--admit-s 5]
 
 With ``--poll-s`` below the default ``SCALEBENCH_K8S_POLL_S`` (5 s) it finishes
 sooner; the per-minute figure at the default is the per-look count × 12.
@@ -21,9 +27,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import logging
+import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -36,6 +46,8 @@ from scalebench.request import SweepRequest  # noqa: E402
 from scalebench.sweep import GroupPlan  # noqa: E402
 
 CONN_ID = "emulated_k8s"
+MODES = ("plain", "kueue", "preempted")
+WAITS = ("blocking", "deferred")
 
 
 def plan(results: Path) -> GroupPlan:
@@ -50,6 +62,8 @@ def plan(results: Path) -> GroupPlan:
         group_timeout_s=3600.0,
         data_dir=results,
     )
+    (results / "s").mkdir(parents=True, exist_ok=True)
+    (results / "s" / "verdicts.jsonl").touch()
     return GroupPlan(
         request=request,
         run_id="bench-w4-r1",
@@ -63,27 +77,55 @@ def plan(results: Path) -> GroupPlan:
 def kind(method: str, path: str) -> str:
     """A request as RBAC would name it: verb and resource."""
     parts = path.strip("/").split("/")
+    resources = ("jobs", "pods", "services", "networkpolicies")
     resource = (
-        "pods/log"
-        if parts[-1] == "log"
-        else next(p for p in reversed(parts) if p in ("jobs", "pods", "services"))
+        "pods/log" if parts[-1] == "log" else next(p for p in reversed(parts) if p in resources)
     )
     return f"{method} {resource}"
 
 
-def one_group(mode: str, poll_s: float, run_s: float, work: Path) -> tuple[list, float]:
-    """Run one group in ``mode``; the requests sent and how long it ran (s)."""
-    import os
-
-    stages = [
+def stages(mode: str, run_s: float) -> list[Stage]:
+    if mode == "preempted":  # the eviction comes from outside; the retry succeeds
+        return [Stage(0, running(), logs={0: "step\n" * 10}), Stage(run_s, exited(0))]
+    return [
         Stage(0, running(), logs={0: "step\n" * 10}),
         Stage(run_s, exited(143), ranks={1: exited(1)}, logs={0: "step\n" * 10, 1: "boom\n" * 60}),
     ]
-    with EmulatedCluster(stages) as cluster:
-        config = cluster.kube_config(work / f"kube-{mode}")
+
+
+def follow_deferred(group: KubernetesGroup, work: Path) -> str:
+    """What the deferring task and the triggerer do, attempt after attempt."""
+
+    async def first_event(trigger: Any) -> dict:
+        async for fired in trigger.run():
+            return fired.payload
+        raise RuntimeError("the trigger ended without an event")
+
+    while True:
+        event = asyncio.run(first_event(group.trigger(3600)))
+        group.resumed(event["started_s"], event["attempt"]).delete()
+        if not group.may_retry(event["status"]):
+            return event["status"]
+        from operators.group import GroupResult
+
+        group.next_attempt(
+            GroupResult(4, event["status"], event["reason"], event["exit_codes"], event["seconds"])
+        )
+
+
+def one_group(mode: str, wait: str, poll_s: float, run_s: float, admit_s: float, work: Path):
+    """Run one group; the requests sent and the verdict."""
+    work = work / f"{mode}-{wait}"
+    work.mkdir()
+    with EmulatedCluster(stages(mode, run_s), admit_after_s=admit_s) as cluster:
+        config = cluster.kube_config(work / "kube")
         os.environ[f"AIRFLOW_CONN_{CONN_ID.upper()}"] = cluster.connection_uri(config)
-        settings = KubernetesSettings(conn_id=CONN_ID, poll_interval_s=poll_s)
-        names = group_names("bench", f"run-{mode}", 0, 1, 4)
+        settings = KubernetesSettings(
+            conn_id=CONN_ID,
+            poll_interval_s=poll_s,
+            queue_name="scalebench" if mode == "kueue" else "",
+        )
+        names = group_names("bench", f"run-{mode}-{wait}", 0, 1, 4)
         group = KubernetesGroup(
             plan(work),
             names=names,
@@ -93,51 +135,32 @@ def one_group(mode: str, poll_s: float, run_s: float, work: Path) -> tuple[list,
             sink=lambda line: None,
         )
         group.start()
-        if mode == "blocking":
-            result = group.wait(3600)
-            seconds = result.seconds
-        else:
-            trigger = group.trigger(3600)
-
-            async def first_event() -> dict:
-                async for fired in trigger.run():
-                    return fired.payload
-                raise RuntimeError("the trigger ended without an event")
-
-            event = asyncio.run(first_event())
-            seconds = event["seconds"]
-            KubernetesGroup(
-                plan(work), names=names, settings=settings, results_root=work, data_root=work
-            ).resumed(event["started_s"]).stop()
-        return [(m, p) for m, p, _, _ in cluster.requests()], seconds
+        if mode == "preempted":
+            threading.Timer(run_s, cluster.evict, [f"{names.job}-1-x7k2p"]).start()
+        status = group.wait(3600).status if wait == "blocking" else follow_deferred(group, work)
+        return [(m, p) for m, p, _, _ in cluster.requests()], status
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--poll-s", type=float, default=1.0, help="seconds between looks")
     parser.add_argument("--run-s", type=float, default=12.0, help="seconds the pods run")
+    parser.add_argument("--admit-s", type=float, default=5.0, help="seconds Kueue waits")
     args = parser.parse_args()
-    print(
-        f"one 4-rank group, pods running {args.run_s:g} s, a look every {args.poll_s:g} s, "
-        "then rank 1 fails\n"
-    )
+    logging.disable(logging.INFO)  # the emulator's access log and the trigger's copy of rank 0
+    print(f"one 4-rank group, a look every {args.poll_s:g} s, pods running {args.run_s:g} s\n")
     with tempfile.TemporaryDirectory() as tmp:
-        for mode in ("blocking", "deferred"):
-            sent, seconds = one_group(mode, args.poll_s, args.run_s, Path(tmp))
-            start, end = sent[:3], sent[-2:]
-            looks = sent[3:-2]
-            reads = collections.Counter(kind(m, p) for m, p in looks)
-            polls = reads["GET jobs"]
-            steady = (len(looks) - 1) / polls  # less the failed rank's log tail, read once
-            print(f"{mode}: {len(sent)} requests in {seconds:.1f} s")
-            print(f"  start: {', '.join(kind(m, p) for m, p in start)}")
-            print(f"  while it runs: {polls} looks, {dict(reads)}")
-            print(f"    {steady:.2f} requests per look, and the failed rank's log tail once")
-            print(
-                f"    {len(looks) / seconds * 60:.0f} requests per minute at a look every "
-                f"{args.poll_s:g} s; {steady * 60 / 5:.0f} per minute at the default 5 s"
-            )
-            print(f"  end: {', '.join(kind(m, p) for m, p in end)}\n")
+        for mode in MODES:
+            for wait in WAITS:
+                sent, status = one_group(
+                    mode, wait, args.poll_s, args.run_s, args.admit_s, Path(tmp)
+                )
+                counts = collections.Counter(kind(m, p) for m, p in sent)
+                writes = {k: n for k, n in counts.items() if not k.startswith("GET")}
+                reads = {k: n for k, n in counts.items() if k.startswith("GET")}
+                print(f"{mode}, {wait}: {len(sent)} requests, verdict {status}")
+                print(f"  create/patch/delete: {dict(sorted(writes.items()))}")
+                print(f"  looks: {dict(sorted(reads.items()))}\n")
 
 
 if __name__ == "__main__":

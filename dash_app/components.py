@@ -36,6 +36,8 @@ OUTCOME_COLOURS = {
     "cancelled": "secondary",
     "diverged": "danger",
     "timed_out": "danger",
+    "preempted": "warning",
+    "not_admitted": "secondary",
 }
 
 DEFINITIONS = {

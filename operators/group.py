@@ -28,8 +28,11 @@ class GroupResult:
 
     ``status``: ``succeeded`` (every rank exited 0), ``diverged`` (ranks stopped
     on a non-finite loss), ``failed`` (a rank failed; ``reason`` names it) or
-    ``timed_out``. ``exit_codes`` per rank (negative: killed by that signal);
-    ``seconds``: the group's wall time.
+    ``timed_out``; on Kubernetes also ``preempted`` (a pod was disrupted) and
+    ``not_admitted`` (Kueue never admitted the Job). ``exit_codes`` per rank (negative:
+    killed by that signal); ``seconds``: the group's wall time. ``qos_class``: the
+    pods' Kubernetes QoS class (empty elsewhere); ``attempt``: which run of the group
+    this was (a preempted group may be run again).
     """
 
     world_size: int
@@ -39,6 +42,8 @@ class GroupResult:
     seconds: float
     first_failed_rank: int | None = None
     log_tail: list[str] = field(default_factory=list)
+    qos_class: str = ""
+    attempt: int = 1
 
     def reason_with_log(self, lines: int = 3, limit: int = 400) -> str:
         """``reason``, followed for a failed rank by the last ``lines`` non-empty lines it
@@ -118,5 +123,25 @@ def record_verdict(
     status, reason = result.status, result.reason_with_log()
     if cancelled_reason:
         status, reason = "cancelled", cancelled_reason
-    manifest.record_verdict(Path(group.sweep_dir), group.run_id, status, reason, result.seconds)
+    manifest.record_verdict(
+        Path(group.sweep_dir),
+        group.run_id,
+        status,
+        reason,
+        result.seconds,
+        qos_class=result.qos_class,
+    )
     return status, reason
+
+
+def set_aside_earlier_attempt(run_dir: Path) -> Path | None:
+    """Move what an earlier attempt of this group wrote (an Airflow retry, or a task cleared
+    and run again) to ``<run id>.attempt-<n>`` beside it, so that the new attempt starts
+    from an empty run directory and ingest reads only its records. Returns the new place."""
+    if not run_dir.exists():
+        return None
+    attempt = 1
+    while (aside := run_dir.with_name(f"{run_dir.name}.attempt-{attempt}")).exists():
+        attempt += 1
+    run_dir.rename(aside)
+    return aside

@@ -40,6 +40,7 @@ from operators.group import (
     launcher_failed,
     record_verdict,
     run_group,
+    set_aside_earlier_attempt,
 )
 from operators.launcher import launcher_for
 from scalebench import config, manifest
@@ -117,14 +118,16 @@ class TrainingGroupOperator(BaseOperator):
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
         """The trigger's verdict (``event``): delete the Job and the Service, record it (even
-        when the deleting fails: the Job's deadline and TTL are the safety net)."""
+        when the deleting fails: the Job's deadline and TTL are the safety net). A
+        preempted group with retries left is started again and the task defers again."""
         from operators.kubernetes import GroupNames
 
         group = self.plan
         names = GroupNames(job=event["job"], service=event["service"])
+        launcher = None
         try:
             launcher = self.launcher_for(group, context, names=names)
-            launcher.resumed(event["started_s"]).stop()
+            launcher.resumed(event["started_s"], event.get("attempt", 1)).delete()
         except Exception as exc:  # the verdict is recorded all the same
             self.log.warning(
                 "%s: could not delete Job %s and Service %s (%s); the Job's deadline and TTL will",
@@ -145,7 +148,20 @@ class TrainingGroupOperator(BaseOperator):
             seconds=event["seconds"],
             first_failed_rank=event["first_failed_rank"],
             log_tail=event["log_tail"],
+            qos_class=event.get("qos_class", ""),
+            attempt=event.get("attempt", 1),
         )
+        if launcher is not None and launcher.may_retry(result.status):
+            # Preempted with retries left: a new Job, and the task defers again.
+            try:
+                launcher.next_attempt(result)
+            except Exception as exc:
+                launcher.stop()
+                reason = launcher_failed(group, exc)
+                manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)
+                raise AirflowException(f"{group.run_id}: {reason}") from exc
+            self._running = launcher
+            self.defer_to_triggerer(group)
         if result.first_failed_rank not in (None, 0) and result.log_tail:
             self.log.info(
                 "last %d line(s) of rank %d:", len(result.log_tail), result.first_failed_rank
@@ -231,16 +247,3 @@ class LiveResults:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
-
-
-def set_aside_earlier_attempt(run_dir: Path) -> Path | None:
-    """Move what an earlier attempt of this group wrote (an Airflow retry, or a task cleared
-    and run again) to ``<run id>.attempt-<n>`` beside it, so that the new attempt starts
-    from an empty run directory and ingest reads only its records. Returns the new place."""
-    if not run_dir.exists():
-        return None
-    attempt = 1
-    while (aside := run_dir.with_name(f"{run_dir.name}.attempt-{attempt}")).exists():
-        attempt += 1
-    run_dir.rename(aside)
-    return aside

@@ -508,7 +508,7 @@ def load_run(
     ):
         # A full disk: what the ranks could not write (no final record) is not news.
         summary.status, summary.reason = "failed", launcher_reason
-    elif summary.status in ("cancelled", "timed_out") and launcher_reason:
+    elif summary.status in ("cancelled", "timed_out", *CLUSTER_VERDICTS) and launcher_reason:
         summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
     elif group.status == "failed" and summary.status == "succeeded":
         summary.status, summary.reason = "failed", launcher_reason
@@ -516,6 +516,7 @@ def load_run(
         # What the launcher saw (a pod that was never scheduled, a rank killed
         # by a signal) comes first; the ranks' own records add the detail.
         summary.reason = "; ".join(filter(None, [launcher_reason, summary.reason]))
+    summary.reason = "; ".join(filter(None, [summary.reason, *cluster_marks(group)]))
     if stored is not None and not replace:
         shortfall = extent_of(summary, ranks).shortfall(stored)
         if shortfall:
@@ -527,6 +528,23 @@ def load_run(
     if left_out:  # said with the run's problems; nothing of them is read
         outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
     return rows, summary, ranks + outside
+
+
+# Verdicts only a cluster gives (scalebench.manifest): the launcher's reason is the run's.
+CLUSTER_VERDICTS = ("preempted", "not_admitted")
+
+
+def cluster_marks(group: GroupEntry) -> list[str]:
+    """What the tables must show of how the cluster ran a group: pods outside the
+    Guaranteed QoS class, and the earlier attempts of a group run again after a preemption."""
+    marks = []
+    if group.qos_class and group.qos_class != "Guaranteed":
+        marks.append(f"QoS {group.qos_class}: the pods' limits were above their requests")
+    for earlier in group.attempts:
+        marks.append(
+            f"attempt {earlier.get('attempt')} {earlier.get('status')}: {earlier.get('reason')}"
+        )
+    return marks
 
 
 def shared_nodes(ranks: Sequence[RankRecords]) -> dict[str, list[int]]:

@@ -46,7 +46,16 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 # JSONB on PostgreSQL (indexable, compact), JSON elsewhere.
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
-RUN_STATUSES = ("running", "succeeded", "failed", "diverged", "cancelled", "timed_out")
+RUN_STATUSES = (
+    "running",
+    "succeeded",
+    "failed",
+    "diverged",
+    "cancelled",
+    "timed_out",
+    "preempted",  # Kubernetes: a pod was preempted, evicted or drained
+    "not_admitted",  # Kubernetes: the Kueue queue never admitted the group
+)
 TRIGGERS = ("manual", "scheduled", "cli")
 
 NAMING = {

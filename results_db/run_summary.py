@@ -3,7 +3,9 @@
 A run's status comes from the records: ``running`` while its group has no verdict
 yet and no rank has failed (a reading taken while the ranks write), ``diverged`` if
 any rank diverged,
-``timed_out`` if the launcher had to stop it, ``failed`` if any rank failed,
+``timed_out`` if the launcher had to stop it, ``preempted`` or ``not_admitted``
+when the cluster took its pods away or never admitted it (Kubernetes),
+``failed`` if any rank failed,
 left no final record or wrote nothing, ``succeeded`` when every rank
 finished. Reaching the goal is separate: a run can succeed without reaching
 the goal within its epoch limit.
@@ -75,6 +77,8 @@ def _run_status(
         return "running", ""
     if launcher_status == "timed_out":
         return "timed_out", "stopped by the launcher's time limit"
+    if launcher_status in ("preempted", "not_admitted"):  # the cluster's doing: no rank's
+        return launcher_status, ""
     if launcher_status == "cancelled":
         return "cancelled", "stopped on request"
     if failed or unfinished or missing:

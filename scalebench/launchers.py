@@ -23,7 +23,8 @@ class LauncherSpec:
     GPUs, MPI and network emulation decide what it can run. ``spreads``: it can
     put one rank per node (placement ``spread``). ``runs_images``: it starts
     the worker image (``worker_image`` applies). ``gpus_per_rank``: it asks
-    for ``gpus_per_worker`` GPUs for each rank. ``backends``: the
+    for ``gpus_per_worker`` GPUs for each rank. ``queues``: a cluster's scheduler
+    queues its groups (``queue_name``, ``priority_class`` apply). ``backends``: the
     ``torch.distributed`` backends it starts. ``delays``: it can add a one-way
     delay to an emulated link (rates it limits either way). ``entry``:
     ``module:function`` in :mod:`operators` that makes the launcher for a
@@ -36,6 +37,7 @@ class LauncherSpec:
     spreads: bool
     runs_images: bool
     gpus_per_rank: bool
+    queues: bool
     backends: tuple[str, ...]
     delays: bool
     entry: str
@@ -56,6 +58,7 @@ LAUNCHERS = {
             spreads=False,
             runs_images=False,
             gpus_per_rank=False,
+            queues=False,
             backends=BACKENDS,
             delays=True,
             entry="operators.local_launcher:launch",
@@ -67,6 +70,7 @@ LAUNCHERS = {
             spreads=True,
             runs_images=True,
             gpus_per_rank=True,
+            queues=True,
             backends=("gloo", "nccl"),
             delays=False,
             entry="operators.kubernetes:launch",

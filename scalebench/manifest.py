@@ -10,7 +10,8 @@ So recording a verdict costs one appended line, whatever the sweep's size, and
 a reader (ingest, the next group's cancellation check) folds the lines into
 the plan: the last verdict of a group wins. A group's ``status`` is
 ``planned`` until a verdict arrives; then the launcher's verdict
-(``succeeded``, ``failed``, ``diverged``, ``timed_out``), ``cancelled`` (it
+(``succeeded``, ``failed``, ``diverged``, ``timed_out``; on Kubernetes also
+``preempted`` and ``not_admitted``), ``cancelled`` (it
 was running when the sweep was stopped) or ``skipped`` (it never started
 because the sweep was stopped). Used by the command line's runner and by the
 Airflow operators alike; torch-free.
@@ -47,7 +48,17 @@ VERDICTS = "verdicts.jsonl"
 RESERVE = ".space-reserve"  # freed for the verdicts and sweep.json when the disk fills
 RESERVE_BYTES = 32 * 1024  # a few hundred verdict lines, or the final sweep.json of any sweep
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
-GROUP_STATUSES = ("planned", "succeeded", "failed", "diverged", "timed_out", "cancelled", "skipped")
+GROUP_STATUSES = (
+    "planned",
+    "succeeded",
+    "failed",
+    "diverged",
+    "timed_out",
+    "cancelled",
+    "skipped",
+    "preempted",  # Kubernetes: a pod was preempted, evicted or drained
+    "not_admitted",  # Kubernetes: the Kueue queue never admitted the Job
+)
 
 
 class BadManifest(ValueError):
@@ -58,7 +69,12 @@ class BadManifest(ValueError):
 
 @dataclass(frozen=True)
 class GroupEntry:
-    """One planned group and, once it ended, its verdict (``seconds``: its wall time)."""
+    """One planned group and, once it ended, its verdict (``seconds``: its wall time).
+
+    ``qos_class``: the Kubernetes QoS class its pods ran in (empty for local groups).
+    ``attempts``: the earlier attempts of a group that was run again after a
+    preemption, oldest first, each ``{"attempt", "status", "reason", "seconds", "job"}``.
+    """
 
     run_id: str
     world_size: int
@@ -67,6 +83,8 @@ class GroupEntry:
     reason: str = ""
     seconds: float | None = None
     network: str = "host"  # the link profile the group runs on (scalebench.network)
+    qos_class: str = ""
+    attempts: tuple[dict[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,7 +166,7 @@ class Manifest:
                 raise BadManifest(f"groups[{index}]: run {entry.run_id!r} is listed twice")
             groups.append(entry)
         verdicts = _verdicts(verdict_lines)
-        groups = [replace(g, **verdicts[g.run_id]) if g.run_id in verdicts else g for g in groups]
+        groups = [_folded(g, verdicts[g.run_id]) if g.run_id in verdicts else g for g in groups]
         return cls(
             sweep_id=data["sweep_id"],
             trigger=data.get("trigger", "cli"),
@@ -183,8 +201,23 @@ def _group_entry(raw: Any, where: str) -> GroupEntry:
     if "network" in raw and not isinstance(raw["network"], str):
         raise BadManifest(f"{where}: 'network' is not text: {raw['network']!r}")
     _check_verdict(raw, where)
+    attempts = raw.get("attempts", [])
+    if not isinstance(attempts, list):
+        raise BadManifest(f"{where}: 'attempts' is not a list: {attempts!r}")
+    for number, attempt in enumerate(attempts):
+        if not isinstance(attempt, dict):
+            raise BadManifest(f"{where}: attempts[{number}] is not a JSON object")
+        _check_verdict(attempt, f"{where}: attempts[{number}]")
     fields = {k: raw[k] for k in raw if k in GroupEntry.__dataclass_fields__}
+    fields["attempts"] = tuple(attempts)
     return GroupEntry(**{**fields, "reason": raw.get("reason") or ""})
+
+
+def _folded(entry: GroupEntry, verdict: dict[str, Any]) -> GroupEntry:
+    """``entry`` with its verdict from ``verdicts.jsonl`` folded in: the earlier attempts
+    recorded there follow those ``sweep.json`` already holds."""
+    fields = {k: v for k, v in verdict.items() if k != "attempts"}
+    return replace(entry, **fields, attempts=(*entry.attempts, *verdict.get("attempts", ())))
 
 
 def _check_verdict(fields: dict[str, Any], where: str) -> None:
@@ -201,13 +234,17 @@ def _check_verdict(fields: dict[str, Any], where: str) -> None:
         raise BadManifest(f"{where}: 'seconds' must be a duration ≥ 0 or null, got {seconds!r}")
     if not isinstance(fields.get("reason") or "", str):
         raise BadManifest(f"{where}: 'reason' is not text: {fields['reason']!r}")
+    if not isinstance(fields.get("qos_class", ""), str):
+        raise BadManifest(f"{where}: 'qos_class' is not text: {fields['qos_class']!r}")
 
 
 def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The last verdict of each group in ``verdicts.jsonl``'s ``lines`` (status, reason,
-    seconds); a line cut short by a crash is skipped (that verdict was never complete),
-    any other line that is not a verdict raises :class:`BadManifest` naming it."""
+    seconds, QoS class) with its earlier attempts under ``attempts``; a line cut short by a
+    crash is skipped (that verdict was never complete), any other line that is not a
+    verdict raises :class:`BadManifest` naming it."""
     verdicts: dict[str, dict[str, Any]] = {}
+    attempts: dict[str, list[dict[str, Any]]] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -218,11 +255,20 @@ def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
         where = f"{VERDICTS} line {number}"
         if not isinstance(verdict, dict) or not isinstance(verdict.get("run_id"), str):
             raise BadManifest(f"{where} is not a verdict (a JSON object with a run_id)")
+        if "attempt" in verdict:  # an earlier attempt's verdict (record_attempt): kept beside
+            attempt = verdict["attempt"]
+            if not isinstance(attempt, dict):
+                raise BadManifest(f"{where}: 'attempt' is not a JSON object")
+            _check_verdict(attempt, where)
+            attempts.setdefault(verdict["run_id"], []).append(attempt)
+            continue
         _check_verdict(verdict, where)
-        kept = {k: verdict[k] for k in ("status", "reason", "seconds") if k in verdict}
+        kept = {k: verdict[k] for k in ("status", "reason", "seconds", "qos_class") if k in verdict}
         if "reason" in kept:
             kept["reason"] = kept["reason"] or ""
         verdicts[verdict["run_id"]] = kept
+    for run_id, earlier in attempts.items():
+        verdicts.setdefault(run_id, {})["attempts"] = tuple(earlier)
     return verdicts
 
 
@@ -369,10 +415,38 @@ def close_vanished(root: Path) -> list[Manifest]:
 
 
 def record_verdict(
-    sweep_dir: Path, run_id: str, status: str, reason: str = "", seconds: float | None = None
+    sweep_dir: Path,
+    run_id: str,
+    status: str,
+    reason: str = "",
+    seconds: float | None = None,
+    *,
+    qos_class: str = "",
 ) -> None:
-    """Append one group's verdict: one line, whatever the size of the sweep."""
-    _append(sweep_dir, [{"run_id": run_id, "status": status, "reason": reason, "seconds": seconds}])
+    """Append one group's verdict: one line, whatever the size of the sweep
+    (``qos_class``: its pods' Kubernetes QoS class, when known)."""
+    verdict = {"run_id": run_id, "status": status, "reason": reason, "seconds": seconds}
+    if qos_class:
+        verdict["qos_class"] = qos_class
+    _append(sweep_dir, [verdict])
+
+
+def record_attempt(
+    sweep_dir: Path,
+    run_id: str,
+    *,
+    attempt: int,
+    status: str,
+    reason: str,
+    seconds: float,
+    job: str,
+) -> None:
+    """Append the verdict of attempt ``attempt`` of a group that is run again (a preempted
+    one): it does not decide the group's status, and stays in its ``attempts``."""
+    if status not in GROUP_STATUSES:
+        raise ValueError(f"unknown group status {status!r}")
+    record = {"attempt": attempt, "status": status, "reason": reason, "seconds": seconds}
+    _append(sweep_dir, [{"run_id": run_id, "status": "planned", "attempt": {**record, "job": job}}])
 
 
 def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:

@@ -64,6 +64,9 @@ MAX_GPUS_PER_WORKER = 16
 MAX_THREADS_PER_WORKER = 256
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?"
+# A Kubernetes object name (DNS-1123 subdomain, at most 63 characters here: a LocalQueue
+# or PriorityClass name is also a label value).
+KUBERNETES_NAME = r"(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
 
 class InvalidParameter(ValueError):
@@ -381,6 +384,29 @@ class SweepRequest:
         pattern=NETWORK_PATTERN,
         compared=True,
         usual="host",  # a run's profile, or a sweep's list of them
+    )
+    # Where a shared cluster schedules the groups (Kubernetes): not part of the configuration.
+    queue_name: str = ask(
+        name="queue_name",
+        title="Kueue queue (Kubernetes)",
+        help="The Kueue LocalQueue the groups wait in for admission; empty: "
+        "SCALEBENCH_K8S_QUEUE_NAME (unset: no queue).",
+        kind="text",
+        default="",
+        needs="queues",
+        pattern=KUBERNETES_NAME,
+        pattern_help="a DNS-1123 subdomain such as team-a",
+    )
+    priority_class: str = ask(
+        name="priority_class",
+        title="Priority class (Kubernetes)",
+        help="The PriorityClass of the pods; empty: SCALEBENCH_K8S_PRIORITY_CLASS (unset: "
+        "the cluster's default).",
+        kind="text",
+        default="",
+        needs="queues",
+        pattern=KUBERNETES_NAME,
+        pattern_help="a DNS-1123 subdomain such as high-priority",
     )
 
     @property

@@ -11,6 +11,10 @@ command -v g++ >/dev/null || apt_install g++ || echo "g++ is missing: the compil
 command -v iptables >/dev/null || apt_install iptables \
   || echo "iptables is missing: the emulated-network firewall tests will fail" >&2
 
+# The Kustomize base and overlays of deploy/kubernetes are rendered with kubectl kustomize.
+command -v kubectl >/dev/null || apt_install kubernetes-client \
+  || echo "kubectl is missing: the Kustomize rendering tests will be skipped" >&2
+
 ruff check .
 ruff format --check .
 lint-imports --no-cache

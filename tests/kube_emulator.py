@@ -7,8 +7,12 @@ clients, so paths, verbs, query strings, bodies and error answers are the ones
 a real API server sees. The driver turns each created Indexed Job into one pod
 per completion index, named and labelled as the Job controller names them,
 moves the pods through the scenario's stages (``after_s`` seconds after the Job
-was created), keeps the Job's status counts and conditions in step, serves each
-pod's log and removes the pods when their Job is deleted.
+was created, or admitted), keeps the Job's status counts and conditions in step
+(applying its ``podFailurePolicy``), gives each pod the QoS class its resources
+make and a node, serves each pod's log and removes the pods when their Job is
+deleted. It also plays Kueue: a Job created suspended is admitted (unsuspended)
+``admit_after_s`` seconds later, or never (a ClusterQueue whose quota is taken),
+and :meth:`EmulatedCluster.evict` evicts a pod as the Eviction API does.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from kmock import KubernetesEmulator, Server
 JOBS = kmock.resource(group="batch", version="v1", plural="jobs")
 PODS = kmock.resource(group="", version="v1", plural="pods")
 SERVICES = kmock.resource(group="", version="v1", plural="services")
+NETWORK_POLICIES = kmock.resource(group="networking.k8s.io", version="v1", plural="networkpolicies")
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
@@ -46,6 +51,7 @@ class PodState:
     container: dict[str, Any] | None = None
     scheduled: bool = True
     message: str = ""
+    disruption: str = ""  # the DisruptionTarget condition's reason, when disrupted
 
     def status(self) -> dict[str, Any]:
         condition: dict[str, Any] = {"type": "PodScheduled", "status": "True"}
@@ -57,6 +63,15 @@ class PodState:
                 "message": self.message,
             }
         status: dict[str, Any] = {"phase": self.phase, "conditions": [condition]}
+        if self.disruption:
+            status["conditions"].append(
+                {
+                    "type": "DisruptionTarget",
+                    "status": "True",
+                    "reason": self.disruption,
+                    "message": self.message,
+                }
+            )
         if self.container is not None:
             status["containerStatuses"] = [
                 {
@@ -93,6 +108,14 @@ def exited(code: int, reason: str = "Error", finished: str = "2026-11-24T02:01:0
     return PodState("Succeeded" if code == 0 else "Failed", {"terminated": terminated})
 
 
+def evicted(
+    reason: str = "EvictionByEvictionAPI", message: str = "Eviction API: evicting"
+) -> PodState:
+    """A pod the Eviction API (or a preemption, a drain) took: marked, then stopped (SIGTERM)."""
+    state = exited(143, "Error")
+    return PodState(state.phase, state.container, message=message, disruption=reason)
+
+
 @dataclass(frozen=True)
 class Stage:
     """From ``after_s`` seconds after the Job was created: each rank's pod state
@@ -114,11 +137,29 @@ class EmulatedCluster:
     """The API server on 127.0.0.1 and the driver playing ``stages`` for every Job.
 
     ``requests()`` lists what the launcher sent as ``(method, path, query, body)``.
+    ``retry_stages`` play for every Job after the first (a group run again); a
+    suspended Job is admitted ``admit_after_s`` seconds after it was created
+    (``None``: never), and its stages count from then.
     """
 
-    def __init__(self, stages: list[Stage], tick_s: float = 0.02) -> None:
+    def __init__(
+        self,
+        stages: list[Stage],
+        tick_s: float = 0.02,
+        *,
+        retry_stages: list[Stage] | None = None,
+        admit_after_s: float | None = 0.0,
+    ) -> None:
         self.stages = sorted(stages, key=lambda s: s.after_s)
+        self.retry_stages = sorted(retry_stages or stages, key=lambda s: s.after_s)
+        self.admit_after_s = admit_after_s
         self.tick_s = tick_s
+        self._seen: dict[str, float] = {}  # job name -> when the driver first saw it
+        self._order: list[str] = []  # job names in the order they were created
+        self._evicted: dict[str, PodState] = {}  # pod name -> its disrupted state
+        self.admitted: dict[str, float] = {}  # job name -> seconds it waited for admission
+        self.failed_by_policy: dict[str, str] = {}  # job name -> the rule's message
+        self._taken_back: set[str] = set()  # jobs Kueue suspended again
         self.url = ""
         self.handler: KubernetesEmulator | None = None
         self._loop = asyncio.new_event_loop()
@@ -148,7 +189,7 @@ class EmulatedCluster:
         self._stop = asyncio.Event()
         async with KubernetesEmulator() as handler, Server(handler) as server:
             self.handler, self.url = handler, str(server.url).rstrip("/")
-            for resource in (JOBS, PODS, SERVICES):
+            for resource in (JOBS, PODS, SERVICES, NETWORK_POLICIES):
                 handler.resources[resource] = {}
             handler["get", re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/log")] << self._log
             handler["post", re.compile(r"/apis/batch/v1/namespaces/[^/]+/jobs")] << self._job_uid
@@ -204,8 +245,17 @@ class EmulatedCluster:
 
         return self.call(read)
 
+    def evict(self, pod: str, reason: str = "EvictionByEvictionAPI") -> None:
+        """Evict the pod named ``pod`` (as the Eviction API, a preemption or a drain does):
+        it gets the DisruptionTarget condition and stops, whatever its stage says."""
+        self._evicted[pod] = evicted(reason)
+
+    def take_back(self, job: str) -> None:
+        """Kueue preempting an admitted Job: suspend it again (its pods go) for good."""
+        self._taken_back.add(job)
+
     def objects(self, resource: Any) -> list[str]:
-        """Names of the live objects of ``resource`` (JOBS, PODS, SERVICES)."""
+        """Names of the live objects of ``resource`` (JOBS, PODS, SERVICES, NETWORK_POLICIES)."""
 
         def names(handler: KubernetesEmulator) -> list[str]:
             return sorted(
@@ -250,11 +300,27 @@ class EmulatedCluster:
 
     def _stage(self, job: str) -> Stage:
         elapsed = time.monotonic() - self._created.get(job, time.monotonic())
-        current = self.stages[0]
-        for stage in self.stages:
+        stages = self.stages if not self._order or self._order[0] == job else self.retry_stages
+        current = stages[0]
+        for stage in stages:
             if stage.after_s <= elapsed:
                 current = stage
         return current
+
+    def _admit(self, job: Any, name: str) -> bool:
+        """Kueue: whether the Job may run (admitting a suspended one when its time came)."""
+        if name in self._taken_back:
+            if not job.raw["spec"].get("suspend"):
+                job.patch({"spec": {"suspend": True}})
+            return False
+        if not job.raw["spec"].get("suspend"):
+            return True
+        waited = time.monotonic() - self._seen[name]
+        if self.admit_after_s is None or waited < self.admit_after_s:
+            return False
+        job.patch({"spec": {"suspend": False}})
+        self.admitted[name] = waited
+        return True
 
     async def _drive(self) -> None:
         assert self.handler is not None
@@ -269,9 +335,28 @@ class EmulatedCluster:
             if res == JOBS and not obj.deleted
         }
         for (ns, name), job in jobs.items():
+            if name not in self._seen:
+                self._seen[name] = time.monotonic()
+                self._order.append(name)
+            if not self._admit(job, name):
+                suspended = {
+                    "active": 0,
+                    "conditions": [
+                        {"type": "Suspended", "status": "True", "reason": "JobSuspended"}
+                    ],
+                }
+                if job.raw.get("status") != suspended:
+                    _replace(job, "status", suspended)
+                for (res, pod_ns, _), obj in list(handler.objects.items()):  # its pods go
+                    if res != PODS or pod_ns != ns or obj.deleted:
+                        continue
+                    if obj.raw["metadata"]["labels"].get(JOB_NAME_LABEL) == name:
+                        obj.delete()
+                continue
             self._created.setdefault(name, time.monotonic())
             stage, world_size = self._stage(name), job.raw["spec"]["completions"]
             states = [stage.state(rank) for rank in range(world_size)]
+            states = [self._evicted.get(_pod_name(name, r), s) for r, s in enumerate(states)]
             for rank, state in enumerate(states):
                 self._put_pod(handler, ns, job.raw, rank, state)
             counts = {
@@ -280,7 +365,18 @@ class EmulatedCluster:
             }
             counts["active"] = world_size - counts["succeeded"] - counts["failed"]
             status: dict[str, Any] = dict(counts)
-            if counts["succeeded"] == world_size:
+            rule = _failing_rule(job.raw, name, states)
+            if rule:
+                self.failed_by_policy.setdefault(name, rule)
+                status["conditions"] = [
+                    {
+                        "type": "Failed",
+                        "status": "True",
+                        "reason": "PodFailurePolicy",
+                        "message": rule,
+                    }
+                ]
+            elif counts["succeeded"] == world_size:
                 status["conditions"] = [{"type": "Complete", "status": "True"}]
             elif counts["failed"]:
                 status["conditions"] = [
@@ -297,7 +393,7 @@ class EmulatedCluster:
     def _put_pod(
         self, handler: KubernetesEmulator, ns: str, job: dict, rank: int, state: PodState
     ) -> None:
-        name = f"{job['metadata']['name']}-{rank}-x7k2p"
+        name = _pod_name(job["metadata"]["name"], rank)
         template = job["spec"]["template"]
         labels = {
             **template["metadata"].get("labels", {}),
@@ -316,14 +412,63 @@ class EmulatedCluster:
                     INDEX_KEY: str(rank),
                 },
             },
-            "spec": template["spec"],
-            "status": state.status(),
+            "spec": {**template["spec"], "nodeName": f"gpu-node-{rank}"}
+            if state.scheduled
+            else template["spec"],
+            "status": {**state.status(), "qosClass": _qos_class(template["spec"])},
         }
         key = (PODS, ns, name)
         if key not in handler.objects or handler.objects[key].deleted:
             handler.objects[key] = pod
         elif handler.objects[key].raw["status"] != pod["status"]:
             _replace(handler.objects[key], "status", pod["status"])
+
+
+def _pod_name(job: str, rank: int) -> str:
+    """The name the Job controller gives rank ``rank``'s pod (a fixed suffix here)."""
+    return f"{job}-{rank}-x7k2p"
+
+
+def _qos_class(pod_spec: dict[str, Any]) -> str:
+    """The QoS class the kubelet gives a pod: Guaranteed when every container's limits equal
+    its requests for CPU and memory (both set), BestEffort with none, Burstable else."""
+    containers = pod_spec.get("containers", [])
+    resources = [c.get("resources", {}) for c in containers]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    for r in resources:
+        requests, limits = r.get("requests", {}), r.get("limits", {})
+        for name in ("cpu", "memory"):
+            if name not in limits or requests.get(name, limits[name]) != limits[name]:
+                return "Burstable"
+    return "Guaranteed"
+
+
+def _failing_rule(job: dict[str, Any], name: str, states: list[PodState]) -> str:
+    """The Job controller's ``podFailurePolicy``: the message of the first FailJob rule a
+    failed pod matches (rules in order, the first match decides), or ``""``."""
+    rules = job["spec"].get("podFailurePolicy", {}).get("rules", [])
+    for rank, state in enumerate(states):
+        if state.phase != "Failed":
+            continue
+        code = state.container["terminated"]["exitCode"] if state.container else None
+        for index, rule in enumerate(rules):
+            on_conditions = rule.get("onPodConditions", [])
+            on_codes = rule.get("onExitCodes")
+            matched = any(
+                c["type"] == "DisruptionTarget" and state.disruption for c in on_conditions
+            ) or (
+                on_codes is not None
+                and (code in on_codes["values"]) == (on_codes["operator"] == "In")
+            )
+            if matched:
+                if rule["action"] != "FailJob":
+                    break
+                return (
+                    f"Pod {_pod_name(name, rank)} failed with exit code {code} "
+                    f"matching FailJob rule at index {index}"
+                )
+    return ""
 
 
 def _replace(obj: Any, key: str, value: Any) -> None:
@@ -334,10 +479,15 @@ def _replace(obj: Any, key: str, value: Any) -> None:
 
 @contextmanager
 def emulated_cluster(
-    stages: list[Stage], tmp_path: Path, monkeypatch: Any, conn_id: str = "emulated_k8s"
+    stages: list[Stage],
+    tmp_path: Path,
+    monkeypatch: Any,
+    conn_id: str = "emulated_k8s",
+    **options: Any,
 ) -> Iterator[EmulatedCluster]:
-    """The cluster, with an Airflow connection ``conn_id`` (environment) pointing at it."""
-    with EmulatedCluster(stages) as cluster:
+    """The cluster, with an Airflow connection ``conn_id`` (environment) pointing at it;
+    ``options`` go to :class:`EmulatedCluster` (Kueue's admission, retry stages)."""
+    with EmulatedCluster(stages, **options) as cluster:
         config = cluster.kube_config(tmp_path / "kube-config")
         monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", cluster.connection_uri(config))
         yield cluster

@@ -1370,7 +1370,9 @@ def test_token_is_for_the_airflow_service_account_of_the_launchers_namespace() -
     assert secret["type"] == "kubernetes.io/service-account-token"
     assert secret["metadata"]["namespace"] == namespace
     account = secret["metadata"]["annotations"]["kubernetes.io/service-account.name"]
-    rbac = list(yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "10-rbac.yaml").read_text()))
+    rbac = list(
+        yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "base" / "10-rbac.yaml").read_text())
+    )
     binding = next(d for d in rbac if d["kind"] == "RoleBinding")
     assert {"kind": "ServiceAccount", "name": account, "namespace": namespace} in binding[
         "subjects"

@@ -69,3 +69,15 @@ def test_unknown_backend_is_refused() -> None:
     with pytest.raises(GroupConfigError, match="gloo, nccl, mpi"):
         check_backend("carrier-pigeon")
     check_backend("gloo")
+
+
+def test_the_environment_record_says_which_cpus_the_rank_may_run_on() -> None:
+    """On Kubernetes, ``cpus_allowed`` equal to the pod's CPU request (not the node's count)
+    shows the static CPU manager policy gave the rank cores of its own."""
+    import os
+
+    from workers.distributed import environment
+
+    info = environment("gloo")
+    assert info["cpus_allowed"] == len(os.sched_getaffinity(0))
+    assert 1 <= info["cpus_allowed"] <= info["cpu_count"]

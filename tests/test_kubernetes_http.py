@@ -17,6 +17,7 @@ import kubernetes_validate
 import pytest
 from kube_emulator import (
     JOBS,
+    NETWORK_POLICIES,
     PODS,
     SERVICES,
     UNSCHEDULABLE,
@@ -117,6 +118,8 @@ def run_group(
         seconds=event["seconds"],
         first_failed_rank=event["first_failed_rank"],
         log_tail=event["log_tail"],
+        qos_class=event["qos_class"],
+        attempt=event["attempt"],
     )
 
 
@@ -148,6 +151,7 @@ def run_trigger(trigger: GroupTrigger, clock: Any = time.time) -> dict[str, Any]
 
 def assert_cleaned_up(cluster: EmulatedCluster) -> None:
     assert cluster.objects(JOBS) == [] and cluster.objects(SERVICES) == []
+    assert cluster.objects(NETWORK_POLICIES) == []
     time.sleep(0.1)  # the driver removes the pods of a deleted Job at its next tick
     assert cluster.objects(PODS) == []
 
@@ -158,6 +162,8 @@ def calls(cluster: EmulatedCluster) -> list[tuple[str, str]]:
 
 JOB_PATH = f"/apis/batch/v1/namespaces/{NS}/jobs/{NAMES.job}"
 SERVICE_PATH = f"/api/v1/namespaces/{NS}/services/{NAMES.service}"
+POLICIES_PATH = f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies"
+POLICY_PATH = f"{POLICIES_PATH}/{NAMES.job}"
 PODS_PATH = f"/api/v1/namespaces/{NS}/pods"
 
 
@@ -184,12 +190,15 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
         method, path, _, service = sent[0]
         assert (method, path) == ("POST", f"/api/v1/namespaces/{NS}/services")
         assert service == make_group([]).service_manifest()
-        method, path, _, job = sent[1]
+        method, path, _, policy = sent[1]
+        assert (method, path) == ("POST", POLICIES_PATH)
+        assert policy == make_group([]).network_policy_manifest()
+        method, path, _, job = sent[2]
         assert (method, path) == ("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")
         assert job == make_group([]).job_manifest()
-        for body in (service, job):  # what reached the server passes the official schemas
+        for body in (service, policy, job):  # what reached the server passes the schemas
             kubernetes_validate.validate(body, "1.33", strict=True)
-        method, path, _, patch = sent[2]
+        method, path, _, patch = sent[3]
         assert (method, path) == ("PATCH", SERVICE_PATH)
         assert patch == [
             {
@@ -205,7 +214,7 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
                 ],
             }
         ]
-        polls = [(m, p, q) for m, p, q, _ in sent[3:-2]]
+        polls = [(m, p, q) for m, p, q, _ in sent[4:-3]]
         assert {(m, p) for m, p, _ in polls} == {
             ("GET", JOB_PATH),
             ("GET", PODS_PATH),
@@ -223,8 +232,9 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
         assert len(log_reads) >= 2
         assert all(q["timestamps"].lower() == "true" for q in log_reads)  # the sync client: True
         assert all(61 <= int(q["sinceSeconds"]) <= 62 for q in log_reads[1:]), log_reads
-        assert [(m, p, q) for m, p, q, _ in sent[-2:]] == [
+        assert [(m, p, q) for m, p, q, _ in sent[-3:]] == [
             ("DELETE", JOB_PATH, {"propagationPolicy": "Background"}),
+            ("DELETE", POLICY_PATH, {}),
             ("DELETE", SERVICE_PATH, {}),
         ]
         assert_cleaned_up(cluster)

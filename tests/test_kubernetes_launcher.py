@@ -437,6 +437,7 @@ class FakeCluster:
         self.logs = logs or {}
         self.jobs: dict[str, dict] = {}
         self.services: dict[str, dict] = {}
+        self.policies: dict[str, dict] = {}
         self.deleted: list[tuple[str, str]] = []
         self.created_jobs: list[dict] = []
         self.polls = 0
@@ -498,6 +499,19 @@ class FakeCluster:
             raise ApiException(status=404, reason="Not Found")
         self.deleted.append(("service", name))
 
+    # NetworkingV1Api
+    def create_namespaced_network_policy(self, namespace: str, body: dict) -> Any:
+        self.calls.add("create_namespaced_network_policy")
+        kubernetes_validate.validate(body, K8S_VERSION, strict=True)
+        self.policies[body["metadata"]["name"]] = body
+        return as_model(body, "V1NetworkPolicy")
+
+    def delete_namespaced_network_policy(self, name: str, namespace: str) -> None:
+        self.calls.add("delete_namespaced_network_policy")
+        if self.policies.pop(name, None) is None:
+            raise ApiException(status=404, reason="Not Found")
+        self.deleted.append(("policy", name))
+
     def list_namespaced_pod(self, namespace: str, label_selector: str) -> Any:
         self.calls.add("list_namespaced_pod")
         assert label_selector == f"batch.kubernetes.io/job-name={NAMES.job}"
@@ -530,6 +544,7 @@ def make_group(cluster: FakeCluster, lines: list[str] | None = None, **settings:
         sink=(lines.append if lines is not None else lambda line: None),
         batch_api=cluster,
         core_api=cluster,
+        networking_api=cluster,
         clock=cluster.clock,
         sleep=cluster.sleep,
         results_root=ROOT,
@@ -542,8 +557,12 @@ def make_group(cluster: FakeCluster, lines: list[str] | None = None, **settings:
 
 
 def assert_cleaned_up(cluster: FakeCluster) -> None:
-    assert not cluster.jobs and not cluster.services
-    assert sorted(cluster.deleted) == [("job", NAMES.job), ("service", NAMES.service)]
+    assert not cluster.jobs and not cluster.services and not cluster.policies
+    assert sorted(cluster.deleted) == [
+        ("job", NAMES.job),
+        ("policy", NAMES.job),
+        ("service", NAMES.service),
+    ]
 
 
 def test_success_streams_rank_0_and_deletes_job_and_service() -> None:
@@ -743,13 +762,14 @@ def test_a_failed_job_creation_removes_the_service() -> None:
         settings=KubernetesSettings(),
         batch_api=cluster,
         core_api=cluster,
+        networking_api=cluster,
         results_root=ROOT,
         data_root=DATA,
         sink=lambda line: None,
     )
     with pytest.raises(RuntimeError, match="already exists"):
         group.start()
-    assert not cluster.services
+    assert not cluster.services and not cluster.policies
 
 
 def test_constructing_needs_no_cluster() -> None:
@@ -898,7 +918,7 @@ def test_group_refuses_impossible_shapes() -> None:
 
 
 def test_every_api_call_is_declared_for_rbac() -> None:
-    """API_CALLS (what deploy/kubernetes/rbac.yaml must grant) lists every call made."""
+    """API_CALLS (what deploy/kubernetes/base/10-rbac.yaml grants) lists every call made."""
     calls: set[str] = set()
     failed = [finished_pod(0, 143, deleting=True), finished_pod(1, 1)]
     for states in (
@@ -957,6 +977,7 @@ def test_the_real_client_accepts_every_call(monkeypatch: pytest.MonkeyPatch) -> 
             assert conn_id == "k8s_test"
             api = client.ApiClient(client.Configuration(host="http://k8s.test"))
             monkeypatch.setattr(api, "request", request)
+            self.api_client = api
             self.batch_v1_client = client.BatchV1Api(api)
             self.core_v1_client = client.CoreV1Api(api)
 
@@ -980,12 +1001,14 @@ def test_the_real_client_accepts_every_call(monkeypatch: pytest.MonkeyPatch) -> 
     ns, job = "/namespaces/scalebench", NAMES.job
     assert calls == [
         ("POST", f"/api/v1{ns}/services"),
+        ("POST", f"/apis/networking.k8s.io/v1{ns}/networkpolicies"),
         ("POST", f"/apis/batch/v1{ns}/jobs"),
         ("PATCH", f"/api/v1{ns}/services/{job}"),
         ("GET", f"/apis/batch/v1{ns}/jobs/{job}"),
         ("GET", f"/api/v1{ns}/pods"),
         ("GET", f"/api/v1{ns}/pods/{job}-0-x7k2p/log"),
         ("DELETE", f"/apis/batch/v1{ns}/jobs/{job}"),
+        ("DELETE", f"/apis/networking.k8s.io/v1{ns}/networkpolicies/{job}"),
         ("DELETE", f"/api/v1{ns}/services/{job}"),
     ]
     queries = {(m, p): q for m, p, q, _ in requests}
@@ -1027,10 +1050,11 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
     monkeypatch.setenv("SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", "1")
     monkeypatch.setenv("SCALEBENCH_K8S_DEFERRABLE", "false")  # the blocking wait
     cluster = FakeCluster([({"active": 4}, [pending_pod(r, unschedulable=True) for r in range(4)])])
-    hook = SimpleNamespace(batch_v1_client=cluster, core_v1_client=cluster)
+    hook = SimpleNamespace(batch_v1_client=cluster, core_v1_client=cluster, api_client=None)
     monkeypatch.setattr(
         "airflow.providers.cncf.kubernetes.hooks.kubernetes.KubernetesHook", lambda conn_id: hook
     )
+    monkeypatch.setattr("kubernetes.client.NetworkingV1Api", lambda api_client: cluster)
     request = validate_request(
         task="task1a-resnet20-cifar10",
         workers=[4],
@@ -1049,7 +1073,11 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
     verdict = operator.execute({"ti": ti})
 
     assert verdict["status"] == "failed" and UNSCHEDULABLE in verdict["reason"]
-    assert sorted(cluster.deleted) == [("job", NAMES.job), ("service", NAMES.service)]
+    assert sorted(cluster.deleted) == [
+        ("job", NAMES.job),
+        ("policy", NAMES.job),
+        ("service", NAMES.service),
+    ]
     [job] = cluster.created_jobs  # its pods write below the results mount
     command = job["spec"]["template"]["spec"]["containers"][0]["command"]
     run_dir = f"{RESULTS_MOUNT}/{sweep_dir.name}/{group.run_id}"

@@ -140,6 +140,10 @@ def environment(backend: str) -> dict[str, object]:
         "cpu": cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # e.g. AVX2, AVX512
         "cpu_count": os.cpu_count(),
+        # The CPUs this rank may run on: in a Guaranteed pod with whole CPUs on a node whose
+        # kubelet has the static CPU manager policy, its own cores (the CPU request);
+        # elsewhere the node's shared pool. The policy itself is not readable from a pod.
+        "cpus_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "torch_threads": torch.get_num_threads(),
         "backend": backend,
         "gpus": [],

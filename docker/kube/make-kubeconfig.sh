@@ -7,7 +7,7 @@
 #
 # Needs kubectl, its current context pointing at the cluster with rights to read
 # Secrets in the namespace, and the manifests applied:
-#   kubectl apply -f deploy/kubernetes/ -f deploy/kubernetes/outside-cluster/
+#   kubectl apply -k deploy/kubernetes/base && kubectl apply -f deploy/kubernetes/outside-cluster/
 # SCALEBENCH_K8S_NAMESPACE (default scalebench) names the namespace; the API
 # server address is the current context's (override with KUBE_SERVER).
 set -euo pipefail

@@ -21,7 +21,16 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
   (:class:`~operators.kubernetes.trigger.GroupTrigger`, holding no worker slot)
   or, with ``SCALEBENCH_K8S_DEFERRABLE=false``, in :meth:`KubernetesGroup.wait`;
   both apply the rules of :class:`~operators.kubernetes.watch.GroupWatch`;
-- the Job and the Service are deleted when :meth:`KubernetesGroup.wait` ends,
+- with a Kueue queue the Job is created suspended; the wait says so, counts the
+  schedule timeout from the admission, and ends ``not_admitted`` after
+  ``SCALEBENCH_K8S_ADMISSION_TIMEOUT_S``;
+- a pod preempted, evicted or drained (``DisruptionTarget``; the Job's
+  ``podFailurePolicy`` fails it at once) makes the verdict ``preempted``, with the
+  node and the reason, and the group runs again up to
+  ``SCALEBENCH_K8S_PREEMPTION_RETRIES`` times;
+- each group has a NetworkPolicy of its own (its pods reach each other on the
+  rendezvous and collectives' ports, and DNS), created and deleted with it;
+- the Job, the Service and the NetworkPolicy are deleted when :meth:`KubernetesGroup.wait` ends,
   however it ends, and by :meth:`KubernetesGroup.stop` (Airflow's ``on_kill``).
   ``activeDeadlineSeconds`` and ``ttlSecondsAfterFinished`` on the Job, and
   the Service's owner reference to it, clean up after an Airflow worker that
@@ -31,10 +40,10 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 |----------------|----------------------------------------------------------------------------|
 | ``constants``  | mounts, port, labels, limits, and ``API_CALLS`` (what RBAC must grant)     |
 | ``settings``   | ``KubernetesSettings``: the ``SCALEBENCH_K8S_*`` variables, checked        |
-| ``names``      | ``GroupNames`` / ``group_names``: Job and Service names; ``label_value``   |
+| ``names``      | ``GroupNames`` / ``group_names`` / ``attempt_names``; ``label_value``      |
 | ``arguments``  | ``pod_argv`` / ``pod_path``: the pods' command line, on their mounts       |
-| ``manifests``  | ``job_manifest`` / ``service_manifest``: the objects as the API takes them |
-| ``pod_status`` | ``pod_rank``, ``pending_problem``, ``job_verdict``: reading pods and Jobs  |
+| ``manifests``  | ``job_manifest``, ``service_manifest``, ``network_policy_manifest``        |
+| ``pod_status`` | ``pod_rank``, ``pending_problem``, ``job_verdict``, ``qos_class``          |
 | ``watch``      | ``GroupWatch``, ``Rank0Log``: one look at a running group, a verdict       |
 | ``group``      | ``KubernetesGroup``: start, follow (blocking) and delete one group         |
 | ``trigger``    | ``GroupTrigger``: follow a started group from Airflow's triggerer          |
@@ -43,8 +52,12 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 from operators.kubernetes.arguments import pod_argv, pod_path
 from operators.kubernetes.constants import API_CALLS, DATA_MOUNT, RESULTS_MOUNT, WORKER_UID
 from operators.kubernetes.group import KubernetesGroup, launch
-from operators.kubernetes.manifests import job_manifest, service_manifest
-from operators.kubernetes.names import GroupNames, group_names, label_value
+from operators.kubernetes.manifests import (
+    job_manifest,
+    network_policy_manifest,
+    service_manifest,
+)
+from operators.kubernetes.names import GroupNames, attempt_names, group_names, label_value
 from operators.kubernetes.pod_status import job_verdict, pending_problem
 from operators.kubernetes.settings import KubernetesSettings
 
@@ -56,11 +69,13 @@ __all__ = [
     "GroupNames",
     "KubernetesGroup",
     "KubernetesSettings",
+    "attempt_names",
     "group_names",
     "job_manifest",
     "job_verdict",
     "label_value",
     "launch",
+    "network_policy_manifest",
     "pending_problem",
     "pod_argv",
     "pod_path",

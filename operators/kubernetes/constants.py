@@ -3,12 +3,16 @@ results and data volumes (``/var/scalebench/results``, ``/var/scalebench/data``)
 the rendezvous port, the worker container's name and user, the labels and
 annotations that tie a Job to its pods and to a run, the limits on names, waits
 and API errors, and :data:`API_CALLS`, every call the launcher makes as RBAC sees
-it (``deploy/kubernetes/10-rbac.yaml`` must grant them all).
+it (``deploy/kubernetes/base/10-rbac.yaml`` grants exactly these).
 """
 
 RESULTS_MOUNT = "/var/scalebench/results"
 DATA_MOUNT = "/var/scalebench/data"
 MASTER_PORT = 29500
+# The ports a rank's collectives listen on: NCCL's and gloo's sockets bind to port 0, so
+# the kernel picks them from the pod's ip_local_port_range, which the pods set to this
+# (Linux's default range, stated so the group's NetworkPolicy can name it).
+EPHEMERAL_PORTS = (32768, 60999)
 CONTAINER = "worker"
 WORKER_UID = 1000
 TMP_SIZE = "4Gi"  # the pod's /tmp (an emptyDir: the root filesystem is read-only)
@@ -24,6 +28,8 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # one value per node
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"  # annotation (and label since 1.28)
 RUN_ID_LABEL = "scalebench.io/run-id"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue admits a suspended Job of this LocalQueue
+DISRUPTION_CONDITION = "DisruptionTarget"  # a pod preempted, evicted or drained (since 1.26)
 BASE_LABELS = {
     "app.kubernetes.io/name": "scalebench-worker",
     "app.kubernetes.io/managed-by": "scalebench",
@@ -40,7 +46,7 @@ LOG_TAIL_LINES = 50
 LOG_PHASES = ("Running", "Succeeded", "Failed")  # a pod's log can be read
 
 # Every API call the launcher makes, as RBAC sees it: client method -> (API group,
-# resource, verb). deploy/kubernetes/rbac.yaml must grant them all.
+# resource, verb). deploy/kubernetes/base/10-rbac.yaml grants exactly these.
 API_CALLS = {
     "create_namespaced_service": ("", "services", "create"),
     "patch_namespaced_service": ("", "services", "patch"),
@@ -48,6 +54,8 @@ API_CALLS = {
     "create_namespaced_job": ("batch", "jobs", "create"),
     "read_namespaced_job": ("batch", "jobs", "get"),
     "delete_namespaced_job": ("batch", "jobs", "delete"),
+    "create_namespaced_network_policy": ("networking.k8s.io", "networkpolicies", "create"),
+    "delete_namespaced_network_policy": ("networking.k8s.io", "networkpolicies", "delete"),
     "list_namespaced_pod": ("", "pods", "list"),
     "read_namespaced_pod_log": ("", "pods/log", "get"),
 }

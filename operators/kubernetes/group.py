@@ -1,12 +1,16 @@
 """One training group on the cluster, through the interface of the local launcher:
-:class:`KubernetesGroup` creates the Service, then the Job, follows the pods
-until the group ends, fails, cannot start or times out, copies rank 0's output
+:class:`KubernetesGroup` creates the Service, the group's NetworkPolicy, then the
+Job, follows the pods (after Kueue admits the Job, when it was queued) until the
+group ends, fails, cannot start, is preempted or times out, copies rank 0's output
 to its ``sink`` line by line (each poll reads the last minute or so of rank 0's
 log and passes on the lines not seen yet, see
 :class:`~operators.kubernetes.watch.Rank0Log`; lines rotated away by the
 kubelet before a poll are lost), fetches the end of a failed rank's log into
-``log_tail``, and deletes the Job and the Service however the wait ends, and
-on :meth:`~KubernetesGroup.stop`.
+``log_tail``, and deletes the Job, the Service and the NetworkPolicy however the
+wait ends, and on :meth:`~KubernetesGroup.stop`. A ``preempted`` group is run
+again, as a new Job, up to ``SCALEBENCH_K8S_PREEMPTION_RETRIES`` times
+(:meth:`~KubernetesGroup.next_attempt`); the sweep's manifest keeps each
+attempt's verdict.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from operators.group import GroupResult
+from operators.group import GroupResult, set_aside_earlier_attempt
 from operators.kubernetes.arguments import pod_argv
 from operators.kubernetes.constants import (
     CONTAINER,
@@ -26,8 +30,12 @@ from operators.kubernetes.constants import (
     MAX_API_ERRORS,
     SETTLE_S,
 )
-from operators.kubernetes.manifests import job_manifest, service_manifest
-from operators.kubernetes.names import GroupNames
+from operators.kubernetes.manifests import (
+    job_manifest,
+    network_policy_manifest,
+    service_manifest,
+)
+from operators.kubernetes.names import GroupNames, attempt_names
 from operators.kubernetes.pod_status import _get, pod_rank
 from operators.kubernetes.settings import KubernetesSettings
 from operators.kubernetes.watch import SETTLE, GroupWatch, Rank0Log, Verdict, rank0_pod
@@ -60,6 +68,9 @@ class KubernetesGroup:
     ``worker_image`` overrides ``settings.image``. ``batch_api`` /
     ``core_api`` replace the ``BatchV1Api`` / ``CoreV1Api`` of the Airflow
     connection ``settings.conn_id`` (created in :meth:`start`, not before).
+    ``networking_api`` replaces its ``NetworkingV1Api``. The sweep's ``queue_name``
+    and ``priority_class`` replace the settings' own. ``attempt`` counts the runs of
+    this group (1 the first; a preempted group is run again).
     ``clock`` (wall-clock seconds, as the trigger reads them) and ``sleep`` drive the polling every
     ``poll_interval_s`` seconds (default ``settings.poll_interval_s``).
     """
@@ -78,6 +89,8 @@ class KubernetesGroup:
         results_root: str | Path | None = None,
         data_root: str | Path | None = None,
         poll_interval_s: float | None = None,
+        networking_api: Any = None,
+        attempt: int = 1,
     ) -> None:
         world_size, gpus_per_worker = group.world_size, group.request.gpus_per_worker
         if world_size < 1:
@@ -92,6 +105,9 @@ class KubernetesGroup:
             results_root = config.results_path() if results_root is None else results_root
             data_root = config.data_dir() if data_root is None else data_root
         self.pod_args = pod_argv(group, results_root, data_root)
+        self.plan = group
+        self.attempt = attempt
+        settings = settings.with_request(group.request.queue_name, group.request.priority_class)
         self.run_id = group.run_id
         image = group.request.worker_image or None
         timeout_s = group.timeout_s
@@ -107,11 +123,12 @@ class KubernetesGroup:
         self.poll_interval_s = poll_interval_s or settings.poll_interval_s
         self._batch = batch_api
         self._core = core_api
+        self._networking = networking_api
         self._clock = clock
         self._sleep = sleep
         self._lock = threading.Lock()
         self._stopping = threading.Event()
-        self._created: list[str] = []  # "service" / "job", in creation order
+        self._created: list[str] = []  # "service" / "policy" / "job", in creation order
         self._started: float | None = None
         self._rank0_log = Rank0Log()
         self._rank0_seen: list[str] = []
@@ -140,19 +157,26 @@ class KubernetesGroup:
     def service_manifest(self) -> dict:
         return service_manifest(self.names, self.settings, run_id=self.run_id)
 
+    def network_policy_manifest(self) -> dict:
+        return network_policy_manifest(self.names, self.settings, run_id=self.run_id)
+
     # -- life cycle
 
     def _connect(self) -> None:
-        if self._batch is not None and self._core is not None:
+        if self._batch is not None and self._core is not None and self._networking is not None:
             return
         from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+        from kubernetes.client import NetworkingV1Api
 
         hook = KubernetesHook(conn_id=self.settings.conn_id)
         self._batch = self._batch if self._batch is not None else hook.batch_v1_client
         self._core = self._core if self._core is not None else hook.core_v1_client
+        if self._networking is None:
+            self._networking = NetworkingV1Api(api_client=hook.api_client)
 
     def start(self) -> None:
-        """Create the Service, then the Job (the pods find rank 0's name from the start)."""
+        """Create the Service, the NetworkPolicy, then the Job (the pods find rank 0's name,
+        and may reach each other, from the start)."""
         namespace = self.settings.namespace
         with self._lock:
             if self._stopping.is_set():
@@ -162,21 +186,28 @@ class KubernetesGroup:
             try:
                 self._core.create_namespaced_service(namespace, self.service_manifest())
                 self._created.append("service")
+                self._networking.create_namespaced_network_policy(
+                    namespace, self.network_policy_manifest()
+                )
+                self._created.append("policy")
                 job = self._batch.create_namespaced_job(namespace, self.job_manifest())
                 self._created.append("job")
             except BaseException as exc:
                 self._delete()
                 if getattr(exc, "status", None) == 409:
                     raise RuntimeError(
-                        f"a Job or Service named {self.names.job} already exists in namespace "
+                        f"a Job, Service or NetworkPolicy named {self.names.job} already "
+                        f"exists in namespace "
                         f"{namespace}; group names are unique per Airflow try, so it is a "
                         "leftover of this very try"
                     ) from exc
                 raise
             self._own_service(job)
+        queued = f", queued in {self.settings.queue_name}" if self.settings.queue_name else ""
         self.sink(
             f"[kubernetes] started Job {namespace}/{self.names.job}: "
             f"{self.world_size} pod(s), rendezvous {self.names.job}-0.{self.names.service}"
+            f"{queued}" + (f" (attempt {self.attempt})" if self.attempt > 1 else "")
         )
 
     def _own_service(self, job: Any) -> None:
@@ -196,8 +227,14 @@ class KubernetesGroup:
             self.sink(f"[kubernetes] could not make Job {self.names.job} own its Service: {exc}")
 
     def stop(self) -> None:
-        """Delete the Job (with its pods) and the Service. Idempotent and thread-safe."""
+        """Delete the Job (with its pods), the Service and the NetworkPolicy, and start
+        nothing more (no further attempt). Idempotent and thread-safe."""
         self._stopping.set()
+        self.delete()
+
+    def delete(self) -> None:
+        """Delete the Job (with its pods), the Service and the NetworkPolicy of this attempt.
+        Idempotent and thread-safe."""
         with self._lock:
             self._delete()
 
@@ -209,6 +246,9 @@ class KubernetesGroup:
                 self.names.job, namespace, propagation_policy="Background"
             ),
             "service": lambda: self._core.delete_namespaced_service(self.names.service, namespace),
+            "policy": lambda: self._networking.delete_namespaced_network_policy(
+                self.names.job, namespace
+            ),
         }
         for kind in reversed(list(self._created)):
             try:
@@ -217,8 +257,8 @@ class KubernetesGroup:
                 if getattr(exc, "status", None) != 404:
                     self.sink(
                         f"[kubernetes] could not delete {kind} {namespace}/{self.names.job} "
-                        f"({exc}); delete it with: kubectl -n {namespace} delete {kind} "
-                        f"{self.names.job}"
+                        f"({exc}); delete it with: kubectl -n {namespace} delete "
+                        f"{'networkpolicy' if kind == 'policy' else kind} {self.names.job}"
                     )
                     continue
             self._created.remove(kind)
@@ -236,7 +276,42 @@ class KubernetesGroup:
             started_s=self._started,
             timeout_s=timeout_s,
             schedule_timeout_s=self.settings.schedule_timeout_s,
+            queue_name=self.settings.queue_name,
+            admission_timeout_s=self.settings.admission_timeout_s,
         )
+
+    def may_retry(self, status: str) -> bool:
+        """Whether a group that ended with ``status`` is run again: ``preempted`` with
+        retries left (``SCALEBENCH_K8S_PREEMPTION_RETRIES``)."""
+        return status == "preempted" and self.attempt <= self.settings.preemption_retries
+
+    def next_attempt(self, result: GroupResult) -> None:
+        """Run the group again after ``result`` (a preempted attempt, whose objects are
+        deleted): record that attempt in the sweep's manifest, set its rank files aside
+        (``<run id>.attempt-<n>``), and start a new Job under new names."""
+        from scalebench import manifest
+
+        self.delete()
+        manifest.record_attempt(
+            Path(self.plan.sweep_dir),
+            self.run_id,
+            attempt=self.attempt,
+            status=result.status,
+            reason=result.reason,
+            seconds=result.seconds,
+            job=self.names.job,
+        )
+        set_aside_earlier_attempt(self.plan.run_dir)
+        self.sink(
+            f"[kubernetes] attempt {self.attempt} was {result.status} ({result.reason}); "
+            f"running the group again ({self.attempt + 1} of "
+            f"{self.settings.preemption_retries + 1})"
+        )
+        self.attempt += 1
+        self.names = attempt_names(self.names, self.attempt)
+        self._rank0_log = Rank0Log()
+        self._rank0_seen = []
+        self.start()
 
     def trigger(
         self, timeout_s: float, group: dict[str, Any] | None = None, live_ingest_s: float = 0.0
@@ -258,21 +333,35 @@ class KubernetesGroup:
             poll_interval_s=self.poll_interval_s,
             live_ingest_s=live_ingest_s,
             group=group,
+            queue_name=watch.queue_name,
+            admission_timeout_s=watch.admission_timeout_s,
+            attempt=self.attempt,
         )
 
-    def resumed(self, started_s: float) -> KubernetesGroup:
-        """This group as :meth:`start` left it (Job and Service created at ``started_s``,
-        wall-clock seconds), for the task that resumes after the trigger fired."""
+    def resumed(self, started_s: float, attempt: int = 1) -> KubernetesGroup:
+        """This group as :meth:`start` left it (Job, Service and NetworkPolicy created at
+        ``started_s``, wall-clock seconds, as attempt ``attempt``), for the task that
+        resumes after the trigger fired."""
         self._connect()
         self._started = started_s
-        self._created = ["service", "job"]
+        self.attempt = attempt
+        self._created = ["service", "policy", "job"]
         return self
 
     def wait(self, timeout_s: float) -> GroupResult:
-        """Follow the group until it ends, fails, cannot start, or ``timeout_s`` (s) passes.
+        """Follow the group until it ends, fails, cannot start, or ``timeout_s`` (s) passes;
+        a preempted group is run again while retries are left (:meth:`next_attempt`).
 
-        Always deletes the Job and the Service before returning or raising.
+        Always deletes the Job, the Service and the NetworkPolicy before returning or raising.
         """
+        while True:
+            result = self._wait_once(timeout_s)
+            if self._stopping.is_set() or not self.may_retry(result.status):
+                return result
+            self.next_attempt(result)
+
+    def _wait_once(self, timeout_s: float) -> GroupResult:
+        """One attempt of :meth:`wait`."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
@@ -291,9 +380,13 @@ class KubernetesGroup:
                     break
                 try:
                     job = self._batch.read_namespaced_job(job_name, namespace)
-                    selector = f"{JOB_NAME_LABEL}={job_name}"
-                    pod_list = self._core.list_namespaced_pod(namespace, label_selector=selector)
-                    pods = _get(pod_list, "items") or []
+                    pods = []
+                    if watch.needs_pods(job):
+                        selector = f"{JOB_NAME_LABEL}={job_name}"
+                        pod_list = self._core.list_namespaced_pod(
+                            namespace, label_selector=selector
+                        )
+                        pods = _get(pod_list, "items") or []
                 except (ApiException, HTTPError, OSError) as exc:
                     code = getattr(exc, "status", None)
                     if code == 404:
@@ -308,6 +401,8 @@ class KubernetesGroup:
                 api_errors = 0
                 self._follow_rank0(pods)
                 look = watch.look(job, pods, self._clock())
+                for note in watch.take_notes():
+                    self.sink(f"[kubernetes] Job {namespace}/{job_name}: {note}")
                 if look == SETTLE:
                     self._sleep(min(SETTLE_S, self.poll_interval_s))
                     continue
@@ -318,7 +413,7 @@ class KubernetesGroup:
             if verdict.first_failed_rank is not None:
                 log_tail = self._failed_tail(pods, verdict.first_failed_rank)
         finally:
-            self.stop()
+            self.delete()
         return GroupResult(
             world_size=self.world_size,
             status=verdict.status,
@@ -327,6 +422,8 @@ class KubernetesGroup:
             seconds=self._clock() - watch.started_s,
             first_failed_rank=verdict.first_failed_rank,
             log_tail=log_tail or self._rank0_seen[-LOG_TAIL_LINES:],
+            qos_class=watch.qos,
+            attempt=self.attempt,
         )
 
     def _read_log(self, pod_name: str, **options: Any) -> str | None:

@@ -1,7 +1,9 @@
 """The objects of one group as the API takes them: :func:`job_manifest` renders the
 Indexed Job (``k`` pods, completion index = rank, no retries, rendezvous at rank
-0) and :func:`service_manifest` the headless Service that gives each pod a DNS
-name, both labelled with the worker's name and the run id.
+0), :func:`service_manifest` the headless Service that gives each pod a DNS
+name and :func:`network_policy_manifest` the group's own NetworkPolicy (its pods
+reach each other and DNS, nothing else), all labelled with the worker's name,
+the run id and the site's extra labels.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from operators.kubernetes.constants import (
     BASE_LABELS,
     CONTAINER,
     DATA_MOUNT,
+    DISRUPTION_CONDITION,
+    EPHEMERAL_PORTS,
     HOSTNAME_LABEL,
     JOB_NAME_LABEL,
     MASTER_PORT,
+    QUEUE_LABEL,
     RESULTS_MOUNT,
     RUN_ID_LABEL,
     TMP_SIZE,
@@ -28,10 +33,21 @@ from operators.kubernetes.names import GroupNames, label_value
 from operators.kubernetes.settings import KubernetesSettings
 from scalebench.config import mlperf_environment
 from scalebench.network import HOST_PROFILE, NetworkProfile
+from scalebench.rank import (
+    EXIT_DIVERGED,
+    EXIT_FAILED,
+    EXIT_NO_SPACE,
+    EXIT_REFUSED,
+    EXIT_TERMINATED,
+)
+
+# Exit statuses that end the group at once (scalebench.rank): every status a rank
+# answers with other than 0. The Job fails on the first, without waiting for the rest.
+FAILING_EXIT_STATUSES = (EXIT_FAILED, EXIT_REFUSED, EXIT_DIVERGED, EXIT_NO_SPACE, EXIT_TERMINATED)
 
 
-def _labels(run_id: str) -> dict[str, str]:
-    labels = dict(BASE_LABELS)
+def _labels(run_id: str, settings: KubernetesSettings) -> dict[str, str]:
+    labels = {**settings.labels, **BASE_LABELS}  # the site's labels never replace ours
     if label_value(run_id):
         labels[RUN_ID_LABEL] = label_value(run_id)
     return labels
@@ -45,7 +61,7 @@ def service_manifest(names: GroupNames, settings: KubernetesSettings, *, run_id:
         "metadata": {
             "name": names.service,
             "namespace": settings.namespace,
-            "labels": _labels(run_id),
+            "labels": _labels(run_id, settings),
         },
         "spec": {
             "clusterIP": "None",
@@ -61,6 +77,72 @@ def service_manifest(names: GroupNames, settings: KubernetesSettings, *, run_id:
             # Ranks resolve rank 0 before it could ever be "ready".
             "publishNotReadyAddresses": True,
         },
+    }
+
+
+def _group_ports() -> list[dict[str, Any]]:
+    """The rendezvous port and the collectives' port range, TCP."""
+    low, high = EPHEMERAL_PORTS
+    return [
+        {"protocol": "TCP", "port": MASTER_PORT},
+        {"protocol": "TCP", "port": low, "endPort": high},
+    ]
+
+
+def network_policy_manifest(
+    names: GroupNames, settings: KubernetesSettings, *, run_id: str = ""
+) -> dict:
+    """The group's own NetworkPolicy: its pods accept connections only from pods of the
+    same Job, on the rendezvous port and the collectives' ports, and connect only to
+    those and to the cluster's DNS (``kube-dns`` in ``kube-system``, port 53). The
+    namespace's default policy (deploy/kubernetes) denies the rest."""
+    group = {"podSelector": {"matchLabels": {JOB_NAME_LABEL: names.job}}}
+    dns = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+        "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+    }
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {
+            "name": names.job,
+            "namespace": settings.namespace,
+            "labels": _labels(run_id, settings),
+        },
+        "spec": {
+            "podSelector": {"matchLabels": {JOB_NAME_LABEL: names.job}},
+            "policyTypes": ["Ingress", "Egress"],
+            "ingress": [{"from": [group], "ports": _group_ports()}],
+            "egress": [
+                {"to": [group], "ports": _group_ports()},
+                {
+                    "to": [dns],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                },
+            ],
+        },
+    }
+
+
+def pod_failure_policy() -> dict[str, Any]:
+    """The Job's ``podFailurePolicy``: a disrupted pod (preempted, evicted, drained) or a
+    rank exiting with any of :data:`FAILING_EXIT_STATUSES` fails the Job at once. The
+    disruption rule comes first: a preempted rank's SIGTERM exit (143) is a disruption."""
+    return {
+        "rules": [
+            {
+                "action": "FailJob",
+                "onPodConditions": [{"type": DISRUPTION_CONDITION, "status": "True"}],
+            },
+            {
+                "action": "FailJob",
+                "onExitCodes": {
+                    "containerName": CONTAINER,
+                    "operator": "In",
+                    "values": list(FAILING_EXIT_STATUSES),
+                },
+            },
+        ]
     }
 
 
@@ -111,9 +193,15 @@ def job_manifest(
     anti-affinity on the node's hostname label); ``pack`` lets them share.
     ``network`` a shaped profile (``scalebench.network``, rate only) sets the CNI bandwidth
     plugin's ingress and egress annotations on every pod. The ``SCALEBENCH_MLPERF_*``
-    settings set in this process's environment are copied into the pods'.
+    settings set in this process's environment, and the variables
+    ``settings.env_passthrough`` names, are copied into the pods'.
+
+    The site's settings add the rest: with a queue name the Job is created suspended
+    and labelled for Kueue; the priority class, runtime class, image pull secrets,
+    extra labels and annotations go on the pods; the resources' limits equal their
+    requests unless the QoS setting is Burstable.
     """
-    labels = _labels(run_id)
+    labels = _labels(run_id, settings)
     env = {
         "WORLD_SIZE": str(world_size),
         "MASTER_ADDR": f"{names.job}-0.{names.service}",
@@ -121,6 +209,8 @@ def job_manifest(
         "PYTHONUNBUFFERED": "1",
         # Pods do not inherit Airflow's environment: the MLPerf log's settings that are set
         **mlperf_environment(),
+        # NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...: the site's choice, as set for the launcher
+        **settings.passed_environment(),
     }
     # The root filesystem is read-only: these three are all a rank writes to.
     mounts = [
@@ -158,10 +248,8 @@ def job_manifest(
             "capabilities": {"drop": ["ALL"]},
             "readOnlyRootFilesystem": True,
         },
-        "resources": settings.resources,
+        "resources": settings.resources(gpus_per_worker),
     }
-    if gpus_per_worker > 0:
-        container["resources"]["limits"]["nvidia.com/gpu"] = gpus_per_worker
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "subdomain": names.service,
@@ -174,6 +262,13 @@ def job_manifest(
             "runAsGroup": WORKER_UID,
             "fsGroup": WORKER_UID,
             "seccompProfile": {"type": "RuntimeDefault"},
+            # The collectives' ports, which the group's NetworkPolicy opens (a safe sysctl).
+            "sysctls": [
+                {
+                    "name": "net.ipv4.ip_local_port_range",
+                    "value": f"{EPHEMERAL_PORTS[0]} {EPHEMERAL_PORTS[1]}",
+                }
+            ],
         },
         "containers": [container],
         "volumes": volumes,
@@ -190,22 +285,36 @@ def job_manifest(
         pod_spec["nodeSelector"] = dict(settings.node_selector)
     if settings.tolerations:
         pod_spec["tolerations"] = [dict(t) for t in settings.tolerations]
+    if settings.priority_class:
+        pod_spec["priorityClassName"] = settings.priority_class
+    if settings.runtime_class:
+        pod_spec["runtimeClassName"] = settings.runtime_class
+    if settings.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    annotations = {**settings.annotations, **bandwidth_annotations(network).get("annotations", {})}
+    template_metadata: dict[str, Any] = {"labels": labels}
+    if annotations:
+        template_metadata["annotations"] = annotations
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": world_size,
         "parallelism": world_size,
         "backoffLimit": 0,
+        "podFailurePolicy": pod_failure_policy(),
         "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
-        "template": {
-            "metadata": {"labels": labels, **bandwidth_annotations(network)},
-            "spec": pod_spec,
-        },
+        "template": {"metadata": template_metadata, "spec": pod_spec},
     }
     if timeout_s is not None:
         spec["activeDeadlineSeconds"] = max(1, math.ceil(timeout_s))
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": names.job, "namespace": settings.namespace, "labels": labels},
-        "spec": spec,
+    job_labels = dict(labels)
+    if settings.queue_name:  # Kueue admits the Job by unsuspending it
+        job_labels[QUEUE_LABEL] = settings.queue_name
+        spec["suspend"] = True
+    metadata: dict[str, Any] = {
+        "name": names.job,
+        "namespace": settings.namespace,
+        "labels": job_labels,
     }
+    if settings.annotations:
+        metadata["annotations"] = dict(settings.annotations)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}

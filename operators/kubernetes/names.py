@@ -61,3 +61,14 @@ def label_value(text: str) -> str:
     if len(value) > 63:
         value = value[:52] + "-" + hashlib.sha256(text.encode()).hexdigest()[:10]
     return re.sub(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$", "", value)
+
+
+def attempt_names(names: GroupNames, attempt: int) -> GroupNames:
+    """The names of attempt ``attempt`` (2 or more) of a group named ``names`` (by
+    :func:`group_names`, or by this for another attempt): the last ten characters, the
+    hash, become ``a<attempt>`` and a hash of the rest, so the length stays and no
+    attempt meets another's leftovers."""
+    stem, tag = names.job[:-10], f"a{attempt}"
+    digest = hashlib.sha256(f"{stem}\0{attempt}".encode()).hexdigest()
+    job = stem + tag + digest[: 10 - len(tag)]
+    return GroupNames(job=job, service=job)

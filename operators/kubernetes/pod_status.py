@@ -4,7 +4,10 @@ models or the API's JSON dicts alike): :func:`pod_rank` is a pod's rank,
 the scheduler's words, or an image that cannot be pulled), and
 :func:`job_verdict` says how it ended: ``succeeded``, ``failed`` naming the
 failed rank with its exit code and reason, ``diverged`` when the ranks that
-failed all exited with status 3, or ``timed_out`` at the Job's deadline. A rank that
+failed all exited with status 3, ``preempted`` when a pod was disrupted
+(the ``DisruptionTarget`` condition: preempted, evicted, its node drained)
+naming the node and the reason, or ``timed_out`` at the Job's deadline;
+:func:`qos_class` is the QoS class the kubelet gave the pods. A rank that
 exited with status 4 found the results volume full: the group's reason says so.
 """
 
@@ -16,6 +19,7 @@ from typing import Any
 
 from operators.kubernetes.constants import (
     CONTAINER,
+    DISRUPTION_CONDITION,
     IMAGE_PULL_GRACE_S,
     INDEX_KEY,
     RESULTS_MOUNT,
@@ -152,12 +156,16 @@ def job_verdict(job: Any, pods: Iterable[Any]) -> tuple[str, str, int | None] | 
     """``(status, reason, first failed rank)`` once the group has ended, else ``None``.
 
     ``job`` and ``pods`` as the API returns them (client models or JSON dicts).
-    The Job's deadline makes ``timed_out``; failed pods make ``failed`` (or
+    A disrupted pod makes ``preempted``; the Job's deadline makes ``timed_out``; failed
+    pods make ``failed`` (or
     ``diverged`` when every rank that failed by itself exited with status 3);
     the Job complete makes ``succeeded``.
     """
     pods = list(pods)
     conditions = _true_conditions(job)
+    disrupted = [p for p in pods if _disruption(p) is not None]
+    if disrupted:
+        return "preempted", "; ".join(_describe_disruption(p) for p in disrupted), None
     failed_condition = conditions.get("Failed") or conditions.get("FailureTarget")
     if failed_condition is not None and _get(failed_condition, "reason") == "DeadlineExceeded":
         deadline = _get(job, "spec", "activeDeadlineSeconds")
@@ -203,3 +211,32 @@ def _describe_failure(pod: Any) -> str:
     code, reason = _get(terminated, "exitCode"), _get(terminated, "reason") or "no reason"
     message = _get(terminated, "message")
     return f"{who} exited with status {code} ({reason})" + (f": {message}" if message else "")
+
+
+def _disruption(pod: Any) -> Any:
+    """The pod's ``DisruptionTarget`` condition when it is true, else ``None``."""
+    for condition in _get(pod, "status", "conditions") or []:
+        if _get(condition, "type") == DISRUPTION_CONDITION and _get(condition, "status") == "True":
+            return condition
+    return None
+
+
+def _describe_disruption(pod: Any) -> str:
+    """``rank 1 (pod …) on node gpu-3 was disrupted: EvictionByEvictionAPI: …``."""
+    condition = _disruption(pod)
+    rank = pod_rank(pod)
+    node = _get(pod, "spec", "nodeName") or "an unknown node"
+    reason = _get(condition, "reason") or "DisruptionTarget"
+    message = _get(condition, "message")
+    return (
+        f"rank {'?' if rank is None else rank} (pod {_get(pod, 'metadata', 'name')}) on node "
+        f"{node} was disrupted: {reason}" + (f": {message}" if message else "")
+    )
+
+
+def qos_class(pods: Iterable[Any]) -> str:
+    """The QoS class the kubelet gave the group's pods (``Guaranteed``, ``Burstable``,
+    ``BestEffort``; the lowest when they differ), or ``""`` while no pod reports one."""
+    order = ("BestEffort", "Burstable", "Guaranteed")
+    classes = {_get(p, "status", "qosClass") for p in pods} & set(order)
+    return min(classes, key=order.index) if classes else ""

@@ -74,6 +74,9 @@ class GroupTrigger(BaseTrigger):
         poll_interval_s: float = 5.0,
         live_ingest_s: float = 0.0,
         group: dict[str, Any] | None = None,
+        queue_name: str = "",
+        admission_timeout_s: float = 3600.0,
+        attempt: int = 1,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
@@ -87,6 +90,9 @@ class GroupTrigger(BaseTrigger):
         self.poll_interval_s = poll_interval_s
         self.live_ingest_s = live_ingest_s
         self.group = group
+        self.queue_name = queue_name
+        self.admission_timeout_s = admission_timeout_s
+        self.attempt = attempt
         self.rank0 = Rank0Log()  # what of rank 0's log this trigger copied so far
         self._rank0_seen: list[str] = []
 
@@ -105,6 +111,9 @@ class GroupTrigger(BaseTrigger):
                 "poll_interval_s": self.poll_interval_s,
                 "live_ingest_s": self.live_ingest_s,
                 "group": self.group,
+                "queue_name": self.queue_name,
+                "admission_timeout_s": self.admission_timeout_s,
+                "attempt": self.attempt,
             },
         )
 
@@ -123,6 +132,8 @@ class GroupTrigger(BaseTrigger):
             started_s=self.started_s,
             timeout_s=self.timeout_s,
             schedule_timeout_s=self.schedule_timeout_s,
+            queue_name=self.queue_name,
+            admission_timeout_s=self.admission_timeout_s,
         )
         try:
             async with self._hook().get_conn() as api:
@@ -145,10 +156,12 @@ class GroupTrigger(BaseTrigger):
         while True:
             try:
                 job = await batch.read_namespaced_job(self.job, self.namespace)
-                pod_list = await core.list_namespaced_pod(
-                    self.namespace, label_selector=f"{JOB_NAME_LABEL}={self.job}"
-                )
-                pods = list(_get(pod_list, "items") or [])
+                pods = []
+                if watch.needs_pods(job):
+                    pod_list = await core.list_namespaced_pod(
+                        self.namespace, label_selector=f"{JOB_NAME_LABEL}={self.job}"
+                    )
+                    pods = list(_get(pod_list, "items") or [])
             except (TimeoutError, ApiException, ClientError, OSError) as exc:
                 code = getattr(exc, "status", None)
                 if code == 404:
@@ -167,6 +180,8 @@ class GroupTrigger(BaseTrigger):
             api_errors = 0
             await self._follow_rank0(core, pods)
             look = watch.look(job, pods, now_s())
+            for note in watch.take_notes():
+                self.log.info("[kubernetes] Job %s/%s: %s", self.namespace, self.job, note)
             if isinstance(look, Verdict):
                 return look, pods
             if self.live_ingest_s > 0 and time.monotonic() - last_load >= self.live_ingest_s:
@@ -189,6 +204,8 @@ class GroupTrigger(BaseTrigger):
             "job": self.job,
             "service": self.service,
             "started_s": self.started_s,
+            "qos_class": watch.qos,
+            "attempt": self.attempt,
         }
 
     async def _read_log(self, core: Any, pod_name: str, **options: Any) -> str | None:
@@ -238,15 +255,16 @@ class GroupTrigger(BaseTrigger):
             self.log.warning("not loaded into the results database yet (%s)", exc)
 
     async def on_kill(self) -> None:
-        """The user stopped the deferred task: delete the Job and the Service, record
-        ``cancelled``. Not called when the triggerer merely restarts."""
-        from kubernetes_asyncio.client import BatchV1Api, CoreV1Api
+        """The user stopped the deferred task: delete the Job, the Service and the
+        NetworkPolicy, record ``cancelled``. Not called when the triggerer merely restarts."""
+        from kubernetes_asyncio.client import BatchV1Api, CoreV1Api, NetworkingV1Api
 
         try:
             async with self._hook().get_conn() as api:
                 await delete_group(
                     BatchV1Api(api),
                     CoreV1Api(api),
+                    NetworkingV1Api(api),
                     self.namespace,
                     self.job,
                     self.service,
@@ -268,9 +286,10 @@ class GroupTrigger(BaseTrigger):
 
 
 async def delete_group(
-    batch: Any, core: Any, namespace: str, job: str, service: str, *, warn: Any
+    batch: Any, core: Any, networking: Any, namespace: str, job: str, service: str, *, warn: Any
 ) -> None:
-    """Delete the Job (its pods in the background) and the Service; 404 counts as deleted."""
+    """Delete the Job (its pods in the background), the Service and the group's
+    NetworkPolicy (named as the Job); 404 counts as deleted."""
     calls = (
         (
             "job",
@@ -278,6 +297,11 @@ async def delete_group(
             lambda: batch.delete_namespaced_job(job, namespace, propagation_policy="Background"),
         ),
         ("service", service, lambda: core.delete_namespaced_service(service, namespace)),
+        (
+            "networkpolicy",
+            job,
+            lambda: networking.delete_namespaced_network_policy(job, namespace),
+        ),
     )
     for kind, name, call in calls:
         try:

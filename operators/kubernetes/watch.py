@@ -11,12 +11,19 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from operators.kubernetes.constants import LOG_PHASES
-from operators.kubernetes.pod_status import _exit_code, _get, job_verdict, pending_problem, pod_rank
+from operators.kubernetes.pod_status import (
+    _exit_code,
+    _get,
+    job_verdict,
+    pending_problem,
+    pod_rank,
+    qos_class,
+)
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,12 @@ class GroupWatch:
     """The verdict rules for the Job ``job`` of ``world_size`` pods in ``namespace``.
 
     ``started_s`` is the wall-clock time (``time.time()``, seconds) the Job was
-    created; ``timeout_s`` and ``schedule_timeout_s`` count from it.
+    created; ``timeout_s`` and ``schedule_timeout_s`` count from it, or, for a Job
+    of the Kueue queue ``queue_name`` (created suspended), from the look that first
+    saw it admitted (``admitted_s``); such a Job still suspended
+    ``admission_timeout_s`` seconds after ``started_s`` is ``not_admitted``.
+    ``notes`` collects what a person watching should read (waiting for admission,
+    admitted), for the caller to pass on; ``qos`` is the pods' QoS class once seen.
     """
 
     world_size: int
@@ -46,10 +58,65 @@ class GroupWatch:
     started_s: float
     timeout_s: float
     schedule_timeout_s: float
+    queue_name: str = ""
+    admission_timeout_s: float = 3600.0
+    admitted_s: float | None = None
     settled: bool = False
+    qos: str = ""
+    notes: list[str] = field(default_factory=list)
+    waiting_noted: bool = False
+
+    @property
+    def clock_start_s(self) -> float:
+        """When the schedule and group timeouts started (wall clock, seconds)."""
+        return self.started_s if self.admitted_s is None else self.admitted_s
+
+    def take_notes(self) -> list[str]:
+        """The notes since the last call."""
+        notes, self.notes = self.notes, []
+        return notes
+
+    def needs_pods(self, job: Any) -> bool:
+        """Whether a look must list the Job's pods: not while a queued Job waits for its
+        first admission (a suspended Job has none), which halves the calls of that wait."""
+        return not (self.queue_name and self.admitted_s is None and _get(job, "spec", "suspend"))
+
+    def _admission(self, job: Any, now_s: float) -> Verdict | str | None:
+        """For a queued Job: a verdict, ``"waiting"`` while it is suspended, else ``None``."""
+        if not _get(job, "spec", "suspend"):
+            if self.admitted_s is None:
+                self.admitted_s = now_s
+                self.notes.append(
+                    f"admitted by queue {self.queue_name} after {now_s - self.started_s:.0f} s"
+                )
+            return None
+        if self.admitted_s is not None:
+            return Verdict(
+                "preempted",
+                f"queue {self.queue_name} suspended the Job again after admitting it "
+                "(Kueue preempted or evicted its workload)",
+            )
+        if not self.waiting_noted:
+            self.waiting_noted = True
+            self.notes.append(f"waiting for admission in queue {self.queue_name}")
+        if now_s - self.started_s > self.admission_timeout_s:
+            return Verdict(
+                "not_admitted",
+                f"queue {self.queue_name} did not admit the Job within "
+                f"{self.admission_timeout_s:g} s (its ClusterQueue's quota is taken; "
+                f"kubectl -n {self.namespace} get workloads says why)",
+            )
+        return "waiting"
 
     def look(self, job: Any, pods: list[Any], now_s: float) -> Verdict | str | None:
         """The verdict, :data:`SETTLE` (look again shortly), or ``None`` (keep watching)."""
+        if self.queue_name:
+            admission = self._admission(job, now_s)
+            if isinstance(admission, Verdict):
+                return admission
+            if admission == "waiting":
+                return None
+        self.qos = qos_class(pods) or self.qos
         verdict = job_verdict(job, pods)
         if verdict is not None and verdict[0] in ("failed", "diverged") and not self.settled:
             # Ranks that stop together (divergence) exit moments apart: let them.
@@ -58,18 +125,18 @@ class GroupWatch:
         if verdict is not None:
             return Verdict(*verdict)
         problem = pending_problem(
-            pods, now_s, self.started_s, self.schedule_timeout_s
+            pods, now_s, self.clock_start_s, self.schedule_timeout_s
         ) or self.missing_pods(pods, now_s)
         if problem:
             return Verdict("failed", problem)
-        if now_s - self.started_s > self.timeout_s:
+        if now_s - self.clock_start_s > self.timeout_s:
             return Verdict("timed_out", f"the group did not finish within {self.timeout_s:g} s")
         return None
 
     def missing_pods(self, pods: list[Any], now_s: float) -> str | None:
         """Pods the Job controller never created (quota, admission) count as unschedulable."""
         timeout = self.schedule_timeout_s
-        if now_s - self.started_s < timeout or len(pods) >= self.world_size:
+        if now_s - self.clock_start_s < timeout or len(pods) >= self.world_size:
             return None
         return (
             f"only {len(pods)} of {self.world_size} pods were created within {timeout:g} s; "
