@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine
+from sqlalchemy import Connection, Engine, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
@@ -116,18 +116,35 @@ class Source:
                     f"`{FIRST_SWEEP}`, then reload this page."
                 )
         lowered = text.lower()
-        if "no such table" in lowered or ("relation" in lowered and "does not exist" in lowered):
+        missing_table = "no such table" in lowered or (
+            "relation" in lowered and "does not exist" in lowered
+        )
+        if missing_table and not self._has_sweeps_table():
             return (
                 f"The database {self.describe()} has no scalebench tables yet. Run "
                 f"`scalebench db upgrade` or `{FIRST_SWEEP}`, then reload this page."
             )
-        if "no such column" in lowered or ("column" in lowered and "does not exist" in lowered):
+        missing_column = "no such column" in lowered or (
+            "column" in lowered and "does not exist" in lowered
+        )
+        if missing_table or missing_column:  # a table or column a later migration adds
             return (
                 f"The database {self.describe()} has an older scalebench schema than this "
                 "dashboard reads. Run `scalebench db upgrade` with the same database URL, "
                 "then reload this page."
             )
         return f"Cannot read the results database {self.describe()}: {text}"
+
+    def _has_sweeps_table(self) -> bool:
+        """Whether the database has the first table of the results schema (then a missing
+        table is one a later migration adds)."""
+        if self.engine is None:
+            return False
+        try:
+            with self.engine.connect() as conn:
+                return inspect(conn).has_table("sweep")
+        except (DBAPIError, SQLAlchemyError):
+            return False
 
     def per_sweep(self, name: str, sweep_id: str, compute: Callable[[Connection], T]) -> T:
         """``compute(conn)`` for figures of one sweep, cached until the sweep changes."""

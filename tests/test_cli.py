@@ -157,7 +157,9 @@ def test_run_all_reduce_prints_latency_and_bus_bandwidth(
     out = capsys.readouterr().out
     assert status == 0, out
     assert "busbw GB/s" in out and "p95 ms" in out
-    rows = [line.split() for line in out.splitlines() if line.startswith("2 ")]
+    curves = out.split("ring model")[0]  # the curves' table; the ring-model fits follow it
+    assert "ring model" in out and "α µs" in out
+    rows = [line.split() for line in curves.splitlines() if line.startswith("2 ")]
     sizes = {(row[1], int(row[2])) for row in rows}
     assert ("float32", 1_000_000) in sizes and ("float32", 1) in sizes
     big = next(r for r in rows if r[1] == "float32" and r[2] == "1000000")

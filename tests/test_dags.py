@@ -377,8 +377,11 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
         sent = [(method, path) for method, path, _, _ in cluster.requests()]
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["workers_01.train"] == "success" and states["ingest"] == "success", states
-    assert [m for m, _ in sent[:3]] == ["POST", "POST", "PATCH"]
-    assert [m for m, _ in sent[-2:]] == ["DELETE", "DELETE"]
+    # Service, the group's NetworkPolicy and Job created, the Service owned by the Job; all
+    # three deleted at the end.
+    assert [m for m, _ in sent[:4]] == ["POST", "POST", "POST", "PATCH"]
+    assert "networkpolicies" in sent[1][1] and "jobs" in sent[2][1]
+    assert [m for m, _ in sent[-3:]] == ["DELETE", "DELETE", "DELETE"]
     engine = make_engine(url)
     with engine.connect() as conn:
         ((status, reason),) = conn.execute(select(Run.status, Run.reason)).all()
