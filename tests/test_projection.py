@@ -410,9 +410,8 @@ def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) ->
     so must communication seconds where they are at least a tenth of the step
     (:data:`COMMUNICATION_SHARE`). When a point misses while runs were contended (other
     processes took their cores), the training sweep is measured once more, and the bound is
-    checked on the less
-    contended measurement of each point (the way alternating runs are compared on these
-    shared machines)."""
+    checked on the less contended measurement of each point (the way alternating runs are
+    compared on these shared machines)."""
     url = f"sqlite:///{tmp_path / 'results.db'}"
     common = ["--light", "--repeats", "1", "--network", "host,10mbit", "--device", "cpu"]
     where = ["--results", str(tmp_path / "results"), "--database", url]
