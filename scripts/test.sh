@@ -13,7 +13,7 @@ command -v iptables >/dev/null || apt_install iptables \
 
 # The Kustomize base and overlays of deploy/kubernetes are rendered with kubectl kustomize.
 command -v kubectl >/dev/null || apt_install kubernetes-client \
-  || echo "kubectl is missing: the Kustomize rendering tests will be skipped" >&2
+  || echo "kubectl is missing: the Kustomize rendering tests will fail" >&2
 
 ruff check .
 ruff format --check .
