@@ -25,10 +25,11 @@ Nothing here imports torch.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 
@@ -196,8 +197,6 @@ def sweep_steps(
 
     @task(trigger_rule="all_done")  # after an earlier sweep of the nightly, whatever it did
     def validate(**context: Any) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowFailException
-
         from scalebench.sweep import InvalidParameter, request_from_form
 
         if fixed is not None:  # the nightly's settings: a trigger's conf has no say
@@ -205,17 +204,15 @@ def sweep_steps(
 
             refusal = conf_refusal(getattr(context.get("dag_run"), "conf", None))
             if refusal:
-                raise AirflowFailException(f"request refused: {refusal}")
+                refuse(f"request refused: {refusal}")
         chosen = dict(fixed if fixed is not None else context["params"])
         try:
             return request_from_form(spec.id, chosen).to_fields()
         except InvalidParameter as exc:  # the user's to fix: no retry, the field named
-            raise AirflowFailException(f"request refused: {exc}") from None
+            refuse(f"request refused: {exc}")
 
     @task(outlets=[dataset_asset(spec)])
     def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
-        from airflow.sdk.exceptions import AirflowFailException
-
         from scalebench.datasets import DataSetCorrupt, DataSetMissing
         from scalebench.sweep import SweepRequest
         from workers.data.prepare import prepare
@@ -225,7 +222,7 @@ def sweep_steps(
         try:
             prepared = prepare(data.name, asked.data_dir, download=asked.download)
         except (DataSetMissing, DataSetCorrupt) as exc:  # no retry: someone must act
-            raise AirflowFailException(f"data set {data.name}: {exc}") from None
+            refuse(f"data set {data.name}: {exc}")
         print(f"{prepared.name}: {prepared.status} at {prepared.location}")
         context["outlet_events"][dataset_asset(spec)].extra = asdict(prepared)
         return asdict(prepared)
@@ -268,7 +265,6 @@ def sweep_steps(
         try:
             load(config.database_url(), str(sweep_dir))
         except Exception as exc:
-            from airflow.sdk.exceptions import AirflowFailException
             from sqlalchemy.exc import OperationalError
 
             from results_db.service import database_problem
@@ -277,7 +273,7 @@ def sweep_steps(
             if problem is None or isinstance(exc, OperationalError):
                 raise  # a bug, or a database that may come back: Airflow retries
             # A URL that cannot work, or a database without the schema: no retry helps.
-            raise AirflowFailException(f"{problem}; the records stay in {sweep_dir}") from None
+            refuse(f"{problem}; the records stay in {sweep_dir}")
         return sweep_dir.name
 
     request = validate()
@@ -304,6 +300,17 @@ def sweep_steps(
     loaded = ingest(groups).as_teardown(setups=request.operator, on_failure_fail_dagrun=True)
     previous >> loaded
     return request, loaded
+
+
+def refuse(sentence: str) -> NoReturn:
+    """Fail the task without a retry for what the user must fix, ``sentence`` saying what
+    (naming the field). It is logged first, as the task log's first error line; Airflow
+    then adds its own "Task failed with exception" record, with a stack, which a task
+    cannot prevent."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    logging.getLogger("airflow.task").error("%s", sentence)
+    raise AirflowFailException(sentence) from None
 
 
 def judge_step(request: Any, loaded: Any, *, fail_when_cancelled: bool) -> Any:

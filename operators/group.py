@@ -89,6 +89,7 @@ def run_group(
     started: Callable[[Launcher], None] = lambda launcher: None,
     alongside: Callable[[], AbstractContextManager[object]] = nullcontext,
     cancelled: Callable[[], bool] = lambda: False,
+    attempt: str | None = None,
 ) -> GroupResult:
     """Start the group's launcher, wait for the group (at most ``group.timeout_s`` seconds)
     and return how it ended.
@@ -96,7 +97,8 @@ def run_group(
     ``started`` is called once the ranks are started (the operator may defer there),
     ``alongside`` is entered while waiting (live loads of the results). When the launcher
     breaks, everything it started is stopped, the group is recorded ``failed`` (unless
-    ``cancelled()``: its canceller records it) and :class:`LauncherFailed` is raised.
+    ``cancelled()``: its canceller records it; signed ``attempt``, see
+    :func:`scalebench.manifest.start_attempt`) and :class:`LauncherFailed` is raised.
     """
     launcher = None
     try:
@@ -111,15 +113,18 @@ def run_group(
                 launcher.stop()
         reason = launcher_failed(group, exc)
         if not cancelled():
-            manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)
+            manifest.record_verdict(
+                Path(group.sweep_dir), group.run_id, "failed", reason, attempt=attempt
+            )
         raise LauncherFailed(reason) from exc
 
 
 def record_verdict(
-    group: GroupPlan, result: GroupResult, cancelled_reason: str = ""
+    group: GroupPlan, result: GroupResult, cancelled_reason: str = "", attempt: str | None = None
 ) -> tuple[str, str]:
     """Record how ``group`` ended in its sweep's manifest (``cancelled`` with
-    ``cancelled_reason`` when one is given); returns the status and reason recorded."""
+    ``cancelled_reason`` when one is given; signed ``attempt`` when an attempt owns the
+    group); returns the status and reason recorded."""
     status, reason = result.status, result.reason_with_log()
     if cancelled_reason:
         status, reason = "cancelled", cancelled_reason
@@ -130,6 +135,7 @@ def record_verdict(
         reason,
         result.seconds,
         qos_class=result.qos_class,
+        attempt=attempt,
     )
     return status, reason
 

@@ -60,6 +60,7 @@ class TrainingGroupOperator(BaseOperator):
         self.group = group
         self._running: Launcher | None = None
         self._cancelled = threading.Event()
+        self._attempt: str | None = None  # the try that owns the group (manifest.start_attempt)
 
     @property
     def plan(self) -> GroupPlan:
@@ -73,6 +74,11 @@ class TrainingGroupOperator(BaseOperator):
             reason = "the sweep was cancelled before this group started"
             manifest.record_verdict(sweep_dir, group.run_id, "skipped", reason)
             raise AirflowSkipException("the sweep was cancelled; this group does not start")
+        # This try owns the group from now on: an earlier try still stopping (a scheduler that
+        # restarted reset it) can no longer decide its verdict, then its files are set aside.
+        self._attempt = attempt_name(context)
+        if self._attempt is not None:
+            manifest.start_attempt(sweep_dir, group.run_id, self._attempt)
         set_aside_earlier_attempt(group.run_dir)
         self.log.info(
             "%s: %d worker(s), repeat %d, %s launcher",
@@ -99,6 +105,7 @@ class TrainingGroupOperator(BaseOperator):
                     lambda: self.publish(group, final=False), config.live_ingest_s()
                 ),
                 cancelled=self._cancelled.is_set,
+                attempt=self._attempt,
             )
         finally:
             self._running = None
@@ -108,7 +115,9 @@ class TrainingGroupOperator(BaseOperator):
         """Hand the started Kubernetes group to a trigger; :meth:`resume` follows its event."""
         running = self._running
         assert running is not None
-        trigger = running.trigger(group.timeout_s, self.group, config.live_ingest_s())
+        trigger = running.trigger(
+            group.timeout_s, self.group, config.live_ingest_s(), owner=self._attempt
+        )
         self.log.info(
             "%s: watched from the triggerer until it ends; this task holds no "
             "worker slot meanwhile",
@@ -123,6 +132,7 @@ class TrainingGroupOperator(BaseOperator):
         from operators.kubernetes import GroupNames
 
         group = self.plan
+        self._attempt = attempt_name(context)
         names = GroupNames(job=event["job"], service=event["service"])
         launcher = None
         try:
@@ -138,7 +148,9 @@ class TrainingGroupOperator(BaseOperator):
             )
         if event["status"] == "error":
             reason = launcher_failed(group, event["reason"])
-            manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)
+            manifest.record_verdict(
+                Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
+            )
             raise AirflowException(f"{group.run_id}: {reason}")
         result = GroupResult(
             world_size=group.world_size,
@@ -158,7 +170,9 @@ class TrainingGroupOperator(BaseOperator):
             except Exception as exc:
                 launcher.stop()
                 reason = launcher_failed(group, exc)
-                manifest.record_verdict(Path(group.sweep_dir), group.run_id, "failed", reason)
+                manifest.record_verdict(
+                    Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
+                )
                 raise AirflowException(f"{group.run_id}: {reason}") from exc
             self._running = launcher
             self.defer_to_triggerer(group)
@@ -173,7 +187,7 @@ class TrainingGroupOperator(BaseOperator):
     def finish(self, group: GroupPlan, result: GroupResult) -> dict[str, Any]:
         """Record the group's verdict in the manifest and the results database."""
         status, reason = record_verdict(
-            group, result, CANCELLED_REASON if self._cancelled.is_set() else ""
+            group, result, CANCELLED_REASON if self._cancelled.is_set() else "", self._attempt
         )
         log = self.log.info if status == "succeeded" else self.log.error
         log("%s: %s %s", group.run_id, status, reason)
@@ -219,8 +233,19 @@ class TrainingGroupOperator(BaseOperator):
             running.stop()
             group = self.plan
             manifest.record_verdict(
-                Path(group.sweep_dir), group.run_id, "cancelled", CANCELLED_REASON
+                Path(group.sweep_dir),
+                group.run_id,
+                "cancelled",
+                CANCELLED_REASON,
+                attempt=self._attempt,
             )
+
+
+def attempt_name(context: Any) -> str | None:
+    """The Airflow try running the task (``try 2``), which owns its group while it runs;
+    ``None`` without a task instance."""
+    try_number = getattr(context.get("ti"), "try_number", None)
+    return f"try {try_number}" if isinstance(try_number, int) else None
 
 
 class LiveResults:

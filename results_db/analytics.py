@@ -30,6 +30,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scalebench.manifest import NOT_STARTED
+
 COMPUTE_PHASES = ("forward", "loss", "backward", "optimizer")
 
 
@@ -286,6 +288,7 @@ def scaling_rows(runs: Sequence[Any]) -> list[ScalingRow]:
             [
                 getattr(r, measure) if r.goal_reached and r.time_to_accuracy_s is not None else None
                 for r in group
+                if getattr(r, "status", None) not in NOT_STARTED  # a run never made is no repeat
             ]
         )
 

@@ -73,7 +73,7 @@ from scalebench import config
 from scalebench import manifest as sweep_manifest
 from scalebench.diskspace import NO_SPACE
 from scalebench.errors import describe
-from scalebench.manifest import MANIFEST, GroupEntry, Manifest, configuration_hash
+from scalebench.manifest import MANIFEST, NOT_STARTED, GroupEntry, Manifest, configuration_hash
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.tasks import TASKS, AllReduceSpec, Goal, TrainingSpec
 from workers.records import (
@@ -297,8 +297,6 @@ def ingest_sweep(
     for index, group in enumerate(groups, start=1):
         run_id = group.run_id
         run_path = f"{sweep_path}/{run_id}"
-        if group.status in ("planned", "skipped") and not fs.exists(run_path):
-            continue  # never started
         if only is not None and run_id not in only:
             if run_id in stored:
                 statuses.append(stored[run_id])
@@ -489,6 +487,10 @@ def load_run(
             raise KeptStoredRun(f"the rank files now disagree ({exc})", stored.status) from None
         raise
     summary = summarise(ranks, run_id, group.world_size, group.status)
+    if group.status in NOT_STARTED and not fs.exists(run_path):
+        # Never started (not yet, or the sweep was stopped first): a row with its reason,
+        # nothing measured.
+        summary.status, summary.reason = group.status, group.reason
     shared = shared_nodes(ranks) if request.get("placement") == "spread" else {}
     if shared:
         where = "; ".join(f"ranks {', '.join(map(str, r))} on {node}" for node, r in shared.items())

@@ -47,6 +47,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
 RUN_STATUSES = (
+    "planned",  # not started yet
+    "skipped",  # never started: the sweep was stopped first
     "running",
     "succeeded",
     "failed",

@@ -60,6 +60,8 @@ GROUP_STATUSES = (
     "not_admitted",  # Kubernetes: the Kueue queue never admitted the Job
 )
 
+NOT_STARTED = ("planned", "skipped")  # a group that has not run (yet): nothing measured
+
 
 class BadManifest(ValueError):
     """A ``sweep.json`` that cannot be read as a sweep: the message names the file and what
@@ -74,6 +76,9 @@ class GroupEntry:
     ``qos_class``: the Kubernetes QoS class its pods ran in (empty for local groups).
     ``attempts``: the earlier attempts of a group that was run again after a
     preemption, oldest first, each ``{"attempt", "status", "reason", "seconds", "job"}``.
+    ``owner``: the attempt that runs the group now, when one said so
+    (:func:`start_attempt`): its ``attempt`` name with the ``host``, ``pid`` and
+    ``started`` ticks of the process running it (:func:`this_process`).
     """
 
     run_id: str
@@ -85,6 +90,7 @@ class GroupEntry:
     network: str = "host"  # the link profile the group runs on (scalebench.network)
     qos_class: str = ""
     attempts: tuple[dict[str, Any], ...] = ()
+    owner: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -200,6 +206,7 @@ def _group_entry(raw: Any, where: str) -> GroupEntry:
             )
     if "network" in raw and not isinstance(raw["network"], str):
         raise BadManifest(f"{where}: 'network' is not text: {raw['network']!r}")
+    _check_owner(raw.get("owner"), where)
     _check_verdict(raw, where)
     attempts = raw.get("attempts", [])
     if not isinstance(attempts, list):
@@ -218,6 +225,14 @@ def _folded(entry: GroupEntry, verdict: dict[str, Any]) -> GroupEntry:
     recorded there follow those ``sweep.json`` already holds."""
     fields = {k: v for k, v in verdict.items() if k != "attempts"}
     return replace(entry, **fields, attempts=(*entry.attempts, *verdict.get("attempts", ())))
+
+
+def _check_owner(owner: Any, where: str) -> None:
+    """:class:`BadManifest` for an owner that is not an attempt's (see :func:`start_attempt`)."""
+    if owner is None:
+        return
+    if not isinstance(owner, dict) or not isinstance(owner.get("attempt"), str):
+        raise BadManifest(f"{where}: 'owner' is not an attempt (an object with an 'attempt' name)")
 
 
 def _check_verdict(fields: dict[str, Any], where: str) -> None:
@@ -242,9 +257,16 @@ def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The last verdict of each group in ``verdicts.jsonl``'s ``lines`` (status, reason,
     seconds, QoS class) with its earlier attempts under ``attempts``; a line cut short by a
     crash is skipped (that verdict was never complete), any other line that is not a
-    verdict raises :class:`BadManifest` naming it."""
+    verdict raises :class:`BadManifest` naming it.
+
+    A group's verdict belongs to its attempt: a line that starts an attempt
+    (:func:`start_attempt`) makes the group ``planned`` again under its new ``owner``, and
+    a verdict signed by another attempt than the owner (``by``: a superseded try, still
+    stopping after its successor started) is left out. Unsigned verdicts (the command
+    line's, a sweep being closed or cancelled) always count."""
     verdicts: dict[str, dict[str, Any]] = {}
     attempts: dict[str, list[dict[str, Any]]] = {}
+    owners: dict[str, dict[str, Any]] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -262,11 +284,23 @@ def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
             _check_verdict(attempt, where)
             attempts.setdefault(verdict["run_id"], []).append(attempt)
             continue
+        run_id = verdict["run_id"]
+        if "owner" in verdict:  # an attempt starts: no verdict of its own yet
+            _check_owner(verdict["owner"], where)
+            owners[run_id] = verdict["owner"]
+            verdicts[run_id] = {"status": "planned", "reason": "", "seconds": None}
+            verdicts[run_id]["owner"] = verdict["owner"]
+            continue
         _check_verdict(verdict, where)
+        by = verdict.get("by")
+        if by is not None and run_id in owners and by != owners[run_id]["attempt"]:
+            continue  # a superseded attempt's: the group is its successor's now
         kept = {k: verdict[k] for k in ("status", "reason", "seconds", "qos_class") if k in verdict}
         if "reason" in kept:
             kept["reason"] = kept["reason"] or ""
-        verdicts[verdict["run_id"]] = kept
+        if run_id in owners:
+            kept["owner"] = owners[run_id]
+        verdicts[run_id] = kept
     for run_id, earlier in attempts.items():
         verdicts.setdefault(run_id, {})["attempts"] = tuple(earlier)
     return verdicts
@@ -360,12 +394,16 @@ def this_process() -> dict[str, Any]:
 
 
 def _start_ticks(pid: int) -> int | None:
-    """When process ``pid`` started, from ``/proc`` (``None``: no such process, or no /proc)."""
+    """When process ``pid`` started, from ``/proc`` (``None``: no such process, one that
+    has exited and waits for its parent to collect it, or no /proc)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return int(stat.rsplit(")", 1)[-1].split()[19])  # field 22, after the command's name
+    fields = stat.rsplit(")", 1)[-1].split()  # from field 3, after the command's name
+    if fields[0] in ("Z", "X"):  # a zombie, or dead: it has ended
+        return None
+    return int(fields[19])  # field 22
 
 
 def launcher_gone(launcher: dict[str, Any]) -> bool:
@@ -383,6 +421,14 @@ def launcher_gone(launcher: dict[str, Any]) -> bool:
         return False
     started = _start_ticks(launcher["pid"])
     return started is None or started != launcher.get("started", started)
+
+
+def _this_or_gone(owner: dict[str, Any]) -> bool:
+    """Whether ``owner``'s process has ended or is this one (``dags test`` runs every task in
+    one process: a group it ran is not running beside it)."""
+    if owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid():
+        return True
+    return launcher_gone(owner)
 
 
 def close_vanished(root: Path) -> list[Manifest]:
@@ -414,6 +460,15 @@ def close_vanished(root: Path) -> list[Manifest]:
     return closed
 
 
+def start_attempt(sweep_dir: Path, run_id: str, attempt: str) -> None:
+    """Say that attempt ``attempt`` (e.g. ``try 2`` of an Airflow task) runs group ``run_id``
+    from this process: the group is ``planned`` (running) again whatever an earlier attempt
+    decided, only verdicts signed ``attempt`` decide it from now on, and :func:`close` waits
+    for this process before it settles the group."""
+    owner = {**this_process(), "attempt": attempt}
+    _append(sweep_dir, [{"run_id": run_id, "status": "planned", "owner": owner}])
+
+
 def record_verdict(
     sweep_dir: Path,
     run_id: str,
@@ -422,12 +477,17 @@ def record_verdict(
     seconds: float | None = None,
     *,
     qos_class: str = "",
+    attempt: str | None = None,
 ) -> None:
     """Append one group's verdict: one line, whatever the size of the sweep
-    (``qos_class``: its pods' Kubernetes QoS class, when known)."""
+    (``qos_class``: its pods' Kubernetes QoS class, when known; ``attempt``: the attempt
+    deciding it, as :func:`start_attempt` named it; a superseded attempt's verdict is
+    kept in the file but decides nothing)."""
     verdict = {"run_id": run_id, "status": status, "reason": reason, "seconds": seconds}
     if qos_class:
         verdict["qos_class"] = qos_class
+    if attempt is not None:
+        verdict["by"] = attempt
     _append(sweep_dir, [verdict])
 
 
@@ -475,38 +535,40 @@ def close(
 
     Groups that still have no verdict are settled: one whose run directory
     exists had started, and is ``cancelled``; one without had not, and is
-    ``skipped``, each with its reason. While a started group's files still
-    change (written within the last ``quiet_s`` seconds), it gets up to
-    ``grace_s`` seconds for its own verdict, which its launcher records as it
-    stops the ranks (Airflow may begin this step while a killed task is still
-    stopping them); a group whose ranks died with their task is settled at
-    once. A sweep whose every group has a verdict only gets finished.
+    ``skipped``, each with its reason. While a started group's process is
+    alive (its ``owner``, :func:`start_attempt`) or its files still change
+    (written within the last ``quiet_s`` seconds), it gets up to ``grace_s``
+    seconds for its own verdict, which its launcher records as it stops the
+    ranks (Airflow may begin this step while a killed task is still stopping
+    them); a group whose ranks died with their task is settled at once. A
+    sweep whose every group has a verdict only gets finished.
     """
 
-    def undecided() -> tuple[list[str], list[str]]:
-        planned = [g.run_id for g in load(sweep_dir).planned]
-        started = [run_id for run_id in planned if (sweep_dir / run_id).exists()]
-        return started, [run_id for run_id in planned if run_id not in started]
+    def undecided() -> tuple[list[GroupEntry], list[GroupEntry]]:
+        planned = load(sweep_dir).planned
+        started = [g for g in planned if (sweep_dir / g.run_id).exists()]
+        return started, [g for g in planned if g not in started]
 
-    def still_writing(run_ids: list[str]) -> bool:
+    def still_running(groups: list[GroupEntry]) -> bool:
         recent = time.time() - quiet_s
         return any(
+            group.owner is not None and not _this_or_gone(group.owner) for group in groups
+        ) or any(
             path.stat().st_mtime > recent
-            for run_id in run_ids
-            for path in [sweep_dir / run_id, *(sweep_dir / run_id).iterdir()]
+            for group in groups
+            for path in [sweep_dir / group.run_id, *(sweep_dir / group.run_id).iterdir()]
         )
 
     deadline = time.monotonic() + grace_s
     started, unstarted = undecided()
-    while started and still_writing(started) and time.monotonic() < deadline:
+    while started and still_running(started) and time.monotonic() < deadline:
         time.sleep(0.5)
         started, unstarted = undecided()
     _append(
         sweep_dir,
-        [{"run_id": run_id, "status": "cancelled", "reason": started_reason} for run_id in started]
+        [{"run_id": g.run_id, "status": "cancelled", "reason": started_reason} for g in started]
         + [
-            {"run_id": run_id, "status": "skipped", "reason": unstarted_reason}
-            for run_id in unstarted
+            {"run_id": g.run_id, "status": "skipped", "reason": unstarted_reason} for g in unstarted
         ],
     )
     return finish(sweep_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import logging
 import re
 import subprocess
 import sys
@@ -183,17 +184,23 @@ def sweep_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
 
 @pytest.mark.slow
 def test_a_refused_combination_fails_before_any_worker_starts(
-    dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
+    dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Refused before anything starts, the task log's first error line being the refusal
+    in one sentence naming the field (Airflow's own record with its stack follows it)."""
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{sweep_env / 'r.db'}")
     dag = dagbag.get_dag("task1a_resnet20_cifar10")
     results = sweep_env / "results"
-    for conf in (
-        {"light": False, "workers": [1], "download": False},  # no CIFAR-10 here
-        {"workers": [1], "light": True, "bogus_key": 5},
+    for conf, field in (
+        ({"light": False, "workers": [1], "download": False}, "data_dir"),  # no CIFAR-10 here
+        ({"workers": [1], "light": True, "bogus_key": 5}, "bogus_key"),
     ):
+        caplog.clear()
         run = dag.test(run_conf=conf)
         assert run.state == "failed"
+        errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+        assert errors and errors[0].startswith("request refused: "), errors
+        assert errors[0].split("request refused: ", 1)[1].startswith(f"{field}: "), errors
         states = {ti.task_id: ti.state for ti in run.get_task_instances()}
         # One red task, the refusal; nothing after it ran, ingest included.
         assert states.pop("validate") == "failed"
@@ -455,7 +462,9 @@ def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
         runs = conn.execute(select(Run.id, Run.status, Run.reason)).all()
         sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
     engine.dispose()
-    assert runs == [(running.name, "cancelled", ENDED_WITHOUT_VERDICT)]
+    by_id = {r.id: (r.status, r.reason) for r in runs}
+    assert by_id.pop(running.name) == ("cancelled", ENDED_WITHOUT_VERDICT)
+    assert list(by_id.values()) == [("skipped", ENDED_BEFORE_START)]  # the 2-worker group
     assert sweep.outcome == "cancelled" and sweep.finished_at is not None
 
 
@@ -571,7 +580,11 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
         }
         sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
     engine.dispose()
-    assert runs == {done: ("succeeded", ""), stopped: ("cancelled", "the Airflow task was stopped")}
+    assert runs == {
+        done: ("succeeded", ""),
+        stopped: ("cancelled", "the Airflow task was stopped"),
+        unstarted_id: unstarted,  # never started, in the database with its reason
+    }
     assert sweep.outcome == "cancelled" and sweep.finished_at is not None
 
     # Then clear the stopped group's task and run it again, and ingest (what the

@@ -176,3 +176,73 @@ def test_a_verdict_is_one_appended_line_and_sweep_json_is_written_twice(tmp_path
     os.umask(mask)
     assert stat.S_IMODE((sweep_dir / "sweep.json").stat().st_mode) == 0o666 & ~mask
     assert json.loads((sweep_dir / "sweep.json").read_text())["finished_at"] == done.finished_at
+
+
+def test_a_verdict_belongs_to_its_attempt_and_a_superseded_try_decides_nothing(
+    tmp_path: Path,
+) -> None:
+    """A scheduler that restarted resets an orphaned task and starts try 2 while try 1 is
+    still stopping: try 1's "cancelled" arrives while try 2 trains and must not overwrite
+    it. Until try 2's own verdict the group is running again (``planned``), whatever try 1
+    had decided; a sweep closed or cancelled (unsigned verdicts) still counts."""
+    sweep_dir = planned_sweep(tmp_path, groups=2)
+    manifest.start_attempt(sweep_dir, "s-w1-r1", "try 1")
+    manifest.record_verdict(sweep_dir, "s-w1-r1", "failed", "rank 0 crashed", attempt="try 1")
+    assert statuses(sweep_dir)["s-w1-r1"] == ("failed", "rank 0 crashed")
+    manifest.start_attempt(sweep_dir, "s-w1-r1", "try 2")  # a retry: running again
+    (entry, _) = manifest.load(sweep_dir).groups
+    assert (entry.status, entry.owner["attempt"]) == ("planned", "try 2")
+    assert entry.owner["pid"] == os.getpid()
+    manifest.record_verdict(sweep_dir, "s-w1-r1", "cancelled", "stopped", attempt="try 1")
+    assert statuses(sweep_dir)["s-w1-r1"] == ("planned", "")  # try 1 is late: ignored
+    manifest.record_verdict(sweep_dir, "s-w1-r1", "succeeded", seconds=4.0, attempt="try 2")
+    manifest.record_verdict(sweep_dir, "s-w1-r1", "cancelled", "stopped", attempt="try 1")
+    assert statuses(sweep_dir)["s-w1-r1"] == ("succeeded", "")
+    manifest.cancel(sweep_dir, None, "the sweep was stopped")
+    finished = manifest.finish(sweep_dir)  # folded into sweep.json: read back the same
+    assert [(g.status, g.owner and g.owner["attempt"]) for g in finished.groups] == [
+        ("succeeded", "try 2"),
+        ("skipped", None),
+    ]
+    assert manifest.load(sweep_dir) == finished
+
+
+def test_closing_waits_while_the_process_running_a_group_is_alive(tmp_path: Path) -> None:
+    """The teardown may start while the train task is still being stopped (its files
+    untouched for seconds): it waits for that process, then settles the group; and a
+    group run from this very process (``dags test``) is not waited for."""
+    import subprocess
+    import sys
+
+    sweep_dir = planned_sweep(tmp_path, groups=1)
+    run_dir = sweep_dir / "s-w1-r1"
+    run_dir.mkdir()
+    long_ago = time.time() - 60
+    os.utime(run_dir, (long_ago, long_ago))
+    task = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from pathlib import Path; from scalebench import manifest; "
+            "manifest.start_attempt(Path(sys.argv[1]), 's-w1-r1', 'try 1'); time.sleep(3)",
+            str(sweep_dir),
+        ]
+    )
+    deadline = time.monotonic() + 30
+    while manifest.load(sweep_dir).groups[0].owner is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.utime(run_dir, (long_ago, long_ago))
+    began = time.monotonic()
+    manifest.close(sweep_dir, grace_s=30, quiet_s=1, **REASONS)
+    waited = time.monotonic() - began
+    assert task.wait(timeout=30) == 0
+    assert 1.0 < waited < 20
+    assert statuses(sweep_dir) == {"s-w1-r1": ("cancelled", "stopped")}
+
+    here = planned_sweep(tmp_path / "here", groups=1)
+    manifest.start_attempt(here, "s-w1-r1", "try 1")
+    (here / "s-w1-r1").mkdir()
+    os.utime(here / "s-w1-r1", (long_ago, long_ago))
+    began = time.monotonic()
+    manifest.close(here, grace_s=30, quiet_s=1, **REASONS)
+    assert time.monotonic() - began < 2

@@ -209,6 +209,45 @@ def test_runs_recorded_before_packing_was_timed_apart_are_stored_as_such(
     assert run.communication_ratio == pytest.approx(0.05 / 0.4)
 
 
+def test_groups_not_started_are_rows_with_their_reason_and_no_repeat_of_the_scaling(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """While a sweep runs, its groups not started yet are ``planned`` rows; stopped, they
+    become ``skipped`` rows with the reason (the report and the dashboard list them). A
+    run never made counts in the runs of its worker count but is no repeat of its time to
+    accuracy, and the sweep's outcome says it was stopped."""
+    from results_db.report import sweep_report
+    from scalebench import manifest
+
+    runs = [
+        FakeRun(1, repeat=0, time_to_accuracy_s=100.0),
+        FakeRun(1, repeat=1, time_to_accuracy_s=None, launcher_status="planned"),
+    ]
+    sweep_dir = write_training_sweep(tmp_path, "stopped", runs)
+    never = sweep_dir / "stopped-w1-r2"
+    shutil.rmtree(never)  # not started yet
+
+    def stored() -> tuple[dict[str, tuple[str, str]], str]:
+        with engine.connect() as conn:
+            rows = conn.execute(select(Run.id, Run.status, Run.reason, Run.ended_at)).all()
+            outcome = conn.execute(select(Sweep.outcome)).scalar_one()
+        assert all(r.ended_at is None for r in rows if r.status in ("planned", "skipped"))
+        return {r.id[-5:]: (r.status, r.reason) for r in rows}, outcome
+
+    ingest_location(engine, str(tmp_path))
+    assert stored() == ({"w1-r1": ("succeeded", ""), "w1-r2": ("planned", "")}, "running")
+    manifest.cancel(sweep_dir, None, "the DAG run was marked failed")
+    manifest.finish(sweep_dir)
+    ingest_location(engine, str(tmp_path))
+    skipped = ("skipped", "the DAG run was marked failed")
+    assert stored() == ({"w1-r1": ("succeeded", ""), "w1-r2": skipped}, "cancelled")
+    with engine.connect() as conn:
+        (row,) = scaling(conn, "stopped")
+        report = sweep_report(conn, "stopped")
+    assert (row.runs, row.reached, row.time_to_accuracy_s) == (2, 1, pytest.approx(100.0))
+    assert "skipped" in report and "the DAG run was marked failed" in report
+
+
 def test_failed_diverged_and_killed_runs_keep_their_metrics(engine: Engine, tmp_path: Path) -> None:
     runs = [
         FakeRun(1, time_to_accuracy_s=None, end="failed", launcher_status="failed"),

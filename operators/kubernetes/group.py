@@ -314,10 +314,15 @@ class KubernetesGroup:
         self.start()
 
     def trigger(
-        self, timeout_s: float, group: dict[str, Any] | None = None, live_ingest_s: float = 0.0
+        self,
+        timeout_s: float,
+        group: dict[str, Any] | None = None,
+        live_ingest_s: float = 0.0,
+        owner: str | None = None,
     ) -> GroupTrigger:
         """The trigger that watches this started group from Airflow's triggerer (the
-        deferred wait: same rules as :meth:`wait`, ``timeout_s`` seconds from :meth:`start`)."""
+        deferred wait: same rules as :meth:`wait`, ``timeout_s`` seconds from :meth:`start`;
+        ``owner``: the Airflow try that runs the group, who signs a cancellation)."""
         from operators.kubernetes.trigger import GroupTrigger
 
         watch = self.watch(timeout_s)
@@ -336,6 +341,7 @@ class KubernetesGroup:
             queue_name=watch.queue_name,
             admission_timeout_s=watch.admission_timeout_s,
             attempt=self.attempt,
+            owner=owner,
         )
 
     def resumed(self, started_s: float, attempt: int = 1) -> KubernetesGroup:

@@ -55,9 +55,11 @@ class GroupTrigger(BaseTrigger):
     ``timeout_s`` and ``schedule_timeout_s`` (seconds) count from it.
     ``group`` is the planned group as XCom carries it (its run id and sweep
     directory: where :meth:`on_kill` records ``cancelled`` and what the live
-    loads load). Airflow stores these arguments once, when the task defers: a
-    trigger built again after a triggerer restart copies rank 0's log from its
-    start again.
+    loads load); ``owner`` the Airflow try that started it, which signs that verdict
+    (:func:`scalebench.manifest.start_attempt`), so that a superseded try's trigger
+    cannot cancel its successor's group. Airflow stores these arguments once, when the
+    task defers: a trigger built again after a triggerer restart copies rank 0's log
+    from its start again.
     """
 
     def __init__(
@@ -77,6 +79,7 @@ class GroupTrigger(BaseTrigger):
         queue_name: str = "",
         admission_timeout_s: float = 3600.0,
         attempt: int = 1,
+        owner: str | None = None,
     ) -> None:
         super().__init__()
         self.conn_id = conn_id
@@ -93,6 +96,7 @@ class GroupTrigger(BaseTrigger):
         self.queue_name = queue_name
         self.admission_timeout_s = admission_timeout_s
         self.attempt = attempt
+        self.owner = owner
         self.rank0 = Rank0Log()  # what of rank 0's log this trigger copied so far
         self._rank0_seen: list[str] = []
 
@@ -114,6 +118,7 @@ class GroupTrigger(BaseTrigger):
                 "queue_name": self.queue_name,
                 "admission_timeout_s": self.admission_timeout_s,
                 "attempt": self.attempt,
+                "owner": self.owner,
             },
         )
 
@@ -282,6 +287,7 @@ class GroupTrigger(BaseTrigger):
                     group.run_id,
                     "cancelled",
                     CANCELLED_REASON,
+                    attempt=self.owner,
                 )
 
 

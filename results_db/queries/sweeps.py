@@ -29,6 +29,7 @@ def scaling(
     runs = conn.execute(
         select(
             Run.world_size,
+            Run.status,
             Run.goal_reached,
             Run.time_to_accuracy_s,
             Run.time_to_accuracy_without_eval_s,
