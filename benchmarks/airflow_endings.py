@@ -1,0 +1,592 @@
+"""Real Airflow, real endings: run the scenarios a user meets under a running Airflow and
+check, twice a second, that the results database tells the truth at every moment.
+
+It starts what ``airflow standalone`` starts (api-server, scheduler, dag-processor and
+triggerer, with the LocalExecutor), each as its own process so that the scheduler can be
+killed and started again. Airflow's metadata live in a scratch PostgreSQL database (the
+LocalExecutor runs tasks side by side); scalebench's results in SQLite, all under one
+temporary folder. The scenarios, each a real DAG run triggered through the REST API:
+
+1. ``success``: light Task 2a at 1 and 2 workers;
+2. ``refusals``: a conf the form's schema refuses (HTTP 400 naming the field, no run), and one
+   ``validate`` refuses (the run fails; the task log's first error line is the refusal);
+3. ``mark failed``: light Task 1a, 3 repeats, the run marked failed while the second trains;
+4. ``scheduler killed``: the scheduler killed (SIGKILL) while a group trains, and started again;
+5. ``clear and rerun``: the ``success`` run's 1-worker group and its teardowns cleared and run
+   again;
+6. ``nightly``: ``scalebench_nightly``, its suite shrunk to light Task 2a at 1 worker;
+7. ``two sweeps, 2 slots``: two sweeps at 1 and 2 workers at once on a pool of 2 slots;
+8. ``UI endpoints``: the REST and UI endpoints the web UI reads for the runs above.
+
+What is checked, while it runs (sampled every 0.5 s):
+
+- a group whose ranks are alive is never stored with a final status (it is ``planned`` or
+  ``running``; a superseded try's late ``cancelled`` must not show);
+- a sweep is stored ``cancelled`` only when its record has a cancelled or skipped group;
+
+and once each DAG run ended and its teardowns ran: the sweep is closed (``finished_at``) in
+its record and in the database, every group of the record is a row, with the record's status
+and reason, and no row is still ``planned`` or ``running``.
+
+Usage (from the repository root; about 15 minutes on 2 cores)::
+
+    .venv/bin/python benchmarks/airflow_endings.py [--only success,mark-failed] [--keep DIR]
+
+Exit status 1 when a scenario fails or a check is broken.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+FINAL = {"succeeded", "failed", "diverged", "timed_out", "cancelled", "skipped"}
+TASK2A = "task2a_logreg_epsilon"
+TASK1A = "task1a_resnet20_cifar10"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Airflow:
+    """Airflow's components on this machine, and a small REST client of its API."""
+
+    home: Path
+    env: dict[str, str]
+    port: int
+    processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+
+    def start(self, component: str) -> None:
+        log = (self.home / f"{component}.log").open("a")
+        self.processes[component] = subprocess.Popen(
+            [sys.executable, "-m", "airflow", component],
+            env=self.env,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def kill(self, component: str) -> None:
+        """SIGKILL the component alone (the task processes it started live on)."""
+        process = self.processes.pop(component)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "airflow", *args],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}",
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=60) as answer:
+                text = answer.read().decode()
+                status = answer.status
+        except urllib.error.HTTPError as error:
+            text, status = error.read().decode(), error.code
+        try:
+            return status, json.loads(text)
+        except json.JSONDecodeError:
+            return status, text
+
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+        status, answer = self.call(
+            "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf}
+        )
+        if status != 200:
+            raise RuntimeError(f"triggering {dag_id} answered {status}: {answer}")
+        return str(answer["dag_run_id"])
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        status, answer = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}")
+        return str(answer.get("state")) if status == 200 else f"http {status}"
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        _, answer = self.call(
+            "GET", f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances?limit=100"
+        )
+        return {
+            f"{ti['task_id']}[{ti['map_index']}]": str(ti["state"])
+            for ti in answer.get("task_instances", [])
+        }
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout_s: float = 900) -> str:
+        """The run's final state, once its teardowns are done too."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            state = self.run_state(dag_id, run_id)
+            if state in ("success", "failed"):
+                tasks = self.task_states(dag_id, run_id)
+                ending = [s for t, s in tasks.items() if t.split("[")[0] in ("ingest", "summarize")]
+                if all(s not in ("running", "queued", "scheduled", "None") for s in ending):
+                    return state
+            time.sleep(1)
+        raise TimeoutError(f"{dag_id} {run_id} did not end in {timeout_s:.0f} s")
+
+
+def quote(text: str) -> str:
+    return urllib.request.quote(text, safe="")
+
+
+class Watcher:
+    """Samples the results database, the sweeps' records and the live ranks every 0.5 s,
+    and keeps what broke the truth (persisting over ``grace_s`` seconds)."""
+
+    def __init__(self, database: Path, results: Path, grace_s: float = 3.0) -> None:
+        self.database = database
+        self.results = results
+        self.grace_s = grace_s
+        self.broken: list[str] = []
+        self.samples = 0
+        self.most_ranks_alive = 0
+        self._since: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.5):
+            try:
+                self.sample()
+            except (sqlite3.Error, OSError, ValueError):
+                continue  # a database or record being written: the next sample reads it
+
+    def sample(self) -> None:
+        alive = ranks_alive()
+        self.most_ranks_alive = max(self.most_ranks_alive, len(alive))
+        if not self.database.exists():
+            return
+        readonly = sqlite3.connect(f"file:{self.database}?mode=ro", uri=True)
+        with contextlib.closing(readonly) as db, contextlib.suppress(sqlite3.OperationalError):
+            runs = db.execute("select id, status from run").fetchall()  # no tables yet: raises
+            sweeps = db.execute("select id, outcome from sweep").fetchall()
+            self.check(alive, dict(runs), dict(sweeps))
+        self.samples += 1
+
+    def check(self, alive: list[str], runs: dict[str, str], sweeps: dict[str, str]) -> None:
+        now = time.monotonic()
+        problems = set()
+        for run_id, status in runs.items():
+            if status in FINAL and any(run_id in cmdline for cmdline in alive):
+                problems.add(f"{run_id} is stored {status} while its ranks run")
+        for sweep_id, outcome in sweeps.items():
+            if outcome != "cancelled":
+                continue
+            record = self.results / sweep_id / "sweep.json"
+            statuses = group_statuses(self.results / sweep_id) if record.exists() else {}
+            if statuses and not {"cancelled", "skipped"} & set(statuses.values()):
+                problems.add(f"sweep {sweep_id} is stored cancelled; no group of it was")
+        for problem in problems:
+            began = self._since.setdefault(problem, now)
+            if now - began > self.grace_s and problem not in self.broken:
+                self.broken.append(problem)
+        for problem in list(self._since):
+            if problem not in problems:
+                del self._since[problem]
+
+
+def ranks_alive() -> list[str]:
+    """The command lines of the ranks running on this machine (``python -m workers.run``)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if "workers.run" in cmdline and "--results" in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def group_statuses(sweep_dir: Path) -> dict[str, tuple[str, str]]:
+    sys.path.insert(0, str(REPO))
+    from scalebench import manifest
+
+    return {g.run_id: (g.status, g.reason) for g in manifest.load(sweep_dir).groups}
+
+
+def ended_truthfully(database: Path, results: Path, sweep_ids: list[str]) -> list[str]:
+    """What the database and the sweeps' records disagree on, once the runs ended."""
+    problems = []
+    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        for sweep_id in sweep_ids:
+            sweep = db.execute(
+                "select outcome, finished_at from sweep where id = ?", (sweep_id,)
+            ).fetchone()
+            record = json.loads((results / sweep_id / "sweep.json").read_text())
+            if sweep is None:
+                problems.append(f"sweep {sweep_id} is not in the database")
+                continue
+            if not sweep[1] or not record.get("finished_at"):
+                problems.append(f"sweep {sweep_id} is not closed ({sweep[0]})")
+            rows = {
+                r[0]: (r[1], r[2] or "")
+                for r in db.execute(
+                    "select id, status, reason from run where sweep_id = ?", (sweep_id,)
+                )
+            }
+            for run_id, (status, reason) in group_statuses(results / sweep_id).items():
+                stored = rows.get(run_id)
+                if stored is None:
+                    problems.append(f"{run_id} ({status}) has no row")
+                elif stored[0] != status or (reason and reason not in stored[1]):
+                    problems.append(f"{run_id}: record {status} {reason!r}, row {stored}")
+            problems += [
+                f"{run_id} still {s}"
+                for run_id, (s, _) in rows.items()
+                if s in ("planned", "running")
+            ]
+    return problems
+
+
+def sweeps_of(results: Path) -> set[str]:
+    return {p.parent.name for p in results.glob("*/sweep.json")}
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.5)
+    raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
+
+
+def training(results: Path, after: int = 0) -> Path | None:
+    """A run directory whose rank 0 has written a step, once ``after`` groups finished."""
+    files = [(f, f.read_text(errors="replace")) for f in results.glob("*/*/rank-0.jsonl")]
+    finished = sum('"finished"' in text for _, text in files)
+    for path, text in files:
+        if finished >= after and '"step"' in text and '"finished"' not in text:
+            return path.parent
+    return None
+
+
+@dataclass
+class Outcome:
+    name: str
+    ok: bool
+    seconds: float
+    detail: str
+
+
+class Probe:
+    def __init__(self, airflow: Airflow, root: Path, watcher: Watcher) -> None:
+        self.airflow = airflow
+        self.watcher = watcher
+        self.results = root / "results"
+        self.database = root / "results.db"
+        self.runs: dict[str, tuple[str, str]] = {}  # scenario -> (dag id, run id)
+
+    def new_sweeps(self, before: set[str]) -> list[str]:
+        return sorted(sweeps_of(self.results) - before)
+
+    def ended(self, sweep_ids: list[str]) -> list[str]:
+        return ended_truthfully(self.database, self.results, sweep_ids)
+
+    def success(self) -> str:
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger(TASK2A, {"workers": [1, 2], "light": True, "repeats": 1})
+        self.runs["success"] = (TASK2A, run_id)
+        state = self.airflow.wait_for_run(TASK2A, run_id)
+        sweeps = self.new_sweeps(before)
+        problems = self.ended(sweeps)
+        assert state == "success", f"run ended {state}"
+        assert len(sweeps) == 1 and not problems, problems
+        return f"run success, sweep {sweeps[0]} closed, 2 groups succeeded"
+
+    def refusals(self) -> str:
+        status, answer = self.airflow.call(
+            "POST",
+            f"/api/v2/dags/{TASK2A}/dagRuns",
+            {"logical_date": None, "conf": {"workers": [3]}},
+        )
+        assert status == 400 and "workers" in str(answer), (status, answer)
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger(TASK1A, {"workers": [1], "light": False, "download": False})
+        state = self.airflow.wait_for_run(TASK1A, run_id)
+        assert state == "failed", state
+        _, log = self.airflow.call(
+            "GET", f"/api/v2/dags/{TASK1A}/dagRuns/{quote(run_id)}/taskInstances/validate/logs/1"
+        )
+        lines = [e for e in log.get("content", []) if isinstance(e, dict)]
+        errors = [e.get("event", "") for e in lines if e.get("level") == "error"]
+        assert errors and errors[0].startswith("request refused: data_dir"), errors[:2]
+        assert not self.new_sweeps(before), "a refused request planned a sweep"
+        return f"HTTP 400 naming workers; validate failed, first error line: {errors[0][:60]}…"
+
+    def mark_failed(self) -> str:
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger(TASK1A, {"workers": [1], "light": True, "repeats": 3})
+        wait_until(lambda: training(self.results, after=1) is not None, 600, "second group")
+        status, _ = self.airflow.call(
+            "PATCH", f"/api/v2/dags/{TASK1A}/dagRuns/{quote(run_id)}", {"state": "failed"}
+        )
+        assert status == 200, status
+        self.airflow.wait_for_run(TASK1A, run_id)
+        (sweep,) = self.new_sweeps(before)
+        problems = self.ended([sweep])
+        assert not problems, problems
+        statuses = sorted(s for s, _ in group_statuses(self.results / sweep).values())
+        assert statuses == ["cancelled", "skipped", "succeeded"], statuses
+        return "succeeded, cancelled and skipped groups, each a row with its reason"
+
+    def scheduler_killed(self) -> str:
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger(TASK1A, {"workers": [2], "light": True, "repeats": 1})
+        wait_until(lambda: training(self.results) is not None, 600, "the group training")
+        self.airflow.kill("scheduler")
+        time.sleep(5)
+        self.airflow.start("scheduler")
+        state = self.airflow.wait_for_run(TASK1A, run_id, timeout_s=1200)
+        (sweep,) = self.new_sweeps(before)
+        problems = self.ended([sweep])
+        assert not problems, problems
+        tries = self.airflow.task_states(TASK1A, run_id)
+        (group,) = group_statuses(self.results / sweep).values()
+        return f"run {state}; group {group[0]} {group[1][:50]!r}; tasks {tries}"
+
+    def clear_and_rerun(self) -> str:
+        dag_id, run_id = self.runs["success"]
+        status, answer = self.airflow.call(
+            "POST",
+            f"/api/v2/dags/{dag_id}/clearTaskInstances",
+            {
+                "dry_run": False,
+                "dag_run_id": run_id,
+                "task_ids": [["workers_01.train", 0], "ingest", "summarize"],
+                "reset_dag_runs": True,
+                "only_failed": False,
+            },
+        )
+        assert status == 200, (status, answer)
+        time.sleep(3)
+        state = self.airflow.wait_for_run(dag_id, run_id)
+        rerun = [s for s in sweeps_of(self.results) if any((self.results / s).glob("*.attempt-1"))]
+        assert state == "success" and len(rerun) == 1, (state, rerun)
+        problems = self.ended(rerun)
+        assert not problems, problems
+        return f"run {state} again; the earlier attempt kept beside it"
+
+    def nightly(self) -> str:
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger("scalebench_nightly", {})
+        state = self.airflow.wait_for_run("scalebench_nightly", run_id)
+        sweeps = self.new_sweeps(before)
+        problems = self.ended(sweeps)
+        assert sweeps and not problems, (sweeps, problems)
+        return f"run {state}, {len(sweeps)} sweep(s) closed and loaded"
+
+    def two_sweeps(self) -> str:
+        self.airflow.cli("pools", "set", "--include-deferred", "scalebench_workers", "2", "probe")
+        self.watcher.most_ranks_alive = 0
+        before = sweeps_of(self.results)
+        conf = {"workers": [1, 2], "light": True, "repeats": 1}
+        runs = [self.airflow.trigger(TASK2A, conf) for _ in range(2)]
+        states = [self.airflow.wait_for_run(TASK2A, r) for r in runs]
+        sweeps = self.new_sweeps(before)
+        problems = self.ended(sweeps)
+        assert states == ["success", "success"] and len(sweeps) == 2 and not problems, (
+            states,
+            problems,
+        )
+        most = self.watcher.most_ranks_alive
+        assert most <= 2, f"{most} ranks ran at once on a pool of 2 slots"
+        return f"both succeeded, at most {most} ranks at once"
+
+    def ui_endpoints(self) -> str:
+        dag_id, run_id = self.runs["success"]
+        paths = [
+            "/api/v2/dags",
+            f"/api/v2/dags/{dag_id}",
+            f"/api/v2/dags/{dag_id}/details",
+            f"/api/v2/dags/{dag_id}/dagRuns",
+            f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances",
+            f"/api/v2/dags/{dag_id}/dagRuns/{quote(run_id)}/taskInstances/validate/logs/1",
+            f"/ui/grid/runs/{dag_id}",
+            f"/ui/grid/structure/{dag_id}",
+            "/api/v2/pools",
+            "/api/v2/monitor/health",
+        ]
+        answers = {path: self.airflow.call("GET", path)[0] for path in paths}
+        bad = {p: s for p, s in answers.items() if s != 200}
+        assert not bad, bad
+        return f"{len(paths)} endpoints answered 200"
+
+
+SCENARIOS = {
+    "success": Probe.success,
+    "refusals": Probe.refusals,
+    "mark-failed": Probe.mark_failed,
+    "scheduler-killed": Probe.scheduler_killed,
+    "clear-and-rerun": Probe.clear_and_rerun,
+    "nightly": Probe.nightly,
+    "two-sweeps": Probe.two_sweeps,
+    "ui-endpoints": Probe.ui_endpoints,
+}
+
+
+def scratch_postgres() -> tuple[str, Callable[[], None]]:
+    sys.path.insert(0, str(REPO))
+    from sqlalchemy import create_engine, text
+
+    admin_url = os.environ.get(
+        "SCALEBENCH_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
+    )
+    name = f"airflow_probe_{os.getpid()}"
+    admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f"create database {name}"))
+
+    def drop() -> None:
+        with admin.connect() as conn:
+            conn.execute(text(f"drop database if exists {name} with (force)"))
+        admin.dispose()
+
+    return admin_url.rsplit("/", 1)[0] + f"/{name}", drop
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--keep", type=Path, help="keep everything in this folder")
+    args = parser.parse_args()
+    chosen = [s for s in args.only.split(",") if s] or list(SCENARIOS)
+    unknown = set(chosen) - set(SCENARIOS)
+    if unknown:
+        parser.error(f"unknown scenario(s) {sorted(unknown)}; known: {', '.join(SCENARIOS)}")
+    root = Path(args.keep or tempfile.mkdtemp(prefix="airflow-endings-"))
+    root.mkdir(parents=True, exist_ok=True)
+    metadata_url, drop = scratch_postgres()
+    port = free_port()
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "AIRFLOW_HOME": str(root / "airflow"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+        "AIRFLOW__SCHEDULER__SCHEDULER_HEALTH_CHECK_THRESHOLD": "15",
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "60",
+        "SCALEBENCH_RESULTS_URI": str(root / "results"),
+        "SCALEBENCH_DATABASE_URL": f"sqlite:///{root / 'results.db'}",
+        "SCALEBENCH_DATA_DIR": str(root / "data"),
+        "SCALEBENCH_LIVE_INGEST_S": "3",
+        "SCALEBENCH_NIGHTLY_TASKS": "task2a-logreg-epsilon",
+        "SCALEBENCH_NIGHTLY_WORKERS": "1",
+        "SCALEBENCH_NIGHTLY_REPEATS": "1",
+    }
+    (root / "airflow").mkdir(exist_ok=True)
+    airflow = Airflow(home=root / "airflow", env=env, port=port)
+    outcomes: list[Outcome] = []
+    watcher = Watcher(root / "results.db", root / "results")
+    try:
+        print(f"starting Airflow in {root} (api on port {port}) ...", flush=True)
+        for step in (
+            ("db", "migrate"),
+            ("pools", "set", "--include-deferred", "scalebench_workers", "32", "probe"),
+        ):
+            done = airflow.cli(*step)
+            if done.returncode:
+                print(done.stdout[-2000:], done.stderr[-2000:])
+                return 1
+        for component in ("api-server", "scheduler", "dag-processor", "triggerer"):
+            airflow.start(component)
+        wait_until(lambda: airflow.call("GET", "/api/v2/monitor/health")[0] == 200, 180, "api")
+        for dag_id in (TASK2A, TASK1A, "scalebench_nightly"):
+            wait_until(
+                lambda d=dag_id: airflow.call("GET", f"/api/v2/dags/{d}")[0] == 200,
+                180,
+                f"DAG {dag_id} parsed",
+            )
+            airflow.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})
+        probe = Probe(airflow, root, watcher)
+        with watcher:
+            for index, name in enumerate(chosen, start=1):
+                began = time.monotonic()
+                print(f"[{index}/{len(chosen)}] {name} ...", flush=True)
+                try:
+                    detail = SCENARIOS[name](probe)
+                    ok = True
+                except Exception as exc:  # reported in the table, the next scenario goes on
+                    detail, ok = f"{type(exc).__name__}: {exc}", False
+                seconds = time.monotonic() - began
+                outcomes.append(Outcome(name, ok, seconds, detail))
+                print(f"    {'ok' if ok else 'FAILED'} in {seconds:.0f} s: {detail}", flush=True)
+    finally:
+        airflow.stop()
+        drop()
+        if args.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{'scenario':<18} {'result':<7} {'s':>5}  detail")
+    for o in outcomes:
+        print(f"{o.name:<18} {'ok' if o.ok else 'FAILED':<7} {o.seconds:>5.0f}  {o.detail}")
+    print(
+        f"\ntruth checks: {watcher.samples} samples, at most {watcher.most_ranks_alive} ranks "
+        f"alive at once, {len(watcher.broken)} broken"
+    )
+    for problem in watcher.broken:
+        print(f"  broken: {problem}")
+    return 0 if all(o.ok for o in outcomes) and not watcher.broken else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
