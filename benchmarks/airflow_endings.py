@@ -130,6 +130,8 @@ class Airflow:
                 status = answer.status
         except urllib.error.HTTPError as error:
             text, status = error.read().decode(), error.code
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
+            return 0, str(error)  # not up yet, or restarting
         try:
             return status, json.loads(text)
         except json.JSONDecodeError:
@@ -157,15 +159,24 @@ class Airflow:
         }
 
     def wait_for_run(self, dag_id: str, run_id: str, timeout_s: float = 900) -> str:
-        """The run's final state, once its teardowns are done too."""
+        """The run's final state, once its teardowns are done too (ended, or still not
+        scheduled 20 s after the run ended: after a refusal they never run)."""
         deadline = time.monotonic() + timeout_s
+        final_since = None
         while time.monotonic() < deadline:
             state = self.run_state(dag_id, run_id)
             if state in ("success", "failed"):
+                final_since = final_since or time.monotonic()
                 tasks = self.task_states(dag_id, run_id)
                 ending = [s for t, s in tasks.items() if t.split("[")[0] in ("ingest", "summarize")]
-                if all(s not in ("running", "queued", "scheduled", "None") for s in ending):
+                done = {"success", "failed", "skipped", "upstream_failed", "removed"}
+                waiting = [s for s in ending if s not in done]
+                if not waiting or (
+                    all(s == "None" for s in waiting) and time.monotonic() - final_since > 20
+                ):
                     return state
+            else:
+                final_since = None
             time.sleep(1)
         raise TimeoutError(f"{dag_id} {run_id} did not end in {timeout_s:.0f} s")
 
@@ -292,6 +303,19 @@ def ended_truthfully(database: Path, results: Path, sweep_ids: list[str]) -> lis
     return problems
 
 
+def error_lines(log: Any) -> list[str]:
+    """The error records of a task log as the REST API returns it (structured entries, or
+    text)."""
+    content = log.get("content", log) if isinstance(log, dict) else log
+    if isinstance(content, list):
+        return [
+            str(entry.get("event", ""))
+            for entry in content
+            if isinstance(entry, dict) and str(entry.get("level", "")).lower() == "error"
+        ]
+    return [line for line in str(content).splitlines() if "error" in line.lower()]
+
+
 def sweeps_of(results: Path) -> set[str]:
     return {p.parent.name for p in results.glob("*/sweep.json")}
 
@@ -305,12 +329,17 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> No
     raise TimeoutError(f"{what}: not within {timeout_s:.0f} s")
 
 
-def training(results: Path, after: int = 0) -> Path | None:
-    """A run directory whose rank 0 has written a step, once ``after`` groups finished."""
-    files = [(f, f.read_text(errors="replace")) for f in results.glob("*/*/rank-0.jsonl")]
+def training(results: Path, old: set[str], after: int = 0) -> Path | None:
+    """A run directory of a sweep not in ``old`` whose rank 0 is between steps, once
+    ``after`` groups of those sweeps finished."""
+    files = [
+        (f, f.read_text(errors="replace"))
+        for f in results.glob("*/*/rank-0.jsonl")
+        if f.parent.parent.name not in old
+    ]
     finished = sum('"finished"' in text for _, text in files)
     for path, text in files:
-        if finished >= after and '"step"' in text and '"finished"' not in text:
+        if finished >= after and '"kind":"step"' in text and '"finished"' not in text:
             return path.parent
     return None
 
@@ -362,16 +391,15 @@ class Probe:
         _, log = self.airflow.call(
             "GET", f"/api/v2/dags/{TASK1A}/dagRuns/{quote(run_id)}/taskInstances/validate/logs/1"
         )
-        lines = [e for e in log.get("content", []) if isinstance(e, dict)]
-        errors = [e.get("event", "") for e in lines if e.get("level") == "error"]
-        assert errors and errors[0].startswith("request refused: data_dir"), errors[:2]
+        errors = error_lines(log)
+        assert errors and "request refused: data_dir" in errors[0], errors[:2] or str(log)[:2000]
         assert not self.new_sweeps(before), "a refused request planned a sweep"
         return f"HTTP 400 naming workers; validate failed, first error line: {errors[0][:60]}…"
 
     def mark_failed(self) -> str:
         before = sweeps_of(self.results)
         run_id = self.airflow.trigger(TASK1A, {"workers": [1], "light": True, "repeats": 3})
-        wait_until(lambda: training(self.results, after=1) is not None, 600, "second group")
+        wait_until(lambda: training(self.results, before, after=1) is not None, 600, "group 2")
         status, _ = self.airflow.call(
             "PATCH", f"/api/v2/dags/{TASK1A}/dagRuns/{quote(run_id)}", {"state": "failed"}
         )
@@ -387,7 +415,7 @@ class Probe:
     def scheduler_killed(self) -> str:
         before = sweeps_of(self.results)
         run_id = self.airflow.trigger(TASK1A, {"workers": [2], "light": True, "repeats": 1})
-        wait_until(lambda: training(self.results) is not None, 600, "the group training")
+        wait_until(lambda: training(self.results, before) is not None, 600, "the group training")
         self.airflow.kill("scheduler")
         time.sleep(5)
         self.airflow.start("scheduler")
