@@ -39,9 +39,16 @@ from datetime import UTC, datetime
 
 from sqlalchemy import ColumnElement, Connection, delete, func, insert, or_, select
 
-from results_db.models import AllReduceSample, Regression, Run, Sweep
+from results_db.models import AllReduceSample, Regression, Run, StepTiming, Sweep
 
-# metric -> True when a larger value is better
+# Every metric the detector can compute -> True when a larger value is better.
+MEASURES = {
+    "time_to_accuracy_s": False,
+    "samples_per_s": True,
+    "steady_step_s": False,
+    "allreduce_largest_s": False,
+}
+# The metrics the nightly judges, a subset of MEASURES.
 METRICS = {"time_to_accuracy_s": False, "samples_per_s": True, "allreduce_largest_s": False}
 
 
@@ -144,6 +151,45 @@ def _allreduce_values(
     return values
 
 
+def _steady_step_values(
+    conn: Connection, sweep_ids: list[str], runs_taken: Comparable
+) -> dict[int, list[float]]:
+    """Per worker count, each compared run's median step time (s) after its first epoch.
+
+    A step's time is its slowest rank's sum of phase seconds (the group waits for that rank).
+    The first epoch is left out when the run has a later one: it is slower (caches and
+    allocators warming up) and weighs more in a run of fewer epochs, so a whole-run figure
+    differs between seeds that need different epoch counts even on the same code.
+    """
+    runs = conn.execute(
+        select(Run.id, Run.world_size)
+        .where(Run.sweep_id.in_(sweep_ids), *runs_taken.conditions())
+        .order_by(Run.id)
+    ).all()
+    seconds = (
+        StepTiming.data_s
+        + StepTiming.forward_s
+        + StepTiming.loss_s
+        + StepTiming.backward_s
+        + StepTiming.gradient_packing_s
+        + StepTiming.communication_s
+        + StepTiming.optimizer_s
+    )
+    values: dict[int, list[float]] = defaultdict(list)
+    for run_id, world_size in runs:
+        steps = conn.execute(
+            select(StepTiming.epoch, func.max(seconds))
+            .where(StepTiming.run_id == run_id)
+            .group_by(StepTiming.epoch, StepTiming.step)
+        ).all()
+        if not steps:
+            continue
+        first = min(epoch for epoch, _ in steps)
+        later = [float(s) for epoch, s in steps if epoch > first]
+        values[world_size].append(statistics.median(later or [float(s) for _, s in steps]))
+    return values
+
+
 def metric_values(
     conn: Connection, sweep_ids: list[str], metric: str, runs_taken: Comparable
 ) -> dict[int, list[float]]:
@@ -151,6 +197,8 @@ def metric_values(
     the order of the runs' ids: what the detector compares."""
     if metric == "allreduce_largest_s":
         return _allreduce_values(conn, sweep_ids, runs_taken)
+    if metric == "steady_step_s":
+        return _steady_step_values(conn, sweep_ids, runs_taken)
     column = getattr(Run, metric)
     rows = conn.execute(
         select(Run.world_size, column)

@@ -33,6 +33,8 @@ class FakeRun:
     end: str = "finished"  # "finished", "failed", "diverged", "killed" (no final record)
     launcher_status: str = "succeeded"
     phases: dict[str, float] = field(default_factory=lambda: dict(PHASES))
+    first_epoch_factor: float = 1.0  # the first epoch's phases are this many times longer
+    rank_factor: float = 0.0  # rank r's phases are (1 + r × this) times longer
     compile_s: float | None = None  # compiled before the start (rank r took compile_s + r)
     network: str = "host"  # the link profile it ran on (run ids carry it, as planned)
     # cores other processes kept busy on each rank's machine while it ran (None: the final
@@ -132,7 +134,12 @@ def write_rank(
                 samples=128,
                 loss=2.0 - 0.1 * epoch,
                 lr=0.02,
-                phases=run.phases,
+                phases={
+                    name: seconds
+                    * (run.first_epoch_factor if epoch == 0 else 1.0)
+                    * (1.0 + rank * run.rank_factor)
+                    for name, seconds in run.phases.items()
+                },
             )
         if run.end in ("diverged", "killed") and epoch == total_epochs - 1:
             break

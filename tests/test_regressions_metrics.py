@@ -1,0 +1,48 @@
+"""The nightly detector's steady-state step time: what it measures and that it finds a slowdown."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from records_factory import PHASES, FakeRun, write_training_sweep
+from sqlalchemy import Engine
+
+from results_db import regressions
+from results_db.ingest import ingest_location
+
+STEP_S = sum(PHASES.values())  # one step of a FakeRun with the default phases, in seconds
+
+
+def values(engine: Engine, sweep_id: str, metric: str) -> dict[int, list[float]]:
+    with engine.connect() as conn:
+        return dict(
+            regressions.metric_values(conn, [sweep_id], metric, regressions.Comparable("host"))
+        )
+
+
+def test_steady_step_time_leaves_the_first_epoch_out(engine: Engine, tmp_path: Path) -> None:
+    # Two seeds of the same code: one needs 2 epochs, the other 3, and the first epoch's
+    # steps take 1.5 times as long. Whole-run throughput differs; the steady step does not.
+    runs = [
+        FakeRun(1, repeat=0, epochs=2, first_epoch_factor=1.5, time_to_accuracy_s=60.0),
+        FakeRun(1, repeat=1, epochs=3, first_epoch_factor=1.5, time_to_accuracy_s=90.0),
+    ]
+    write_training_sweep(tmp_path, "two-seeds", runs)
+    ingest_location(engine, str(tmp_path))
+    throughput = values(engine, "two-seeds", "samples_per_s")[1]
+    assert throughput[1] > throughput[0] * 1.05
+    assert values(engine, "two-seeds", "steady_step_s") == {1: [STEP_S, STEP_S]}
+
+
+def test_steady_step_time_is_the_slowest_ranks(engine: Engine, tmp_path: Path) -> None:
+    write_training_sweep(tmp_path, "two-ranks", [FakeRun(2, rank_factor=0.5)])
+    ingest_location(engine, str(tmp_path))
+    [[seconds]] = values(engine, "two-ranks", "steady_step_s").values()
+    assert seconds == pytest.approx(STEP_S * 1.5)
+
+
+def test_a_run_of_one_epoch_keeps_its_steps(engine: Engine, tmp_path: Path) -> None:
+    write_training_sweep(tmp_path, "one-epoch", [FakeRun(1, epochs=1, first_epoch_factor=2.0)])
+    ingest_location(engine, str(tmp_path))
+    assert values(engine, "one-epoch", "steady_step_s") == {1: [pytest.approx(2 * STEP_S)]}
