@@ -48,6 +48,8 @@ MEASURES = {
     "steady_step_s": False,
     "allreduce_largest_s": False,
 }
+# Steps at the start of a run that ``steady_step_s`` leaves out.
+WARMUP_STEPS = 10
 # The metrics the nightly judges, a subset of MEASURES.
 METRICS = {"time_to_accuracy_s": False, "samples_per_s": True, "allreduce_largest_s": False}
 
@@ -154,12 +156,13 @@ def _allreduce_values(
 def _steady_step_values(
     conn: Connection, sweep_ids: list[str], runs_taken: Comparable
 ) -> dict[int, list[float]]:
-    """Per worker count, each compared run's median step time (s) after its first epoch.
+    """Per worker count, each compared run's median step time in seconds after warm-up.
 
     A step's time is its slowest rank's sum of phase seconds (the group waits for that rank).
-    The first epoch is left out when the run has a later one: it is slower (caches and
-    allocators warming up) and weighs more in a run of fewer epochs, so a whole-run figure
-    differs between seeds that need different epoch counts even on the same code.
+    The run's first :data:`WARMUP_STEPS` steps are left out (its very first step takes about a
+    third longer than the rest), unless that would leave none. Unlike whole-run samples/s,
+    the figure leaves out evaluation and the time between steps, and a median is not moved by
+    a few steps that other work on the machine slowed down.
     """
     runs = conn.execute(
         select(Run.id, Run.world_size)
@@ -177,16 +180,17 @@ def _steady_step_values(
     )
     values: dict[int, list[float]] = defaultdict(list)
     for run_id, world_size in runs:
-        steps = conn.execute(
-            select(StepTiming.epoch, func.max(seconds))
-            .where(StepTiming.run_id == run_id)
-            .group_by(StepTiming.epoch, StepTiming.step)
-        ).all()
-        if not steps:
-            continue
-        first = min(epoch for epoch, _ in steps)
-        later = [float(s) for epoch, s in steps if epoch > first]
-        values[world_size].append(statistics.median(later or [float(s) for _, s in steps]))
+        steps = [
+            float(step_s)
+            for step_s in conn.execute(
+                select(func.max(seconds))
+                .where(StepTiming.run_id == run_id)
+                .group_by(StepTiming.epoch, StepTiming.step)
+                .order_by(StepTiming.epoch, StepTiming.step)
+            ).scalars()
+        ]
+        if steps:
+            values[world_size].append(statistics.median(steps[WARMUP_STEPS:] or steps))
     return values
 
 

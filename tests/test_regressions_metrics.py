@@ -1,4 +1,4 @@
-"""The nightly detector's steady-state step time: what it measures and that it finds a slowdown."""
+"""The nightly detector's steady-state step time: what it measures, and that it finds a slowdown."""
 
 from __future__ import annotations
 
@@ -21,12 +21,13 @@ def values(engine: Engine, sweep_id: str, metric: str) -> dict[int, list[float]]
         )
 
 
-def test_steady_step_time_leaves_the_first_epoch_out(engine: Engine, tmp_path: Path) -> None:
-    # Two seeds of the same code: one needs 2 epochs, the other 3, and the first epoch's
-    # steps take 1.5 times as long. Whole-run throughput differs; the steady step does not.
+def test_steady_step_time_leaves_the_warm_up_out(engine: Engine, tmp_path: Path) -> None:
+    # Two seeds of the same code: one needs 2 epochs of 8 steps, the other 3, and the warm-up
+    # steps take twice as long. Whole-run throughput differs; the steady step does not.
+    slow = {"steps_per_epoch": 8, "slow_first_steps": regressions.WARMUP_STEPS, "slow_factor": 2.0}
     runs = [
-        FakeRun(1, repeat=0, epochs=2, first_epoch_factor=1.5, time_to_accuracy_s=60.0),
-        FakeRun(1, repeat=1, epochs=3, first_epoch_factor=1.5, time_to_accuracy_s=90.0),
+        FakeRun(1, repeat=0, epochs=2, time_to_accuracy_s=60.0, **slow),
+        FakeRun(1, repeat=1, epochs=3, time_to_accuracy_s=90.0, **slow),
     ]
     write_training_sweep(tmp_path, "two-seeds", runs)
     ingest_location(engine, str(tmp_path))
@@ -42,7 +43,8 @@ def test_steady_step_time_is_the_slowest_ranks(engine: Engine, tmp_path: Path) -
     assert seconds == pytest.approx(STEP_S * 1.5)
 
 
-def test_a_run_of_one_epoch_keeps_its_steps(engine: Engine, tmp_path: Path) -> None:
-    write_training_sweep(tmp_path, "one-epoch", [FakeRun(1, epochs=1, first_epoch_factor=2.0)])
+def test_a_run_shorter_than_its_warm_up_keeps_its_steps(engine: Engine, tmp_path: Path) -> None:
+    short = FakeRun(1, epochs=1, steps_per_epoch=4, slow_first_steps=4, slow_factor=2.0)
+    write_training_sweep(tmp_path, "one-epoch", [short])
     ingest_location(engine, str(tmp_path))
     assert values(engine, "one-epoch", "steady_step_s") == {1: [pytest.approx(2 * STEP_S)]}
