@@ -48,3 +48,49 @@ def test_a_run_shorter_than_its_warm_up_keeps_its_steps(engine: Engine, tmp_path
     write_training_sweep(tmp_path, "one-epoch", [short])
     ingest_location(engine, str(tmp_path))
     assert values(engine, "one-epoch", "steady_step_s") == {1: [pytest.approx(2 * STEP_S)]}
+
+
+def night(root: Path, number: int, factors: list[float]) -> str:
+    """A scheduled night of one run per factor, its steps ``factor`` times the default."""
+    sweep_id = f"night-{number:02d}"
+    runs = [
+        FakeRun(
+            1,
+            repeat=repeat,
+            phases={name: seconds * factor for name, seconds in PHASES.items()},
+            slow_first_steps=1,
+            slow_factor=1.3,
+        )
+        for repeat, factor in enumerate(factors)
+    ]
+    created_at = f"2026-11-{number:02d}T02:00:00+00:00"
+    write_training_sweep(root, sweep_id, runs, trigger="scheduled", created_at=created_at)
+    return sweep_id
+
+
+BASELINE = [
+    [1.00, 1.02, 0.98],
+    [0.99, 1.01, 1.03],
+    [1.02, 0.97, 1.00],
+    [1.01, 0.99, 1.02],
+    [0.98, 1.00, 1.01],
+    [1.03, 0.99, 0.98],
+    [1.00, 1.01, 0.99],
+]
+
+
+@pytest.mark.parametrize(("factors", "flagged"), [([1.10, 1.12, 1.11], True), ([1.0] * 3, False)])
+def test_slower_steps_are_flagged_by_the_nightly(
+    engine: Engine, tmp_path: Path, factors: list[float], flagged: bool
+) -> None:
+    for number, baseline in enumerate(BASELINE, start=1):
+        night(tmp_path, number, baseline)
+    latest = night(tmp_path, 8, factors)
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        findings = regressions.detect(conn, latest)
+    [finding] = [f for f in findings if f.metric == "steady_step_s"]
+    assert finding.flagged is flagged
+    assert finding.baseline_runs == 21 and finding.latest_runs == 3
+    if flagged:
+        assert finding.change == pytest.approx(0.11, abs=0.01)
