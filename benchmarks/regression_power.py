@@ -5,23 +5,31 @@ What it runs (real runs, on this machine, one after another):
 - light Task 1a at 1 worker and light Task 0 at 2 workers, as the nightly runs them: each
   night is one sweep ``scalebench run <task> --light --repeats 3`` (seeds 0, 1, 2, as every
   night). ``--nights`` unmodified nights per task, and for every slowdown (``--slowdowns``,
-  default 5, 10 and 20 %) ``--slowed-nights`` slowed ones. A slowed night is the same
-  command with ``benchmarks/slowdown`` on the ranks' ``PYTHONPATH``: its ``sitecustomize``
-  adds busy work to each training step's data phase, or after each all-reduce, of that
-  fraction of its time. The product has no such flag.
+  default 5, 10 and 20 %) ``--slowed-nights`` slowed ones, in rounds: each round runs one
+  night of every kind still wanted, so the machine's drift over the hours falls on every
+  kind alike. A slowed night is the same command with ``benchmarks/slowdown`` on the ranks'
+  ``PYTHONPATH``: its ``sitecustomize`` adds busy work to each training step's data phase,
+  or after each all-reduce, of that fraction of its time. The product has no such flag.
 - ``--trials`` judgements per case: a baseline of the detector's window (7 nights) drawn
   from the unmodified nights, and a latest night, either an unmodified one left out of
   that baseline or a slowed one. Each night is judged by the detector's own rule
   (:func:`results_db.regressions.compare` with ``RULE``) on the detector's own metrics
-  (:func:`results_db.regressions.metric_values`: time to accuracy and samples/s for Task
-  1a, the largest all-reduce's time for Task 0), contended runs left out as it leaves
-  them out. A night is flagged when any metric is.
+  (:func:`results_db.regressions.metric_values` with ``METRICS``: time to accuracy and the
+  steady step time for Task 1a, the largest all-reduce's time for Task 0), contended runs
+  left out as it leaves them out. A night is flagged when any metric is. The same draws
+  are repeated 1,000 times for a finer rate.
 
-Prints per task and case how many of the trials were flagged (goal: at least 9 of 10
-slowed nights at 10 %, at most 1 of 10 unmodified nights), the measured slowdown of each
-pool's mean against the unmodified pool (what the busy work really cost), and the runs'
-spread. Units: seconds, samples/s. Needs a quiet machine: other work makes runs
-contended, and the detector leaves those out.
+``--data DIR`` keeps the nights (runs, ``results.db`` and ``nights.jsonl``, one line per
+night) and adds new ones to those already there; ``--judge-only`` runs nothing and judges
+the nights stored in ``DIR``; ``--also`` judges the same nights by more metrics, each alone
+(any of :data:`results_db.regressions.MEASURES`, e.g. ``samples_per_s``, the metric the
+nightly judged before), so metrics are compared on the very same runs.
+
+Prints per task, metric set and case how many of the trials were flagged (goal: at least 9
+of 10 slowed nights at 10 %, at most 1 of 10 unmodified nights), the measured change of the
+last metric's mean against the unmodified pool (what the busy work really cost), the runs'
+spread and how many runs were left out as contended. Units: seconds, samples/s. Needs a
+quiet machine: other work makes runs contended, and the detector leaves those out.
 """
 
 from __future__ import annotations
@@ -246,8 +254,8 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
                 metric = metrics[-1]
                 values = joined([v for v, _ in these])[metric]
                 base = joined(unmodified)[metric]
-                change = statistics.fmean(values) / statistics.fmean(base) - 1
-                spread = statistics.stdev(values) / statistics.fmean(values)
+                change = statistics.fmean(values) / statistics.fmean(base) - 1 if values else 0.0
+                spread = statistics.stdev(values) / statistics.fmean(values) if values[1:] else 0.0
                 label = "unmodified" if slowdown == 0 else f"slowed {slowdown:.0%}"
                 print(
                     f"{case.task:24s} {'+'.join(metrics):34s} {label:>11s} {len(these):>6d} "
