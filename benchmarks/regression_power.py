@@ -26,7 +26,9 @@ the nights stored in ``DIR``; ``--also`` judges the same nights by more metrics,
 nightly judged before), so metrics are compared on the very same runs.
 
 Prints per task, metric set and case how many of the trials were flagged (goal: at least 9
-of 10 slowed nights at 10 %, at most 1 of 10 unmodified nights), the measured change of the
+of 10 slowed nights at 10 %, at most 1 of 10 unmodified nights) and how many of them had a
+latest night with any run that was not contended (the others cannot be flagged), the
+measured change of the
 last metric's mean against the unmodified pool (what the busy work really cost), the runs'
 spread and how many runs were left out as contended. Units: seconds, samples/s. Needs a
 quiet machine: other work makes runs contended, and the detector leaves those out.
@@ -222,7 +224,7 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
     print(f"rule: {regressions.RULE.describe()}")
     print(
         f"{'task':24s} {'metrics':34s} {'night':>11s} {'nights':>6s} {'flagged':>9s} "
-        f"{'of 1000':>7s} {'measured change':>16s} {'contended':>9s}"
+        f"{'':13s} {'of 1000':>7s} {'measured change':>16s} {'contended':>9s}"
     )
     for case in cases:
         mine = [n for n in nights if n.task == case.task]
@@ -239,7 +241,7 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
         for metrics in [case.metrics, *((m,) for m in also if m not in case.metrics)]:
             for slowdown in kinds:
                 these = pools[slowdown]
-                rates = []
+                rates, judged = [], 0
                 for trials in (args.trials, 1000):
                     rng = random.Random(args.seed)
                     flagged = 0
@@ -250,6 +252,8 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
                             unmodified[order[window]] if slowdown == 0 else rng.choice(these)[0]
                         )
                         flagged += night_flagged(baseline, latest, metrics)
+                        if trials == args.trials:  # a night of contended runs only: not judged
+                            judged += any(latest[m] for m in metrics)
                     rates.append(flagged)
                 metric = metrics[-1]
                 values = joined([v for v, _ in these])[metric]
@@ -259,7 +263,8 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
                 label = "unmodified" if slowdown == 0 else f"slowed {slowdown:.0%}"
                 print(
                     f"{case.task:24s} {'+'.join(metrics):34s} {label:>11s} {len(these):>6d} "
-                    f"{rates[0]:>3d} of {args.trials:<3d} {rates[1] / 10:6.1f}% "
+                    f"{rates[0]:>3d} of {args.trials:<3d} ({judged:>2d} judged) "
+                    f"{rates[1] / 10:6.1f}% "
                     f"{change:+6.1%} ±{spread:5.1%} {sum(c for _, c in these):>9d}"
                 )
 
