@@ -238,7 +238,8 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
         if len(unmodified) < window + 1:
             print(f"{case.task}: {len(unmodified)} unmodified nights, {window + 1} needed")
             continue
-        for metrics in [case.metrics, *((m,) for m in also if m not in case.metrics)]:
+        extra = [(m,) for m in also if m not in case.metrics and joined(unmodified)[m]]
+        for metrics in [case.metrics, *extra]:  # a metric the task has no values of: skipped
             for slowdown in kinds:
                 these = pools[slowdown]
                 rates, judged = [], 0
