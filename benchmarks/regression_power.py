@@ -5,28 +5,40 @@ What it runs (real runs, on this machine, one after another):
 - light Task 1a at 1 worker and light Task 0 at 2 workers, as the nightly runs them: each
   night is one sweep ``scalebench run <task> --light --repeats 3`` (seeds 0, 1, 2, as every
   night). ``--nights`` unmodified nights per task, and for every slowdown (``--slowdowns``,
-  default 5, 10 and 20 %) ``--slowed-nights`` slowed ones. A slowed night is the same
-  command with ``benchmarks/slowdown`` on the ranks' ``PYTHONPATH``: its ``sitecustomize``
-  adds busy work to each training step's data phase, or after each all-reduce, of that
-  fraction of its time. The product has no such flag.
+  default 5, 10 and 20 %) ``--slowed-nights`` slowed ones, in rounds: each round runs one
+  night of every kind still wanted, so the machine's drift over the hours falls on every
+  kind alike. A slowed night is the same command with ``benchmarks/slowdown`` on the ranks'
+  ``PYTHONPATH``: its ``sitecustomize`` adds busy work to each training step's data phase,
+  or after each all-reduce, of that fraction of its time. The product has no such flag.
 - ``--trials`` judgements per case: a baseline of the detector's window (7 nights) drawn
   from the unmodified nights, and a latest night, either an unmodified one left out of
   that baseline or a slowed one. Each night is judged by the detector's own rule
   (:func:`results_db.regressions.compare` with ``RULE``) on the detector's own metrics
-  (:func:`results_db.regressions.metric_values`: time to accuracy and samples/s for Task
-  1a, the largest all-reduce's time for Task 0), contended runs left out as it leaves
-  them out. A night is flagged when any metric is.
+  (:func:`results_db.regressions.metric_values` with ``METRICS``: time to accuracy and the
+  steady step time for Task 1a, the largest all-reduce's time for Task 0), contended runs
+  left out as it leaves them out. A night is flagged when any metric is. The same draws
+  are repeated 1,000 times for a finer rate.
 
-Prints per task and case how many of the trials were flagged (goal: at least 9 of 10
-slowed nights at 10 %, at most 1 of 10 unmodified nights), the measured slowdown of each
-pool's mean against the unmodified pool (what the busy work really cost), and the runs'
-spread. Units: seconds, samples/s. Needs a quiet machine: other work makes runs
-contended, and the detector leaves those out.
+``--data DIR`` keeps the nights (runs, ``results.db`` and ``nights.jsonl``, one line per
+night) and adds new ones to those already there; ``--judge-only`` runs nothing and judges
+the nights stored in ``DIR``; ``--also`` judges the same nights by more metrics, each alone
+(any of :data:`results_db.regressions.MEASURES`, e.g. ``samples_per_s``, the metric the
+nightly judged before), so metrics are compared on the very same runs.
+
+Prints per task, metric set and case how many of the trials were flagged (goal: at least 9
+of 10 slowed nights at 10 %, at most 1 of 10 unmodified nights) and how many of them had a
+latest night with any run that was not contended (the others cannot be flagged), the
+measured change of the
+last metric's mean against the unmodified pool (what the busy work really cost), the runs'
+spread and how many runs were left out as contended. Units: seconds, samples/s. Needs a
+quiet machine: other work makes runs contended, and the detector leaves those out.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import random
 import re
@@ -47,6 +59,7 @@ from results_db.models import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 SLOWDOWN_PATH = Path(__file__).resolve().with_name("slowdown")
+MANIFEST = "nights.jsonl"  # one JSON line per night run: task, slowdown, sweep, seconds
 GROUP_LOADED = re.compile(r"^\[\d+/\d+\] \S+: \w+, ")  # "[3/27] <run id>: succeeded, 9,739 rows"
 
 
@@ -60,8 +73,12 @@ class Case:
 
 
 CASES = (
-    Case("task1a-resnet20-cifar10", 1, ("time_to_accuracy_s", "samples_per_s")),
-    Case("task0-allreduce", 2, ("allreduce_largest_s",)),
+    Case(
+        "task1a-resnet20-cifar10",
+        1,
+        tuple(m for m in regressions.METRICS if not m.startswith("allreduce_")),
+    ),
+    Case("task0-allreduce", 2, tuple(m for m in regressions.METRICS if m.startswith("allreduce_"))),
 )
 
 
@@ -91,15 +108,17 @@ def run_night(case: Case, repeats: int, slowdown: float, results: Path, database
     return time.perf_counter() - began
 
 
-def night_values(database: str, sweep_id: str, case: Case) -> tuple[dict[str, list[float]], int]:
-    """The detector's values of each metric for a night's runs, and how many runs it left
-    out as contended."""
+def night_values(
+    database: str, sweep_id: str, case: Case, metrics: tuple[str, ...]
+) -> tuple[dict[str, list[float]], int]:
+    """The detector's values of each of ``metrics`` for a night's runs, and how many runs it
+    left out as contended."""
     engine = make_engine(database)
     taken = regressions.Comparable("host")
     with engine.connect() as conn:
         values = {
             metric: regressions.metric_values(conn, [sweep_id], metric, taken).get(case.workers, [])
-            for metric in case.metrics
+            for metric in metrics
         }
         contended, _ = taken.left_out(conn, [sweep_id], case.workers)
     engine.dispose()
@@ -107,12 +126,12 @@ def night_values(database: str, sweep_id: str, case: Case) -> tuple[dict[str, li
 
 
 def night_flagged(
-    baseline: dict[str, list[float]], latest: dict[str, list[float]], case: Case
+    baseline: dict[str, list[float]], latest: dict[str, list[float]], metrics: tuple[str, ...]
 ) -> bool:
-    """The detector's verdict on one night: any metric flagged by its rule."""
+    """The detector's verdict on one night: any of ``metrics`` flagged by its rule."""
     return any(
-        regressions.compare(baseline[m], latest[m], regressions.METRICS[m], regressions.RULE)[2]
-        for m in case.metrics
+        regressions.compare(baseline[m], latest[m], regressions.MEASURES[m], regressions.RULE)[2]
+        for m in metrics
         if len(baseline[m]) >= 3 and latest[m]
     )
 
@@ -120,6 +139,135 @@ def night_flagged(
 def joined(nights: list[dict[str, list[float]]]) -> dict[str, list[float]]:
     """The values of several nights together, per metric."""
     return {m: [v for night in nights for v in night[m]] for m in nights[0]}
+
+
+@dataclass(frozen=True)
+class Night:
+    """One stored night: which task, how much slower (0: unmodified), its sweep and seconds."""
+
+    task: str
+    slowdown: float
+    sweep: str
+    wall_s: float
+
+
+def stored_nights(data: Path) -> list[Night]:
+    """The nights listed in ``data``/``nights.jsonl`` that ran to the end, in run order."""
+    manifest = data / MANIFEST
+    if not manifest.exists():
+        return []
+    nights = []
+    for line in manifest.read_text().splitlines():
+        entry = json.loads(line)
+        if entry.get("rc", 0) == 0:
+            nights.append(
+                Night(entry["task"], float(entry["slowdown"]), entry["sweep"], entry["wall_s"])
+            )
+    return nights
+
+
+def run_nights(
+    cases: list[Case], args: argparse.Namespace, slowdowns: list[float], data: Path
+) -> None:
+    """Run the planned nights, appending each to ``data``/``nights.jsonl`` as it ends.
+
+    The order is round by round: in each round every case runs one unmodified night and one
+    night of each slowdown (while it still has nights of that kind to run), so the machine's
+    drift over the hours spreads over every kind instead of favouring the ones run first.
+    """
+    database = f"sqlite:///{data}/results.db"
+    wanted = {
+        (c.task, s): args.nights if s == 0 else args.slowed_nights
+        for c in cases
+        for s in [0.0, *slowdowns]
+    }
+    plan = [
+        (case, slowdown, night)
+        for night in range(max(wanted.values()))
+        for case in cases
+        for slowdown in [0.0, *slowdowns]
+        if night < wanted[(case.task, slowdown)]
+    ]
+    walls: dict[str, list[float]] = {c.task: [] for c in cases}
+    for index, (case, slowdown, night) in enumerate(plan):
+        results = data / "runs" / f"{case.task}-{slowdown:g}-{night}-{time.time_ns()}"
+        results.mkdir(parents=True)
+        wall = run_night(case, args.repeats, slowdown, results, database)
+        walls[case.task].append(wall)
+        (sweep_dir,) = results.iterdir()
+        entry = {"task": case.task, "slowdown": slowdown, "night": night}
+        entry |= {"sweep": sweep_dir.name, "wall_s": round(wall, 1), "rc": 0}
+        with (data / MANIFEST).open("a") as manifest:
+            manifest.write(json.dumps(entry) + "\n")
+        to_go = sum(statistics.fmean(walls[c.task] or [wall]) for c, *_ in plan[index + 1 :])
+        print(
+            f"[{index + 1}/{len(plan)}] {case.task} slowed by {slowdown:.0%}, night "
+            f"{night + 1}: {wall:.0f} s; about {to_go / 60:.0f} min to go",
+            flush=True,
+        )
+
+
+def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
+    """Judge the nights stored in ``data`` with the detector's metrics and each ``--also``."""
+    database = f"sqlite:///{data}/results.db"
+    window = regressions.RULE.window
+    also = tuple(m for m in args.also.split(",") if m)
+    nights = stored_nights(data)
+    engine = make_engine(database)
+    with engine.connect() as conn:
+        hardware = conn.execute(select(Run.hardware).where(Run.hardware.is_not(None))).first()
+    engine.dispose()
+    print(
+        f"\nhardware: {hardware[0] if hardware else 'not recorded'}; nights of {args.repeats} "
+        f"runs against {window} nights; {sum(n.wall_s for n in nights) / 60:.0f} min of runs"
+    )
+    print(f"rule: {regressions.RULE.describe()}")
+    print(
+        f"{'task':24s} {'metrics':34s} {'night':>11s} {'nights':>6s} {'flagged':>9s} "
+        f"{'':13s} {'of 1000':>7s} {'measured change':>16s} {'contended':>9s}"
+    )
+    for case in cases:
+        mine = [n for n in nights if n.task == case.task]
+        kinds = sorted({n.slowdown for n in mine})
+        measured = tuple(dict.fromkeys([*case.metrics, *also]))
+        pools = {
+            s: [night_values(database, n.sweep, case, measured) for n in mine if n.slowdown == s]
+            for s in kinds
+        }
+        unmodified = [values for values, _ in pools.get(0.0, [])]
+        if len(unmodified) < window + 1:
+            print(f"{case.task}: {len(unmodified)} unmodified nights, {window + 1} needed")
+            continue
+        extra = [(m,) for m in also if m not in case.metrics and joined(unmodified)[m]]
+        for metrics in [case.metrics, *extra]:  # a metric the task has no values of: skipped
+            for slowdown in kinds:
+                these = pools[slowdown]
+                rates, judged = [], 0
+                for trials in (args.trials, 1000):
+                    rng = random.Random(args.seed)
+                    flagged = 0
+                    for _ in range(trials):
+                        order = rng.sample(range(len(unmodified)), len(unmodified))
+                        baseline = joined([unmodified[i] for i in order[:window]])
+                        latest = (
+                            unmodified[order[window]] if slowdown == 0 else rng.choice(these)[0]
+                        )
+                        flagged += night_flagged(baseline, latest, metrics)
+                        if trials == args.trials:  # a night of contended runs only: not judged
+                            judged += any(latest[m] for m in metrics)
+                    rates.append(flagged)
+                metric = metrics[-1]
+                values = joined([v for v, _ in these])[metric]
+                base = joined(unmodified)[metric]
+                change = statistics.fmean(values) / statistics.fmean(base) - 1 if values else 0.0
+                spread = statistics.stdev(values) / statistics.fmean(values) if values[1:] else 0.0
+                label = "unmodified" if slowdown == 0 else f"slowed {slowdown:.0%}"
+                print(
+                    f"{case.task:24s} {'+'.join(metrics):34s} {label:>11s} {len(these):>6d} "
+                    f"{rates[0]:>3d} of {args.trials:<3d} ({judged:>2d} judged) "
+                    f"{rates[1] / 10:6.1f}% "
+                    f"{change:+6.1%} ±{spread:5.1%} {sum(c for _, c in these):>9d}"
+                )
 
 
 def main() -> None:
@@ -131,71 +279,42 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per night (nightly: 3)")
     parser.add_argument("--seed", type=int, default=0, help="of the draws, not the runs")
     parser.add_argument("--tasks", default=",".join(c.task for c in CASES))
+    parser.add_argument(
+        "--data",
+        help="keep the nights here (runs, results.db, nights.jsonl) and add to those already "
+        "there; default: a temporary folder, removed at the end",
+    )
+    parser.add_argument(
+        "--judge-only", action="store_true", help="run nothing: judge the nights in --data"
+    )
+    parser.add_argument(
+        "--also",
+        default="",
+        help="more metrics to judge the same nights by, each alone (comma-separated names "
+        f"from {', '.join(regressions.MEASURES)})",
+    )
     args = parser.parse_args()
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     cases = [c for c in CASES if c.task in args.tasks.split(",")]
+    unknown = [m for m in args.also.split(",") if m and m not in regressions.MEASURES]
+    if unknown:
+        raise SystemExit(f"--also: unknown metric(s) {', '.join(unknown)}")
     window = regressions.RULE.window
-    if args.nights < window + 1:
+    if args.judge_only and not args.data:
+        raise SystemExit("--judge-only needs --data: the folder of stored nights")
+    if not args.judge_only and args.nights < window + 1:
         raise SystemExit(f"--nights must be at least {window + 1}: a baseline and one more")
-    rng = random.Random(args.seed)
-
-    with tempfile.TemporaryDirectory(prefix="regression-power-") as tmp:
-        database = f"sqlite:///{tmp}/results.db"
-        plan = [
-            (case, slowdown, night)
-            for case in cases
-            for slowdown in [0.0, *slowdowns]
-            for night in range(args.nights if slowdown == 0 else args.slowed_nights)
-        ]
-        nights: dict[tuple[str, float], list[tuple[dict[str, list[float]], int]]] = {}
-        walls: dict[str, list[float]] = {c.task: [] for c in cases}
-        total_s = 0.0
-        for index, (case, slowdown, night) in enumerate(plan):
-            results = Path(tmp) / f"{case.task}-{slowdown:g}-{night}"
-            wall = run_night(case, args.repeats, slowdown, results, database)
-            walls[case.task].append(wall)
-            total_s += wall
-            (sweep_dir,) = results.iterdir()
-            nights.setdefault((case.task, slowdown), []).append(
-                night_values(database, sweep_dir.name, case)
+    with contextlib.ExitStack() as stack:
+        if args.data:
+            data = Path(args.data).resolve()
+            data.mkdir(parents=True, exist_ok=True)
+        else:
+            data = Path(
+                stack.enter_context(tempfile.TemporaryDirectory(prefix="regression-power-"))
             )
-            to_go = sum(statistics.fmean(walls[c.task] or [wall]) for c, *_ in plan[index + 1 :])
-            print(
-                f"[{index + 1}/{len(plan)}] {case.task} slowed by {slowdown:.0%}, night "
-                f"{night + 1}: {wall:.0f} s; about {to_go / 60:.0f} min to go",
-                flush=True,
-            )
-        engine = make_engine(database)
-        with engine.connect() as conn:
-            hardware = conn.execute(select(Run.hardware).where(Run.hardware.is_not(None))).first()
-        engine.dispose()
-
-    print(
-        f"\nhardware: {hardware[0] if hardware else 'not recorded'}; nights of {args.repeats} "
-        f"runs against {window} nights; {total_s / 60:.0f} min of runs"
-    )
-    print(f"rule: {regressions.RULE.describe()}")
-    print(f"{'task':24s} {'night':>11s} {'flagged':>9s} {'measured change':>22s} {'contended':>9s}")
-    for case in cases:
-        unmodified = [values for values, _ in nights[(case.task, 0.0)]]
-        for slowdown in [0.0, *slowdowns]:
-            these = nights[(case.task, slowdown)]
-            flagged = 0
-            for _ in range(args.trials):
-                order = rng.sample(range(len(unmodified)), len(unmodified))
-                baseline = joined([unmodified[i] for i in order[:window]])
-                latest = unmodified[order[window]] if slowdown == 0 else rng.choice(these)[0]
-                flagged += night_flagged(baseline, latest, case)
-            metric = case.metrics[-1]
-            values = joined([v for v, _ in these])[metric]
-            base = joined(unmodified)[metric]
-            change = statistics.fmean(values) / statistics.fmean(base) - 1
-            spread = statistics.stdev(values) / statistics.fmean(values)
-            label = "unmodified" if slowdown == 0 else f"slowed {slowdown:.0%}"
-            print(
-                f"{case.task:24s} {label:>11s} {flagged:>3d} of {args.trials:<3d} "
-                f"{metric} {change:+6.1%} ±{spread:.1%} {sum(c for _, c in these):>5d}"
-            )
+        if not args.judge_only:
+            run_nights(cases, args, slowdowns, data)
+        judge(cases, args, data)
 
 
 if __name__ == "__main__":

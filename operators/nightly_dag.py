@@ -36,8 +36,9 @@ def doc(settings: NightlySettings) -> str:
         f"{settings.value('repeats')} repeat(s) each, "
         f"with the {settings.value('launcher')} launcher and {settings.value('backend')}"
         f"{links}. Each sweep is then "
-        "compared with its baseline: time to accuracy, throughput and the largest "
-        f"all-reduce's time are flagged when {regressions.RULE.describe()}. A flagged regression "
+        "compared with its baseline: time to accuracy, the median step time after "
+        "warm-up and the largest all-reduce's time are flagged when "
+        f"{regressions.RULE.describe()}. A flagged regression "
         "fails `check_regressions`, is stored for the dashboard, and is sent to "
         "`SCALEBENCH_NOTIFY_WEBHOOK` / `SCALEBENCH_NOTIFY_CALLBACK`."
     )

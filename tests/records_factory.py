@@ -33,6 +33,9 @@ class FakeRun:
     end: str = "finished"  # "finished", "failed", "diverged", "killed" (no final record)
     launcher_status: str = "succeeded"
     phases: dict[str, float] = field(default_factory=lambda: dict(PHASES))
+    slow_first_steps: int = 0  # the run's first steps whose phases take ``slow_factor`` times
+    slow_factor: float = 1.0  # as long (as warm-up steps do)
+    rank_factor: float = 0.0  # rank r's phases are (1 + r × this) times longer
     compile_s: float | None = None  # compiled before the start (rank r took compile_s + r)
     network: str = "host"  # the link profile it ran on (run ids carry it, as planned)
     # cores other processes kept busy on each rank's machine while it ran (None: the final
@@ -132,7 +135,16 @@ def write_rank(
                 samples=128,
                 loss=2.0 - 0.1 * epoch,
                 lr=0.02,
-                phases=run.phases,
+                phases={
+                    name: seconds
+                    * (
+                        run.slow_factor
+                        if epoch * run.steps_per_epoch + step < run.slow_first_steps
+                        else 1.0
+                    )
+                    * (1.0 + rank * run.rank_factor)
+                    for name, seconds in run.phases.items()
+                },
             )
         if run.end in ("diverged", "killed") and epoch == total_epochs - 1:
             break
