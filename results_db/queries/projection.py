@@ -69,12 +69,29 @@ def allreduce_fits(conn: Connection, sweep_id: str) -> list[RingFit]:
 
 
 def mean_wait_s(conn: Connection, run_id: str) -> float:
-    """Seconds per step a rank of run ``run_id`` waited, on average, for the slowest rank to
-    reach the collective: per step, the slowest rank's data + forward + loss + backward
-    seconds minus the ranks' mean of them, averaged over steps (0 for one rank)."""
+    """Seconds per step a rank of run ``run_id`` waited, on average, for the slowest rank's
+    computation to reach the collective: per step, the slowest rank's data + forward + loss +
+    backward seconds minus the ranks' mean of them, averaged over steps (0 for one rank)."""
     before = sum(getattr(StepTiming, f"{phase}_s") for phase in BEFORE_COLLECTIVE)
     per_step = (
         select((func.max(before) - func.avg(before)).label("wait_s"))
+        .where(StepTiming.run_id == run_id)
+        .group_by(StepTiming.epoch, StepTiming.step)
+        .having(func.count() > 1)
+        .subquery()
+    )
+    value = conn.execute(select(func.avg(per_step.c.wait_s))).scalar()
+    return float(value or 0.0)
+
+
+def mean_collective_wait_s(conn: Connection, run_id: str) -> float:
+    """Seconds per step a rank of run ``run_id`` spent in the collective beyond the rank that
+    spent least there, on average: per step, the ranks' mean communication seconds minus the
+    least of them (the rank that arrived last waited for nobody), averaged over steps (0 for
+    one rank). It holds every reason the ranks arrived apart, the link's own among them."""
+    communication = StepTiming.communication_s
+    per_step = (
+        select((func.avg(communication) - func.min(communication)).label("wait_s"))
         .where(StepTiming.run_id == run_id)
         .group_by(StepTiming.epoch, StepTiming.step)
         .having(func.count() > 1)
@@ -145,6 +162,9 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
                 communication_s=statistics.fmean(per_step(r, "communication") for r in group),
                 wait_s=statistics.fmean(
                     mean_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group
+                ),
+                collective_wait_s=statistics.fmean(
+                    mean_collective_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group
                 ),
                 step_s=statistics.fmean(per_step(r, *PHASES) for r in group),
                 steps=statistics.fmean(r.steps for r in group),
