@@ -32,7 +32,7 @@ from results_db.projection import (
     project,
     ring_seconds,
 )
-from results_db.queries.projection import allreduce_fits, training_sweep
+from results_db.queries.projection import allreduce_fits, training_sweep, training_sweeps
 from results_db.report import leave_one_out_table
 from scalebench.host import shaping_problems
 from scalebench.network import parse_profile
@@ -354,6 +354,46 @@ def test_the_command_line_prints_the_projection_with_its_basis(
     engine.dispose()
     assert cli.main(["project", "failed", "--allreduce", ALLREDUCE, "--database", url]) == 2
     assert "sweep failed has no successful run" in capsys.readouterr().err
+
+
+def test_several_sweeps_of_one_configuration_are_projected_as_one(
+    tmp_path: Path, database_url: str, capsys
+) -> None:
+    """A sweep on host and another on 10mbit are one projection's points; the fits of several
+    Task 0 sweeps are pooled; sweeps of another task or configuration are refused by name."""
+    from dashboard_seed import ALLREDUCE
+
+    url = write_sweeps(tmp_path, database_url)
+    more = tmp_path / "more"
+    write_training_sweep(more, "train10", [FakeRun(2, network="10mbit", steps_per_epoch=2)])
+    write_training_sweep(more, "compiled", [FakeRun(2, compile_s=5.0)])
+    engine = make_engine(url)
+    ingest_location(engine, str(more))
+    with engine.connect() as conn:
+        sweep = training_sweeps(conn, ["train", "train10"])
+    engine.dispose()
+    assert sweep.sweep_id == "train,train10"
+    assert [(p.network, p.world_size) for p in sweep.points] == [
+        ("10mbit", 2),
+        ("host", 1),
+        ("host", 2),
+    ]
+    capsys.readouterr()
+    argv = ["--database", url, "--workers", "1,2,8", "--network", "host"]
+    assert (
+        cli.main(["project", "train,train10", "--allreduce", f"{ALLREDUCE},{ALLREDUCE}", *argv])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "projection of train,train10 " in out and f"fits of {ALLREDUCE},{ALLREDUCE}" in out
+    for sweeps, allreduce, words in (
+        ("train,compiled", ALLREDUCE, "differ in compile (off and auto)"),
+        (f"train,{ALLREDUCE}", ALLREDUCE, f"sweep {ALLREDUCE} is a task0-allreduce sweep"),
+        ("train", f"{ALLREDUCE},nosuch", "allreduce: no sweep 'nosuch'"),
+        ("train,nosuch", ALLREDUCE, "sweep 'nosuch' is not in the results database"),
+    ):
+        assert cli.main(["project", sweeps, "--allreduce", allreduce, *argv]) == 2
+        assert words in capsys.readouterr().err
 
 
 def test_the_figure_draws_measured_markers_projected_lines_and_the_error() -> None:
