@@ -51,16 +51,16 @@ Which algorithm the backends run, and where the ring model is the wrong one:
   - *in the collective*: per step, the ranks' mean communication seconds minus the least of
     them (the rank that arrived last waited for nobody). It holds every reason the ranks
     arrived apart, the link's own among them: on a shaped link one rank leaves the collective
-    tens of milliseconds before another (light Task 1a at 2 workers over 10mbit: 90 ms apart
-    per step on average, against 3 ms on host), so the next step starts apart too;
+    tens of milliseconds before another (light Task 1a at 2 workers over 10mbit: 80–90 ms apart
+    per step on average, against 2–3 ms on host), so the next step starts apart too;
   - *for the slowest computation*: per step, the slowest rank's data + forward + loss +
     backward seconds minus the ranks' mean of them. It leaves out when each rank left the
     previous collective, so it is the part of the wait that does not depend on the link.
 
-  A point takes the wait in the collective from the nearest measured ``k ≥ 2`` on its own
-  link, else the wait for the slowest computation from the nearest measured ``k ≥ 2`` on any
-  link (a wait in the collective measured on another link would carry that link's departures;
-  on host both measures agreed within 1 ms). The basis names which.
+  A point takes the nearest measured ``k ≥ 2`` (its own link first on a tie): that point's
+  wait in the collective when it is on the same link, else its wait for the slowest
+  computation (a wait in the collective measured on another link would carry that link's
+  departures; on host both measures agreed within 1 ms). The basis names which.
 - ``ddp`` runs overlap gradient buckets with backward (their measured backward holds the part
   of the all-reduce that did not overlap); the model adds the whole all-reduce after backward,
   so their projection is an **upper bound**.
