@@ -71,9 +71,16 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
             "and links, with a Task 0 sweep's all-reduce fits",
         )
     )
-    projection.add_argument("sweep", help="the training sweep")
     projection.add_argument(
-        "--allreduce", required=True, help="the Task 0 sweep whose fits give communication"
+        "sweep",
+        help="the training sweep, or several of one task and configuration, comma-separated "
+        "(e.g. one on host and one on 10mbit)",
+    )
+    projection.add_argument(
+        "--allreduce",
+        required=True,
+        help="the Task 0 sweep whose fits give communication, or several, comma-separated "
+        "(the first to fit a configuration wins)",
     )
     projection.add_argument(
         "--workers", default=None, help="worker counts, e.g. 4,8,16,32,64 (default 1,2,…,64)"

@@ -44,10 +44,23 @@ Which algorithm the backends run, and where the ring model is the wrong one:
   Task 0 fit of the same backend, device and link (the dtype of the gradients, else another
   dtype's fit, said in the basis), at the gradient message's size ((parameters + 1) × the
   bytes of a parameter: the loss rides along as one element, ``workers/sync_sgd.py``), plus
-  ``wait``: the all-reduce is the step's only synchronisation, so a rank whose data, forward,
-  loss and backward finished first waits in it for the slowest rank. ``wait`` is the mean
-  over ranks of (slowest rank − this rank) of those seconds, measured per step at the
-  nearest measured ``k ≥ 2`` (any link, since they precede the collective).
+  ``wait``, in seconds per step and rank: the all-reduce is the step's only synchronisation,
+  so a rank that arrives first waits in it for the last. It is measured two ways, each
+  averaged over a run's steps:
+
+  - *in the collective*: per step, the ranks' mean communication seconds minus the least of
+    them (the rank that arrived last waited for nobody). It holds every reason the ranks
+    arrived apart, the link's own among them: on a shaped link one rank leaves the collective
+    tens of milliseconds before another (light Task 1a at 2 workers over 10mbit: 80–90 ms apart
+    per step on average, against 2–3 ms on host), so the next step starts apart too;
+  - *for the slowest computation*: per step, the slowest rank's data + forward + loss +
+    backward seconds minus the ranks' mean of them. It leaves out when each rank left the
+    previous collective, so it is the part of the wait that does not depend on the link.
+
+  A point takes the nearest measured ``k ≥ 2`` (its own link first on a tie): that point's
+  wait in the collective when it is on the same link, else its wait for the slowest
+  computation (a wait in the collective measured on another link would carry that link's
+  departures; on host both measures agreed within 1 ms). The basis names which.
 - ``ddp`` runs overlap gradient buckets with backward (their measured backward holds the part
   of the all-reduce that did not overlap); the model adds the whole all-reduce after backward,
   so their projection is an **upper bound**.
@@ -208,9 +221,11 @@ class MeasuredPoint:
     """The successful runs of a training sweep at one (link, worker count), averaged.
 
     Seconds per step and rank: ``compute_s`` (data, forward, loss, backward, optimizer),
-    ``gradient_packing_s``, ``communication_s``, ``step_s`` (their sum); ``wait_s``: of the
-    communication, the mean over ranks of the wait for the slowest rank's data to backward
-    (0 at one worker). ``steps``: steps to the end (to the goal where it was reached);
+    ``gradient_packing_s``, ``communication_s``, ``step_s`` (their sum). Of the
+    communication, ``wait_s``: the mean over ranks of the wait for the slowest rank's data to
+    backward; ``collective_wait_s``: the mean over ranks of the seconds beyond the least any
+    rank spent in the collective, whatever made the ranks arrive apart (None: not read); both
+    0 at one worker. ``steps``: steps to the end (to the goal where it was reached);
     ``epochs``: evaluations; ``eval_s``: evaluation seconds in all; ``time_to_accuracy_s``
     (None: not reached). ``gradient_bytes``: one all-reduce message.
     """
@@ -231,6 +246,7 @@ class MeasuredPoint:
     contended: int = 0  # runs measured while other processes took their cores
     # the largest share of its cores other processes took from one of its runs (None: unknown)
     contention_share: float | None = None
+    collective_wait_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -374,7 +390,11 @@ def project_point(
         if several:
             packer = _nearest(several, k, network)
             packing_s, wait_s = packer.gradient_packing_s, packer.wait_s
-            basis.append(f"packing and wait from {_where(packer)}")
+            if packer.network == network and packer.collective_wait_s is not None:
+                wait_s = packer.collective_wait_s
+                basis.append(f"packing and wait in the collective from {_where(packer)}")
+            else:
+                basis.append(f"packing and wait for the slowest computation from {_where(packer)}")
         else:
             basis.append("packing and wait not measured (no run above 1 worker): 0 s")
     communication_s = 0.0

@@ -547,6 +547,14 @@ def _world_sizes(text: str) -> list[int]:
     return sizes
 
 
+def _sweep_ids(text: str) -> list[str]:
+    """Sweep ids from a comma-separated argument, in order, each once."""
+    ids = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    if not ids:
+        raise CommandError(f"a sweep id, or several separated by commas, got {text!r}")
+    return ids
+
+
 def project(
     url: str | None,
     training_sweep: str,
@@ -558,7 +566,12 @@ def project(
 ) -> int:
     """Print the projection of a training sweep to ``workers`` on ``networks`` (default: the
     sweep's own profiles) with the all-reduce fits of ``allreduce_sweep``, then the
-    leave-one-out check of the model on the sweep's measured points."""
+    leave-one-out check of the model on the sweep's measured points.
+
+    Both sweep arguments may name several sweeps, comma-separated: training sweeps of one task
+    and configuration (say, one on host and one on 10mbit) are projected as one, and the fits
+    of several Task 0 sweeps are pooled (where two fit the same configuration, the first
+    named wins)."""
     from results_db import projection
     from results_db.queries import costs as costs_queries
     from results_db.queries import projection as projection_queries
@@ -573,23 +586,29 @@ def project(
     try:
         with engine.connect() as conn:
             try:
-                sweep = projection_queries.training_sweep(conn, training_sweep)
-                if sweep_info(conn, allreduce_sweep) is None:
-                    raise projection.ProjectionRefused(
-                        f"allreduce: no sweep {allreduce_sweep!r} in the results database"
-                    )
-                fits = projection_queries.allreduce_fits(conn, allreduce_sweep)
-                if not fits:
-                    raise projection.ProjectionRefused(
-                        f"allreduce: sweep {allreduce_sweep} has no all-reduce fit (a Task 0 "
-                        "sweep at 2 workers or more gives them; `scalebench db refit` fits "
-                        "sweeps stored before fits were kept)"
-                    )
+                trained = _sweep_ids(training_sweep)
+                sweep = projection_queries.training_sweeps(conn, trained)
+                fits = []
+                for one in _sweep_ids(allreduce_sweep):
+                    if sweep_info(conn, one) is None:
+                        raise projection.ProjectionRefused(
+                            f"allreduce: no sweep {one!r} in the results database"
+                        )
+                    found = projection_queries.allreduce_fits(conn, one)
+                    if not found:
+                        raise projection.ProjectionRefused(
+                            f"allreduce: sweep {one} has no all-reduce fit (a Task 0 sweep at "
+                            "2 workers or more gives them; `scalebench db refit` fits sweeps "
+                            "stored before fits were kept)"
+                        )
+                    fits += found
                 try:
                     profiles = (
                         [p.name for p in parse_profiles(networks)]
                         if networks is not None
-                        else sweep_networks(conn, training_sweep)
+                        else list(
+                            dict.fromkeys(n for one in trained for n in sweep_networks(conn, one))
+                        )
                     )
                 except BadProfile as exc:
                     raise CommandError(f"network: {exc}") from None

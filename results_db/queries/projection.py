@@ -69,12 +69,29 @@ def allreduce_fits(conn: Connection, sweep_id: str) -> list[RingFit]:
 
 
 def mean_wait_s(conn: Connection, run_id: str) -> float:
-    """Seconds per step a rank of run ``run_id`` waited, on average, for the slowest rank to
-    reach the collective: per step, the slowest rank's data + forward + loss + backward
-    seconds minus the ranks' mean of them, averaged over steps (0 for one rank)."""
+    """Seconds per step a rank of run ``run_id`` waited, on average, for the slowest rank's
+    computation to reach the collective: per step, the slowest rank's data + forward + loss +
+    backward seconds minus the ranks' mean of them, averaged over steps (0 for one rank)."""
     before = sum(getattr(StepTiming, f"{phase}_s") for phase in BEFORE_COLLECTIVE)
     per_step = (
         select((func.max(before) - func.avg(before)).label("wait_s"))
+        .where(StepTiming.run_id == run_id)
+        .group_by(StepTiming.epoch, StepTiming.step)
+        .having(func.count() > 1)
+        .subquery()
+    )
+    value = conn.execute(select(func.avg(per_step.c.wait_s))).scalar()
+    return float(value or 0.0)
+
+
+def mean_collective_wait_s(conn: Connection, run_id: str) -> float:
+    """Seconds per step a rank of run ``run_id`` spent in the collective beyond the rank that
+    spent least there, on average: per step, the ranks' mean communication seconds minus the
+    least of them (the rank that arrived last waited for nobody), averaged over steps (0 for
+    one rank). It holds every reason the ranks arrived apart, the link's own among them."""
+    communication = StepTiming.communication_s
+    per_step = (
+        select((func.avg(communication) - func.min(communication)).label("wait_s"))
         .where(StepTiming.run_id == run_id)
         .group_by(StepTiming.epoch, StepTiming.step)
         .having(func.count() > 1)
@@ -105,19 +122,59 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
     Raises :class:`ProjectionRefused` naming what is missing: no such sweep, not a training
     task, no successful run, runs without a parameter count.
     """
-    sweep = conn.execute(select(Sweep.task).where(Sweep.id == sweep_id)).first()
-    if sweep is None:
-        raise ProjectionRefused(f"sweep {sweep_id!r} is not in the results database")
-    spec = TASKS.get(sweep.task)
-    if not isinstance(spec, TrainingSpec):
+    return training_sweeps(conn, [sweep_id])
+
+
+# what runs of several sweeps must share to be points of one projection
+SHARED_CONFIGURATION = ("backend", "device", "precision", "variant", "compile")
+
+
+def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep:
+    """The successful runs of one or more training sweeps of the same task and configuration
+    (backend, device, precision, variant, compile setting) as measured points, per (link,
+    worker count): e.g. a sweep on host and another on 10mbit. Runs of several sweeps at the
+    same point are averaged together. The result's ``sweep_id`` joins the ids with commas.
+
+    Raises :class:`ProjectionRefused` naming what is missing or differs: no such sweep, not a
+    training task, sweeps of different tasks or configurations, no successful run, runs
+    without a parameter count.
+    """
+    sweep_ids = list(dict.fromkeys(sweep_ids))
+    sweep_id = ",".join(sweep_ids)
+    tasks = {}
+    for one in sweep_ids:
+        found = conn.execute(select(Sweep.task).where(Sweep.id == one)).first()
+        if found is None:
+            raise ProjectionRefused(f"sweep {one!r} is not in the results database")
+        if not isinstance(TASKS.get(found.task), TrainingSpec):
+            raise ProjectionRefused(
+                f"sweep {one} is a {found.task} sweep; a projection starts from a training sweep"
+            )
+        tasks[one] = found.task
+    if len(set(tasks.values())) > 1:
+        first, other = sweep_ids[0], next(i for i in sweep_ids if tasks[i] != tasks[sweep_ids[0]])
         raise ProjectionRefused(
-            f"sweep {sweep_id} is a {sweep.task} sweep; a projection starts from a training sweep"
+            f"sweeps {first} ({tasks[first]}) and {other} ({tasks[other]}) are of different "
+            "tasks; one projection takes sweeps of one task"
         )
-    runs = conn.execute(
-        select(Run).where(Run.sweep_id == sweep_id, Run.status == "succeeded", Run.step_records > 0)
-    ).all()
+    runs = sorted(
+        conn.execute(
+            select(Run).where(
+                Run.sweep_id.in_(sweep_ids), Run.status == "succeeded", Run.step_records > 0
+            )
+        ).all(),
+        key=lambda r: (sweep_ids.index(r.sweep_id), r.id),  # in the order the sweeps are named
+    )
     if not runs:
         raise ProjectionRefused(f"sweep {sweep_id} has no successful run to project from")
+    for name in SHARED_CONFIGURATION:
+        differing = next((r for r in runs if getattr(r, name) != getattr(runs[0], name)), None)
+        if differing is not None:
+            raise ProjectionRefused(
+                f"runs {runs[0].id} and {differing.id} differ in {name} "
+                f"({getattr(runs[0], name)} and {getattr(differing, name)}); one projection "
+                "takes runs of one configuration"
+            )
     parameters = run_parameters(conn, [r.id for r in runs])
     unknown = [r.id for r in runs if r.id not in parameters]
     if unknown:
@@ -146,6 +203,9 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
                 wait_s=statistics.fmean(
                     mean_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group
                 ),
+                collective_wait_s=statistics.fmean(
+                    mean_collective_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group
+                ),
                 step_s=statistics.fmean(per_step(r, *PHASES) for r in group),
                 steps=statistics.fmean(r.steps for r in group),
                 epochs=statistics.fmean(r.epochs for r in group),
@@ -162,7 +222,7 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
     first = runs[0]
     return TrainingSweep(
         sweep_id=sweep_id,
-        task=sweep.task,
+        task=tasks[sweep_ids[0]],
         backend=first.backend,
         device=first.device,
         precision=first.precision,
