@@ -237,8 +237,9 @@ class Watcher:
             if outcome != "cancelled":
                 continue
             record = self.results / sweep_id / "sweep.json"
-            statuses = group_statuses(self.results / sweep_id) if record.exists() else {}
-            if statuses and not {"cancelled", "skipped"} & set(statuses.values()):
+            groups = group_statuses(self.results / sweep_id) if record.exists() else {}
+            statuses = {status for status, _ in groups.values()}
+            if statuses and not {"cancelled", "skipped"} & statuses:
                 problems.add(f"sweep {sweep_id} is stored cancelled; no group of it was")
         for problem in problems:
             began = self._since.setdefault(problem, now)
@@ -262,11 +263,16 @@ def ranks_alive() -> list[str]:
     return found
 
 
-def group_statuses(sweep_dir: Path) -> dict[str, tuple[str, str]]:
+def manifest_groups(sweep_dir: Path) -> tuple[Any, ...]:
+    """The groups of a sweep's record, every verdict folded in."""
     sys.path.insert(0, str(REPO))
     from scalebench import manifest
 
-    return {g.run_id: (g.status, g.reason) for g in manifest.load(sweep_dir).groups}
+    return manifest.load(sweep_dir).groups
+
+
+def group_statuses(sweep_dir: Path) -> dict[str, tuple[str, str]]:
+    return {g.run_id: (g.status, g.reason) for g in manifest_groups(sweep_dir)}
 
 
 def ended_truthfully(database: Path, results: Path, sweep_ids: list[str]) -> list[str]:
@@ -359,6 +365,7 @@ class Probe:
         self.results = root / "results"
         self.database = root / "results.db"
         self.runs: dict[str, tuple[str, str]] = {}  # scenario -> (dag id, run id)
+        self.sweeps: dict[str, str] = {}  # scenario -> its sweep
 
     def new_sweeps(self, before: set[str]) -> list[str]:
         return sorted(sweeps_of(self.results) - before)
@@ -375,6 +382,7 @@ class Probe:
         problems = self.ended(sweeps)
         assert state == "success", f"run ended {state}"
         assert len(sweeps) == 1 and not problems, problems
+        self.sweeps["success"] = sweeps[0]
         return f"run success, sweep {sweeps[0]} closed, 2 groups succeeded"
 
     def refusals(self) -> str:
@@ -423,12 +431,14 @@ class Probe:
         (sweep,) = self.new_sweeps(before)
         problems = self.ended([sweep])
         assert not problems, problems
-        tries = self.airflow.task_states(TASK1A, run_id)
-        (group,) = group_statuses(self.results / sweep).values()
-        return f"run {state}; group {group[0]} {group[1][:50]!r}; tasks {tries}"
+        (group,) = manifest_groups(self.results / sweep)
+        owner = (group.owner or {}).get("attempt", "no try")
+        assert group.status == "succeeded", (group.status, group.reason)
+        return f"run {state}; group {group.status}, its verdict by {owner}"
 
     def clear_and_rerun(self) -> str:
         dag_id, run_id = self.runs["success"]
+        sweep = self.sweeps["success"]
         status, answer = self.airflow.call(
             "POST",
             f"/api/v2/dags/{dag_id}/clearTaskInstances",
@@ -443,9 +453,9 @@ class Probe:
         assert status == 200, (status, answer)
         time.sleep(3)
         state = self.airflow.wait_for_run(dag_id, run_id)
-        rerun = [s for s in sweeps_of(self.results) if any((self.results / s).glob("*.attempt-1"))]
-        assert state == "success" and len(rerun) == 1, (state, rerun)
-        problems = self.ended(rerun)
+        assert state == "success", state
+        assert list((self.results / sweep).glob("*.attempt-1")), "the group did not run again"
+        problems = self.ended([sweep])
         assert not problems, problems
         return f"run {state} again; the earlier attempt kept beside it"
 
