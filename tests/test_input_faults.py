@@ -4,6 +4,7 @@ never in a silent wrong store, with the same verdict on SQLite and PostgreSQL.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -466,3 +467,84 @@ def test_the_nightly_dag_fails_its_validate_on_a_conf_key(
     assert validates and set(validates.values()) == {"failed"}, states
     assert "success" not in set(states.values()), states
     assert not (tmp_path / "results").exists()  # nothing was planned or started
+
+
+# -- manifests that cannot be read to their end, JSON nested too deep ---------------------------
+
+
+def _finishes(work: Callable[[], object], fifos: list[Path], seconds: float = 30.0) -> object:
+    """``work()``'s result, run on a thread; fails if it has not finished in ``seconds`` (a
+    read of a pipe without a writer waits for ever). The pipes are then opened for writing
+    and closed, so that a reader still waiting gets its end and the thread ends."""
+    import threading
+
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    for fifo in fifos:
+        with contextlib.suppress(OSError):  # nobody reads it: nothing to release
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert done, f"still reading after {seconds:.0f} s"
+    return done[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [
+        ("sweep.json", "fifo"),
+        ("sweep.json", "folder"),
+        ("sweep.json", "nowhere"),
+        ("verdicts.jsonl", "fifo"),
+    ],
+)
+def test_a_manifest_that_is_no_regular_file_refuses_its_sweep_without_reading_it(
+    engine: Engine, tmp_path: Path, name: str, target: str
+) -> None:
+    sweep = write_training_sweep(tmp_path, "f", [FakeRun(1)])
+    write_training_sweep(tmp_path, "z-good", [FakeRun(1)])
+    path = sweep / name
+    path.unlink(missing_ok=True)
+    if target == "fifo":
+        os.mkfifo(path)  # no writer: opening it would wait for ever
+    elif target == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(tmp_path / target)  # a link to nothing
+    fifos = [path] if target == "fifo" else []
+    report = _finishes(lambda: ingest_location(engine, str(tmp_path)), fifos)
+    assert report.refused == [
+        f"sweep {sweep / 'sweep.json'}: {name} is not a regular file (a folder, a device, a "
+        "pipe, or a link to one or to nothing), so the sweep is not read"
+    ]
+    assert stored(engine) == ({"z-good"}, {"z-good-w1-r1"})
+
+
+def test_a_manifest_nested_too_deep_is_refused_as_not_json(engine: Engine, tmp_path: Path) -> None:
+    sweep = write_training_sweep(tmp_path, "n", [FakeRun(1)])
+    (sweep / "sweep.json").write_text("[" * 10_000 + "]" * 10_000)
+    report = ingest_location(engine, str(tmp_path))
+    assert report.refused == [
+        f"sweep {sweep / 'sweep.json'}: not JSON (nested deeper than it can be read)"
+    ]
+
+
+def test_a_conf_nested_too_deep_is_refused_before_airflow_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cli.embedded import parse_args
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["task0_allreduce", '{"workers": ' + "[" * 5_000 + "]" * 5_000 + "}"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: conf is not JSON: nested deeper than it can be read" in err
+    assert "Traceback" not in err
+
+
+def test_a_kubernetes_setting_nested_too_deep_is_refused_naming_it() -> None:
+    from operators.kubernetes.settings import KubernetesSettings
+
+    deep = "{" + '"a": {' * 5_000 + "}" * 5_000 + "}"
+    with pytest.raises(ValueError, match=r"^SCALEBENCH_K8S_LABELS: must be a JSON object \(its"):
+        KubernetesSettings.from_env({"SCALEBENCH_K8S_LABELS": deep})
