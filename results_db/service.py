@@ -22,6 +22,7 @@ from typing import Any
 
 from results_db.regressions import RULE, Rule
 from scalebench import config
+from scalebench.errors import describe
 
 
 class CommandError(ValueError):
@@ -102,8 +103,8 @@ def check_location(location: str) -> bool:
     not know, or whose package is not installed, is refused naming it."""
     import fsspec
 
-    scheme, found, _ = location.partition("://")
-    if not found or scheme in ("", "file", "local"):
+    scheme = fsspec.core.split_protocol(location)[0]  # also ``data:...``, which has no //
+    if scheme in (None, "", "file", "local"):
         return False
     try:
         fsspec.get_filesystem_class(scheme)
@@ -147,6 +148,10 @@ def ingest(
         if not remote:
             raise
         raise CommandError(f"location: cannot read {location}: {_os_reason(exc)}") from None
+    except Exception as exc:
+        if not remote or not _from_filesystem(exc):
+            raise
+        raise CommandError(f"location: cannot read {location}: {describe(exc)}") from None
     finally:
         engine.dispose()
     tell(
@@ -160,6 +165,14 @@ def ingest(
     for conflict in report.conflicts:
         tell(f"  kept the stored run {conflict}; `scalebench ingest --replace` loads the files")
     return 1 if report.refused or report.conflicts else 0
+
+
+def _from_filesystem(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside fsspec or a filesystem it drives (a remote location's
+    URL it cannot parse, a reply it cannot read), not by ingest's own code."""
+    from traceback import walk_tb
+
+    return any("/fsspec/" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__))
 
 
 def _os_reason(exc: OSError) -> str:

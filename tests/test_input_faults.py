@@ -548,3 +548,18 @@ def test_a_kubernetes_setting_nested_too_deep_is_refused_naming_it() -> None:
     deep = "{" + '"a": {' * 5_000 + "}" * 5_000 + "}"
     with pytest.raises(ValueError, match=r"^SCALEBENCH_K8S_LABELS: must be a JSON object \(its"):
         KubernetesSettings.from_env({"SCALEBENCH_K8S_LABELS": deep})
+
+
+@pytest.mark.parametrize(
+    ("location", "says"),
+    [
+        ("http://[::1/sweeps", "Invalid IPv6 URL"),  # a URL the HTTP filesystem cannot parse
+        ("data:text/plain,sweeps", "list index out of range"),  # a scheme without //
+    ],
+)
+def test_a_remote_location_the_filesystem_cannot_read_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], location: str, says: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert cli.main(["ingest", location, "--database", url]) == 2
+    refused(capsys, f"location: cannot read {location}: {says}")
