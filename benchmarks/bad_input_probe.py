@@ -709,7 +709,7 @@ def settings_cases() -> list[Case]:
                 RUN,
                 env={variable: value},
                 build=guard,
-                names="guard.db",
+                names="database: cannot read the results database",
                 valid=True,
             )
         )
