@@ -331,10 +331,19 @@ def load_price_file(path: Path) -> list[dict[str, Any]]:
     try:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
-            missing = set(PRICE_COLUMNS) - set(reader.fieldnames or ()) - {"source"}
-            if missing:
-                raise CommandError(f"file: {path} lacks column(s) {', '.join(sorted(missing))}")
-            return [price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)]
+            try:
+                missing = set(PRICE_COLUMNS) - set(reader.fieldnames or ()) - {"source"}
+                if missing:
+                    columns = ", ".join(sorted(missing))
+                    raise CommandError(f"file: {path} lacks column(s) {columns}")
+                return [
+                    price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)
+                ]
+            except csv.Error as exc:  # a field over the csv module's limit, a bad quote
+                line = reader.line_num
+                raise CommandError(
+                    f"file: {path}: not CSV the price table reads after line {line} ({exc})"
+                ) from None
     except UnicodeDecodeError:
         raise CommandError(f"file: {path} is not UTF-8 text") from None
 
