@@ -289,6 +289,8 @@ def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
         raise CommandError(f"{where}name: must not be empty")
     if len(name) > MAX_PRICE_NAME:
         raise CommandError(f"{where}name: at most {MAX_PRICE_NAME} characters, got {len(name)}")
+    if not name.isprintable():  # a line end, a tab, a NUL: the table and the CSVs would break
+        raise CommandError(f"{where}name: must be one line of printable text, got {name!r}")
     values["kind"], values["name"] = raw["kind"], name
     for field in ("regular_per_hour", "preemptible_per_hour"):
         try:
@@ -310,6 +312,8 @@ def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
         ) from None
     values["valid_from"] = valid_from if valid_from.tzinfo else valid_from.replace(tzinfo=UTC)
     values["source"] = raw.get("source") or "entered by hand"
+    if "\x00" in values["source"]:  # PostgreSQL's text cannot hold it; SQLite's would
+        raise CommandError(f"{where}source: must not hold a NUL character")
     return values
 
 

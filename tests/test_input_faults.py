@@ -579,3 +579,31 @@ def test_a_price_file_the_csv_reader_cannot_read_is_refused_by_line(
     refused(capsys, f"file: {prices}: not CSV the price table reads after line 2 (field larger")
     assert cli.main(["prices", "list", "--database", url]) == 0
     assert "made-up-machine" not in capsys.readouterr().out  # no row of the file was stored
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "says"),
+    [
+        ("bad\nname", "by hand", "name: must be one line of printable text, got 'bad\\nname'"),
+        ("tab\tname", "by hand", "name: must be one line of printable text, got 'tab\\tname'"),
+        ("n1", "a\x00b", "source: must not hold a NUL character"),
+    ],
+)
+def test_a_price_name_or_source_no_table_can_show_is_refused_on_both_databases(
+    database_url: str, capsys: pytest.CaptureFixture[str], name: str, source: str, says: str
+) -> None:
+    from results_db.service import CommandError, price_values
+
+    raw = {"kind": "instance", "name": name, "regular_per_hour": "0.19"}
+    raw |= {"preemptible_per_hour": "0.04", "valid_from": "2026-01-01", "source": source}
+    with pytest.raises(CommandError) as refusal:
+        price_values(raw, "prices.csv line 2: ")
+    assert str(refusal.value) == f"prices.csv line 2: {says}"
+    if "\x00" in source:
+        return  # no command-line argument can hold a NUL
+    argv = ["prices", "set", "instance", name, "--regular=0.19", "--preemptible=0.04"]
+    argv += ["--valid-from=2026-01-01", "--source", source, "--database", database_url]
+    assert cli.main(["db", "upgrade", "--database", database_url]) == 0
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    refused(capsys, says)
