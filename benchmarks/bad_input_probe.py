@@ -58,7 +58,11 @@ POSTGRES_URL = os.environ.get(
     "SCALEBENCH_TEST_POSTGRES_URL", "postgresql+psycopg2://postgres@127.0.0.1:5432/postgres"
 )
 ROOT = os.geteuid() == 0  # root reads and writes past file modes: a mode-000 file is usable
-TIMEOUT_S = 60.0  # a case without an answer by then is a fault (a read that never ends)
+TIMEOUT_S = 60.0
+SAID_REFUSED, SAID_QUARANTINED = (
+    "  refused: ",
+    "  unreadable: ",
+)  # ingest's lines for each  # a case without an answer by then is a fault (a read that never ends)
 OUTCOMES = ("refused", "accepted correctly", "traceback", "silent accept", "other fault")
 FAULTS = ("traceback", "silent accept", "other fault")
 MESSAGE = re.compile(
@@ -558,7 +562,7 @@ def rank_cases() -> list[Case]:
 
 def quarantine_said(case_dir: Path, output: str | None) -> str | None:
     """A quarantined line is right only if the output says so."""
-    if output is not None and "unreadable" not in output and "quarantined" not in output:
+    if output is not None and SAID_QUARANTINED not in output:
         return "a bad line was dropped without a word"
     return None
 
@@ -1784,9 +1788,9 @@ def judge(
         if case.valid or case.check:
             return "accepted correctly", ""
         left_out = BAD_RUN not in {r[0] for r in rows.get("runs", [])}
-        if case.good_beside and left_out and ("refused" in out or "unreadable" in out):
+        if case.good_beside and left_out and (SAID_REFUSED in out or SAID_QUARANTINED in out):
             return "accepted correctly", "the damaged run left out, and said"
-        if "unreadable" in out and "quarantined" in out:
+        if SAID_QUARANTINED in out:
             return "accepted correctly", "the bad line quarantined, and said"
         return "silent accept", "exit status 0 for input that is not usable"
     message = first_message(out)
