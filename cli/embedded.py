@@ -187,6 +187,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.conf = json.loads(args.conf)
     except json.JSONDecodeError as exc:
         parser.error(f"conf is not JSON: {exc}")
+    except RecursionError:  # the json module's parser recurses once per nested list or object
+        parser.error("conf is not JSON: nested deeper than it can be read")
     if not isinstance(args.conf, dict):
         parser.error("conf must be a JSON object, e.g. '{\"workers\": [1, 2]}'")
     refusal = conf_refusal(args.dag_id, args.conf)

@@ -22,6 +22,7 @@ from typing import Any
 
 from results_db.regressions import RULE, Rule
 from scalebench import config
+from scalebench.errors import describe
 
 
 class CommandError(ValueError):
@@ -102,8 +103,8 @@ def check_location(location: str) -> bool:
     not know, or whose package is not installed, is refused naming it."""
     import fsspec
 
-    scheme, found, _ = location.partition("://")
-    if not found or scheme in ("", "file", "local"):
+    scheme = fsspec.core.split_protocol(location)[0]  # also ``data:...``, which has no //
+    if scheme in (None, "", "file", "local"):
         return False
     try:
         fsspec.get_filesystem_class(scheme)
@@ -147,6 +148,10 @@ def ingest(
         if not remote:
             raise
         raise CommandError(f"location: cannot read {location}: {_os_reason(exc)}") from None
+    except Exception as exc:
+        if not remote or not _from_filesystem(exc):
+            raise
+        raise CommandError(f"location: cannot read {location}: {describe(exc)}") from None
     finally:
         engine.dispose()
     tell(
@@ -160,6 +165,14 @@ def ingest(
     for conflict in report.conflicts:
         tell(f"  kept the stored run {conflict}; `scalebench ingest --replace` loads the files")
     return 1 if report.refused or report.conflicts else 0
+
+
+def _from_filesystem(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised inside fsspec or a filesystem it drives (a remote location's
+    URL it cannot parse, a reply it cannot read), not by ingest's own code."""
+    from traceback import walk_tb
+
+    return any("/fsspec/" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__))
 
 
 def _os_reason(exc: OSError) -> str:
@@ -276,6 +289,8 @@ def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
         raise CommandError(f"{where}name: must not be empty")
     if len(name) > MAX_PRICE_NAME:
         raise CommandError(f"{where}name: at most {MAX_PRICE_NAME} characters, got {len(name)}")
+    if not name.isprintable():  # a line end, a tab, a NUL: the table and the CSVs would break
+        raise CommandError(f"{where}name: must be one line of printable text, got {name!r}")
     values["kind"], values["name"] = raw["kind"], name
     for field in ("regular_per_hour", "preemptible_per_hour"):
         try:
@@ -297,6 +312,8 @@ def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
         ) from None
     values["valid_from"] = valid_from if valid_from.tzinfo else valid_from.replace(tzinfo=UTC)
     values["source"] = raw.get("source") or "entered by hand"
+    if "\x00" in values["source"]:  # PostgreSQL's text cannot hold it; SQLite's would
+        raise CommandError(f"{where}source: must not hold a NUL character")
     return values
 
 
@@ -318,10 +335,19 @@ def load_price_file(path: Path) -> list[dict[str, Any]]:
     try:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
-            missing = set(PRICE_COLUMNS) - set(reader.fieldnames or ()) - {"source"}
-            if missing:
-                raise CommandError(f"file: {path} lacks column(s) {', '.join(sorted(missing))}")
-            return [price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)]
+            try:
+                missing = set(PRICE_COLUMNS) - set(reader.fieldnames or ()) - {"source"}
+                if missing:
+                    columns = ", ".join(sorted(missing))
+                    raise CommandError(f"file: {path} lacks column(s) {columns}")
+                return [
+                    price_values(row, f"{path.name} line {n}: ") for n, row in enumerate(reader, 2)
+                ]
+            except csv.Error as exc:  # a field over the csv module's limit, a bad quote
+                line = reader.line_num
+                raise CommandError(
+                    f"file: {path}: not CSV the price table reads after line {line} ({exc})"
+                ) from None
     except UnicodeDecodeError:
         raise CommandError(f"file: {path} is not UTF-8 text") from None
 

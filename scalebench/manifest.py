@@ -352,10 +352,22 @@ def load(sweep_dir: Path) -> Manifest:
     :class:`BadManifest` when it cannot be read."""
     path = sweep_dir / MANIFEST
     with _reading(path):
+        _regular(path, path.is_file(), os.path.lexists(path))
         data = json.loads(path.read_text(encoding="utf-8"))
         verdicts = sweep_dir / VERDICTS
+        _regular(verdicts, verdicts.is_file(), os.path.lexists(verdicts))
         lines = verdicts.read_text(encoding="utf-8").splitlines() if verdicts.is_file() else []
         return Manifest.from_json(data, lines)
+
+
+def _regular(path: Any, is_file: bool, exists: bool) -> None:
+    """Refuse a manifest or verdicts file that is there but no regular file (a device, a pipe,
+    a link to one or to nothing): read, it would never end or wait for ever for a writer."""
+    if exists and not is_file:
+        raise BadManifest(
+            f"{str(path).rsplit('/', 1)[-1]} is not a regular file (a folder, a device, a pipe, "
+            "or a link to one or to nothing), so the sweep is not read"
+        )
 
 
 @contextlib.contextmanager
@@ -371,6 +383,8 @@ def _reading(path: Any) -> Iterator[None]:
         raise BadManifest(f"{path}: not UTF-8 text") from None
     except IsADirectoryError:
         raise BadManifest(f"{path}: a directory, not a file") from None
+    except RecursionError:  # the json module's parser recurses once per nested list or object
+        raise BadManifest(f"{path}: not JSON (nested deeper than it can be read)") from None
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise BadManifest(f"{path}: not a sweep manifest ({type(exc).__name__}: {exc})") from None
 
@@ -378,6 +392,9 @@ def _reading(path: Any) -> Iterator[None]:
 def read(fs: Any, sweep_path: str) -> Manifest:
     """:func:`load` through an fsspec filesystem (any results location ingest reads)."""
     with _reading(f"{sweep_path}/{MANIFEST}"):
+        for name in (MANIFEST, VERDICTS):
+            where = f"{sweep_path}/{name}"
+            _regular(where, fs.isfile(where), fs.lexists(where))
         with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
             data = json.load(handle)
         lines: list[str] = []

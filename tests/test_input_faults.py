@@ -4,6 +4,7 @@ never in a silent wrong store, with the same verdict on SQLite and PostgreSQL.""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -466,3 +467,143 @@ def test_the_nightly_dag_fails_its_validate_on_a_conf_key(
     assert validates and set(validates.values()) == {"failed"}, states
     assert "success" not in set(states.values()), states
     assert not (tmp_path / "results").exists()  # nothing was planned or started
+
+
+# -- manifests that cannot be read to their end, JSON nested too deep ---------------------------
+
+
+def _finishes(work: Callable[[], object], fifos: list[Path], seconds: float = 30.0) -> object:
+    """``work()``'s result, run on a thread; fails if it has not finished in ``seconds`` (a
+    read of a pipe without a writer waits for ever). The pipes are then opened for writing
+    and closed, so that a reader still waiting gets its end and the thread ends."""
+    import threading
+
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    for fifo in fifos:
+        with contextlib.suppress(OSError):  # nobody reads it: nothing to release
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert done, f"still reading after {seconds:.0f} s"
+    return done[0]
+
+
+@pytest.mark.parametrize(
+    ("name", "target"),
+    [
+        ("sweep.json", "fifo"),
+        ("sweep.json", "folder"),
+        ("sweep.json", "nowhere"),
+        ("verdicts.jsonl", "fifo"),
+    ],
+)
+def test_a_manifest_that_is_no_regular_file_refuses_its_sweep_without_reading_it(
+    engine: Engine, tmp_path: Path, name: str, target: str
+) -> None:
+    sweep = write_training_sweep(tmp_path, "f", [FakeRun(1)])
+    write_training_sweep(tmp_path, "z-good", [FakeRun(1)])
+    path = sweep / name
+    path.unlink(missing_ok=True)
+    if target == "fifo":
+        os.mkfifo(path)  # no writer: opening it would wait for ever
+    elif target == "folder":
+        path.mkdir()
+    else:
+        path.symlink_to(tmp_path / target)  # a link to nothing
+    fifos = [path] if target == "fifo" else []
+    report = _finishes(lambda: ingest_location(engine, str(tmp_path)), fifos)
+    assert report.refused == [
+        f"sweep {sweep / 'sweep.json'}: {name} is not a regular file (a folder, a device, a "
+        "pipe, or a link to one or to nothing), so the sweep is not read"
+    ]
+    assert stored(engine) == ({"z-good"}, {"z-good-w1-r1"})
+
+
+def test_a_manifest_nested_too_deep_is_refused_as_not_json(engine: Engine, tmp_path: Path) -> None:
+    sweep = write_training_sweep(tmp_path, "n", [FakeRun(1)])
+    (sweep / "sweep.json").write_text("[" * 10_000 + "]" * 10_000)
+    report = ingest_location(engine, str(tmp_path))
+    assert report.refused == [
+        f"sweep {sweep / 'sweep.json'}: not JSON (nested deeper than it can be read)"
+    ]
+
+
+def test_a_conf_nested_too_deep_is_refused_before_airflow_starts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cli.embedded import parse_args
+
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(["task0_allreduce", '{"workers": ' + "[" * 5_000 + "]" * 5_000 + "}"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "error: conf is not JSON: nested deeper than it can be read" in err
+    assert "Traceback" not in err
+
+
+def test_a_kubernetes_setting_nested_too_deep_is_refused_naming_it() -> None:
+    from operators.kubernetes.settings import KubernetesSettings
+
+    deep = "{" + '"a": {' * 5_000 + "}" * 5_000 + "}"
+    with pytest.raises(ValueError, match=r"^SCALEBENCH_K8S_LABELS: must be a JSON object \(its"):
+        KubernetesSettings.from_env({"SCALEBENCH_K8S_LABELS": deep})
+
+
+@pytest.mark.parametrize(
+    ("location", "says"),
+    [
+        ("http://[::1/sweeps", "Invalid IPv6 URL"),  # a URL the HTTP filesystem cannot parse
+        ("data:text/plain,sweeps", "list index out of range"),  # a scheme without //
+    ],
+)
+def test_a_remote_location_the_filesystem_cannot_read_is_refused_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], location: str, says: str
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    assert cli.main(["ingest", location, "--database", url]) == 2
+    refused(capsys, f"location: cannot read {location}: {says}")
+
+
+def test_a_price_file_the_csv_reader_cannot_read_is_refused_by_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    prices = tmp_path / "prices.csv"
+    header = "kind,name,regular_per_hour,preemptible_per_hour,valid_from,source\n"
+    row = "instance,made-up-machine,0.19,0.04,2026-01-01,"
+    prices.write_text(header + row + "a note\n" + row + "x" * 200_000 + "\n")  # over the limit
+    assert cli.main(["db", "upgrade", "--database", url]) == 0
+    capsys.readouterr()
+    assert cli.main(["prices", "load", str(prices), "--database", url]) == 2
+    refused(capsys, f"file: {prices}: not CSV the price table reads after line 2 (field larger")
+    assert cli.main(["prices", "list", "--database", url]) == 0
+    assert "made-up-machine" not in capsys.readouterr().out  # no row of the file was stored
+
+
+@pytest.mark.parametrize(
+    ("name", "source", "says"),
+    [
+        ("bad\nname", "by hand", "name: must be one line of printable text, got 'bad\\nname'"),
+        ("tab\tname", "by hand", "name: must be one line of printable text, got 'tab\\tname'"),
+        ("n1", "a\x00b", "source: must not hold a NUL character"),
+    ],
+)
+def test_a_price_name_or_source_no_table_can_show_is_refused_on_both_databases(
+    database_url: str, capsys: pytest.CaptureFixture[str], name: str, source: str, says: str
+) -> None:
+    from results_db.service import CommandError, price_values
+
+    raw = {"kind": "instance", "name": name, "regular_per_hour": "0.19"}
+    raw |= {"preemptible_per_hour": "0.04", "valid_from": "2026-01-01", "source": source}
+    with pytest.raises(CommandError) as refusal:
+        price_values(raw, "prices.csv line 2: ")
+    assert str(refusal.value) == f"prices.csv line 2: {says}"
+    if "\x00" in source:
+        return  # no command-line argument can hold a NUL
+    argv = ["prices", "set", "instance", name, "--regular=0.19", "--preemptible=0.04"]
+    argv += ["--valid-from=2026-01-01", "--source", source, "--database", database_url]
+    assert cli.main(["db", "upgrade", "--database", database_url]) == 0
+    capsys.readouterr()
+    assert cli.main(argv) == 2
+    refused(capsys, says)

@@ -432,6 +432,8 @@ def _json_var(env: Mapping[str, str], name: str, default: Any, kind: type, what:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{name}={raw!r}: must be {what} ({exc})") from None
+    except RecursionError:  # the json module's parser recurses once per nested list or object
+        raise ValueError(f"{name}: must be {what} (its JSON is nested too deep to read)") from None
     if not isinstance(value, kind):
         raise ValueError(f"{name}={raw!r}: must be {what}")
     return value
