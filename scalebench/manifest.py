@@ -353,11 +353,25 @@ def load(sweep_dir: Path) -> Manifest:
     path = sweep_dir / MANIFEST
     with _reading(path):
         _regular(path, path.is_file(), os.path.lexists(path))
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = parse(path.read_text(encoding="utf-8"))
         verdicts = sweep_dir / VERDICTS
         _regular(verdicts, verdicts.is_file(), os.path.lexists(verdicts))
         lines = verdicts.read_text(encoding="utf-8").splitlines() if verdicts.is_file() else []
         return Manifest.from_json(data, lines)
+
+
+def parse(text: str) -> Any:
+    """``sweep.json``'s text as JSON, refusing what the two results databases would store
+    differently or not at all: ``NaN`` and ``Infinity`` (JSON has no such numbers; SQLite keeps
+    them, PostgreSQL's JSON refuses them) and the NUL character (PostgreSQL cannot store it)."""
+
+    def no_constant(name: str) -> Any:
+        raise BadManifest(f"{name} is no JSON number, and no results database stores it alike")
+
+    data = json.loads(text, parse_constant=no_constant)
+    if "\x00" in text or "\\u0000" in text.lower():
+        raise BadManifest("it holds a NUL character (\\u0000), which PostgreSQL cannot store")
+    return data
 
 
 def _regular(path: Any, is_file: bool, exists: bool) -> None:
@@ -396,7 +410,7 @@ def read(fs: Any, sweep_path: str) -> Manifest:
             where = f"{sweep_path}/{name}"
             _regular(where, fs.isfile(where), fs.lexists(where))
         with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
-            data = json.load(handle)
+            data = parse(handle.read())
         lines: list[str] = []
         if fs.exists(f"{sweep_path}/{VERDICTS}"):
             with fs.open(f"{sweep_path}/{VERDICTS}", "r", encoding="utf-8") as handle:

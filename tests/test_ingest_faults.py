@@ -489,6 +489,12 @@ DAMAGED_MANIFESTS: dict[str, Callable[[dict], bytes]] = {
     "a group not an object": lambda good: json.dumps({**good, "groups": [7]}).encode(),
     "bad created_at": lambda good: json.dumps({**good, "created_at": "yesterday"}).encode(),
     "not UTF-8": lambda good: b"\xff\xfe\x00binary",
+    # what one database would store and the other refuse: refused on both alike
+    "NaN": lambda good: json.dumps(
+        {**good, "request": {**good["request"], "seed": float("nan")}}
+    ).encode(),
+    "Infinity": lambda good: json.dumps({**good, "created_at": float("inf")}).encode(),
+    "a NUL character": lambda good: json.dumps({**good, "code_version": "v\u0000"}).encode(),
 }
 
 
@@ -519,6 +525,9 @@ def test_a_damaged_sweep_json_is_refused_by_name_and_the_other_sweeps_still_load
     assert any("not JSON" in r for r in refused) and any("not UTF-8" in r for r in refused)
     assert any("'groups' missing" in r for r in refused)
     assert any("not an ISO 8601 time" in r for r in refused)
+    assert any("NaN is no JSON number" in r for r in refused)
+    assert any("Infinity is no JSON number" in r for r in refused)
+    assert any("NUL character" in r for r in refused)
     with engine.connect() as conn:
         stored = set(conn.execute(select(Sweep.id)).scalars())
     assert stored == {"a-good", "z-later"}
