@@ -73,15 +73,7 @@ def mean_wait_s(conn: Connection, run_id: str) -> float:
     computation to reach the collective: per step, the slowest rank's data + forward + loss +
     backward seconds minus the ranks' mean of them, averaged over steps (0 for one rank)."""
     before = sum(getattr(StepTiming, f"{phase}_s") for phase in BEFORE_COLLECTIVE)
-    per_step = (
-        select((func.max(before) - func.avg(before)).label("wait_s"))
-        .where(StepTiming.run_id == run_id)
-        .group_by(StepTiming.epoch, StepTiming.step)
-        .having(func.count() > 1)
-        .subquery()
-    )
-    value = conn.execute(select(func.avg(per_step.c.wait_s))).scalar()
-    return float(value or 0.0)
+    return _mean_over_steps(conn, run_id, func.max(before) - func.avg(before))
 
 
 def mean_collective_wait_s(conn: Connection, run_id: str) -> float:
@@ -90,8 +82,14 @@ def mean_collective_wait_s(conn: Connection, run_id: str) -> float:
     least of them (the rank that arrived last waited for nobody), averaged over steps (0 for
     one rank). It holds every reason the ranks arrived apart, the link's own among them."""
     communication = StepTiming.communication_s
+    return _mean_over_steps(conn, run_id, func.avg(communication) - func.min(communication))
+
+
+def _mean_over_steps(conn: Connection, run_id: str, per_step_s: Any) -> float:
+    """The mean over run ``run_id``'s steps of ``per_step_s``, an aggregate over one step's
+    ranks (seconds); a step only one rank recorded is left out (0 when every step is)."""
     per_step = (
-        select((func.avg(communication) - func.min(communication)).label("wait_s"))
+        select(per_step_s.label("wait_s"))
         .where(StepTiming.run_id == run_id)
         .group_by(StepTiming.epoch, StepTiming.step)
         .having(func.count() > 1)
