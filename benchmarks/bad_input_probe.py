@@ -231,8 +231,14 @@ def manifest_cases() -> list[Case]:
 
         return change
 
-    for key in ("groups", "request", "sweep_id", "trigger"):
+    for key in ("groups", "request", "sweep_id"):
         cases.append(ingest_case(family, f"without '{key}'", edit_manifest(drop(key))))
+    # Sweeps written before the trigger and the planning time were recorded lack them, or
+    # hold an empty time once rewritten: ingest reads them as a command-line sweep, planned
+    # when its folder was made.
+    cases.append(
+        ingest_case(family, "without 'trigger'", edit_manifest(drop("trigger")), valid=True)
+    )
     cases.append(ingest_case(family, "without 'task' in its request", edit_manifest(drop_task)))
     wrong_values: dict[str, tuple[tuple, object]] = {
         "groups an object": (("groups",), {"a": 1}),
@@ -273,8 +279,10 @@ def manifest_cases() -> list[Case]:
     wrong_values["created_at a number"] = (("created_at",), 1732233600)
     wrong_values["created_at null"] = (("created_at",), None)
     wrong_values["created_at in the year 99999"] = (("created_at",), "99999-01-01T00:00:00")
+    older_forms = ("created_at ''", "created_at null")
     for name, (path, value) in wrong_values.items():
-        cases.append(ingest_case(family, name, edit_manifest(setter(path, value))))
+        valid = name in older_forms
+        cases.append(ingest_case(family, name, edit_manifest(setter(path, value)), valid=valid))
     group_values: dict[str, tuple[str, object]] = {
         "world_size 0": ("world_size", 0),
         "world_size -2": ("world_size", -2),
@@ -519,8 +527,13 @@ def rank_cases() -> list[Case]:
     cases.append(
         ingest_case(family, "rank-1.jsonl unreadable (mode 000)", unreadable_rank, valid=ROOT)
     )
-    cases.append(ingest_case(family, "rank-1.jsonl empty", lambda d: rank_file(d).write_text("")))
-    cases.append(ingest_case(family, "rank-1.jsonl missing", lambda d: rank_file(d).unlink()))
+    # A rank that wrote nothing, in a group its launcher called a success: the run is stored
+    # failed, naming the rank, as a group whose rank was killed early is.
+    for label, damage in {
+        "rank-1.jsonl empty": lambda d: rank_file(d).write_text(""),
+        "rank-1.jsonl missing": lambda d: rank_file(d).unlink(),
+    }.items():
+        cases.append(ingest_case(family, label, damage, valid=True, check=stored_failed_by_rank_1))
     cases.append(
         ingest_case(family, "rank-1.jsonl Latin-1 throughout", latin1_rank, check=quarantine_said)
     )
@@ -535,7 +548,9 @@ def rank_cases() -> list[Case]:
     cases.append(ingest_case(family, "rank-1.jsonl a copy of rank 0", copied_rank))
     cases.append(ingest_case(family, "rank-1.jsonl the last line cut", cut_last_line, valid=True))
     cases.append(ingest_case(family, "verdicts.jsonl of garbage", garbage_verdicts))
-    cases.append(ingest_case(family, "mllog-rank-0.log of binary", binary_mllog))
+    # Nothing of scalebench reads the MLPerf log (MLPerf's own checker does): no damage to it
+    # can be stored.
+    cases.append(ingest_case(family, "mllog-rank-0.log of binary", binary_mllog, valid=True))
     for name, change in {
         "seconds negative": lambda r: r.update(seconds=[-1.0] * 10),
         "seconds NaN": lambda r: r.update(seconds=[float("nan")] * 10),
@@ -558,6 +573,13 @@ def rank_cases() -> list[Case]:
             )
         )
     return cases
+
+
+def stored_failed_by_rank_1(case_dir: Path, output: str | None) -> str | None:
+    """The damaged run is right only as a failed run whose stored reason names rank 1."""
+    if output is not None and f"{BAD_RUN}: failed" not in output:
+        return "a run with a rank that wrote nothing was not said to have failed"
+    return None
 
 
 def quarantine_said(case_dir: Path, output: str | None) -> str | None:

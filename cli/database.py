@@ -19,8 +19,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
 from results_db.regressions import RULE
 from results_db.service import (
+    CommandError,
     export,
     grant_readonly,
     ingest,
@@ -48,7 +51,7 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     db_commands = db.add_subparsers(dest="db_command", required=True)
     up = with_database(db_commands.add_parser("upgrade", help="migrate to the newest schema"))
     up.add_argument("--revision", default="head")
-    up.set_defaults(func=lambda a: upgrade(a.database or config.database_url(), a.revision) or 0)
+    up.set_defaults(func=run_upgrade)
     grant = with_database(
         db_commands.add_parser("grant-readonly", help="PostgreSQL: a read-only login role")
     )
@@ -182,6 +185,23 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
             a.database, a.sweep, regression_rule(a.window, a.alpha, a.min_change)
         )
     )
+
+
+def run_upgrade(args: argparse.Namespace) -> int:
+    """``db upgrade``: an in-memory database is refused, since the schema would be gone
+    when the command ends."""
+    url = args.database or config.database_url()
+    if make_url(url).get_backend_name() == "sqlite" and make_url(url).database in (
+        None,
+        "",
+        ":memory:",
+    ):
+        raise CommandError(
+            f"database: {url} is an in-memory SQLite database, gone when this command ends; "
+            "name a file, sqlite:///<file> (--database or SCALEBENCH_DATABASE_URL)"
+        )
+    upgrade(url, args.revision)
+    return 0
 
 
 def print_count(count: int) -> int:

@@ -307,6 +307,28 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_can_listen(host: str, port: int) -> None:
+    """Refuse, naming the option, a host that is no address of this machine or a port taken
+    or not allowed, before the server starts (its own message would be one bare line)."""
+    import errno
+    import socket
+
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except (socket.gaierror, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise InvalidParameter("host", f"{host!r} is no address to listen on ({reason})") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            field = "port" if exc.errno in (errno.EADDRINUSE, errno.EACCES) else "host"
+            raise InvalidParameter(
+                field, f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+            ) from None
+
+
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Serve the dashboard (read-only) with Dash's own server until Ctrl-C."""
     try:
@@ -315,6 +337,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         raise InvalidParameter("port", f"must be a whole number, got {args.port!r}") from None
     if not 1 <= port <= 65535:
         raise InvalidParameter("port", f"must be from 1 to 65535, got {port}")
+    _check_can_listen(args.host, port)
     from dash_app.app import create_app
     from results_db.database import readonly_engine
 

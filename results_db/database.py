@@ -28,6 +28,8 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from scalebench.config import VAR
+
 MIGRATIONS = Path(__file__).with_name("migrations")
 
 # The PostgreSQL advisory lock (a 64-bit key) held while migrating; the sweeps' ingest locks
@@ -38,12 +40,33 @@ MIGRATION_LOCK = 0x5CA1EBE7C4_0001
 SQLITE_BUSY_TIMEOUT_S = 60.0
 
 
+class NoSuchFolder(ValueError):
+    """A SQLite database named in a folder that does not exist (the message says which)."""
+
+
+def _sqlite_folder(database: str) -> None:
+    """Create the folder of the default database (``var/``); any other SQLite file must be
+    named in a folder that exists, so that a mistyped path is refused rather than answered
+    with a new, empty database somewhere else."""
+    folder = Path(database).parent
+    if folder.is_dir():
+        return
+    if folder == VAR:
+        folder.mkdir(parents=True, exist_ok=True)
+        return
+    raise NoSuchFolder(
+        f"the SQLite database {database} is in a folder that does not exist ({folder}); "
+        "create it first, or name a file in an existing folder"
+    )
+
+
 def make_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite gets foreign keys on and its folder created."""
+    """An engine for ``url``; SQLite gets foreign keys on and, for the default database,
+    its folder created (:class:`NoSuchFolder` for another file whose folder is missing)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            _sqlite_folder(parsed.database)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
         @event.listens_for(engine, "connect")
@@ -151,13 +174,15 @@ def upgrade(url: str, revision: str = "head") -> None:
 @contextmanager
 def _sqlite_migration_lock(url: str) -> Iterator[None]:
     """An exclusive lock on ``<database file>.migrate-lock`` while migrating a SQLite file
-    (nothing for an in-memory database); also creates the file's folder."""
-    database = make_url(url).database
-    if not database or database == ":memory:":
-        yield
+    (nothing for an in-memory database or another database); also creates the default
+    database's folder."""
+    parsed = make_url(url)
+    database = parsed.database
+    if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        yield  # another database's driver, refusing it, is the first thing to speak
         return
+    _sqlite_folder(database)
     path = Path(database)
-    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_name(path.name + ".migrate-lock"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
         yield

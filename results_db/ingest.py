@@ -73,8 +73,16 @@ from scalebench import config
 from scalebench import manifest as sweep_manifest
 from scalebench.diskspace import NO_SPACE
 from scalebench.errors import describe
-from scalebench.manifest import MANIFEST, NOT_STARTED, GroupEntry, Manifest, configuration_hash
+from scalebench.manifest import (
+    MANIFEST,
+    NOT_STARTED,
+    TRIGGERS,
+    GroupEntry,
+    Manifest,
+    configuration_hash,
+)
 from scalebench.rank import DEFAULT_PRECISION
+from scalebench.request import InvalidParameter, check_stored
 from scalebench.tasks import TASKS, AllReduceSpec, Goal, TrainingSpec
 from workers.records import (
     PHASES,
@@ -397,8 +405,10 @@ def _run_id_problem(run_id: Any) -> str | None:
 def _sweep_problems(manifest: Manifest) -> list[str]:
     """Why a manifest's sweep cannot be stored (empty: it can): its id must name one
     directory, as a run id does (an id that climbs out of a folder would later be written
-    out of one by ``export``); its task must be one this scalebench knows; and every
-    value must fit its column."""
+    out of one by ``export``); its task must be one this scalebench knows, its trigger one
+    of :data:`~scalebench.manifest.TRIGGERS`, its request's values ones a request can hold
+    (:func:`~scalebench.request.check_stored`), every value must fit its column, and its runs
+    must be named after it."""
     sweep_id = manifest.sweep_id
     if not RUN_ID.fullmatch(sweep_id):
         return [
@@ -408,7 +418,25 @@ def _sweep_problems(manifest: Manifest) -> list[str]:
     task = manifest.request["task"]
     if task not in TASKS:
         return [f"its request names task {task[:60]!r}, which this scalebench does not know"]
-    return row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
+    if manifest.trigger not in TRIGGERS:
+        return [f"its trigger must be one of {', '.join(TRIGGERS)}, not {manifest.trigger[:60]!r}"]
+    try:
+        check_stored(manifest.request)
+    except InvalidParameter as exc:
+        return [f"its request holds what no request can: {exc}"]
+    problems = row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
+    if problems:
+        return problems
+    strangers = [  # a run id that names no folder is refused run by run, with its reason
+        g.run_id
+        for g in manifest.groups
+        if RUN_ID.fullmatch(g.run_id) and not g.run_id.startswith(sweep_id + "-")
+    ]
+    if strangers:
+        return [
+            f"run {strangers[0][:60]!r} is not one of this sweep's (they are named {sweep_id}-…)"
+        ]
+    return []
 
 
 def _upsert_sweep(conn: Connection, manifest: Manifest) -> None:

@@ -58,7 +58,6 @@ RUN_STATUSES = (
     "preempted",  # Kubernetes: a pod was preempted, evicted or drained
     "not_admitted",  # Kubernetes: the Kueue queue never admitted the group
 )
-TRIGGERS = ("manual", "scheduled", "cli")
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",

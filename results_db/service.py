@@ -487,6 +487,10 @@ def database_problem(exc: BaseException) -> str | None:
 
     from sqlalchemy import exc as db
 
+    from results_db.database import NoSuchFolder
+
+    if isinstance(exc, NoSuchFolder):
+        return f"database: {exc} (--database or SCALEBENCH_DATABASE_URL)"
     if isinstance(exc, db.ArgumentError | db.NoSuchModuleError):
         return (
             f"database: not a results database URL ({exc.args[0].splitlines()[0]}); use "
@@ -505,7 +509,7 @@ def database_problem(exc: BaseException) -> str | None:
     ):
         return (
             f"database: this URL needs a driver scalebench does not install ({exc.name}); "
-            f"use {SUPPORTED_DATABASES}"
+            f"use {SUPPORTED_DATABASES} (--database or SCALEBENCH_DATABASE_URL)"
         )
     if isinstance(exc, db.DBAPIError) and SCHEMA_MISSING.search(str(exc.orig or exc)):
         return (
@@ -574,8 +578,16 @@ def _world_sizes(text: str) -> list[int]:
 
 
 def _sweep_ids(text: str) -> list[str]:
-    """Sweep ids from a comma-separated argument, in order, each once."""
-    ids = list(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    """Sweep ids from a comma-separated argument, in order, each once. An id holds no white
+    space, so one with a space or a line end is refused as written, as every other command
+    that looks a sweep up by id would find no such sweep."""
+    spaced = [part for part in text.split(",") if part != "".join(part.split())]
+    if spaced:
+        raise CommandError(
+            f"sweep: {spaced[0][:60]!r} holds white space, which no sweep id does; separate "
+            "ids by commas alone"
+        )
+    ids = list(dict.fromkeys(part for part in text.split(",") if part))
     if not ids:
         raise CommandError(f"a sweep id, or several separated by commas, got {text!r}")
     return ids

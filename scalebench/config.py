@@ -39,7 +39,17 @@ class BadSetting(ValueError):
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("SCALEBENCH_DATA_DIR", VAR / "data"))
+    """Where full data sets are kept. Empty is refused: it would mean whatever folder the
+    process runs in."""
+    raw = os.environ.get("SCALEBENCH_DATA_DIR")
+    if raw is None:
+        return VAR / "data"
+    if not raw.strip() or "\0" in raw:
+        raise BadSetting(
+            f"SCALEBENCH_DATA_DIR={raw!r} names no folder; name the folder data sets are kept "
+            f"in, or unset it for {VAR / 'data'}"
+        )
+    return Path(raw)
 
 
 def results_uri() -> str:

@@ -40,7 +40,11 @@ from typing import Any
 
 from scalebench.diskspace import no_space
 from scalebench.rank import DEFAULT_PRECISION
-from scalebench.request import ALWAYS, FIELDS
+from scalebench.request import (
+    ALWAYS,
+    FIELDS,
+    MAX_GROUP_TIMEOUT_S,
+)
 
 MANIFEST = "sweep.json"  # beside a sweep's run directories
 
@@ -60,6 +64,7 @@ GROUP_STATUSES = (
     "not_admitted",  # Kubernetes: the Kueue queue never admitted the Job
 )
 
+TRIGGERS = ("manual", "scheduled", "cli")  # a person (the form), the nightly run, the CLI
 NOT_STARTED = ("planned", "skipped")  # a group that has not run (yet): nothing measured
 
 
@@ -244,9 +249,12 @@ def _check_verdict(fields: dict[str, Any], where: str) -> None:
         )
     seconds = fields.get("seconds")
     if seconds is not None and (
-        type(seconds) not in (int, float) or not 0 <= seconds < float("inf")
+        type(seconds) not in (int, float) or not 0 <= seconds <= MAX_GROUP_TIMEOUT_S
     ):
-        raise BadManifest(f"{where}: 'seconds' must be a duration ≥ 0 or null, got {seconds!r}")
+        raise BadManifest(
+            f"{where}: 'seconds' must be a duration from 0 to {MAX_GROUP_TIMEOUT_S:g} s (the "
+            f"longest group time limit) or null, got {seconds!r}"
+        )
     if not isinstance(fields.get("reason") or "", str):
         raise BadManifest(f"{where}: 'reason' is not text: {fields['reason']!r}")
     if not isinstance(fields.get("qos_class", ""), str):

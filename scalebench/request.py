@@ -442,6 +442,35 @@ class SweepRequest:
         )
 
 
+def check_stored(fields: dict[str, Any]) -> None:
+    """Raise :class:`InvalidParameter` for a stored request (a manifest's ``request``, as
+    :meth:`SweepRequest.to_fields` writes it) holding a value no validated request can hold:
+    a task that does not exist, a field no request has, a value its declaration refuses, a
+    variant or precision its task does not implement. A field missing is allowed (a sweep
+    written before the field existed); what only the launching host can judge (its GPUs,
+    its data folder) is not checked."""
+    from scalebench.tasks import TrainingSpec, get_task, task_ids
+
+    task = fields.get("task")
+    if not isinstance(task, str) or task not in task_ids():
+        raise InvalidParameter("task", f"unknown task {task!r}")
+    stored_names = {"task", "world_sizes", *(f.name for f in FIELDS)} - {"workers"}
+    unknown = sorted(set(fields) - stored_names)
+    if unknown:
+        raise InvalidParameter(unknown[0], "no request has this field")
+    for name, value in fields.items():
+        if name == "task" or value is None:
+            continue
+        FIELD["workers" if name == "world_sizes" else name].read(value)
+    spec = get_task(task)
+    if isinstance(spec, TrainingSpec):
+        for name, offered in (("variant", spec.variants), ("precision", spec.precisions)):
+            if name in fields and fields[name] not in offered:
+                raise InvalidParameter(
+                    name, f"{spec.id} implements only {', '.join(offered)}, not {fields[name]!r}"
+                )
+
+
 FIELDS: tuple[RequestField, ...] = tuple(
     f.metadata["request_field"] for f in dataclasses.fields(SweepRequest) if f.metadata
 )

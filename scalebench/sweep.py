@@ -113,6 +113,11 @@ def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
             values["compile"] = default_compile()
         except ValueError as exc:
             raise InvalidParameter("compile", str(exc)) from None
+    from scalebench.config import check_mlperf_settings
+
+    # Rank 0 of a training group writes an MLPerf log; a bad SCALEBENCH_MLPERF_* is refused
+    # for every task all the same, so that a setting is never taken without a word.
+    check_mlperf_settings()
     if isinstance(spec, AllReduceSpec):
         refusals = {
             "variant": (values["variant"] != "sync", "the all-reduce task has no training variant"),
@@ -131,9 +136,6 @@ def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
             raise InvalidParameter(
                 name, f"{spec.id} implements only {', '.join(offered)}, not {values[name]!r}"
             )
-    from scalebench.config import check_mlperf_settings
-
-    check_mlperf_settings()  # rank 0's MLPerf log: a bad SCALEBENCH_MLPERF_* is refused here
 
 
 def _check_size(values: dict[str, Any], max_workers: int | None) -> None:

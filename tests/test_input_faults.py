@@ -66,7 +66,37 @@ LYING_MANIFESTS: dict[str, tuple[Callable[[dict], None], str]] = {
     ),
     "an empty sweep id": (lambda data: data.update(sweep_id=""), "a sweep id is one directory"),
     "a trigger that is not text": (lambda data: data.update(trigger=[1]), "'trigger' is not text"),
+    "an unknown trigger": (
+        lambda data: data.update(trigger="whenever"),
+        "its trigger must be one of manual, scheduled, cli, not 'whenever'",
+    ),
+    "a group's seconds beyond any time limit": (_group(0, seconds=1e308), "'seconds' must be"),
+    "a run of another sweep": (
+        lambda data: data.update(sweep_id="other"),
+        "run 'm-w1-r1' is not one of this sweep's (they are named other-…)",
+    ),
 }
+
+
+def _request(**values: object) -> Callable[[dict], None]:
+    return lambda data: data["request"].update(values)
+
+
+# A stored request is read by each field's own declaration, as ``run`` reads it.
+for _name, _change, _words in (
+    ("an unknown backend", _request(backend="carrier-pigeon"), "backend: must be one of"),
+    ("a backend that is a number", _request(backend=3), "backend: must be one of"),
+    ("worker counts in words", _request(world_sizes=["one"]), "workers: must be a whole"),
+    ("a negative worker count", _request(world_sizes=[-1]), "workers: worker counts must"),
+    ("a negative repeat count", _request(repeats=-2), "repeats: must be at least 1"),
+    ("a seed in words", _request(seed="zero"), "seed: must be a whole number"),
+    ("light in words", _request(light="yes"), "light: must be true or false"),
+    ("a negative collective limit", _request(collective_timeout_s=-5), "collective_timeout_s"),
+    ("a group limit of 1e308 s", _request(group_timeout_s=1e308), "group_timeout_s: must be at"),
+    ("an unknown variant", _request(variant="chaotic"), "variant: must be one of sync"),
+    ("a field no request has", _request(bogus=1), "bogus: no request has this field"),
+):
+    LYING_MANIFESTS[f"a request with {_name}"] = (_change, f"what no request can: {_words}")
 
 
 @pytest.mark.parametrize("lie", list(LYING_MANIFESTS), ids=list(LYING_MANIFESTS))
@@ -158,6 +188,21 @@ def test_step_times_that_go_back_refuse_the_run_with_the_lines(
     assert stored(engine) == ({"c"}, {"c-w1-r1"})
     with engine.connect() as conn:
         assert conn.execute(select(Sweep.outcome)).scalar_one() == "partial"
+
+
+def test_step_times_that_stand_still_refuse_the_run(engine: Engine, tmp_path: Path) -> None:
+    sweep = write_training_sweep(tmp_path, "c", [FakeRun(1), FakeRun(2)])
+
+    def stand_still(records: list[dict]) -> None:
+        for record in records:
+            if record["kind"] == "step":
+                record["t"] = 1.0
+
+    _rewrite(sweep / "c-w2-r1" / "rank-1.jsonl", stand_still)
+    report = ingest_location(engine, str(tmp_path))
+    (refused,) = report.refused
+    assert refused.startswith("c-w2-r1: rank-1.jsonl: step times stand still, 1 s at lines ")
+    assert stored(engine) == ({"c"}, {"c-w1-r1"})
 
 
 def test_a_new_attempt_of_a_rank_starts_its_clock_again(engine: Engine, tmp_path: Path) -> None:
@@ -308,6 +353,79 @@ def test_report_reads_and_never_creates_a_database(
         assert cli.main([*argv, "--database", f"sqlite:///{missing}"]) == 2
         refused(capsys, f"database: there is no results database at {missing}")
     assert not (tmp_path / "no").exists()
+
+
+def test_a_sqlite_file_in_a_folder_that_does_not_exist_is_refused_not_made(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped path would otherwise get a new, empty database in new folders; only the
+    default database's folder (var/) is made."""
+    missing = tmp_path / "no" / "such" / "results.db"
+    url = f"sqlite:///{missing}"
+    for argv in (["ingest", str(DATA / "sweep-light")], ["db", "upgrade"]):
+        assert cli.main([*argv, "--database", url]) == 2
+        refused(capsys, f"the SQLite database {missing} is in a folder that does not exist")
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    price = ["--regular", "0.35", "--preemptible", "0.11", "--valid-from", "2026-01-01"]
+    assert cli.main(["prices", "set", "gpu", "t4", *price]) == 2
+    refused(capsys, "(--database or SCALEBENCH_DATABASE_URL)")
+    assert not (tmp_path / "no").exists()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SCALEBENCH_DATABASE_URL")
+    assert cli.main(["db", "upgrade"]) == 0  # the default, var/scalebench.db: its folder made
+    assert (tmp_path / "var" / "scalebench.db").is_file()
+
+
+def test_db_upgrade_of_a_database_in_memory_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for url in ("sqlite://", "sqlite:///:memory:"):
+        assert cli.main(["db", "upgrade", "--database", url]) == 2
+        refused(capsys, "is an in-memory SQLite database, gone when this command ends")
+
+
+@pytest.mark.parametrize("url", ["mysql://u@h/d", "http://example.org/db"])
+def test_a_database_scalebench_cannot_use_leaves_nothing_in_the_working_folder(
+    url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["db", "upgrade", "--database", url]) == 2
+    refused(capsys, "(--database or SCALEBENCH_DATABASE_URL)")
+    assert list(tmp_path.iterdir()) == []  # no lock file beside a database that is no file
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_data_folder_setting_is_refused_naming_it(
+    value: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SCALEBENCH_DATA_DIR", value)
+    assert cli.main(["data", "digits"]) == 2
+    refused(capsys, f"SCALEBENCH_DATA_DIR={value!r} names no folder")
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "says"),
+    [
+        ("999.1.1.1", "8050", "host: '999.1.1.1' is no address to listen on"),
+        ("192.0.2.1", "8050", "host: cannot listen on 192.0.2.1:8050"),  # not this machine's
+    ],
+)
+def test_a_dashboard_address_that_cannot_be_listened_on_is_refused_naming_it(
+    host: str, port: str, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["dashboard", "--host", host, "--port", port]) == 2
+    refused(capsys, says)
+
+
+def test_a_dashboard_port_in_use_is_refused_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert cli.main(["dashboard", "--host", "127.0.0.1", "--port", str(port)]) == 2
+    refused(capsys, f"port: cannot listen on 127.0.0.1:{port}: Address already in use")
 
 
 def test_a_sweep_id_too_long_for_a_file_name_is_looked_up_not_refused_as_a_path(

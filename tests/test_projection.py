@@ -391,6 +391,8 @@ def test_several_sweeps_of_one_configuration_are_projected_as_one(
         (f"train,{ALLREDUCE}", ALLREDUCE, f"sweep {ALLREDUCE} is a task0-allreduce sweep"),
         ("train", f"{ALLREDUCE},nosuch", "allreduce: no sweep 'nosuch'"),
         ("train,nosuch", ALLREDUCE, "sweep 'nosuch' is not in the results database"),
+        ("train, train10", ALLREDUCE, "' train10' holds white space, which no sweep id does"),
+        ("train\n", ALLREDUCE, "'train\\n' holds white space"),
     ):
         assert cli.main(["project", sweeps, "--allreduce", allreduce, *argv]) == 2
         assert words in capsys.readouterr().err

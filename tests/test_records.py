@@ -152,6 +152,28 @@ def test_writer_refuses_a_malformed_record(tmp_path: Path) -> None:
     writer.close()
 
 
+def _step_line(**extra_phases: float) -> str:
+    """A step record of this schema version with every phase, and ``extra_phases``."""
+    phases = PHASES | extra_phases
+    record = {"v": SCHEMA_VERSION, "run_id": "r", "rank": 0, "world_size": 1, "kind": "step"}
+    record |= {"t": 1.0, "epoch": 0, "step": 1, "samples": 8, "loss": 1.0, "lr": 0.1}
+    record["phases"] = phases
+    return json.dumps(record)
+
+
+def _allreduce_line(**changes: object) -> str:
+    """An all-reduce record of 4 float32 elements (16 bytes) with ``changes``."""
+    record = {"v": SCHEMA_VERSION, "run_id": "r", "rank": 0, "world_size": 1, "kind": "allreduce"}
+    record |= {"t": 1.0, "bytes": 16, "elements": 4, "dtype": "float32", "backend": "gloo"}
+    record |= {"seconds": [0.001, 0.002]}
+    return json.dumps(record | changes)
+
+
+def test_the_record_builders_below_make_valid_lines() -> None:
+    assert type(parse_line(_step_line())).__name__ == "StepRecord"
+    assert parse_line(_allreduce_line())["kind"] == "allreduce"
+
+
 @pytest.mark.parametrize(
     ("line", "problem"),
     [
@@ -171,6 +193,26 @@ def test_writer_refuses_a_malformed_record(tmp_path: Path) -> None:
             '{"v": 1, "run_id": "r", "rank": "0", "world_size": 1, "kind": "env", "t": 0}',
             "'rank'",
         ),
+        (
+            '{"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "env", "t": 0, '
+            '"gpus": "all of them"}',
+            "env record: field 'gpus'",
+        ),
+        (
+            '{"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "env", "t": 0, '
+            '"gpus": [7]}',
+            "a list of GPU names",
+        ),
+        (
+            '{"v": 1, "run_id": "r", "rank": 0, "world_size": 1, "kind": "event", "t": 0, '
+            '"event": "start", "started_at": "teatime"}',
+            "'started_at' is no ISO 8601 time: 'teatime'",
+        ),
+        (_step_line(teleport=0.1), "unknown phase\\(s\\) teleport"),
+        (_allreduce_line(dtype="float3"), "unknown dtype 'float3'"),
+        (_allreduce_line(elements=0, bytes=0), "'bytes' is out of range: 0"),
+        (_allreduce_line(bytes=5), "4 float32 elements is 16 bytes, not 5"),
+        (_allreduce_line(seconds=[]), "without a timed repetition"),
     ],
 )
 def test_bad_lines_are_described(line: str, problem: str) -> None:

@@ -49,6 +49,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import product
 from operator import attrgetter, itemgetter
 from pathlib import Path, PurePath, PurePosixPath
@@ -140,6 +141,18 @@ _EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
     "diverged": {"reason": (str,), **_CPU_USE},
     "switched_to_asgd": {},
 }
+# Fields of the environment record that readers use, with their types (others are free).
+_ENV_FIELDS: dict[str, tuple[type, ...]] = {
+    "host": (str,),
+    "node": (str,),
+    "cpu": (str,),
+    "cpu_count": (int,),
+    "cpus_allowed": (int,),
+    "torch_threads": (int,),
+    "gpus": (list,),
+}
+# Bytes per element of the data types an all-reduce record may name.
+ALLREDUCE_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
 _REQUIRED_EVENT_FIELDS = {
     "goal_reached": ("time_to_accuracy_s", "time_to_accuracy_without_eval_s"),
     "finished": ("status",),
@@ -259,6 +272,9 @@ def _complete_phases(version: int, phases: Any) -> None:
     if not phases.keys() >= required:
         missing = sorted(required - phases.keys())
         raise BadRecord(f"step record without phase(s) {', '.join(missing)}")
+    if not phases.keys() <= _PHASE_SET:
+        unknown = sorted(map(str, phases.keys() - _PHASE_SET))
+        raise BadRecord(f"step record with unknown phase(s) {', '.join(unknown)}")
     phases.setdefault("gradient_packing", 0.0)
 
 
@@ -282,8 +298,20 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
                 raise BadRecord(f"metric {name!r} must be a number, got {value!r}")
     elif kind == "allreduce":
         for name in ("bytes", "elements"):
-            if not 0 <= record[name] <= _INT8_MAX:
+            if not 1 <= record[name] <= _INT8_MAX:
                 raise BadRecord(f"field {name!r} is out of range: {record[name]}")
+        element_bytes = ALLREDUCE_DTYPE_BYTES.get(record["dtype"])
+        if element_bytes is None:
+            known = ", ".join(ALLREDUCE_DTYPE_BYTES)
+            dtype = record["dtype"][:40]
+            raise BadRecord(f"all-reduce of unknown dtype {dtype!r} (known: {known})")
+        if record["bytes"] != record["elements"] * element_bytes:
+            raise BadRecord(
+                f"all-reduce of {record['elements']} {record['dtype']} elements is "
+                f"{record['elements'] * element_bytes} bytes, not {record['bytes']}"
+            )
+        if not record["seconds"]:
+            raise BadRecord("all-reduce record without a timed repetition")
         for value in record["seconds"]:
             if not _is_number(value) or not 0 <= value <= MAX_RECORD_S:
                 raise BadRecord(
@@ -298,6 +326,20 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
         for name, types in _EVENT_FIELDS[event].items():
             if name in record and record[name] is not None and type(record[name]) not in types:
                 raise BadRecord(f"{event} event: field {name!r} has {record[name]!r}")
+        if event == "start" and isinstance(record.get("started_at"), str):
+            try:
+                datetime.fromisoformat(record["started_at"])
+            except ValueError:
+                raise BadRecord(
+                    f"start event: 'started_at' is no ISO 8601 time: {record['started_at'][:40]!r}"
+                ) from None
+    elif kind == "env":
+        for name, types in _ENV_FIELDS.items():
+            if record.get(name) is not None and type(record[name]) not in types:
+                raise BadRecord(f"env record: field {name!r} has {record[name]!r}")
+        gpus = record.get("gpus") or []
+        if not all(isinstance(gpu, str) for gpu in gpus):
+            raise BadRecord(f"env record: 'gpus' is a list of GPU names, got {gpus!r}")
     for name in _DURATIONS.get(kind, ()):
         value = record.get(name)
         if value is not None and _is_number(value) and not 0 <= value <= MAX_RECORD_S:
@@ -374,7 +416,7 @@ def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
                 record.phases.setdefault("gradient_packing", 0.0)
             if (
                 record.v in READABLE_VERSIONS
-                and record.phases.keys() >= _PHASE_SET
+                and record.phases.keys() == _PHASE_SET
                 and 0 <= record.t <= MAX_RECORD_S
                 and record.rank < record.world_size
                 and min(record.phases.values()) >= 0
@@ -489,6 +531,11 @@ class RankRecords:
                 self.clock_problem = (
                     f"{self.path.name}: step times go back, from {before:g} s at line "
                     f"{before_line} to {t:g} s at line {line}"
+                )
+            elif t == before and before_line and self.clock_problem is None:
+                self.clock_problem = (
+                    f"{self.path.name}: step times stand still, {t:g} s at lines "
+                    f"{before_line} and {line}"
                 )
             self.last_step = (max(t, before), line if t >= before else before_line)
         self.records.append(record)
