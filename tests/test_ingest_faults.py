@@ -237,9 +237,7 @@ def test_a_sweep_id_the_schema_cannot_hold_is_refused_on_both_databases(
     assert sum(counts(engine).values()) == 0
 
 
-def test_an_allreduce_dtype_no_tensor_has_is_quarantined(
-    engine: Engine, tmp_path: Path
-) -> None:
+def test_an_allreduce_dtype_no_tensor_has_is_quarantined(engine: Engine, tmp_path: Path) -> None:
     sweep = tmp_path / "sweep-allreduce"
     shutil.copytree(DATA / "sweep-allreduce", sweep)
     rank_file = sorted(sweep.glob("*/rank-0.jsonl"))[0]
