@@ -21,6 +21,7 @@ from pathlib import Path
 
 from sqlalchemy.engine import make_url
 
+from results_db.database import sqlite_file
 from results_db.regressions import RULE
 from results_db.service import (
     CommandError,
@@ -191,11 +192,7 @@ def run_upgrade(args: argparse.Namespace) -> int:
     """``db upgrade``: an in-memory database is refused, since the schema would be gone
     when the command ends."""
     url = args.database or config.database_url()
-    if make_url(url).get_backend_name() == "sqlite" and make_url(url).database in (
-        None,
-        "",
-        ":memory:",
-    ):
+    if make_url(url).get_backend_name() == "sqlite" and sqlite_file(url) is None:
         raise CommandError(
             f"database: {url} is an in-memory SQLite database, gone when this command ends; "
             "name a file, sqlite:///<file> (--database or SCALEBENCH_DATABASE_URL)"

@@ -464,11 +464,17 @@ def check_stored(fields: dict[str, Any]) -> None:
         FIELD["workers" if name == "world_sizes" else name].read(value)
     spec = get_task(task)
     if isinstance(spec, TrainingSpec):
-        for name, offered in (("variant", spec.variants), ("precision", spec.precisions)):
-            if name in fields and fields[name] not in offered:
-                raise InvalidParameter(
-                    name, f"{spec.id} implements only {', '.join(offered)}, not {fields[name]!r}"
-                )
+        check_implemented(spec, fields)
+
+
+def check_implemented(spec: Any, values: dict[str, Any]) -> None:
+    """Raise :class:`InvalidParameter` for a variant or precision (those of ``values`` given)
+    that the training task ``spec`` does not implement."""
+    for name, offered in (("variant", spec.variants), ("precision", spec.precisions)):
+        if name in values and values[name] not in offered:
+            raise InvalidParameter(
+                name, f"{spec.id} implements only {', '.join(offered)}, not {values[name]!r}"
+            )
 
 
 FIELDS: tuple[RequestField, ...] = tuple(

@@ -35,6 +35,7 @@ from scalebench.request import (
     RANK_FIELDS,
     InvalidParameter,
     SweepRequest,
+    check_implemented,
 )
 from scalebench.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
 
@@ -131,11 +132,7 @@ def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
             if refused:
                 raise InvalidParameter(name, message)
         return
-    for name, offered in (("variant", spec.variants), ("precision", spec.precisions)):
-        if values[name] not in offered:
-            raise InvalidParameter(
-                name, f"{spec.id} implements only {', '.join(offered)}, not {values[name]!r}"
-            )
+    check_implemented(spec, values)
 
 
 def _check_size(values: dict[str, Any], max_workers: int | None) -> None:
