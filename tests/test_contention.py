@@ -168,18 +168,32 @@ def test_the_nightly_compares_with_the_same_hardware_only(engine: Engine, tmp_pa
 # -- a real group beside a real burner, seen in the dashboard -----------------------------
 
 
-BURNER = "import time\nend = time.monotonic() + 600\nwhile time.monotonic() < end:\n    pass\n"
+# Keeps one core busy until the run in the folder it is given has evaluated BURNED_EPOCHS
+# epochs: contended for the first of the run's epochs (a third of it or more), the rest runs
+# at the machine's pace (each contended epoch takes several quiet ones' time).
+BURNED_EPOCHS = 8
+BURNER = f"""
+import pathlib, sys, time
+results, end = pathlib.Path(sys.argv[1]), time.monotonic() + 600
+look = 0.0
+while time.monotonic() < end:
+    if time.monotonic() > look:
+        look = time.monotonic() + 0.5
+        evals = [f.read_text().count('"kind":"eval"') for f in results.glob("*/*/rank-0.jsonl")]
+        if evals and max(evals) >= {BURNED_EPOCHS}:
+            break
+"""
 
 
 @pytest.fixture(scope="module")
 def contended_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """A light Task 2a group at 1 worker, run and ingested while a process burns a core:
-    (database URL, sweep id)."""
+    """A light Task 2a group at 1 worker (2 threads), run and ingested while a process burns
+    a core for its first :data:`BURNED_EPOCHS` epochs: (database URL, sweep id)."""
     from cli import main as cli
 
     root = tmp_path_factory.mktemp("contended")
     url = f"sqlite:///{root / 'results.db'}"
-    burner = subprocess.Popen([sys.executable, "-c", BURNER])
+    burner = subprocess.Popen([sys.executable, "-c", BURNER, str(root / "results")])
     try:
         status = cli.main(
             [
@@ -215,7 +229,8 @@ def test_a_run_beside_a_core_burner_is_stored_contended(contended_sweep: tuple[s
         ((share, contended, hardware),) = stored(engine).values()
     finally:
         engine.dispose()
-    # the burner kept one of the machine's cores busy: on a 2-core machine half the group's
+    # the burner kept one of the machine's cores busy, half the group's on a 2-core machine,
+    # for the run's first epochs: the larger part of its time (about 0.4 of its cores here)
     assert contended and share > 0.25, share
     assert hardware
 
