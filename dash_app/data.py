@@ -242,11 +242,13 @@ class Source:
             "fits", sweep_id, lambda c: projection_queries.allreduce_fits(c, sweep_id)
         )
 
-    def projection(self, sweep_id: str, allreduce_sweep: str) -> Any:
-        """A training sweep projected with an all-reduce sweep's fits
-        (``results_db.queries.projection.ProjectionView``); uncached, as it reads two sweeps
+    def projection(self, sweep_ids: Sequence[str], allreduce_sweeps: Sequence[str]) -> Any:
+        """Training sweeps of one task and configuration projected with all-reduce sweeps'
+        fits (``results_db.queries.projection.ProjectionView``); uncached, as it reads sweeps
         that change apart."""
-        return self.call(projection_queries.projection_view, sweep_id, allreduce_sweep)
+        return self.call(
+            projection_queries.projection_view, list(sweep_ids), list(allreduce_sweeps)
+        )
 
     def costs(
         self, sweep_id: str, instance: str, gpu: str | None, network: str | None = None

@@ -4,6 +4,7 @@ check on emulated links."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -544,3 +545,130 @@ def test_the_wait_for_the_slowest_rank_is_measured_per_step(engine) -> None:
         assert mean_collective_wait_s(conn, "r") == pytest.approx(0.0625)
         assert mean_wait_s(conn, "no such run") == 0.0
         assert mean_collective_wait_s(conn, "no such run") == 0.0
+
+
+# -- the quick start's sweeps and a 10mbit pair, recorded -----------------------------------
+
+# Real light sweeps recorded on a 2-core AMD EPYC (family 25, model 1), eager: Task 1a at 1 and
+# 2 workers and Task 0 at 2 workers on host (what the quick start runs), and the same two
+# again on an emulated 10mbit link, each through `scalebench run`.
+PAIR = Path(__file__).with_name("data") / "projection-pair"
+PAIR_SWEEPS = {
+    folder: json.loads((PAIR / folder / "sweep.json").read_text(encoding="utf-8"))["sweep_id"]
+    for folder in ("host-task1a", "host-task0", "10mbit-task1a", "10mbit-task0")
+}
+
+
+@pytest.fixture
+def recorded_pair(tmp_path: Path, database_url: str) -> str:
+    """The four recorded sweeps, ingested into a fresh database (its URL)."""
+    import shutil
+
+    shutil.copytree(PAIR, tmp_path / "results")
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    report = ingest_location(engine, str(tmp_path / "results"))
+    engine.dispose()
+    assert report.runs == 6 and not report.refused
+    return database_url
+
+
+def test_the_quick_start_and_a_10mbit_pair_are_projected_as_one(recorded_pair: str, capsys) -> None:
+    """The command line and the dashboard's view project the two training sweeps together
+    with the pooled fits of the two Task 0 sweeps: both links, to 64 workers, and every
+    measured point predicted from the other three."""
+    from results_db.queries.projection import projection_view
+
+    trained = [PAIR_SWEEPS["host-task1a"], PAIR_SWEEPS["10mbit-task1a"]]
+    fitted = [PAIR_SWEEPS["host-task0"], PAIR_SWEEPS["10mbit-task0"]]
+    capsys.readouterr()
+    argv = ["project", ",".join(trained), "--allreduce", ",".join(fitted)]
+    assert cli.main([*argv, "--workers", "1,2,4,64", "--database", recorded_pair]) == 0
+    table, checked = capsys.readouterr().out.split("leave-one-out", 1)
+    for network in ("host", "10mbit"):
+        rows = [line for line in table.splitlines() if line.startswith(f"{network} ")]
+        assert len(rows) == 4, table
+        assert "projected: compute from 2 worker(s)" in rows[-1]
+    point_out = checked.split("leaving out its worker count")[0]
+    assert len([ln for ln in point_out.splitlines() if ln.startswith(("host ", "10mbit "))]) == 4
+
+    engine = make_engine(recorded_pair)
+    with engine.connect() as conn:
+        view = projection_view(conn, trained, fitted)
+        alone = projection_view(conn, trained, fitted[:1])
+    engine.dispose()
+    assert view.missing == []
+    assert {(p.network, p.world_size) for p in view.points} == {
+        (n, k) for n in ("host", "10mbit") for k in (1, 2, 4, 8, 16, 32, 64)
+    }
+    assert sorted((h.network, h.world_size) for h in view.held) == [
+        ("10mbit", 1),
+        ("10mbit", 2),
+        ("host", 1),
+        ("host", 2),
+    ]
+    # over 10mbit a 2-worker step all-reduces ~1.09 MB at ~1.2 MB/s: most of the step
+    shaped = next(p for p in view.points if (p.network, p.world_size) == ("10mbit", 64))
+    assert shaped.communication_share > 0.5
+    figure = projection_figure(view.points, view.held)
+    assert {t.legendgroup for t in figure.data if t.mode == "lines"} == {"host", "10mbit"}
+    # without the 10mbit fits that link is named as missing, and host is still projected
+    assert "no all-reduce fit for gloo on cpu over 10mbit" in " ".join(alone.missing)
+    assert {p.network for p in alone.points} == {"host"}
+
+
+@pytest.mark.slow  # about 15 s: a browser and a server
+@pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
+@pytest.mark.filterwarnings(
+    r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
+)
+def test_the_scaling_page_projects_the_pair_picked_in_chromium(recorded_pair: str) -> None:
+    """On Scaling, the host sweep, the newest Task 0 sweep (10mbit) to begin with: host has no
+    fit, so nothing is projected and that is said; the 10mbit training sweep and the host Task 0
+    sweep picked in the projection's dropdowns: a projected line per link, the table's rows
+    for both."""
+    import threading
+
+    from browser import Page, chromium
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from werkzeug.serving import make_server
+
+    from dash_app.app import create_app
+
+    app = create_app(recorded_pair, stylesheets=[])
+    httpd = make_server("127.0.0.1", 0, app.server, threaded=True)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+
+    def pick(page: Page, dropdown: str, sweep_id: str) -> None:
+        page.driver.find_element(By.ID, dropdown).click()
+        option = f"//label[@role='option'][.//input[@value='{sweep_id}']]"
+        page.until(lambda: page.driver.find_elements(By.XPATH, option), dropdown)[0].click()
+        # a multiple dropdown stays open after a pick; Escape closes it
+        page.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
+        page.idle()
+
+    def projected() -> set[str]:
+        return {
+            t["name"].split(":")[0]
+            for t in page.traces("scaling-projection")
+            if t["name"].split(": ", 1)[-1].startswith("projected")
+        }
+
+    try:
+        with chromium() as driver:
+            page = Page(driver, f"http://127.0.0.1:{httpd.server_port}")
+            page.open(f"/scaling?sweep={PAIR_SWEEPS['host-task1a']}")
+            # the newest all-reduce sweep is picked to begin with: the 10mbit one
+            assert PAIR_SWEEPS["10mbit-task0"] in page.text("scaling-allreduce")
+            page.shows("scaling-projection-note", "no all-reduce fit for gloo on cpu over host")
+            pick(page, "scaling-projection-with", PAIR_SWEEPS["10mbit-task1a"])
+            pick(page, "scaling-allreduce", PAIR_SWEEPS["host-task0"])
+            page.until(lambda: projected() == {"host", "10mbit"}, "a projected line per link")
+            page.shows("scaling-projection-table", "10mbit", "host", "projected: compute from")
+            assert page.severe_logs() == []
+    finally:
+        httpd.shutdown()
+        thread.join(timeout=10)
+        app.server.extensions["scalebench"].dispose()

@@ -231,10 +231,9 @@ def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep
 
 @dataclass(frozen=True)
 class ProjectionView:
-    """A training sweep projected with a Task 0 sweep's fits, on every profile of the sweep
-    that has a fit: ``points`` (measured and projected), ``held`` (leave-one-out), and
-    ``missing``, a sentence per profile left out for want of a fit (or why nothing could be
-    projected)."""
+    """Training sweeps projected with Task 0 sweeps' fits, on every profile of the sweeps that
+    has a fit: ``points`` (measured and projected), ``held`` (leave-one-out), and ``missing``,
+    a sentence per profile left out for want of a fit (or why nothing could be projected)."""
 
     points: list[ProjectedPoint]
     held: list[HeldOut]
@@ -243,22 +242,26 @@ class ProjectionView:
 
 def projection_view(
     conn: Connection,
-    sweep_id: str,
-    allreduce_sweep: str,
+    sweep_ids: Sequence[str],
+    allreduce_sweeps: Sequence[str],
     world_sizes: Sequence[int] = DEFAULT_PROJECTED_WORKERS,
 ) -> ProjectionView:
-    """:class:`ProjectionView` of ``sweep_id`` to ``world_sizes`` with the fits of
-    ``allreduce_sweep``; what cannot be projected is said in ``missing``, never raised."""
+    """:class:`ProjectionView` of the training sweeps ``sweep_ids`` (one task and
+    configuration: :func:`training_sweeps`; say, one on host and one on 10mbit) to
+    ``world_sizes`` with the fits of ``allreduce_sweeps`` pooled (where two fit the same
+    configuration, the first named wins); what cannot be projected is said in ``missing``,
+    never raised."""
     try:
-        sweep = training_sweep(conn, sweep_id)
+        sweep = training_sweeps(conn, sweep_ids)
     except ProjectionRefused as exc:
         return ProjectionView([], [], [str(exc)])
-    fits = allreduce_fits(conn, allreduce_sweep)
+    named = ",".join(dict.fromkeys(allreduce_sweeps))
+    fits = [f for one in dict.fromkeys(allreduce_sweeps) for f in allreduce_fits(conn, one)]
     points: list[ProjectedPoint] = []
     missing = []
     for network in dict.fromkeys(p.network for p in sweep.points):
         try:
-            points += project(sweep, fits, [network], world_sizes, allreduce_sweep)
+            points += project(sweep, fits, [network], world_sizes, named)
         except ProjectionRefused as exc:
             missing.append(str(exc))
-    return ProjectionView(points, leave_one_out(sweep, fits, allreduce_sweep), missing)
+    return ProjectionView(points, leave_one_out(sweep, fits, named), missing)

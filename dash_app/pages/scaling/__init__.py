@@ -3,8 +3,10 @@
 URL: ``/scaling?sweep=<sweep id>[&network=<profile>]`` (default: the newest training sweep;
 every network profile of the sweep, a curve each).
 
-Below, the sweep projected to 64 workers with an all-reduce sweep's fits (the newest one by
-default; ``results_db.projection``): its own callback, so the figures above never wait on it.
+Below, the sweep projected to 64 workers with all-reduce sweeps' fits (the newest one by
+default; ``results_db.projection``), together with any training sweeps of the same task and
+configuration picked beside it (say, the same sweep on another link): its own callback, so
+the figures above never wait on it.
 """
 
 from __future__ import annotations
@@ -96,9 +98,18 @@ def _layout(state: SweepState, problems: list[str]) -> html.Div:
                 ui.sweep_picker(
                     "scaling-allreduce",
                     allreduce.offered,
-                    allreduce.chosen[0].id if allreduce.chosen else None,
-                    "All-reduce sweep whose fits give communication",
-                )
+                    [allreduce.chosen[0].id] if allreduce.chosen else [],
+                    "All-reduce sweeps whose fits give communication (pooled)",
+                    multi=True,
+                ),
+                ui.sweep_picker(
+                    "scaling-projection-with",
+                    [s for s in choice.offered if s.id != choice.chosen.id],
+                    [],
+                    "Measured with it: training sweeps of the same task and configuration "
+                    "(say, on another link)",
+                    multi=True,
+                ),
             ]
         ),
         html.P(PROJECTION_HELP, className="small text-muted mt-2"),
@@ -301,13 +312,26 @@ def projection_failure(message: str) -> dict[str, Any]:
     )
 
 
+def _listed(value: str | list[str] | None) -> list[str]:
+    """A dropdown's value as a list of sweep ids (one, several or none)."""
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else [v for v in value if v]
+
+
 @ui.guarded(projection_failure)
-def update_projection(sweep_id: str | None, allreduce_id: str | None) -> dict[str, Any]:
+def update_projection(
+    sweep_id: str | None,
+    allreduce_ids: str | list[str] | None,
+    also_measured: str | list[str] | None = None,
+) -> dict[str, Any]:
     """The :data:`PROJECTION_OUTPUTS`: the projection figure, its table, and what could not be
-    projected."""
+    projected. ``sweep_id``, with the training sweeps ``also_measured`` (same task and
+    configuration), is projected with the pooled fits of ``allreduce_ids``."""
     if not sweep_id:
         return projection_failure("Choose a sweep.")
-    if not allreduce_id:
+    allreduce = _listed(allreduce_ids)
+    if not allreduce:
         return ui.unchanged(
             PROJECTION_OUTPUTS,
             figure=plots.empty_figure(
@@ -318,7 +342,7 @@ def update_projection(sweep_id: str | None, allreduce_id: str | None) -> dict[st
             table=None,
             note=None,
         )
-    view = data.current().projection(sweep_id, allreduce_id)
+    view = data.current().projection([sweep_id, *_listed(also_measured)], allreduce)
     message = " ".join(view.missing)
     return ui.unchanged(
         PROJECTION_OUTPUTS,
@@ -345,5 +369,9 @@ def register(app: Dash) -> None:
     )(update)
     app.callback(
         output=PROJECTION_OUTPUTS,
-        inputs=[Input("scaling-sweep", "value"), Input("scaling-allreduce", "value")],
+        inputs=[
+            Input("scaling-sweep", "value"),
+            Input("scaling-allreduce", "value"),
+            Input("scaling-projection-with", "value"),
+        ],
     )(update_projection)
