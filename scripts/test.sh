@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Set up and run the whole test suite (lint first). Extra arguments go to pytest,
-# e.g. scripts/test.sh -m "not slow" or scripts/test.sh tests/test_records.py
+# Set up and run the whole test suite (lint first). Extra arguments replace the two runs
+# below with one pytest run of them, e.g. scripts/test.sh -m "not slow" or
+# scripts/test.sh tests/test_records.py
 set -euo pipefail
 source "$(dirname "$0")/_env.sh" test
 source scripts/_postgres.sh
@@ -18,4 +19,13 @@ command -v kubectl >/dev/null || apt_install kubernetes-client \
 ruff check .
 ruff format --check .
 lint-imports --no-cache
-python -m pytest "$@"
+if [ "$#" -gt 0 ]; then
+  python -m pytest "$@"
+  exit
+fi
+# The whole suite in two runs. The quick tests go two at a time (pytest-xdist; each test file
+# stays on one process, so a file's tests never race each other for the host's network
+# namespaces or firewall rules). Then the slow ones, one at a time: they train, time
+# collectives or measure contention, and another test beside them would be measured too.
+python -m pytest -m "not slow and not stack" -n 2 --dist loadfile
+python -m pytest -m "slow and not stack"
