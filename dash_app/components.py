@@ -164,6 +164,13 @@ def sweep_label(sweep: SweepInfo) -> str:
     )
 
 
+def picked(value: str | list[str] | None) -> list[str]:
+    """A sweep dropdown's value as a list of sweep ids (one, several or none)."""
+    if not value:
+        return []
+    return [value] if isinstance(value, str) else [v for v in value if v]
+
+
 def sweep_picker(
     element_id: str,
     sweeps: Sequence[SweepInfo],

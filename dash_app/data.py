@@ -242,12 +242,23 @@ class Source:
             "fits", sweep_id, lambda c: projection_queries.allreduce_fits(c, sweep_id)
         )
 
-    def projection(self, sweep_ids: Sequence[str], allreduce_sweeps: Sequence[str]) -> Any:
+    def projection(
+        self,
+        sweep_ids: Sequence[str],
+        allreduce_sweeps: Sequence[str],
+        instance: str | None = None,
+        gpu: str | None = None,
+    ) -> Any:
         """Training sweeps of one task and configuration projected with all-reduce sweeps'
-        fits (``results_db.queries.projection.ProjectionView``); uncached, as it reads sweeps
+        fits, costed at ``instance`` (and ``gpu``) per worker where one is named
+        (``results_db.queries.projection.ProjectionView``); uncached, as it reads sweeps
         that change apart."""
         return self.call(
-            projection_queries.projection_view, list(sweep_ids), list(allreduce_sweeps)
+            projection_queries.projection_view,
+            list(sweep_ids),
+            list(allreduce_sweeps),
+            instance=instance,
+            gpu=gpu,
         )
 
     def costs(

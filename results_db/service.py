@@ -650,7 +650,7 @@ def project(
                     )
                 except BadProfile as exc:
                     raise CommandError(f"network: {exc}") from None
-                prices = _projection_prices(conn, costs_queries, instance, gpu)
+                prices = costs_queries.worker_prices(conn, instance, gpu)
                 points = projection.project(sweep, fits, profiles, sizes, allreduce_sweep, prices)
                 held = projection.leave_one_out(sweep, fits, allreduce_sweep)
                 across = projection.leave_one_out(sweep, fits, allreduce_sweep, True)
@@ -689,21 +689,3 @@ def project(
         else "no measured point could be predicted from another worker count"
     )
     return 0
-
-
-def _projection_prices(conn: Any, costs_queries: Any, instance: str, gpu: str | None) -> Any:
-    """The :class:`~results_db.projection.Prices` in force for one worker (None: missing)."""
-    from results_db.projection import Prices
-
-    prices = {(p.kind, p.name): p for p in costs_queries.prices_in_force(conn)}
-    node = prices.get(("instance", instance))
-    card = prices.get(("gpu", gpu)) if gpu else None
-    if node is None or (gpu and card is None):
-        return None
-    return Prices(
-        instance=instance,
-        gpu=gpu,
-        regular_per_hour=node.regular_per_hour + (card.regular_per_hour if card else 0.0),
-        preemptible_per_hour=node.preemptible_per_hour
-        + (card.preemptible_per_hour if card else 0.0),
-    )

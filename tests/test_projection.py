@@ -14,6 +14,7 @@ from records_factory import FakeRun, write_training_sweep
 from sqlalchemy import select
 
 from cli import main as cli
+from dash_app.pages.cost.figures import projected_cost_figure
 from dash_app.pages.scaling.figures import projection_figure
 from results_db.database import make_engine, upgrade
 from results_db.fits import refit
@@ -414,6 +415,26 @@ def test_the_figure_draws_measured_markers_projected_lines_and_the_error() -> No
     assert "no fit for 10gbit" in empty.layout.annotations[0].text
 
 
+def test_the_cost_figure_draws_both_prices_per_link_and_says_what_is_missing() -> None:
+    prices = Prices("n1-standard-4", None, regular_per_hour=0.19, preemptible_per_hour=0.04)
+    points = project(FOUR, FITS, ["host", "10mbit"], [1, 2, 4, 8, 16, 32, 64], prices=prices)
+    figure = projected_cost_figure(points, "no price in force for x")
+    lines = [t for t in figure.data if t.mode == "lines"]
+    assert sorted(t.name for t in lines) == [
+        "10mbit: projected, preemptible prices",
+        "10mbit: projected, regular prices",
+        "host: projected, preemptible prices",
+        "host: projected, regular prices",
+    ]
+    regular = next(t for t in lines if t.name == "host: projected, regular prices")
+    at_64 = next(p for p in points if (p.network, p.world_size) == ("host", 64))
+    assert regular.y[-1] == pytest.approx(64 * 0.19 * at_64.time_to_accuracy_s / 3600)
+    assert sorted(len(t.x) for t in figure.data if t.mode == "markers") == [2, 2]
+    assert "no price in force for x" in figure.layout.title.text
+    unpriced = projected_cost_figure(project(FOUR, FITS, ["host"], [1, 2, 4]), "no price for y")
+    assert "no price for y" in unpriced.layout.annotations[0].text
+
+
 # -- checked on real runs over emulated links ---------------------------------------------------
 
 CANNOT_SHAPE = shaping_problems([parse_profile("10mbit")])
@@ -596,7 +617,12 @@ def test_the_quick_start_and_a_10mbit_pair_are_projected_as_one(recorded_pair: s
     with engine.connect() as conn:
         view = projection_view(conn, trained, fitted)
         alone = projection_view(conn, trained, fitted[:1])
+        priced = projection_view(conn, trained, fitted, instance="n1-standard-4")
+        unpriced = projection_view(conn, trained, fitted, instance="n1-standard-4", gpu="tpu")
     engine.dispose()
+    assert view.points[0].cost_regular is None  # no machine type named: no cost
+    assert priced.missing == [] and all(p.cost_regular for p in priced.points)
+    assert unpriced.missing == ["no price in force for n1-standard-4 and tpu: costs left out"]
     assert view.missing == []
     assert {(p.network, p.world_size) for p in view.points} == {
         (n, k) for n in ("host", "10mbit") for k in (1, 2, 4, 8, 16, 32, 64)
@@ -626,7 +652,8 @@ def test_the_scaling_page_projects_the_pair_picked_in_chromium(recorded_pair: st
     """On Scaling, the host sweep, the newest Task 0 sweep (10mbit) to begin with: host has no
     fit, so nothing is projected and that is said; the 10mbit training sweep and the host Task 0
     sweep picked in the projection's dropdowns: a projected line per link, the table's rows
-    for both."""
+    for both. On Cost, the host sweep's projected cost at both prices once the host Task 0 sweep
+    is picked."""
     import threading
 
     from browser import Page, chromium
@@ -667,6 +694,17 @@ def test_the_scaling_page_projects_the_pair_picked_in_chromium(recorded_pair: st
             pick(page, "scaling-allreduce", PAIR_SWEEPS["host-task0"])
             page.until(lambda: projected() == {"host", "10mbit"}, "a projected line per link")
             page.shows("scaling-projection-table", "10mbit", "host", "projected: compute from")
+            assert page.severe_logs() == []
+
+            page.open(f"/cost?sweep={PAIR_SWEEPS['host-task1a']}&gpu=none")
+            page.shows("cost-projection-note", "no all-reduce fit for gloo on cpu over host")
+            pick(page, "cost-allreduce", PAIR_SWEEPS["host-task0"])
+
+            def drawn() -> set[str]:
+                return {t["name"] for t in page.traces("cost-projection")}
+
+            page.until(lambda: "host: projected, regular prices" in drawn(), "the cost lines")
+            assert "host: projected, preemptible prices" in drawn()
             assert page.severe_logs() == []
     finally:
         httpd.shutdown()

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from sqlalchemy import Connection, select
 
 from results_db import analytics
-from results_db.models import (
-    Price,
-)
-
-if TYPE_CHECKING:
-    pass
+from results_db.models import Price
+from results_db.projection import Prices
 from results_db.queries.sweeps import scaling
 
 
@@ -68,6 +64,23 @@ def prices_in_force(conn: Connection, at: datetime | None = None) -> list[PriceR
         )
         for p in latest.values()
     ]
+
+
+def worker_prices(conn: Connection, instance: str, gpu: str | None) -> Prices | None:
+    """Dollars per hour of one worker in force now: its machine type's and, where ``gpu`` is
+    named, its GPU's together (None: either price is missing)."""
+    prices = {(p.kind, p.name): p for p in prices_in_force(conn)}
+    node = prices.get(("instance", instance))
+    card = prices.get(("gpu", gpu)) if gpu else None
+    if node is None or (gpu and card is None):
+        return None
+    return Prices(
+        instance=instance,
+        gpu=gpu,
+        regular_per_hour=node.regular_per_hour + (card.regular_per_hour if card else 0.0),
+        preemptible_per_hour=node.preemptible_per_hour
+        + (card.preemptible_per_hour if card else 0.0),
+    )
 
 
 def _aware(moment: datetime) -> datetime:

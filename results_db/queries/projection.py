@@ -24,6 +24,7 @@ from results_db.projection import (
     leave_one_out,
     project,
 )
+from results_db.queries.costs import worker_prices
 from scalebench.tasks import TASKS, TrainingSpec
 from workers.records import PHASES
 
@@ -245,23 +246,32 @@ def projection_view(
     sweep_ids: Sequence[str],
     allreduce_sweeps: Sequence[str],
     world_sizes: Sequence[int] = DEFAULT_PROJECTED_WORKERS,
+    instance: str | None = None,
+    gpu: str | None = None,
 ) -> ProjectionView:
     """:class:`ProjectionView` of the training sweeps ``sweep_ids`` (one task and
     configuration: :func:`training_sweeps`; say, one on host and one on 10mbit) to
     ``world_sizes`` with the fits of ``allreduce_sweeps`` pooled (where two fit the same
-    configuration, the first named wins); what cannot be projected is said in ``missing``,
-    never raised."""
+    configuration, the first named wins), costed at one ``instance`` (and ``gpu``) per worker
+    where one is named; what cannot be projected or priced is said in ``missing``, never
+    raised."""
     try:
         sweep = training_sweeps(conn, sweep_ids)
     except ProjectionRefused as exc:
         return ProjectionView([], [], [str(exc)])
     named = ",".join(dict.fromkeys(allreduce_sweeps))
     fits = [f for one in dict.fromkeys(allreduce_sweeps) for f in allreduce_fits(conn, one)]
-    points: list[ProjectedPoint] = []
     missing = []
+    prices = None
+    if instance is not None:
+        prices = worker_prices(conn, instance, gpu)
+        if prices is None:
+            priced = instance + (f" and {gpu}" if gpu else "")
+            missing.append(f"no price in force for {priced}: costs left out")
+    points: list[ProjectedPoint] = []
     for network in dict.fromkeys(p.network for p in sweep.points):
         try:
-            points += project(sweep, fits, [network], world_sizes, named)
+            points += project(sweep, fits, [network], world_sizes, named, prices)
         except ProjectionRefused as exc:
             missing.append(str(exc))
     return ProjectionView(points, leave_one_out(sweep, fits, named), missing)

@@ -1,5 +1,6 @@
 """Cost: dollars to reach the goal per worker count, price index, cost against time with its
-Pareto front, and the price table in use.
+Pareto front, the price table in use, and below, the cost projected to worker counts not
+measured (its own callback, with all-reduce sweeps' fits: the newest one by default).
 
 URL: ``/cost?sweep=<sweep id>&instance=<machine type>&gpu=<GPU type or none>``
 """
@@ -16,7 +17,7 @@ from dash import Dash, Input, Output, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, plots, tables
-from dash_app.choices import pick_sweep
+from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.cost import figures
 from dash_app.state import Query, to_search
 from results_db.queries.costs import PriceMissing, PriceRow
@@ -73,6 +74,7 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
     choice = pick_sweep(source, state.sweep, "training")
     if choice.chosen is None:
         return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+    allreduce = pick_sweeps(source, (), "allreduce", "allreduce")
     prices = source.prices()
     instances, gpus = _names(prices, "instance"), [*_names(prices, "gpu"), NO_GPU]
     instance, gpu = state.instance, state.gpu
@@ -126,8 +128,32 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
                 ),
             ]
         ),
+        html.H5("Projected cost at more workers", className="mt-4"),
+        dbc.Row(
+            [
+                ui.sweep_picker(
+                    "cost-allreduce",
+                    allreduce.offered,
+                    [allreduce.chosen[0].id] if allreduce.chosen else [],
+                    "All-reduce sweeps whose fits give communication (pooled)",
+                    multi=True,
+                )
+            ]
+        ),
+        html.P(PROJECTED_COST_HELP, className="small text-muted mt-2"),
+        html.Div(id="cost-projection-note"),
+        dbc.Row([dbc.Col(ui.graph("cost-projection"), lg=12)]),
         problems=[*problems, *choice.problems],
     )
+
+
+PROJECTED_COST_HELP = (
+    "The sweep projected to 64 workers on each of its links (as on Scaling: compute as "
+    "measured, the all-reduce from the ring model fitted to the Task 0 sweeps on the same "
+    "link), priced at the machine and GPU types above per worker: cost = workers × price per "
+    "hour × projected time to accuracy. Steps to the goal at an unmeasured worker count come "
+    "from the nearest measured one; each point's basis is in its hover."
+)
 
 
 OUTPUTS = {
@@ -232,6 +258,53 @@ def update(
     )
 
 
+PROJECTION_OUTPUTS = {
+    "figure": Output("cost-projection", "figure"),
+    "note": Output("cost-projection-note", "children"),
+}
+
+
+def projection_failure(message: str) -> dict[str, Any]:
+    return ui.unchanged(
+        PROJECTION_OUTPUTS,
+        figure=plots.empty_figure(message, "Projected cost to reach the goal"),
+        note=ui.error_alert(message),
+    )
+
+
+@ui.guarded(projection_failure)
+def update_projection(
+    sweep_id: str | None,
+    instance: str | None,
+    gpu: str | None,
+    allreduce_ids: str | list[str] | None,
+) -> dict[str, Any]:
+    """The :data:`PROJECTION_OUTPUTS`: the sweep's projected cost at the chosen prices with the
+    pooled fits of ``allreduce_ids``, and what could not be projected or priced."""
+    if not sweep_id or not instance or not gpu:
+        return projection_failure("Choose a sweep, a machine type and a GPU type.")
+    allreduce = ui.picked(allreduce_ids)
+    if not allreduce:
+        return ui.unchanged(
+            PROJECTION_OUTPUTS,
+            figure=plots.empty_figure(
+                "No all-reduce sweep to give communication. To measure one on the sweep's "
+                "links: scalebench run task0-allreduce --light --workers 2 --network <profiles>",
+                "Projected cost to reach the goal",
+            ),
+            note=None,
+        )
+    view = data.current().projection(
+        [sweep_id], allreduce, instance, None if gpu == NO_GPU else gpu
+    )
+    message = " ".join(view.missing)
+    return ui.unchanged(
+        PROJECTION_OUTPUTS,
+        figure=figures.projected_cost_figure(view.points, message),
+        note=html.P(message, className="small text-warning-emphasis") if message else None,
+    )
+
+
 def register(app: Dash) -> None:
     dash.register_page(
         __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=3
@@ -247,3 +320,12 @@ def register(app: Dash) -> None:
             Input("cost-refresh", "n_intervals"),
         ],
     )(update)
+    app.callback(
+        output=PROJECTION_OUTPUTS,
+        inputs=[
+            Input("cost-sweep", "value"),
+            Input("cost-instance", "value"),
+            Input("cost-gpu", "value"),
+            Input("cost-allreduce", "value"),
+        ],
+    )(update_projection)

@@ -1,4 +1,5 @@
-"""The Cost page's figures: dollars to the goal, the price index, and cost against time."""
+"""The Cost page's figures: dollars to the goal, the price index, cost against time, and the
+projected cost at worker counts not measured."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import plotly.graph_objects as go
 from dash_app.plots import (
     CATEGORY_WORKERS,
     SECONDS_AXIS,
+    THEME_COLOURS,
     base_figure,
     empty_figure,
     level_line,
     published_traces,
     workers_axis,
 )
+from results_db.projection import ProjectedPoint
 from results_db.queries.costs import CostRow
 from scalebench import units
 from scalebench.tasks.published import PublishedPoint
@@ -148,3 +151,50 @@ def cost_time_figure(
             )
     xaxis = {**SECONDS_AXIS, "title": {"text": "time to accuracy (s)"}}
     return base_figure(title, traces, xaxis, DOLLARS_AXIS)
+
+
+def projected_cost_figure(points: Sequence[ProjectedPoint], message: str = "") -> go.Figure:
+    """Dollars to reach the goal against workers (log axis), per link profile: the projection
+    at regular prices as a dashed line and at preemptible prices as a dotted one, the measured
+    points as markers; ``message`` (what could not be projected or priced) in the title, or
+    alone when nothing could."""
+    title = "Projected cost to reach the goal"
+    priced = [p for p in points if p.cost_regular is not None]
+    if not priced:
+        return empty_figure(message or "Nothing to project.", title)
+    traces = []
+    for index, network in enumerate(dict.fromkeys(p.network for p in priced)):
+        colour = THEME_COLOURS[index % len(THEME_COLOURS)]
+        row = sorted((p for p in priced if p.network == network), key=lambda p: p.world_size)
+        for kind, dash in (("regular", "dash"), ("preemptible", "dot")):
+            traces.append(
+                go.Scatter(
+                    x=[p.world_size for p in row],
+                    y=[getattr(p, f"cost_{kind}") for p in row],
+                    mode="lines",
+                    line={"color": colour, "dash": dash},
+                    name=f"{network}: projected, {kind} prices",
+                    legendgroup=network,
+                    customdata=[[units.seconds(p.time_to_accuracy_s), p.basis] for p in row],
+                    hovertemplate=(
+                        f"{network}, %{{x}} worker(s), {kind}: $%{{y:.4g}}<br>time to accuracy "
+                        "%{customdata[0]}<br>%{customdata[1]}<extra></extra>"
+                    ),
+                )
+            )
+        measured = [p for p in row if p.measured]
+        traces.append(
+            go.Scatter(
+                x=[p.world_size for p in measured],
+                y=[p.cost_regular for p in measured],
+                mode="markers",
+                marker={"color": colour, "size": 10},
+                name=f"{network}: measured, regular prices",
+                legendgroup=network,
+                hovertemplate=f"{network}, %{{x}} worker(s): $%{{y:.4g}}, measured<extra></extra>",
+            )
+        )
+    if message:
+        title += f"<br><sup>{message}</sup>"
+    yaxis = {**DOLLARS_AXIS, "type": "log", "rangemode": "normal"}
+    return base_figure(title, traces, workers_axis([p.world_size for p in priced]), yaxis)

@@ -312,13 +312,6 @@ def projection_failure(message: str) -> dict[str, Any]:
     )
 
 
-def _listed(value: str | list[str] | None) -> list[str]:
-    """A dropdown's value as a list of sweep ids (one, several or none)."""
-    if not value:
-        return []
-    return [value] if isinstance(value, str) else [v for v in value if v]
-
-
 @ui.guarded(projection_failure)
 def update_projection(
     sweep_id: str | None,
@@ -330,7 +323,7 @@ def update_projection(
     configuration), is projected with the pooled fits of ``allreduce_ids``."""
     if not sweep_id:
         return projection_failure("Choose a sweep.")
-    allreduce = _listed(allreduce_ids)
+    allreduce = ui.picked(allreduce_ids)
     if not allreduce:
         return ui.unchanged(
             PROJECTION_OUTPUTS,
@@ -342,7 +335,7 @@ def update_projection(
             table=None,
             note=None,
         )
-    view = data.current().projection([sweep_id, *_listed(also_measured)], allreduce)
+    view = data.current().projection([sweep_id, *ui.picked(also_measured)], allreduce)
     message = " ".join(view.missing)
     return ui.unchanged(
         PROJECTION_OUTPUTS,
