@@ -446,6 +446,18 @@ BOUND = 0.20  # the largest |relative error| of a held-out step time or communic
 # -38.6 % and +42.5 % in five sweeps while the step stayed within a few per cent on the quiet
 # ones (docs/measurement.md). Such points are printed and their step time is still bounded.
 COMMUNICATION_SHARE = 0.10
+# The two 1-worker points run the same steps and communicate nothing: their step times differ
+# only by what the machine did between the runs. Beyond this share the machine's own speed
+# changed within the sweep (these virtual machines have changed by a third within 25 minutes
+# with nothing else running: docs/benchmarks.md), and compute taken from one run for another
+# carries that change.
+STEADY = 0.10
+
+
+def unsteadiness(sweep: TrainingSweep) -> float:
+    """How far apart the sweep's two 1-worker step times are (0: the same; 0.0 without both)."""
+    one = [p.step_s for p in sweep.points if p.world_size == 1]
+    return max(one) / min(one) - 1 if len(one) == 2 else 0.0
 
 
 def run_cli(argv: list[str]) -> str:
@@ -497,7 +509,10 @@ def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) ->
     rank, is printed, not bounded). When a point misses while runs were contended (other
     processes took their cores), the training sweep is measured once more, and the bound is
     checked on the less contended measurement of each point (the way alternating runs are
-    compared on these shared machines)."""
+    compared on these shared machines). When it misses on a machine whose speed changed
+    within the sweep (its two 1-worker step times more than :data:`STEADY` apart), it is
+    measured once more too, and the steadier sweep is checked. Both choices read what other
+    processes and the 1-worker control runs did, never the errors being checked."""
     url = f"sqlite:///{tmp_path / 'results.db'}"
     common = ["--light", "--repeats", "1", "--network", "host,10mbit", "--device", "cpu"]
     where = ["--results", str(tmp_path / "results"), "--database", url]
@@ -513,6 +528,9 @@ def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) ->
             fits = allreduce_fits(conn, allreduce)
         engine.dispose()
         sweep = least_contended(measured)
+        if attempt == 2 and not any(p.contended for s in measured for p in s.points):
+            # measured again for an unsteady machine: the steadier sweep, whole
+            sweep = min(measured, key=unsteadiness)
         held = leave_one_out(sweep, fits, allreduce)
         tables.append(leave_one_out_table(held))
         assert [(h.network, h.world_size) for h in held] == [
@@ -522,7 +540,8 @@ def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) ->
             ("host", 2),
         ], tables[-1]
         contended = sum(p.contended for p in sweep.points)
-        if not misses(held) or not contended or attempt == 2:
+        unsteady = unsteadiness(sweep) > STEADY
+        if not misses(held) or not (contended or unsteady) or attempt == 2:
             break
     print("\n\n".join(tables))  # what was measured, shown with -s
     assert not misses(held), "\n\n".join(tables)
