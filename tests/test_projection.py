@@ -652,6 +652,9 @@ def test_the_quick_start_and_a_10mbit_pair_are_projected_as_one(recorded_pair: s
         ("host", 1),
         ("host", 2),
     ]
+    # the bound of the real-run test below, on these recorded step records: every held-out
+    # step within 1.8-3.6 % here, (2, 10mbit)'s communication -6.8 %
+    assert not misses(view.held), leave_one_out_table(view.held)
     # over 10mbit a 2-worker step all-reduces ~1.09 MB at ~1.2 MB/s: most of the step
     shaped = next(p for p in view.points if (p.network, p.world_size) == ("10mbit", 64))
     assert shaped.communication_share > 0.5
