@@ -27,5 +27,8 @@ fi
 # stays on one process, so a file's tests never race each other for the host's network
 # namespaces or firewall rules). Then the slow ones, one at a time: they train, time
 # collectives or measure contention, and another test beside them would be measured too.
-python -m pytest -m "not slow and not stack" -n 2 --dist loadfile
-python -m pytest -m "slow and not stack"
+# Both always run, so that one run's failures never hide the other's.
+status=0
+python -m pytest -m "not slow and not stack" -n 2 --dist loadfile || status=$?
+python -m pytest -m "slow and not stack" || status=$?
+exit "$status"
