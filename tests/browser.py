@@ -21,10 +21,12 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 TIMEOUT = 20  # seconds: the first page also loads plotly.js
 
-# True once Dash has rendered and no callback is waiting or running.
+# True once Dash has drawn the page's content and no callback is waiting or running (right
+# after a load the queues are empty for a moment before the page's layout callback is asked).
 IDLE = """
 const store = window.store && window.store.getState();
-if (!store || store.isLoading || !document.getElementById('_pages_content')) return false;
+const content = document.getElementById('_pages_content');
+if (!store || store.isLoading || !content || !content.children.length) return false;
 const queues = ['requested', 'prioritized', 'blocked', 'executing', 'watched', 'executed',
                 'stored'];
 return queues.every(name => !(store.callbacks[name] || []).length);
