@@ -164,6 +164,24 @@ def sweep_label(sweep: SweepInfo) -> str:
     )
 
 
+NO_ALLREDUCE_SWEEP = (
+    "No all-reduce sweep to give communication. To measure one on the sweep's links: "
+    "scalebench run task0-allreduce --light --workers 2 --network <profiles>"
+)
+
+
+def allreduce_picker(element_id: str, offered: Sequence[SweepInfo], newest: str | None) -> dbc.Col:
+    """A projection's all-reduce sweeps (several, their fits pooled), ``newest`` picked to
+    begin with."""
+    return sweep_picker(
+        element_id,
+        offered,
+        [newest] if newest else [],
+        "All-reduce sweeps whose fits give communication (pooled)",
+        multi=True,
+    )
+
+
 def picked(value: str | list[str] | None) -> list[str]:
     """A sweep dropdown's value as a list of sweep ids (one, several or none)."""
     if not value:

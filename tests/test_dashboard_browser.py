@@ -109,6 +109,7 @@ def test_the_navbar_moves_between_pages(page: Page) -> None:
 
 def test_a_chosen_sweep_survives_a_reload(page: Page) -> None:
     page.open(f"/scaling?sweep={KNOWN}")
+    page.shows("scaling-summary", "1.82×")  # the page drawn, its sweep picker with it
     page.driver.find_element(By.ID, "scaling-sweep").click()
     option = f"//label[@role='option'][.//input[@value='{LIGHT}']]"
     page.until(lambda: page.driver.find_elements(By.XPATH, option), "the sweep list")[0].click()

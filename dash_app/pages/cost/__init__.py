@@ -131,12 +131,10 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
         html.H5("Projected cost at more workers", className="mt-4"),
         dbc.Row(
             [
-                ui.sweep_picker(
+                ui.allreduce_picker(
                     "cost-allreduce",
                     allreduce.offered,
-                    [allreduce.chosen[0].id] if allreduce.chosen else [],
-                    "All-reduce sweeps whose fits give communication (pooled)",
-                    multi=True,
+                    allreduce.chosen[0].id if allreduce.chosen else None,
                 )
             ]
         ),
@@ -287,11 +285,7 @@ def update_projection(
     if not allreduce:
         return ui.unchanged(
             PROJECTION_OUTPUTS,
-            figure=plots.empty_figure(
-                "No all-reduce sweep to give communication. To measure one on the sweep's "
-                "links: scalebench run task0-allreduce --light --workers 2 --network <profiles>",
-                "Projected cost to reach the goal",
-            ),
+            figure=plots.empty_figure(ui.NO_ALLREDUCE_SWEEP, "Projected cost to reach the goal"),
             note=None,
         )
     view = data.current().projection(

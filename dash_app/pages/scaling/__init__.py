@@ -95,12 +95,10 @@ def _layout(state: SweepState, problems: list[str]) -> html.Div:
         html.H5("Projection to more workers", className="mt-4"),
         dbc.Row(
             [
-                ui.sweep_picker(
+                ui.allreduce_picker(
                     "scaling-allreduce",
                     allreduce.offered,
-                    [allreduce.chosen[0].id] if allreduce.chosen else [],
-                    "All-reduce sweeps whose fits give communication (pooled)",
-                    multi=True,
+                    allreduce.chosen[0].id if allreduce.chosen else None,
                 ),
                 ui.sweep_picker(
                     "scaling-projection-with",
@@ -327,11 +325,7 @@ def update_projection(
     if not allreduce:
         return ui.unchanged(
             PROJECTION_OUTPUTS,
-            figure=plots.empty_figure(
-                "No all-reduce sweep to give communication. To measure one on the sweep's "
-                "links: scalebench run task0-allreduce --light --workers 2 --network <profiles>",
-                "Projected time per step",
-            ),
+            figure=plots.empty_figure(ui.NO_ALLREDUCE_SWEEP, "Projected time per step"),
             table=None,
             note=None,
         )
