@@ -9,7 +9,10 @@ source scripts/_chromium.sh
 # torch.compile's CPU backend builds C++: the compiled-run tests need a compiler.
 command -v g++ >/dev/null || apt_install g++ || echo "g++ is missing: the compiled-run tests will fail" >&2
 # Shaped groups open a firewall that drops forwarded traffic (Docker's) for their bridge.
-command -v iptables >/dev/null || apt_install iptables \
+# The package can be there with its alternatives never set (no iptables on PATH): set them.
+command -v iptables >/dev/null || apt_install iptables || true
+command -v iptables >/dev/null || update-alternatives --auto iptables >/dev/null 2>&1 || true
+command -v iptables >/dev/null \
   || echo "iptables is missing: the emulated-network firewall tests will fail" >&2
 
 # The Kustomize base and overlays of deploy/kubernetes are rendered with kubectl kustomize.
