@@ -15,13 +15,18 @@ What it runs (real runs, on this machine, one after another):
   that baseline or a slowed one. Each night is judged by the detector's own rule
   (:func:`results_db.regressions.compare` with ``RULE``) on the detector's own metrics
   (:func:`results_db.regressions.metric_values` with ``METRICS``: time to accuracy and the
-  steady step time for Task 1a, the largest all-reduce's time for Task 0), contended runs
-  left out as it leaves them out. A night is flagged when any metric is. The same draws
-  are repeated 1,000 times for a finer rate.
+  steady step time, each relative to the run's machine reference, for Task 1a, the largest
+  all-reduce's time for Task 0), contended runs left out as it leaves them out. A night is
+  flagged when any metric is. The same draws are repeated 1,000 times for a finer rate.
+- ``--night-runs N`` judges nights of N runs instead of the stored sweeps: each kind's runs,
+  in the order they ran, taken N at a time. One set of runs then says how sensitive the
+  nightly would be at several repeat counts (runs of one kind are alike whichever sweep ran
+  them: the same command, seeds 0, 1, 2).
 
 ``--data DIR`` keeps the nights (runs, ``results.db`` and ``nights.jsonl``, one line per
 night) and adds new ones to those already there; ``--judge-only`` runs nothing and judges
 the nights stored in ``DIR``; ``--also`` judges the same nights by more metrics, each alone
+or several together (``a+b``: flagged when any is)
 (any of :data:`results_db.regressions.MEASURES`, e.g. ``samples_per_s``, the metric the
 nightly judged before), so metrics are compared on the very same runs.
 
@@ -48,7 +53,7 @@ import sys
 import tempfile
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sqlalchemy import select
@@ -108,29 +113,73 @@ def run_night(case: Case, repeats: int, slowdown: float, results: Path, database
     return time.perf_counter() - began
 
 
-def night_values(
+RunRecord = tuple[dict[str, float], bool]  # one run: its value of each metric, contended
+
+
+def sweep_runs(
     database: str, sweep_id: str, case: Case, metrics: tuple[str, ...]
-) -> tuple[dict[str, list[float]], int]:
-    """The detector's values of each of ``metrics`` for a night's runs, and how many runs it
-    left out as contended."""
+) -> list[RunRecord]:
+    """A stored night's runs at the case's worker count that succeeded on the host, in run
+    order: each run's value of each of ``metrics`` as the detector takes it (none for a
+    contended run, which the detector leaves out), and whether it was contended."""
     engine = make_engine(database)
     taken = regressions.Comparable("host")
     with engine.connect() as conn:
-        values = {
-            metric: regressions.metric_values(conn, [sweep_id], metric, taken).get(case.workers, [])
+        runs = conn.execute(
+            select(Run.id, Run.contended)
+            .where(
+                Run.sweep_id == sweep_id,
+                Run.world_size == case.workers,
+                Run.status == "succeeded",
+                Run.network == "host",
+            )
+            .order_by(Run.id)
+        ).all()
+        by_metric = {
+            metric: {
+                run_id: value
+                for run_id, _, value in regressions.run_values(conn, [sweep_id], metric, taken)
+            }
             for metric in metrics
         }
-        contended, _ = taken.left_out(conn, [sweep_id], case.workers)
     engine.dispose()
-    return values, contended
+    return [
+        ({m: by_metric[m][run_id] for m in metrics if run_id in by_metric[m]}, contended)
+        for run_id, contended in runs
+    ]
+
+
+def nights_of(
+    sweeps: list[list[RunRecord]], metrics: tuple[str, ...], night_runs: int | None
+) -> list[tuple[dict[str, list[float]], int]]:
+    """Nights to judge, each as its values per metric and how many of its runs were
+    contended: each stored sweep (``night_runs`` None), or every ``night_runs`` consecutive
+    runs of the sweeps in run order (the runs left over are not judged)."""
+    if night_runs is None:
+        groups = sweeps
+    else:
+        runs = [run for sweep in sweeps for run in sweep]
+        groups = [
+            runs[i : i + night_runs] for i in range(0, len(runs) - night_runs + 1, night_runs)
+        ]
+    return [
+        (
+            {m: [values[m] for values, _ in group if m in values] for m in metrics},
+            sum(contended for _, contended in group),
+        )
+        for group in groups
+    ]
 
 
 def night_flagged(
-    baseline: dict[str, list[float]], latest: dict[str, list[float]], metrics: tuple[str, ...]
+    baseline: dict[str, list[float]],
+    latest: dict[str, list[float]],
+    metrics: tuple[str, ...],
+    rule: regressions.Rule,
 ) -> bool:
-    """The detector's verdict on one night: any of ``metrics`` flagged by its rule."""
+    """The detector's verdict on one night: any of ``metrics`` flagged by ``rule``."""
     return any(
-        regressions.compare(baseline[m], latest[m], regressions.MEASURES[m], regressions.RULE)[2]
+        regressions.compare(baseline[m], latest[m], regressions.MEASURES[m], rule)[2]
         for m in metrics
         if len(baseline[m]) >= 3 and latest[m]
     )
@@ -211,17 +260,26 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
     """Judge the nights stored in ``data`` with the detector's metrics and each ``--also``."""
     database = f"sqlite:///{data}/results.db"
     window = regressions.RULE.window
-    also = tuple(m for m in args.also.split(",") if m)
+    # each --also entry is a metric or several joined by "+", judged together as the nightly
+    # judges its metrics (flagged when any is)
+    also_sets = [tuple(entry.split("+")) for entry in args.also.split(",") if entry]
+    also = tuple(m for metrics in also_sets for m in metrics)
     nights = stored_nights(data)
     engine = make_engine(database)
     with engine.connect() as conn:
         hardware = conn.execute(select(Run.hardware).where(Run.hardware.is_not(None))).first()
     engine.dispose()
+    night_runs = args.night_runs or "the stored sweeps'"
     print(
-        f"\nhardware: {hardware[0] if hardware else 'not recorded'}; nights of {args.repeats} "
+        f"\nhardware: {hardware[0] if hardware else 'not recorded'}; nights of {night_runs} "
         f"runs against {window} nights; {sum(n.wall_s for n in nights) / 60:.0f} min of runs"
     )
-    print(f"rule: {regressions.RULE.describe()}")
+    rule = replace(
+        regressions.RULE,
+        alpha=args.alpha or regressions.RULE.alpha,
+        min_change=args.min_change or regressions.RULE.min_change,
+    )
+    print(f"rule: {rule.describe()}")
     print(
         f"{'task':24s} {'metrics':34s} {'night':>11s} {'nights':>6s} {'flagged':>9s} "
         f"{'':13s} {'of 1000':>7s} {'measured change':>16s} {'contended':>9s}"
@@ -231,14 +289,22 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
         kinds = sorted({n.slowdown for n in mine})
         measured = tuple(dict.fromkeys([*case.metrics, *also]))
         pools = {
-            s: [night_values(database, n.sweep, case, measured) for n in mine if n.slowdown == s]
+            s: nights_of(
+                [sweep_runs(database, n.sweep, case, measured) for n in mine if n.slowdown == s],
+                measured,
+                args.night_runs,
+            )
             for s in kinds
         }
         unmodified = [values for values, _ in pools.get(0.0, [])]
         if len(unmodified) < window + 1:
             print(f"{case.task}: {len(unmodified)} unmodified nights, {window + 1} needed")
             continue
-        extra = [(m,) for m in also if m not in case.metrics and joined(unmodified)[m]]
+        extra = [
+            metrics
+            for metrics in also_sets
+            if metrics != case.metrics and all(joined(unmodified)[m] for m in metrics)
+        ]
         for metrics in [case.metrics, *extra]:  # a metric the task has no values of: skipped
             for slowdown in kinds:
                 these = pools[slowdown]
@@ -252,7 +318,7 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
                         latest = (
                             unmodified[order[window]] if slowdown == 0 else rng.choice(these)[0]
                         )
-                        flagged += night_flagged(baseline, latest, metrics)
+                        flagged += night_flagged(baseline, latest, metrics, rule)
                         if trials == args.trials:  # a night of contended runs only: not judged
                             judged += any(latest[m] for m in metrics)
                     rates.append(flagged)
@@ -278,6 +344,18 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=10, help="nights judged per case")
     parser.add_argument("--repeats", type=int, default=3, help="runs per night (nightly: 3)")
     parser.add_argument("--seed", type=int, default=0, help="of the draws, not the runs")
+    parser.add_argument(
+        "--alpha", type=float, help="judge by this significance level instead of the rule's"
+    )
+    parser.add_argument(
+        "--min-change", type=float, help="judge by this least change instead of the rule's"
+    )
+    parser.add_argument(
+        "--night-runs",
+        type=int,
+        help="judge nights of this many runs, each made of consecutive runs of one kind "
+        "(default: each stored sweep is a night)",
+    )
     parser.add_argument("--tasks", default=",".join(c.task for c in CASES))
     parser.add_argument(
         "--data",
@@ -296,13 +374,15 @@ def main() -> None:
     args = parser.parse_args()
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     cases = [c for c in CASES if c.task in args.tasks.split(",")]
-    unknown = [m for m in args.also.split(",") if m and m not in regressions.MEASURES]
+    unknown = [
+        m for m in args.also.replace("+", ",").split(",") if m and m not in regressions.MEASURES
+    ]
     if unknown:
         raise SystemExit(f"--also: unknown metric(s) {', '.join(unknown)}")
     window = regressions.RULE.window
     if args.judge_only and not args.data:
         raise SystemExit("--judge-only needs --data: the folder of stored nights")
-    if not args.judge_only and args.nights < window + 1:
+    if not args.judge_only and not args.data and args.nights < window + 1:
         raise SystemExit(f"--nights must be at least {window + 1}: a baseline and one more")
     with contextlib.ExitStack() as stack:
         if args.data:

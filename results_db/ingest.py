@@ -724,6 +724,7 @@ def _write_run(
             contended=summary.contention_share is not None
             and summary.contention_share > config.contention_threshold(),
             hardware=summary.hardware,
+            machine_reference_s=summary.machine_reference_s,
             ingested_at=datetime.now(UTC),
         )
     )

@@ -155,6 +155,9 @@ class Run(Base):
     contention_share: Mapped[float | None] = mapped_column(Float)
     contended: Mapped[bool] = mapped_column(Boolean, server_default=false())
     hardware: Mapped[str | None] = mapped_column(String(250))  # processor (+ GPUs)
+    # The machine's reference workload's median seconds per sample over the ranks
+    # (workers.machine_reference): the nightly judges step times relative to it.
+    machine_reference_s: Mapped[float | None] = mapped_column(Float)
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # Every rank's step records summed, stored at ingest so that per-step phase
     # means need no scan of step_timing: how many step records, and seconds per phase.

@@ -13,13 +13,18 @@ is flagged only when both hold:
 :data:`RULE` holds the defaults; the nightly DAG, ``scalebench db regressions``
 and the dashboard's Compare page read them from here.
 
-Metrics (:data:`METRICS`, all in seconds, lower is better): time to accuracy,
+Metrics (:data:`METRICS`, lower is better): time to accuracy and
 ``steady_step_s``, a training run's median step time after its first
-:data:`WARMUP_STEPS` steps (each step's slowest rank), and, for the all-reduce
-task, ``allreduce_largest_s``: a run's median over repetitions of the slowest
-rank's time for its largest ``float32`` message. :data:`MEASURES` adds
-training throughput in samples/s (higher is better), which the nightly no
-longer judges but the power benchmark can.
+:data:`WARMUP_STEPS` steps (each step's slowest rank), both divided by the
+run's ``machine_reference_s`` (:data:`PER_REFERENCE`): a fixed workload each
+rank times at its start and end (:mod:`workers.machine_reference`), so that a
+host that got slower since last week is not taken for slower code. Where the
+baseline's runs were stored before the reference was timed, the same metrics
+are judged in seconds. For the all-reduce task, ``allreduce_largest_s``: a
+run's median over repetitions of the slowest rank's time for its largest
+``float32`` message. :data:`MEASURES` adds training throughput in samples/s
+(higher is better) and the metrics' other forms, which the nightly does not
+judge but the power benchmark can.
 
 Only comparable runs are compared. Runs marked ``contended`` (other processes
 took more than the threshold's share of their cores, see
@@ -50,14 +55,35 @@ MEASURES = {
     "samples_per_s": True,
     "steady_step_s": False,
     "allreduce_largest_s": False,
+    "time_to_accuracy_per_reference": False,
+    "steady_step_per_reference": False,
+    "allreduce_largest_per_reference": False,
+}
+# Metrics relative to the machine's speed: the metric in seconds divided by the run's
+# ``machine_reference_s`` (both in seconds, so the ratio has no unit), for runs that timed it.
+PER_REFERENCE = {
+    "time_to_accuracy_per_reference": "time_to_accuracy_s",
+    "steady_step_per_reference": "steady_step_s",
+    "allreduce_largest_per_reference": "allreduce_largest_s",
 }
 # Steps at the start of a run that ``steady_step_s`` leaves out.
 WARMUP_STEPS = 10
+# Fewer baseline runs than this at a worker count: nothing is judged there.
+MIN_BASELINE_RUNS = 3
 # The metrics the nightly judges, a subset of MEASURES.
+# Time to accuracy and the steady step time are judged relative to the machine's reference
+# workload: a virtual machine's speed drifts by a third within the hour, which drowns a 10 %
+# change of the code in seconds (docs/benchmarks.md, "How sensitive the nightly is"). Where
+# the baseline has fewer than MIN_BASELINE_RUNS runs that timed the reference (runs stored
+# before it was timed), the same metric is judged in seconds instead.
 # Whole-run samples/s is not among them: it counts the warm-up, evaluation and the time between
 # steps, spreads more from run to run, and on the same measured nights flagged none of those 10 %
-# slower that steady_step_s flagged (docs/benchmarks.md, "How sensitive the nightly is").
-METRICS = {"time_to_accuracy_s": False, "steady_step_s": False, "allreduce_largest_s": False}
+# slower that steady_step_s flagged.
+METRICS = {
+    "time_to_accuracy_per_reference": False,
+    "steady_step_per_reference": False,
+    "allreduce_largest_s": False,
+}
 
 
 @dataclass(frozen=True)
@@ -137,14 +163,19 @@ class Comparable:
         return contended, other
 
 
+RunValue = tuple[str, int, float]  # (run id, worker count, value)
+
+
 def _allreduce_values(
     conn: Connection, sweep_ids: list[str], runs_taken: Comparable
-) -> dict[int, list[float]]:
-    """Per worker count, each compared run's median time (s) of its largest float32 size."""
+) -> list[RunValue]:
+    """Each compared run's median time (s) of its largest float32 size."""
     runs = conn.execute(
-        select(Run.id, Run.world_size).where(Run.sweep_id.in_(sweep_ids), *runs_taken.conditions())
+        select(Run.id, Run.world_size)
+        .where(Run.sweep_id.in_(sweep_ids), *runs_taken.conditions())
+        .order_by(Run.id)
     ).all()
-    values: dict[int, list[float]] = defaultdict(list)
+    values: list[RunValue] = []
     for run_id, world_size in runs:
         mine = (AllReduceSample.run_id == run_id, AllReduceSample.dtype == "float32")
         largest = conn.execute(select(func.max(AllReduceSample.elements)).where(*mine)).scalar()
@@ -155,14 +186,14 @@ def _allreduce_values(
             .where(*mine, AllReduceSample.elements == largest)
             .group_by(AllReduceSample.repetition)
         ).scalars()
-        values[world_size].append(statistics.median(slowest))
+        values.append((run_id, world_size, statistics.median(slowest)))
     return values
 
 
 def _steady_step_values(
     conn: Connection, sweep_ids: list[str], runs_taken: Comparable
-) -> dict[int, list[float]]:
-    """Per worker count, each compared run's median step time in seconds after warm-up.
+) -> list[RunValue]:
+    """Each compared run's median step time in seconds after warm-up.
 
     A step's time is its slowest rank's sum of phase seconds (the group waits for that rank).
     The run's first :data:`WARMUP_STEPS` steps are left out (its very first step takes about a
@@ -184,7 +215,7 @@ def _steady_step_values(
         + StepTiming.communication_s
         + StepTiming.optimizer_s
     )
-    values: dict[int, list[float]] = defaultdict(list)
+    values: list[RunValue] = []
     for run_id, world_size in runs:
         steps = [
             float(step_s)
@@ -196,28 +227,52 @@ def _steady_step_values(
             ).scalars()
         ]
         if steps:
-            values[world_size].append(statistics.median(steps[WARMUP_STEPS:] or steps))
+            values.append((run_id, world_size, statistics.median(steps[WARMUP_STEPS:] or steps)))
     return values
 
 
-def metric_values(
+def run_values(
     conn: Connection, sweep_ids: list[str], metric: str, runs_taken: Comparable
-) -> dict[int, list[float]]:
-    """Per worker count, the ``metric`` of every compared run (see :class:`Comparable`), in
-    the order of the runs' ids: what the detector compares."""
+) -> list[RunValue]:
+    """Every compared run's ``metric`` with its id and worker count, in the order of the
+    runs' ids (:func:`metric_values` groups them by worker count)."""
+    if metric in PER_REFERENCE:
+        in_seconds = run_values(conn, sweep_ids, PER_REFERENCE[metric], runs_taken)
+        references = dict(
+            conn.execute(
+                select(Run.id, Run.machine_reference_s).where(
+                    Run.id.in_([run_id for run_id, _, _ in in_seconds]),
+                    Run.machine_reference_s > 0,
+                )
+            ).all()
+        )
+        return [
+            (run_id, world_size, value / references[run_id])
+            for run_id, world_size, value in in_seconds
+            if run_id in references
+        ]
     if metric == "allreduce_largest_s":
         return _allreduce_values(conn, sweep_ids, runs_taken)
     if metric == "steady_step_s":
         return _steady_step_values(conn, sweep_ids, runs_taken)
     column = getattr(Run, metric)
     rows = conn.execute(
-        select(Run.world_size, column)
+        select(Run.id, Run.world_size, column)
         .where(Run.sweep_id.in_(sweep_ids), column.is_not(None), *runs_taken.conditions())
         .order_by(Run.id)
     )
+    return [(run_id, world_size, float(value)) for run_id, world_size, value in rows]
+
+
+def metric_values(
+    conn: Connection, sweep_ids: list[str], metric: str, runs_taken: Comparable
+) -> dict[int, list[float]]:
+    """Per worker count, the ``metric`` of every compared run (see :class:`Comparable`), in
+    the order of the runs' ids: what the detector compares. A metric of
+    :data:`PER_REFERENCE` takes only the runs that timed the machine's reference."""
     values: dict[int, list[float]] = defaultdict(list)
-    for world_size, value in rows:
-        values[world_size].append(float(value))
+    for _, world_size, value in run_values(conn, sweep_ids, metric, runs_taken):
+        values[world_size].append(value)
     return values
 
 
@@ -314,14 +369,31 @@ def _network_findings(
         others = baseline_taken.left_out(conn, baseline_ids, world_size)
         return contended, left_out_text(contended, *others)
 
+    def values(metric: str) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+        """(latest, baseline) values of ``metric`` per worker count."""
+        return (
+            metric_values(conn, [sweep_id], metric, latest_taken),
+            metric_values(conn, baseline_ids, metric, baseline_taken),
+        )
+
     findings = []
-    for metric, higher_is_better in METRICS.items():
-        latest_values = metric_values(conn, [sweep_id], metric, latest_taken)
-        baseline_values = metric_values(conn, baseline_ids, metric, baseline_taken)
-        for world_size in sorted(set(latest_values) | (attempted & set(baseline_values))):
+    for judged, higher_is_better in METRICS.items():
+        judged_values = values(judged)
+        in_seconds = values(PER_REFERENCE[judged]) if judged in PER_REFERENCE else None
+        sizes = set(judged_values[0]) | (attempted & set(judged_values[1]))
+        if in_seconds is not None:
+            sizes |= set(in_seconds[0]) | (attempted & set(in_seconds[1]))
+        for world_size in sorted(sizes):
+            metric, (latest_values, baseline_values) = judged, judged_values
+            if in_seconds is not None and (
+                len(baseline_values.get(world_size, [])) < MIN_BASELINE_RUNS
+                or (world_size in in_seconds[0] and world_size not in latest_values)
+            ):
+                # runs stored before the reference was timed, on either side
+                metric, (latest_values, baseline_values) = PER_REFERENCE[judged], in_seconds
             base = baseline_values.get(world_size, [])
             now = latest_values.get(world_size, [])
-            if len(base) < 3:
+            if len(base) < MIN_BASELINE_RUNS:
                 continue
             if not now:
                 # The nightly ran this size but no run produced the metric (failed,

@@ -14,13 +14,21 @@ the goal within its epoch limit.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from results_db import analytics
-from workers.records import CPU_USE_FIELDS, DDP_EXPOSED_WAIT, PHASES, RankRecords, rank_of
+from workers.records import (
+    CPU_USE_FIELDS,
+    DDP_EXPOSED_WAIT,
+    MACHINE_REFERENCE_FIELD,
+    PHASES,
+    RankRecords,
+    rank_of,
+)
 
 _COMMON_FIELDS = {"v", "run_id", "rank", "world_size", "kind", "t", "event"}
 
@@ -57,6 +65,8 @@ class RunSummary:
     # the share of the group's cores other processes took (analytics.contention_share)
     contention_share: float | None = None
     hardware: str | None = None  # what the ranks ran on (:func:`hardware_of`)
+    # the machine's reference workload, seconds per sample (:func:`machine_reference_s`)
+    machine_reference_s: float | None = None
 
 
 def _run_status(
@@ -126,6 +136,20 @@ def cpu_uses(ranks: Sequence[RankRecords]) -> list[analytics.RankCpuUse]:
             )
         )
     return uses
+
+
+def machine_reference_s(ranks: Sequence[RankRecords]) -> float | None:
+    """The median over ranks of the machine's reference workload's seconds, from their final
+    events (see :mod:`workers.machine_reference`); None for records without it."""
+    seconds = [
+        float(e[MACHINE_REFERENCE_FIELD])
+        for rank in ranks
+        for e in rank.of_kind("event")
+        if e["event"] in ("finished", "failed", "diverged")
+        and isinstance(e.get(MACHINE_REFERENCE_FIELD), int | float)
+        and e[MACHINE_REFERENCE_FIELD] > 0
+    ]
+    return statistics.median(seconds) if seconds else None
 
 
 HARDWARE_LIMIT = 250  # characters the results database keeps
@@ -243,4 +267,5 @@ def summarise(
         records_version=min((r.records[0]["v"] for r in ranks if r.records), default=None),
         contention_share=analytics.contention_share(cpu_uses(ranks)),
         hardware=hardware_of(ranks),
+        machine_reference_s=machine_reference_s(ranks),
     )

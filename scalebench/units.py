@@ -133,6 +133,19 @@ MEASURES = {
 }
 
 
+# The nightly's other metrics (results_db.regressions.MEASURES), in words.
+_METRIC_WORDS = {
+    "steady_step_s": "steady step time",
+    "allreduce_largest_s": "largest all-reduce's time",
+    "time_to_accuracy_per_reference": "time to accuracy relative to the machine's reference",
+    "steady_step_per_reference": "steady step time relative to the machine's reference",
+    "allreduce_largest_per_reference": "largest all-reduce's time relative to the machine's "
+    "reference",
+}
+
+
 def measure(column: str) -> str:
     """A measure's column name as words: ``time_to_accuracy_s`` → ``time to accuracy``."""
-    return MEASURES[column][0] if column in MEASURES else column.replace("_", " ")
+    if column in MEASURES:
+        return MEASURES[column][0]
+    return _METRIC_WORDS.get(column, column.replace("_", " "))

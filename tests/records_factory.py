@@ -42,6 +42,9 @@ class FakeRun:
     # event carries no CPU seconds, as before they were recorded)
     others_cores: float | None = None
     cpu: str = "AMD EPYC (family 25, model 1)"
+    # the machine's reference workload's seconds the final event carries (None: none, as
+    # before it was timed); rank r's is (1 + r × 0.1) times this
+    machine_reference_s: float | None = None
     cpu_count: int = 2
     variant: str = "sync"
     start_details: dict[str, str] = field(default_factory=dict)  # more fields of the start
@@ -179,6 +182,8 @@ def write_rank(
             "host_busy_cpu_s": own_s + run.others_cores * (t + 1),
             "own_cpu_s": own_s,
         }
+    if run.machine_reference_s is not None:
+        cpu_use["machine_reference_s"] = run.machine_reference_s * (1 + rank * 0.1)
     if run.end == "finished":
         recompiled = {} if run.compile_s is None else {"recompilations": rank}
         writer.write(

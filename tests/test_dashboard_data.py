@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -245,6 +246,15 @@ def test_nightly_trend_and_flags(source: Source) -> None:
     marked = next(t for t in figure.data if t.name == "flagged regression")
     assert list(marked.y) == pytest.approx([110.5])
     assert "+10.0 %" in marked.text[0]
+    # a night judged relative to the machine's reference marks its time to accuracy too
+    relative = [replace(f, metric="time_to_accuracy_per_reference") for f in flags]
+    figure = trend.trend_figure(points, relative, "time_to_accuracy_s")
+    marked = next(t for t in figure.data if t.name == "flagged regression")
+    assert list(marked.y) == pytest.approx([110.5])
+    assert not any(
+        t.name == "flagged regression"
+        for t in trend.trend_figure(points, relative, "samples_per_s").data
+    )
 
 
 def test_compare_applies_the_detector_rule(source: Source) -> None:

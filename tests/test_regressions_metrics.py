@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import pytest
 from records_factory import PHASES, FakeRun, write_training_sweep
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from results_db import regressions
 from results_db.ingest import ingest_location
+from results_db.models import Run
 
 STEP_S = sum(PHASES.values())  # one step of a FakeRun with the default phases, in seconds
 
@@ -50,8 +52,11 @@ def test_a_run_shorter_than_its_warm_up_keeps_its_steps(engine: Engine, tmp_path
     assert values(engine, "one-epoch", "steady_step_s") == {1: [pytest.approx(2 * STEP_S)]}
 
 
-def night(root: Path, number: int, factors: list[float]) -> str:
-    """A scheduled night of one run per factor, its steps ``factor`` times the default."""
+def night(
+    root: Path, number: int, factors: list[float], machine_reference_s: float | None = None
+) -> str:
+    """A scheduled night of one run per factor, its steps ``factor`` times the default; its
+    runs timed the machine's reference at ``machine_reference_s`` (None: not timed)."""
     sweep_id = f"night-{number:02d}"
     runs = [
         FakeRun(
@@ -60,6 +65,7 @@ def night(root: Path, number: int, factors: list[float]) -> str:
             phases={name: seconds * factor for name, seconds in PHASES.items()},
             slow_first_steps=1,
             slow_factor=1.3,
+            machine_reference_s=machine_reference_s,
         )
         for repeat, factor in enumerate(factors)
     ]
@@ -89,8 +95,64 @@ def test_slower_steps_are_flagged_by_the_nightly(
     ingest_location(engine, str(tmp_path))
     with engine.connect() as conn:
         findings = regressions.detect(conn, latest)
+    # runs stored before the machine's reference was timed: judged in seconds
     [finding] = [f for f in findings if f.metric == "steady_step_s"]
     assert finding.flagged is flagged
     assert finding.baseline_runs == 21 and finding.latest_runs == 3
     if flagged:
         assert finding.change == pytest.approx(0.11, abs=0.01)
+
+
+REFERENCE_S = 0.00115  # the reference workload's seconds per sample on the baseline's machine
+
+
+@pytest.mark.parametrize(
+    ("step_factor", "reference_factor", "flagged"),
+    [
+        (1.30, 1.30, False),  # the host got 30 % slower: steps and reference alike
+        (1.11, 1.00, True),  # the code got 11 % slower on an unchanged host
+        (1.11 * 0.75, 0.75, True),  # the same code on a host a quarter faster
+    ],
+)
+def test_step_time_is_judged_relative_to_the_machine(
+    engine: Engine, tmp_path: Path, step_factor: float, reference_factor: float, flagged: bool
+) -> None:
+    for number, baseline in enumerate(BASELINE, start=1):
+        night(tmp_path, number, baseline, REFERENCE_S)
+    factors = [step_factor * f for f in (1.0, 1.01, 0.99)]
+    latest = night(tmp_path, 8, factors, REFERENCE_S * reference_factor)
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        findings = regressions.detect(conn, latest)
+        in_seconds = regressions.metric_values(
+            conn, [latest], "steady_step_s", regressions.Comparable("host")
+        )
+    [finding] = [f for f in findings if f.metric == "steady_step_per_reference"]
+    assert finding.flagged is flagged
+    assert finding.baseline_runs == 21 and finding.latest_runs == 3
+    assert finding.baseline_mean == pytest.approx(STEP_S / REFERENCE_S, rel=0.02)
+    # in seconds the first case is 30 % worse and the third 17 % better: judged by the
+    # machine, they would be a false alarm and a missed regression
+    assert statistics.fmean(in_seconds[1]) == pytest.approx(STEP_S * step_factor, rel=0.02)
+    assert not [f for f in findings if f.metric == "steady_step_s"]
+
+
+def test_a_night_without_the_reference_is_judged_in_seconds(engine: Engine, tmp_path: Path) -> None:
+    # A latest night whose workers did not time the reference (an older worker image) is
+    # judged in seconds, not reported as a night with no successful run.
+    for number, baseline in enumerate(BASELINE, start=1):
+        night(tmp_path, number, baseline, REFERENCE_S)
+    latest = night(tmp_path, 8, [1.0, 1.01, 0.99])
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        findings = regressions.detect(conn, latest)
+    steps = [f for f in findings if f.metric.startswith("steady_step")]
+    assert [(f.metric, f.flagged, f.latest_runs) for f in steps] == [("steady_step_s", False, 3)]
+
+
+def test_a_runs_reference_is_the_median_of_its_ranks(engine: Engine, tmp_path: Path) -> None:
+    write_training_sweep(tmp_path, "two-ranks", [FakeRun(2, machine_reference_s=REFERENCE_S)])
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        [stored] = conn.execute(select(Run.machine_reference_s)).scalars()
+    assert stored == pytest.approx(REFERENCE_S * 1.05)  # ranks: 1.0 and 1.1 times it

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from scalebench.tasks import Goal
+from workers.machine_reference import SAMPLES, MachineReference
 from workers.records import RecordWriter, read_rank_file
 from workers.tracker import MLPerfLog, PhaseClock, Tracker
 
@@ -157,6 +159,7 @@ def test_the_final_event_carries_the_cpu_seconds_since_the_start(
     early.close()
     (failed,) = read_rank_file(tmp_path / "early" / "rank-0.jsonl").records
     assert failed["event"] == "failed" and "own_cpu_s" not in failed
+    assert "machine_reference_s" not in failed
     tracker = make_tracker(tmp_path)
     tracker.start()
     deadline = time.process_time() + 0.1
@@ -175,6 +178,27 @@ def test_the_final_event_carries_the_cpu_seconds_since_the_start(
     assert final["own_cpu_s"] >= 0.1 - 5 * tick_s
     assert final["host_busy_cpu_s"] >= final["own_cpu_s"] - 5 * tick_s
     assert final["cpu_window_s"] >= 0.1
+    # the reference workload, timed at the start and at the end: 2 × SAMPLES samples
+    assert len(tracker.machine_reference.timings_s) == 2 * SAMPLES
+    assert final["machine_reference_s"] == statistics.median(tracker.machine_reference.timings_s)
+
+
+def test_the_machine_reference_runs_on_one_blas_thread_whatever_the_rank_has(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from threadpoolctl import threadpool_info
+
+    seen: list[int] = []
+    reference = MachineReference(samples=2)
+
+    def products() -> None:
+        seen.extend(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas")
+
+    monkeypatch.setattr(reference, "_products", products)
+    reference.measure()
+    assert seen and set(seen) == {1}
+    assert len(reference.timings_s) == 2 and reference.seconds is not None
+    assert MachineReference().seconds is None  # nothing timed yet
 
 
 def test_the_progress_line_says_what_is_left(

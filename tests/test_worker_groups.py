@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import statistics
 import threading
 import time
 from pathlib import Path
@@ -67,6 +68,10 @@ def test_two_workers_train_the_light_image_task_to_its_target(
     assert summary.status == "succeeded" and summary.goal_reached
     assert 0 < summary.communication_ratio < 1
     assert summary.time_to_accuracy_without_eval_s < summary.time_to_accuracy_s
+    # each rank timed the machine's reference workload, outside its timed steps
+    references = [rank.of_kind("event")[-1]["machine_reference_s"] for rank in ranks]
+    assert all(0 < seconds < 0.1 for seconds in references)
+    assert summary.machine_reference_s == pytest.approx(statistics.median(references))
 
 
 def test_all_reduce_light_writes_complete_records_on_every_rank(

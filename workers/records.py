@@ -112,7 +112,12 @@ _PAYLOAD: dict[str, dict[str, type | tuple[type, ...]]] = {
 # The machine's and the rank's CPU seconds since the common start, in a rank's final event
 # (``Tracker.cpu_use``): what tells a contended run.
 CPU_USE_FIELDS = ("cpu_window_s", "host_busy_cpu_s", "own_cpu_s")
-_CPU_USE: dict[str, tuple[type, ...]] = dict.fromkeys(CPU_USE_FIELDS, (int, float))
+# The machine's reference workload's median seconds, timed at the rank's start and end
+# (``workers.machine_reference``); in the same final event, absent from older records.
+MACHINE_REFERENCE_FIELD = "machine_reference_s"
+_CPU_USE: dict[str, tuple[type, ...]] = dict.fromkeys(
+    (*CPU_USE_FIELDS, MACHINE_REFERENCE_FIELD), (int, float)
+)
 
 # Fields of events that readers use, with their types; "required" ones must be there.
 # Other details an event carries are free (stored as they are).
@@ -168,6 +173,7 @@ _DURATIONS = {
         "cpu_window_s",
         "host_busy_cpu_s",
         "own_cpu_s",
+        MACHINE_REFERENCE_FIELD,
     ),
 }
 _INT8_MAX = 2**63 - 1  # byte and element counts are stored as 64-bit integers

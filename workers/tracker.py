@@ -35,6 +35,7 @@ from mlperf_logging.mllog.mllog import MLLogger
 
 from scalebench.host import CpuCounters, cpu_counters
 from scalebench.tasks import Goal
+from workers.machine_reference import MachineReference
 from workers.records import PHASES, RecordWriter
 
 log = logging.getLogger("scalebench.worker")
@@ -168,6 +169,7 @@ class Tracker:
         self._epoch_started = 0.0
         self._start: float | None = None
         self._cpu_at_start: CpuCounters | None = None
+        self.machine_reference = MachineReference()
         self.is_leader = writer.rank == 0
 
     # -- MLPerf's initialisation and hyperparameters ----------------------------
@@ -191,7 +193,10 @@ class Tracker:
 
     # -- time ---------------------------------------------------------------
     def start(self, **details: Any) -> None:
-        """Barrier, then take the common start; writes the ``start`` event."""
+        """Time the machine's reference workload (on a CPU), then barrier and take the common
+        start; writes the ``start`` event."""
+        if self.device.type == "cpu":
+            self.machine_reference.measure()
         if dist.is_initialized():
             dist.barrier()
         if self.device.type == "cuda":
@@ -339,14 +344,25 @@ class Tracker:
             "own_cpu_s": end.own_s - self._cpu_at_start.own_s,
         }
 
+    def closing_measurements(self) -> dict[str, float]:
+        """What the final event carries besides its reason: :meth:`cpu_use`, and
+        ``machine_reference_s``, the reference workload's median seconds over its timing
+        at the start and now (see :mod:`workers.machine_reference`), on a CPU only: the
+        workload times the processor, which a GPU's step time does not follow."""
+        if self._start is None or self.device.type != "cpu":
+            return self.cpu_use()
+        self.machine_reference.measure()
+        reference_s = self.machine_reference.seconds
+        return {**self.cpu_use(), **({"machine_reference_s": reference_s} if reference_s else {})}
+
     def finish(self, status: str, **details: Any) -> None:
         """Close a run that ended normally: ``status`` is why it ended."""
-        self.event("finished", status=status, **self.cpu_use(), **details)
+        self.event("finished", status=status, **self.closing_measurements(), **details)
         self.mlperf.event(mllog.constants.RUN_STOP, status=metadata_status(status))
 
     def fail(self, event: str, reason: str) -> None:
         """Record a run that stopped early (``diverged`` or ``failed``)."""
-        self.event(event, reason=reason, **self.cpu_use())
+        self.event(event, reason=reason, **self.closing_measurements())
         self.mlperf.event(mllog.constants.RUN_STOP, status="aborted", reason=reason)
 
     def close(self) -> None:

@@ -26,6 +26,7 @@ from dash_app.plots import (
     thin,
 )
 from dash_app.state import TREND_METRICS, Query, to_search
+from results_db import regressions
 from results_db.queries.nightly import RegressionRow, TrendPoint
 from scalebench import units
 
@@ -262,7 +263,11 @@ def trend_figure(
                 ),
             )
         )
-    changes = {(f.sweep_id, f.world_size): f.change for f in flags if f.metric == metric}
+    changes = {
+        (f.sweep_id, f.world_size): f.change
+        for f in flags
+        if metric in (f.metric, regressions.PER_REFERENCE.get(f.metric))
+    }
     marked = [p for p in shown if (p.sweep_id, p.world_size) in changes]
     if marked:
         traces.append(
