@@ -31,6 +31,7 @@ from workers.records import (
 )
 
 _COMMON_FIELDS = {"v", "run_id", "rank", "world_size", "kind", "t", "event"}
+FINAL_EVENTS = ("finished", "failed", "diverged")  # the events that close a rank's records
 
 
 @dataclass
@@ -79,7 +80,7 @@ def _run_status(
     unfinished = [
         rank
         for rank, records in sorted(by_rank.items())
-        if not {"finished", "failed", "diverged"} & set(records.events())
+        if not set(FINAL_EVENTS) & set(records.events())
     ]
     if diverged:
         return "diverged", str(diverged[0].get("reason", ""))
@@ -102,20 +103,18 @@ def _run_status(
     return "succeeded", ""
 
 
+def final_event(rank: RankRecords) -> dict[str, Any] | None:
+    """A rank's last ``finished``, ``failed`` or ``diverged`` event (None: it left none)."""
+    return next((e for e in reversed(rank.of_kind("event")) if e["event"] in FINAL_EVENTS), None)
+
+
 def cpu_uses(ranks: Sequence[RankRecords]) -> list[analytics.RankCpuUse]:
     """What each rank measured of its machine: its final event's CPU seconds (records from
     before they were written have none) with its environment record's machine."""
     uses = []
     for rank in ranks:
         env = next(iter(rank.of_kind("env")), None)
-        final = next(
-            (
-                e
-                for e in reversed(rank.of_kind("event"))
-                if e["event"] in ("finished", "failed", "diverged")
-            ),
-            None,
-        )
+        final = final_event(rank)
         if (
             env is None
             or final is None
@@ -141,14 +140,8 @@ def cpu_uses(ranks: Sequence[RankRecords]) -> list[analytics.RankCpuUse]:
 def machine_reference_s(ranks: Sequence[RankRecords]) -> float | None:
     """The median over ranks of the machine's reference workload's seconds, from their final
     events (see :mod:`workers.machine_reference`); None for records without it."""
-    seconds = [
-        float(e[MACHINE_REFERENCE_FIELD])
-        for rank in ranks
-        for e in rank.of_kind("event")
-        if e["event"] in ("finished", "failed", "diverged")
-        and isinstance(e.get(MACHINE_REFERENCE_FIELD), int | float)
-        and e[MACHINE_REFERENCE_FIELD] > 0
-    ]
+    timed = [(final_event(rank) or {}).get(MACHINE_REFERENCE_FIELD) for rank in ranks]
+    seconds = [float(s) for s in timed if isinstance(s, int | float) and s > 0]
     return statistics.median(seconds) if seconds else None
 
 
