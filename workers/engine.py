@@ -9,6 +9,8 @@
                 data → forward → loss → backward
             gradient packing → communication (the all-reduce alone) → unpacking
             optimizer: learning rate set, gradients normalised and clipped, update
+            the next step's data staged (where the adapter builds it on the host)
+            the clock's read: the step's one wait for a GPU
             step record; a non-finite loss stops every rank (diverged)
         evaluation (global over ranks), goal check, stop decision
         the task's end-of-epoch rule (plateau decay, switch to averaged SGD)
@@ -58,7 +60,7 @@ from torch.nn.parallel import DistributedDataParallel
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.tasks import LossScaleSpec, TrainingSpec, TranslationSpec
 from workers.compile import Compiled, compile_for_training
-from workers.data.batches import epoch_partition
+from workers.data.batches import epoch_partition, to_device
 from workers.mixed_precision import DynamicLossScale, MasterWeights
 from workers.records import DDP_EXPOSED_WAIT
 from workers.schedules import LearningRate
@@ -169,6 +171,12 @@ class TaskAdapter(Generic[Item]):
         """The data phase: one pass's tensors on the device."""
         raise NotImplementedError
 
+    def prefetch(self, step: Step[Item]) -> None:
+        """Begin preparing ``step``'s data (the next step) while the device computes the
+        current one: called once the current step's work is queued, before the clock's read.
+        An adapter whose batches are built on the host may stage them here (on a GPU); by
+        default nothing happens, and :meth:`load` does all the work in the data phase."""
+
     def forward(self, net: torch.nn.Module, batch: Batch) -> Any:
         return net(*batch.inputs)
 
@@ -207,7 +215,9 @@ class IndexedTrainingSet(TaskAdapter[Item]):
     on a validation-loss plateau (:class:`workers.schedules.LearningRate`).
 
     A subclass loads its data, then calls :meth:`cut_into_batches`; it may override
-    :meth:`pass_of` to turn a slice of the permutation into its own kind of pass.
+    :meth:`pass_of` to turn a slice of the permutation into its own kind of pass (a tensor).
+    The epoch's passes reach the device in one copy when the epoch is planned, so a step
+    copies nothing to it.
     """
 
     def cut_into_batches(self, n_train: int, n_test: int) -> None:
@@ -216,8 +226,8 @@ class IndexedTrainingSet(TaskAdapter[Item]):
         self.steps_per_epoch = math.ceil((n_train // self.world_size) / self.batch)
         self.schedule = LearningRate(self.spec.schedule, self.spec.optimizer.lr, self.world_size)
 
-    def pass_of(self, indices: torch.Tensor) -> Item:
-        return indices  # type: ignore[return-value]
+    def pass_of(self, indices: torch.Tensor) -> torch.Tensor:
+        return indices
 
     def build_optimizer(self, parameters: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
         return sgd(self.spec.optimizer, parameters)
@@ -232,16 +242,26 @@ class IndexedTrainingSet(TaskAdapter[Item]):
 
     def steps(self, epoch: int) -> list[Step[Item]]:
         order = epoch_partition(self.n_train, self.rank, self.world_size, epoch, self.options.seed)
-        return [
-            Step([self.pass_of(order[i * self.batch : (i + 1) * self.batch])])
+        passes = [
+            self.pass_of(order[i * self.batch : (i + 1) * self.batch])
             for i in range(self.steps_per_epoch)
         ]
+        return [Step([p]) for p in on_device_at_once(passes, self.device)]
 
     def learning_rate(self, epoch: int, index: int, step: Step[Item], steps: int) -> float:
         return self.schedule.at(epoch + index / steps)
 
     def end_of_epoch(self, epoch: int, metrics: dict[str, float], tracker: Tracker) -> None:
         self.schedule.end_of_epoch(epoch, metrics["loss"])
+
+
+def on_device_at_once(tensors: list[torch.Tensor], device: torch.device) -> list[torch.Tensor]:
+    """``tensors`` on ``device`` through one copy: concatenated along their last dimension,
+    copied without waiting, and cut back into views. On a CPU: the tensors themselves."""
+    if device.type == "cpu" or not tensors:
+        return tensors
+    sizes = [t.shape[-1] for t in tensors]
+    return list(to_device(torch.cat(tensors, dim=-1), device).split(sizes, dim=-1))
 
 
 def adapter_for(
@@ -300,7 +320,9 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
         scale = task.loss_scale
         masters = MasterWeights(
             model.parameters(),
-            DynamicLossScale(scale.initial, scale.factor, scale.window, scale.max_scale),
+            DynamicLossScale(
+                scale.initial, scale.factor, scale.window, scale.max_scale, device=device
+            ),
         )
     optimizer = task.build_optimizer(masters.master if masters else list(model.parameters()))
     autocast = options.autocast(device)
@@ -348,7 +370,7 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
                         totals[2] += batch.units
                     clock.lap("loss")
                 samples += batch.samples
-                (loss * masters.scaler.scale if masters else loss).backward()
+                (loss * masters.scaler.scale_tensor if masters else loss).backward()
                 clock.lap("communication" if waits_for_buckets else "backward")
 
             # Gradients averaged over ranks. sync: packed into one buffer, all-reduced (the
@@ -358,15 +380,19 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
                 # With a summed loss the reducer carries this rank's mean along (unused) and
                 # the sums travel in a second, 3-number all-reduce: mean gradient = averaged
                 # sum × k / global units.
+                # A group of one packs nothing and runs no collective: 0 s for both, and no
+                # laps (each costs a CUDA event; the little pack() does goes to "optimizer").
                 reducer.pack(totals[0] / totals[1] if task.loss_sum else loss)
-                clock.lap("gradient_packing")
+                if world_size > 1:
+                    clock.lap("gradient_packing")
                 reducer.all_reduce()
                 if task.loss_sum:
                     sum_over_ranks(totals)
-                if world_size > 1:  # a group of one runs no collective: 0 s communicating
+                if world_size > 1:
                     clock.lap("communication")
                 global_loss = reducer.unpack()
-                clock.lap("gradient_packing")
+                if world_size > 1:
+                    clock.lap("gradient_packing")
             else:
                 assert not task.loss_sum, "a summed loss needs the sync variant"
                 global_loss = mean_over_ranks(loss)
@@ -399,6 +425,8 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
             if isinstance(samples, torch.Tensor):
                 samples = samples.to("cpu", non_blocking=True)
             clock.lap("optimizer")
+            if index + 1 < len(plan):  # the next step's data, while the device computes
+                task.prefetch(plan[index + 1])
             clock.read()
 
             loss_value = float(loss_on_host)

@@ -2,7 +2,13 @@
 
 A step is one batch of ``batch_per_worker`` images from this rank's share
 of the epoch's permutation, randomly cropped (after zero padding) and
-flipped as the data set's spec says; the loss is cross-entropy. SGD with
+flipped as the data set's spec says; the loss is cross-entropy.
+
+The rank's images live on its device, loaded once: on a GPU, gathering the
+batch, cropping and flipping run there and the pixels never return to the
+host. Only the batches' indices and their random draws travel (a few hundred
+integers a batch, drawn on the CPU so that a seed gives the same batches on
+any device): the whole epoch's, in one copy when the epoch is planned. SGD with
 the spec's momentum, Nesterov and weight decay; the rate warms up per step
 and decays on a validation-loss plateau (:class:`workers.schedules.LearningRate`).
 Evaluation scores top-1 accuracy and cross-entropy over the whole test set.
@@ -20,20 +26,28 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from scalebench.tasks import ImageData, TrainingSpec
-from workers.data.batches import ImageTensors, augment, normalise, shard, to_device
+from workers.data.batches import (
+    ImageTensors,
+    augment,
+    augment_draws,
+    crop_and_flip,
+    normalise,
+    shard,
+)
 from workers.data.sources import load_images
 from workers.engine import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 from workers.models.resnet import resnet20
 
 
 class ImageClassification(IndexedTrainingSet[torch.Tensor]):
-    """Passes are index tensors into the in-memory training images."""
+    """Passes are (4, batch) tensors: indices into the training images, then each image's
+    augmentation draws (:func:`workers.data.batches.augment_draws`)."""
 
     def __init__(self, spec: TrainingSpec, options: TrainingOptions, device: torch.device) -> None:
         super().__init__(spec, options, device)
         assert isinstance(self.data_spec, ImageData)
         self.images: ImageData = self.data_spec
-        self.data = self.load_data()
+        self.data = self.load_data().to(device)
         self.cut_into_batches(len(self.data.train_y), len(self.data.test_y))
         self.augment_rng = torch.Generator().manual_seed((options.seed * 7919 + self.rank) % 2**63)
 
@@ -47,18 +61,23 @@ class ImageClassification(IndexedTrainingSet[torch.Tensor]):
         model = resnet20(in_channels=self.images.channels, classes=self.images.classes)
         return model.to(memory_format=torch.channels_last)
 
+    def pass_of(self, indices: torch.Tensor) -> torch.Tensor:
+        """The batch's indices and its draws, made when the epoch is planned, batch by batch
+        in the order the steps take them."""
+        padding, flip = self.images.crop_padding, self.images.horizontal_flip
+        draws = augment_draws(len(indices), padding, flip, self.augment_rng)
+        return torch.cat([indices[None], draws])
+
     def load(self, item: torch.Tensor) -> Batch:
-        images = augment(
-            self.data.train_x[item],
-            self.images.crop_padding,
-            self.images.horizontal_flip,
-            self.augment_rng,
+        """Gather, crop and flip where the images are."""
+        index, draws = item[0], item[1:]
+        images = crop_and_flip(
+            self.data.train_x[index], draws, self.images.crop_padding, self.images.horizontal_flip
         )
-        images = images.contiguous(memory_format=torch.channels_last)
         return Batch(
-            inputs=(to_device(images, self.device),),
-            targets=to_device(self.data.train_y[item], self.device),
-            samples=len(item),
+            inputs=(images.contiguous(memory_format=torch.channels_last),),
+            targets=self.data.train_y[index],
+            samples=item.shape[-1],
         )
 
     def loss(self, output: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -96,8 +115,8 @@ class ImageClassification(IndexedTrainingSet[torch.Tensor]):
         x_all, y_all = self.data.test_x[part], self.data.test_y[part]
         totals = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss, correct, count
         for start in range(0, len(y_all), self.options.eval_batch):
-            x = x_all[start : start + self.options.eval_batch].to(self.device)
-            y = y_all[start : start + self.options.eval_batch].to(self.device)
+            x = x_all[start : start + self.options.eval_batch]
+            y = y_all[start : start + self.options.eval_batch]
             logits = model(x)
             totals[0] += F.cross_entropy(logits, y, reduction="sum").double()
             totals[1] += (logits.argmax(dim=1) == y).sum().double()

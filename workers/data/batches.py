@@ -18,6 +18,12 @@ class ImageTensors:
     test_x: torch.Tensor
     test_y: torch.Tensor
 
+    def to(self, device: torch.device) -> ImageTensors:
+        """The same tensors on ``device`` (copied once; the same objects on their own device)."""
+        return ImageTensors(
+            *(t.to(device) for t in (self.train_x, self.train_y, self.test_x, self.test_y))
+        )
+
 
 def normalise(arrays: ImageArrays) -> ImageTensors:
     """Per-channel standardisation with the training set's mean and standard deviation."""
@@ -54,23 +60,52 @@ def shard(n: int, rank: int, world_size: int) -> slice:
     return slice(rank * per_rank, stop)
 
 
+def augment_draws(batch: int, padding: int, flip: bool, generator: torch.Generator) -> torch.Tensor:
+    """The random choices of one batch's augmentation, drawn on the CPU from ``generator``:
+    an int64 tensor (3, ``batch``) of each image's crop offsets ``dy``, ``dx`` (0 to
+    ``2 × padding``) and whether it is mirrored (0 or 1).
+
+    They are drawn on the host whatever the device, in a fixed order (``dy``, ``dx``, then
+    the mirror draw), so a seed gives the same batches on a CPU and on a GPU.
+    """
+    draws = torch.zeros(3, batch, dtype=torch.long)
+    if padding > 0:
+        draws[0] = torch.randint(0, 2 * padding + 1, (batch,), generator=generator)
+        draws[1] = torch.randint(0, 2 * padding + 1, (batch,), generator=generator)
+    if flip:
+        draws[2] = (torch.rand(batch, generator=generator) < 0.5).long()
+    return draws
+
+
+def crop_and_flip(
+    images: torch.Tensor, draws: torch.Tensor, padding: int, flip: bool
+) -> torch.Tensor:
+    """Each image cropped at its offsets after ``padding`` zero pixels each side, and (with
+    ``flip``) mirrored where its draw says so (``draws``: :func:`augment_draws`' tensor, on
+    ``images``' device).
+
+    Runs where ``images`` are: on a GPU the batch never visits the host.
+    """
+    batch, _, height, width = images.shape
+    device = images.device
+    if padding > 0:
+        padded = torch.nn.functional.pad(images, (padding, padding, padding, padding))
+        rows = (draws[0][:, None] + torch.arange(height, device=device))[:, :, None]  # (B, H, 1)
+        cols = (draws[1][:, None] + torch.arange(width, device=device))[:, None, :]  # (B, 1, W)
+        index = torch.arange(batch, device=device)[:, None, None]
+        images = padded.permute(0, 2, 3, 1)[index, rows, cols].permute(0, 3, 1, 2)
+    if flip:
+        mirror = draws[2].bool()[:, None, None, None]
+        images = torch.where(mirror, images.flip(3), images)
+    return images.contiguous()
+
+
 def augment(
     images: torch.Tensor, padding: int, flip: bool, generator: torch.Generator
 ) -> torch.Tensor:
     """Random crop (after ``padding`` zero pixels each side) and optional horizontal flip."""
-    batch, _, height, width = images.shape
-    if padding > 0:
-        padded = torch.nn.functional.pad(images, (padding, padding, padding, padding))
-        dy = torch.randint(0, 2 * padding + 1, (batch,), generator=generator)
-        dx = torch.randint(0, 2 * padding + 1, (batch,), generator=generator)
-        rows = (dy[:, None] + torch.arange(height))[:, :, None]  # (B, H, 1)
-        cols = (dx[:, None] + torch.arange(width))[:, None, :]  # (B, 1, W)
-        index = torch.arange(batch)[:, None, None]
-        images = padded.permute(0, 2, 3, 1)[index, rows, cols].permute(0, 3, 1, 2)
-    if flip:
-        mirror = torch.rand(batch, generator=generator) < 0.5
-        images = torch.where(mirror[:, None, None, None], images.flip(3), images)
-    return images.contiguous()
+    draws = augment_draws(len(images), padding, flip, generator).to(images.device)
+    return crop_and_flip(images, draws, padding, flip)
 
 
 def to_device(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

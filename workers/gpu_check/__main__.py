@@ -111,6 +111,9 @@ def main(argv: list[str] | None = None) -> int:
 
         return run
 
+    def overhead() -> list[Check]:
+        return [checks.overhead_check(ctx, 300.0)]
+
     plan: list[tuple[str, Callable[[], list[Check]]]] = [
         ("matmul peaks", peak),
         (
@@ -129,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             "light Task 1a in bf16",
             task1a("task1a-bf16", "Task 1a to goal, bf16 autocast", 150, precision="bf16"),
         ),
+        ("the engine against a plain loop, Tasks 1a to 4b", overhead),
     ]
     for number, (title, step) in enumerate(plan, start=1):
         elapsed = time.monotonic() - started

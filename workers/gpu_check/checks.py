@@ -25,6 +25,8 @@ from workers.gpu_check.report import FAIL, PASS, SKIPPED, Check, failed, skipped
 PHASE_TOLERANCE = 0.05
 # Host waits per training step the engine is built for (the clock's read).
 SYNCS_PER_STEP = 1
+# fp16 steps (Tasks 4a, 4b) may wait at most this often: the clock's read, and one the model needs.
+FP16_SYNCS_PER_STEP = 2
 # fp16 runs: at most this share of updates after the first FP16_SETTLE_STEPS may be skipped.
 OVERFLOW_SHARE = 0.01
 FP16_SETTLE_STEPS = 50
@@ -449,9 +451,15 @@ def fp16_check(name: str, title: str, result: dict[str, Any] | None, run: ChildR
     )
     metrics = ", ".join(f"{k} {v:.2f}" for k, v in result["final_metrics"].items())
     figure = f"{trajectory}; {metrics}"
-    if result.get("step_syncs"):  # the overflow check needs one; the task's data may add more
-        figure += f"; host waits per step: median {statistics.median(result['step_syncs']):g}"
     problems = []
+    if result.get("step_syncs"):
+        waits = statistics.median(result["step_syncs"])
+        figure += f"; host waits per step: median {waits:g}"
+        if waits > FP16_SYNCS_PER_STEP:
+            problems.append(
+                f"{waits:g} host waits per step, more than {FP16_SYNCS_PER_STEP}: run "
+                "benchmarks/engine_overhead.py --sync-sites to see where"
+            )
     if not scales:
         problems.append("fp16 master weights were not used (is the device a GPU?)")
     if share >= OVERFLOW_SHARE:
@@ -471,6 +479,41 @@ def fp16_check(name: str, title: str, result: dict[str, Any] | None, run: ChildR
         "; ".join(problems),
         seconds=run.seconds,
         details={"probe": result},
+    )
+
+
+def overhead_check(ctx: Context, timeout_s: float) -> Check:
+    """The engine's steady samples/s against a plain loop of the same model, batch, precision
+    and optimizer, per task (``benchmarks/engine_overhead.py``, 3 alternating rounds)."""
+    name, title = "overhead", "engine vs plain loop"
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "engine_overhead.py"
+    if not script.exists():
+        return skipped(name, title, f"skipped: {script} is not here (a worker image?)")
+    out = ctx.work_dir / "engine-overhead.json"
+    argv = [ctx.python, str(script), "--device", "cuda", "--rounds", "3", "--sync-sites"]
+    argv += ["--json", str(out)]
+    run = run_child(argv, min(timeout_s, ctx.seconds_left()), cwd=script.parents[1])
+    if not out.exists():
+        why = "timed out" if run.returncode is None else f"exit status {run.returncode}"
+        return failed(name, title, f"{why} after {run.seconds:.0f} s", tail(run.output))
+    results = json.loads(out.read_text(encoding="utf-8"))
+    figure = "; ".join(
+        f"{r['task'].split('-')[0]} {r['ratio']:.2f} (goal {r['goal']:g}, "
+        f"{r['engine_samples_per_s']:,.0f} vs {r['plain_samples_per_s']:,.0f}/s)"
+        for r in results
+    )
+    missed = [r["task"] for r in results if r["verdict"] == "MISS"]
+    return Check(
+        name,
+        title,
+        FAIL if missed else PASS,
+        figure,
+        f"below the goal: {', '.join(missed)}; the benchmark's --sync-sites shows where the "
+        "engine waits"
+        if missed
+        else "",
+        seconds=run.seconds,
+        details={"results": results},
     )
 
 

@@ -94,17 +94,16 @@ def run_probe(
     )
     result = ProbeResult(task_id, str(device), precision, compile_mode, status="failed")
 
-    scales: list[float] = []
-    overflows: list[int] = []
-    update = DynamicLossScale.update
+    # The scale and the overflow flag of every update, as device tensors (read at the end:
+    # noting them must not add a wait to the watched steps).
+    noted: list[tuple[torch.Tensor, torch.Tensor]] = []
+    update = DynamicLossScale.update_on_device
 
-    def noted_update(self: DynamicLossScale, overflow: bool) -> bool:
-        if overflow:
-            overflows.append(len(scales))
-        scales.append(self.scale)
-        return update(self, overflow)
+    def noted_update(self: DynamicLossScale, found_inf: torch.Tensor) -> None:
+        noted.append((self.scale_tensor.detach().clone(), found_inf.detach().clone()))
+        update(self, found_inf)
 
-    DynamicLossScale.update = noted_update  # type: ignore[method-assign]
+    DynamicLossScale.update_on_device = noted_update  # type: ignore[method-assign]
     writer = RecordWriter(results, results.name, 0, 1)
     tracker = Tracker(
         writer, device, goal=spec.goal, light=True, max_epochs=max_epochs or spec.epochs(True)
@@ -129,7 +128,7 @@ def run_probe(
     except Exception as exc:  # the check reports any failure as this run's verdict
         result.status = f"failed: {type(exc).__name__}: {exc}"
     finally:
-        DynamicLossScale.update = update  # type: ignore[method-assign]
+        DynamicLossScale.update_on_device = update  # type: ignore[method-assign]
         tracker.close()
         dist.destroy_process_group()
 
@@ -146,7 +145,8 @@ def run_probe(
     samples = [int(s["samples"]) for s in records.of_kind("step")][WARMUP_STEPS:]
     if timed and len(samples) == len(timed):
         result.samples_per_s = sum(samples) / sum(s.wall_s for s in timed)
-    result.loss_scales, result.overflows = scales, overflows
+    result.loss_scales = [float(scale) for scale, _ in noted]
+    result.overflows = [i for i, (_, found_inf) in enumerate(noted) if float(found_inf)]
     if device.type == "cuda":
         result.peak_memory_bytes = torch.cuda.max_memory_allocated(device)
     result.wall_s = time.perf_counter() - began

@@ -28,10 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+from torch import _VF, nn
+from torch.nn.utils.rnn import PackedSequence, pad_packed_sequence
 
 from scalebench.tasks import GNMTConfig
+from workers.data.batches import to_device
 from workers.data.translation import PAD
 
 LSTMState = tuple[torch.Tensor, torch.Tensor]  # (h, c), each (layers=1, batch, hidden)
@@ -76,6 +77,16 @@ class NormalizedAdditiveAttention(nn.Module):
         return torch.softmax(scores.float(), dim=-1).to(keys.dtype) @ keys
 
 
+def pack_without_waiting(x: torch.Tensor, lengths: torch.Tensor) -> PackedSequence:
+    """``pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)``, the same
+    computation, with the longest-first order sorted on the host and copied to ``x``'s device
+    from pinned memory: torch's own copies it from pageable memory, which waits for the GPU."""
+    lengths, order = torch.sort(lengths, descending=True)
+    order = to_device(order, x.device)
+    data, batch_sizes = _VF._pack_padded_sequence(x.index_select(0, order), lengths, True)
+    return PackedSequence(data, batch_sizes, order, None)
+
+
 class GNMT(nn.Module):
     """Source ids (batch, S) and shifted target ids (batch, T) → logits (batch, T, vocabulary)."""
 
@@ -109,11 +120,17 @@ class GNMT(nn.Module):
         nn.init.uniform_(self.classifier.weight, -0.1, 0.1)
         nn.init.zeros_(self.classifier.bias)
 
-    def encode(self, source: torch.Tensor) -> torch.Tensor:
-        """Encoder outputs (batch, S, hidden); padded positions are zeros."""
-        lengths = (source != PAD).sum(dim=1).clamp(min=1).cpu()
+    def encode(self, source: torch.Tensor, lengths: torch.Tensor | None = None) -> torch.Tensor:
+        """Encoder outputs (batch, S, hidden); padded positions are zeros.
+
+        ``lengths``: the sentences' lengths as a CPU tensor (a training batch's, known to its
+        adapter); packing then never waits for the GPU. Without them (beam search) they are
+        read from ``source``, which waits.
+        """
+        if lengths is None:
+            lengths = (source != PAD).sum(dim=1).clamp(min=1).cpu()
         x = self.dropout(self.embedding(source))
-        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        packed = pack_without_waiting(x, lengths)
         x, _ = pad_packed_sequence(
             self.encoder_bidirectional(packed)[0], batch_first=True, total_length=source.size(1)
         )
@@ -150,8 +167,10 @@ class GNMT(nn.Module):
             x = out + x if index >= self.residual_from else out
         return self.classifier(x), new_states
 
-    def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
-        return self.decode(self.encode(source), source, target_in)[0]
+    def forward(
+        self, source: torch.Tensor, target_in: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        return self.decode(self.encode(source, lengths), source, target_in)[0]
 
     def next_token_logits(
         self,

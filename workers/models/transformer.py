@@ -77,7 +77,10 @@ class Transformer(nn.Module):
         )
         return F.linear(hidden, self.embedding.weight)
 
-    def forward(self, source: torch.Tensor, target_in: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, source: torch.Tensor, target_in: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Logits (batch, T, vocabulary); ``lengths`` (the sources', as GNMT takes them) unused."""
         return self.decode(self.encode(source), source, target_in)
 
     def next_token_logits(
