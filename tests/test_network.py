@@ -328,16 +328,8 @@ def allreduce_sweep(tmp_path: Path, networks: str) -> list:
     return rows
 
 
-@needs_shaping
-@pytest.mark.slow
-def test_allreduce_bus_bandwidth_follows_the_emulated_rate(tmp_path: Path) -> None:
-    """Task 0 light at 2 workers on host and on 100mbit, one sweep, through the CLI."""
-    rows = allreduce_sweep(tmp_path, "host,100mbit")
-    large = {(r.network, r.dtype): r.busbw for r in rows if r.bytes >= 4_000_000}
-    assert set(large) == {("host", "float32"), ("100mbit", "float32")}
-    shaped = large[("100mbit", "float32")] / 12.5e6
-    assert 0.75 <= shaped <= 1.05, f"bus bandwidth {shaped:.2f} of 100 Mbit/s"
-    assert large[("host", "float32")] >= 10 * large[("100mbit", "float32")]
+# That an emulated link's all-reduce bus bandwidth follows its configured rate is measured by
+# benchmarks/network_emulation.py (every profile, 2 and 4 ranks, 1-64 MB).
 
 
 @dataclass(frozen=True)
@@ -394,6 +386,7 @@ def run_light_task1a(run_dir: Path, profile: str) -> LinkRun:
     )
 
 
+@pytest.mark.timing
 @needs_shaping
 @pytest.mark.slow
 def test_a_slow_link_raises_the_communication_ratio(tmp_path: Path) -> None:
@@ -519,6 +512,7 @@ def test_a_group_adds_one_rule_for_its_own_bridge_and_takes_it_away(
     assert re.search(r"-P FORWARD DROP", iptables("-S", "FORWARD")), "the policy was changed"
 
 
+@pytest.mark.timing
 @needs_shaping
 @pytest.mark.slow
 def test_a_shaped_group_crosses_a_firewall_that_drops_forwarded_traffic(

@@ -35,9 +35,7 @@ from results_db.projection import (
     ring_seconds,
 )
 from results_db.queries.projection import allreduce_fits, training_sweep, training_sweeps
-from results_db.report import leave_one_out_table
-from scalebench.host import shaping_problems
-from scalebench.network import parse_profile
+from results_db.report import leave_one_out_misses, leave_one_out_table
 
 GRADIENT_BYTES = (272_474 + 1) * 4
 SIZES = [int(10 ** (e / 2)) * 4 for e in range(0, 13)]  # 4 B … 4 MB, as light Task 0
@@ -437,114 +435,9 @@ def test_the_cost_figure_draws_both_prices_per_link_and_says_what_is_missing() -
 
 # -- checked on real runs over emulated links ---------------------------------------------------
 
-CANNOT_SHAPE = shaping_problems([parse_profile("10mbit")])
-BOUND = 0.20  # the largest |relative error| of a held-out step time or communication time
-# Communication seconds are bounded where they are at least this share of the step. On host
-# the all-reduce takes about 2 ms, and the 25-35 ms measured there is mostly the faster rank
-# waiting for the slower one's computation: a few per cent of the step, which the machine's
-# run-to-run noise decides. Taken from (2, 10mbit), it was off by +21.2 %, -0.2 %, -19.7 %,
-# -38.6 % and +42.5 % in five sweeps while the step stayed within a few per cent on the quiet
-# ones (docs/measurement.md). Such points are printed and their step time is still bounded.
-COMMUNICATION_SHARE = 0.10
-# The two 1-worker points run the same steps and communicate nothing: their step times differ
-# only by what the machine did between the runs. Beyond this share the machine's own speed
-# changed within the sweep (these virtual machines have changed by a third within 25 minutes
-# with nothing else running: docs/benchmarks.md), and compute taken from one run for another
-# carries that change.
-STEADY = 0.10
-
-
-def unsteadiness(sweep: TrainingSweep) -> float:
-    """How far apart the sweep's two 1-worker step times are (0: the same; 0.0 without both)."""
-    one = [p.step_s for p in sweep.points if p.world_size == 1]
-    return max(one) / min(one) - 1 if len(one) == 2 else 0.0
-
-
-def run_cli(argv: list[str]) -> str:
-    """Run ``scalebench`` with ``argv``; the id of the sweep it made."""
-    before = set()
-    results = Path(argv[argv.index("--results") + 1])
-    if results.is_dir():
-        before = {p.name for p in results.iterdir()}
-    assert cli.main(argv) == 0
-    (sweep_id,) = {p.name for p in results.iterdir()} - before
-    return sweep_id
-
-
-def least_contended(sweeps: list[TrainingSweep]) -> TrainingSweep:
-    """The same configuration measured more than once: per (link, worker count), the point
-    whose runs other processes disturbed least (by their contention share, not by how well
-    the model predicts them)."""
-    best: dict[tuple[str, int], MeasuredPoint] = {}
-    for sweep in sweeps:
-        for p in sweep.points:
-            key = (p.network, p.world_size)
-            if key not in best or (p.contention_share or 0.0) < (best[key].contention_share or 0.0):
-                best[key] = p
-    return replace(sweeps[-1], points=tuple(best[key] for key in sorted(best)))
-
-
-def misses(held: list) -> list[str]:
-    """The held-out points beyond :data:`BOUND`, in words: step seconds of every point,
-    communication seconds where they are at least :data:`COMMUNICATION_SHARE` of the step."""
-    out = []
-    for h in held:
-        checked = [("step", h.step_error)]
-        if h.measured_communication_s >= COMMUNICATION_SHARE * h.measured_step_s:
-            checked.append(("communication", h.communication_error))
-        for what, error in checked:
-            if error is not None and abs(error) > BOUND:
-                out.append(f"{h.world_size} worker(s) on {h.network}: {what} {error:+.1%}")
-    return out
-
-
-@pytest.mark.skipif(bool(CANNOT_SHAPE), reason=f"cannot emulate: {'; '.join(CANNOT_SHAPE)}")
-@pytest.mark.slow
-def test_leave_one_out_on_emulated_links_is_within_20_percent(tmp_path: Path) -> None:
-    """Light Task 0 at 2 workers and light Task 1a at 1 and 2 workers, each on host and
-    10mbit, real groups through the command line; every (workers, link) point of Task 1a is
-    predicted from the other three and the Task 0 fits. Step seconds must be within 20 %, and
-    so must communication seconds where they are at least a tenth of the step
-    (:data:`COMMUNICATION_SHARE`: (2, host)'s communication, mostly the wait for the slower
-    rank, is printed, not bounded). When a point misses while runs were contended (other
-    processes took their cores), the training sweep is measured once more, and the bound is
-    checked on the less contended measurement of each point (the way alternating runs are
-    compared on these shared machines). When it misses on a machine whose speed changed
-    within the sweep (its two 1-worker step times more than :data:`STEADY` apart), it is
-    measured once more too, and the steadier sweep is checked. Both choices read what other
-    processes and the 1-worker control runs did, never the errors being checked."""
-    url = f"sqlite:///{tmp_path / 'results.db'}"
-    common = ["--light", "--repeats", "1", "--network", "host,10mbit", "--device", "cpu"]
-    where = ["--results", str(tmp_path / "results"), "--database", url]
-    allreduce = run_cli(["run", "task0-allreduce", "--workers", "2", *common, *where])
-    training = ["run", "task1a-resnet20-cifar10", "--workers", "1,2", "--compile", "off"]
-    tables = []
-    measured: list[TrainingSweep] = []
-    for attempt in (1, 2):
-        sweep_id = run_cli([*training, *common, *where])
-        engine = make_engine(url)
-        with engine.connect() as conn:
-            measured.append(training_sweep(conn, sweep_id))
-            fits = allreduce_fits(conn, allreduce)
-        engine.dispose()
-        sweep = least_contended(measured)
-        if attempt == 2 and not any(p.contended for s in measured for p in s.points):
-            # measured again for an unsteady machine: the steadier sweep, whole
-            sweep = min(measured, key=unsteadiness)
-        held = leave_one_out(sweep, fits, allreduce)
-        tables.append(leave_one_out_table(held))
-        assert [(h.network, h.world_size) for h in held] == [
-            ("10mbit", 1),
-            ("10mbit", 2),
-            ("host", 1),
-            ("host", 2),
-        ], tables[-1]
-        contended = sum(p.contended for p in sweep.points)
-        unsteady = unsteadiness(sweep) > STEADY
-        if not misses(held) or not (contended or unsteady) or attempt == 2:
-            break
-    print("\n\n".join(tables))  # what was measured, shown with -s
-    assert not misses(held), "\n\n".join(tables)
+# How well the projection predicts real runs over an emulated link is measured by
+# benchmarks/projection_accuracy.py (6-7 minutes of real groups): the tests here hold its bound
+# on recorded runs (tests/data/projection-pair).
 
 
 def test_the_wait_for_the_slowest_rank_is_measured_per_step(engine) -> None:
@@ -654,7 +547,7 @@ def test_the_quick_start_and_a_10mbit_pair_are_projected_as_one(recorded_pair: s
     ]
     # the bound of the real-run test below, on these recorded step records: every held-out
     # step within 1.8-3.6 % here, (2, 10mbit)'s communication -6.8 %
-    assert not misses(view.held), leave_one_out_table(view.held)
+    assert not leave_one_out_misses(view.held), leave_one_out_table(view.held)
     # over 10mbit a 2-worker step all-reduces ~1.09 MB at ~1.2 MB/s: most of the step
     shaped = next(p for p in view.points if (p.network, p.world_size) == ("10mbit", 64))
     assert shaped.communication_share > 0.5

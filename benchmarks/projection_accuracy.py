@@ -1,0 +1,167 @@
+"""How well the scaling projection predicts real runs over an emulated link: leave-one-out.
+
+    sudo .venv/bin/python benchmarks/projection_accuracy.py            # 6-7 minutes, needs root
+    .venv/bin/python benchmarks/projection_accuracy.py --smoke         # seconds: recorded sweeps
+
+Real groups through the command line: light Task 0 at 2 workers and light Task 1a at 1 and 2
+workers, each on host and on an emulated 10mbit link (``--network``). Every (workers, link)
+point of Task 1a is predicted from the other three and the Task 0 fits. Goal: step seconds
+within 20 % of the measurement, and communication seconds too where they are at least a
+tenth of the step (``results_db.report.leave_one_out_misses``). Prints the leave-one-out
+table of each measurement and exits 1 when the goal is missed.
+
+Two rules for a shared machine, each reading only what other processes and the 1-worker
+control runs did, never the errors being judged:
+
+- when a point misses while runs were contended (other processes took their cores), the
+  training sweep is measured once more, and each point is judged on its less contended
+  measurement (the way alternating runs are compared on these machines);
+- when it misses on a machine whose speed changed within the sweep (its two 1-worker step
+  times more than 10 % apart: these virtual machines have changed by a third within 25
+  minutes with nothing else running), it is measured once more too, and the steadier sweep
+  is judged.
+
+``--smoke`` runs the same projection, leave-one-out and judgement on the sweeps recorded in
+``tests/data/projection-pair`` (the quick start's pair and a 10mbit pair, real runs on an AMD
+EPYC), ingested into a temporary database: no training, no root, no goal judged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from cli import main as cli
+from results_db.database import make_engine, upgrade
+from results_db.ingest import ingest_location
+from results_db.projection import MeasuredPoint, TrainingSweep, leave_one_out
+from results_db.queries.projection import allreduce_fits, training_sweep, training_sweeps
+from results_db.report import leave_one_out_misses, leave_one_out_table
+from scalebench.host import shaping_problems
+from scalebench.network import parse_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDED = ROOT / "tests" / "data" / "projection-pair"
+# Beyond this share between the two 1-worker step times, the machine's speed changed within
+# the sweep (see the module's docstring).
+STEADY = 0.10
+
+
+def unsteadiness(sweep: TrainingSweep) -> float:
+    """How far apart the sweep's two 1-worker step times are (0: the same; 0.0 without both)."""
+    one = [p.step_s for p in sweep.points if p.world_size == 1]
+    return max(one) / min(one) - 1 if len(one) == 2 else 0.0
+
+
+def least_contended(sweeps: list[TrainingSweep]) -> TrainingSweep:
+    """Per (link, worker count), the point whose runs other processes disturbed least."""
+    best: dict[tuple[str, int], MeasuredPoint] = {}
+    for sweep in sweeps:
+        for p in sweep.points:
+            key = (p.network, p.world_size)
+            if key not in best or (p.contention_share or 0.0) < (best[key].contention_share or 0.0):
+                best[key] = p
+    return replace(sweeps[-1], points=tuple(best[key] for key in sorted(best)))
+
+
+def run_cli(argv: list[str]) -> str:
+    """Run ``scalebench`` with ``argv``; the id of the sweep it made."""
+    results = Path(argv[argv.index("--results") + 1])
+    before = {p.name for p in results.iterdir()} if results.is_dir() else set()
+    if cli.main(argv) != 0:
+        raise SystemExit(f"scalebench {' '.join(argv[:2])} failed")
+    (sweep_id,) = {p.name for p in results.iterdir()} - before
+    return sweep_id
+
+
+def judge(url: str, measurements: list[list[str]], allreduce_ids: list[str]) -> tuple[list, str]:
+    """Leave-one-out of one configuration measured once or more (each measurement: the
+    training sweeps that together cover its links; the least contended point of each) with
+    the Task 0 sweeps' fits: (held-out points, their table)."""
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        measured = [training_sweeps(conn, ids) for ids in measurements]
+        fits = [fit for sweep_id in allreduce_ids for fit in allreduce_fits(conn, sweep_id)]
+    engine.dispose()
+    sweep = least_contended(measured)
+    if len(measured) == 2 and not any(p.contended for s in measured for p in s.points):
+        sweep = min(measured, key=unsteadiness)  # measured again for an unsteady machine
+    held = leave_one_out(sweep, fits, ",".join(allreduce_ids))
+    return held, leave_one_out_table(held)
+
+
+def measure(work: Path) -> list[str]:
+    """The real runs and the judgement; the misses of the last judgement."""
+    url = f"sqlite:///{work / 'results.db'}"
+    common = ["--light", "--repeats", "1", "--network", "host,10mbit", "--device", "cpu"]
+    where = ["--results", str(work / "results"), "--database", url]
+    print("Task 0 at 2 workers, host and 10mbit", flush=True)
+    allreduce = run_cli(["run", "task0-allreduce", "--workers", "2", *common, *where])
+    training = ["run", "task1a-resnet20-cifar10", "--workers", "1,2", "--compile", "off"]
+    trained: list[str] = []
+    missed: list[str] = []
+    for attempt in (1, 2):
+        print(f"Task 1a at 1 and 2 workers, host and 10mbit (measurement {attempt})", flush=True)
+        trained.append(run_cli([*training, *common, *where]))
+        held, table = judge(url, [[sweep_id] for sweep_id in trained], [allreduce])
+        print(table, flush=True)
+        missed = leave_one_out_misses(held)
+        engine = make_engine(url)
+        with engine.connect() as conn:
+            sweep = training_sweep(conn, trained[-1])
+        engine.dispose()
+        disturbed = any(p.contended for p in sweep.points) or unsteadiness(sweep) > STEADY
+        if not missed or not disturbed:
+            break
+    return missed
+
+
+def smoke(work: Path) -> None:
+    """The projection, leave-one-out and judgement on the recorded sweeps."""
+    shutil.copytree(RECORDED, work / "results")
+    url = f"sqlite:///{work / 'results.db'}"
+    upgrade(url)
+    engine = make_engine(url)
+    report = ingest_location(engine, str(work / "results"))
+    engine.dispose()
+    if report.runs != 6 or report.refused:
+        raise SystemExit(f"the recorded sweeps did not load: {report}")
+    ids = {
+        folder: json.loads((RECORDED / folder / "sweep.json").read_text())["sweep_id"]
+        for folder in ("host-task1a", "10mbit-task1a", "host-task0", "10mbit-task0")
+    }
+    held, table = judge(
+        url, [[ids["host-task1a"], ids["10mbit-task1a"]]], [ids["host-task0"], ids["10mbit-task0"]]
+    )
+    print(f"the recorded sweeps, host and 10mbit:\n{table}")
+    print("beyond the bound: " + (", ".join(leave_one_out_misses(held)) or "none"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="recorded sweeps: seconds")
+    args = parser.parse_args(argv)
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="projection-accuracy-") as tmp:
+        if args.smoke:
+            smoke(Path(tmp))
+            print(f"smoke: ran {time.perf_counter() - began:.0f} s, no goal judged")
+            return 0
+        problems = shaping_problems([parse_profile("10mbit")])
+        if problems:
+            print(f"cannot emulate a 10mbit link here: {'; '.join(problems)}", file=sys.stderr)
+            return 2
+        missed = measure(Path(tmp))
+    verdict = "MISS: " + "; ".join(missed) if missed else "PASS"
+    print(f"leave-one-out within 20 %: {verdict}; ran {time.perf_counter() - began:.0f} s")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
