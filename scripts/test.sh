@@ -22,16 +22,32 @@ command -v kubectl >/dev/null || apt_install kubernetes-client \
 ruff check .
 ruff format --check .
 lint-imports --no-cache
+# SCALEBENCH_COVERAGE=1: line and branch coverage of the product folders (pyproject.toml's
+# [tool.coverage]), child processes included, kept outside the repository and reported at the end.
+cov=()
+if [ "${SCALEBENCH_COVERAGE:-}" = 1 ]; then
+  COVERAGE_FILE="$(mktemp -d)/.coverage"
+  export COVERAGE_FILE
+  cov=(--cov --cov-append --cov-report=)
+fi
 if [ "$#" -gt 0 ]; then
-  python -m pytest "$@"
+  python -m pytest "${cov[@]}" "$@"
   exit
 fi
-# The whole suite in two runs. The quick tests go two at a time (pytest-xdist; each test file
+# The whole suite in three runs. The quick tests, two at a time (pytest-xdist; each test file
 # stays on one process, so a file's tests never race each other for the host's network
-# namespaces or firewall rules). Then the slow ones, one at a time: they train, time
-# collectives or measure contention, and another test beside them would be measured too.
-# Both always run, so that one run's failures never hide the other's.
+# namespaces or firewall rules). Then the slow ones that train or start groups, two at a time
+# too. Last, one at a time, the tests marked timing: they assert on a timing or on contention,
+# or change the host's firewall, and another test beside them would be measured too.
+# Every run always runs, so that one run's failures never hide another's.
 status=0
-python -m pytest -m "not slow and not stack" -n 2 --dist loadfile || status=$?
-python -m pytest -m "slow and not stack" || status=$?
+python -m pytest "${cov[@]}" -m "not slow and not timing and not stack" -n 2 --dist loadfile \
+  || status=$?
+python -m pytest "${cov[@]}" -m "slow and not timing and not stack" -n 2 --dist loadfile \
+  || status=$?
+python -m pytest "${cov[@]}" -m "timing and not stack" || status=$?
+if [ "${#cov[@]}" -gt 0 ]; then
+  coverage report --precision 1 | tail -n 1
+  echo "coverage: $COVERAGE_FILE (coverage report -m, or html, with COVERAGE_FILE set)"
+fi
 exit "$status"

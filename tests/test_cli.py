@@ -197,6 +197,7 @@ def test_run_fetches_a_missing_data_set_first_and_stops_when_it_cannot(
     assert not (tmp_path / "results").exists()  # no sweep was started
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_sigterm_stops_a_sweep_of_200_groups_within_seconds_and_records_each(
     tmp_path: Path,
@@ -267,6 +268,7 @@ def rank_processes(marker: Path) -> list[int]:
     return found
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_ranks_die_with_a_killed_launcher_and_the_next_ingest_closes_its_sweep(
     tmp_path: Path,

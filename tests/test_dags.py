@@ -221,6 +221,7 @@ def test_a_refused_combination_fails_before_any_worker_starts(
     assert not (sweep_env / "data" / "cifar-10-batches-py").exists()
 
 
+@pytest.mark.timing
 @pytest.mark.slow
 def test_a_light_sweep_runs_end_to_end_into_the_database(
     dagbag, airflow_db, sweep_env, database_url: str, monkeypatch: pytest.MonkeyPatch
