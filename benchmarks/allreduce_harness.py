@@ -23,6 +23,11 @@ over rounds, with the judged ratio's min and max.
 Units: milliseconds per all-reduce and a dimensionless ratio.
 Goal: every size ≥ 1 MB has a median ratio within 0.95–1.05 (the harness's
 barriers neither inflate nor deflate large-message latency by more than 5 %).
+``--smoke`` measures one 1 MB size in two rounds (one of each order) of two repetitions
+and judges no goal.
+
+    .venv/bin/python benchmarks/allreduce_harness.py [--points 5] [--rounds 15]
+    .venv/bin/python benchmarks/allreduce_harness.py --smoke
 """
 
 from __future__ import annotations
@@ -48,6 +53,12 @@ from workers.distributed import free_port
 WORLD_SIZE = 2
 GOAL_LOW, GOAL_HIGH = 0.95, 1.05
 MIN_BYTES = 1_000_000
+# Smoke size: the smallest judged size (--min-elements), a round of each order, and enough
+# repetitions for a median and a mean.
+SMOKE_POINTS = 1
+SMOKE_ROUNDS = 2
+SMOKE_REPETITIONS = 2
+SMOKE_WARMUP = 1
 
 
 def slowest(values: list[float]) -> list[float]:
@@ -165,8 +176,9 @@ def rank_main(
         queue.put([(r.elements, [astuple(one) for one in r.rounds]) for r in results])
 
 
-def report(results: list[SizeResult], rounds: int, reps: int) -> None:
-    """Print the per-size table and the verdict line."""
+def report(results: list[SizeResult], rounds: int, reps: int, judge: bool = True) -> None:
+    """Print the per-size table (milliseconds) and the verdict line; ``judge``: false for a
+    smoke run, which says so instead of judging the goal."""
     print(
         f"\nslowest rank's ms per all-reduce, median over {rounds} rounds "
         f"of {reps} repetitions each way"
@@ -193,6 +205,12 @@ def report(results: list[SizeResult], rounds: int, reps: int) -> None:
         print(f"no size of {MIN_BYTES / 1e6:g} MB or more was measured: nothing to judge")
         return
     low, high = min(judged), max(judged)
+    if not judge:
+        print(
+            f"all-reduce harness p50 / bare loop: {low:.3f}x to {high:.3f}x over "
+            f"{len(judged)} size(s); smoke run: no goal judged"
+        )
+        return
     verdict = "PASS" if low >= GOAL_LOW and high <= GOAL_HIGH else "MISS"
     print(
         f"all-reduce harness p50 / bare loop (sizes >= {MIN_BYTES / 1e6:g} MB, median of "
@@ -209,7 +227,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15, help="paired rounds per size")
     parser.add_argument("--repetitions", type=int, default=20, help="timed all-reduces per way")
     parser.add_argument("--warmup", type=int, default=3, help="untimed all-reduces per way")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"{SMOKE_POINTS} size (--min-elements), {SMOKE_ROUNDS} rounds of "
+        f"{SMOKE_REPETITIONS} repetitions: the code path in seconds, no goal judged",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.points, args.rounds = SMOKE_POINTS, SMOKE_ROUNDS
+        args.repetitions, args.warmup = SMOKE_REPETITIONS, SMOKE_WARMUP
 
     sizes = sorted(
         {
@@ -237,7 +264,7 @@ def main() -> None:
         for elements, rounds in queue.get()
     ]
     print(f"ran {time.perf_counter() - began:.0f} s; {others.describe()}")
-    report(results, args.rounds, args.repetitions)
+    report(results, args.rounds, args.repetitions, judge=not args.smoke)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ in total, and every case that is not clean with its command and its output's fir
 Exit status 1 when any traceback, silent accept, other fault or database difference is found.
 
     .venv/bin/python benchmarks/bad_input_probe.py [--jobs 2] [--family 'rank files'] [--limit N]
+
+``--smoke`` runs the first case of each family (``--limit 1``, about half a minute) and
+prints the same table; it exits 1 only when the probe itself could not run a case.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ SAID_REFUSED, SAID_QUARANTINED = (
 )  # ingest's lines for each  # a case without an answer by then is a fault (a read that never ends)
 OUTCOMES = ("refused", "accepted correctly", "traceback", "silent accept", "other fault")
 FAULTS = ("traceback", "silent accept", "other fault")
+COULD_NOT_RUN = "the probe could not run it"  # the note of a case the probe itself failed on
 MESSAGE = re.compile(
     r"^(scalebench|cli\.embedded|python -m cli\.embedded)[\w -]*: error: |^\s+refused: "
 )
@@ -1849,9 +1853,17 @@ def main() -> int:
         "--limit", type=int, default=0, help="first N cases of each family (0: all)"
     )
     parser.add_argument("--only", action="append", help="cases whose name holds this text")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the first case of each family: seconds; exit 1 only when a case could not run",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.limit = 1
 
     global PROTO
+    started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="scalebench-probe-"))
     try:
         PROTO = prototypes(root)
@@ -1873,7 +1885,7 @@ def main() -> int:
             try:
                 found = run_case(item[1], root, item[0], databases)
             except Exception as exc:  # the probe's own failure: said, and the run goes on
-                note = f"the probe could not run it: {type(exc).__name__}: {exc}"
+                note = f"{COULD_NOT_RUN}: {type(exc).__name__}: {exc}"
                 found = [Result(item[1], "", "other fault", note, item[1].name, "")]
             with lock:
                 results.extend(found)
@@ -1894,7 +1906,16 @@ def main() -> int:
                 list(pool.map(one, enumerate(cases)))
         finally:
             databases.close()
-        return report(cases, results)
+        status = report(cases, results)
+        if not args.smoke:
+            return status
+        broken = [r for r in results if r.note.startswith(COULD_NOT_RUN)]
+        print(
+            f"\nsmoke run: {len(cases)} cases, {len(results)} commands in "
+            f"{time.monotonic() - started:.0f} s; no goal judged, "
+            f"{len(broken)} case(s) the probe could not run"
+        )
+        return 1 if broken else 0
     finally:
         restore_modes(root)
         shutil.rmtree(root, ignore_errors=True)

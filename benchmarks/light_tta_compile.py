@@ -12,6 +12,13 @@ Units: seconds. Prints per worker count the median time to accuracy of each
 setting over the rounds, their ratio (off / compiled: above 1 means compiling
 made training faster), and the median compile seconds. No pass/fail goal:
 this is the measurement behind ``auto``'s choice.
+
+``--smoke`` runs one round at 1 worker with 1 repeat: one sweep of each setting, each a
+real light run to the target (about 30 s of training on two idle cores, plus 65-70 s of
+compiling with a cold cache), so it takes minutes, not seconds.
+
+    .venv/bin/python benchmarks/light_tta_compile.py [--workers 1,2] [--rounds 2] [--repeats 3]
+    .venv/bin/python benchmarks/light_tta_compile.py --smoke
 """
 
 from __future__ import annotations
@@ -30,10 +37,17 @@ from results_db.database import make_engine
 from results_db.models import Run
 
 TASK = "task1a-resnet20-cifar10"
+# Smoke size: one sweep of each setting, one worker count, one run each.
+SMOKE_WORKERS = "1"
+SMOKE_ROUNDS = 1
+SMOKE_REPEATS = 1
 
 
-def sweep(setting: str, workers: str, results: Path, database: str) -> float:
-    """Run one light sweep; returns its wall-clock seconds (compilation included)."""
+def sweep(
+    setting: str, workers: str, results: Path, database: str, repeats: int | None = None
+) -> float:
+    """Run one light sweep of ``repeats`` runs per worker count (None: the command line's
+    default); returns its wall-clock seconds (compilation included)."""
     began = time.perf_counter()
     done = subprocess.run(
         [
@@ -51,6 +65,7 @@ def sweep(setting: str, workers: str, results: Path, database: str) -> float:
             str(results),
             "--database",
             database,
+            *(["--repeats", str(repeats)] if repeats is not None else []),
         ],
         capture_output=True,
         text=True,
@@ -71,7 +86,22 @@ def main() -> None:
         choices=("on", "auto"),
         help="the setting compared with off (default on)",
     )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=None,
+        help="runs per worker count in each sweep (default: the command line's, 3)",
+    )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"{SMOKE_ROUNDS} round at {SMOKE_WORKERS} worker, {SMOKE_REPEATS} repeat: the "
+        "code path at its smallest (two light runs to the target)",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.workers, args.rounds, args.repeats = SMOKE_WORKERS, SMOKE_ROUNDS, SMOKE_REPEATS
+    began = time.perf_counter()
 
     with tempfile.TemporaryDirectory(prefix="light-tta-") as tmp:
         database = f"sqlite:///{tmp}/results.db"
@@ -79,7 +109,7 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = ("off", args.compiled) if round_ % 2 == 0 else (args.compiled, "off")
             for setting in order:
-                wall = sweep(setting, args.workers, Path(tmp) / setting, database)
+                wall = sweep(setting, args.workers, Path(tmp) / setting, database, args.repeats)
                 walls[setting].append(wall)
                 print(
                     f"round {round_ + 1}/{args.rounds}: --compile {setting}: {wall:.0f} s "
@@ -119,6 +149,8 @@ def main() -> None:
         )
     for setting, values in walls.items():
         print(f"--compile {setting}: median sweep wall-clock {statistics.median(values):.0f} s")
+    if args.smoke:
+        print(f"smoke run: ran {time.perf_counter() - began:.0f} s")
 
 
 if __name__ == "__main__":

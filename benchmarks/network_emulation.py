@@ -22,7 +22,10 @@ emulation, is the limit, and it says which.
 Needs root (network namespaces and ``tc``).
 
     .venv/bin/python benchmarks/network_emulation.py [--profiles 100mbit,1gbit,10gbit]
-        [--ranks 2,4] [--repetitions 3]
+        [--ranks 2,4] [--sizes-mb 1,4,16,64] [--repetitions 3]
+
+``--smoke`` measures ``100mbit`` (and ``host`` and ``bridge``) at 2 ranks, 1 MB, one
+repetition: the same groups, namespaces and table in seconds, no goal judged.
 """
 
 from __future__ import annotations
@@ -43,15 +46,15 @@ from operators.shaped_network import ShapedNetwork  # noqa: E402
 from scalebench.host import shaping_problems  # noqa: E402
 from scalebench.network import NetworkProfile, parse_profile  # noqa: E402
 
-SIZES_BYTES = (1_000_000, 4_000_000, 16_000_000, 64_000_000)
+SIZES_MB = (1, 4, 16, 64)  # message sizes, MB (10**6 bytes)
 GOAL_LOW, GOAL_HIGH = 0.8, 1.05
 MACHINE_LIMIT = 0.8  # a rate above this share of what host reaches is not the emulation's
 # The emulated path without a limit: a token bucket of 100 Gbit/s never holds a packet back.
 REFERENCES = {"host": NetworkProfile(), "bridge": NetworkProfile(rate_bit_per_s=100 * 10**9)}
 
 
-def rank_main(repetitions: int, warmup: int) -> None:
-    """One rank: every size, Task 0's timing; rank 0 prints one JSON line per size."""
+def rank_main(repetitions: int, warmup: int, sizes_bytes: list[int]) -> None:
+    """One rank: every size (bytes), Task 0's timing; rank 0 prints one JSON line per size."""
     import torch
     import torch.distributed as dist
 
@@ -59,7 +62,7 @@ def rank_main(repetitions: int, warmup: int) -> None:
 
     dist.init_process_group("gloo")
     world_size = dist.get_world_size()
-    for nbytes in SIZES_BYTES:
+    for nbytes in sizes_bytes:
         tensor = torch.ones(nbytes // 4, dtype=torch.float32)
         seconds = torch.tensor(time_allreduce(tensor, repetitions, warmup, None))
         dist.all_reduce(seconds, op=dist.ReduceOp.MAX)  # a repetition takes its slowest rank
@@ -70,8 +73,10 @@ def rank_main(repetitions: int, warmup: int) -> None:
     dist.destroy_process_group()
 
 
-def measure(profile: str, world_size: int, repetitions: int, warmup: int) -> dict[int, float]:
-    """Bus bandwidth (bytes/s) per size of a ``world_size`` group on ``profile``."""
+def measure(
+    profile: str, world_size: int, repetitions: int, warmup: int, sizes_bytes: list[int]
+) -> dict[int, float]:
+    """Bus bandwidth (bytes/s) per size (bytes) of a ``world_size`` group on ``profile``."""
     network = None
     master_addr, env = "127.0.0.1", dict(os.environ)
     link = REFERENCES.get(profile) or parse_profile(profile)
@@ -79,7 +84,8 @@ def measure(profile: str, world_size: int, repetitions: int, warmup: int) -> dic
         network = ShapedNetwork(world_size, link).create()
         master_addr = network.master_addr
         env.update(network.environment())
-    argv = [sys.executable, __file__, "--rank", str(repetitions), str(warmup)]
+    sizes = ",".join(str(n) for n in sizes_bytes)
+    argv = [sys.executable, __file__, "--rank", str(repetitions), str(warmup), sizes]
     env.update(
         MASTER_ADDR=master_addr,
         MASTER_PORT="29517",
@@ -115,9 +121,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profiles", default="100mbit,1gbit,10gbit")
     parser.add_argument("--ranks", default="2,4")
+    parser.add_argument(
+        "--sizes-mb", default=",".join(map(str, SIZES_MB)), help="message sizes, MB (10**6 B)"
+    )
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="100mbit at 2 ranks, 1 MB, one repetition: seconds, no goal judged",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.profiles, args.ranks, args.sizes_mb, args.repetitions = "100mbit", "2", "1", 1
+    sizes_bytes = [round(float(mb) * 1e6) for mb in args.sizes_mb.split(",")]
     profiles = [parse_profile(p) for p in args.profiles.split(",")]
     problems = shaping_problems(profiles)
     if problems:
@@ -133,7 +150,7 @@ def main() -> None:
             f"({time.perf_counter() - started:.0f} s so far) ...",
             flush=True,
         )
-        measured = measure(profile, world_size, args.repetitions, args.warmup)
+        measured = measure(profile, world_size, args.repetitions, args.warmup, sizes_bytes)
         if profile in REFERENCES:
             reached[profile, world_size] = measured
             continue
@@ -146,6 +163,8 @@ def main() -> None:
             )
             if rate > MACHINE_LIMIT * ceiling:
                 verdict = f"machine-bound ({limit} reaches {ceiling / 1e6:.0f} MB/s)"
+            elif args.smoke:
+                verdict = "not judged (smoke)"
             else:
                 verdict = "PASS" if GOAL_LOW <= ratio <= GOAL_HIGH else "MISS"
             rows.append(
@@ -176,6 +195,12 @@ def main() -> None:
             ],
         )
     )
+    if args.smoke:
+        print(
+            f"\nsmoke run: {len(plan)} groups, no goal judged; "
+            f"{time.perf_counter() - started:.0f} s"
+        )
+        return
     judged = [r for r in rows if r[-1] in ("PASS", "MISS")]
     passed = sum(r[-1] == "PASS" for r in judged)
     print(
@@ -186,7 +211,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--rank":
-        rank_main(int(sys.argv[2]), int(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--rank":
+        rank_main(int(sys.argv[2]), int(sys.argv[3]), [int(n) for n in sys.argv[4].split(",")])
     else:
         main()

@@ -30,6 +30,11 @@ or several together (``a+b``: flagged when any is)
 (any of :data:`results_db.regressions.MEASURES`, e.g. ``samples_per_s``, the metric the
 nightly judged before), so metrics are compared on the very same runs.
 
+``--smoke`` runs the fewest nights the detector can judge, in a temporary folder, then the
+same table, no goal judged: light Task 0 only (unless ``--tasks`` names others), one run a
+night, 8 unmodified nights (the window and one more), one slowed by 10 %, one trial; about a
+minute.
+
 Prints per task, metric set and case how many of the trials were flagged (goal: at least 9
 of 10 slowed nights at 10 %, at most 1 of 10 unmodified nights) and how many of them had a
 latest night with any run that was not contended (the others cannot be flagged), the
@@ -85,6 +90,7 @@ CASES = (
     ),
     Case("task0-allreduce", 2, tuple(m for m in regressions.METRICS if m.startswith("allreduce_"))),
 )
+SMOKE_TASK = "task0-allreduce"  # a light run takes seconds; a light Task 1a run, minutes
 
 
 def run_night(case: Case, repeats: int, slowdown: float, results: Path, database: str) -> float:
@@ -325,7 +331,12 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
                 metric = metrics[-1]
                 values = joined([v for v, _ in these])[metric]
                 base = joined(unmodified)[metric]
-                change = statistics.fmean(values) / statistics.fmean(base) - 1 if values else 0.0
+                # nights of contended runs only leave a pool without values
+                change = (
+                    statistics.fmean(values) / statistics.fmean(base) - 1
+                    if values and base
+                    else 0.0
+                )
                 spread = statistics.stdev(values) / statistics.fmean(values) if values[1:] else 0.0
                 label = "unmodified" if slowdown == 0 else f"slowed {slowdown:.0%}"
                 print(
@@ -356,7 +367,9 @@ def main() -> None:
         help="judge nights of this many runs, each made of consecutive runs of one kind "
         "(default: each stored sweep is a night)",
     )
-    parser.add_argument("--tasks", default=",".join(c.task for c in CASES))
+    parser.add_argument(
+        "--tasks", help=f"comma-separated (default: {','.join(c.task for c in CASES)})"
+    )
     parser.add_argument(
         "--data",
         help="keep the nights here (runs, results.db, nights.jsonl) and add to those already "
@@ -371,7 +384,21 @@ def main() -> None:
         help="more metrics to judge the same nights by, each alone (comma-separated names "
         f"from {', '.join(regressions.MEASURES)})",
     )
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="the fewest nights the detector judges (light Task 0, one run each): about a "
+        "minute, no goal",
+    )
     args = parser.parse_args()
+    window = regressions.RULE.window
+    if args.smoke:
+        if args.data or args.judge_only:
+            parser.error("--smoke runs its nights in a temporary folder: no --data, --judge-only")
+        args.nights, args.slowed_nights, args.slowdowns = window + 1, 1, "0.10"
+        args.repeats, args.trials, args.night_runs = 1, 1, None
+        args.tasks = args.tasks or SMOKE_TASK
+    args.tasks = args.tasks or ",".join(c.task for c in CASES)
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     cases = [c for c in CASES if c.task in args.tasks.split(",")]
     unknown = [
@@ -379,7 +406,6 @@ def main() -> None:
     ]
     if unknown:
         raise SystemExit(f"--also: unknown metric(s) {', '.join(unknown)}")
-    window = regressions.RULE.window
     if args.judge_only and not args.data:
         raise SystemExit("--judge-only needs --data: the folder of stored nights")
     if not args.judge_only and not args.data and args.nights < window + 1:
@@ -392,9 +418,16 @@ def main() -> None:
             data = Path(
                 stack.enter_context(tempfile.TemporaryDirectory(prefix="regression-power-"))
             )
+        began = time.perf_counter()
         if not args.judge_only:
             run_nights(cases, args, slowdowns, data)
         judge(cases, args, data)
+    if args.smoke:
+        print(
+            f"\nsmoke run: {args.nights} unmodified and {args.slowed_nights} slowed night(s) of "
+            f"{args.repeats} run(s) per task in {time.perf_counter() - began:.0f} s; "
+            "no goal judged"
+        )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,12 @@ ratio of trial totals is reported as well.
 
 Units: seconds per step (ms in the output) and a dimensionless ratio.
 Goal: median over pairs of the median-step ratio ≤ 1.02 (instrumentation costs
-at most 2 % of a step).
+at most 2 % of a step). ``--steps`` cuts an epoch to its first steps' images (and the
+evaluation to one batch). ``--smoke`` runs one pair of one-epoch trials of 2 steps and
+judges no goal.
+
+    .venv/bin/python benchmarks/tracker_overhead.py [--pairs 9] [--epochs 1] [--steps 0]
+    .venv/bin/python benchmarks/tracker_overhead.py --smoke
 """
 
 from __future__ import annotations
@@ -43,11 +48,15 @@ from machine_load import OtherCpuUse
 
 from scalebench.tasks import get_task
 from workers import engine
+from workers.data.batches import ImageTensors
 from workers.image_classification import ImageClassification
 from workers.records import RecordWriter
 from workers.tracker import Tracker
 
 GOAL_RATIO = 1.02
+SMOKE_PAIRS = 1
+SMOKE_EPOCHS = 1
+SMOKE_STEPS = 2  # steps an epoch: one step time a trial once the first is dropped
 SPEC = get_task("task1a-resnet20-cifar10")
 
 
@@ -90,11 +99,17 @@ class BareTracker:
     def now(self) -> float:
         return 0.0
 
+    def hyperparameters(self, values: dict[str, Any]) -> None:
+        pass
+
     def begin_epoch(self, epoch: int) -> None:
         pass
 
     def step(self, *args: Any) -> None:
         self.step_ends.append(time.perf_counter())
+
+    def begin_evaluation(self, epoch: int) -> float:
+        return 0.0
 
     def evaluation(self, *args: Any, **details: Any) -> bool:
         return False
@@ -106,12 +121,33 @@ class BareTracker:
         pass
 
 
-def trial(instrumented: bool, epochs: int, compile_setting: str, directory: Path) -> list[float]:
-    """Seconds of each step but the first of each epoch, for ``epochs`` light epochs."""
+def light_task(options: engine.TrainingOptions, steps: int) -> ImageClassification:
+    """The light Task 1a adapter; with ``steps`` > 0, on the first ``steps`` batches of its
+    training images and one batch of its test images (an epoch of ``steps`` steps)."""
+    if steps <= 0:
+        return ImageClassification(SPEC, options, torch.device("cpu"))
+    batch = SPEC.batch_per_worker
+
+    class FirstBatches(ImageClassification):
+        def load_data(self) -> ImageTensors:
+            data = super().load_data()
+            train, test = steps * batch, batch
+            return ImageTensors(
+                data.train_x[:train], data.train_y[:train], data.test_x[:test], data.test_y[:test]
+            )
+
+    return FirstBatches(SPEC, options, torch.device("cpu"))
+
+
+def trial(
+    instrumented: bool, epochs: int, compile_setting: str, directory: Path, steps: int = 0
+) -> list[float]:
+    """Seconds of each step but the first of each epoch, for ``epochs`` light epochs of
+    ``steps`` steps each (0: the whole light epoch, 45 steps)."""
     options = engine.TrainingOptions(
         light=True, data_dir=Path("."), max_epochs=epochs, compile=compile_setting
     )
-    task = ImageClassification(SPEC, options, torch.device("cpu"))
+    task = light_task(options, steps)
     if instrumented:
         writer = RecordWriter(directory, f"trial-{time.monotonic_ns()}", rank=0, world_size=1)
         tracker: Any = TimedTracker(
@@ -140,9 +176,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=9, help="interleaved trial pairs")
     parser.add_argument("--epochs", type=int, default=1, help="light epochs per trial (45 steps)")
+    parser.add_argument(
+        "--steps", type=int, default=0, help="steps per epoch, from its start (0: all 45)"
+    )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: default)")
     parser.add_argument("--compile", default="auto", choices=("auto", "on", "off"))
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"{SMOKE_PAIRS} pair of {SMOKE_EPOCHS}-epoch trials of {SMOKE_STEPS} steps: the "
+        "code path in seconds, no goal judged",
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.pairs, args.epochs, args.steps = SMOKE_PAIRS, SMOKE_EPOCHS, SMOKE_STEPS
 
     if args.threads > 0:
         torch.set_num_threads(args.threads)
@@ -159,16 +206,21 @@ def main() -> None:
             print(
                 f"light Task 1a through the engine, compile {args.compile}, "
                 f"{torch.get_num_threads()} torch threads; {args.pairs} pairs of "
-                f"{args.epochs}-epoch trials",
+                f"{args.epochs}-epoch trials"
+                + (f" of {args.steps} steps" if args.steps > 0 else ""),
                 flush=True,
             )
-            trial(True, 1, args.compile, Path(tmp))  # untimed: compiles, fills caches
-            trial(False, 1, args.compile, Path(tmp))
+            # untimed: compiles, fills caches
+            trial(True, 1, args.compile, Path(tmp), args.steps)
+            trial(False, 1, args.compile, Path(tmp), args.steps)
             others = OtherCpuUse()
             results = []
             for pair in range(args.pairs):
                 order = (False, True) if pair % 2 == 0 else (True, False)
-                timed = {kind: trial(kind, args.epochs, args.compile, Path(tmp)) for kind in order}
+                timed = {
+                    kind: trial(kind, args.epochs, args.compile, Path(tmp), args.steps)
+                    for kind in order
+                }
                 bare, instrumented = timed[False], timed[True]
                 results.append((bare, instrumented))
                 print(
@@ -188,6 +240,12 @@ def main() -> None:
         f"ratio of trial totals (stalls included): {spread(total_ratios)}; "
         f"ran {time.perf_counter() - began:.0f} s"
     )
+    if args.smoke:
+        print(
+            f"tracker overhead: instrumented/bare median-step ratio {spread(median_ratios)}; "
+            "smoke run: no goal judged"
+        )
+        return
     verdict = "PASS" if statistics.median(median_ratios) <= GOAL_RATIO else "MISS"
     print(
         f"tracker overhead: instrumented/bare median-step ratio {spread(median_ratios)}; "

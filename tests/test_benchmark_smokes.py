@@ -1,0 +1,68 @@
+"""Every benchmark runs at its smoke size (``--smoke``): the same code path as a measurement at
+the smallest size that exercises it, judging no goal. A change that breaks a benchmark fails
+here, not the next time someone measures with it. The measurements themselves are run on
+demand (docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import POSTGRES_URL
+
+from scalebench.host import shaping_problems
+from scalebench.network import parse_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+CANNOT_SHAPE = shaping_problems([parse_profile("100mbit")])
+NEEDS_SHAPING = pytest.mark.skipif(
+    bool(CANNOT_SHAPE), reason=f"cannot emulate networks here: {'; '.join(CANNOT_SHAPE)}"
+)
+
+# benchmark → (its smoke's extra arguments, seconds it may take, marks). Those of more than
+# about ten seconds are slow: they run with the slow tests.
+SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]] = {
+    "dashboard_latency.py": (("--postgres", POSTGRES_URL), 120, ()),
+    "ingest_postgres.py": (("--postgres", POSTGRES_URL), 120, ()),
+    "allreduce_harness.py": ((), 120, ()),
+    "projection_accuracy.py": ((), 120, ()),
+    "engine_overhead.py": (("--task", "all", "--device", "cpu"), 240, (pytest.mark.slow,)),
+    "resnet20_throughput.py": ((), 240, (pytest.mark.slow,)),
+    "tracker_overhead.py": ((), 240, (pytest.mark.slow,)),
+    "kubernetes_api_calls.py": ((), 240, (pytest.mark.slow,)),
+    "bad_input_probe.py": ((), 300, (pytest.mark.slow,)),
+    "regression_power.py": ((), 300, (pytest.mark.slow,)),
+    # starts an Airflow of its own (api-server, scheduler, dag-processor, triggerer)
+    "airflow_endings.py": ((), 400, (pytest.mark.slow,)),
+    # two light trainings to the target, one of them compiled: minutes
+    "light_tta_compile.py": ((), 600, (pytest.mark.slow,)),
+    # network namespaces and tc on the host: alone, like the other emulated-link checks
+    "network_emulation.py": ((), 240, (pytest.mark.slow, pytest.mark.timing, NEEDS_SHAPING)),
+}
+
+
+def test_every_benchmark_has_a_smoke_here() -> None:
+    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")} - {"machine_load.py"}
+    assert scripts == set(SMOKES), "a benchmark without its smoke in this table"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [pytest.param(name, marks=marks) for name, (_, _, marks) in sorted(SMOKES.items())],
+)
+def test_a_benchmark_runs_at_its_smoke_size(script: str, tmp_path: Path) -> None:
+    args, timeout_s, _ = SMOKES[script]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / script), "--smoke", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-3000:]
+    assert "smoke" in output.lower(), output[-3000:]
+    assert "Traceback" not in output, output[-3000:]
