@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -178,3 +178,33 @@ def one_rank(tmp_path: Path) -> Iterator[None]:
     )
     yield
     dist.destroy_process_group()
+
+
+# The MLPerf submitter name the shared light runs' logs carry (tests/test_mlperf_log.py).
+MLPERF_ORG = "scalebench tests"
+
+
+@pytest.fixture(scope="session")
+def one_epoch_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """A real light run of a training task: one rank, its recorded epochs, seed 0, one thread
+    (what ``tests/loss_curves.py`` records), with ``SCALEBENCH_MLPERF_ORG`` set so that its
+    MLPerf log is a submission's. Each task trains once a test session, even across
+    pytest-xdist's processes (a file lock, a folder they share); the tests that read it (the
+    loss curve, the MLPerf log) get its folder. Read it; never write into it."""
+    from filelock import FileLock
+    from loss_curves import run_one_epoch
+
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "one-epoch-runs"
+    shared.mkdir(exist_ok=True)
+    settings = {"SCALEBENCH_MLPERF_ORG": MLPERF_ORG}
+
+    def run(task_id: str) -> Path:
+        run_dir = shared / task_id
+        with FileLock(str(shared / f"{task_id}.lock")):
+            if not (shared / f"{task_id}.done").exists():
+                run_one_epoch(task_id, run_dir, settings=settings)
+                (shared / f"{task_id}.done").touch()
+        return run_dir
+
+    return run

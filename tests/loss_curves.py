@@ -34,10 +34,21 @@ EPOCHS = {
 }
 
 
-def record_curve(task_id: str, run_dir: Path, extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Run one rank of ``task_id``'s light variant and return its curve."""
-    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0")
+def run_one_epoch(
+    task_id: str,
+    run_dir: Path,
+    extra_args: tuple[str, ...] = (),
+    settings: dict[str, str] | None = None,
+) -> None:
+    """Run one rank of ``task_id``'s light variant for its recorded epochs, seed 0, one
+    thread; ``settings``: environment variables the run gets besides (MLPerf's: none but
+    those given)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK") and not k.startswith("SCALEBENCH_MLPERF_")
+    }
+    env.update(OMP_NUM_THREADS="1", PYTHONHASHSEED="0", **(settings or {}))
     command = [
         sys.executable,
         "-m",
@@ -58,6 +69,11 @@ def record_curve(task_id: str, run_dir: Path, extra_args: tuple[str, ...] = ()) 
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         raise RuntimeError(f"{task_id} exited with {done.returncode}:\n{done.stdout}{done.stderr}")
+
+
+def read_curve(task_id: str, run_dir: Path) -> dict[str, Any]:
+    """The curve of a run :func:`run_one_epoch` made: every step's loss and learning rate,
+    every evaluation's metrics, and the processor it ran on."""
     steps, evals = [], []
     for line in (run_dir / "rank-0.jsonl").read_text().splitlines():
         record = json.loads(line)
@@ -72,6 +88,12 @@ def record_curve(task_id: str, run_dir: Path, extra_args: tuple[str, ...] = ()) 
         "steps": steps,
         "evals": evals,
     }
+
+
+def record_curve(task_id: str, run_dir: Path, extra_args: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Run one rank of ``task_id``'s light variant and return its curve."""
+    run_one_epoch(task_id, run_dir, extra_args)
+    return read_curve(task_id, run_dir)
 
 
 def cpu_capability() -> str:

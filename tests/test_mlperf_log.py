@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -32,9 +31,9 @@ from typing import Any
 import pytest
 import torch
 import yaml
+from conftest import MLPERF_ORG
 from mlperf_logging import compliance_checker
 
-from operators.local_launcher import launch_group
 from scalebench.config import BadSetting, mlperf_environment
 from scalebench.sweep import validate_request
 from scalebench.tasks import TASKS, TrainingSpec, get_task
@@ -49,7 +48,7 @@ TASK4B = "task4b-transformer-wmt17"
 TRAINING_TASKS = sorted(t for t, spec in TASKS.items() if isinstance(spec, TrainingSpec))
 RULESET = "4.0.0"  # the last training ruleset with ResNet
 TRANSLATION_RULESET = "0.7.0"  # the last with GNMT and Transformer
-ORG = "scalebench tests"
+ORG = MLPERF_ORG
 
 
 def training(task_id: str) -> TrainingSpec:
@@ -115,34 +114,11 @@ def check(log: Path, out: Path, config: Path | None = None, ruleset: str = RULES
     assert "SUCCESS" in done.stderr, said
 
 
-def settings_env(**settings: str) -> dict[str, str]:
-    """This environment without MLPerf settings of its own, plus ``settings``."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SCALEBENCH_MLPERF_")}
-    return {**env, **settings}
-
-
-@pytest.fixture(scope="module")
-def light_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
-    """The MLPerf log of a real light run of one epoch of a task, at one worker, started by
-    the local launcher with ``SCALEBENCH_MLPERF_ORG`` set; each task runs once a module."""
-    logs: dict[str, Path] = {}
-
-    def run(task_id: str) -> Path:
-        if task_id not in logs:
-            run_dir = tmp_path_factory.mktemp("mlperf") / task_id
-            lines: list[str] = []
-            result = launch_group(
-                ["--task", task_id, "--light", "--results", str(run_dir), "--max-epochs", "1"],
-                1,
-                timeout_s=900,
-                env=settings_env(SCALEBENCH_MLPERF_ORG=ORG),
-                sink=lines.append,
-            )
-            assert result.status == "succeeded", "\n".join(lines[-20:])
-            logs[task_id] = run_dir / "mllog-rank-0.log"
-        return logs[task_id]
-
-    return run
+@pytest.fixture
+def light_run(one_epoch_run: Callable[[str], Path]) -> Callable[[str], Path]:
+    """The MLPerf log of a real light run of one epoch of a task at one worker, with
+    ``SCALEBENCH_MLPERF_ORG`` set: the session's shared run (conftest's ``one_epoch_run``)."""
+    return lambda task_id: one_epoch_run(task_id) / "mllog-rank-0.log"
 
 
 def driven_log(spec: TrainingSpec, run_dir: Path, metrics: dict[str, float]) -> Path:
