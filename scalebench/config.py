@@ -15,8 +15,8 @@
 | ``SCALEBENCH_MLPERF_STATUS``| ``research``                 | MLPerf log: ``submission_status`` |
 
 The pool bounds what all sweeps together ask for: create it with as many slots
-as workers (GPUs) there are, counting deferred tasks, e.g.
-``airflow pools set --include-deferred scalebench_workers 32 ...``.
+as workers there are (GPUs on a cluster, cores on one machine), counting deferred
+tasks, e.g. ``airflow pools set --include-deferred scalebench_workers 32 ...``.
 
 The ``SCALEBENCH_MLPERF_*`` settings say who ran a training run and on what, in the
 ``submission_*`` lines of rank 0's MLPerf log (``workers.mlperf``). Ranks read them from
