@@ -221,7 +221,7 @@ class Watcher:
                 continue  # a database or record being written: the next sample reads it
 
     def sample(self) -> None:
-        alive = ranks_alive()
+        alive = ranks_alive(self.results)
         self.most_ranks_alive = max(self.most_ranks_alive, len(alive))
         if not self.database.exists():
             return
@@ -255,15 +255,16 @@ class Watcher:
                 del self._since[problem]
 
 
-def ranks_alive() -> list[str]:
-    """The command lines of the ranks running on this machine (``python -m workers.run``)."""
+def ranks_alive(results: Path) -> list[str]:
+    """The command lines of this benchmark's ranks (``python -m workers.run`` writing under
+    ``results``): other ranks on the machine are not its own."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if "workers.run" in cmdline and "--results" in cmdline:
+        if "workers.run" in cmdline and "--results" in cmdline and str(results) in cmdline:
             found.append(cmdline)
     return found
 
