@@ -37,17 +37,19 @@ fi
 # The whole suite in three runs. The quick tests, two at a time (pytest-xdist; each test file
 # stays on one process, so a file's tests never race each other for the host's network
 # namespaces or firewall rules). Then the slow ones that train or start groups, two at a time
-# too. Last, one at a time, the tests marked timing: they assert on a timing or on contention,
-# or change the host's firewall, and another test beside them would be measured too.
+# too, test by test (a file of long tests would otherwise keep one process busy alone). Last,
+# one at a time, the tests marked timing: they assert on a timing or on contention, or change
+# the host's firewall (or build emulated links), and another test beside them would be
+# measured too.
 # Every run always runs, so that one run's failures never hide another's.
 status=0
 python -m pytest "${cov[@]}" -m "not slow and not timing and not stack" -n 2 --dist loadfile \
   || status=$?
-python -m pytest "${cov[@]}" -m "slow and not timing and not stack" -n 2 --dist loadfile \
+python -m pytest "${cov[@]}" -m "slow and not timing and not stack" -n 2 --dist load \
   || status=$?
 python -m pytest "${cov[@]}" -m "timing and not stack" || status=$?
 if [ "${#cov[@]}" -gt 0 ]; then
-  coverage report --precision 1 | tail -n 1
-  echo "coverage: $COVERAGE_FILE (coverage report -m, or html, with COVERAGE_FILE set)"
+  echo "coverage: $(coverage report --format=total --precision 1) % of the product folders' lines" \
+    "and branches; the data: $COVERAGE_FILE (coverage report -m, or html, with COVERAGE_FILE set)"
 fi
 exit "$status"

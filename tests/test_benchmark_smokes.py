@@ -36,7 +36,7 @@ SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]]
     "regression_power.py": ((), 300, (pytest.mark.slow,)),
     # starts an Airflow of its own (api-server, scheduler, dag-processor, triggerer)
     "airflow_endings.py": ((), 400, (pytest.mark.slow,)),
-    # two light trainings to the target, one of them compiled: minutes
+    # two light trainings to the target (eager: the smoke compares off with auto)
     "light_tta_compile.py": ((), 600, (pytest.mark.slow,)),
     # network namespaces and tc on the host: alone, like the other emulated-link checks
     "network_emulation.py": ((), 240, (pytest.mark.slow, pytest.mark.timing, NEEDS_SHAPING)),
