@@ -41,7 +41,7 @@ from cli import main as cli
 from results_db.database import make_engine, upgrade
 from results_db.ingest import ingest_location
 from results_db.projection import MeasuredPoint, TrainingSweep, leave_one_out
-from results_db.queries.projection import allreduce_fits, training_sweep, training_sweeps
+from results_db.queries.projection import allreduce_fits, training_sweeps
 from results_db.report import leave_one_out_misses, leave_one_out_table
 from scalebench.host import shaping_problems
 from scalebench.network import parse_profile
@@ -80,10 +80,12 @@ def run_cli(argv: list[str]) -> str:
     return sweep_id
 
 
-def judge(url: str, measurements: list[list[str]], allreduce_ids: list[str]) -> tuple[list, str]:
+def judge(
+    url: str, measurements: list[list[str]], allreduce_ids: list[str]
+) -> tuple[list, str, TrainingSweep]:
     """Leave-one-out of one configuration measured once or more (each measurement: the
     training sweeps that together cover its links; the least contended point of each) with
-    the Task 0 sweeps' fits: (held-out points, their table)."""
+    the Task 0 sweeps' fits: (held-out points, their table, the last measurement)."""
     engine = make_engine(url)
     with engine.connect() as conn:
         measured = [training_sweeps(conn, ids) for ids in measurements]
@@ -93,7 +95,7 @@ def judge(url: str, measurements: list[list[str]], allreduce_ids: list[str]) -> 
     if len(measured) == 2 and not any(p.contended for s in measured for p in s.points):
         sweep = min(measured, key=unsteadiness)  # measured again for an unsteady machine
     held = leave_one_out(sweep, fits, ",".join(allreduce_ids))
-    return held, leave_one_out_table(held)
+    return held, leave_one_out_table(held), measured[-1]
 
 
 def measure(work: Path) -> list[str]:
@@ -109,13 +111,9 @@ def measure(work: Path) -> list[str]:
     for attempt in (1, 2):
         print(f"Task 1a at 1 and 2 workers, host and 10mbit (measurement {attempt})", flush=True)
         trained.append(run_cli([*training, *common, *where]))
-        held, table = judge(url, [[sweep_id] for sweep_id in trained], [allreduce])
+        held, table, sweep = judge(url, [[sweep_id] for sweep_id in trained], [allreduce])
         print(table, flush=True)
         missed = leave_one_out_misses(held)
-        engine = make_engine(url)
-        with engine.connect() as conn:
-            sweep = training_sweep(conn, trained[-1])
-        engine.dispose()
         disturbed = any(p.contended for p in sweep.points) or unsteadiness(sweep) > STEADY
         if not missed or not disturbed:
             break
@@ -136,7 +134,7 @@ def smoke(work: Path) -> None:
         folder: json.loads((RECORDED / folder / "sweep.json").read_text())["sweep_id"]
         for folder in ("host-task1a", "10mbit-task1a", "host-task0", "10mbit-task0")
     }
-    held, table = judge(
+    held, table, _ = judge(
         url, [[ids["host-task1a"], ids["10mbit-task1a"]]], [ids["host-task0"], ids["10mbit-task0"]]
     )
     print(f"the recorded sweeps, host and 10mbit:\n{table}")
