@@ -13,9 +13,11 @@ setting over the rounds, their ratio (off / compiled: above 1 means compiling
 made training faster), and the median compile seconds. No pass/fail goal:
 this is the measurement behind ``auto``'s choice.
 
-``--smoke`` runs one round at 1 worker with 1 repeat, comparing ``off`` with ``auto``
-(which leaves light runs eager): two real light runs to the target, about a minute on two
-idle cores, and no compilation, the minutes of this benchmark.
+``--task`` measures another task's light variant the same way (default Task 1a).
+``--smoke`` runs one round at 1 worker with 1 repeat of light Task 2a, the cheapest task,
+comparing ``off`` with ``auto`` (which leaves light runs eager): two real light runs to the
+target, sweeps, ingest and the table, in seconds, with no compilation (the minutes of this
+benchmark).
 
     .venv/bin/python benchmarks/light_tta_compile.py [--workers 1,2] [--rounds 2] [--repeats 3]
     .venv/bin/python benchmarks/light_tta_compile.py --smoke
@@ -37,17 +39,23 @@ from results_db.database import make_engine
 from results_db.models import Run
 
 TASK = "task1a-resnet20-cifar10"
-# Smoke size: one sweep of each setting, one worker count, one run each.
+# Smoke size: one sweep of each setting, one worker count, one run each, of the cheapest task.
+SMOKE_TASK = "task2a-logreg-epsilon"
 SMOKE_WORKERS = "1"
 SMOKE_ROUNDS = 1
 SMOKE_REPEATS = 1
 
 
 def sweep(
-    setting: str, workers: str, results: Path, database: str, repeats: int | None = None
+    task: str,
+    setting: str,
+    workers: str,
+    results: Path,
+    database: str,
+    repeats: int | None = None,
 ) -> float:
-    """Run one light sweep of ``repeats`` runs per worker count (None: the command line's
-    default); returns its wall-clock seconds (compilation included)."""
+    """Run one light sweep of ``task`` with ``repeats`` runs per worker count (None: the
+    command line's default); returns its wall-clock seconds (compilation included)."""
     began = time.perf_counter()
     done = subprocess.run(
         [
@@ -55,7 +63,7 @@ def sweep(
             "-m",
             "cli.main",
             "run",
-            TASK,
+            task,
             "--light",
             "--workers",
             workers,
@@ -78,6 +86,7 @@ def sweep(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default=TASK, help=f"the task (default {TASK})")
     parser.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
     parser.add_argument("--rounds", type=int, default=2, help="sweeps per setting")
     parser.add_argument(
@@ -95,12 +104,13 @@ def main() -> None:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help=f"{SMOKE_ROUNDS} round at {SMOKE_WORKERS} worker, {SMOKE_REPEATS} repeat: the "
-        "code path at its smallest (two light runs to the target)",
+        help=f"{SMOKE_ROUNDS} round at {SMOKE_WORKERS} worker, {SMOKE_REPEATS} repeat of "
+        f"{SMOKE_TASK}: the code path at its smallest (two light runs to the target)",
     )
     args = parser.parse_args()
     if args.smoke:
         args.workers, args.rounds, args.repeats = SMOKE_WORKERS, SMOKE_ROUNDS, SMOKE_REPEATS
+        args.task = SMOKE_TASK
         args.compiled = "auto"  # eager for light runs: the code path without the compiler's minutes
     began = time.perf_counter()
 
@@ -110,7 +120,9 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = ("off", args.compiled) if round_ % 2 == 0 else (args.compiled, "off")
             for setting in order:
-                wall = sweep(setting, args.workers, Path(tmp) / setting, database, args.repeats)
+                wall = sweep(
+                    args.task, setting, args.workers, Path(tmp) / setting, database, args.repeats
+                )
                 walls[setting].append(wall)
                 print(
                     f"round {round_ + 1}/{args.rounds}: --compile {setting}: {wall:.0f} s "
