@@ -189,7 +189,7 @@ def print_sweep_directory(sweep_dir: Path) -> None:
         url = f"sqlite:///{Path(tmp) / 'report.db'}"
         progress = io.StringIO()
         with contextlib.redirect_stdout(progress):  # the progress of a private copy
-            service.ingest(url, str(sweep_dir))
+            service.ingest(url, str(sweep_dir), read_only=True)
         refused = [
             line.strip().removeprefix("refused: sweep ")
             for line in progress.getvalue().splitlines()

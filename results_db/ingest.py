@@ -69,7 +69,7 @@ from results_db.rows import (
 )
 from results_db.run_summary import RunSummary, summarise
 from results_db.schema_limits import check_record, row_problems, value_problem
-from scalebench import config
+from scalebench import config, folders
 from scalebench import manifest as sweep_manifest
 from scalebench.diskspace import NO_SPACE
 from scalebench.errors import describe
@@ -88,6 +88,7 @@ from workers.records import (
     PHASES,
     InconsistentRun,
     RankRecords,
+    UnreadableRankFile,
     check_consistent,
     gc_paused,
     iter_rank_files,
@@ -153,6 +154,11 @@ def with_retries(action: Callable[[], T], say: Callable[[str], None], what: str)
             say(f"{what}: the database did not answer ({first_line}); trying again in {delay:g} s")
             time.sleep(delay)
     raise AssertionError("unreachable")
+
+
+class RunOfAnotherSweep(ValueError):
+    """A manifest lists a run that another sweep stored: refused, with or without
+    ``replace``; the stored run stays its first sweep's."""
 
 
 class KeptStoredRun(Exception):
@@ -226,11 +232,16 @@ def sweep_lock(engine: Engine, sweep_id: str, say: Callable[[str], None]) -> Ite
 
 
 def find_sweeps(fs: Any, root: str) -> list[str]:
-    """Sweep directories at ``root``: ``root`` itself, or its sub-directories with a manifest."""
-    root = root.rstrip("/")
-    if fs.exists(f"{root}/{MANIFEST}"):
+    """Sweep directories at ``root``: ``root`` itself, or its sub-directories with a manifest.
+    ``root`` is a path, never a pattern: ``exp[1]`` is the folder of that name."""
+    root = root.rstrip("/") or "/"
+    if folders.lexists(fs, f"{root}/{MANIFEST}"):
         return [root]
-    return sorted(path.rsplit("/", 1)[0] for path in fs.glob(f"{root}/*/{MANIFEST}"))
+    return [
+        f"{root}/{name}"
+        for name in folders.names(fs, root)
+        if folders.lexists(fs, f"{root}/{name}/{MANIFEST}")
+    ]
 
 
 def ingest_location(
@@ -239,12 +250,16 @@ def ingest_location(
     progress: Callable[[str], None] | None = None,
     only: Collection[str] | None = None,
     replace: bool = False,
+    settle: Callable[[Manifest, str], Manifest] | None = None,
 ) -> IngestReport:
     """Ingest every sweep under ``location`` (a path or an fsspec URI).
 
     ``only``: load just these runs (and the sweep's row), e.g. the group that just
     ended while its sweep goes on; the sweep's outcome still counts every group.
-    ``replace``: let the files replace a stored run even when they now hold less.
+    ``replace``: let the files replace a stored run even when they now hold less, and a
+    changed ``sweep.json`` replace its stored sweep whole. ``settle``: what to make of each
+    manifest read (with its sweep's path) before it is loaded, e.g. a sweep whose runner
+    vanished seen as closed without writing to it.
     """
     say = progress or (lambda line: None)
     config.contention_threshold()  # a bad setting is refused before anything is written
@@ -261,6 +276,8 @@ def ingest_location(
             report.refused.append(f"sweep {exc}")
             say(f"refused sweep {exc}")
             continue
+        if settle is not None:
+            manifest = settle(manifest, sweep_path)
         with gc_paused(), sweep_lock(engine, manifest.sweep_id, say):
             ingest_sweep(engine, fs, sweep_path, manifest, report, say, only, replace)
     report.seconds = time.perf_counter() - started
@@ -284,6 +301,29 @@ def ingest_sweep(
         report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
         say(f"refused sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
         return
+
+    def compare() -> list[str]:
+        with engine.connect() as conn:
+            return stored_sweep_differences(conn, manifest)
+
+    differences = with_retries(compare, say, f"sweep {sweep_id}")
+    if differences:
+        what = f"its {MANIFEST} differs from what is stored ({'; '.join(differences)})"
+        if not replace:
+            refusal = (
+                f"sweep {sweep_id[:60]}: {what}; `scalebench ingest --replace` replaces the "
+                "stored sweep whole"
+            )
+            report.refused.append(refusal)
+            say(f"refused {refusal}")
+            return
+
+        def drop() -> None:
+            with engine.begin() as conn:
+                delete_sweep(conn, sweep_id)
+
+        with_retries(drop, say, f"sweep {sweep_id}")
+        say(f"replaced the stored sweep {sweep_id} whole: {what}")
 
     def upsert() -> None:
         with engine.begin() as conn:
@@ -373,8 +413,16 @@ def unlisted_runs(fs: Any, sweep_path: str, groups: Sequence[GroupEntry]) -> lis
     """Folders of the sweep that hold rank files but are no group of its manifest (a
     manifest that lies, or records copied into the wrong sweep): never read, but said."""
     listed = {group.run_id for group in groups}
-    found = {PurePosixPath(path).parent.name for path in fs.glob(f"{sweep_path}/*/rank-*.jsonl")}
-    return sorted(found - listed)
+    return [
+        name
+        for name in folders.names(fs, sweep_path)
+        if name not in listed
+        and fs.isdir(f"{sweep_path}/{name}")
+        and any(
+            f.startswith("rank-") and f.endswith(".jsonl")
+            for f in folders.names(fs, f"{sweep_path}/{name}")
+        )
+    ]
 
 
 def _sweep_outcome(statuses: Sequence[str], groups: Sequence[GroupEntry]) -> str:
@@ -389,7 +437,9 @@ def _sweep_outcome(statuses: Sequence[str], groups: Sequence[GroupEntry]) -> str
 
 
 def _parse_time(value: str | None) -> datetime | None:
-    return datetime.fromisoformat(value) if value else None
+    """An ISO 8601 time as an aware UTC instant (one without an offset is taken as UTC),
+    so that SQLite, which keeps wall times, and PostgreSQL store the same moment."""
+    return _utc(datetime.fromisoformat(value)) if value else None
 
 
 def _run_id_problem(run_id: Any) -> str | None:
@@ -439,17 +489,78 @@ def _sweep_problems(manifest: Manifest) -> list[str]:
     return []
 
 
+# What identifies a stored sweep: a later reading of its sweep.json must agree on each
+# (only its finishing time and, from its groups' verdicts, its outcome may change).
+SWEEP_IDENTITY = ("task", "trigger", "config_hash", "code_version")
+
+
+def stored_sweep_differences(conn: Connection, manifest: Manifest) -> list[str]:
+    """How ``manifest`` disagrees with what is stored of its sweep, one phrase per field
+    (empty: it agrees, or nothing is stored): its identity (:data:`SWEEP_IDENTITY`), its
+    request field by field, its creation time, and the stored runs it no longer lists."""
+    sweep_id = manifest.sweep_id
+    row = conn.execute(
+        select(Sweep.created_at, Sweep.config, *(getattr(Sweep, n) for n in SWEEP_IDENTITY)).where(
+            Sweep.id == sweep_id
+        )
+    ).first()
+    if row is None:
+        return []
+    now = _sweep_values(manifest)
+    found = [
+        f"{name} {_short(getattr(row, name))} → {_short(now[name])}"
+        for name in SWEEP_IDENTITY
+        if getattr(row, name) != now[name]
+    ]
+    before, after = row.config or {}, manifest.request
+    found += [
+        f"request.{key} {_short(before.get(key))} → {_short(after.get(key))}"
+        for key in sorted(set(before) | set(after))
+        if key != "task" and before.get(key) != after.get(key)
+    ]
+    if manifest.created_at and _utc(row.created_at) != now["created_at"]:
+        found.append(f"created_at {_utc(row.created_at).isoformat()} → {manifest.created_at}")
+    listed = {group.run_id for group in manifest.groups}
+    gone = sorted(
+        set(conn.execute(select(Run.id).where(Run.sweep_id == sweep_id)).scalars()) - listed
+    )
+    if gone:
+        found.append(f"it no longer lists the stored run(s) {', '.join(gone[:5])}")
+    return found
+
+
+def _short(value: Any) -> str:
+    """A stored or read value for a refusal: its repr, cut to 60 characters."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _utc(moment: datetime) -> datetime:
+    """``moment`` as an aware UTC instant (SQLite hands back naive UTC wall times)."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def delete_sweep(conn: Connection, sweep_id: str) -> None:
+    """Remove a sweep, its runs and every row they own."""
+    for run_id in list(conn.execute(select(Run.id).where(Run.sweep_id == sweep_id)).scalars()):
+        delete_run(conn, run_id)
+    conn.execute(delete(Sweep).where(Sweep.id == sweep_id))
+
+
 def _upsert_sweep(conn: Connection, manifest: Manifest) -> None:
-    """Insert the sweep's row, or update it: one statement, so an ingest of the same sweep
-    at the same time cannot insert it in between."""
+    """Insert the sweep's row, or update what may change of it (its finishing time): one
+    statement, so an ingest of the same sweep at the same time cannot insert it in
+    between. Its identity was checked against the stored row first
+    (:func:`stored_sweep_differences`): an ingest never rewrites it as a side effect."""
     values = _sweep_values(manifest)
+    changing = {"finished_at": values["finished_at"]}
     sweep_id = manifest.sweep_id
     dialect = {"postgresql": postgresql, "sqlite": sqlite}.get(conn.dialect.name)
     if dialect is not None:
         statement = dialect.insert(Sweep).values(id=sweep_id, **values)
-        conn.execute(statement.on_conflict_do_update(index_elements=[Sweep.id], set_=values))
+        conn.execute(statement.on_conflict_do_update(index_elements=[Sweep.id], set_=changing))
     elif conn.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first():
-        conn.execute(update(Sweep).where(Sweep.id == sweep_id).values(**values))
+        conn.execute(update(Sweep).where(Sweep.id == sweep_id).values(**changing))
     else:
         conn.execute(insert(Sweep).values(id=sweep_id, **values))
 
@@ -488,6 +599,12 @@ def load_run(
     written, the run's summary and its records.
     """
     run_id = group.run_id
+    owner = conn.execute(select(Run.sweep_id).where(Run.id == run_id)).scalar()
+    if owner is not None and owner != sweep_id:
+        raise RunOfAnotherSweep(
+            f"it is stored as a run of sweep {owner}; a run belongs to the sweep that first "
+            f"stored it, so sweep {sweep_id} cannot load it (nothing of it was changed)"
+        )
     stored = stored_extent(conn, run_id)
     delete_run(conn, run_id)
     ranks: list[RankRecords] = []
@@ -495,9 +612,15 @@ def load_run(
     left_out: list[str] = []  # files named like rank files that are not
     rows = 0
     loader = BulkLoader(conn)
+    sweep_path = run_path.rsplit("/", 1)[0]
     try:
+        if folders.link_out(sweep_path, run_path, fs) is not None:
+            raise UnreadableRankFile(
+                f"the run's folder {group.run_id} is a link that leaves the sweep's folder (to "
+                f"{folders.link_out(sweep_path, run_path, fs)}), so it is not read"
+            )
         if fs.exists(run_path):
-            for rank in iter_rank_files(run_path, fs, check_record, left_out):
+            for rank in iter_rank_files(run_path, fs, check_record, left_out, sweep_path):
                 if rank_of(rank.path) >= group.world_size:
                     outside.append(rank)
                     continue

@@ -126,22 +126,32 @@ def ingest(
     only: Collection[str] | None = None,
     replace: bool = False,
     say: Callable[[str], None] | None = printed,
+    read_only: bool = False,
 ) -> int:
     """Migrate if needed, ingest ``location`` (``only``: just these runs; ``replace``: the
     files replace stored runs even where they hold less), telling ``say`` the progress and
     the outcome (``None``: nothing); returns an exit status (1 when a run was refused or a
     stored run kept over its files). The one way sweeps are loaded: the command line, the
-    DAGs' ingest and the training-group operator all call it."""
+    DAGs' ingest and the training-group operator all call it. ``read_only``: nothing at
+    ``location`` is written (``report``'s private copy): a sweep whose runner vanished is
+    loaded as if closed, and left as it is."""
     from results_db.ingest import ingest_location
+    from scalebench.manifest import as_closed_if_vanished
 
     tell = say or (lambda line: None)
     remote = check_location(location)
-    if not remote:
+    if not remote and not read_only:
         close_vanished_sweeps(Path(location), tell)  # sweeps whose runner died
+    settle = None
+    if not remote and read_only:
+
+        def settle(sweep: Any, sweep_path: str) -> Any:
+            return as_closed_if_vanished(sweep, Path(sweep_path))
+
     upgrade(url)
     engine = engine_for(url)
     try:
-        report = ingest_location(engine, location, tell, only, replace)
+        report = ingest_location(engine, location, tell, only, replace, settle)
     except FileNotFoundError as exc:
         raise CommandError(f"location: {_os_reason(exc)}") from None
     except OSError as exc:

@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from scalebench import folders
 from scalebench.diskspace import no_space
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.request import (
@@ -334,7 +335,8 @@ def create(sweep_dir: Path, manifest: Manifest) -> None:
 def _reserve_space(path: Path) -> None:
     """Write :data:`RESERVE_BYTES` of zeros to ``path`` (real blocks, not a sparse file)."""
     try:
-        with open(path, "wb") as handle:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | folders.NO_FOLLOW, 0o666)
+        with os.fdopen(fd, "wb") as handle:
             handle.write(bytes(RESERVE_BYTES))
             handle.flush()
             os.fsync(handle.fileno())
@@ -360,10 +362,11 @@ def load(sweep_dir: Path) -> Manifest:
     :class:`BadManifest` when it cannot be read."""
     path = sweep_dir / MANIFEST
     with _reading(path):
-        _regular(path, path.is_file(), os.path.lexists(path))
-        data = parse(path.read_text(encoding="utf-8"))
         verdicts = sweep_dir / VERDICTS
-        _regular(verdicts, verdicts.is_file(), os.path.lexists(verdicts))
+        for where in (path, verdicts):
+            _regular(where, where.is_file(), os.path.lexists(where))
+            _inside(str(sweep_dir), str(where))
+        data = parse(path.read_text(encoding="utf-8"))
         lines = verdicts.read_text(encoding="utf-8").splitlines() if verdicts.is_file() else []
         return Manifest.from_json(data, lines)
 
@@ -411,12 +414,21 @@ def _reading(path: Any) -> Iterator[None]:
         raise BadManifest(f"{path}: not a sweep manifest ({type(exc).__name__}: {exc})") from None
 
 
+def _inside(sweep_dir: str, path: str, fs: Any = None) -> None:
+    """Refuse a manifest or verdicts file that is a link leading out of its sweep's folder."""
+    try:
+        folders.check_inside(sweep_dir, path, fs)
+    except folders.LinkLeaves as exc:
+        raise BadManifest(str(exc)) from None
+
+
 def read(fs: Any, sweep_path: str) -> Manifest:
     """:func:`load` through an fsspec filesystem (any results location ingest reads)."""
     with _reading(f"{sweep_path}/{MANIFEST}"):
         for name in (MANIFEST, VERDICTS):
             where = f"{sweep_path}/{name}"
-            _regular(where, fs.isfile(where), fs.lexists(where))
+            _regular(where, fs.isfile(where), folders.lexists(fs, where))
+            _inside(sweep_path, where, fs)
         with fs.open(f"{sweep_path}/{MANIFEST}", "r", encoding="utf-8") as handle:
             data = parse(handle.read())
         lines: list[str] = []
@@ -488,15 +500,38 @@ def close_vanished(root: Path) -> list[Manifest]:
             continue  # unreadable: ingest says so, with the reason
         runner = sweep.extra.get("runner")
         if sweep.finished_at is None and isinstance(runner, dict) and launcher_gone(runner):
-            closed.append(
-                close(
-                    sweep_dir,
-                    started_reason=LAUNCHER_VANISHED,
-                    unstarted_reason=LAUNCHER_VANISHED,
-                    grace_s=15.0,
+            try:
+                closed.append(
+                    close(
+                        sweep_dir,
+                        started_reason=LAUNCHER_VANISHED,
+                        unstarted_reason=LAUNCHER_VANISHED,
+                        grace_s=15.0,
+                    )
                 )
-            )
+            except OSError:
+                continue  # not writable (a link in a file's place): left as it is, ingest says
     return closed
+
+
+def as_closed_if_vanished(sweep: Manifest, sweep_dir: Path) -> Manifest:
+    """``sweep`` as :func:`close_vanished` would leave it, without writing anything (for
+    commands that only read): when its runner is gone, its groups without a verdict are
+    ``cancelled`` (started) or ``skipped``, with :data:`LAUNCHER_VANISHED` as the reason."""
+    runner = sweep.extra.get("runner")
+    if sweep.finished_at is not None or not isinstance(runner, dict) or not launcher_gone(runner):
+        return sweep
+    settled = tuple(
+        replace(
+            group,
+            status="cancelled" if (sweep_dir / group.run_id).exists() else "skipped",
+            reason=LAUNCHER_VANISHED,
+        )
+        if group.status == "planned"
+        else group
+        for group in sweep.groups
+    )
+    return replace(sweep, groups=settled)
 
 
 def start_attempt(sweep_dir: Path, run_id: str, attempt: str) -> None:
@@ -634,8 +669,9 @@ def _append(sweep_dir: Path, verdicts: list[dict[str, Any]]) -> None:
 
 def _append_whole(path: Path, data: bytes) -> None:
     """Append ``data`` to ``path`` and flush it to disk; on an error (a full disk) cut off
-    what part of it was written, so the file ends as it did."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    what part of it was written, so the file ends as it did. A link in ``path``'s place is
+    refused (ELOOP), never written through."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | folders.NO_FOLLOW, 0o666)
     try:
         size = os.fstat(fd).st_size
         try:

@@ -58,6 +58,7 @@ from typing import Annotated, Any, BinaryIO
 import msgspec
 import orjson
 
+from scalebench import folders
 from scalebench.request import MAX_GROUP_TIMEOUT_S
 
 SCHEMA_VERSION = 3
@@ -673,18 +674,25 @@ def iter_rank_files(
     fs: Any = None,
     check: RecordCheck | None = None,
     left_out: list[str] | None = None,
+    inside: str | None = None,
 ) -> Iterator[RankRecords]:
     """Each rank file of a run, parsed, in rank order (one file in memory at a time
     until the caller keeps them). Consistency is the caller's to check; ``check``
     as in :func:`parse_rank_lines`. A file named like a rank file but not one
     (``rank--1.jsonl``, ``rank-0 (1).jsonl``) is not read, and said in ``left_out``;
-    one that is not a regular file raises :class:`UnreadableRankFile`."""
+    one that is not a regular file, or (``inside``: the sweep's folder) a link that
+    leads out of ``inside``, raises :class:`UnreadableRankFile`. The run's folder is
+    listed, never globbed: its path is a path, not a pattern."""
     if fs is None:
-        paths = [PurePath(p) for p in Path(run_dir).glob("rank-*.jsonl")]
+        folder = Path(run_dir)
+        listed = sorted(os.listdir(folder)) if folder.is_dir() else []
+        paths: list[PurePath] = [folder / name for name in listed]
         opener, is_file = open, os.path.isfile
     else:
-        paths = [PurePosixPath(p) for p in fs.glob(f"{str(run_dir).rstrip('/')}/rank-*.jsonl")]
+        base = str(run_dir).rstrip("/")
+        paths = [PurePosixPath(f"{base}/{name}") for name in folders.names(fs, base)]
         opener, is_file = fs.open, fs.isfile
+    paths = [p for p in paths if p.name.startswith("rank-") and p.name.endswith(".jsonl")]
     for path in sorted(p for p in paths if not RANK_FILE.fullmatch(p.name)):
         if left_out is not None:
             left_out.append(f"{path.name}: not a rank file name (rank-<r>.jsonl); not read")
@@ -695,6 +703,11 @@ def iter_rank_files(
                 f"{path.name} is not a regular file (a folder, a device, a pipe or a link "
                 "to one), so the run is not read"
             )
+        if inside is not None:
+            try:
+                folders.check_inside(inside, str(path), fs)
+            except folders.LinkLeaves as exc:
+                raise UnreadableRankFile(str(exc)) from None
         with gc_paused(), opener(str(path), "rb") as handle:
             rank = parse_rank_lines(path, bounded_lines(handle), check)
         yield rank

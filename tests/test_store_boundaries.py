@@ -1,0 +1,210 @@
+"""What the results store must never do, on SQLite and PostgreSQL alike: read or write
+through a link that leaves a sweep's folder, take a location for a pattern, write anything
+from a command that only reads, or let one sweep's ingest change another's stored rows or
+rewrite its own stored identity without being asked."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+from records_factory import FakeRun, write_training_sweep
+from sqlalchemy import Engine, select
+
+from results_db import service
+from results_db.ingest import ingest_location
+from results_db.models import Run, Sweep
+from scalebench import manifest
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes | str, int]]:
+    """Every entry under ``root`` (links not followed): its bytes or link target, and mtime."""
+    found = {}
+    for path in sorted(root.rglob("*")):
+        stat = path.lstat()
+        body = (
+            os.readlink(path)
+            if path.is_symlink()
+            else (path.read_bytes() if path.is_file() else "")
+        )
+        found[str(path.relative_to(root))] = (body, stat.st_mtime_ns)
+    return found
+
+
+def stored(engine: Engine) -> dict[str, tuple]:
+    """Every stored run: its sweep, status and time to accuracy; and every sweep's row."""
+    with engine.connect() as conn:
+        runs = {
+            r.id: (r.sweep_id, r.status, r.time_to_accuracy_s)
+            for r in conn.execute(select(Run.id, Run.sweep_id, Run.status, Run.time_to_accuracy_s))
+        }
+        sweeps = {
+            s.id: (s.task, s.config_hash, s.created_at, s.outcome)
+            for s in conn.execute(
+                select(Sweep.id, Sweep.task, Sweep.config_hash, Sweep.created_at, Sweep.outcome)
+            )
+        }
+    return {**runs, **{f"sweep {k}": v for k, v in sweeps.items()}}
+
+
+def vanish(sweep_dir: Path) -> None:
+    """Make ``sweep_dir`` a sweep left unfinished by a command line that has since ended."""
+    data = json.loads((sweep_dir / manifest.MANIFEST).read_text())
+    data["finished_at"] = None
+    data["runner"] = {"host": socket.gethostname(), "pid": 2**22 + 7, "started": 1}
+    for group in data["groups"]:
+        group["status"] = "planned"
+    (sweep_dir / manifest.MANIFEST).write_text(json.dumps(data))
+
+
+# --- links and patterns --------------------------------------------------------------------
+
+
+def test_a_verdicts_file_linked_elsewhere_is_never_written_through(
+    engine: Engine, tmp_path: Path
+) -> None:
+    results = tmp_path / "results"
+    sweep_dir = write_training_sweep(results, "s-linked", [FakeRun(1)])
+    vanish(sweep_dir)
+    elsewhere = tmp_path / "someone-elses.txt"
+    elsewhere.write_text("keep me\n")
+    (sweep_dir / manifest.VERDICTS).symlink_to(elsewhere)
+    lines: list[str] = []
+    status = service.ingest(str(engine.url.render_as_string(False)), str(results), say=lines.append)
+    assert elsewhere.read_text() == "keep me\n"
+    assert status == 1
+    assert any("s-linked" in line and "link" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("what", ["sweep.json", "run folder", "rank file"])
+def test_nothing_is_read_through_a_link_that_leaves_the_sweep(
+    engine: Engine, tmp_path: Path, what: str
+) -> None:
+    results = tmp_path / "results"
+    outside = write_training_sweep(tmp_path / "outside", "s-out", [FakeRun(1)])
+    sweep_dir = write_training_sweep(results, "s-in", [FakeRun(1)])
+    run_dir = sweep_dir / "s-in-w1-r1"
+    if what == "sweep.json":
+        target = tmp_path / "planted.json"
+        target.write_text((sweep_dir / manifest.MANIFEST).read_text())
+        (sweep_dir / manifest.MANIFEST).unlink()
+        (sweep_dir / manifest.MANIFEST).symlink_to(target)
+    elif what == "run folder":
+        planted = tmp_path / "planted-run"
+        run_dir.rename(planted)
+        run_dir.symlink_to(planted)
+    else:
+        (run_dir / "rank-0.jsonl").unlink()
+        (run_dir / "rank-0.jsonl").symlink_to(outside / "s-out-w1-r1" / "rank-0.jsonl")
+    report = ingest_location(engine, str(results))
+    assert any("link" in line and "leaves" in line for line in report.refused), report.refused
+    with engine.connect() as conn:
+        statuses = dict(conn.execute(select(Run.id, Run.status)).all())
+    assert statuses.get("s-in-w1-r1") != "succeeded"
+
+
+def test_a_link_that_stays_inside_the_sweep_is_read(engine: Engine, tmp_path: Path) -> None:
+    sweep_dir = write_training_sweep(tmp_path / "results", "s-inner", [FakeRun(1)])
+    run_dir = sweep_dir / "s-inner-w1-r1"
+    (sweep_dir / "kept").mkdir()
+    (run_dir / "rank-0.jsonl").rename(sweep_dir / "kept" / "r0.jsonl")
+    (run_dir / "rank-0.jsonl").symlink_to(Path("..") / "kept" / "r0.jsonl")
+    report = ingest_location(engine, str(tmp_path / "results"))
+    assert report.refused == [] and report.runs == 1
+
+
+def test_a_location_is_a_path_never_a_pattern(engine: Engine, tmp_path: Path) -> None:
+    write_training_sweep(tmp_path, "exp1", [FakeRun(1)])
+    with pytest.raises(FileNotFoundError):
+        ingest_location(engine, str(tmp_path / "exp[1]"))
+    with pytest.raises(FileNotFoundError):
+        ingest_location(engine, str(tmp_path / "exp?"))
+    bracketed = tmp_path / "runs[2]"
+    write_training_sweep(bracketed, "s-bracket", [FakeRun(1), FakeRun(2)])
+    report = ingest_location(engine, str(bracketed))
+    assert report.runs == 2 and report.refused == []
+    assert {v[1] for k, v in stored(engine).items() if not k.startswith("sweep ")} == {"succeeded"}
+
+
+def test_report_of_a_sweep_folder_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main as cli
+
+    sweep_dir = write_training_sweep(tmp_path / "results", "s-readonly", [FakeRun(1), FakeRun(2)])
+    vanish(sweep_dir)
+    before = snapshot(tmp_path)
+    assert cli.main(["report", str(sweep_dir)]) == 0
+    assert snapshot(tmp_path) == before
+    out = capsys.readouterr().out
+    assert "s-readonly" in out and "cancelled" in out
+
+
+# --- one sweep's rows are its own ----------------------------------------------------------
+
+
+def test_a_sweep_cannot_take_a_run_another_sweep_stored(engine: Engine, tmp_path: Path) -> None:
+    write_training_sweep(tmp_path / "a", "sid", [FakeRun(1)])
+    ingest_location(engine, str(tmp_path / "a"))
+    before = stored(engine)
+    # A sweep named after the first one's group, listing that group's run id as its own.
+    squatter = write_training_sweep(tmp_path / "b", "sid-w1", [FakeRun(1)])
+    data = json.loads((squatter / manifest.MANIFEST).read_text())
+    data["groups"][0]["run_id"] = "sid-w1-r1"
+    (squatter / manifest.MANIFEST).write_text(json.dumps(data))
+    (squatter / "sid-w1-w1-r1").rename(squatter / "sid-w1-r1")
+    for replace in (False, True):
+        report = ingest_location(engine, str(tmp_path / "b"), replace=replace)
+        assert any("sid-w1-r1" in r and "sweep sid" in r for r in report.refused), report.refused
+        after = stored(engine)
+        assert after["sid-w1-r1"] == before["sid-w1-r1"]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda d: d.update(created_at="2020-01-01T00:00:00+00:00"), "created_at"),
+        (lambda d: d.update(config_hash="0" * 16), "config_hash"),
+        (lambda d: d["request"].update(task="task2a-logreg-epsilon"), "task"),
+        (lambda d: d["request"].update(seed=99), "request"),
+        (lambda d: d.update(trigger="scheduled"), "trigger"),
+        (lambda d: d.update(groups=d["groups"][:1]), "sid-w2-r1"),
+    ],
+)
+def test_a_changed_sweep_json_is_refused_unless_replace_then_replaced_whole(
+    engine: Engine, tmp_path: Path, change, named: str
+) -> None:
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1), FakeRun(2)])
+    ingest_location(engine, str(tmp_path))
+    before = stored(engine)
+    data = json.loads((sweep_dir / manifest.MANIFEST).read_text())
+    change(data)
+    (sweep_dir / manifest.MANIFEST).write_text(json.dumps(data))
+    lines: list[str] = []
+    report = ingest_location(engine, str(tmp_path), lines.append)
+    assert any("differs from what is stored" in r and named in r for r in report.refused), (
+        report.refused
+    )
+    assert stored(engine) == before  # nothing rewritten as a side effect
+    lines.clear()
+    report = ingest_location(engine, str(tmp_path), lines.append, replace=True)
+    assert any("replaced the stored sweep sid whole" in line for line in lines), lines
+    after = stored(engine)
+    if named == "sid-w2-r1":
+        assert "sid-w2-r1" not in after  # the stored run the manifest no longer lists
+    again = ingest_location(engine, str(tmp_path)).refused  # now it agrees
+    assert not any("differs" in r for r in again), again
+
+
+def test_an_unchanged_sweep_is_ingested_again_without_a_word(
+    engine: Engine, tmp_path: Path
+) -> None:
+    write_training_sweep(tmp_path, "sid", [FakeRun(1), FakeRun(2)])
+    ingest_location(engine, str(tmp_path))
+    before = stored(engine)
+    report = ingest_location(engine, str(tmp_path))
+    assert report.refused == [] and report.conflicts == []
+    assert stored(engine) == before
