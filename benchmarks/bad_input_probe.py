@@ -1495,6 +1495,164 @@ def embedded_cases() -> list[Case]:
     return cases
 
 
+def vanished_runner(case_dir: Path) -> None:
+    """Make the bad sweep one left unfinished by a command line that has since ended."""
+    path = manifest_text(case_dir)
+    data = json.loads(path.read_text())
+    data["finished_at"] = None
+    data["runner"] = {"host": os.uname().nodename, "pid": 2**22 + 7, "started": 1}
+    for group in data["groups"]:
+        group["status"] = "planned"
+    path.write_text(json.dumps(data))
+
+
+OUTSIDE_TEXT = "a file outside every sweep\n"
+
+
+def linked_verdicts(case_dir: Path) -> None:
+    vanished_runner(case_dir)
+    (case_dir / "outside.txt").write_text(OUTSIDE_TEXT)
+    (manifest_text(case_dir).parent / "verdicts.jsonl").symlink_to(case_dir / "outside.txt")
+
+
+def placed_with_linked_verdicts(case_dir: Path) -> None:
+    place(case_dir, "bad")
+    linked_verdicts(case_dir)
+
+
+def folder_a_pattern_would_match(case_dir: Path) -> None:
+    """A folder of sweeps, ``exp1``, that the location ``exp[1]`` names as a pattern."""
+    shutil.copytree(PROTO / "good", case_dir / "exp1" / "good")
+
+
+def outside_untouched(case_dir: Path, output: str | None) -> str | None:
+    """Right only if the file the link points at is as it was."""
+    if (case_dir / "outside.txt").read_text() != OUTSIDE_TEXT:
+        return "wrote through a link to a file outside the sweep"
+    return None
+
+
+def linked_out(what: str) -> Callable[[Path], None]:
+    """Put the bad sweep's ``what`` (sweep.json, a run folder, a rank file) outside the
+    sweep's folder, with a link to it in its place."""
+
+    def damage(case_dir: Path) -> None:
+        place = {
+            "sweep.json": manifest_text(case_dir),
+            "a run folder": rank_file(case_dir).parent,
+            "a rank file": rank_file(case_dir),
+        }[what]
+        away = case_dir / "elsewhere" / place.name
+        away.parent.mkdir()
+        place.rename(away)
+        place.symlink_to(away)
+
+    return damage
+
+
+def squatter(case_dir: Path) -> None:
+    """A sweep named after the good sweep's first group, listing that group's run as its own."""
+    loc = case_dir / "loc"
+    shutil.copytree(loc / "good", loc / "good-w1")
+    path = manifest_text(case_dir, "good-w1")
+    data = json.loads(path.read_text())
+    data["sweep_id"] = "good-w1"
+    data["groups"] = [g for g in data["groups"] if g["run_id"] == "good-w1-r0"]
+    path.write_text(json.dumps(data))
+    shutil.rmtree(loc / "good-w1" / "good-w2-r0")
+
+
+def changed_after_storing(change: Callable[[dict], object]) -> Callable[[Path], None]:
+    """The good sweep (stored in the seeded database) with its sweep.json changed."""
+
+    def build(case_dir: Path) -> None:
+        place(case_dir, "good")
+        path = manifest_text(case_dir, "good")
+        data = json.loads(path.read_text())
+        change(data)
+        path.write_text(json.dumps(data))
+
+    return build
+
+
+def said(text: str) -> Callable[[Path, str | None], str | None]:
+    def check(case_dir: Path, output: str | None) -> str | None:
+        if output is not None and text not in output:
+            return f"not said: {text!r}"
+        return None
+
+    return check
+
+
+def store_cases() -> list[Case]:
+    """What a results store must never do: read or write through a link that leaves a sweep,
+    take a location for a pattern, let one sweep take another's run or rewrite its own
+    stored identity, store an impossible value."""
+    family = "store boundaries"
+    cases = [
+        ingest_case(
+            family, "verdicts.jsonl linked outside", linked_verdicts, check=outside_untouched
+        ),
+        Case(
+            family,
+            "report of a sweep whose verdicts.jsonl is linked outside",
+            ["report", "{loc}/bad"],
+            build=placed_with_linked_verdicts,
+            check=outside_untouched,
+        ),
+    ]
+    for what in ("sweep.json", "a run folder", "a rank file"):
+        cases.append(ingest_case(family, f"{what} linked outside the sweep", linked_out(what)))
+    cases.append(
+        Case(
+            family,
+            "a location holding a pattern ([1]) beside the folder it would match",
+            ["ingest", "{case}/exp[1]", "--database", "{db}"],
+            build=folder_a_pattern_would_match,
+            both=True,
+        )
+    )
+    cases.append(
+        ingest_case(
+            family,
+            "a sweep listing another sweep's run as its own",
+            squatter,
+            check=said("stored as a run of sweep good"),
+        )
+    )
+    for name, change in {
+        "created_at": lambda d: d.update(created_at="2020-01-01T00:00:00+00:00"),
+        "the task": lambda d: d["request"].update(task="task2a-logreg-epsilon"),
+        "the seed": lambda d: d["request"].update(seed=12345),
+        "the configuration hash": lambda d: d.update(config_hash="0" * 16),
+    }.items():
+        cases.append(
+            Case(
+                family,
+                f"sweep.json's {name} changed after it was stored",
+                INGEST,
+                build=changed_after_storing(change),
+                both=True,
+                seeded=True,
+                check=said("differs from what is stored"),
+            )
+        )
+    impossible = {
+        "an accuracy of 150 %": ("eval", lambda r: r["metrics"].update(top1_accuracy=150.0)),
+        "an accuracy of -5 %": ("eval", lambda r: r["metrics"].update(top1_accuracy=-5.0)),
+        "an accuracy of 1e308 %": ("eval", lambda r: r["metrics"].update(top1_accuracy=1e308)),
+        "a negative evaluation loss": ("eval", lambda r: r["metrics"].update(loss=-1.0)),
+        "a negative training loss": ("step", lambda r: r.update(loss=-0.5)),
+        "a negative learning rate": ("step", lambda r: r.update(lr=-0.1)),
+        "a CPU count of 0": ("env", lambda r: r.update(cpu_count=0)),
+        "a CPU count of -2": ("env", lambda r: r.update(cpu_count=-2)),
+        "a world size of 2**21": ("step", lambda r: r.update(world_size=2**21)),
+    }
+    for name, (kind, change) in impossible.items():
+        cases.append(ingest_case(family, name, change_record(kind, change, 0)))
+    return cases
+
+
 FAMILIES: dict[str, Callable[[], list[Case]]] = {
     "sweep.json": manifest_cases,
     "rank files": rank_cases,
@@ -1506,6 +1664,7 @@ FAMILIES: dict[str, Callable[[], list[Case]]] = {
     "sweep ids": sweep_id_cases,
     "arguments": argument_cases,
     "embedded confs": embedded_cases,
+    "store boundaries": store_cases,
 }
 
 
@@ -1701,6 +1860,7 @@ def normalise(line: str, case_dir: Path, url: str) -> str:
         line = line.replace(url, "<db>")
     line = re.sub(r"(sqlite|postgresql)\S*", "<db>", line)
     line = re.sub(r"scalebench_probe_\w+", "<name>", line)
+    line = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(\+00:00)?", "<time>", line)
     return line.strip()
 
 

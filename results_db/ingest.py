@@ -69,7 +69,7 @@ from results_db.rows import (
 )
 from results_db.run_summary import RunSummary, summarise
 from results_db.schema_limits import check_record, row_problems, value_problem
-from scalebench import config, folders
+from scalebench import config, folders, quantities
 from scalebench import manifest as sweep_manifest
 from scalebench.diskspace import NO_SPACE
 from scalebench.errors import describe
@@ -477,6 +477,15 @@ def _sweep_problems(manifest: Manifest) -> list[str]:
     problems = row_problems(Sweep.__table__, {"id": sweep_id, **_sweep_values(manifest)})
     if problems:
         return problems
+    for group in manifest.groups:
+        problem = quantities.FIELDS[("any", "world_size")].problem(group.world_size)
+        if problem:
+            return [f"group {group.run_id[:60]!r}: {problem}"]
+    created, finished = _parse_time(manifest.created_at), _parse_time(manifest.finished_at)
+    if created is not None and finished is not None and finished < created:
+        return [
+            f"it finished ({manifest.finished_at}) before it was created ({manifest.created_at})"
+        ]
     strangers = [  # a run id that names no folder is refused run by run, with its reason
         g.run_id
         for g in manifest.groups
@@ -638,6 +647,9 @@ def load_run(
             raise KeptStoredRun(f"the rank files now disagree ({exc})", stored.status) from None
         raise
     summary = summarise(ranks, run_id, group.world_size, group.status)
+    implausible = run_problem(ranks, group, summary, request)
+    if implausible:
+        raise InconsistentRun(implausible)
     if group.status in NOT_STARTED and not fs.exists(run_path):
         # Never started (not yet, or the sweep was stopped first): a row with its reason,
         # nothing measured.
@@ -681,6 +693,55 @@ def load_run(
     if left_out:  # said with the run's problems; nothing of them is read
         outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
     return rows, summary, ranks + outside
+
+
+def run_problem(
+    ranks: Sequence[RankRecords],
+    group: GroupEntry,
+    summary: RunSummary,
+    request: dict[str, Any],
+) -> str | None:
+    """Why a run's records, each readable, cannot be one real run of ``group`` together
+    (``None``: they can): records of another run or group size than the manifest's,
+    evaluations whose times go back, a time to accuracy longer than the run, or a goal
+    recorded reached that no evaluation reached."""
+    for rank in ranks:
+        first = rank.records[0] if rank.records else None
+        if first is not None and (
+            first["run_id"] != group.run_id or first["world_size"] != group.world_size
+        ):
+            return (
+                f"{rank.path.name} holds records of run {first['run_id'][:80]} with "
+                f"{first['world_size']} rank(s); the manifest's group is {group.run_id} of "
+                f"{group.world_size}"
+            )
+        times = [e["t"] for e in rank.of_kind("eval")]
+        back = next((i for i in range(1, len(times)) if times[i] < times[i - 1]), None)
+        if back is not None:
+            return (
+                f"{rank.path.name}: evaluation times go back, from {times[back - 1]:g} s "
+                f"to {times[back]:g} s"
+            )
+    tta = summary.time_to_accuracy_s
+    if tta is not None and tta > summary.duration_s * 1.01 + 1.0:
+        return (
+            f"its time to accuracy ({tta:g} s) is longer than the run ({summary.duration_s:g} s "
+            "from the common start to its last record)"
+        )
+    spec = TASKS.get(request["task"])
+    goal = spec.goal if isinstance(spec, TrainingSpec) else None
+    target = goal_target(summary.start, ranks, goal, bool(request.get("light")))
+    if summary.goal_reached and goal is not None and target is not None:
+        values = [e["metrics"].get(goal.metric) for e in ranks[0].of_kind("eval")]
+        if not any(
+            isinstance(v, int | float) and (v >= target if goal.direction == "max" else v <= target)
+            for v in values
+        ):
+            return (
+                f"the goal ({goal.metric} {target:g}) is recorded reached, yet no evaluation "
+                "reached it"
+            )
+    return None
 
 
 # Verdicts only a cluster gives (scalebench.manifest): the launcher's reason is the run's.

@@ -576,15 +576,13 @@ def refit(url: str | None, sweep_id: str | None = None) -> int:
 
 
 def _world_sizes(text: str) -> list[int]:
+    """Worker counts as ``scalebench run`` reads them (ASCII digits, 1 to the largest group)."""
+    from scalebench.request import FIELD, InvalidParameter
+
     try:
-        sizes = [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise CommandError(
-            f"workers: a comma-separated list of worker counts such as 4,8,16, got {text!r}"
-        ) from None
-    if not sizes or any(k < 1 for k in sizes):
-        raise CommandError(f"workers: worker counts of 1 or more, got {text!r}")
-    return sizes
+        return list(FIELD["workers"].read(text))
+    except InvalidParameter as exc:
+        raise CommandError(str(exc)) from None
 
 
 def _sweep_ids(text: str) -> list[str]:

@@ -38,6 +38,7 @@ from scalebench.network import (
     NetworkProfile,
     parse_profiles,
 )
+from scalebench.quantities import MAX_WORLD_SIZE
 from scalebench.rank import (
     BACKENDS,
     DEFAULT_PRECISION,
@@ -520,16 +521,37 @@ def add_rank_options(parser: argparse.ArgumentParser) -> None:
 # -- reading one value ----------------------------------------------------------------------
 
 
+# The most digits a whole number of a request may have: every field's range ends far below
+# (Python refuses to convert more than 4,300 digits at all, and the databases hold 64 bits).
+MAX_DIGITS = 18
+
+
 def _whole_number(field: RequestField, value: Any) -> int:
     if isinstance(value, bool):
         raise InvalidParameter(field.name, f"must be a whole number, got {value!r}")
     if isinstance(value, int):
+        if value.bit_length() > 60:
+            raise InvalidParameter(
+                field.name,
+                f"must be a whole number of at most {MAX_DIGITS} digits, got one "
+                f"of {value.bit_length()} bits",
+            )
         return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
+        return _whole_number(field, int(value))
     if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
+        digits = value.strip().lstrip("+-").lstrip("0")
+        if len(digits) > MAX_DIGITS:
+            raise InvalidParameter(
+                field.name,
+                f"must be a whole number of at most {MAX_DIGITS} digits, got one of "
+                f"{len(digits):,}",
+            )
         return int(value.strip())
-    raise InvalidParameter(field.name, f"must be a whole number, got {value!r}")
+    shown = (
+        repr(value) if not isinstance(value, str) or len(value) < 60 else repr(value[:57]) + "..."
+    )
+    raise InvalidParameter(field.name, f"must be a whole number, got {shown}")
 
 
 def _within(field: RequestField, number: float, unit: str = "") -> None:
@@ -607,6 +629,10 @@ def _read_counts(field: RequestField, value: Any) -> tuple[int, ...]:
     for size in sizes:
         if size < 1:
             raise InvalidParameter(field.name, f"worker counts must be at least 1, got {size}")
+        if size > MAX_WORLD_SIZE:
+            raise InvalidParameter(
+                field.name, f"worker counts must be at most {MAX_WORLD_SIZE}, got {size}"
+            )
     return tuple(sorted(set(sizes)))
 
 

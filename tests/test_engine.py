@@ -19,7 +19,7 @@ from workers.records import PHASES, RecordWriter, read_rank_file
 from workers.tracker import Tracker
 
 SPEC = get_task("task2a-logreg-epsilon")
-NEVER = Goal(metric="accuracy", direction="max", threshold=1.0, light_threshold=1.0)
+NEVER = Goal(metric="score", direction="max", threshold=1.0, light_threshold=1.0)
 FEATURES = 6
 
 
@@ -92,7 +92,7 @@ class Regression(TaskAdapter[torch.Tensor]):
     def evaluate(self, model: torch.nn.Module) -> tuple[dict[str, float], dict[str, Any]]:
         model.eval()
         loss = float(F.mse_loss(model(self.x).squeeze(1), self.y))
-        return {"accuracy": -loss, "loss": loss}, {"note": "whole set"}
+        return {"score": -loss, "loss": loss}, {"note": "whole set"}
 
 
 def run(
@@ -149,7 +149,7 @@ def test_a_non_finite_loss_stops_the_run_after_recording_that_step(
 def test_the_goal_stops_training_at_the_first_evaluation_that_meets_it(
     tmp_path: Path, one_rank: None
 ) -> None:
-    always = Goal(metric="accuracy", direction="max", threshold=-1e9, light_threshold=-1e9)
+    always = Goal(metric="score", direction="max", threshold=-1e9, light_threshold=-1e9)
     outcome, rank = run(Regression(options()), tmp_path, goal=always)
     assert outcome == "goal_reached"
     assert len(rank.of_kind("eval")) == 1

@@ -5,12 +5,15 @@
 - the record decoder and ingest: any sequence of byte lines (valid records, cut short,
   binary, huge numbers, NaN and Infinity, wrong types, repeats) is read or quarantined
   line by line, and ingesting it again leaves the same rows;
+- every declared quantity (scalebench.quantities): a value outside its range is
+  quarantined with its line and never stored;
 - the dashboard's URL state: any query string gives a page state and its messages.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from urllib.parse import parse_qsl
 
@@ -23,6 +26,7 @@ from sqlalchemy import func, select
 from results_db.database import make_engine, upgrade
 from results_db.ingest import ingest_location
 from results_db.models import EpochEval, Run, RunEnvironment, RunEvent, StepTiming, Sweep
+from scalebench import quantities
 from scalebench.request import FORM_FIELDS, InvalidParameter, SweepRequest
 from scalebench.sweep import request_from_form
 from workers.records import parse_rank_lines
@@ -271,3 +275,79 @@ def test_any_query_string_gives_a_page_state(query: str) -> None:
         assert all(isinstance(p, str) for p in problems)
         again, _ = parse(dict(parse_qsl(state.to_search(page).lstrip("?"))))
         assert again == page  # the canonical address gives the same page
+
+
+# Every declared quantity, with where it lives in a rank file: (kind, event or "", field);
+# eval metrics live in an eval record's metrics.
+DECLARED = (
+    [("eval", "", f"metrics.{name}") for name in quantities.METRICS]
+    + [
+        (kind.split(":")[0], kind.split(":")[1] if ":" in kind else "", name)
+        for kind, name in quantities.FIELDS
+        if kind != "any"
+    ]
+    + [("step", "", "world_size")]
+)  # a field of every record
+
+
+@st.composite
+def out_of_range(draw: st.DrawFn) -> tuple[tuple[str, str, str], float]:
+    """A declared quantity and a value outside its range (below, or above where bounded)."""
+    place = draw(st.sampled_from(DECLARED))
+    kind, _, name = place
+    declared = (
+        quantities.METRICS[name.split(".", 1)[1]]
+        if name.startswith("metrics.")
+        else next(
+            q
+            for (k, n), q in quantities.FIELDS.items()
+            if n == name and (k.startswith(kind) or k == "any")
+        )
+    )
+    sides = []
+    if declared.low is not None:
+        sides.append(st.floats(max_value=declared.low, exclude_max=True, allow_nan=False))
+    if declared.high is not None:
+        sides.append(st.floats(min_value=declared.high, exclude_min=True, allow_nan=False))
+    value = draw(st.one_of(sides).filter(math.isfinite))
+    if isinstance(declared.low, int) and value.is_integer() and abs(value) < 2**62:
+        value = int(value)  # counts are integers in the records
+    return place, value
+
+
+@examples(60)
+@given(drawn=out_of_range())
+def test_a_value_outside_its_quantitys_range_is_quarantined_never_stored(
+    drawn: tuple[tuple[str, str, str], float],
+    sqlite_engine,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    (kind, event_name, name), value = drawn
+    root = tmp_path_factory.mktemp("ranges")
+    sweep_id = root.name.replace("_", "-")
+    sweep = write_training_sweep(root, sweep_id, [FakeRun(1)])
+    rank_file = sweep / f"{sweep_id}-w1-r1" / "rank-0.jsonl"
+    records = [json.loads(line) for line in rank_file.read_text().splitlines()]
+    index = next(
+        i
+        for i, r in enumerate(records)
+        if r["kind"] == kind and (not event_name or r.get("event") == event_name)
+    )
+    changed = records[index]
+    if name.startswith("metrics."):
+        changed["metrics"][name.split(".", 1)[1]] = value
+    else:
+        changed[name] = value
+    rank_file.write_text("".join(json.dumps(r) + "\n" for r in records))
+    report = ingest_location(sqlite_engine, str(root))
+    short = name.split(".")[-1]
+    assert report.quarantined_lines >= 1, report
+    assert any(f":{index + 1}: " in p and short in p for p in report.problems), report.problems
+    with sqlite_engine.connect() as conn:
+        run = conn.execute(select(Run).where(Run.sweep_id == sweep_id)).one()
+        metrics = conn.execute(
+            select(EpochEval.metrics).where(EpochEval.run_id == run.id)
+        ).scalars()
+        stored = [m.get(short) for m in metrics]
+    assert value not in stored
+    assert run.quarantined_lines >= 1

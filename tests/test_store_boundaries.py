@@ -208,3 +208,112 @@ def test_an_unchanged_sweep_is_ingested_again_without_a_word(
     report = ingest_location(engine, str(tmp_path))
     assert report.refused == [] and report.conflicts == []
     assert stored(engine) == before
+
+
+# --- records that cannot be one real run ---------------------------------------------------
+
+
+def rewrite(path: Path, change) -> None:
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    change(records)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def goal_event(records: list[dict]) -> dict:
+    return next(r for r in records if r.get("event") == "goal_reached")
+
+
+def evals(records: list[dict]) -> list[dict]:
+    return [r for r in records if r["kind"] == "eval"]
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            lambda rs: goal_event(rs).update(time_to_accuracy_s=86_000.0),
+            "time to accuracy (86000 s) is longer than the run",
+        ),
+        (
+            lambda rs: [e["metrics"].update(top1_accuracy=10.0) for e in evals(rs)],
+            "recorded reached, yet no evaluation reached it",
+        ),
+        (lambda rs: evals(rs)[-1].update(t=0.5), "evaluation times go back"),
+        (
+            lambda rs: [r.update(run_id="sid-w1-r9") for r in rs],
+            "holds records of run sid-w1-r9 with 1 rank(s); the manifest's group is sid-w1-r1",
+        ),
+    ],
+)
+def test_records_that_cannot_be_one_real_run_are_refused_and_the_rest_stored(
+    engine: Engine, tmp_path: Path, change, says: str
+) -> None:
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1), FakeRun(2)])
+    rewrite(sweep_dir / "sid-w1-r1" / "rank-0.jsonl", change)
+    report = ingest_location(engine, str(tmp_path))
+    assert any(r.startswith("sid-w1-r1: ") and says in r for r in report.refused), report.refused
+    after = stored(engine)
+    assert "sid-w1-r1" not in after and after["sid-w2-r1"][1] == "succeeded"
+    assert after["sweep sid"][3] == "partial"  # the sweep says a run is missing
+
+
+def test_a_sweep_finished_before_it_was_created_or_of_an_impossible_size_is_refused(
+    engine: Engine, tmp_path: Path
+) -> None:
+    for sweep_id, change in (
+        (
+            "early",
+            lambda d: d.update(finished_at="2026-10-01T00:00:00+00:00"),
+        ),
+        (
+            "huge",
+            lambda d: d["groups"][0].update(world_size=2**21),
+        ),
+    ):
+        sweep_dir = write_training_sweep(
+            tmp_path, sweep_id, [FakeRun(1)], created_at="2026-11-01T02:00:00+00:00"
+        )
+        data = json.loads((sweep_dir / manifest.MANIFEST).read_text())
+        change(data)
+        (sweep_dir / manifest.MANIFEST).write_text(json.dumps(data))
+    report = ingest_location(engine, str(tmp_path))
+    assert len(report.refused) == 2, report.refused
+    for line in report.refused:
+        assert len(line) < 400, line[:400]
+    assert any("early" in r and "before it was created" in r for r in report.refused)
+    assert any("huge" in r and "a group's size lies from 1 to 4096" in r for r in report.refused)
+    assert stored(engine) == {}
+
+
+# --- values at the edge of their type ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "option", ["--repeats", "--seed", "--workers", "--gpus-per-worker", "--threads-per-worker"]
+)
+def test_a_whole_number_of_thousands_of_digits_is_refused_naming_the_field(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main as cli
+
+    field = option.removeprefix("--").replace("-", "_")
+    database = f"sqlite:///{tmp_path / 'r.db'}"
+    argv = ["run", "task2a-logreg-epsilon", "--light", option, "9" * 5000]
+    assert cli.main([*argv, "--results", str(tmp_path / "r"), "--database", database]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {field}: must be a whole number of at most 18 digits, got one of 5,000" in err
+    assert "Traceback" not in err and not (tmp_path / "r").exists()
+
+
+def test_project_reads_worker_counts_as_run_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main as cli
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    for given, says in (("٤", "must be a whole number"), ("5000", "at most 4096")):
+        argv = ["project", "some-sweep", "--allreduce", "other", "--workers", given]
+        code = cli.main([*argv, "--database", url])
+        assert code == 2
+        err = capsys.readouterr().err
+        assert "error: workers: " in err and says in err, err

@@ -58,7 +58,7 @@ from typing import Annotated, Any, BinaryIO
 import msgspec
 import orjson
 
-from scalebench import folders
+from scalebench import folders, quantities
 from scalebench.request import MAX_GROUP_TIMEOUT_S
 
 SCHEMA_VERSION = 3
@@ -303,6 +303,9 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
         for name, value in record["metrics"].items():
             if value is not None and not _is_number(value):
                 raise BadRecord(f"metric {name!r} must be a number, got {value!r}")
+            problem = quantities.metric_problem(name, value)
+            if problem:
+                raise BadRecord(problem)
     elif kind == "allreduce":
         for name in ("bytes", "elements"):
             if not 1 <= record[name] <= _INT8_MAX:
@@ -347,6 +350,16 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
         gpus = record.get("gpus") or []
         if not all(isinstance(gpu, str) for gpu in gpus):
             raise BadRecord(f"env record: 'gpus' is a list of GPU names, got {gpus!r}")
+    if kind == "event" and record["event"] == "start" and "goal_target" in record:
+        metric = record.get("goal_metric")
+        problem = quantities.metric_problem(str(metric), record["goal_target"], "goal_target")
+        if problem:
+            raise BadRecord(problem)
+    for (of, name), declared in quantities.FIELDS.items():
+        if of in (kind, f"{kind}:{record.get('event')}", "any"):
+            problem = declared.problem(record.get(name))
+            if problem:
+                raise BadRecord(problem)
     for name in _DURATIONS.get(kind, ()):
         value = record.get(name)
         if value is not None and _is_number(value) and not 0 <= value <= MAX_RECORD_S:
@@ -367,6 +380,8 @@ def _explain(record: dict[str, Any], checks: tuple[tuple[str, tuple[type, ...]],
 
 
 Counter = Annotated[int, msgspec.Meta(ge=0, le=_INT4_MAX)]
+# A step's loss and learning rate (scalebench.quantities): never negative.
+NonNegative = Annotated[float, msgspec.Meta(ge=0)]
 
 
 class StepRecord(msgspec.Struct, tag_field="kind", tag="step"):
@@ -387,8 +402,8 @@ class StepRecord(msgspec.Struct, tag_field="kind", tag="step"):
     step: Counter
     samples: Counter
     phases: dict[str, float]
-    loss: float | None = None
-    lr: float | None = None
+    loss: NonNegative | None = None
+    lr: NonNegative | None = None
 
     def __getitem__(self, key: str) -> Any:
         if key == "kind":
@@ -425,7 +440,7 @@ def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
                 record.v in READABLE_VERSIONS
                 and record.phases.keys() == _PHASE_SET
                 and 0 <= record.t <= MAX_RECORD_S
-                and record.rank < record.world_size
+                and record.rank < record.world_size <= quantities.MAX_WORLD_SIZE
                 and min(record.phases.values()) >= 0
                 and max(record.phases.values()) <= MAX_RECORD_S
             ):
