@@ -60,12 +60,26 @@ def _sqlite_folder(database: str) -> None:
     )
 
 
+def _uri_without_uri(parsed: URL) -> None:
+    """Refuse a SQLite database named like a URI (``file:…``) without ``uri=true``: SQLite
+    would create a file of that very name (``file::memory:?cache=shared`` included)."""
+    database = parsed.database or ""
+    if database.startswith("file:") and parsed.query.get("uri") != "true":
+        raise NoSuchFolder(
+            f"the SQLite database {database[:80]!r} is named like a SQLite URI, which without "
+            "?uri=true would be created as a file of that name; name a file, e.g. "
+            "sqlite:////path/to/results.db"
+        )
+
+
 def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite gets foreign keys on and, for the default database,
-    its folder created (:class:`NoSuchFolder` for another file whose folder is missing)."""
+    its folder created (:class:`NoSuchFolder` for another file whose folder is missing, or
+    a name that is a URI without ``uri=true``)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
+        _uri_without_uri(parsed)
+        if parsed.database and parsed.database != ":memory:" and "uri" not in parsed.query:
             _sqlite_folder(parsed.database)
         engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S})
 
@@ -77,7 +91,19 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, connect_args=_connect_args(parsed))
+
+
+# Seconds a PostgreSQL connection may take to be made, handshake and login included: a
+# server that accepts the connection and never answers is given up on, naming this limit.
+CONNECT_TIMEOUT_S = 10
+
+
+def _connect_args(parsed: URL) -> dict[str, object]:
+    """psycopg2's connection settings: :data:`CONNECT_TIMEOUT_S` unless the URL sets one."""
+    if parsed.get_driver_name() != "psycopg2" or "connect_timeout" in parsed.query:
+        return {}
+    return {"connect_timeout": CONNECT_TIMEOUT_S}
 
 
 def readonly_url(url: str, once: bool = False) -> URL:
@@ -121,7 +147,10 @@ def readonly_engine(url: str, once: bool = False) -> Engine:
         return create_engine(
             parsed,
             pool_pre_ping=True,
-            connect_args={"options": "-c default_transaction_read_only=on"},
+            connect_args={
+                "options": "-c default_transaction_read_only=on",
+                **_connect_args(parsed),
+            },
         )
     return create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
 
@@ -180,6 +209,10 @@ def _sqlite_migration_lock(url: str) -> Iterator[None]:
     database = parsed.database
     if parsed.get_backend_name() != "sqlite" or not database or database == ":memory:":
         yield  # another database's driver, refusing it, is the first thing to speak
+        return
+    _uri_without_uri(parsed)
+    if "uri" in parsed.query:  # a URI SQLite reads itself: no file of that name to lock
+        yield
         return
     _sqlite_folder(database)
     path = Path(database)

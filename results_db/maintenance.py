@@ -54,6 +54,10 @@ READONLY_GRANTS = (
 )
 
 
+class NotReadOnly(ValueError):
+    """A role that can never be read-only, whatever is granted to it."""
+
+
 def grant_readonly_role(engine: Engine, role: str, password: str | None) -> None:
     """PostgreSQL only: create login ``role`` if it does not exist, set its password when
     given, and let it read (only) the tables of the engine's database."""
@@ -62,6 +66,15 @@ def grant_readonly_role(engine: Engine, role: str, password: str | None) -> None
         exists = conn.execute(
             text("SELECT 1 FROM pg_roles WHERE rolname = :r"), {"r": role}
         ).first()
+        powers = conn.execute(
+            text("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = :r"), {"r": role}
+        ).first()
+        if powers is not None and (powers.rolsuper or powers.rolbypassrls):
+            raise NotReadOnly(
+                f"{role} is a superuser (or bypasses row security): it reads and writes "
+                "whatever it likes, so it cannot be made a read-only login; name a role of its "
+                "own"
+            )
         if not exists:
             conn.execute(text(f"CREATE ROLE {quote(role)} LOGIN"))
         if password is not None:

@@ -367,15 +367,19 @@ ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 def grant_readonly(url: str | None, role: str, password: str | None) -> None:
     """Create (if needed) a PostgreSQL login that can only read the results tables."""
-    from results_db.maintenance import grant_readonly_role
+    from results_db.maintenance import NotReadOnly, grant_readonly_role
 
     if not ROLE_NAME.match(role):
         raise CommandError(f"role: {role!r} is not a plain lower-case PostgreSQL name")
     engine = engine_for(url)
     if engine.dialect.name != "postgresql":
         raise CommandError("database: read-only roles exist on PostgreSQL only")
-    grant_readonly_role(engine, role, password)
-    engine.dispose()
+    try:
+        grant_readonly_role(engine, role, password)
+    except NotReadOnly as exc:
+        raise CommandError(f"role: {exc}") from None
+    finally:
+        engine.dispose()
 
 
 def check_regressions(url: str | None, sweep_id: str, rule: Rule = RULE) -> list[Any]:
@@ -529,6 +533,13 @@ def database_problem(exc: BaseException) -> str | None:
         )
     if isinstance(exc, db.OperationalError):
         reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+        if reason.endswith("timeout expired"):
+            from results_db.database import CONNECT_TIMEOUT_S
+
+            reason += (
+                f" (no answer within the connect timeout: {CONNECT_TIMEOUT_S} s, unless "
+                "?connect_timeout=<seconds> in the URL sets another)"
+            )
         return (
             f"database: cannot use the results database: {reason}. Is the server running "
             "and the URL right (--database or SCALEBENCH_DATABASE_URL)?"

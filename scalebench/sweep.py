@@ -228,6 +228,12 @@ def _refuse_what_the_launcher_cannot_run(
         raise InvalidParameter(
             "backend", f"the {name} launcher starts {' or '.join(runner.backends)} groups"
         )
+    if runner.on_this_host and gpus_each > 1:
+        raise InvalidParameter(
+            "gpus_per_worker",
+            f"the {name} launcher gives each rank at most one of this host's GPUs; use 0 or "
+            f"1, not {gpus_each}",
+        )
     needs_gpu = device == "cuda" or backend == "nccl"
     if needs_gpu and runner.gpus_per_rank and gpus_each == 0:
         raise InvalidParameter(

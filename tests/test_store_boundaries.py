@@ -5,6 +5,7 @@ rewrite its own stored identity without being asked."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -317,3 +318,91 @@ def test_project_reads_worker_counts_as_run_does(
         assert code == 2
         err = capsys.readouterr().err
         assert "error: workers: " in err and says in err, err
+
+
+# --- faults ----------------------------------------------------------------------------------
+
+
+def test_a_postgresql_that_accepts_and_never_answers_is_given_up_on_naming_the_timeout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import threading
+    import time
+
+    from cli import main as cli
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept_and_hold() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                held.append(server.accept()[0])
+
+    thread = threading.Thread(target=accept_and_hold, daemon=True)
+    thread.start()
+    port = server.getsockname()[1]
+    url = f"postgresql+psycopg2://nobody@127.0.0.1:{port}/results?connect_timeout=1"
+    started = time.monotonic()
+    try:
+        code = cli.main(["ingest", str(DATA_SWEEP), "--database", url])
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+    assert code == 2 and time.monotonic() - started < 30
+    err = capsys.readouterr().err
+    assert "timeout expired (no answer within the connect timeout" in err, err
+    assert "Traceback" not in err
+
+
+DATA_SWEEP = Path(__file__).parent / "data" / "sweep-light"
+
+
+# --- accepted where it should refuse -------------------------------------------------------
+
+
+def test_what_cannot_be_what_it_asks_for_is_refused_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from conftest import POSTGRES_URL
+
+    from cli import main as cli
+
+    monkeypatch.chdir(tmp_path)
+    database = f"sqlite:///{tmp_path / 'r.db'}"
+    cases = (
+        (
+            [
+                "run",
+                "task2a-logreg-epsilon",
+                "--light",
+                "--gpus-per-worker",
+                "2",
+                "--results",
+                str(tmp_path / "r"),
+                "--database",
+                database,
+            ],
+            "gpus_per_worker: the local launcher gives each rank at most one",
+        ),
+        (
+            ["db", "upgrade", "--database", "sqlite:///file::memory:?cache=shared"],
+            "is named like a SQLite URI",
+        ),
+        (
+            ["db", "grant-readonly", "postgres", "--database", POSTGRES_URL],
+            "role: postgres is a superuser",
+        ),
+    )
+    for argv, says in cases:
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no file named after a URI
