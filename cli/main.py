@@ -72,16 +72,21 @@ def cmd_tasks(_: argparse.Namespace) -> int:
 
 
 def run_sweep(
-    request: SweepRequest, results_root: Path, publish: Callable[[GroupPlan], None] | None = None
+    request: SweepRequest,
+    results_root: Path,
+    publish: Callable[[GroupPlan], None] | None = None,
+    stopped: Callable[[Path], None] | None = None,
 ) -> tuple[Path, int]:
     """Run every planned group, one after the other; returns the sweep directory and exit status.
 
     ``publish`` is called with each group once its verdict is recorded (the
     command line loads it into the results database, so the dashboard shows
     the sweep while it runs). Interrupted (Ctrl-C, SIGTERM), the running group
-    is stopped by its launcher and recorded ``cancelled``, and the groups not
-    started ``skipped``. A group that found the results filesystem full ends the sweep:
-    the groups after it are recorded ``failed`` (not started) with the same reason.
+    is stopped by its launcher and recorded ``cancelled``, the groups not
+    started ``skipped``, and ``stopped`` is called with the sweep's folder (the command
+    line loads what was measured) before the interruption goes on. A group that found the
+    results filesystem full ends the sweep: the groups after it are recorded ``failed``
+    (not started) with the same reason.
     """
     from operators.group import LauncherFailed, record_verdict, run_group
     from operators.launcher import launcher_for
@@ -134,10 +139,14 @@ def run_sweep(
                     print(f"   the {len(later)} other group(s) not started: {reason}", flush=True)
                 break
     except BaseException:
-        manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")
+        try:
+            manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")
+        finally:
+            manifest.finish(plan.sweep_dir)
+        if stopped is not None:  # what was measured before the interruption
+            stopped(plan.sweep_dir)
         raise
-    finally:
-        manifest.finish(plan.sweep_dir)
+    manifest.finish(plan.sweep_dir)
     return plan.sweep_dir, exit_status
 
 
@@ -159,6 +168,26 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
             print("   loaded into the results database", flush=True)
 
     return publish
+
+
+def load_interrupted(url: str) -> Callable[[Path], None]:
+    """A ``stopped`` for :func:`run_sweep`: load what an interrupted sweep measured (its
+    finished groups, the stopped one as cancelled, the rest skipped) before the command
+    exits. A failure is said, not raised: the records stay on disk for `scalebench ingest`."""
+
+    def load(sweep_dir: Path) -> None:
+        print(f"\ninterrupted: loading what was measured into {service.redact(url)}", flush=True)
+        try:
+            service.ingest(url, str(sweep_dir), say=None)
+        except Exception as exc:
+            print(
+                f"   not loaded ({describe(exc)}); `scalebench ingest {sweep_dir}` loads it",
+                flush=True,
+            )
+        else:
+            print(f"   loaded sweep {sweep_dir.name}", flush=True)
+
+    return load
 
 
 def print_report(url: str, sweep_id: str) -> None:
@@ -218,7 +247,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         sweep_dir, status = run_sweep(request, results_root)
         print_sweep_directory(sweep_dir)
         return status
-    sweep_dir, status = run_sweep(request, results_root, publish=load_group(url))
+    sweep_dir, status = run_sweep(
+        request, results_root, publish=load_group(url), stopped=load_interrupted(url)
+    )
     print(f"\ningesting into {service.redact(url)}")
     service.ingest(url, str(sweep_dir))
     print_report(url, sweep_dir.name)

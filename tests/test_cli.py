@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from sqlalchemy import select
 
 from cli import main as cli
 from scalebench.request import FIELDS
@@ -251,6 +252,46 @@ def test_sigterm_stops_a_sweep_of_200_groups_within_seconds_and_records_each(
         except OSError:
             continue
         assert str(sweep_dir).encode() not in cmdline
+
+
+@pytest.mark.slow
+def test_an_interrupted_sweep_loads_what_it_measured_before_exiting(tmp_path: Path) -> None:
+    """Ctrl-C while the first group trains: exit 130, and the database holds the stopped
+    group (cancelled, with the steps it took) and the unstarted one (skipped)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from results_db.database import make_engine
+    from results_db.models import Run, StepTiming, Sweep
+
+    results, url = tmp_path / "results", f"sqlite:///{tmp_path / 'r.db'}"
+    argv = ["run", "task2a-logreg-epsilon", "--light", "--workers", "1", "--repeats", "2"]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cli.main", *argv, "--results", str(results), "--database", url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # the first group's first steps are on disk
+        first = list(results.glob("*/*-r1/rank-0.jsonl"))
+        if first and b'"step"' in first[0].read_bytes():
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, out
+    assert "interrupted: loading what was measured" in out and "loaded sweep" in out, out
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        runs = {r.id[-2:]: r.status for r in conn.execute(select(Run.id, Run.status))}
+        steps = conn.execute(select(StepTiming.step)).all()
+        outcome = conn.execute(select(Sweep.outcome)).scalar_one()
+    engine.dispose()
+    assert runs == {"r1": "cancelled", "r2": "skipped"}, runs
+    assert steps and outcome == "cancelled"
 
 
 def rank_processes(marker: Path) -> list[int]:
