@@ -628,6 +628,11 @@ def load_run(
                 f"the run's folder {group.run_id} is a link that leaves the sweep's folder (to "
                 f"{folders.link_out(sweep_path, run_path, fs)}), so it is not read"
             )
+        if fs.exists(run_path) and not fs.isdir(run_path):
+            raise UnreadableRankFile(
+                f"the run's folder {group.run_id} is not a folder (a file, a pipe or a "
+                "device), so the run is not read"
+            )
         if fs.exists(run_path):
             for rank in iter_rank_files(run_path, fs, check_record, left_out, sweep_path):
                 if rank_of(rank.path) >= group.world_size:

@@ -410,6 +410,8 @@ def _reading(path: Any) -> Iterator[None]:
         raise BadManifest(f"{path}: a directory, not a file") from None
     except RecursionError:  # the json module's parser recurses once per nested list or object
         raise BadManifest(f"{path}: not JSON (nested deeper than it can be read)") from None
+    except PermissionError as exc:  # the sweeps beside it are still read
+        raise BadManifest(f"{path}: cannot be read ({exc.strerror})") from None
     except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise BadManifest(f"{path}: not a sweep manifest ({type(exc).__name__}: {exc})") from None
 

@@ -119,6 +119,13 @@ def test_a_download_says_how_far_it_got(tmp_path: Path) -> None:
     assert "s to go" in lines[0]
 
 
+def test_a_download_that_never_ends_is_stopped_past_its_expected_size(tmp_path: Path) -> None:
+    target = tmp_path / "archive.tar.gz"
+    with pytest.raises(DataSetCorrupt, match=r"more than 1,100 bytes, where the file is 1,000"):
+        fetch("file:///dev/zero", target, say=lambda line: None, expected_bytes=1000)
+    assert target.stat().st_size <= 1100  # nothing past the limit was written
+
+
 def test_the_digits_set_needs_no_download() -> None:
     prepared = prepare("digits", Path("/nonexistent"))
     assert isinstance(prepared, Prepared) and prepared.status == "verified"

@@ -406,3 +406,24 @@ def test_what_cannot_be_what_it_asks_for_is_refused_naming_the_field(
         err = capsys.readouterr().err
         assert says in err and "Traceback" not in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no file named after a URI
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo"])
+def test_a_run_folder_that_is_no_folder_is_named_not_taken_for_a_silent_rank(
+    engine: Engine, tmp_path: Path, kind: str
+) -> None:
+    import shutil
+
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1), FakeRun(2)])
+    run_dir = sweep_dir / "sid-w1-r1"
+    shutil.rmtree(run_dir)
+    if kind == "file":
+        run_dir.write_text("not a folder\n")
+    else:
+        os.mkfifo(run_dir)
+    report = ingest_location(engine, str(tmp_path))
+    assert any(
+        r.startswith("sid-w1-r1: the run's folder sid-w1-r1 is not a folder")
+        for r in report.refused
+    ), report.refused
+    assert stored(engine)["sid-w2-r1"][1] == "succeeded"

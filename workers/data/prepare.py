@@ -50,6 +50,7 @@ from workers.data.sources import (
 
 # Published MD5 checksums of the python-pickle CIFAR-10 release.
 CIFAR10_ARCHIVE_MD5 = "c58f30108f718f92721af3b95e74349a"
+CIFAR10_ARCHIVE_BYTES = 170_498_071  # cifar-10-python.tar.gz
 CIFAR10_MD5 = {
     "data_batch_1": "c99cafc152244af753f735de768cd75f",
     "data_batch_2": "d4bba439e000b95fd0a9bffe97cbabec",
@@ -119,30 +120,51 @@ def _check_cifar_batch(path: Path) -> None:
         raise DataSetCorrupt(f"{path}: labels outside 0-9")
 
 
-def fetch(url: str, target: Path, say: Callable[[str], None] = print) -> None:
+# How much more than the expected size a download may be before it is stopped: a source
+# that never ends (a wrong mirror, ``file:///dev/zero``) must not fill the disk.
+DOWNLOAD_MARGIN = 0.10
+
+
+def fetch(
+    url: str,
+    target: Path,
+    say: Callable[[str], None] = print,
+    expected_bytes: int | None = None,
+) -> None:
     """Download ``url`` into ``target``, saying how far it got about every 10 %.
 
     Raises :class:`DataSetMissing` naming the address when it cannot be fetched
-    (no network, a wrong mirror, a server error).
+    (no network, a wrong mirror, a server error), and :class:`DataSetCorrupt` when it
+    goes on past ``expected_bytes`` plus :data:`DOWNLOAD_MARGIN` (what was written is
+    left for the caller's scratch folder to remove).
     """
     started = time.monotonic()
-    said = [0]
-
-    def progress(blocks: int, block_bytes: int, total_bytes: int) -> None:
-        if total_bytes <= 0:
-            return
-        done = min(1.0, blocks * block_bytes / total_bytes)
-        if done * 10 >= said[0] + 1:
-            said[0] = int(done * 10)
-            elapsed = time.monotonic() - started
-            left = elapsed / done * (1 - done) if done > 0 else 0.0
-            say(
-                f"{target.name}: {done:.0%} of {total_bytes / 1e6:.0f} MB, "
-                f"{elapsed:.0f} s elapsed, about {left:.0f} s to go"
-            )
-
+    said = 0
+    limit = None if expected_bytes is None else int(expected_bytes * (1 + DOWNLOAD_MARGIN))
     try:
-        urllib.request.urlretrieve(url, target, progress)
+        with urllib.request.urlopen(url) as response, target.open("wb") as out:
+            total = int(response.headers.get("Content-Length") or 0) or expected_bytes or 0
+            done = 0
+            while chunk := response.read(1 << 20):
+                done += len(chunk)
+                if limit is not None and done > limit:
+                    raise DataSetCorrupt(
+                        f"{url}: more than {limit:,} bytes, where the file is "
+                        f"{expected_bytes:,}; stopped (a wrong address, or a source that never "
+                        "ends)"
+                    )
+                out.write(chunk)
+                fraction = min(1.0, done / total) if total else 0.0
+                if fraction * 10 >= said + 1:
+                    said = int(fraction * 10)
+                    elapsed = time.monotonic() - started
+                    left = elapsed / fraction * (1 - fraction)
+                    say(
+                        f"{target.name}: {fraction:.0%} of {total / 1e6:.0f} MB, "
+                        f"{elapsed:.0f} s elapsed, about {left:.0f} s to go"
+                    )
+    except DataSetCorrupt:
+        raise
     except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
         raise DataSetMissing(f"could not download {url}: {exc}") from None
 
@@ -153,7 +175,7 @@ def download_cifar10(data_dir: Path, url: str, archive_md5: str) -> None:
     with tempfile.TemporaryDirectory(dir=data_dir) as scratch:
         archive = Path(scratch) / "cifar-10-python.tar.gz"
         try:
-            fetch(url, archive)
+            fetch(url, archive, expected_bytes=CIFAR10_ARCHIVE_BYTES)
         except DataSetMissing as exc:
             raise DataSetMissing(
                 f"{exc}. Put the files in place by hand, or set {CIFAR10_URL_VARIABLE} to a "
