@@ -98,13 +98,17 @@ def parse_profile(text: Any) -> NetworkProfile:
             f"{text!r} is not a profile: host, or a rate such as 100mbit, 1gbit or 10gbit "
             "(<number><kbit|mbit|gbit>) with an optional one-way delay, e.g. 1gbit+2ms"
         )
-    # Kept to whole kbit/s and whole microseconds: finer than any link is shaped.
-    rate = round(float(match["rate"]) * UNITS_BIT_PER_S[match["unit"]] / 1000) * 1000
-    if not MIN_RATE_BIT_PER_S <= rate <= MAX_RATE_BIT_PER_S:
-        raise BadProfile(f"{text!r}: the rate must be between 100kbit and 400gbit")
-    delay_s = round(float(match["delay"]) * 1000) / 1e6 if match["delay"] else 0.0
-    if delay_s > MAX_DELAY_S:
-        raise BadProfile(f"{text!r}: the delay must be at most {MAX_DELAY_S * 1000:g}ms")
+    shown = repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
+    # Kept to whole kbit/s and whole microseconds: finer than any link is shaped. A number
+    # too large for a float (1e400, hundreds of digits) is out of range like any other.
+    rate_bit_per_s = float(match["rate"]) * UNITS_BIT_PER_S[match["unit"]]
+    if not MIN_RATE_BIT_PER_S <= rate_bit_per_s <= MAX_RATE_BIT_PER_S + 500:
+        raise BadProfile(f"{shown}: the rate must be between 100kbit and 400gbit")
+    rate = round(rate_bit_per_s / 1000) * 1000
+    delay_ms = float(match["delay"]) if match["delay"] else 0.0
+    if delay_ms > MAX_DELAY_S * 1000:
+        raise BadProfile(f"{shown}: the delay must be at most {MAX_DELAY_S * 1000:g}ms")
+    delay_s = round(delay_ms * 1000) / 1e6
     return NetworkProfile(rate, delay_s)
 
 

@@ -427,3 +427,24 @@ def test_a_run_folder_that_is_no_folder_is_named_not_taken_for_a_silent_rank(
         for r in report.refused
     ), report.refused
     assert stored(engine)["sid-w2-r1"][1] == "succeeded"
+
+
+@pytest.mark.parametrize(
+    ("profile", "says"),
+    [
+        ("9" * 400 + "mbit", "the rate must be between 100kbit and 400gbit"),
+        ("1e400mbit", "is not a profile"),
+        ("10mbit+" + "9" * 400 + "ms", "the delay must be at most 1000ms"),
+    ],
+)
+def test_a_network_rate_or_delay_beyond_a_float_is_refused_naming_the_field(
+    profile: str, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main as cli
+
+    database = f"sqlite:///{tmp_path / 'r.db'}"
+    argv = ["run", "task2a-logreg-epsilon", "--light", "--network", profile]
+    assert cli.main([*argv, "--results", str(tmp_path / "r"), "--database", database]) == 2
+    err = capsys.readouterr().err
+    assert "error: network: " in err and says in err and "Traceback" not in err, err
+    assert len(err) < 400
