@@ -523,18 +523,18 @@ def add_rank_options(parser: argparse.ArgumentParser) -> None:
 
 # The most digits a whole number of a request may have: every field's range ends far below
 # (Python refuses to convert more than 4,300 digits at all, and the databases hold 64 bits).
-MAX_DIGITS = 18
+MAX_DIGITS = 40
 
 
 def _whole_number(field: RequestField, value: Any) -> int:
     if isinstance(value, bool):
         raise InvalidParameter(field.name, f"must be a whole number, got {value!r}")
     if isinstance(value, int):
-        if value.bit_length() > 60:
+        if abs(value) >= 10**MAX_DIGITS:  # str() of one of 4,300 digits or more raises
             raise InvalidParameter(
                 field.name,
-                f"must be a whole number of at most {MAX_DIGITS} digits, got one "
-                f"of {value.bit_length()} bits",
+                f"must be a whole number of at most {MAX_DIGITS} digits, got one of "
+                f"{value.bit_length():,} bits",
             )
         return value
     if isinstance(value, float) and value.is_integer():

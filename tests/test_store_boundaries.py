@@ -302,7 +302,7 @@ def test_a_whole_number_of_thousands_of_digits_is_refused_naming_the_field(
     argv = ["run", "task2a-logreg-epsilon", "--light", option, "9" * 5000]
     assert cli.main([*argv, "--results", str(tmp_path / "r"), "--database", database]) == 2
     err = capsys.readouterr().err
-    assert f"error: {field}: must be a whole number of at most 18 digits, got one of 5,000" in err
+    assert f"error: {field}: must be a whole number of at most 40 digits, got one of 5,000" in err
     assert "Traceback" not in err and not (tmp_path / "r").exists()
 
 

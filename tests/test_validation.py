@@ -403,7 +403,9 @@ def test_gpus_per_worker_unless_asked_a_gpu_per_pod_and_locally_only_where_used(
     assert validate_request(**LIGHT, gpus=2, backend="nccl").gpus_per_worker == 1
     pods = validate_request(**LIGHT, launcher="kubernetes", worker_image="repo/worker:1")
     assert pods.gpus_per_worker == 1
-    assert validate_request(**LIGHT, gpus=0, gpus_per_worker=3).gpus_per_worker == 3
+    assert validate_request(**LIGHT, gpus=0, gpus_per_worker=1).gpus_per_worker == 1
+    with pytest.raises(InvalidParameter, match="gpus_per_worker: the local launcher gives each"):
+        validate_request(**LIGHT, gpus=0, gpus_per_worker=3)  # one GPU per local rank at most
 
 
 def test_the_group_time_limit_unless_asked_fits_the_task() -> None:
