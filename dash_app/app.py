@@ -12,18 +12,23 @@ process. The app only reads: see :mod:`dash_app.data`.
 from __future__ import annotations
 
 import functools
+import logging
 import os
 from collections.abc import Sequence
 from html import escape as html_escape
+from traceback import walk_tb
+from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
 from dash import Dash, html
 
 from dash_app import downloads
-from dash_app.data import Source
+from dash_app.data import BadInput, Source
 from dash_app.pages import PAGES
 from scalebench import config
+
+LOG = logging.getLogger("scalebench.dashboard")
 
 NAV = (
     ("Overview", "/"),
@@ -89,7 +94,58 @@ def create_app(database_url: str | None = None, stylesheets: Sequence[str] | Non
     downloads.register(app.server)
     app.server.before_request(functools.partial(unavailable_page, source))
     app.server.add_url_rule("/healthz", "healthz", functools.partial(health, source))
+    app.server.register_error_handler(Exception, refused_request)
     return app
+
+
+def refused_request(exc: Exception) -> Any:
+    """Requests Dash's machinery cannot serve, answered without a traceback in the log: a
+    component file that is not there (404); a callback request that is not one (a body
+    Dash cannot read), or a callback given inputs of a kind its page never sends (a dict
+    where an id belongs: :class:`~dash_app.data.BadInput`), both 400 with one log line
+    naming the inputs and their types. Anything else is an error of the dashboard's own,
+    and raised as one."""
+    from dash.exceptions import DependencyException
+    from flask import request
+    from werkzeug.exceptions import HTTPException
+
+    if isinstance(exc, HTTPException):
+        return exc
+    if isinstance(exc, DependencyException):
+        LOG.warning("no such component file: %s", request.path[:200])
+        return "no such file\n", 404, {"Content-Type": "text/plain; charset=utf-8"}
+    if not request.path.startswith("/_dash-update-component"):
+        raise exc
+    body = request.get_json(silent=True)
+    in_pages = any(
+        "/dash_app/" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__)
+    )
+    if in_pages and not isinstance(exc, BadInput):
+        raise exc  # the dashboard's own error, on inputs its pages send
+    LOG.warning(
+        "callback request refused (%s: %s); inputs: %s",
+        type(exc).__name__,
+        str(exc).splitlines()[0][:200] if str(exc) else "",
+        described_inputs(body),
+    )
+    return {"error": "not a callback request this dashboard answers"}, 400
+
+
+def described_inputs(body: Any) -> str:
+    """A callback request's inputs as ``id.property=<type>``, for one log line."""
+    described = [f"{name}={type(value).__name__}" for name, value in _input_items(body)]
+    return ", ".join(described) or "none readable"
+
+
+def _input_items(body: Any) -> list[tuple[str, Any]]:
+    inputs = body.get("inputs") if isinstance(body, dict) else None
+    if not isinstance(inputs, list):
+        return []
+    return [
+        (f"{str(item.get('id'))[:60]}.{str(item.get('property'))[:30]}", item.get("value"))
+        for item in inputs[:12]
+        if isinstance(item, dict)
+    ]
 
 
 def health(source: Source) -> tuple[dict[str, str], int]:

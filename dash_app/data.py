@@ -14,11 +14,13 @@ Database trouble (no file yet, no tables yet, server down) becomes a
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from inspect import signature
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,6 +46,37 @@ HEALTH_TTL_S = 5.0  # how long a database check is trusted before pages check ag
 
 class DataUnavailable(RuntimeError):
     """The results database cannot be read; the message is meant for the page."""
+
+
+class BadInput(ValueError):
+    """A query argument no page sends: a callback was given inputs of the wrong kind."""
+
+
+def check_arguments(query: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
+    """Raise :class:`BadInput` for an argument a query never takes from a page: ids and
+    choices are text or numbers, or lists of them."""
+
+    def plain(value: Any) -> bool:
+        return value is None or isinstance(value, str | int | float)
+
+    name = getattr(query, "__name__", str(query))
+    texts = _text_parameters(query) if callable(query) else ()
+    named = [*zip(texts, args, strict=False), *kwargs.items()]
+    for parameter, value in named:
+        if parameter and parameter in texts and value is not None and not isinstance(value, str):
+            raise BadInput(f"{name}: {parameter} must be text, got a {type(value).__name__}")
+    for value in (*args, *kwargs.values()):
+        if plain(value) or (isinstance(value, list | tuple) and all(map(plain, value))):
+            continue
+        raise BadInput(f"{name} was given a {type(value).__name__} ({str(value)[:60]})")
+
+
+@functools.lru_cache(maxsize=256)
+def _text_parameters(query: Callable[..., Any]) -> tuple[str, ...]:
+    """The parameters of ``query`` after its connection, in order, annotated as text (``str``
+    or ``str | None``); the others as empty names, so positions still line up."""
+    parameters = list(signature(query).parameters.values())[1:]
+    return tuple(p.name if str(p.annotation) in ("str", "str | None") else "" for p in parameters)
 
 
 class Source:
@@ -148,6 +181,7 @@ class Source:
 
     def per_sweep(self, name: str, sweep_id: str, compute: Callable[[Connection], T]) -> T:
         """``compute(conn)`` for figures of one sweep, cached until the sweep changes."""
+        check_arguments(name, (sweep_id,), {})
         with self.connect() as conn:
             key = (name, sweep_id, sweeps_queries.sweep_version(conn, sweep_id))
             with self._lock:
@@ -166,7 +200,9 @@ class Source:
             self._cache.clear()
 
     def call(self, query: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """``query(conn, *args, **kwargs)`` on a fresh connection, uncached."""
+        """``query(conn, *args, **kwargs)`` on a fresh connection, uncached; an argument
+        no page sends (a dict, a list of lists) is refused with :class:`BadInput`."""
+        check_arguments(query, args, kwargs)
         with self.connect() as conn:
             return query(conn, *args, **kwargs)
 

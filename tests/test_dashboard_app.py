@@ -658,3 +658,41 @@ def test_pages_open_on_the_newest_sweep_with_results_and_say_so(tmp_path: Path) 
     linked = client.open("/scaling", "?sweep=all-failed")
     assert prop_of(linked, "scaling-sweep", "value") == "all-failed"
     assert "the newest sweep with results" not in text_of(linked)
+
+
+def test_malformed_requests_get_a_4xx_and_one_log_line_never_a_traceback(
+    client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    server = client.app.server.test_client()
+    caplog.clear()
+    for path in (
+        "/_dash-component-suites/dash/nonexistent.js",
+        "/_dash-component-suites/no-such-library/x.js",
+        "/_dash-component-suites/dash/../../etc/passwd",
+    ):
+        assert server.get(path).status_code == 404, path
+    for body in (b"{}", b'{"output": 5}', b"[]", b'{"output": "x.children", "inputs": 3}'):
+        answer = server.post("/_dash-update-component", data=body, content_type="application/json")
+        assert answer.status_code == 400, body
+    # Every page's callbacks, given inputs of kinds no page sends: answered, one line each.
+    for output, callback in list(client.app.callback_map.items()):
+        if not output.startswith(".."):
+            continue
+        outputs = [
+            {"id": part.split(".")[0], "property": part.split(".")[1]}
+            for part in output.strip(".").split("...")
+        ]
+        for value in ({"a": 1}, [[1]], ["a", "b"], 7, True):
+            body = {
+                "output": output,
+                "outputs": outputs,
+                "inputs": [{**i, "value": value} for i in callback["inputs"]],
+                "state": [{**s, "value": value} for s in callback.get("state", [])],
+                "changedPropIds": [f"{callback['inputs'][0]['id']}.value"],
+            }
+            answer = server.post("/_dash-update-component", json=body)
+            assert answer.status_code in (200, 204, 400), (output, value, answer.status_code)
+    assert not [r for r in caplog.records if r.exc_info], [
+        r.getMessage() for r in caplog.records if r.exc_info
+    ][:3]
+    assert any("refused" in r.getMessage() for r in caplog.records)
