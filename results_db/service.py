@@ -17,6 +17,7 @@ import math
 import re
 from collections.abc import Callable, Collection
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -287,7 +288,9 @@ PRICE_COLUMNS = ("kind", "name", "regular_per_hour", "preemptible_per_hour", "so
 # What the price table holds (results_db.models.Price): names of up to 100 characters and
 # dollars per hour as NUMERIC(12, 4); both databases are refused the same values.
 MAX_PRICE_NAME = 100
-MAX_PRICE_PER_HOUR = 99_999_999.0
+MAX_PRICE_PER_HOUR = 99_999_999
+PRICE_PLACES = 4
+PRICE_STEP = Decimal(1).scaleb(-PRICE_PLACES)  # 0.0001 dollars per hour
 
 
 def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
@@ -304,23 +307,34 @@ def price_values(raw: dict[str, str], where: str) -> dict[str, Any]:
     values["kind"], values["name"] = raw["kind"], name
     for field in ("regular_per_hour", "preemptible_per_hour"):
         try:
-            values[field] = float(raw[field])
-        except (KeyError, TypeError, ValueError):
+            price = Decimal(str(raw[field]).strip())
+        except (KeyError, TypeError, ValueError, ArithmeticError):
             raise CommandError(
                 f"{where}{field}: must be dollars per hour, got {raw.get(field)!r}"
             ) from None
-        if not math.isfinite(values[field]) or not 0 <= values[field] <= MAX_PRICE_PER_HOUR:
+        if not price.is_finite() or not 0 <= price <= MAX_PRICE_PER_HOUR:
             raise CommandError(
                 f"{where}{field}: must be between 0 and {MAX_PRICE_PER_HOUR:g} dollars per "
                 f"hour, got {raw[field]!r}"
             )
+        if price != price.quantize(PRICE_STEP):  # each database would round it its own way
+            raise CommandError(
+                f"{where}{field}: at most {PRICE_PLACES} decimal places (the price table keeps "
+                f"dollars per hour to {PRICE_STEP}), got {raw[field]!r}"
+            )
+        values[field] = price.quantize(PRICE_STEP)
     try:
         valid_from = datetime.fromisoformat(raw["valid_from"])
-    except (KeyError, TypeError, ValueError):
+        # One instant on both databases (SQLite keeps wall times): in UTC, within years 1-9999.
+        valid_from = (
+            valid_from.astimezone(UTC) if valid_from.tzinfo else valid_from.replace(tzinfo=UTC)
+        )
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise CommandError(
-            f"{where}valid_from: must be a date (YYYY-MM-DD), got {raw.get('valid_from')!r}"
+            f"{where}valid_from: must be a date (YYYY-MM-DD) or a time in years 1 to 9999 "
+            f"(UTC), got {str(raw.get('valid_from'))[:60]!r}"
         ) from None
-    values["valid_from"] = valid_from if valid_from.tzinfo else valid_from.replace(tzinfo=UTC)
+    values["valid_from"] = valid_from
     values["source"] = raw.get("source") or "entered by hand"
     if "\x00" in values["source"]:  # PostgreSQL's text cannot hold it; SQLite's would
         raise CommandError(f"{where}source: must not hold a NUL character")

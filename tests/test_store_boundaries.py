@@ -448,3 +448,41 @@ def test_a_network_rate_or_delay_beyond_a_float_is_refused_naming_the_field(
     err = capsys.readouterr().err
     assert "error: network: " in err and says in err and "Traceback" not in err, err
     assert len(err) < 400
+
+
+def test_a_nul_character_in_a_record_is_quarantined_alike_on_both_databases(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1)])
+    rank_file = sweep_dir / "sid-w1-r1" / "rank-0.jsonl"
+    rewrite(rank_file, lambda rs: rs[0].update(host="node\u0000-0"))  # the env record
+    report = ingest_location(engine, str(tmp_path))
+    assert report.refused == [] and report.quarantined_lines == 1, report
+    assert any(":1: it holds a NUL character" in p for p in report.problems), report.problems
+    assert stored(engine)["sid-w1-r1"][1] == "succeeded"
+
+
+def test_prices_are_stored_alike_on_both_databases_or_refused(
+    engine: Engine, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main as cli
+
+    url = engine.url.render_as_string(hide_password=False)
+    base = ["prices", "set", "instance", "probe", "--preemptible", "0.01", "--database", url]
+    for regular, valid_from, says in (
+        ("0.00015", "2026-01-01", "regular_per_hour: at most 4 decimal places"),
+        ("0.1", "0001-01-01T00:00:00+05:00", "valid_from: must be a date"),
+        ("0.1", "9999-12-31T23:00:00-05:00", "valid_from: must be a date"),
+    ):
+        assert cli.main([*base, "--regular", regular, "--valid-from", valid_from]) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err, err
+    assert (
+        cli.main([*base, "--regular", "0.0002", "--valid-from", "2026-01-01T01:00:00+02:00"]) == 0
+    )
+    capsys.readouterr()
+    assert cli.main(["prices", "list", "--database", url]) == 0
+    listed = [line.split() for line in capsys.readouterr().out.splitlines() if "probe" in line]
+    assert listed == [
+        ["instance", "probe", "0.0002", "0.01", "2025-12-31", "entered", "by", "hand"]
+    ]

@@ -425,6 +425,9 @@ _decode_step = msgspec.json.Decoder(StepRecord).decode
 
 def parse_line(line: str | bytes) -> dict[str, Any] | StepRecord:
     """One record from one line, or :class:`BadRecord` saying what is wrong with it."""
+    if (b"\\u0000" if isinstance(line, bytes) else "\\u0000") in line:
+        # SQLite would store it and PostgreSQL refuse the run: neither does.
+        raise BadRecord("it holds a NUL character (\\u0000), which PostgreSQL cannot store")
     marker = b'"step"' if isinstance(line, bytes) else '"step"'
     if marker in line:  # most likely a step record: the fast path
         try:
