@@ -1196,6 +1196,7 @@ def prices_cases() -> list[Case]:
         "0x10",
         "1e-400",
         "1e400",
+        "0.00015",  # finer than the table keeps: each database would round it its own way
     ]:
         variants[f"--regular {value!r}"] = {"regular": value}
     for value in ["nan", "-0.5", "infinity"]:
@@ -1204,7 +1205,16 @@ def prices_cases() -> list[Case]:
         variants[f"name {value[:12]!r} ({len(value)} characters)"] = {"name": value}
     for value in ["server", "", "GPU", "k" * 30]:
         variants[f"kind {value[:12]!r}"] = {"kind": value}
-    for value in ["yesterday", "2026-02-30", "0000-01-01", "99999-01-01", "", "2026-01-01T25:00"]:
+    for value in [
+        "yesterday",
+        "2026-02-30",
+        "0000-01-01",
+        "99999-01-01",
+        "",
+        "2026-01-01T25:00",
+        "0001-01-01T00:00:00+05:00",  # before year 1 in UTC
+        "9999-12-31T23:00:00-05:00",  # after year 9999 in UTC
+    ]:
         variants[f"--valid-from {value!r}"] = {"valid_from": value}
     for name, change in variants.items():
         values = {**base, **change}
@@ -1647,6 +1657,7 @@ def store_cases() -> list[Case]:
         "a CPU count of 0": ("env", lambda r: r.update(cpu_count=0)),
         "a CPU count of -2": ("env", lambda r: r.update(cpu_count=-2)),
         "a world size of 2**21": ("step", lambda r: r.update(world_size=2**21)),
+        "a NUL character in a host name": ("env", lambda r: r.update(host="node\x00-1")),
     }
     for name, (kind, change) in impossible.items():
         cases.append(ingest_case(family, name, change_record(kind, change, 0)))
