@@ -233,16 +233,22 @@ def export(url: str | None, sweep_id: str, fmt: str, out: Path) -> list[Path]:
         frames = list(iter_export_frames(conn, sweep_id, [r.id for r in runs]))
         if any(r.goal_metric is not None for r in runs):
             frames.append(("scaling", scaling_frame(conn, sweep_id)))
-        for name, frame in frames:
-            path = inside(out, f"{sweep_id}-{name}.{fmt}")
-            if fmt == "csv":
-                frame.to_csv(path, index=False)
-            else:
-                frame.to_parquet(path, index=False)
-            written.append(path)
-    official = inside(out, f"{sweep_id}-official.txt")
-    official.write_text("\n".join(official_result(r) for r in runs) + "\n", encoding="utf-8")
-    written.append(official)
+        try:
+            for name, frame in frames:
+                path = inside(out, f"{sweep_id}-{name}.{fmt}")
+                written.append(path)
+                if fmt == "csv":
+                    frame.to_csv(path, index=False)
+                else:
+                    frame.to_parquet(path, index=False)
+            official = inside(out, f"{sweep_id}-official.txt")
+            written.append(official)
+            text = "\n".join(official_result(r) for r in runs) + "\n"
+            official.write_text(text, encoding="utf-8")
+        except OSError as exc:  # a full disk or a quota, also when a file is closed
+            for path in written:  # no export is left half-written
+                path.unlink(missing_ok=True)
+            raise CommandError(f"out: cannot write {written[-1]}: {_os_reason(exc)}") from None
     engine.dispose()
     return written
 

@@ -382,6 +382,13 @@ def parse(text: str) -> Any:
     data = json.loads(text, parse_constant=no_constant)
     if "\x00" in text or "\\u0000" in text.lower():
         raise BadManifest("it holds a NUL character (\\u0000), which PostgreSQL cannot store")
+    try:
+        json.dumps(data, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadManifest(
+            "it holds half of a UTF-16 surrogate pair (such as \\ud800), which is no text "
+            "either database stores"
+        ) from None
     return data
 
 

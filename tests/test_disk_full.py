@@ -176,3 +176,24 @@ def test_a_disk_that_fills_after_the_last_group_still_gets_its_sweep_json(
     with engine.connect() as conn:
         assert conn.execute(select(Run.status)).scalars().all() == ["succeeded"]
     engine.dispose()
+
+
+def test_an_export_to_a_full_disk_is_refused_naming_the_file_and_leaves_nothing_half_written(
+    small_disk: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from records_factory import FakeRun, write_training_sweep
+
+    from cli import main as cli
+
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    write_training_sweep(tmp_path / "sweeps", "sid", [FakeRun(1), FakeRun(2)])
+    assert cli.main(["ingest", str(tmp_path / "sweeps"), "--database", url]) == 0
+    out = small_disk / "exports"
+    out.mkdir()
+    fill(small_disk, 2048)
+    capsys.readouterr()
+    assert cli.main(["export", "sid", "--out", str(out), "--database", url]) == 2
+    err = capsys.readouterr().err
+    assert "error: out: cannot write" in err and "No space left on device" in err, err
+    assert "Traceback" not in err
+    assert list(out.iterdir()) == []

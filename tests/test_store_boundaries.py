@@ -486,3 +486,46 @@ def test_prices_are_stored_alike_on_both_databases_or_refused(
     assert listed == [
         ["instance", "probe", "0.0002", "0.01", "2025-12-31", "entered", "by", "hand"]
     ]
+
+
+def test_a_lone_surrogate_in_a_sweep_json_refuses_it_by_name_on_both_databases(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1)])
+    data = json.loads((sweep_dir / manifest.MANIFEST).read_text())
+    data["groups"][0]["reason"] = "half \ud800 a pair"
+    (sweep_dir / manifest.MANIFEST).write_text(json.dumps(data))
+    report = ingest_location(engine, str(tmp_path))
+    assert any("surrogate" in r for r in report.refused), report.refused
+    assert stored(engine) == {}
+
+
+def test_an_export_is_the_same_bytes_from_either_database(postgres_admin, tmp_path: Path) -> None:
+    import csv
+
+    from conftest import POSTGRES_URL
+
+    from results_db.scratch import scratch_database
+    from results_db.service import export, ingest
+
+    write_training_sweep(tmp_path / "sweeps", "sid", [FakeRun(1), FakeRun(2)])
+    files: dict[str, dict[str, list[dict[str, str]]]] = {}
+    with scratch_database(POSTGRES_URL, "scalebench_test", migrate=False) as postgres:
+        for name, url in (("sqlite", f"sqlite:///{tmp_path / 'r.db'}"), ("pg", postgres)):
+            ingest(url, str(tmp_path / "sweeps"), say=None)
+            written = export(url, "sid", "csv", tmp_path / name)
+            files[name] = {
+                path.name: list(csv.DictReader(path.open()))
+                if path.suffix == ".csv"
+                else [{"text": path.read_text()}]
+                for path in written
+            }
+    assert files["sqlite"].keys() == files["pg"].keys()
+    for file_name, rows in files["sqlite"].items():
+        for mine, theirs in zip(rows, files["pg"][file_name], strict=True):
+            mine.pop("ingested_at", None), theirs.pop("ingested_at", None)  # when each loaded
+            assert mine == theirs, file_name
+    run = files["sqlite"]["sid-runs.csv"][0]
+    assert run["started_at"].endswith("+00:00")
+    metrics = files["sqlite"]["sid-evaluations.csv"][0]["metrics"]
+    assert json.loads(metrics) and metrics.startswith('{"loss"')  # JSON, keys sorted

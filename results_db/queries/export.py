@@ -62,4 +62,28 @@ def iter_export_frames(
         "steps": select(StepTiming).where(StepTiming.run_id.in_(run_ids)),
     }
     for name, query in tables.items():
-        yield name, pd.read_sql(query, conn)
+        yield name, portable(pd.read_sql(query, conn))
+
+
+def portable(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` written the same from either database: times as ISO 8601 UTC instants
+    (SQLite hands back naive UTC wall times, PostgreSQL aware ones), and JSON columns
+    (a run's metrics, a sweep's request) as JSON with sorted keys, not Python's repr."""
+    import json
+
+    import pandas as pd
+
+    for column in frame.columns:
+        values = frame[column]
+        if pd.api.types.is_datetime64_any_dtype(values):
+            utc = (
+                values.dt.tz_localize("UTC")
+                if values.dt.tz is None
+                else values.dt.tz_convert("UTC")
+            )
+            frame[column] = utc.map(lambda t: t.isoformat() if pd.notna(t) else None)
+        elif values.dtype == object and values.map(lambda v: isinstance(v, dict | list)).any():
+            frame[column] = values.map(
+                lambda v: json.dumps(v, sort_keys=True) if isinstance(v, dict | list) else v
+            )
+    return frame
