@@ -156,9 +156,15 @@ class Manifest:
         for name in ("created_at", "finished_at"):
             if data.get(name):
                 try:
-                    datetime.fromisoformat(data[name])
+                    moment = datetime.fromisoformat(data[name])
+                    if moment.tzinfo is not None:  # one without an offset is taken as UTC
+                        moment.astimezone(UTC)
                 except ValueError:
                     raise BadManifest(f"{name!r} is not an ISO 8601 time: {data[name]!r}") from None
+                except OverflowError:  # its offset carries it before year 1 or past 9999
+                    raise BadManifest(
+                        f"{name!r} is {data[name]!r}, outside years 1 to 9999 in UTC"
+                    ) from None
         if not isinstance(data["request"].get("task"), str):
             raise BadManifest("'request' names no task (its 'task' is missing or not text)")
         known = {

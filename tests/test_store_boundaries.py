@@ -529,3 +529,25 @@ def test_an_export_is_the_same_bytes_from_either_database(postgres_admin, tmp_pa
     assert run["started_at"].endswith("+00:00")
     metrics = files["sqlite"]["sid-evaluations.csv"][0]["metrics"]
     assert json.loads(metrics) and metrics.startswith('{"loss"')  # JSON, keys sorted
+
+
+def test_a_time_whose_offset_carries_it_past_year_1_or_9999_is_refused_by_name(
+    engine: Engine, tmp_path: Path
+) -> None:
+    early, late = "0001-01-01T00:00:00+05:00", "9999-12-31T23:00:00-05:00"
+    for sweep_id, change in (
+        ("created", lambda d: d.update(created_at=early)),
+        ("finished", lambda d: d.update(finished_at=late)),
+    ):
+        sweep_dir = write_training_sweep(tmp_path, sweep_id, [FakeRun(1)])
+        data = json.loads((sweep_dir / manifest.MANIFEST).read_text())
+        change(data)
+        (sweep_dir / manifest.MANIFEST).write_text(json.dumps(data))
+    sweep_dir = write_training_sweep(tmp_path, "started", [FakeRun(1)])
+    rewrite(
+        sweep_dir / "started-w1-r1" / "rank-0.jsonl",
+        lambda rs: [r.update(started_at=early) for r in rs if r.get("event") == "start"],
+    )
+    report = ingest_location(engine, str(tmp_path))
+    assert sum("outside years 1 to 9999 in UTC" in r for r in report.refused) == 2, report
+    assert any("'started_at' is no ISO 8601 time" in p for p in report.problems), report

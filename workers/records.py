@@ -49,7 +49,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import product
 from operator import attrgetter, itemgetter
 from pathlib import Path, PurePath, PurePosixPath
@@ -338,8 +338,10 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
                 raise BadRecord(f"{event} event: field {name!r} has {record[name]!r}")
         if event == "start" and isinstance(record.get("started_at"), str):
             try:
-                datetime.fromisoformat(record["started_at"])
-            except ValueError:
+                moment = datetime.fromisoformat(record["started_at"])
+                if moment.tzinfo is not None:  # past year 1 or 9999 in UTC: no time
+                    moment.astimezone(UTC)
+            except (ValueError, OverflowError):
                 raise BadRecord(
                     f"start event: 'started_at' is no ISO 8601 time: {record['started_at'][:40]!r}"
                 ) from None
