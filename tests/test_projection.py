@@ -341,7 +341,7 @@ def test_the_command_line_prints_the_projection_with_its_basis(
     for bad, words in (
         (["--workers", "2048"], "beyond 1,024 workers"),
         (["--network", "1gbit"], "no all-reduce fit for gloo on cpu over 1gbit"),
-        (["--workers", "four"], "workers: a comma-separated list"),
+        (["--workers", "four"], "workers: must be a whole number, got 'four'"),
     ):
         assert cli.main([*argv, *bad]) == 2
         assert words in capsys.readouterr().err
