@@ -119,6 +119,8 @@ def test_a_chosen_sweep_survives_a_reload(page: Page) -> None:
     page.driver.refresh()
     page.idle()
     assert page.url == f"/scaling?sweep={LIGHT}"
+    # a busy machine may still be drawing the page when the renderer first goes idle
+    page.until(lambda: page.driver.find_elements(By.ID, "scaling-sweep"), "the page, reloaded")
     assert LIGHT in page.text("scaling-sweep")
     page.shows("scaling-summary", "0.647×")
 
