@@ -623,11 +623,10 @@ def load_run(
     loader = BulkLoader(conn)
     sweep_path = run_path.rsplit("/", 1)[0]
     try:
-        if folders.link_out(sweep_path, run_path, fs) is not None:
-            raise UnreadableRankFile(
-                f"the run's folder {group.run_id} is a link that leaves the sweep's folder (to "
-                f"{folders.link_out(sweep_path, run_path, fs)}), so it is not read"
-            )
+        try:
+            folders.check_inside(sweep_path, run_path, fs)
+        except folders.LinkLeaves as exc:
+            raise UnreadableRankFile(str(exc)) from None
         if fs.exists(run_path) and not fs.isdir(run_path):
             raise UnreadableRankFile(
                 f"the run's folder {group.run_id} is not a folder (a file, a pipe or a "
