@@ -81,9 +81,8 @@ def measure(
     master_addr, env = "127.0.0.1", dict(os.environ)
     link = REFERENCES.get(profile) or parse_profile(profile)
     if link.shaped:
-        network = ShapedNetwork(world_size, link).create()
+        network = ShapedNetwork(world_size, link).create()  # a node per rank
         master_addr = network.master_addr
-        env.update(network.environment())
     sizes = ",".join(str(n) for n in sizes_bytes)
     argv = [sys.executable, __file__, "--rank", str(repetitions), str(warmup), sizes]
     env.update(
@@ -97,9 +96,13 @@ def measure(
     try:
         for rank in range(world_size):
             command = argv if network is None else network.command(rank, argv)
+            link_env = {} if network is None else network.environment(rank)
             procs.append(
                 subprocess.Popen(
-                    command, env={**env, "RANK": str(rank)}, stdout=subprocess.PIPE, text=True
+                    command,
+                    env={**env, **link_env, "RANK": str(rank)},
+                    stdout=subprocess.PIPE,
+                    text=True,
                 )
             )
         out, _ = procs[0].communicate(timeout=1800)

@@ -1,10 +1,13 @@
-"""Start a training group as local processes, one per rank, and see it through.
+"""Start a training group as local processes, on emulated nodes, and see it through.
 
-The same environment torchrun would set (``RANK``, ``WORLD_SIZE``,
-``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) is given to ``k`` copies of
-``python -m workers.run``. Each rank runs in its own session (process group),
-its output is streamed line by line with a ``[rank r]`` prefix, and the group
-is ended as a whole:
+A group of ``k`` workers with ``ranks_per_node`` ``p`` runs as ``ceil(k / p)``
+nodes of this machine, each started by the node starter the worker image runs
+in a pod (:class:`workers.node.Node`): its ranks get the environment torchrun
+sets (``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE``,
+``GROUP_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``), the node's share of this
+machine's cores (and of its GPUs, where the ranks use them) divided among them,
+and their output is streamed line by line with a ``[rank r]`` prefix. Each rank
+runs in its own session, and the group is ended as a whole:
 
 - when one rank fails, the others get SIGTERM (then SIGKILL after a grace
   period), because a synchronous group cannot go on without it; a rank that
@@ -17,9 +20,11 @@ torchrun's elastic agent is not used: it restarts failed groups, which a
 benchmark must not do, and has no wall-clock limit. No orphan survives
 :meth:`LocalGroup.wait`.
 
-On a shaped network profile (``100mbit``, ``1gbit``...) every rank runs in its
+On a shaped network profile (``100mbit``, ``1gbit``...) every node runs in its
 own network namespace on an emulated link (:mod:`operators.shaped_network`),
-built before the first rank starts and removed with the group, however it ends.
+built before the first rank starts and removed with the group, however it ends:
+the ranks of one node talk over its loopback, unshaped, as the GPUs of one
+server do; only the links between nodes are shaped.
 """
 
 from __future__ import annotations
@@ -30,70 +35,35 @@ import os
 import re
 import signal
 import subprocess
-import sys
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 from operators.group import GroupResult
 from operators.shaped_network import ShapedNetwork
 from scalebench.diskspace import no_space_reason
+from scalebench.host import visible_gpus
 from scalebench.network import NetworkProfile
+from scalebench.nodes import NodeShape
 from scalebench.rank import EXIT_DIVERGED, EXIT_NO_SPACE, LAUNCHER_PID_VARIABLE
 from workers.distributed import free_port
+from workers.node import Node, available_cpus, shares, stop_ranks
 
 if TYPE_CHECKING:
     from scalebench.sweep import GroupPlan
 
-LOG_TAIL_LINES = 50  # each rank's last output lines kept for the verdict
-
-
-def threads_per_rank(world_size: int) -> int:
-    """CPU threads for each rank so the group does not oversubscribe the cores."""
-    return max(1, (os.cpu_count() or 1) // world_size)
-
-
-def _pump(stream: IO[str], rank: int, sink: Callable[[str], None], tail: deque[str]) -> None:
-    """Pass rank ``rank``'s output lines to ``sink``, keeping its last ones in ``tail``."""
-    for line in stream:
-        text = f"[rank {rank}] {line.rstrip()}"
-        sink(text)
-        tail.append(text)
-    stream.close()
-
-
-def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, sig)
-
-
-def stop_ranks(procs: Sequence[subprocess.Popen[str]], grace_s: float) -> None:
-    """SIGTERM every live rank's process group; SIGKILL what is left after ``grace_s``."""
-    for proc in procs:
-        if proc.poll() is None:
-            _signal_group(proc, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
-    for proc in procs:
-        remaining = max(0.0, deadline - time.monotonic())
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            proc.wait(timeout=remaining)
-    for proc in procs:
-        # Kill the whole session even if the leader has exited: its children
-        # (data loaders, helpers) must not outlive the group.
-        _signal_group(proc, signal.SIGKILL)
-        proc.wait()
-
 
 class LocalGroup:
-    """``world_size`` local ranks of ``python -m workers.run <worker_args>``.
+    """``world_size`` local ranks of ``python -m workers.run <worker_args>``, on nodes of
+    ``ranks_per_node`` ranks (one node per rank by default).
 
     :meth:`start` launches them, :meth:`wait` follows them to the end (or the
     time limit) and always leaves no rank running, :meth:`stop` ends them
     early (e.g. when an Airflow task is killed). ``sink`` receives every
-    output line, prefixed with its rank (default: print to stdout).
+    output line, prefixed with its rank (default: print to stdout). ``gpus``: the
+    host's GPU ids the ranks take, one each (``None``: the environment's GPUs as they
+    are, rank ``r`` on its node's ``cuda:LOCAL_RANK``).
     """
 
     def __init__(
@@ -101,35 +71,55 @@ class LocalGroup:
         worker_args: Sequence[str],
         world_size: int,
         *,
+        ranks_per_node: int = 1,
         grace_s: float = 5.0,
         env: dict[str, str] | None = None,
         sink: Callable[[str], None] | None = None,
         master_addr: str = "127.0.0.1",
         run_dir: Path | None = None,
         network: NetworkProfile | None = None,
+        gpus: Sequence[str] | None = None,
     ) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be at least 1, got {world_size}")
         self.worker_args = list(worker_args)
         self.world_size = world_size
+        self.shape = NodeShape(world_size, ranks_per_node)
         self.grace_s = grace_s
         self.env = dict(os.environ if env is None else env)
         self.sink = sink or (lambda line: print(line, flush=True))
         self.master_addr = master_addr
         self.run_dir = run_dir  # where the ranks write (to tell which one fell silent)
         self.network = network or NetworkProfile()
+        self.gpus = None if gpus is None else list(gpus)
         self._shaped: ShapedNetwork | None = None
-        self.procs: list[subprocess.Popen[str]] = []
-        self._pumps: list[threading.Thread] = []
-        self._tails: list[deque[str]] = []  # each rank's last lines
+        self.nodes: list[Node] = []
         self._started = 0.0
 
     @classmethod
     def for_plan(cls, group: GroupPlan, **options: Any) -> LocalGroup:
-        """The planned ``group`` on this host: its run directory and data directory as they are."""
+        """The planned ``group`` on this host: its run directory and data directory as they
+        are, its nodes, and a GPU of this host for each rank where the ranks use one."""
         argv = group.worker_argv(results_dir=str(group.run_dir), data_dir=group.data_dir)
-        network = group.network
-        return cls(argv, group.world_size, run_dir=group.run_dir, network=network, **options)
+        ids = visible_gpus() if group.request.gpus_per_worker else []
+        options.setdefault("gpus", ids if len(ids) >= group.world_size else None)
+        return cls(
+            argv,
+            group.world_size,
+            ranks_per_node=group.request.ranks_per_node,
+            run_dir=group.run_dir,
+            network=group.network,
+            **options,
+        )
+
+    @property
+    def procs(self) -> list[subprocess.Popen[str]]:
+        """Every rank's process, in rank order."""
+        return [proc for node in self.nodes for proc in node.procs]
+
+    @property
+    def _tails(self) -> list[Any]:
+        return [tail for node in self.nodes for tail in node.tails]
 
     @property
     def pids(self) -> list[int]:
@@ -137,59 +127,58 @@ class LocalGroup:
 
     def start(self) -> None:
         self._started = time.monotonic()
-        master_addr, command = self.master_addr, [sys.executable, "-m", "workers.run"]
+        master_addr, shape = self.master_addr, self.shape
         base_env = dict(self.env)
         if self.network.shaped:
-            self._shaped = ShapedNetwork(self.world_size, self.network)
+            self._shaped = ShapedNetwork(shape.nodes, self.network)
             self._shaped.create()
             master_addr = self._shaped.master_addr
-            base_env.update(self._shaped.environment())
             self.sink(
-                f"[launcher] ranks on an emulated {self.network} network, "
-                f"{self._shaped.subnet} on bridge {self._shaped.bridge}"
+                f"[launcher] {shape.label} ranks (nodes × ranks per node) on an emulated "
+                f"{self.network} network between nodes, {self._shaped.subnet} on bridge "
+                f"{self._shaped.bridge}"
             )
+        elif shape.nodes > 1 and shape.local_world_size > 1:
+            self.sink(f"[launcher] {shape.label} ranks (nodes × ranks per node) on this host")
         port = free_port(self.master_addr) if self._shaped is None else 29500
-        base_env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(self.world_size)))
-        base_env["PYTHONUNBUFFERED"] = "1"
         base_env[LAUNCHER_PID_VARIABLE] = str(os.getpid())  # the ranks end when it is gone
+        cpus = shares(available_cpus(), shape.nodes)
         try:
-            for rank in range(self.world_size):
-                rank_env = {
-                    **base_env,
-                    "RANK": str(rank),
-                    "LOCAL_RANK": str(rank),
-                    "WORLD_SIZE": str(self.world_size),
-                    "LOCAL_WORLD_SIZE": str(self.world_size),
-                    "MASTER_ADDR": master_addr,
-                    "MASTER_PORT": str(port),
-                }
-                argv = [*command, *self.worker_args]
-                proc = subprocess.Popen(
-                    argv if self._shaped is None else self._shaped.command(rank, argv),
-                    env=rank_env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                    start_new_session=True,
+            for index in range(shape.nodes):
+                env = dict(base_env)
+                if self._shaped is not None:
+                    env.update(self._shaped.environment(index, shape.local_world_size))
+                node = Node(
+                    shape,
+                    index,
+                    self.worker_args,
+                    master_addr=master_addr,
+                    master_port=port,
+                    env=env,
+                    sink=self.sink,
+                    cpus=cpus[index],
+                    gpus=None
+                    if self.gpus is None
+                    else [self.gpus[r] for r in shape.ranks_of(index)],
+                    wrap=None if self._shaped is None else self._wrap_for(index),
                 )
-                self.procs.append(proc)
-                tail: deque[str] = deque(maxlen=LOG_TAIL_LINES)
-                self._tails.append(tail)
-                pump = threading.Thread(
-                    target=_pump, args=(proc.stdout, rank, self.sink, tail), daemon=True
-                )
-                pump.start()
-                self._pumps.append(pump)
+                self.nodes.append(node)
+                node.start()
         except BaseException:
             self.stop()
             raise
+
+    def _wrap_for(self, node: int) -> Callable[[list[str]], list[str]]:
+        shaped = self._shaped
+        assert shaped is not None
+        return lambda command: shaped.command(node, command)
 
     def stop(self) -> None:
         """End every rank (SIGTERM, then SIGKILL after the grace period)."""
         try:
             stop_ranks(self.procs, self.grace_s)
-            for pump in self._pumps:
-                pump.join(timeout=5)
+            for node in self.nodes:
+                node.join_output()
         finally:
             if self._shaped is not None:
                 self._shaped.remove()

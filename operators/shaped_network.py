@@ -1,17 +1,20 @@
 """An emulated network for one local training group: namespaces, veth pairs, a bridge, ``tc``.
 
-Each rank of a shaped group runs in its own network namespace, joined to the
-others through a veth pair on a bridge that only this group uses::
+Each node of a shaped group (one rank, or ``ranks_per_node`` of them) runs in
+its own network namespace, joined to the others through a veth pair on a bridge
+that only this group uses::
 
-    rank 0 netns: sbeth0 10.x.y.1 ──veth── sbv<pid>r0 ┐
-    rank 1 netns: sbeth0 10.x.y.2 ──veth── sbv<pid>r1 ┼─ bridge sbbr<pid>
+    node 0 netns: sbeth0 10.x.y.1 ──veth── sbv<pid>n0 ┐
+    node 1 netns: sbeth0 10.x.y.2 ──veth── sbv<pid>n1 ┼─ bridge sbbr<pid>
     ...                                                ┘
 
-The rate is applied on both ends of every rank's veth pair with a token
-bucket (``tbf``): the namespace end limits what the rank sends, the bridge end
+The rate is applied on both ends of every node's veth pair with a token
+bucket (``tbf``): the namespace end limits what the node sends, the bridge end
 what it receives. A delay adds ``netem`` on the namespace end, so each packet
-is delayed once on its way. Rank 0's address is ``MASTER_ADDR``; gloo (and
-nccl) are told to use ``sbeth0``. The subnet is a private /24 that overlaps
+is delayed once on its way. The ranks of one node share its address: what they
+send each other stays on the namespace's loopback, unshaped, as between the
+GPUs of one server. Node 0's address is ``MASTER_ADDR``; gloo (and nccl) are
+told to use ``sbeth0``. The subnet is a private /24 that overlaps
 none of the host's addresses and routes.
 
 Where a firewall filters bridged traffic (bridge netfilter on and a FORWARD
@@ -44,10 +47,10 @@ from typing import NamedTuple
 
 from scalebench.network import NetworkProfile
 
-INTERFACE = "sbeth0"  # every rank's end of its veth pair, inside its namespace
+INTERFACE = "sbeth0"  # every node's end of its veth pair, inside its namespace
 NAMESPACE_PREFIX = "scalebench-"
-_NAMESPACE = re.compile(rf"{NAMESPACE_PREFIX}(?P<pid>[0-9]+)-r[0-9]+")
-_LINK = re.compile(r"sb(?:br|v)(?P<pid>[0-9]+)(?:r[0-9]+)?")
+_NAMESPACE = re.compile(rf"{NAMESPACE_PREFIX}(?P<pid>[0-9]+)-[nr][0-9]+")  # r: older names
+_LINK = re.compile(r"sb(?:br|v)(?P<pid>[0-9]+)(?:[nr][0-9]+)?")
 # A rule of ours as ``iptables -S`` prints it: the bridge is named in its comment.
 _RULE = re.compile(
     r'-A (?P<chain>\S+) .*--comment "?scalebench (?P<bridge>sbbr(?P<pid>[0-9]+))(?="|\s|$)'
@@ -251,14 +254,14 @@ def _tbf(profile: NetworkProfile, device: str, parent: str = "root") -> list[str
 
 @dataclass
 class ShapedNetwork:
-    """The emulated network of one group of ``world_size`` ranks on ``profile``.
+    """The emulated network of one group of ``nodes`` nodes on ``profile``.
 
     :meth:`create` builds it, :meth:`command` and :meth:`environment` say how a
-    rank runs in it, :meth:`remove` takes it down (safe to call twice, and
+    node's ranks run in it, :meth:`remove` takes it down (safe to call twice, and
     after a failed :meth:`create`).
     """
 
-    world_size: int
+    nodes: int
     profile: NetworkProfile
     owner: int = field(default_factory=os.getpid)
     subnet: ipaddress.IPv4Network | None = None
@@ -268,22 +271,22 @@ class ShapedNetwork:
     def bridge(self) -> str:
         return f"sbbr{self.owner}"
 
-    def namespace(self, rank: int) -> str:
-        return f"{NAMESPACE_PREFIX}{self.owner}-r{rank}"
+    def namespace(self, node: int) -> str:
+        return f"{NAMESPACE_PREFIX}{self.owner}-n{node}"
 
-    def host_end(self, rank: int) -> str:
-        return f"sbv{self.owner}r{rank}"
+    def host_end(self, node: int) -> str:
+        return f"sbv{self.owner}n{node}"
 
-    def address(self, rank: int) -> str:
+    def address(self, node: int) -> str:
         assert self.subnet is not None, "create() first"
-        return str(self.subnet.network_address + rank + 1)
+        return str(self.subnet.network_address + node + 1)
 
     @property
     def master_addr(self) -> str:
         return self.address(0)
 
     def create(self) -> ShapedNetwork:
-        """Build the bridge, one namespace and veth pair per rank, and the shaping."""
+        """Build the bridge, one namespace and veth pair per node, and the shaping."""
         remove_leftovers()
         self.subnet = free_subnet()
         self.created = True
@@ -291,8 +294,8 @@ class ShapedNetwork:
             _run("ip", "link", "add", self.bridge, "type", "bridge")
             self._accept_bridged_traffic()
             _run("ip", "link", "set", self.bridge, "up")
-            for rank in range(self.world_size):
-                self._add_rank(rank)
+            for node in range(self.nodes):
+                self._add_node(node)
         except BaseException:
             self.remove()
             raise
@@ -316,13 +319,13 @@ class ShapedNetwork:
             if _bridges_filtered():
                 raise
 
-    def _add_rank(self, rank: int) -> None:
-        namespace, host_end = self.namespace(rank), self.host_end(rank)
+    def _add_node(self, node: int) -> None:
+        namespace, host_end = self.namespace(node), self.host_end(node)
         _run("ip", "netns", "add", namespace)
         (NETNS_ETC / namespace).mkdir(parents=True, exist_ok=True)
         names = "".join(
-            f"{self.address(r)} scalebench-rank-{r}\n::ffff:{self.address(r)} scalebench-rank-{r}\n"
-            for r in range(self.world_size)
+            f"{self.address(n)} scalebench-node-{n}\n::ffff:{self.address(n)} scalebench-node-{n}\n"
+            for n in range(self.nodes)
         )
         (NETNS_ETC / namespace / "hosts").write_text(f"127.0.0.1 localhost\n{names}")
         _run(
@@ -346,7 +349,7 @@ class ShapedNetwork:
                 "ip",
                 "addr",
                 "add",
-                f"{self.address(rank)}/{self.subnet.prefixlen}",
+                f"{self.address(node)}/{self.subnet.prefixlen}",
                 "dev",
                 INTERFACE,
             ),
@@ -354,7 +357,7 @@ class ShapedNetwork:
         )
         for command in inside:
             _run(*command, namespace=namespace)
-        # What the rank receives: the bridge's end of its pair.
+        # What the node receives: the bridge's end of its pair.
         _run(*_tbf(self.profile, host_end))
         # What it sends: its own end, after the delay where one is asked.
         if self.profile.delay_s:
@@ -376,36 +379,41 @@ class ShapedNetwork:
         else:
             _run(*_tbf(self.profile, INTERFACE), namespace=namespace)
 
-    def command(self, rank: int, argv: Sequence[str]) -> list[str]:
-        """``argv`` run inside rank ``rank``'s namespace (``ip netns exec`` replaces itself
+    def command(self, node: int, argv: Sequence[str]) -> list[str]:
+        """``argv`` run inside node ``node``'s namespace (``ip netns exec`` replaces itself
         with the command: the process id is the rank's)."""
-        return ["ip", "netns", "exec", self.namespace(rank), *argv]
+        return ["ip", "netns", "exec", self.namespace(node), *argv]
 
-    def environment(self) -> dict[str, str]:
-        """What every rank's environment adds: the interface the backends must use.
+    def environment(self, node: int = 0, ranks_per_node: int = 1) -> dict[str, str]:
+        """What the environment of node ``node``'s ranks adds: the interface the backends
+        must use, and for NCCL the node as a host of its own.
 
-        NCCL takes ranks with one host name and boot id for one machine and joins their
-        GPUs directly (peer-to-peer, NVLink, shared memory), past any network: for a
-        shaped link to carry its traffic it is kept to its socket transport.
+        NCCL takes ranks with one host id for one machine and joins their GPUs directly
+        (peer-to-peer, NVLink, shared memory), past any network: each node gets its own
+        ``NCCL_HOSTID``, so that only the ranks of one node are joined that way, and
+        nodes talk over the shaped link through NCCL's socket transport. With one rank
+        per node the direct paths are also turned off, as every rank is its own machine.
         """
-        return {
+        env = {
             "GLOO_SOCKET_IFNAME": INTERFACE,
             "NCCL_SOCKET_IFNAME": INTERFACE,
             "TP_SOCKET_IFNAME": INTERFACE,
             "NCCL_NET": "Socket",
-            "NCCL_P2P_DISABLE": "1",
-            "NCCL_SHM_DISABLE": "1",
             "NCCL_IB_DISABLE": "1",
+            "NCCL_HOSTID": self.namespace(node),
         }
+        if ranks_per_node == 1:
+            env.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
+        return env
 
     def remove(self) -> None:
         """Delete the namespaces (and with them the veth pairs) and the bridge."""
         if not self.created:
             return
-        for rank in range(self.world_size):
-            _run("ip", "netns", "delete", self.namespace(rank), check=False)
-            shutil.rmtree(NETNS_ETC / self.namespace(rank), ignore_errors=True)
-            _run("ip", "link", "delete", self.host_end(rank), check=False)
+        for node in range(self.nodes):
+            _run("ip", "netns", "delete", self.namespace(node), check=False)
+            shutil.rmtree(NETNS_ETC / self.namespace(node), ignore_errors=True)
+            _run("ip", "link", "delete", self.host_end(node), check=False)
         _run("ip", "link", "delete", self.bridge, check=False)
         for rule in firewall_rules():
             if rule.bridge == self.bridge:

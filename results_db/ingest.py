@@ -660,9 +660,14 @@ def load_run(
         summary.status, summary.reason = group.status, group.reason
     shared = shared_nodes(ranks) if request.get("placement") == "spread" else {}
     if shared:
-        where = "; ".join(f"ranks {', '.join(map(str, r))} on {node}" for node, r in shared.items())
+        # One rank per node: each rank is a node of its own; else the group's nodes are pods.
+        unit = "rank" if request.get("ranks_per_node", 1) == 1 else "node"
+        where = "; ".join(
+            f"{unit}s {', '.join(map(str, n))} on {machine}" for machine, n in shared.items()
+        )
+        asked = "one rank per node" if unit == "rank" else "one pod per machine"
         summary.reason = "; ".join(
-            filter(None, [summary.reason, f"placement: one rank per node was asked, but {where}"])
+            filter(None, [summary.reason, f"placement: {asked} was asked, but {where}"])
         )
     for rank in outside:
         lines = len(rank.records) + rank.bad_lines
@@ -765,16 +770,27 @@ def cluster_marks(group: GroupEntry) -> list[str]:
     return marks
 
 
+def _ranks_per_node(request: dict[str, Any]) -> int:
+    """The request's ranks per node (1 where a sweep was written before it was asked)."""
+    value = request.get("ranks_per_node", 1)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
+
+
 def shared_nodes(ranks: Sequence[RankRecords]) -> dict[str, list[int]]:
-    """Nodes that more than one rank ran on (node -> ranks), from the environment
-    records' ``node`` (a pod's node; ``host`` in records from before it was written)."""
-    on: dict[str, list[int]] = {}
+    """Machines that more than one of the group's nodes ran on (machine -> node indexes),
+    from the environment records' ``node`` (a pod's machine; ``host`` in records from
+    before it was written) and ``node_rank`` (where a record has none, one rank per node:
+    the rank's own number)."""
+    on: dict[str, set[int]] = {}
     for rank in ranks:
         for record in rank.of_kind("env")[:1]:
-            node = record.get("node") or record.get("host")
-            if isinstance(node, str) and node:
-                on.setdefault(node, []).append(rank_of(rank.path))
-    return {node: sorted(r) for node, r in on.items() if len(r) > 1}
+            machine = record.get("node") or record.get("host")
+            index = record.get("node_rank")
+            if not isinstance(index, int):
+                index = rank_of(rank.path)
+            if isinstance(machine, str) and machine:
+                on.setdefault(machine, set()).add(index)
+    return {machine: sorted(nodes) for machine, nodes in on.items() if len(nodes) > 1}
 
 
 def stored_extent(conn: Connection, run_id: str) -> RunExtent | None:
@@ -906,6 +922,7 @@ def _write_run(
             quarantined_lines=summary.bad_lines,
             placement=str(request.get("placement", "pack")),
             shared_node=shared_node,
+            ranks_per_node=_ranks_per_node(request),
             network=network,
             records_version=summary.records_version,
             contention_share=summary.contention_share,

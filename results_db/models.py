@@ -147,6 +147,9 @@ class Run(Base):
     # shared_node: a spread run whose ranks' environment records name one node twice.
     placement: Mapped[str] = mapped_column(String(10), server_default="pack")
     shared_node: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    # The request's ranks per node (scalebench.nodes): world_size ranks ran on
+    # ceil(world_size / ranks_per_node) nodes; 1 for runs stored before it could be asked.
+    ranks_per_node: Mapped[int] = mapped_column(Integer, server_default="1")
     # The link profile the ranks talked over (scalebench.network): host (unshaped), or an
     # emulated rate with an optional delay, e.g. 100mbit, 1gbit+2ms.
     network: Mapped[str] = mapped_column(String(40), server_default="host")

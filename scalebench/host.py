@@ -78,6 +78,18 @@ def local_gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may give its ranks, as ``CUDA_VISIBLE_DEVICES`` names them
+    (its entries where it is set, else ``0`` to ``n - 1``)."""
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if listed is not None:
+        entries = [entry.strip() for entry in listed.split(",")]
+        # CUDA reads the list up to its first invalid entry ("-1" hides every GPU).
+        cut = next((i for i, e in enumerate(entries) if not e or e.startswith("-")), None)
+        return entries[:cut]
+    return [str(index) for index in range(local_gpu_count())]
+
+
 def mpi_available() -> bool:
     """Whether this torch build can start ``mpi`` process groups."""
     import torch.distributed as dist

@@ -38,6 +38,7 @@ class LauncherSpec:
     runs_images: bool
     gpus_per_rank: bool
     queues: bool
+    nodes: bool
     backends: tuple[str, ...]
     delays: bool
     entry: str
@@ -59,6 +60,7 @@ LAUNCHERS = {
             runs_images=False,
             gpus_per_rank=False,
             queues=False,
+            nodes=True,
             backends=BACKENDS,
             delays=True,
             entry="operators.local_launcher:launch",
@@ -71,6 +73,7 @@ LAUNCHERS = {
             runs_images=True,
             gpus_per_rank=True,
             queues=True,
+            nodes=False,
             backends=("gloo", "nccl"),
             delays=False,
             entry="operators.kubernetes:launch",

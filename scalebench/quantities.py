@@ -84,6 +84,11 @@ FIELDS: dict[tuple[str, str], Quantity] = {
     ("env", "cpu_count"): Quantity("cpu_count", "CPUs", 1, None, "a machine's CPU count"),
     ("env", "cpus_allowed"): Quantity("cpus_allowed", "CPUs", 1, None, "a rank's CPU count"),
     ("env", "torch_threads"): Quantity("torch_threads", "threads", 1, None, "a thread count"),
+    ("env", "node_rank"): Quantity("node_rank", "index", 0, MAX_WORLD_SIZE - 1, "a node index"),
+    ("env", "local_rank"): Quantity("local_rank", "index", 0, MAX_WORLD_SIZE - 1, "a local rank"),
+    ("env", "local_world_size"): Quantity(
+        "local_world_size", "ranks", 1, MAX_WORLD_SIZE, "a node's rank count"
+    ),
     ("event:finished", "recompilations"): Quantity(
         "recompilations", "1", 0, None, "a count of recompilations"
     ),

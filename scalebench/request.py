@@ -38,6 +38,7 @@ from scalebench.network import (
     NetworkProfile,
     parse_profiles,
 )
+from scalebench.nodes import MAX_RANKS_PER_NODE
 from scalebench.quantities import MAX_WORLD_SIZE
 from scalebench.rank import (
     BACKENDS,
@@ -333,6 +334,22 @@ class SweepRequest:
         default="auto",
         compared=True,
         usual="pack",  # what every run was before spread could be asked
+    )
+    ranks_per_node: int = ask(
+        name="ranks_per_node",
+        title="Ranks per node",
+        help="Ranks that share a node (e.g. 8 for the 8 GPUs of one server): a group of k "
+        "workers runs on k / ranks_per_node nodes, and a group larger than one node must "
+        "fill its nodes. Ranks of a node talk through its memory, nodes over the network: "
+        "locally each node is emulated and an emulated network shapes only the links "
+        "between nodes.",
+        kind="int",
+        default=1,
+        minimum=1,
+        maximum=MAX_RANKS_PER_NODE,
+        needs="nodes",
+        compared=True,
+        usual=1,  # one rank per node, as every run was before nodes could hold more
     )
     collective_timeout_s: float = ask(
         name="collective_timeout_s",

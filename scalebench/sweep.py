@@ -27,6 +27,7 @@ from scalebench.datasets import DataSetMissing, check_available, downloadable, p
 from scalebench.host import local_gpu_count, mpi_available, shaping_problems
 from scalebench.launchers import LAUNCHERS, LauncherSpec
 from scalebench.network import HOST_PROFILE, NetworkProfile, parse_profile
+from scalebench.nodes import NodeShape, shape_problem
 from scalebench.rank import DEFAULT_PRECISION, MAX_SEED
 from scalebench.request import (
     FIELD,
@@ -136,7 +137,8 @@ def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
 
 
 def _check_size(values: dict[str, Any], max_workers: int | None) -> None:
-    """Requests no one can have meant: too many workers, groups, seeds or too short a limit."""
+    """Requests no one can have meant: too many workers, groups, seeds, too short a limit, or
+    a group that does not fill its nodes."""
     if max_workers is None:
         from scalebench.config import max_workers as configured_max_workers
 
@@ -163,6 +165,10 @@ def _check_size(values: dict[str, Any], max_workers: int | None) -> None:
             f"with {repeats} repeat(s) the seed may be at most "
             f"{MAX_SEED - repeats + 1} (seeds are 64-bit), got {values['seed']}",
         )
+    for size in values["workers"]:
+        problem = shape_problem(size, values["ranks_per_node"])
+        if problem:
+            raise InvalidParameter("workers", problem)
     group, collective = values["group_timeout_s"], values["collective_timeout_s"]
     if group < collective:
         raise InvalidParameter(
@@ -306,6 +312,11 @@ class GroupPlan:
     def run_dir(self) -> Path:
         """The host's directory of this group's records."""
         return Path(self.sweep_dir) / self.run_id
+
+    @property
+    def shape(self) -> NodeShape:
+        """The group's nodes: ``world_size`` ranks on nodes of the request's ranks per node."""
+        return NodeShape(self.world_size, self.request.ranks_per_node)
 
     @property
     def seed(self) -> int:

@@ -175,8 +175,9 @@ def test_every_worker_count_is_planned_on_every_profile(tmp_path: Path) -> None:
 def test_every_backend_is_kept_on_the_shaped_interface() -> None:
     """gloo and nccl are told the interface; nccl is also kept off the direct GPU paths
     (peer-to-peer, shared memory, InfiniBand) it takes between ranks of one machine,
-    which would go past the emulated link."""
-    env = ShapedNetwork(2, parse_profile("1gbit")).environment()
+    which would go past the emulated link, except between the ranks of one node."""
+    network = ShapedNetwork(2, parse_profile("1gbit"))
+    env = network.environment(1)
     assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == shaped_network.INTERFACE
     assert (
         env["NCCL_NET"],
@@ -184,6 +185,10 @@ def test_every_backend_is_kept_on_the_shaped_interface() -> None:
         env["NCCL_SHM_DISABLE"],
         env["NCCL_IB_DISABLE"],
     ) == ("Socket", "1", "1", "1")
+    # Each node is a host of its own to nccl; the ranks of one node may join their GPUs.
+    assert env["NCCL_HOSTID"] == network.namespace(1) != network.environment(0)["NCCL_HOSTID"]
+    packed = network.environment(1, ranks_per_node=4)
+    assert "NCCL_P2P_DISABLE" not in packed and "NCCL_SHM_DISABLE" not in packed
 
 
 # -- what this machine cannot do is refused before any worker starts ---------------------------
@@ -407,6 +412,58 @@ def test_a_slow_link_raises_the_communication_ratio(tmp_path: Path) -> None:
     assert shaped.communication_ratio > host.communication_ratio, (host, shaped)
 
 
+def allreduce_s(run_dir: Path, shape: tuple[int, int], profile: str) -> float:
+    """The median seconds of a 4 MB (10**6 float32) all-reduce of a light Task 0 group of 2
+    ranks as ``shape`` (nodes, ranks per node) on ``profile`` between nodes."""
+    args = [
+        "--task",
+        "task0-allreduce",
+        "--light",
+        "--results",
+        str(run_dir),
+        "--run-id",
+        run_dir.name,
+        "--device",
+        "cpu",
+        "--repetitions",
+        "3",
+        "--network",
+        profile,
+    ]
+    nodes, per_node = shape
+    group = LocalGroup(
+        args,
+        nodes * per_node,
+        ranks_per_node=per_node,
+        run_dir=run_dir,
+        network=parse_profile(profile),
+        sink=lambda line: None,
+    )
+    group.start()
+    result = group.wait(300)
+    assert result.status == "succeeded", result.reason
+    (largest,) = [
+        r
+        for r in read_run(run_dir)[0].by_kind["allreduce"]
+        if r["dtype"] == "float32" and r["elements"] == 10**6
+    ]
+    return statistics.median(largest["seconds"])
+
+
+@pytest.mark.timing
+@needs_shaping
+def test_only_the_links_between_nodes_are_shaped(tmp_path: Path) -> None:
+    """Two ranks on one emulated node talk over its loopback; two nodes of one rank over the
+    100 Mbit/s link: there the 4 MB all-reduce takes at least the 0.32 s its bytes need on
+    the wire (each rank sends 4 MB), and at least 5 times longer than inside the node.
+    (On this machine: 10-25 ms inside a node, 0.35 s across; benchmarks/node_boundary.py
+    measures it at 10 Mbit/s.)"""
+    inside = allreduce_s(tmp_path / "inside", (1, 2), "100mbit")
+    across = allreduce_s(tmp_path / "across", (2, 1), "100mbit")
+    assert across >= 0.9 * 4e6 / 12.5e6, (inside, across)
+    assert across >= 5 * inside, (inside, across)
+
+
 # -- nothing is left, however a group ends -------------------------------------------------------
 
 
@@ -437,7 +494,7 @@ def test_the_network_goes_with_the_group_however_it_ends(tmp_path: Path, ending:
         sink=lambda line: None,
     )
     group.start()
-    assert len(launcher_links()[0]) == 2  # a namespace per rank while it runs
+    assert len(launcher_links()[0]) == 2  # a namespace per node (here, per rank) while it runs
     if ending == "cancellation":
         time.sleep(1.0)
         group.stop()

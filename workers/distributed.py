@@ -122,6 +122,13 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(sock.getsockname()[1])
 
 
+def _int_or(text: str | None, default: int | None) -> int | None:
+    try:
+        return int(text) if text is not None else default
+    except ValueError:
+        return default
+
+
 def environment(backend: str) -> dict[str, object]:
     """Versions, devices and host of this rank, for the ``env`` record."""
     import platform
@@ -134,6 +141,12 @@ def environment(backend: str) -> dict[str, object]:
         "host": platform.node(),
         # The machine: a pod's node (NODE_NAME, from the pod spec), else this host.
         "node": os.environ.get("NODE_NAME") or platform.node(),
+        # Where the rank sits in the group's nodes (scalebench.nodes): its node's index
+        # (GROUP_RANK), its rank on that node and the node's ranks; a launcher that sets
+        # none of them runs one rank per node.
+        "node_rank": _int_or(os.environ.get("GROUP_RANK"), None),
+        "local_rank": _int_or(os.environ.get("LOCAL_RANK"), 0),
+        "local_world_size": _int_or(os.environ.get("LOCAL_WORLD_SIZE"), 1),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,

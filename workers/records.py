@@ -156,6 +156,9 @@ _ENV_FIELDS: dict[str, tuple[type, ...]] = {
     "cpus_allowed": (int,),
     "torch_threads": (int,),
     "gpus": (list,),
+    "node_rank": (int,),
+    "local_rank": (int,),
+    "local_world_size": (int,),
 }
 # Bytes per element of the data types an all-reduce record may name.
 ALLREDUCE_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8}
@@ -258,6 +261,9 @@ def validate_record(record: Any) -> dict[str, Any]:
     for name in _COUNTERS[kind]:
         if not 0 <= record[name] <= _INT4_MAX:
             raise BadRecord(f"field {name!r} is out of range: {record[name]}")
+    problem = quantities.FIELDS[("any", "world_size")].problem(record["world_size"])
+    if problem:  # before the rank is judged against it
+        raise BadRecord(problem)
     if record["rank"] >= record["world_size"]:
         raise BadRecord(f"rank {record['rank']} is outside a group of {record['world_size']}")
     if record["t"] < 0:

@@ -15,6 +15,7 @@ from results_db.models import (
     RunEvent,
     StepTiming,
 )
+from scalebench.nodes import shape_label
 from workers.records import FIRST_VERSION_WITH_PACKING
 
 if TYPE_CHECKING:
@@ -66,6 +67,12 @@ class RunInfo:
     contended: bool = False  # that share above the threshold when it was loaded
     hardware: str | None = None  # processor (+ GPUs) the ranks ran on
     ingested_at: datetime | None = None  # when it was last loaded (a running run: how far)
+    ranks_per_node: int = 1  # as asked: the run's shape is shape_label(world_size, it)
+
+    @property
+    def shape(self) -> str:
+        """``nodes×ranks per node``, e.g. ``2×4`` (:mod:`scalebench.nodes`)."""
+        return shape_label(self.world_size, self.ranks_per_node)
 
     @property
     def communication_includes_packing(self) -> bool:

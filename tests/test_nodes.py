@@ -1,0 +1,248 @@
+"""Groups on nodes: the shape of a group, the request field, and the node starter.
+
+A group of k workers with ``ranks_per_node`` p runs on ceil(k / p) nodes; each node's
+ranks are started by :class:`workers.node.Node`, on this machine by the local launcher
+and in a pod by ``python -m workers.node``. The real-process tests here start real
+ranks; the emulated link between nodes is checked in ``tests/test_network.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from operators.local_launcher import LocalGroup
+from scalebench.manifest import configuration_hash
+from scalebench.nodes import NodeShape, shape_label, shape_problem
+from scalebench.rank import EXIT_DIVERGED, EXIT_FAILED, EXIT_NO_SPACE
+from scalebench.sweep import InvalidParameter, plan_groups, validate_request
+from workers.distributed import free_port
+from workers.node import Node, node_from
+from workers.records import read_run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- the shape of a group ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("world_size", "per_node", "label", "nodes"),
+    [(1, 1, "1×1", 1), (4, 1, "4×1", 4), (2, 4, "1×2", 1), (4, 4, "1×4", 1), (8, 4, "2×4", 2)],
+)
+def test_a_group_runs_on_as_many_nodes_as_it_fills(
+    world_size: int, per_node: int, label: str, nodes: int
+) -> None:
+    shape = NodeShape(world_size, per_node)
+    assert (shape.label, shape.nodes) == (label, nodes)
+    placed = [(shape.node_of(r), r % shape.local_world_size) for r in range(world_size)]
+    assert [shape.global_rank(n, local) for n, local in placed] == list(range(world_size))
+    assert [r for n in range(nodes) for r in shape.ranks_of(n)] == list(range(world_size))
+
+
+def test_each_rank_is_told_what_torchrun_tells_it() -> None:
+    env = NodeShape(8, 4).rank_environment(1, 2, "10.0.0.1", 29500)
+    assert env == {
+        "RANK": "6",
+        "LOCAL_RANK": "2",
+        "WORLD_SIZE": "8",
+        "LOCAL_WORLD_SIZE": "4",
+        "GROUP_RANK": "1",
+        "GROUP_WORLD_SIZE": "2",
+        "MASTER_ADDR": "10.0.0.1",
+        "MASTER_PORT": "29500",
+    }
+    with pytest.raises(ValueError, match="local rank 4 of node 0 is outside a group of 2×4"):
+        NodeShape(8, 4).rank_environment(0, 4, "h", 1)
+
+
+def test_a_group_that_does_not_fill_its_nodes_is_refused_naming_both_numbers() -> None:
+    assert shape_problem(6, 4) == (
+        "6 workers do not fill nodes of 4 ranks (ranks_per_node 4): a group larger than one "
+        "node needs a multiple of 4"
+    )
+    assert shape_problem(3, 4) == "" and shape_problem(8, 4) == ""
+    with pytest.raises(ValueError, match="6 workers do not fill nodes of 4"):
+        NodeShape(6, 4)
+    assert shape_label(6, 4) == "?" and shape_label(16, 8) == "2×8"
+    with pytest.raises(InvalidParameter, match=r"^workers: 16 workers do not fill nodes of 3"):
+        validate_request(
+            task="task0-allreduce", workers="1,2,16", ranks_per_node=3, light=True, max_workers=32
+        )
+    with pytest.raises(InvalidParameter, match=r"^ranks_per_node: must be at least 1, got 0"):
+        validate_request(task="task0-allreduce", workers="2", ranks_per_node=0, light=True)
+
+
+def test_ranks_per_node_is_part_of_the_configuration_and_of_each_group_plan(
+    tmp_path: Path,
+) -> None:
+    def request(**fields: object):  # type: ignore[no-untyped-def]
+        return validate_request(task="task0-allreduce", workers="1,2,4,8", light=True, **fields)
+
+    default, packed = request(max_workers=8), request(ranks_per_node=4, max_workers=8)
+    # the default is what every run was before: the configurations stored then keep their hash
+    before = {k: v for k, v in default.to_fields().items() if k != "ranks_per_node"}
+    assert configuration_hash(default.to_fields()) == configuration_hash(before)
+    assert configuration_hash(packed.to_fields()) != configuration_hash(default.to_fields())
+    shapes = [g.shape.label for g in plan_groups(packed, "s", tmp_path)][:4]
+    assert shapes == ["1×1", "1×2", "1×4", "2×4"]
+
+
+def test_the_kubernetes_launcher_refuses_several_ranks_per_node_for_now() -> None:
+    with pytest.raises(InvalidParameter, match=r"^ranks_per_node: only the local launcher"):
+        validate_request(
+            task="task0-allreduce",
+            workers="2",
+            light=True,
+            launcher="kubernetes",
+            ranks_per_node=2,
+            max_workers=4,
+        )
+
+
+# -- the node starter -------------------------------------------------------------------------
+
+
+def test_a_pod_reads_its_node_from_the_environment_it_is_given() -> None:
+    shape, node = node_from(
+        {"WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "JOB_COMPLETION_INDEX": "1"}
+    )
+    assert (shape, node) == (NodeShape(8, 4), 1)
+    assert node_from({})[0] == NodeShape(1, 1)
+    with pytest.raises(ValueError, match="node 2 is outside a group of 2×4"):
+        node_from({"WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "2"})
+    with pytest.raises(ValueError, match="LOCAL_WORLD_SIZE must be a whole number, got 'x'"):
+        node_from({"LOCAL_WORLD_SIZE": "x"})
+
+
+@pytest.mark.parametrize(
+    ("codes", "first", "status", "reason"),
+    [
+        ([-9, -15], 0, EXIT_FAILED, "rank 4 exited with signal SIGKILL"),
+        ([1, 1], 1, 1, "rank 5 exited with status 1"),
+        ([EXIT_DIVERGED, EXIT_DIVERGED], 0, EXIT_DIVERGED, "rank 4 diverged"),
+        ([EXIT_DIVERGED, 1], 0, 1, "rank 5 exited with status 1"),  # the real failure is named
+        ([1, EXIT_NO_SPACE], 0, EXIT_NO_SPACE, "rank 5 found its results filesystem full"),
+    ],
+)
+def test_a_node_exits_with_its_failed_ranks_status_naming_its_global_rank(
+    codes: list[int], first: int, status: int, reason: str
+) -> None:
+    node = Node(NodeShape(6, 2), 2, [], master_addr="h", master_port=1, cpus=[0])
+    assert node.ranks == [4, 5]
+    got_status, got_reason = node.verdict(codes, first)
+    assert got_status == status and got_reason.startswith(reason)
+
+
+def test_each_rank_of_a_node_gets_its_share_of_the_cores() -> None:
+    shape = NodeShape(4, 4)
+    node = Node(shape, 0, [], master_addr="h", master_port=1, cpus=[0, 1, 2, 3, 4, 5, 6, 7])
+    assert node.rank_cpus() == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    fewer = Node(shape, 0, [], master_addr="h", master_port=1, cpus=[3, 5])
+    assert fewer.rank_cpus() == [[3, 5]] * 4  # fewer cores than ranks: shared, not split
+
+
+def _worker_args(run_dir: Path, *extra: str) -> list[str]:
+    return [
+        "--task",
+        "task0-allreduce",
+        "--light",
+        "--results",
+        str(run_dir),
+        "--run-id",
+        run_dir.name,
+        "--device",
+        "cpu",
+        "--max-elements",
+        "1000",
+        "--repetitions",
+        "2",
+        *extra,
+    ]
+
+
+@pytest.mark.slow
+def test_local_nodes_give_each_rank_its_node_and_local_rank(tmp_path: Path) -> None:
+    """Two emulated nodes of two ranks on this host: each rank's environment record names
+    its node, its local rank and its node's size; a node's ranks share its cores."""
+    run_dir = tmp_path / "r"
+    group = LocalGroup(_worker_args(run_dir), 4, ranks_per_node=2, sink=lambda line: None)
+    group.start()
+    result = group.wait(300)
+    assert result.status == "succeeded", result.reason
+    placed = []
+    for rank in read_run(run_dir):
+        (env,) = rank.by_kind["env"][:1]
+        placed.append((env["node_rank"], env["local_rank"], env["local_world_size"]))
+    assert placed == [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]
+
+
+@pytest.mark.slow
+def test_the_node_starter_stops_its_other_ranks_and_names_the_global_rank_that_died(
+    tmp_path: Path,
+) -> None:
+    """``python -m workers.node`` as a pod runs it: node 1 of a 2×2 group (ranks 2 and 3)
+    whose rank 3 is killed while both wait for their peers; rank 2 is stopped with it and
+    the node exits naming rank 3, in its output and its termination message."""
+    env = {
+        **os.environ,
+        "WORLD_SIZE": "4",
+        "LOCAL_WORLD_SIZE": "2",
+        "JOB_COMPLETION_INDEX": "1",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),  # no rank 0 there: the ranks wait for it
+    }
+    node = subprocess.Popen(
+        [sys.executable, "-m", "workers.node", *_worker_args(tmp_path / "r", "--timeout", "60")],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        ranks: dict[int, psutil.Process] = {}
+        while len(ranks) < 2 and time.monotonic() < deadline:
+            for child in psutil.Process(node.pid).children():
+                try:
+                    ranks[int(child.environ()["RANK"])] = child
+                except (psutil.Error, KeyError):
+                    continue
+            time.sleep(0.2)
+        assert sorted(ranks) == [2, 3]
+        time.sleep(1.0)  # both started and waiting
+        ranks[3].send_signal(signal.SIGKILL)
+        out, _ = node.communicate(timeout=60)
+    finally:
+        if node.poll() is None:
+            node.kill()
+    assert node.returncode == EXIT_FAILED, out
+    assert out.rstrip().splitlines()[-1] == "[node 1] rank 3 exited with signal SIGKILL", out
+    assert not ranks[2].is_running() or ranks[2].status() == psutil.STATUS_ZOMBIE
+
+
+def test_what_a_rank_records_of_its_node_is_read_back_by_ingest(tmp_path: Path) -> None:
+    """The environment record's node fields are declared: an impossible one is refused."""
+    from workers.records import BadRecord, validate_record
+
+    record = {
+        "v": 3,
+        "kind": "env",
+        "run_id": "r",
+        "rank": 0,
+        "world_size": 2,
+        "t": 0.0,
+        "host": "h",
+        "node_rank": -1,
+    }
+    with pytest.raises(BadRecord, match="node_rank"):
+        validate_record(json.loads(json.dumps(record)))
