@@ -26,6 +26,7 @@ speedup(k); busbw = algbw × 2(n−1)/n.
 from __future__ import annotations
 
 import copy
+import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
@@ -33,6 +34,7 @@ from typing import Any, TypeVar
 import plotly.graph_objects as go
 
 from results_db.analytics import ScalingRow
+from scalebench.nodes import shape_label
 from scalebench.tasks.published import PublishedPoint
 from workers.records import PHASES
 
@@ -196,18 +198,91 @@ def moment_line(
     return shape, label
 
 
-def workers_axis(sizes: Sequence[int]) -> dict[str, Any]:
-    """A log axis of worker counts with a tick at each one measured."""
+CATEGORY_WORKERS = {"type": "category", "title": {"text": "workers"}}
+
+
+def workers_axis(sizes: Sequence[int], ranks_per_node: int = 1) -> dict[str, Any]:
+    """A log axis of worker counts with a tick at each one measured; where nodes held several
+    ranks (``ranks_per_node`` above 1) each tick also gives its group's shape, ``nodes×ranks``."""
     ticks = sorted(set(sizes))
     return {
         "type": "log",
         "tickvals": ticks,
-        "ticktext": [str(k) for k in ticks],
-        "title": {"text": "workers"},
+        "ticktext": [workers_tick(k, ranks_per_node) for k in ticks],
+        "title": {"text": "workers" if ranks_per_node == 1 else "workers (nodes×ranks)"},
     }
 
 
-CATEGORY_WORKERS = {"type": "category", "title": {"text": "workers"}}
+def workers_tick(world_size: int, ranks_per_node: int = 1) -> str:
+    """``8``, or with several ranks per node ``8<br>2×4`` (a count no request can lay out on
+    its nodes, a projected one say, is written alone)."""
+    shape = shape_label(world_size, ranks_per_node)
+    return str(world_size) if ranks_per_node == 1 or shape == "?" else f"{world_size}<br>{shape}"
+
+
+def category_workers(sizes: Sequence[int], ranks_per_node: int = 1) -> dict[str, Any]:
+    """A category axis of worker counts (bars), with each group's shape as
+    :func:`workers_axis` gives it."""
+    if ranks_per_node == 1:
+        return CATEGORY_WORKERS
+    ticks = [str(k) for k in sizes]
+    return {
+        **CATEGORY_WORKERS,
+        "tickvals": ticks,
+        "ticktext": [workers_tick(k, ranks_per_node) for k in sizes],
+        "title": {"text": "workers (nodes×ranks)"},
+    }
+
+
+BOUNDARY_COLOUR = "#8c564b"
+
+
+def node_boundary(
+    sizes: Sequence[int], ranks_per_node: int, category: bool = False
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """A dashed vertical line where the worker count passes one node (``ranks_per_node``
+    ranks), labelled: between the largest measured count that fits one node and the next.
+    None where every count shown fits one node, or every one spans several (one rank per
+    node: every group of two or more crosses nodes). ``category``: on a category axis of
+    ``sizes`` (bars), else on a log axis."""
+    shown = sorted(set(sizes))
+    inside = [k for k in shown if k <= ranks_per_node]
+    if ranks_per_node <= 1 or not inside or len(inside) == len(shown):
+        return []
+    last, first_across = inside[-1], shown[len(inside)]
+    if category:
+        x = line_x = label_x = len(inside) - 0.5  # between the two bars
+    else:
+        x = math.sqrt(last * first_across)  # halfway on the log axis
+        # Shapes take data coordinates on a log axis, annotations its logarithm.
+        line_x, label_x = x, math.log10(x)
+    shape = {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": line_x,
+        "x1": line_x,
+        "y0": 0,
+        "y1": 1,
+        "line": {"dash": "dash", "color": BOUNDARY_COLOUR, "width": 1.5},
+    }
+    label = {
+        "text": f"node boundary ({ranks_per_node} ranks per node)",
+        "xref": "x",
+        "yref": "paper",
+        "x": label_x,
+        "y": 1,
+        "xanchor": "left",
+        "yanchor": "top",
+        "showarrow": False,
+        "font": {"size": 11, "color": BOUNDARY_COLOUR},
+    }
+    return [(shape, label)]
+
+
+def ranks_per_node_of(runs: Sequence[Any]) -> int:
+    """The ranks per node of a sweep's runs (one request, one value; 1 for none)."""
+    return max((int(getattr(r, "ranks_per_node", 1) or 1) for r in runs), default=1)
 
 
 def spread_of(rows: Sequence[ScalingRow]) -> dict[str, Any]:

@@ -34,14 +34,28 @@ def _fmt(value: float | None, spec: str = ".2f") -> str:
     return "—" if value is None or not math.isfinite(value) else format(value, spec)
 
 
+def run_shapes(runs: Sequence[runs_queries.RunInfo]) -> dict[int, str]:
+    """Each worker count's shape (``nodes×ranks``) where a run of it had several ranks on a
+    node; a worker count of one rank per node is not listed (it is written as before)."""
+    return {r.world_size: r.shape for r in runs if r.ranks_per_node > 1}
+
+
+def workers_cell(world_size: int, shapes: Mapping[int, str]) -> str:
+    """``4`` or, where the group's nodes held several ranks, ``8 (2×4)``."""
+    shape = shapes.get(world_size)
+    return f"{world_size} ({shape})" if shape else str(world_size)
+
+
 def training_table(
     scaling: Sequence[ScalingRow],
     runs: Sequence[runs_queries.RunInfo],
     last_metric: Mapping[str, float | None],
     metric: str,
 ) -> str:
-    """Per worker count: runs reaching the goal, TTA (MLPerf's rule, ± spread), speedups,
-    communication ratio and the best last value of ``metric`` (``last_metric``: per run id)."""
+    """Per worker count (and its shape, where nodes held several ranks): runs reaching the
+    goal, TTA (MLPerf's rule, ± spread), speedups, communication ratio and the best last
+    value of ``metric`` (``last_metric``: per run id)."""
+    shapes = run_shapes(runs)
     rows = []
     for row in scaling:
         group = [r for r in runs if r.world_size == row.world_size]
@@ -49,7 +63,7 @@ def training_table(
         lasts = [v for r in group if (v := last_metric.get(r.id)) is not None and math.isfinite(v)]
         rows.append(
             [
-                row.world_size,
+                workers_cell(row.world_size, shapes),
                 f"{row.reached}/{row.runs}",
                 ", ".join(sorted({r.status for r in group})),
                 time_to_accuracy_text(row) + (" ~" if row.contended else ""),
@@ -85,11 +99,14 @@ def training_table(
     return table
 
 
-def allreduce_table(rows: Sequence[communication_queries.AllReduceRow]) -> str:
-    """Per (world size, dtype, size): p50/mean/p95 latency (ms), algbw and busbw (GB/s)."""
+def allreduce_table(
+    rows: Sequence[communication_queries.AllReduceRow], shapes: Mapping[int, str] | None = None
+) -> str:
+    """Per (world size, dtype, size): p50/mean/p95 latency (ms), algbw and busbw (GB/s);
+    ``shapes``: :func:`run_shapes` of the sweep's runs."""
     lines = [
         [
-            row.world_size,
+            workers_cell(row.world_size, shapes or {}),
             row.dtype,
             row.bytes // DTYPE_BYTES.get(row.dtype, 1),
             byte_size(row.bytes, binary=False),
@@ -130,14 +147,16 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
         raise LookupError(f"sweep {sweep_id!r} is not in the results database")
     spec = TASKS[info.task]
     out = [f"{spec.title} — sweep {sweep_id}"]
+    runs = runs_queries.run_infos(conn, sweep_id=sweep_id)
     if isinstance(spec, AllReduceSpec):
-        out.append(allreduce_table(communication_queries.allreduce_summary(conn, sweep_id)))
+        shapes = run_shapes(runs)
+        summary = communication_queries.allreduce_summary(conn, sweep_id)
+        out.append(allreduce_table(summary, shapes))
         fits = projection_queries.allreduce_fits(conn, sweep_id)
         if fits:
             out.append("\nring model t(n, k) = 2(k−1)·α + 2(k−1)/k·n/β, fitted per configuration:")
-            out.append(fit_table(fits))
+            out.append(fit_table(fits, shapes))
         return "\n".join(out)
-    runs = runs_queries.run_infos(conn, sweep_id=sweep_id)
     out.append(f"goal: {spec.goal.describe(info.light)}; TTA = time to accuracy, seconds\n")
     networks = sweeps_queries.sweep_networks(conn, sweep_id)
     last_metric = sweeps_queries.last_metric_values(conn, sweep_id)
@@ -160,12 +179,12 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
     return "\n".join(out)
 
 
-def fit_table(fits: Sequence[RingFit]) -> str:
+def fit_table(fits: Sequence[RingFit], shapes: Mapping[int, str] | None = None) -> str:
     """Per Task 0 configuration: α (µs per ring step), β (MB/s and Mbit/s of a link), the
     fit's RMS, median and largest relative error over the sizes it was fitted on."""
     lines = [
         [
-            f.world_size,
+            workers_cell(f.world_size, shapes or {}),
             f.network,
             f"{f.backend} {f.device}",
             f.dtype,

@@ -5,6 +5,8 @@
 - ``known-scaling``: Task 1a at 1, 2 and 4 workers, three repeats each, with times to
   accuracy chosen so that MLPerf's rule and the speedups are easy to check by hand
   (:data:`KNOWN_TTA`, :data:`KNOWN_SPEEDUP`);
+- ``node-scaling``: Task 1a at 1, 2, 4 and 8 workers on nodes of 4 ranks, whose speedup
+  stops past one node (:data:`NODE_TTA`);
 - ``bad-runs``: one failed, one diverged run;
 - ``nightly-01`` … ``nightly-08``: scheduled sweeps at 2 workers, the last one about
   10 % slower in every repeat, judged and flagged by the real regression detector.
@@ -33,6 +35,9 @@ LIGHT = "task1a-resnet20-cifar10-20261122T021829Z-37f8"
 ALLREDUCE = "task0-allreduce-20261122T021847Z-80d9"
 KNOWN = "known-scaling"
 BAD = "bad-runs"
+NODES = "node-scaling"
+# one repeat per worker count on nodes of 4 ranks: scaling inside the node, not across it
+NODE_TTA = {1: 100.0, 2: 52.0, 4: 27.0, 8: 30.0}
 LATEST_NIGHT = "nightly-08"
 BASELINE_NIGHT = "nightly-07"
 
@@ -71,6 +76,13 @@ def write_all(root: Path) -> Path:
         for i, tta in enumerate(ttas)
     ]
     write_training_sweep(root, KNOWN, runs, created_at="2026-11-23T10:00:00+00:00")
+    write_training_sweep(
+        root,
+        NODES,
+        [FakeRun(size, time_to_accuracy_s=tta) for size, tta in NODE_TTA.items()],
+        created_at="2026-11-19T10:00:00+00:00",
+        ranks_per_node=4,
+    )
     bad = [
         FakeRun(1, time_to_accuracy_s=None, end="failed", launcher_status="failed"),
         FakeRun(2, time_to_accuracy_s=None, end="diverged", launcher_status="diverged"),

@@ -59,6 +59,7 @@ def write_training_sweep(
     created_at: str | None = None,
     task: str = "task1a-resnet20-cifar10",
     light: bool = True,
+    ranks_per_node: int = 1,
 ) -> Path:
     request = validate_request(
         task=task,
@@ -66,6 +67,7 @@ def write_training_sweep(
         light=light,
         download=not light,  # a full sweep's records without its data set
         repeats=max(r.repeat for r in runs) + 1,
+        ranks_per_node=ranks_per_node,
     )
     networks = tuple(dict.fromkeys(parse_profile(r.network) for r in runs))
     request = replace(request, network=networks)  # recorded as asked, not emulated here

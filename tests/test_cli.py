@@ -148,6 +148,8 @@ def test_run_all_reduce_prints_latency_and_bus_bandwidth(
             "--light",
             "--workers",
             "2",
+            "--ranks-per-node",  # both ranks on one node: the table names the shape
+            "2",
             "--repeats",
             "1",
             "--results",
@@ -160,7 +162,7 @@ def test_run_all_reduce_prints_latency_and_bus_bandwidth(
     assert "busbw GB/s" in out and "p95 ms" in out
     curves = out.split("ring model")[0]  # the curves' table; the ring-model fits follow it
     assert "ring model" in out and "α µs" in out
-    rows = [line.split() for line in curves.splitlines() if line.startswith("2 ")]
+    rows = [line.split()[1:] for line in curves.splitlines() if line.startswith("2 (1×2) ")]
     sizes = {(row[1], int(row[2])) for row in rows}
     assert ("float32", 1_000_000) in sizes and ("float32", 1) in sizes
     big = next(r for r in rows if r[1] == "float32" and r[2] == "1000000")
@@ -513,6 +515,7 @@ def test_a_diverged_runs_nan_metric_shows_as_a_dash() -> None:
         time_to_accuracy_without_eval_s=None,
         compute_s=None,
         communication_ratio=float("nan"),
+        ranks_per_node=1,
     )
     table = training_table(scaling_rows([run]), [run], {"r": float("nan")}, "bleu")
     assert "nan" not in table.lower()

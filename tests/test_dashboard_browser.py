@@ -18,7 +18,7 @@ from urllib.parse import quote
 
 import pytest
 from browser import Page, chromium
-from dashboard_seed import KNOWN, LATEST_NIGHT, LIGHT, seeded_database
+from dashboard_seed import KNOWN, LATEST_NIGHT, LIGHT, NODES, seeded_database
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -97,6 +97,29 @@ def test_figures_carry_the_numbers(page: Page) -> None:
     page.navigate("/trend")
     flagged = next(t for t in page.traces("trend-figure") if t["name"] == "flagged regression")
     assert flagged["y"] == pytest.approx([110.5])
+
+
+# The Scaling figures' node boundary: the line's place and label, and the shapes on the axis
+BOUNDARY = """
+const plot = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');
+if (!plot || !plot.layout || !plot.querySelector('.xtick')) return null;
+return {
+  lines: (plot.layout.shapes || []).filter(s => s.yref === 'paper').map(s => s.x0),
+  labels: Array.from(plot.querySelectorAll('.annotation-text')).map(e => e.textContent),
+  ticks: Array.from(plot.querySelectorAll('.xtick text')).map(e => e.textContent),
+};
+"""
+
+
+def test_scaling_marks_where_groups_start_to_cross_nodes(page: Page) -> None:
+    page.open(f"/scaling?sweep={NODES}")
+    for graph in ("scaling-tta", "scaling-speedup"):
+        drawn = page.until(
+            lambda graph=graph: page.driver.execute_script(BOUNDARY, graph), f"graph {graph}"
+        )
+        assert drawn["lines"] == [pytest.approx(32**0.5)]  # between 4 and 8 workers
+        assert "node boundary (4 ranks per node)" in drawn["labels"]
+        assert drawn["ticks"] == ["11×1", "21×2", "41×4", "82×4"]  # count, then nodes×ranks
 
 
 def test_the_navbar_moves_between_pages(page: Page) -> None:

@@ -231,7 +231,7 @@ def test_sweeps_runs_and_baselines(source: Source) -> None:
     assert {r.id for r in source.runs(search="PEER WENT")} == {f"{BAD}-w1-r1"}
     assert {r.id for r in source.runs(search="nan at epoch")} == {f"{BAD}-w2-r1"}
     assert source.runs(search="100%_") == []  # LIKE wildcards are escaped
-    assert len(source.runs()) == 2 + 1 + 9 + 2 + 24
+    assert len(source.runs()) == 2 + 1 + 9 + 4 + 2 + 24
 
 
 def test_nightly_trend_and_flags(source: Source) -> None:

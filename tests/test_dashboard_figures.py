@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
 from datetime import datetime
 from types import SimpleNamespace
 
@@ -145,6 +147,36 @@ def test_tta_speedup_and_efficiency_figures() -> None:
     efficiency = scaling_figures.efficiency_figure(rows)
     assert list(efficiency.data[0].y) == pytest.approx([1.0, 100 / 60 / 2])
     assert efficiency.layout.shapes[0].y0 == 1.0  # the 100 % line
+
+
+def test_figures_of_a_sweep_on_nodes_mark_the_node_boundary_and_each_shape() -> None:
+    """A sweep at 1, 2, 4, 8 workers on nodes of 4 ranks: the line between 4 and 8 where the
+    groups start to cross nodes, and every worker count with its nodes×ranks."""
+    runs = [FakeRunRow(k, 100.0 / k**0.5) for k in (1, 1, 1, 2, 4, 8)]
+    rows = scaling_rows(runs)
+    infos = [replace(run_info(f"r{k}", k, 10.0), ranks_per_node=4) for k in (1, 2, 4, 8)]
+    assert plots.ranks_per_node_of(infos) == 4 and plots.ranks_per_node_of([]) == 1
+    boundary = math.sqrt(4 * 8)
+    for figure in (
+        scaling_figures.tta_figure(rows, ranks_per_node=4),
+        scaling_figures.speedup_figure(rows, ranks_per_node=4),
+        communication_figures.communication_ratio_figure(rows, infos),
+    ):
+        (line,) = [s for s in figure.layout.shapes if s.yref == "paper"]
+        assert line.x0 == line.x1 == pytest.approx(boundary)
+        (label,) = [a for a in figure.layout.annotations if "node boundary" in a.text]
+        assert label.x == pytest.approx(math.log10(boundary))  # annotations: log coordinates
+        assert label.text == "node boundary (4 ranks per node)"
+        ticks = list(figure.layout.xaxis.ticktext)
+        assert ticks == ["1<br>1×1", "2<br>1×2", "4<br>1×4", "8<br>2×4"]
+    efficiency = scaling_figures.efficiency_figure(rows, ranks_per_node=4)
+    bars = [s for s in efficiency.layout.shapes if s.yref == "paper"]
+    assert [b.x0 for b in bars] == [2.5]  # between the bars of 4 and 8 workers
+    assert list(efficiency.layout.xaxis.ticktext)[-1] == "8<br>2×4"
+    # one rank per node, or every count inside one node: no boundary to mark
+    assert not scaling_figures.tta_figure(rows).layout.shapes
+    assert plots.node_boundary([1, 2, 4], 4) == [] and plots.node_boundary([8, 16], 4) == []
+    assert plots.workers_axis([1, 8])["ticktext"] == ["1", "8"]
 
 
 def test_the_time_to_accuracy_figure_says_what_each_point_rests_on() -> None:

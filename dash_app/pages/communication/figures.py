@@ -17,6 +17,8 @@ from dash_app.plots import (
     SINGLE_RUN,
     base_figure,
     empty_figure,
+    node_boundary,
+    ranks_per_node_of,
     thin,
     workers_axis,
 )
@@ -32,7 +34,8 @@ def communication_ratio_figure(
 ) -> go.Figure:
     """Communication ratio = communication / total step time per worker count (mean of the
     sweep's runs, and each run), and, from the phase means, communication / computation
-    (forward, loss, backward and optimizer): the text uses both."""
+    (forward, loss, backward and optimizer): the text uses both. Where the runs' nodes held
+    several ranks, each count's shape and the node boundary, where the ratio jumps."""
     title = "Communication ratio: communication / step time"
     shown = [r for r in rows if r.communication_ratio is not None]
     if not shown:
@@ -88,7 +91,9 @@ def communication_ratio_figure(
         "rangemode": "tozero",
         "title": {"text": "ratio"},
     }
-    return base_figure(title, traces, workers_axis([r.world_size for r in shown]), yaxis)
+    sizes, per_node = [r.world_size for r in shown], ranks_per_node_of(runs)
+    marks = node_boundary(sizes, per_node)
+    return base_figure(title, traces, workers_axis(sizes, per_node), yaxis, marks)
 
 
 def phase_figure(rows: Sequence[PhaseRow], to_goal: bool = False) -> go.Figure:

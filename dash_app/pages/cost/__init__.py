@@ -232,6 +232,7 @@ def update(
             network_options=networks.options,
             network_style=networks.style,
         )
+    per_node = plots.ranks_per_node_of(source.sweep_runs(sweep_id))  # its node boundary
     status = None
     if not any(rows.values()):
         status = dbc.Alert(
@@ -244,8 +245,12 @@ def update(
         search=to_search(state),
         status=status,
         published_note=note,
-        cost=plots.per_network({n: figures.cost_figure(rows[n], drawn_with[n]) for n in shown}),
-        price_index=plots.per_network({n: figures.price_index_figure(rows[n]) for n in shown}),
+        cost=plots.per_network(
+            {n: figures.cost_figure(rows[n], drawn_with[n], per_node) for n in shown}
+        ),
+        price_index=plots.per_network(
+            {n: figures.price_index_figure(rows[n], per_node) for n in shown}
+        ),
         cost_time=plots.per_network(
             {n: figures.cost_time_figure(rows[n], drawn_with[n]) for n in shown}
         ),

@@ -9,12 +9,13 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from dash_app.plots import (
-    CATEGORY_WORKERS,
     SECONDS_AXIS,
     THEME_COLOURS,
     base_figure,
+    category_workers,
     empty_figure,
     level_line,
+    node_boundary,
     published_traces,
     workers_axis,
 )
@@ -30,9 +31,12 @@ PRICE_KINDS = (
 DOLLARS_AXIS = {"tickprefix": "$", "rangemode": "tozero", "title": {"text": "cost (US$)"}}
 
 
-def cost_figure(rows: Sequence[CostRow], published: Sequence[PublishedPoint] = ()) -> go.Figure:
+def cost_figure(
+    rows: Sequence[CostRow], published: Sequence[PublishedPoint] = (), ranks_per_node: int = 1
+) -> go.Figure:
     """Dollars to reach the goal per worker count, at regular and preemptible prices, and
-    the ``published`` costs."""
+    the ``published`` costs; with several ranks per node, each count's shape and the node
+    boundary."""
     title = "Cost to reach the goal"
     if not rows:
         return empty_figure("Costs need a 1-worker run that reached the goal.", title)
@@ -48,11 +52,15 @@ def cost_figure(rows: Sequence[CostRow], published: Sequence[PublishedPoint] = (
         for name, cost, _ in PRICE_KINDS
     ]
     traces += published_traces(published, "cost_usd", "US$", category=True)
-    return base_figure(title, traces, CATEGORY_WORKERS, DOLLARS_AXIS, barmode="group")
+    sizes = [r.world_size for r in rows]
+    marks = node_boundary(sizes, ranks_per_node, category=True)
+    axis = category_workers(sizes, ranks_per_node)
+    return base_figure(title, traces, axis, DOLLARS_AXIS, marks, barmode="group")
 
 
-def price_index_figure(rows: Sequence[CostRow]) -> go.Figure:
-    """Price index = (cost(k)/cost(1)) / speedup(k) per worker count, with the 1.0 line."""
+def price_index_figure(rows: Sequence[CostRow], ranks_per_node: int = 1) -> go.Figure:
+    """Price index = (cost(k)/cost(1)) / speedup(k) per worker count, with the 1.0 line (and
+    the node boundary, with several ranks per node)."""
     title = "Price index"
     if not rows:
         return empty_figure("The price index needs a 1-worker run that reached the goal.", title)
@@ -76,7 +84,9 @@ def price_index_figure(rows: Sequence[CostRow]) -> go.Figure:
     ]
     yaxis = {"rangemode": "tozero", "title": {"text": "price index (1.0: cost grows as speed)"}}
     line = level_line(1.0, "1.0: below it the extra workers pay for themselves")
-    return base_figure(title, traces, workers_axis([r.world_size for r in rows]), yaxis, [line])
+    sizes = [r.world_size for r in rows]
+    marks = [line, *node_boundary(sizes, ranks_per_node)]
+    return base_figure(title, traces, workers_axis(sizes, ranks_per_node), yaxis, marks)
 
 
 def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:

@@ -232,6 +232,7 @@ def update(
     rows = {name: source.scaling(sweep_id, name) for name in shown}
     runs = source.sweep_runs(sweep_id)
     runs_on = {name: [r for r in runs if r.network == name] for name in shown}
+    per_node = plots.ranks_per_node_of(runs)  # the sweep's: its node boundary and shapes
     points, note = ui.published_for(sweep, published == "on")
     # Published results ran on real clusters' networks: drawn once, beside the first profile.
     drawn_with = {name: points if i == 0 else () for i, name in enumerate(shown)}
@@ -242,12 +243,14 @@ def update(
         summary=summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
         published_note=note,
         tta=plots.per_network(
-            {n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n]) for n in shown}
+            {n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n], per_node) for n in shown}
         ),
         speedup=plots.per_network(
-            {n: figures.speedup_figure(rows[n], drawn_with[n]) for n in shown}
+            {n: figures.speedup_figure(rows[n], drawn_with[n], per_node) for n in shown}
         ),
-        efficiency=plots.per_network({n: figures.efficiency_figure(rows[n]) for n in shown}),
+        efficiency=plots.per_network(
+            {n: figures.efficiency_figure(rows[n], per_node) for n in shown}
+        ),
         refresh_off=sweep.outcome != "running",
         network_options=networks.options,
         network_style=networks.style,

@@ -8,12 +8,13 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from dash_app.plots import (
-    CATEGORY_WORKERS,
     SINGLE_RUN,
     THEME_COLOURS,
     base_figure,
+    category_workers,
     empty_figure,
     level_line,
+    node_boundary,
     published_traces,
     spread_of,
     thin,
@@ -30,10 +31,12 @@ def tta_figure(
     rows: Sequence[ScalingRow],
     runs: Sequence[RunInfo] = (),
     published: Sequence[PublishedPoint] = (),
+    ranks_per_node: int = 1,
 ) -> go.Figure:
     """Time-to-accuracy (s) per worker count: MLPerf mean with the kept repeats' min–max as
     error bars, the same without evaluation time, every run that reached the goal, and the
-    ``published`` results that give a time."""
+    ``published`` results that give a time; with several ranks per node, each count's shape
+    and the node boundary."""
     title = "Time to accuracy"
     done = [r for r in rows if r.time_to_accuracy_s is not None]
     # MLPerf's rule gives no time where too few repeats reached the goal: say so.
@@ -105,14 +108,16 @@ def tta_figure(
     traces += shown
     sizes = [r.world_size for r in done] + [x for trace in shown for x in trace.x]
     yaxis = {"title": {"text": "time to accuracy (s)"}, "rangemode": "tozero"}
-    return base_figure(title, traces, workers_axis(sizes), yaxis)
+    marks = node_boundary(sizes, ranks_per_node)
+    return base_figure(title, traces, workers_axis(sizes, ranks_per_node), yaxis, marks)
 
 
 def speedup_figure(
-    rows: Sequence[ScalingRow], published: Sequence[PublishedPoint] = ()
+    rows: Sequence[ScalingRow], published: Sequence[PublishedPoint] = (), ranks_per_node: int = 1
 ) -> go.Figure:
     """Speedup and compute-only speedup against ideal linear scaling (log–log), and the
-    ``published`` speedups."""
+    ``published`` speedups; with several ranks per node, each count's shape and the node
+    boundary."""
     title = "Speedup against one worker"
     with_speedup = [r for r in rows if r.speedup is not None]
     if not with_speedup:
@@ -166,11 +171,13 @@ def speedup_figure(
         "ticktext": [f"{t:g}×" for t in ticks],
         "title": {"text": "speedup (×)"},
     }
-    return base_figure(title, traces, workers_axis(sizes), yaxis)
+    marks = node_boundary(sizes, ranks_per_node)
+    return base_figure(title, traces, workers_axis(sizes, ranks_per_node), yaxis, marks)
 
 
-def efficiency_figure(rows: Sequence[ScalingRow]) -> go.Figure:
-    """Scaling efficiency = speedup(k) / k, as a percentage, with the 100 % line."""
+def efficiency_figure(rows: Sequence[ScalingRow], ranks_per_node: int = 1) -> go.Figure:
+    """Scaling efficiency = speedup(k) / k, as a percentage, with the 100 % line (and the
+    node boundary, with several ranks per node)."""
     title = "Scaling efficiency"
     shown = [r for r in rows if r.efficiency is not None]
     if not shown:
@@ -188,7 +195,9 @@ def efficiency_figure(rows: Sequence[ScalingRow]) -> go.Figure:
         "rangemode": "tozero",
         "title": {"text": "efficiency = speedup / workers"},
     }
-    return base_figure(title, [bars], CATEGORY_WORKERS, yaxis, [level_line(1.0, "linear")])
+    sizes = [r.world_size for r in shown]
+    marks = [level_line(1.0, "linear"), *node_boundary(sizes, ranks_per_node, category=True)]
+    return base_figure(title, [bars], category_workers(sizes, ranks_per_node), yaxis, marks)
 
 
 def projection_figure(
