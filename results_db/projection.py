@@ -30,6 +30,17 @@ Which algorithm the backends run, and where the ring model is the wrong one:
 - Emulated links shape each worker's own link (a token bucket per veth end), one switch (the
   bridge) between them: β is that link's rate, and the model knows no topology beyond it.
 
+**Nodes.** A group of ``k`` ranks with ``p`` ranks per node (``scalebench.nodes``) spans
+``k / p`` nodes once ``k > p``. A fit is of one side of the node boundary: inside one node
+(``1×k``: the node's own links, memory or NVLink) or across nodes (its ring crossed the node
+link). A point takes a fit of its own side first, and its basis names the fit's shape; across
+nodes the model is the plain ring over every rank at the node link's α and β, as gloo and
+nccl's rings run it: the node link is the ring's slowest and sets its pace. The hierarchical
+alternative (reduce-scatter inside the nodes, a ring of the 1/p shares across them, all-gather
+inside: :func:`hierarchical_seconds`) moves p times fewer bytes over the node link; measured on
+real groups across emulated nodes, ``benchmarks/node_boundary.py`` compares both
+(:func:`node_model_errors`) and the ring is the one that describes gloo.
+
 **Time per step** of a synchronous training configuration at ``k`` workers over a link::
 
     step(k, link) = compute(k) + gradient_packing(k) + communication(k, link)
@@ -83,10 +94,11 @@ the training sweep never fed. The error is (predicted − measured) / measured.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from results_db import analytics
+from scalebench.nodes import shape_label
 
 MAX_PROJECTED_WORKERS = 1024
 DEFAULT_PROJECTED_WORKERS = (1, 2, 4, 8, 16, 32, 64)
@@ -111,6 +123,68 @@ def ring_seconds(nbytes: float, world_size: int, alpha_s: float, beta_bytes_per_
     if k <= 1:
         return 0.0
     return 2 * (k - 1) * alpha_s + 2 * (k - 1) / k * nbytes / beta_bytes_per_s
+
+
+def hierarchical_seconds(
+    nbytes: float,
+    nodes: int,
+    ranks_per_node: int,
+    inside: tuple[float, float],
+    across: tuple[float, float],
+) -> float:
+    """Seconds of a hierarchical all-reduce of ``nbytes`` over ``nodes`` nodes of
+    ``ranks_per_node`` ranks: a ring reduce-scatter inside each node, a ring all-reduce of
+    each rank's 1/p share across the nodes, a ring all-gather inside each node::
+
+        2(p − 1)·α_in + 2(p − 1)/p · n/β_in + 2(N − 1)·α_out + 2(N − 1)/N · (n/p)/β_out
+
+    ``inside`` and ``across`` are (α seconds, β bytes/s) of the links inside a node and
+    between nodes."""
+    p, n_nodes = ranks_per_node, nodes
+    alpha_in, beta_in = inside
+    alpha_out, beta_out = across
+    return ring_seconds(nbytes, p, alpha_in, beta_in) + ring_seconds(
+        nbytes / p, n_nodes, alpha_out, beta_out
+    )
+
+
+def node_models(
+    nodes: int, ranks_per_node: int, inside: tuple[float, float], across: tuple[float, float]
+) -> dict[str, Callable[[float], float]]:
+    """The all-reduce models across ``nodes`` nodes of ``ranks_per_node`` ranks, each seconds
+    for a message of ``n`` bytes, from the fits inside one node (``inside``) and across nodes
+    (``across``; each (α seconds, β bytes/s)): ``ring`` (one ring over every rank: the node
+    link is its slowest and sets the pace) and ``hierarchical`` (:func:`hierarchical_seconds`)."""
+    k = nodes * ranks_per_node
+    return {
+        "ring": lambda n: ring_seconds(n, k, *across),
+        "hierarchical": lambda n: hierarchical_seconds(n, nodes, ranks_per_node, inside, across),
+    }
+
+
+def node_model_errors(
+    measured: Sequence[SizeTime],
+    nodes: int,
+    ranks_per_node: int,
+    inside: tuple[float, float],
+    across: tuple[float, float],
+    min_bytes: int = 0,
+) -> dict[str, float]:
+    """How well each of :func:`node_models` describes a measured curve of ``nodes`` ×
+    ``ranks_per_node`` ranks: the median |relative error| over its sizes of at least
+    ``min_bytes`` bytes."""
+    errors = {}
+    for name, model in node_models(nodes, ranks_per_node, inside, across).items():
+        relative = sorted(
+            abs(model(p.bytes) - p.seconds) / p.seconds for p in measured if p.bytes >= min_bytes
+        )
+        if not relative:
+            raise ValueError(f"no measured size of {min_bytes} bytes or more to judge")
+        middle = len(relative) // 2
+        errors[name] = (
+            relative[middle] if len(relative) % 2 else (relative[middle - 1] + relative[middle]) / 2
+        )
+    return errors
 
 
 @dataclass(frozen=True)
@@ -145,6 +219,17 @@ class RingFit:
     sizes: int
     min_bytes: int
     max_bytes: int
+    ranks_per_node: int = 1  # the Task 0 sweep's: its groups' shape (scalebench.nodes)
+
+    @property
+    def across_nodes(self) -> bool:
+        """Whether the fitted group spanned several nodes (its ring crossed the node link)."""
+        return self.world_size > self.ranks_per_node
+
+    @property
+    def shape(self) -> str:
+        """The fitted group's ``nodes×ranks``."""
+        return shape_label(self.world_size, self.ranks_per_node)
 
     def seconds(self, nbytes: float, world_size: int | None = None) -> float:
         """The model's seconds for ``nbytes`` at ``world_size`` (default: the fitted one)."""
@@ -260,6 +345,11 @@ class TrainingSweep:
     precision: str
     variant: str
     points: tuple[MeasuredPoint, ...]
+    ranks_per_node: int = 1  # its groups' ranks per node (scalebench.nodes)
+
+    def across_nodes(self, world_size: int) -> bool:
+        """Whether a group of ``world_size`` of this configuration spans several nodes."""
+        return world_size > self.ranks_per_node
 
     @property
     def gradient_dtype(self) -> str:
@@ -336,10 +426,19 @@ def _where(point: MeasuredPoint) -> str:
 
 
 def choose_fit(
-    fits: Sequence[RingFit], backend: str, device: str, dtype: str, network: str, world_size: int
+    fits: Sequence[RingFit],
+    backend: str,
+    device: str,
+    dtype: str,
+    network: str,
+    world_size: int,
+    ranks_per_node: int = 1,
 ) -> RingFit | None:
-    """The fit for a collective of ``dtype`` at ``world_size`` on ``network``: same backend,
-    device and link; the gradient's dtype first, then the nearest fitted worker count."""
+    """The fit for a collective of ``dtype`` at ``world_size`` on ``network`` with
+    ``ranks_per_node``: same backend, device and link; a fit of a group on the same side of
+    the node boundary first (inside one node, or across nodes), then the gradient's dtype,
+    then the nearest fitted worker count."""
+    across = world_size > ranks_per_node
     kind = device.split(":")[0]
     matching = [
         f
@@ -351,11 +450,25 @@ def choose_fit(
     return min(
         matching,
         key=lambda f: (
+            f.across_nodes != across,
             f.dtype != dtype,
             abs(math.log2(f.world_size) - math.log2(max(world_size, 2))),
             -f.world_size,
         ),
     )
+
+
+def _boundary_note(fit: RingFit, across: bool, ranks_per_node: int) -> str:
+    """What a basis says of the node boundary: nothing while every group is one rank per node
+    on both sides, else the fit's shape and, where it is on the other side of the boundary
+    than the point, that it stands in for a missing one."""
+    if fit.ranks_per_node == 1 and ranks_per_node == 1:
+        return ""
+    where = "across nodes" if fit.across_nodes else "inside one node"
+    if fit.across_nodes != across:
+        wanted = "across nodes" if across else "inside one node"
+        return f" ({fit.shape}, {where}; no fit {wanted} to take)"
+    return f" ({fit.shape}, {where})"
 
 
 def missing_fit_message(sweep: TrainingSweep, network: str, allreduce_sweep: str) -> str:
@@ -387,8 +500,10 @@ def project_point(
     packing_s = wait_s = 0.0
     if k > 1:
         several = [p for p in sweep.points if p.world_size > 1]
+        # The wait in the collective differs across the node link: the same side first.
+        side = [p for p in several if sweep.across_nodes(p.world_size) == sweep.across_nodes(k)]
         if several:
-            packer = _nearest(several, k, network)
+            packer = _nearest(side or several, k, network)
             packing_s, wait_s = packer.gradient_packing_s, packer.wait_s
             if packer.network == network and packer.collective_wait_s is not None:
                 wait_s = packer.collective_wait_s
@@ -399,12 +514,23 @@ def project_point(
             basis.append("packing and wait not measured (no run above 1 worker): 0 s")
     communication_s = 0.0
     if k > 1:
-        fit = choose_fit(fits, sweep.backend, sweep.device, sweep.gradient_dtype, network, k)
+        fit = choose_fit(
+            fits,
+            sweep.backend,
+            sweep.device,
+            sweep.gradient_dtype,
+            network,
+            k,
+            sweep.ranks_per_node,
+        )
         if fit is None:
             raise ProjectionRefused(missing_fit_message(sweep, network, allreduce_sweep))
         communication_s = fit.seconds(source.gradient_bytes, k) + wait_s
         dtype = "" if fit.dtype == sweep.gradient_dtype else f" {fit.dtype}"
-        basis.append(f"all-reduce from the{dtype} fit at {fit.world_size} worker(s) on {network}")
+        basis.append(
+            f"all-reduce from the{dtype} fit at {fit.world_size} worker(s) on {network}"
+            + _boundary_note(fit, sweep.across_nodes(k), sweep.ranks_per_node)
+        )
     step_s = compute_s + packing_s + communication_s
     return ProjectedPoint(
         network=network,

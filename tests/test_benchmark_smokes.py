@@ -40,7 +40,7 @@ SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]]
     "light_tta_compile.py": ((), 240, (pytest.mark.slow,)),
     # network namespaces and tc on the host: alone, like the other emulated-link checks
     "network_emulation.py": ((), 240, (pytest.mark.slow, pytest.mark.timing, NEEDS_SHAPING)),
-    "node_boundary.py": ((), 120, (pytest.mark.slow, pytest.mark.timing, NEEDS_SHAPING)),
+    "node_boundary.py": ((), 180, (pytest.mark.slow, pytest.mark.timing, NEEDS_SHAPING)),
 }
 
 

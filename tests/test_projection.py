@@ -28,9 +28,12 @@ from results_db.projection import (
     RingFit,
     SizeTime,
     TrainingSweep,
+    choose_fit,
     fit_ring,
+    hierarchical_seconds,
     largest_error,
     leave_one_out,
+    node_model_errors,
     project,
     ring_seconds,
 )
@@ -125,6 +128,42 @@ def test_a_few_disturbed_sizes_do_not_drag_the_bandwidth() -> None:
     assert beta == pytest.approx(1.25e6, rel=0.02)
     assert alpha == pytest.approx(3e-4, rel=0.05)
     assert median < 0.05 and worst > 0.85 and rms > 0.5
+
+
+def test_across_nodes_the_ring_and_the_hierarchical_model_tell_a_curve_apart() -> None:
+    """A 2×2 curve that follows one ring over the node link is told from one that follows the
+    hierarchical all-reduce, each by the model it follows; the hierarchical one moves p times
+    fewer bytes over the node link."""
+    inside, across = (5e-5, 5e8), (3e-4, 1.25e6)
+    ring_curve = [SizeTime(n, ring_seconds(n, 4, *across)) for n in SIZES]
+    errors = node_model_errors(ring_curve, 2, 2, inside, across)
+    assert errors["ring"] == pytest.approx(0.0, abs=1e-12) and errors["hierarchical"] > 0.3
+    tiered = [SizeTime(n, hierarchical_seconds(n, 2, 2, inside, across)) for n in SIZES]
+    errors = node_model_errors(tiered, 2, 2, inside, across)
+    assert errors["hierarchical"] == pytest.approx(0.0, abs=1e-12) and errors["ring"] > 0.3
+    big = 4e6
+    # the node link's bytes: 2(k−1)/k·n for the ring of 4, 2(N−1)/N·n/p for the hierarchy
+    assert ring_seconds(big, 4, 0.0, 1.0) == pytest.approx(1.5 * big)
+    assert hierarchical_seconds(big, 2, 2, (0.0, 1e30), (0.0, 1.0)) == pytest.approx(big / 2)
+
+
+def test_a_point_takes_a_fit_from_its_own_side_of_the_node_boundary() -> None:
+    """On nodes of 4 ranks, 2 and 4 workers sit inside one node and 8 cross nodes: each
+    takes the fit of its side, and the basis says so (or what stood in for a missing side)."""
+    inside = replace(ring_fit("10mbit", 5e-5, 5e8, world_size=2), ranks_per_node=4)
+    across = replace(ring_fit("10mbit", 5e-4, 1.2e6, world_size=8), ranks_per_node=4)
+    assert (inside.shape, inside.across_nodes) == ("1×2", False)
+    assert (across.shape, across.across_nodes) == ("2×4", True)
+    sweep = replace(sweep_of(point("10mbit", 1), point("10mbit", 2)), ranks_per_node=4)
+    fits = [inside, across]
+    for k, chosen in ((2, inside), (4, inside), (8, across), (16, across)):
+        assert choose_fit(fits, "gloo", "cpu", "float32", "10mbit", k, 4) is chosen
+    four, eight = project(sweep, fits, ["10mbit"], [4, 8], include_measured=False)
+    assert four.communication_s < 0.1 < eight.communication_s  # the node link's cost
+    assert "fit at 2 worker(s) on 10mbit (1×2, inside one node)" in four.basis
+    assert "fit at 8 worker(s) on 10mbit (2×4, across nodes)" in eight.basis
+    (alone,) = project(sweep, [inside], ["10mbit"], [8], include_measured=False)
+    assert "(1×2, inside one node; no fit across nodes to take)" in alone.basis
 
 
 def test_a_fit_needs_two_workers_and_two_sizes() -> None:

@@ -48,6 +48,10 @@ def allreduce_fits(conn: Connection, sweep_id: str) -> list[RingFit]:
             AllReduceFit.world_size,
         )
     )
+    # One request, one ranks per node: the shape of each fitted group.
+    per_node = conn.execute(
+        select(func.max(Run.ranks_per_node)).where(Run.sweep_id == sweep_id)
+    ).scalar()
     return [
         RingFit(
             sweep_id=f.sweep_id,
@@ -64,6 +68,7 @@ def allreduce_fits(conn: Connection, sweep_id: str) -> list[RingFit]:
             sizes=f.sizes,
             min_bytes=f.min_bytes,
             max_bytes=f.max_bytes,
+            ranks_per_node=per_node or 1,
         )
         for f in rows
     ]
@@ -125,7 +130,7 @@ def training_sweep(conn: Connection, sweep_id: str) -> TrainingSweep:
 
 
 # what runs of several sweeps must share to be points of one projection
-SHARED_CONFIGURATION = ("backend", "device", "precision", "variant", "compile")
+SHARED_CONFIGURATION = ("backend", "device", "precision", "variant", "compile", "ranks_per_node")
 
 
 def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep:
@@ -227,6 +232,7 @@ def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep
         precision=first.precision,
         variant=first.variant,
         points=tuple(points),
+        ranks_per_node=first.ranks_per_node,
     )
 
 
