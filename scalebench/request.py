@@ -281,9 +281,9 @@ class SweepRequest:
     gpus_per_worker: int = ask(
         name="gpus_per_worker",
         title="GPUs per worker (Kubernetes)",
-        help="nvidia.com/gpu requested by each Kubernetes pod; 0 for CPU pods. Not given: 1 "
-        "on Kubernetes; local ranks take one of the host's GPUs each with nccl or cuda "
-        "tensors, none otherwise.",
+        help="nvidia.com/gpu for each rank (a Kubernetes pod asks for this times its ranks); "
+        "0 for CPU pods. Not given: 1 on Kubernetes; local ranks take one of the host's GPUs "
+        "each with nccl or cuda tensors, none otherwise.",
         kind="int",
         minimum=0,
         maximum=MAX_GPUS_PER_WORKER,

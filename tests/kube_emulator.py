@@ -98,13 +98,18 @@ def running() -> PodState:
     return PodState("Running", {"running": {"startedAt": "2026-11-24T02:00:10Z"}})
 
 
-def exited(code: int, reason: str = "Error", finished: str = "2026-11-24T02:01:00Z") -> PodState:
+def exited(
+    code: int, reason: str = "Error", finished: str = "2026-11-24T02:01:00Z", message: str = ""
+) -> PodState:
+    """A pod whose container ended with ``code`` (``message``: its termination message)."""
     terminated = {
         "exitCode": code,
         "reason": reason if code else "Completed",
         "startedAt": "2026-11-24T02:00:10Z",
         "finishedAt": finished,
     }
+    if message:
+        terminated["message"] = message
     return PodState("Succeeded" if code == 0 else "Failed", {"terminated": terminated})
 
 

@@ -48,8 +48,11 @@ POLL_S = 0.05
 MODES = ["blocking", "deferred"]
 
 
-def planned(world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1") -> GroupPlan:
+def planned(
+    world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1", ranks_per_node: int = 1
+) -> GroupPlan:
     request = SweepRequest(
+        ranks_per_node=ranks_per_node,
         task="task1a-resnet20-cifar10",
         light=True,
         backend="nccl",
@@ -70,10 +73,12 @@ def planned(world_size: int = 4, sweep_dir: Path = ROOT / "sweep-1") -> GroupPla
     )
 
 
-def make_group(lines: list[str], clock: Any = time.time, **settings: Any) -> KubernetesGroup:
+def make_group(
+    lines: list[str], clock: Any = time.time, per_node: int = 1, **settings: Any
+) -> KubernetesGroup:
     settings.setdefault("schedule_timeout_s", 600)
     return KubernetesGroup(
-        planned(),
+        planned(ranks_per_node=per_node),
         names=NAMES,
         sink=lines.append,
         clock=clock,
@@ -85,18 +90,23 @@ def make_group(lines: list[str], clock: Any = time.time, **settings: Any) -> Kub
 
 
 def run_group(
-    mode: str, lines: list[str], timeout_s: float = 3600, speedup: float = 1.0, **settings: Any
+    mode: str,
+    lines: list[str],
+    timeout_s: float = 3600,
+    speedup: float = 1.0,
+    per_node: int = 1,
+    **settings: Any,
 ) -> GroupResult:
     """Start a group, follow it in ``mode``, delete it as the resumed task does.
 
     ``speedup`` makes the launcher's clock run that many times faster than the
-    cluster's (waits of a minute in a fraction of a second)."""
+    cluster's (waits of a minute in a fraction of a second); ``per_node``: ranks per pod."""
     t0 = time.time()
 
     def clock() -> float:
         return t0 + (time.time() - t0) * speedup
 
-    group = make_group(lines, clock, **settings)
+    group = make_group(lines, clock, per_node, **settings)
     group.start()
     if mode == "blocking":
         return group.wait(timeout_s)
@@ -105,7 +115,7 @@ def run_group(
     assert kind == "operators.kubernetes.trigger.GroupTrigger"
     event = run_trigger(GroupTrigger(**arguments), clock)
     lines += event.pop("logged")
-    group = make_group(lines, clock, **settings).resumed(event["started_s"])
+    group = make_group(lines, clock, per_node, **settings).resumed(event["started_s"])
     group.stop()
     assert event["job"] == NAMES.job and event["service"] == NAMES.service
     if event["status"] == "error":
@@ -283,6 +293,37 @@ def test_a_failed_rank_is_named_with_its_exit_code_and_log_tail(
         assert len(result.log_tail) == 50
         tail_reads = [q for m, p, q, _ in cluster.requests() if p.endswith("-1-x7k2p/log")]
         assert tail_reads == [{"container": "worker", "tailLines": "50"}]
+        assert_cleaned_up(cluster)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_group_on_nodes_of_two_ranks_is_two_pods_and_names_the_rank_that_failed(
+    mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4 ranks on nodes of 2: the Job's 2 pods run the node starter; pod 1's starter names
+    rank 3 in its termination message, and the verdict names rank 3, blocking or deferred."""
+    died = exited(1, finished="2026-11-24T02:00:30Z", message="rank 3 exited with status 1")
+    logs = {1: "[rank 3] RuntimeError: boom\n[node 1] rank 3 exited with status 1\n"}
+    stages = [
+        Stage(0, running(), logs={0: "[rank 0] epoch 1\n[rank 1] epoch 1\n"}),
+        Stage(0.2, running(), ranks={1: died}, logs=logs),
+        Stage(0.3, exited(143), ranks={1: died}, logs=logs),
+    ]
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
+        lines: list[str] = []
+        result = run_group(mode, lines, per_node=2)
+        assert (result.status, result.first_failed_rank) == ("failed", 3), result.reason
+        assert result.reason.startswith(
+            f"ranks 2-3 (pod {NAMES.job}-1-x7k2p) exited with status 1 (Error): rank 3 exited"
+        )
+        codes = result.exit_codes  # node 0's two ranks share its status (stopped, or not yet)
+        assert codes[2:] == [1, 1] and codes[0] == codes[1] and codes[0] in (None, 143)
+        assert result.log_tail[-1] == "[node 1] rank 3 exited with status 1"
+        assert "[rank 1] epoch 1" in lines  # node 0's log, each line behind its own rank
+        (job,) = [body for method, path, _, body in cluster.requests() if path.endswith("/jobs")]
+        assert job["spec"]["completions"] == 2
+        (container,) = job["spec"]["template"]["spec"]["containers"]
+        assert container["command"][2] == "workers.node"
         assert_cleaned_up(cluster)
 
 

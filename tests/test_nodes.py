@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -96,16 +97,116 @@ def test_ranks_per_node_is_part_of_the_configuration_and_of_each_group_plan(
     assert shapes == ["1×1", "1×2", "1×4", "2×4"]
 
 
-def test_the_kubernetes_launcher_refuses_several_ranks_per_node_for_now() -> None:
-    with pytest.raises(InvalidParameter, match=r"^ranks_per_node: only the local launcher"):
-        validate_request(
-            task="task0-allreduce",
-            workers="2",
-            light=True,
-            launcher="kubernetes",
-            ranks_per_node=2,
-            max_workers=4,
-        )
+def test_on_kubernetes_a_group_is_one_pod_per_node_running_the_node_starter() -> None:
+    """8 GPU workers on nodes of 4: an Indexed Job of 2 pods, each with 4 GPUs, 4 ranks' CPUs,
+    memory and shared memory, running ``python -m workers.node`` told its node's size, kept
+    on different machines; schema-valid. One rank per pod keeps ``workers.run``."""
+    import kubernetes_validate
+
+    from operators.kubernetes import KubernetesSettings, group_names, job_manifest
+    from operators.kubernetes.settings import times
+
+    request = validate_request(
+        task="task0-allreduce",
+        workers="8",
+        light=True,
+        launcher="kubernetes",
+        backend="nccl",
+        ranks_per_node=4,
+        max_workers=8,
+    )
+    plan = plan_groups(request, "s", Path("/r"))[0]
+    names = group_names("task0_allreduce", "manual__1", 0, 1, 8)
+    settings = KubernetesSettings(cpu_request="500m", cpu_limit="500m")
+    job = job_manifest(
+        names,
+        ["--task", "task0-allreduce"],
+        8,
+        settings,
+        ranks_per_node=plan.shape.local_world_size,
+        gpus_per_worker=request.gpus_per_worker,
+        placement=request.placement,
+    )
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert spec["completions"] == spec["parallelism"] == 2
+    assert container["command"][:3] == ["python", "-m", "workers.node"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == ("8", "4")
+    assert env["MASTER_ADDR"] == f"{names.job}-0.{names.service}"
+    assert container["resources"]["limits"] == {
+        "cpu": "2000m",
+        "memory": "64Gi",
+        "nvidia.com/gpu": 4,
+    }
+    (shm,) = [v for v in pod["volumes"] if v["name"] == "dshm"]
+    assert shm["emptyDir"]["sizeLimit"] == "8Gi"
+    assert pod["affinity"]["podAntiAffinity"]  # spread: one pod per machine
+    assert kubernetes_validate.validate(job, "1.31", strict=True)
+    one = job_manifest(names, ["--task", "task0-allreduce"], 8, settings)
+    assert one["spec"]["completions"] == 8 and "LOCAL_WORLD_SIZE" not in str(one)
+    assert one["spec"]["template"]["spec"]["containers"][0]["command"][2] == "workers.run"
+    assert times("1.5", 3) == "4.5" and times("16Gi", 1) == "16Gi"
+    with pytest.raises(ValueError, match="6 ranks do not fill pods of 4"):
+        job_manifest(names, [], 6, settings, ranks_per_node=4)
+
+
+def test_a_pod_of_several_ranks_that_fails_names_the_rank_its_node_starter_named() -> None:
+    """A 2×2 group on the cluster: pod 1 (ranks 2 and 3) fails with its node starter's
+    termination message naming rank 3: the group fails naming rank 3, every rank of the pod
+    gets its status, and the log tail is that pod's."""
+    from test_kubernetes_launcher import (
+        DATA,
+        NAMES,
+        FakeCluster,
+        assert_cleaned_up,
+        finished_pod,
+        planned,
+        running_pod,
+    )
+    from test_kubernetes_launcher import ROOT as RESULTS
+
+    from operators.kubernetes import KubernetesSettings
+    from operators.kubernetes.group import KubernetesGroup
+
+    failed = finished_pod(1, 1, "Error", finished_s=20)
+    terminated = failed["status"]["containerStatuses"][0]["state"]["terminated"]
+    terminated["message"] = "rank 3 exited with status 1"
+    running = [running_pod(0), running_pod(1)]
+    cluster = FakeCluster(
+        [({"active": 2}, running), ({"failed": 1}, [running_pod(0), failed])],
+        logs={1: "[rank 3] ValueError: boom\n[node 1] rank 3 exited with status 1\n"},
+    )
+    plan = planned(4)
+    plan = replace(plan, request=replace(plan.request, ranks_per_node=2))
+    lines: list[str] = []
+    group = KubernetesGroup(
+        plan,
+        names=NAMES,
+        settings=KubernetesSettings(schedule_timeout_s=600),
+        sink=lines.append,
+        batch_api=cluster,
+        core_api=cluster,
+        networking_api=cluster,
+        clock=cluster.clock,
+        sleep=cluster.sleep,
+        results_root=RESULTS,
+        data_root=DATA,
+        poll_interval_s=5,
+    )
+    group.start()
+    (job,) = cluster.created_jobs
+    assert job["spec"]["completions"] == 2
+    assert any("2 pod(s) of 2 ranks" in line for line in lines)
+    result = group.wait(3600)
+    assert (result.status, result.first_failed_rank) == ("failed", 3)
+    assert result.reason == (
+        f"ranks 2-3 (pod {NAMES.job}-1-x7k2p) exited with status 1 (Error): "
+        "rank 3 exited with status 1"
+    )
+    assert result.exit_codes == [None, None, 1, 1]
+    assert result.log_tail[-1] == "[node 1] rank 3 exited with status 1"
+    assert_cleaned_up(cluster)
 
 
 # -- the node starter -------------------------------------------------------------------------
@@ -148,6 +249,24 @@ def test_each_rank_of_a_node_gets_its_share_of_the_cores() -> None:
     assert node.rank_cpus() == [[0, 1], [2, 3], [4, 5], [6, 7]]
     fewer = Node(shape, 0, [], master_addr="h", master_port=1, cpus=[3, 5])
     assert fewer.rank_cpus() == [[3, 5]] * 4  # fewer cores than ranks: shared, not split
+
+
+def test_a_pods_ranks_share_its_cpu_quota_not_the_machines_cores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import workers.node as node_module
+
+    limit = tmp_path / "cpu.max"
+    for text, cpus in (("300000 100000", 3), ("250000 100000", 3), ("max 100000", None)):
+        limit.write_text(text)
+        assert node_module.cpu_quota(limit) == cpus
+    assert node_module.cpu_quota(tmp_path / "absent") is None
+    monkeypatch.setattr(node_module, "available_cpus", lambda: list(range(64)))
+    monkeypatch.setattr(node_module, "cpu_quota", lambda: 12)  # 4 ranks × 3 CPUs
+    env: dict[str, str] = {}
+    assert node_module.pod_cpus(env, 4) == [] and env["OMP_NUM_THREADS"] == "3"
+    monkeypatch.setattr(node_module, "available_cpus", lambda: list(range(12)))
+    assert node_module.pod_cpus({}, 4) == list(range(12))  # its own cores: pinned by share
 
 
 def _worker_args(run_dir: Path, *extra: str) -> list[str]:

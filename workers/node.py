@@ -235,6 +235,31 @@ class Node:
         return code, f"rank {rank} exited with status {code}"
 
 
+CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
+
+
+def cpu_quota(path: Path = CPU_MAX) -> int | None:
+    """The CPUs this container's cgroup lets it use, rounded up (``None``: no quota, or no
+    cgroup v2 to read it from)."""
+    try:
+        quota, period = path.read_text(encoding="ascii").split()[:2]
+        return None if quota == "max" else max(1, -(-int(quota) // int(period)))
+    except (OSError, ValueError):
+        return None
+
+
+def pod_cpus(env: dict[str, str], ranks: int) -> list[int]:
+    """The cores a pod's node may pin its ranks to: the pod's own where the kubelet gave it
+    whole cores (the static CPU manager: its affinity is its request), none where its
+    affinity is the whole machine's and only a CPU quota bounds it. There each rank gets
+    the quota's share of threads (``OMP_NUM_THREADS``, where not set), not the machine's."""
+    cpus, quota = available_cpus(), cpu_quota()
+    if quota is None or quota >= len(cpus):
+        return cpus
+    env.setdefault("OMP_NUM_THREADS", str(max(1, quota // ranks)))
+    return []
+
+
 def node_from(env: Mapping[str, str]) -> tuple[NodeShape, int]:
     """The shape of the group and this node's index, from the environment a pod is given:
     ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE`` (default 1) and ``GROUP_RANK`` (else the Indexed
@@ -273,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"[node] refused: {exc}", file=sys.stderr, flush=True)
         return EXIT_REFUSED
     env = dict(os.environ)
+    cpus = pod_cpus(env, shape.local_world_size)
     node = Node(
         shape,
         node_index,
@@ -280,6 +306,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
         master_port=int(env.get("MASTER_PORT", "29500")),
         env=env,
+        cpus=cpus,
     )
 
     def forward(signum: int, _frame: object) -> None:  # the pod is being deleted

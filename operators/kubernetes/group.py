@@ -36,7 +36,7 @@ from operators.kubernetes.manifests import (
     service_manifest,
 )
 from operators.kubernetes.names import GroupNames, attempt_names
-from operators.kubernetes.pod_status import _get, pod_rank
+from operators.kubernetes.pod_status import _get, log_prefix, pod_rank
 from operators.kubernetes.settings import KubernetesSettings
 from operators.kubernetes.watch import SETTLE, GroupWatch, Rank0Log, Verdict, rank0_pod
 
@@ -57,7 +57,9 @@ def _log_text(response: Any) -> str:
 
 
 class KubernetesGroup:
-    """The planned ``group``'s ``world_size`` pods of ``python -m workers.run`` as one Indexed Job.
+    """The planned ``group``'s ``world_size`` ranks as one Indexed Job of one pod per node: a
+    pod runs ``python -m workers.run``, or with several ranks per node the node starter
+    ``python -m workers.node``, which starts its node's ranks (:func:`job_manifest`).
 
     The pods' arguments are the group's worker request with the paths of the
     pods' volumes (:func:`pod_argv`; ``results_root`` and ``data_root``
@@ -97,8 +99,9 @@ class KubernetesGroup:
             raise ValueError(f"world_size must be at least 1, got {world_size}")
         if gpus_per_worker < 0:
             raise ValueError(f"gpus_per_worker must be 0 or more, got {gpus_per_worker}")
-        if len(f"{names.job}-{world_size - 1}") > 63:
-            raise ValueError(f"job name {names.job!r} is too long for {world_size} pod hostnames")
+        shape = group.shape
+        if len(f"{names.job}-{shape.nodes - 1}") > 63:
+            raise ValueError(f"job name {names.job!r} is too long for {shape.nodes} pod hostnames")
         if results_root is None or data_root is None:
             from scalebench import config
 
@@ -112,6 +115,7 @@ class KubernetesGroup:
         image = group.request.worker_image or None
         timeout_s = group.timeout_s
         self.world_size = world_size
+        self.ranks_per_node = shape.local_world_size  # ranks in each pod (one pod per node)
         self.names = names
         self.settings = settings
         self.gpus_per_worker = gpus_per_worker
@@ -146,6 +150,7 @@ class KubernetesGroup:
             self.pod_args,
             self.world_size,
             self.settings,
+            ranks_per_node=self.ranks_per_node,
             gpus_per_worker=self.gpus_per_worker,
             image=self.image,
             timeout_s=self.timeout_s,
@@ -206,9 +211,15 @@ class KubernetesGroup:
         queued = f", queued in {self.settings.queue_name}" if self.settings.queue_name else ""
         self.sink(
             f"[kubernetes] started Job {namespace}/{self.names.job}: "
-            f"{self.world_size} pod(s), rendezvous {self.names.job}-0.{self.names.service}"
+            f"{self._pods_text()}, rendezvous {self.names.job}-0.{self.names.service}"
             f"{queued}" + (f" (attempt {self.attempt})" if self.attempt > 1 else "")
         )
+
+    def _pods_text(self) -> str:
+        """``2 pod(s)``, or with several ranks per pod ``2 pod(s) of 4 ranks``."""
+        pods = self.world_size // self.ranks_per_node
+        per_pod = f" of {self.ranks_per_node} ranks" if self.ranks_per_node > 1 else ""
+        return f"{pods} pod(s){per_pod}"
 
     def _own_service(self, job: Any) -> None:
         """Make the Job the Service's owner, so deleting the Job (its TTL) takes it along."""
@@ -278,6 +289,7 @@ class KubernetesGroup:
             schedule_timeout_s=self.settings.schedule_timeout_s,
             queue_name=self.settings.queue_name,
             admission_timeout_s=self.settings.admission_timeout_s,
+            ranks_per_node=self.ranks_per_node,
         )
 
     def may_retry(self, status: str) -> bool:
@@ -342,6 +354,7 @@ class KubernetesGroup:
             admission_timeout_s=watch.admission_timeout_s,
             attempt=self.attempt,
             owner=owner,
+            ranks_per_node=self.ranks_per_node,
         )
 
     def resumed(self, started_s: float, attempt: int = 1) -> KubernetesGroup:
@@ -456,17 +469,19 @@ class KubernetesGroup:
         if text is None:
             return
         for line in self._rank0_log.new_lines(pod, text):
-            entry = f"[rank 0] {line}"
+            entry = f"{log_prefix(0, self.ranks_per_node)}{line}"
             self.sink(entry)
             self._rank0_seen.append(entry)
         del self._rank0_seen[: -LOG_TAIL_LINES * 2]
 
     def _failed_tail(self, pods: list[Any], rank: int) -> list[str]:
-        pod = next((p for p in pods if pod_rank(p) == rank), None)
+        index = rank // self.ranks_per_node  # the pod that ran it
+        pod = next((p for p in pods if pod_rank(p) == index), None)
         if pod is None:
             return []
         text = self._read_log(_get(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES)
-        tail = [f"[rank {rank}] {line}" for line in (text or "").splitlines()]
+        prefix = log_prefix(rank, self.ranks_per_node)
+        tail = [f"{prefix}{line}" for line in (text or "").splitlines()]
         if tail and rank != 0:
             self.sink(f"[kubernetes] last {len(tail)} line(s) of rank {rank}:")
             for line in tail:

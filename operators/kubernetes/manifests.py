@@ -30,7 +30,7 @@ from operators.kubernetes.constants import (
     WRITABLE_HOMES,
 )
 from operators.kubernetes.names import GroupNames, label_value
-from operators.kubernetes.settings import KubernetesSettings
+from operators.kubernetes.settings import KubernetesSettings, times
 from scalebench.config import mlperf_environment
 from scalebench.network import HOST_PROFILE, NetworkProfile
 from scalebench.rank import (
@@ -177,6 +177,7 @@ def job_manifest(
     world_size: int,
     settings: KubernetesSettings,
     *,
+    ranks_per_node: int = 1,
     gpus_per_worker: int = 1,
     image: str | None = None,
     timeout_s: float | None = None,
@@ -184,11 +185,17 @@ def job_manifest(
     placement: str = "spread",
     network: NetworkProfile = HOST_PROFILE,
 ) -> dict:
-    """The Indexed Job of one group: ``world_size`` pods, rank = completion index.
+    """The Indexed Job of one group of ``world_size`` ranks: one pod per node of
+    ``ranks_per_node`` ranks (the ranks each pod holds: ``world_size`` must be a multiple).
+    With one rank per pod, the pod runs ``python -m workers.run`` and its completion index is
+    its rank; with several, it runs the node starter ``python -m workers.node``, which reads
+    its node from the completion index and ``LOCAL_WORLD_SIZE`` and starts the node's ranks
+    (global rank = index × ranks per node + local rank).
 
     ``worker_args`` are the pod-side arguments (see :func:`pod_argv`).
     ``timeout_s`` (seconds) becomes ``activeDeadlineSeconds``, rounded up;
-    ``gpus_per_worker`` is the ``nvidia.com/gpu`` limit of each pod (none when 0).
+    ``gpus_per_worker`` GPUs for each rank: a pod's ``nvidia.com/gpu`` limit is that times its
+    ranks (none when 0), and its CPU and memory the settings' per rank, times its ranks too.
     ``placement`` ``spread`` keeps two pods of the group off one node (a required
     anti-affinity on the node's hostname label); ``pack`` lets them share.
     ``network`` a shaped profile (``scalebench.network``, rate only) sets the CNI bandwidth
@@ -201,9 +208,14 @@ def job_manifest(
     extra labels and annotations go on the pods; the resources' limits equal their
     requests unless the QoS setting is Burstable.
     """
+    if ranks_per_node < 1 or world_size % ranks_per_node:
+        raise ValueError(f"{world_size} ranks do not fill pods of {ranks_per_node}")
+    pods = world_size // ranks_per_node
     labels = _labels(run_id, settings)
+    node = {"LOCAL_WORLD_SIZE": str(ranks_per_node)} if ranks_per_node > 1 else {}
     env = {
         "WORLD_SIZE": str(world_size),
+        **node,
         "MASTER_ADDR": f"{names.job}-0.{names.service}",
         "MASTER_PORT": str(MASTER_PORT),
         "PYTHONUNBUFFERED": "1",
@@ -220,7 +232,11 @@ def job_manifest(
     ]
     volumes: list[dict[str, Any]] = [
         {"name": "results", "persistentVolumeClaim": {"claimName": settings.results_claim}},
-        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": settings.shm_size}},
+        # Shared memory: what each rank's data loading (and nccl between a node's GPUs) uses.
+        {
+            "name": "dshm",
+            "emptyDir": {"medium": "Memory", "sizeLimit": times(settings.shm_size, ranks_per_node)},
+        },
         {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
     ]
     if settings.data_claim:
@@ -235,7 +251,12 @@ def job_manifest(
         "name": CONTAINER,
         "image": image or settings.image,
         "imagePullPolicy": settings.image_pull_policy,
-        "command": ["python", "-m", "workers.run", *worker_args],
+        "command": [
+            "python",
+            "-m",
+            "workers.run" if ranks_per_node == 1 else "workers.node",
+            *worker_args,
+        ],
         "env": [{"name": k, "value": v} for k, v in {**env, **WRITABLE_HOMES}.items()]
         # The node each rank runs on, for its environment record (placement is checked).
         + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
@@ -248,7 +269,7 @@ def job_manifest(
             "capabilities": {"drop": ["ALL"]},
             "readOnlyRootFilesystem": True,
         },
-        "resources": settings.resources(gpus_per_worker),
+        "resources": settings.resources(gpus_per_worker, ranks=ranks_per_node),
     }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
@@ -297,8 +318,8 @@ def job_manifest(
         template_metadata["annotations"] = annotations
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
-        "completions": world_size,
-        "parallelism": world_size,
+        "completions": pods,
+        "parallelism": pods,
         "backoffLimit": 0,
         "podFailurePolicy": pod_failure_policy(),
         "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,

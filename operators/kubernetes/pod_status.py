@@ -49,12 +49,42 @@ def _get(obj: Any, *path: str) -> Any:
 
 
 def pod_rank(pod: Any) -> int | None:
-    """The rank of a Job pod: its completion index (annotation, or label since 1.28)."""
+    """The completion index of a Job pod (annotation, or label since 1.28): the rank of a pod
+    of one rank, the node of a pod of several (:func:`failed_rank` names the rank)."""
     for where in ("annotations", "labels"):
         value = _get(pod, "metadata", where, INDEX_KEY)
         if value is not None and str(value).isdigit():
             return int(value)
     return None
+
+
+def failed_rank(pod: Any, ranks_per_node: int = 1) -> int | None:
+    """The global rank a failed pod names: its index, for a pod of one rank; for a node of
+    ``ranks_per_node`` ranks, the rank its node starter wrote in the termination message
+    (``rank 5 exited with status 1``), else the node's first rank."""
+    index = pod_rank(pod)
+    if ranks_per_node == 1 or index is None:
+        return index
+    message = _get(_terminated(pod), "message") or ""
+    named = re.search(r"\brank ([0-9]+)\b", message)
+    return int(named.group(1)) if named else index * ranks_per_node
+
+
+def _who(pod: Any, ranks_per_node: int = 1) -> str:
+    """``rank 1 (pod …)``, or for a pod of several ranks ``ranks 4-7 (pod …)``."""
+    index, name = pod_rank(pod), _get(pod, "metadata", "name")
+    if index is None:
+        return f"{'rank' if ranks_per_node == 1 else 'ranks'} ? (pod {name})"
+    if ranks_per_node == 1:
+        return f"rank {index} (pod {name})"
+    first = index * ranks_per_node
+    return f"ranks {first}-{first + ranks_per_node - 1} (pod {name})"
+
+
+def log_prefix(index: int, ranks_per_node: int = 1) -> str:
+    """What a line of pod ``index``'s log is passed on behind: ``[rank 1]`` for a pod of one
+    rank; nothing for a node's, whose starter already puts each line behind its rank."""
+    return f"[rank {index}] " if ranks_per_node == 1 else ""
 
 
 def _describe_pod(pod: Any) -> str:
@@ -152,10 +182,13 @@ def _true_conditions(job: Any) -> dict[str, Any]:
     }
 
 
-def job_verdict(job: Any, pods: Iterable[Any]) -> tuple[str, str, int | None] | None:
+def job_verdict(
+    job: Any, pods: Iterable[Any], ranks_per_node: int = 1
+) -> tuple[str, str, int | None] | None:
     """``(status, reason, first failed rank)`` once the group has ended, else ``None``.
 
-    ``job`` and ``pods`` as the API returns them (client models or JSON dicts).
+    ``job`` and ``pods`` as the API returns them (client models or JSON dicts); each pod
+    runs ``ranks_per_node`` ranks (one node).
     A disrupted pod makes ``preempted``; the Job's deadline makes ``timed_out``; failed
     pods make ``failed`` (or
     ``diverged`` when every rank that failed by itself exited with status 3);
@@ -165,14 +198,15 @@ def job_verdict(job: Any, pods: Iterable[Any]) -> tuple[str, str, int | None] | 
     conditions = _true_conditions(job)
     disrupted = [p for p in pods if _disruption(p) is not None]
     if disrupted:
-        return "preempted", "; ".join(_describe_disruption(p) for p in disrupted), None
+        described = (_describe_disruption(p, ranks_per_node) for p in disrupted)
+        return "preempted", "; ".join(described), None
     failed_condition = conditions.get("Failed") or conditions.get("FailureTarget")
     if failed_condition is not None and _get(failed_condition, "reason") == "DeadlineExceeded":
         deadline = _get(job, "spec", "activeDeadlineSeconds")
         return "timed_out", f"the Job's deadline of {deadline} s passed", None
     failed = [p for p in pods if _get(p, "status", "phase") == "Failed"]
     if failed:
-        return _classify_failed(failed)
+        return _classify_failed(failed, ranks_per_node)
     if failed_condition is not None:
         reason = _get(failed_condition, "reason") or "Failed"
         message = _get(failed_condition, "message") or ""
@@ -184,26 +218,30 @@ def job_verdict(job: Any, pods: Iterable[Any]) -> tuple[str, str, int | None] | 
     return None
 
 
-def _classify_failed(failed: list[Any]) -> tuple[str, str, int | None]:
+def _classify_failed(failed: list[Any], ranks_per_node: int = 1) -> tuple[str, str, int | None]:
     # Pods the Job controller is deleting (it ends the group after one rank
     # failed) did not fail by themselves: blame the others first.
     own = [p for p in failed if _get(p, "metadata", "deletionTimestamp") is None] or failed
     own.sort(key=lambda p: (str(_get(_terminated(p), "finishedAt") or "~"), pod_rank(p) or 0))
+
+    def rank(pod: Any) -> int | None:
+        return failed_rank(pod, ranks_per_node)
+
     if all(_exit_code(p) == EXIT_DIVERGED for p in own):
-        ranks = ", ".join(str(pod_rank(p)) for p in own)
-        return "diverged", f"the loss stopped being finite (rank {ranks})", pod_rank(own[0])
+        ranks = ", ".join(str(rank(p)) for p in own)
+        return "diverged", f"the loss stopped being finite (rank {ranks})", rank(own[0])
     full = [p for p in own if _exit_code(p) == EXIT_NO_SPACE]
     if full:  # the cause, whatever the other ranks did next
-        ranks = ", ".join(str(pod_rank(p)) for p in full)
+        ranks = ", ".join(str(rank(p)) for p in full)
         return "failed", f"{NO_SPACE}{RESULTS_MOUNT} (the results volume; rank {ranks})", None
     culprits = [p for p in own if _exit_code(p) != EXIT_DIVERGED]
-    return "failed", "; ".join(_describe_failure(p) for p in culprits), pod_rank(culprits[0])
+    described = "; ".join(_describe_failure(p, ranks_per_node) for p in culprits)
+    return "failed", described, rank(culprits[0])
 
 
-def _describe_failure(pod: Any) -> str:
+def _describe_failure(pod: Any, ranks_per_node: int = 1) -> str:
     terminated = _terminated(pod)
-    rank = pod_rank(pod)
-    who = f"rank {'?' if rank is None else rank} (pod {_get(pod, 'metadata', 'name')})"
+    who = _who(pod, ranks_per_node)
     if terminated is None:  # e.g. evicted before the container ran
         reason = _get(pod, "status", "reason") or "no container status"
         message = _get(pod, "status", "message")
@@ -221,16 +259,14 @@ def _disruption(pod: Any) -> Any:
     return None
 
 
-def _describe_disruption(pod: Any) -> str:
+def _describe_disruption(pod: Any, ranks_per_node: int = 1) -> str:
     """``rank 1 (pod …) on node gpu-3 was disrupted: EvictionByEvictionAPI: …``."""
     condition = _disruption(pod)
-    rank = pod_rank(pod)
     node = _get(pod, "spec", "nodeName") or "an unknown node"
     reason = _get(condition, "reason") or "DisruptionTarget"
     message = _get(condition, "message")
-    return (
-        f"rank {'?' if rank is None else rank} (pod {_get(pod, 'metadata', 'name')}) on node "
-        f"{node} was disrupted: {reason}" + (f": {message}" if message else "")
+    return f"{_who(pod, ranks_per_node)} on node {node} was disrupted: {reason}" + (
+        f": {message}" if message else ""
     )
 
 

@@ -19,11 +19,11 @@ a pod still Pending after the schedule timeout (counted from
 | SCALEBENCH_K8S_RESULTS_CLAIM      | scalebench-results       | PVC of results (read-write)      |
 | SCALEBENCH_K8S_DATA_CLAIM         | empty (no data volume)   | PVC of data sets (read-only)     |
 | SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S | 600                      | seconds a pod may stay Pending   |
-| SCALEBENCH_K8S_SHM_SIZE           | 2Gi                      | /dev/shm size in bytes (quantity)|
-| SCALEBENCH_K8S_CPU_REQUEST        | 3                        | CPUs a worker pod is given       |
-| SCALEBENCH_K8S_CPU_LIMIT          | 3                        | CPUs a worker pod may use at most|
-| SCALEBENCH_K8S_MEMORY_REQUEST     | 16Gi                     | memory a worker pod is given     |
-| SCALEBENCH_K8S_MEMORY_LIMIT       | 16Gi                     | memory beyond which it is killed |
+| SCALEBENCH_K8S_SHM_SIZE           | 2Gi                      | /dev/shm per rank (quantity)     |
+| SCALEBENCH_K8S_CPU_REQUEST        | 3                        | CPUs a rank's pod is given       |
+| SCALEBENCH_K8S_CPU_LIMIT          | 3                        | CPUs per rank at most            |
+| SCALEBENCH_K8S_MEMORY_REQUEST     | 16Gi                     | memory a rank's pod is given     |
+| SCALEBENCH_K8S_MEMORY_LIMIT       | 16Gi                     | memory per rank before a kill    |
 | SCALEBENCH_K8S_QOS                | Guaranteed               | Guaranteed (limits = requests) or|
 |                                   |                          | Burstable (limits may be higher) |
 | SCALEBENCH_K8S_DEFERRABLE         | true                     | watch groups from the triggerer  |
@@ -362,14 +362,33 @@ class KubernetesSettings:
                     chosen[name] = env[name]
         return chosen
 
-    def resources(self, gpus: int = 0) -> dict[str, dict[str, Any]]:
+    def resources(self, gpus: int = 0, ranks: int = 1) -> dict[str, dict[str, Any]]:
         """A worker container's CPU, memory and ``gpus`` (``nvidia.com/gpu``, none when 0)
-        requests and limits, as the API takes them: equal in the Guaranteed class."""
-        requests: dict[str, Any] = {"cpu": self.cpu_request, "memory": self.memory_request}
-        limits: dict[str, Any] = {"cpu": self.cpu_limit, "memory": self.memory_limit}
+        requests and limits for each of its ``ranks``, as the API takes them: equal in the
+        Guaranteed class."""
+        requests: dict[str, Any] = {
+            "cpu": times(self.cpu_request, ranks),
+            "memory": times(self.memory_request, ranks),
+        }
+        limits: dict[str, Any] = {
+            "cpu": times(self.cpu_limit, ranks),
+            "memory": times(self.memory_limit, ranks),
+        }
         if gpus > 0:
-            requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = gpus
+            requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = gpus * ranks
         return {"requests": requests, "limits": limits}
+
+
+def times(text: str, factor: int) -> str:
+    """A Kubernetes quantity ``factor`` times over, in its own unit (``500m`` × 4 → ``2000m``,
+    ``8Gi`` × 2 → ``16Gi``); ``text`` as it is for 1."""
+    if factor == 1:
+        return text
+    match = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([A-Za-z]*)", text)
+    if match is None:
+        raise ValueError(f"not a quantity: {text!r}")
+    number, unit = float(match.group(1)) * factor, match.group(2)
+    return f"{int(number)}{unit}" if number == int(number) else f"{number:g}{unit}"
 
 
 def quantity(text: str) -> float:

@@ -37,7 +37,7 @@ from operators.kubernetes.constants import (
     MAX_API_ERRORS,
     SETTLE_S,
 )
-from operators.kubernetes.pod_status import _get, pod_rank
+from operators.kubernetes.pod_status import _get, log_prefix, pod_rank
 from operators.kubernetes.watch import SETTLE, GroupWatch, Rank0Log, Verdict, rank0_pod
 
 CANCELLED_REASON = "the Airflow task was stopped"
@@ -80,8 +80,10 @@ class GroupTrigger(BaseTrigger):
         admission_timeout_s: float = 3600.0,
         attempt: int = 1,
         owner: str | None = None,
+        ranks_per_node: int = 1,
     ) -> None:
         super().__init__()
+        self.ranks_per_node = ranks_per_node  # ranks in each pod (one pod per node)
         self.conn_id = conn_id
         self.namespace = namespace
         self.job = job
@@ -119,6 +121,7 @@ class GroupTrigger(BaseTrigger):
                 "admission_timeout_s": self.admission_timeout_s,
                 "attempt": self.attempt,
                 "owner": self.owner,
+                "ranks_per_node": self.ranks_per_node,
             },
         )
 
@@ -139,6 +142,7 @@ class GroupTrigger(BaseTrigger):
             schedule_timeout_s=self.schedule_timeout_s,
             queue_name=self.queue_name,
             admission_timeout_s=self.admission_timeout_s,
+            ranks_per_node=self.ranks_per_node,
         )
         try:
             async with self._hook().get_conn() as api:
@@ -231,17 +235,20 @@ class GroupTrigger(BaseTrigger):
         text = await self._read_log(
             core, _get(pod, "metadata", "name"), **self.rank0.options(pod, now_s())
         )
+        prefix = log_prefix(0, self.ranks_per_node)
         for line in self.rank0.new_lines(pod, text) if text is not None else []:
-            self.log.info("[rank 0] %s", line)
-            self._rank0_seen.append(f"[rank 0] {line}")
+            self.log.info("%s%s", prefix, line)
+            self._rank0_seen.append(f"{prefix}{line}")
         del self._rank0_seen[: -LOG_TAIL_LINES * 2]
 
     async def _failed_tail(self, core: Any, pods: list[Any], rank: int) -> list[str]:
-        pod = next((p for p in pods if pod_rank(p) == rank), None)
+        index = rank // self.ranks_per_node  # the pod that ran it
+        pod = next((p for p in pods if pod_rank(p) == index), None)
         if pod is None:
             return []
         text = await self._read_log(core, _get(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES)
-        return [f"[rank {rank}] {line}" for line in (text or "").splitlines()]
+        prefix = log_prefix(rank, self.ranks_per_node)
+        return [f"{prefix}{line}" for line in (text or "").splitlines()]
 
     async def _load_so_far(self) -> None:
         """Load what the ranks wrote so far into the results database (a thread: it blocks)."""

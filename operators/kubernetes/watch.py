@@ -41,7 +41,8 @@ SETTLE = "settle"  # a rank failed: look once more after SETTLE_S before judging
 
 @dataclass
 class GroupWatch:
-    """The verdict rules for the Job ``job`` of ``world_size`` pods in ``namespace``.
+    """The verdict rules for the Job ``job`` of ``world_size`` ranks in ``namespace``, on
+    pods of ``ranks_per_node`` ranks each (one pod per node).
 
     ``started_s`` is the wall-clock time (``time.time()``, seconds) the Job was
     created; ``timeout_s`` and ``schedule_timeout_s`` count from it, or, for a Job
@@ -65,6 +66,12 @@ class GroupWatch:
     qos: str = ""
     notes: list[str] = field(default_factory=list)
     waiting_noted: bool = False
+    ranks_per_node: int = 1
+
+    @property
+    def pods(self) -> int:
+        """How many pods the Job runs: one per node."""
+        return self.world_size // self.ranks_per_node
 
     @property
     def clock_start_s(self) -> float:
@@ -117,7 +124,7 @@ class GroupWatch:
             if admission == "waiting":
                 return None
         self.qos = qos_class(pods) or self.qos
-        verdict = job_verdict(job, pods)
+        verdict = job_verdict(job, pods, self.ranks_per_node)
         if verdict is not None and verdict[0] in ("failed", "diverged") and not self.settled:
             # Ranks that stop together (divergence) exit moments apart: let them.
             self.settled = True
@@ -136,21 +143,24 @@ class GroupWatch:
     def missing_pods(self, pods: list[Any], now_s: float) -> str | None:
         """Pods the Job controller never created (quota, admission) count as unschedulable."""
         timeout = self.schedule_timeout_s
-        if now_s - self.clock_start_s < timeout or len(pods) >= self.world_size:
+        if now_s - self.clock_start_s < timeout or len(pods) >= self.pods:
             return None
         return (
-            f"only {len(pods)} of {self.world_size} pods were created within {timeout:g} s; "
+            f"only {len(pods)} of {self.pods} pods were created within {timeout:g} s; "
             f"kubectl -n {self.namespace} describe job {self.job} says why "
             "(e.g. a ResourceQuota, or a missing service account)"
         )
 
     def exit_codes(self, pods: list[Any]) -> list[int | None]:
-        """Each rank's exit code (``None`` while it runs or where its pod is gone)."""
+        """Each rank's exit code (``None`` while it runs or where its pod is gone): its pod's,
+        which for a pod of several ranks is its node starter's (the failed rank's status)."""
         codes: list[int | None] = [None] * self.world_size
+        per_node = self.ranks_per_node
         for pod in pods:
-            rank = pod_rank(pod)
-            if rank is not None and 0 <= rank < self.world_size:
-                codes[rank] = _exit_code(pod)
+            index = pod_rank(pod)
+            if index is not None and 0 <= index < self.pods:
+                for rank in range(index * per_node, (index + 1) * per_node):
+                    codes[rank] = _exit_code(pod)
         return codes
 
 
