@@ -126,6 +126,32 @@ def test_epsilon_can_be_downloaded(tmp_path: Path) -> None:
     assert done.status == "converted"
 
 
+def test_an_epsilon_source_larger_than_its_rows_can_take_is_stopped(tmp_path: Path) -> None:
+    """A download that goes on past what 60 rows of 8 features can take (a source that never
+    ends) is stopped, and so is a .bz2 that unpacks to more: nothing fills the disk, nothing
+    is left that looks prepared."""
+    from workers.data.prepare import libsvm_bound
+
+    bound = libsvm_bound(60, 8)
+    assert bound == 60 * (8 * 32 + 8)
+    sources = {"train": "file:///dev/zero", "test": "file:///dev/zero"}
+    with pytest.raises(DataSetCorrupt, match=f"more than {bound:,} bytes, where no such file"):
+        prepare_epsilon(
+            tmp_path,
+            download=True,
+            features=8,
+            rows={"train": 60, "test": 20},
+            sources=sources,
+            say=lambda line: None,
+        )
+    folder = tmp_path / "epsilon"
+    assert not list(folder.iterdir())  # the partial download went with the error
+    (folder / "epsilon_normalized.bz2").write_bytes(bz2.compress(b"+1 1:0.5\n" * 100_000))
+    with pytest.raises(DataSetCorrupt, match=f"unpacks to more than {bound:,} bytes"):
+        prepare_epsilon(tmp_path, features=8, rows={"train": 60, "test": 20}, say=print)
+    assert sorted(p.name for p in folder.iterdir()) == ["epsilon_normalized.bz2"]
+
+
 def test_labels_other_than_plus_minus_one_are_refused(tmp_path: Path) -> None:
     source = tmp_path / "bad.svm"
     source.write_text("0 1:0.5 2:0.25\n2 1:0.1\n")

@@ -25,7 +25,6 @@ import bz2
 import hashlib
 import json
 import pickle
-import shutil
 import tarfile
 import tempfile
 import time
@@ -130,17 +129,21 @@ def fetch(
     target: Path,
     say: Callable[[str], None] = print,
     expected_bytes: int | None = None,
+    max_bytes: int | None = None,
 ) -> None:
     """Download ``url`` into ``target``, saying how far it got about every 10 %.
 
     Raises :class:`DataSetMissing` naming the address when it cannot be fetched
     (no network, a wrong mirror, a server error), and :class:`DataSetCorrupt` when it
-    goes on past ``expected_bytes`` plus :data:`DOWNLOAD_MARGIN` (what was written is
-    left for the caller's scratch folder to remove).
+    goes on past ``expected_bytes`` plus :data:`DOWNLOAD_MARGIN`, or past ``max_bytes``
+    for a file whose exact size is not known (what was written is left for the caller's
+    scratch folder to remove).
     """
     started = time.monotonic()
     said = 0
-    limit = None if expected_bytes is None else int(expected_bytes * (1 + DOWNLOAD_MARGIN))
+    limit = max_bytes
+    if expected_bytes is not None:
+        limit = int(expected_bytes * (1 + DOWNLOAD_MARGIN))
     try:
         with urllib.request.urlopen(url) as response, target.open("wb") as out:
             total = int(response.headers.get("Content-Length") or 0) or expected_bytes or 0
@@ -148,10 +151,14 @@ def fetch(
             while chunk := response.read(1 << 20):
                 done += len(chunk)
                 if limit is not None and done > limit:
+                    size = (
+                        f"the file is {expected_bytes:,}"
+                        if expected_bytes is not None
+                        else "no such file can be larger"
+                    )
                     raise DataSetCorrupt(
-                        f"{url}: more than {limit:,} bytes, where the file is "
-                        f"{expected_bytes:,}; stopped (a wrong address, or a source that never "
-                        "ends)"
+                        f"{url}: more than {limit:,} bytes, where {size}; stopped (a wrong "
+                        "address, or a source that never ends)"
                     )
                 out.write(chunk)
                 fraction = min(1.0, done / total) if total else 0.0
@@ -239,6 +246,16 @@ def prepare_digits(name: str = "digits") -> Prepared:
 
 
 EPSILON_TEXT = {"train": "epsilon_normalized", "test": "epsilon_normalized.t"}
+# The most bytes one row of LIBSVM text can take per feature ("1999:-0.0123456789012345 ",
+# an index, a colon, a float as repr writes it, a space) and for its label and line end.
+LIBSVM_FEATURE_BYTES, LIBSVM_ROW_BYTES = 32, 8
+
+
+def libsvm_bound(rows: int, features: int) -> int:
+    """The most bytes a LIBSVM text file of ``rows`` rows of ``features`` features can take:
+    what a download or an unpacked ``.bz2`` of it may reach before it is stopped (the
+    compressed file is smaller still)."""
+    return rows * (features * LIBSVM_FEATURE_BYTES + LIBSVM_ROW_BYTES)
 
 
 def convert_libsvm(
@@ -304,8 +321,10 @@ def convert_libsvm(
     return rows
 
 
-def _text_source(folder: Path, name: str, download: bool, url: str) -> Path:
-    """The LIBSVM text file ``name`` in ``folder``: as is, unpacked from ``.bz2``, or fetched."""
+def _text_source(folder: Path, name: str, download: bool, url: str, max_bytes: int) -> Path:
+    """The LIBSVM text file ``name`` in ``folder``: as is, unpacked from ``.bz2``, or fetched;
+    a download or an unpacking past ``max_bytes`` (:func:`libsvm_bound`) is stopped, so a
+    wrong source cannot fill the disk."""
     text, packed = folder / name, folder / f"{name}.bz2"
     if text.is_file():
         return text
@@ -314,14 +333,24 @@ def _text_source(folder: Path, name: str, download: bool, url: str) -> Path:
             raise DataSetMissing(f"neither {text} nor {packed} exists")
         folder.mkdir(parents=True, exist_ok=True)
         with replaced_when_done(packed) as partial:
-            fetch(url, partial)
+            fetch(url, partial, max_bytes=max_bytes)
     try:
         with (
             replaced_when_done(text) as unpacked,
             bz2.open(packed, "rb") as src,
             unpacked.open("wb") as dst,
         ):
-            shutil.copyfileobj(src, dst, 1 << 24)
+            written = 0
+            while chunk := src.read(1 << 24):
+                written += len(chunk)
+                if written > max_bytes:
+                    raise DataSetCorrupt(
+                        f"{packed}: unpacks to more than {max_bytes:,} bytes, more than its "
+                        "rows can take; stopped (not the LIBSVM file)"
+                    )
+                dst.write(chunk)
+    except DataSetCorrupt:
+        raise
     except (OSError, EOFError, ValueError) as exc:
         raise DataSetCorrupt(
             f"{packed}: not a complete bzip2 file ({exc}); delete it and put the original "
@@ -350,7 +379,8 @@ def prepare_epsilon(
     if not all(path.is_file() for path in files.values()):
         for split, name in EPSILON_TEXT.items():
             try:
-                source = _text_source(folder, name, download, sources[split])
+                bound = libsvm_bound(rows[split], features)
+                source = _text_source(folder, name, download, sources[split], bound)
             except DataSetMissing as exc:
                 raise DataSetMissing(
                     f"epsilon: {exc}. Put LIBSVM's {name}.bz2 into {folder}, or pass --download"
