@@ -45,6 +45,7 @@ import argparse
 import contextlib
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -74,6 +75,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _group_alive(group: int) -> bool:
+    """Whether a process of process group ``group`` still runs."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 @dataclass
 class Airflow:
     """Airflow's components on this machine, and a small REST client of its API."""
@@ -82,6 +94,12 @@ class Airflow:
     env: dict[str, str]
     port: int
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
+    user: str = "probe"  # the simple auth manager's admin the REST calls sign in as
+    password: str = ""
+    token: str = ""  # its JWT, from /auth/token, renewed when the API answers 401
+    # Process groups of killed components: their children (a scheduler's LocalExecutor
+    # workers, its log server) live on, as on a machine whose scheduler died, until stop().
+    killed_groups: list[int] = field(default_factory=list)
 
     def start(self, component: str) -> None:
         log = (self.home / f"{component}.log").open("a")
@@ -95,21 +113,32 @@ class Airflow:
         )
 
     def kill(self, component: str) -> None:
-        """SIGKILL the component alone (the task processes it started live on)."""
+        """SIGKILL the component alone (the task processes it started live on); what is left
+        of its process group is ended by :meth:`stop`."""
         process = self.processes.pop(component)
         process.send_signal(signal.SIGKILL)
         process.wait()
+        self.killed_groups.append(process.pid)  # its session: it was started as its leader
 
     def stop(self) -> None:
-        for process in self.processes.values():
+        """End every component and whatever a killed one left running (SIGTERM, then
+        SIGKILL after 30 s)."""
+        groups = [process.pid for process in self.processes.values()] + self.killed_groups
+        for group in groups:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
+                os.killpg(group, signal.SIGTERM)
         for process in self.processes.values():
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(process.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        for group in self.killed_groups:
+            while _group_alive(group) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
 
     def cli(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -122,12 +151,30 @@ class Airflow:
         )
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        """The REST API's answer (status, JSON), as a person's script gets it: with a JWT of
+        the admin user, asked for at /auth/token (again when it has expired)."""
+        if not self.token and path != "/auth/token":
+            self.sign_in()
+        status, answer = self._send(method, path, body)
+        if status == 401 and path != "/auth/token":
+            self.sign_in()
+            status, answer = self._send(method, path, body)
+        return status, answer
+
+    def sign_in(self) -> None:
+        """A JWT for :attr:`user` (none while the API is not up: the next call asks again)."""
+        status, answer = self._send(
+            "POST", "/auth/token", {"username": self.user, "password": self.password}
+        )
+        self.token = answer.get("access_token", "") if status == 201 else ""
+
+    def _send(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.token and path != "/auth/token":
+            headers["Authorization"] = f"Bearer {self.token}"
         request = urllib.request.Request(
-            f"http://127.0.0.1:{self.port}{path}",
-            data=data,
-            method=method,
-            headers={"Content-Type": "application/json"},
+            f"http://127.0.0.1:{self.port}{path}", data=data, method=method, headers=headers
         )
         try:
             with urllib.request.urlopen(request, timeout=60) as answer:
@@ -575,7 +622,9 @@ def main() -> int:
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": metadata_url,
-        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        # The REST API as a person reaches it: a user of the simple auth manager, a JWT.
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "probe:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(root / "passwords.json"),
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
@@ -590,7 +639,9 @@ def main() -> int:
         "SCALEBENCH_NIGHTLY_REPEATS": "1",
     }
     (root / "airflow").mkdir(exist_ok=True)
-    airflow = Airflow(home=root / "airflow", env=env, port=port)
+    password = secrets.token_urlsafe(16)
+    (root / "passwords.json").write_text(json.dumps({"probe": password}))
+    airflow = Airflow(home=root / "airflow", env=env, port=port, password=password)
     outcomes: list[Outcome] = []
     watcher = Watcher(root / "results.db", root / "results")
     try:
