@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import re
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import REPO
 from sqlalchemy import select
@@ -536,6 +538,10 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     (done,) = [d.name[-5:] for d in running.parent.iterdir() if d.is_dir() and d != running]
     stopped = running.name[-5:]
     (unstarted_id,) = {"w1-r1", "w1-r2", "w1-r3"} - {done, stopped}
+    # Hold the training rank still until the task is stopped: a light run ends within
+    # seconds, and on a quick machine it could finish before the PATCH and the SIGTERM.
+    rank = rank_of_run(running)
+    rank.suspend()
     go.touch()
     # Live results: each group is in the database as soon as it ended, mid-sweep (read
     # while the PATCH goes out).
@@ -549,6 +555,9 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     answer = output_when_done(patch, patch_log, timeout=180)
     assert "PATCHED 200" in answer, answer[-3000:]
     proc.send_signal(signal.SIGTERM)  # the supervisor stops a task that is no longer running
+    time.sleep(0.5)
+    with contextlib.suppress(psutil.NoSuchProcess):
+        rank.resume()  # the launcher's SIGTERM waits for it: the rank ends as it would running
     out = output_when_done(proc, log, timeout=240)
     assert "DAG RUN failed" in out, out[-3000:]
     states = json.loads(out.split("DAG RUN failed", 1)[1].splitlines()[0])
@@ -639,6 +648,15 @@ def start_in_background(script: str, log: Path) -> subprocess.Popen:
 def output_when_done(proc: subprocess.Popen, log: Path, timeout: float) -> str:
     proc.wait(timeout=timeout)
     return log.read_text()
+
+
+def rank_of_run(run_dir: Path) -> psutil.Process:
+    """The process of the rank writing into ``run_dir`` (a one-worker group's only rank)."""
+    for process in psutil.process_iter(["cmdline"]):
+        argv = process.info["cmdline"] or []
+        if "workers.run" in argv and str(run_dir) in argv:
+            return process
+    pytest.fail(f"no rank process writes into {run_dir}")
 
 
 def wait_for_training(
