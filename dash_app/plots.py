@@ -29,7 +29,7 @@ import copy
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import plotly.graph_objects as go
 
@@ -37,6 +37,9 @@ from results_db.analytics import ScalingRow
 from scalebench.nodes import shape_label
 from scalebench.tasks.published import PublishedPoint
 from workers.records import PHASES
+
+if TYPE_CHECKING:
+    from results_db.queries.runs import RunInfo
 
 T = TypeVar("T")
 MAX_POINTS = 5000  # per trace
@@ -280,9 +283,9 @@ def node_boundary(
     return [(shape, label)]
 
 
-def ranks_per_node_of(runs: Sequence[Any]) -> int:
+def ranks_per_node_of(runs: Sequence[RunInfo]) -> int:
     """The ranks per node of a sweep's runs (one request, one value; 1 for none)."""
-    return max((int(getattr(r, "ranks_per_node", 1) or 1) for r in runs), default=1)
+    return max((r.ranks_per_node for r in runs), default=1)
 
 
 def spread_of(rows: Sequence[ScalingRow]) -> dict[str, Any]:

@@ -33,7 +33,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -48,7 +47,7 @@ from scalebench.network import NetworkProfile
 from scalebench.nodes import NodeShape
 from scalebench.rank import EXIT_DIVERGED, EXIT_NO_SPACE, LAUNCHER_PID_VARIABLE
 from workers.distributed import free_port
-from workers.node import Node, available_cpus, shares, stop_ranks
+from workers.node import Node, available_cpus, describe_exit, shares, stop_ranks
 
 if TYPE_CHECKING:
     from scalebench.sweep import GroupPlan
@@ -326,15 +325,7 @@ def _classify(
     if all(code == EXIT_DIVERGED for code in nonzero.values()):
         return "diverged", "the loss stopped being finite", next(iter(nonzero))
     culprits = {r: c for r, c in nonzero.items() if c != EXIT_DIVERGED}
-    exits = [f"rank {r} exited with {_describe_exit(c)}" for r, c in culprits.items()]
+    exits = [f"rank {r} exited with {describe_exit(c)}" for r, c in culprits.items()]
     if silent:
         return "failed", "; ".join([*silent.values(), *exits]), next(iter(silent))
     return "failed", "; ".join(exits), next(iter(culprits))
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "no exit status"
-    if code < 0:
-        return f"signal {signal.Signals(-code).name}"
-    return f"status {code}"

@@ -770,12 +770,6 @@ def cluster_marks(group: GroupEntry) -> list[str]:
     return marks
 
 
-def _ranks_per_node(request: dict[str, Any]) -> int:
-    """The request's ranks per node (1 where a sweep was written before it was asked)."""
-    value = request.get("ranks_per_node", 1)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 1 else 1
-
-
 def shared_nodes(ranks: Sequence[RankRecords]) -> dict[str, list[int]]:
     """Machines that more than one of the group's nodes ran on (machine -> node indexes),
     from the environment records' ``node`` (a pod's machine; ``host`` in records from
@@ -922,7 +916,8 @@ def _write_run(
             quarantined_lines=summary.bad_lines,
             placement=str(request.get("placement", "pack")),
             shared_node=shared_node,
-            ranks_per_node=_ranks_per_node(request),
+            # checked with the rest of the stored request; absent before it could be asked
+            ranks_per_node=request.get("ranks_per_node", 1),
             network=network,
             records_version=summary.records_version,
             contention_share=summary.contention_share,

@@ -43,6 +43,23 @@ os.environ["SCALEBENCH_COMPILE"] = "off"
 USER_VAR = REPO / "var"
 
 
+def light_rank_args(task: str, run_dir: Path, *extra: str) -> list[str]:
+    """``python -m workers.run`` arguments of a light ``task`` rank on the CPU writing into
+    ``run_dir`` (its name the run id), then ``extra``."""
+    return [
+        "--task",
+        task,
+        "--light",
+        "--results",
+        str(run_dir),
+        "--run-id",
+        run_dir.name,
+        "--device",
+        "cpu",
+        *extra,
+    ]
+
+
 def folder_state(folder: Path) -> dict[str, tuple[int, int]]:
     """Every file and folder under ``folder`` (relative path -> (size in bytes, modification
     time in ns); folders have size -1); empty when ``folder`` does not exist."""

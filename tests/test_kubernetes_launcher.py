@@ -535,10 +535,16 @@ class FakeCluster:
         return Response()
 
 
-def make_group(cluster: FakeCluster, lines: list[str] | None = None, **settings: Any):
+def make_group(
+    cluster: FakeCluster,
+    lines: list[str] | None = None,
+    plan: GroupPlan | None = None,
+    **settings: Any,
+):
+    """A started group of ``plan`` (default :func:`planned`) on ``cluster``."""
     settings.setdefault("schedule_timeout_s", 600)
     group = KubernetesGroup(
-        planned(),
+        plan or planned(),
         names=NAMES,
         settings=KubernetesSettings(**settings),
         sink=(lines.append if lines is not None else lambda line: None),

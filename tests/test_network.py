@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import light_rank_args
 
 from cli import main as cli
 from operators import shaped_network
@@ -350,23 +351,16 @@ class LinkRun:
 
 def run_light_task1a(run_dir: Path, profile: str) -> LinkRun:
     """One light Task 1a epoch (23 steps) at 2 workers on ``profile``."""
-    args = [
-        "--task",
+    args = light_rank_args(
         "task1a-resnet20-cifar10",
-        "--light",
-        "--results",
-        str(run_dir),
-        "--run-id",
-        run_dir.name,
-        "--device",
-        "cpu",
+        run_dir,
         "--max-epochs",
         "1",
         "--compile",
         "off",
         "--network",
         profile,
-    ]
+    )
     group = LocalGroup(
         args, 2, run_dir=run_dir, network=parse_profile(profile), sink=lambda line: None
     )
@@ -415,21 +409,7 @@ def test_a_slow_link_raises_the_communication_ratio(tmp_path: Path) -> None:
 def allreduce_s(run_dir: Path, shape: tuple[int, int], profile: str) -> float:
     """The median seconds of a 4 MB (10**6 float32) all-reduce of a light Task 0 group of 2
     ranks as ``shape`` (nodes, ranks per node) on ``profile`` between nodes."""
-    args = [
-        "--task",
-        "task0-allreduce",
-        "--light",
-        "--results",
-        str(run_dir),
-        "--run-id",
-        run_dir.name,
-        "--device",
-        "cpu",
-        "--repetitions",
-        "3",
-        "--network",
-        profile,
-    ]
+    args = light_rank_args("task0-allreduce", run_dir, "--repetitions", "3", "--network", profile)
     nodes, per_node = shape
     group = LocalGroup(
         args,

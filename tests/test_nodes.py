@@ -19,6 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import light_rank_args
 
 from operators.local_launcher import LocalGroup
 from scalebench.manifest import configuration_hash
@@ -156,18 +157,14 @@ def test_a_pod_of_several_ranks_that_fails_names_the_rank_its_node_starter_named
     termination message naming rank 3: the group fails naming rank 3, every rank of the pod
     gets its status, and the log tail is that pod's."""
     from test_kubernetes_launcher import (
-        DATA,
         NAMES,
         FakeCluster,
         assert_cleaned_up,
         finished_pod,
+        make_group,
         planned,
         running_pod,
     )
-    from test_kubernetes_launcher import ROOT as RESULTS
-
-    from operators.kubernetes import KubernetesSettings
-    from operators.kubernetes.group import KubernetesGroup
 
     failed = finished_pod(1, 1, "Error", finished_s=20)
     terminated = failed["status"]["containerStatuses"][0]["state"]["terminated"]
@@ -180,21 +177,7 @@ def test_a_pod_of_several_ranks_that_fails_names_the_rank_its_node_starter_named
     plan = planned(4)
     plan = replace(plan, request=replace(plan.request, ranks_per_node=2))
     lines: list[str] = []
-    group = KubernetesGroup(
-        plan,
-        names=NAMES,
-        settings=KubernetesSettings(schedule_timeout_s=600),
-        sink=lines.append,
-        batch_api=cluster,
-        core_api=cluster,
-        networking_api=cluster,
-        clock=cluster.clock,
-        sleep=cluster.sleep,
-        results_root=RESULTS,
-        data_root=DATA,
-        poll_interval_s=5,
-    )
-    group.start()
+    group = make_group(cluster, lines, plan)
     (job,) = cluster.created_jobs
     assert job["spec"]["completions"] == 2
     assert any("2 pod(s) of 2 ranks" in line for line in lines)
@@ -270,22 +253,10 @@ def test_a_pods_ranks_share_its_cpu_quota_not_the_machines_cores(
 
 
 def _worker_args(run_dir: Path, *extra: str) -> list[str]:
-    return [
-        "--task",
-        "task0-allreduce",
-        "--light",
-        "--results",
-        str(run_dir),
-        "--run-id",
-        run_dir.name,
-        "--device",
-        "cpu",
-        "--max-elements",
-        "1000",
-        "--repetitions",
-        "2",
-        *extra,
-    ]
+    """Light Task 0 to 1,000 elements, two repetitions a size: seconds."""
+    return light_rank_args(
+        "task0-allreduce", run_dir, "--max-elements", "1000", "--repetitions", "2", *extra
+    )
 
 
 @pytest.mark.slow

@@ -229,10 +229,19 @@ class Node:
             first = next(i for i, c in enumerate(codes) if c not in (None, 0, EXIT_DIVERGED))
             rank = self.ranks[first]
         code = codes[first]
-        if code is None or code < 0:  # killed by a signal (or never seen to end)
-            how = "no exit status" if code is None else f"signal {signal.Signals(-code).name}"
-            return EXIT_FAILED, f"rank {rank} exited with {how}"
-        return code, f"rank {rank} exited with status {code}"
+        # A signal (or no status seen) is a failure of the node; a status is passed on.
+        status = code if code is not None and code > 0 else EXIT_FAILED
+        return status, f"rank {rank} exited with {describe_exit(code)}"
+
+
+def describe_exit(code: int | None) -> str:
+    """A rank's exit as its verdict words it: ``status 1``, ``signal SIGKILL``, or ``no exit
+    status`` (never seen to end)."""
+    if code is None:
+        return "no exit status"
+    if code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"status {code}"
 
 
 CPU_MAX = Path("/sys/fs/cgroup/cpu.max")  # cgroup v2: "<quota> <period>" or "max <period>"
