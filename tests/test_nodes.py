@@ -269,9 +269,11 @@ def test_local_nodes_give_each_rank_its_node_and_local_rank(tmp_path: Path) -> N
     result = group.wait(300)
     assert result.status == "succeeded", result.reason
     placed = []
+    node_cpus = max(1, len(os.sched_getaffinity(0)) // 2)  # each node's half of the cores
     for rank in read_run(run_dir):
         (env,) = rank.by_kind["env"][:1]
         placed.append((env["node_rank"], env["local_rank"], env["local_world_size"]))
+        assert 1 <= env["cpus_allowed"] <= node_cpus  # pinned within its node's share
     assert placed == [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]
 
 
