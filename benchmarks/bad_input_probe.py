@@ -748,6 +748,18 @@ def settings_cases() -> list[Case]:
                 valid=True,
             )
         )
+    for value in ["abc", "0", "-1", "nan", "inf", "", "1e400", "86401"]:
+        cases.append(
+            Case(
+                family,
+                f"ingest with SCALEBENCH_STATEMENT_TIMEOUT_S={value!r}",
+                INGEST,
+                env={"SCALEBENCH_STATEMENT_TIMEOUT_S": value},
+                build=lambda d: place(d, "good"),
+                names="SCALEBENCH_STATEMENT_TIMEOUT_S",
+                both=True,
+            )
+        )
     for value in ["abc", "2", "-0.1", "nan", "inf", "", "1e400"]:
         cases.append(
             Case(

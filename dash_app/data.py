@@ -35,6 +35,7 @@ from results_db.queries import nightly as nightly_queries
 from results_db.queries import projection as projection_queries
 from results_db.queries import runs as runs_queries
 from results_db.queries import sweeps as sweeps_queries
+from scalebench.config import BadSetting
 
 T = TypeVar("T")
 
@@ -88,6 +89,8 @@ class Source:
         self.configuration_problem: str | None = None  # a URL no engine can be made of
         try:
             self.engine = readonly_engine(database_url)
+        except BadSetting as exc:
+            self.configuration_problem = str(exc)
         except (ArgumentError, NoSuchModuleError, ModuleNotFoundError, ValueError) as exc:
             self.configuration_problem = (
                 f"SCALEBENCH_DATABASE_URL is not a results database URL this dashboard can "

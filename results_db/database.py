@@ -28,7 +28,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-from scalebench.config import VAR
+from scalebench.config import VAR, statement_timeout_s
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
@@ -77,6 +77,7 @@ def make_engine(url: str) -> Engine:
     its folder created (:class:`NoSuchFolder` for another file whose folder is missing, or
     a name that is a URI without ``uri=true``)."""
     parsed = make_url(url)
+    connect_args = _connect_args(parsed)  # reads its setting whatever the database
     if parsed.get_backend_name() == "sqlite":
         _uri_without_uri(parsed)
         if parsed.database and parsed.database != ":memory:" and "uri" not in parsed.query:
@@ -91,7 +92,7 @@ def make_engine(url: str) -> Engine:
             cursor.close()
 
         return engine
-    return create_engine(url, pool_pre_ping=True, connect_args=_connect_args(parsed))
+    return create_engine(url, pool_pre_ping=True, connect_args=connect_args)
 
 
 # Seconds a PostgreSQL connection may take to be made, handshake and login included: a
@@ -99,11 +100,29 @@ def make_engine(url: str) -> Engine:
 CONNECT_TIMEOUT_S = 10
 
 
-def _connect_args(parsed: URL) -> dict[str, object]:
-    """psycopg2's connection settings: :data:`CONNECT_TIMEOUT_S` unless the URL sets one."""
-    if parsed.get_driver_name() != "psycopg2" or "connect_timeout" in parsed.query:
+def _connect_args(parsed: URL, read_only: bool = False) -> dict[str, object]:
+    """psycopg2's connection settings: :data:`CONNECT_TIMEOUT_S` unless the URL sets one,
+    the server's ``statement_timeout`` from ``SCALEBENCH_STATEMENT_TIMEOUT_S`` (its watch
+    below counts from this setting, whatever the URL's ``options`` hold), and a connection
+    whose waits for the server are bounded by that timeout (:mod:`results_db.pg_watch`).
+    ``read_only``: every transaction read-only, whatever the URL's options say."""
+    timeout_s = statement_timeout_s()  # a bad setting is refused whatever the database
+    if parsed.get_driver_name() != "psycopg2":
         return {}
-    return {"connect_timeout": CONNECT_TIMEOUT_S}
+    from results_db.pg_watch import watched_connection
+
+    options = [f"-c statement_timeout={round(timeout_s * 1000)}"]
+    own = parsed.query.get("options")
+    options.extend([own] if isinstance(own, str) else own or ())
+    if read_only:  # last: the URL's options cannot undo it
+        options.append("-c default_transaction_read_only=on")
+    settings: dict[str, object] = {
+        "options": " ".join(options),
+        "connection_factory": watched_connection(timeout_s),
+    }
+    if "connect_timeout" not in parsed.query:
+        settings["connect_timeout"] = CONNECT_TIMEOUT_S
+    return settings
 
 
 def readonly_url(url: str, once: bool = False) -> URL:
@@ -143,15 +162,9 @@ def readonly_engine(url: str, once: bool = False) -> Engine:
     Nothing is created: a SQLite file that does not exist stays missing. ``once``: see
     :func:`readonly_url`."""
     parsed = readonly_url(url, once)
+    connect_args = _connect_args(parsed, read_only=True)
     if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg2":
-        return create_engine(
-            parsed,
-            pool_pre_ping=True,
-            connect_args={
-                "options": "-c default_transaction_read_only=on",
-                **_connect_args(parsed),
-            },
-        )
+        return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
     return create_engine(parsed, pool_pre_ping=parsed.get_backend_name() != "sqlite")
 
 

@@ -131,14 +131,25 @@ RETRY_DELAYS_S = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 
 def transient(exc: BaseException) -> bool:
     """Whether ``exc`` is the database going away (a dropped connection, a restart, a
-    server not answering yet), which the same work may survive if tried again."""
-    if isinstance(exc, OperationalError) or getattr(exc, "connection_invalidated", False):
-        return True
+    server not answering yet), which the same work may survive if tried again. A statement
+    that outlived the statement timeout (cancelled by the server, or unanswered and hung up
+    on) is not: it would take as long again."""
     try:  # a COPY talks to psycopg2 directly: its errors come unwrapped
         import psycopg2
+        import psycopg2.errors
+
+        from results_db.pg_watch import NoAnswer
     except ImportError:
+        psycopg2 = None
+    if psycopg2 is not None and isinstance(
+        getattr(exc, "orig", None) or exc, NoAnswer | psycopg2.errors.QueryCanceled
+    ):
         return False
-    return isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
+    if isinstance(exc, OperationalError) or getattr(exc, "connection_invalidated", False):
+        return True
+    return psycopg2 is not None and isinstance(
+        exc, psycopg2.OperationalError | psycopg2.InterfaceError
+    )
 
 
 def with_retries(action: Callable[[], T], say: Callable[[str], None], what: str) -> T:

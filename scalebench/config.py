@@ -9,6 +9,7 @@
 | ``SCALEBENCH_POOL``       | ``scalebench_workers``       | Airflow pool (k slots a group) |
 | ``SCALEBENCH_LIVE_INGEST_S``| ``60``                     | loads of a running group (s; 0: none) |
 | ``SCALEBENCH_CONTENTION_THRESHOLD``| ``0.10``     | share of a group's cores others may take |
+| ``SCALEBENCH_STATEMENT_TIMEOUT_S``| ``300``       | longest wait for a PostgreSQL answer (s) |
 | ``SCALEBENCH_MLPERF_ORG``   | ``scalebench``               | MLPerf log: ``submission_org``   |
 | ``SCALEBENCH_MLPERF_PLATFORM``| rank 0's hardware × ranks  | MLPerf log: ``submission_platform`` |
 | ``SCALEBENCH_MLPERF_DIVISION``| ``open``                   | MLPerf log: ``open`` or ``closed`` |
@@ -104,6 +105,13 @@ def live_ingest_s() -> float:
     """Seconds between loads of what a running group's ranks wrote so far (0: only at its
     end); bad values raise, naming the variable."""
     return _number("SCALEBENCH_LIVE_INGEST_S", "60", 0, 1e9, "0 or more seconds")
+
+
+def statement_timeout_s() -> float:
+    """Seconds one PostgreSQL statement (a commit or a COPY included) may take before it is
+    given up on (``SCALEBENCH_STATEMENT_TIMEOUT_S``, default 300); bad values raise, naming
+    the variable."""
+    return _number("SCALEBENCH_STATEMENT_TIMEOUT_S", "300", 1, 86400, "1 to 86400 seconds")
 
 
 def contention_threshold() -> float:

@@ -362,6 +362,124 @@ def test_a_postgresql_that_accepts_and_never_answers_is_given_up_on_naming_the_t
     assert "Traceback" not in err
 
 
+def test_a_postgresql_that_logs_in_and_never_answers_a_statement_is_given_up_on(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that completes the handshake and login, then never answers a statement (a
+    hung server, or a proxy holding the connection): the wait ends after the statement
+    timeout, and the error names it."""
+    import struct
+    import threading
+    import time
+
+    from cli import main as cli
+    from results_db import pg_watch
+
+    def message(kind: bytes, body: bytes) -> bytes:
+        return kind + struct.pack("!i", len(body) + 4) + body
+
+    def log_in_and_hold(conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:  # SSL and GSS encryption requests are declined, then the startup
+                (length, code) = struct.unpack("!ii", conn.recv(8, socket.MSG_WAITALL))
+                if code in (80877103, 80877104):
+                    conn.sendall(b"N")
+                    continue
+                conn.recv(length - 8, socket.MSG_WAITALL)
+                break
+            status = (  # what a real server reports: psycopg2 then sends nothing itself
+                (b"server_version", b"15.0"),
+                (b"client_encoding", b"UTF8"),
+                (b"DateStyle", b"ISO, MDY"),
+                (b"standard_conforming_strings", b"on"),
+                (b"integer_datetimes", b"on"),
+            )
+            conn.sendall(
+                message(b"R", struct.pack("!i", 0))  # authentication ok
+                + b"".join(message(b"S", k + b"\0" + v + b"\0") for k, v in status)
+                + message(b"K", struct.pack("!ii", 4242, 1))
+                + message(b"Z", b"I")  # ready for query
+            )
+            while conn.recv(1 << 16):  # every statement is read, none answered
+                pass
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            with contextlib.suppress(OSError):
+                conn = server.accept()[0]
+                held.append(conn)
+                threading.Thread(target=log_in_and_hold, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    monkeypatch.setenv("SCALEBENCH_STATEMENT_TIMEOUT_S", "1")
+    monkeypatch.setattr(pg_watch, "GRACE_S", 0.5)
+    url = f"postgresql+psycopg2://nobody@127.0.0.1:{server.getsockname()[1]}/results"
+    started = time.monotonic()
+    try:
+        code = cli.main(["ingest", str(DATA_SWEEP), "--database", url])
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+    waited = time.monotonic() - started
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "no answer from the server within the statement timeout: 1 s" in err, err
+    assert "SCALEBENCH_STATEMENT_TIMEOUT_S" in err and "Traceback" not in err
+    assert held and waited < 30
+
+
+def test_a_slow_statement_is_ended_by_the_servers_own_statement_timeout(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each connection sets the server's statement_timeout, so a live server cancels a
+    statement longer than the setting itself, before the client's watch would hang up."""
+    from conftest import POSTGRES_URL
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    from results_db.database import make_engine, readonly_engine
+
+    monkeypatch.setenv("SCALEBENCH_STATEMENT_TIMEOUT_S", "1")
+    for engine in (make_engine(POSTGRES_URL), readonly_engine(POSTGRES_URL)):
+        try:
+            with engine.connect() as connection:
+                assert connection.execute(text("SHOW statement_timeout")).scalar() == "1s"
+                with pytest.raises(OperationalError, match="statement timeout"):
+                    connection.execute(text("SELECT pg_sleep(3)"))
+        finally:
+            engine.dispose()
+
+
+def test_a_statement_that_outlived_its_timeout_is_not_tried_again() -> None:
+    """A dropped connection is tried again; a statement the server cancelled at its timeout,
+    or one hung up on unanswered, is not (it would take as long again, six times over)."""
+    import psycopg2
+    import psycopg2.errors
+    from sqlalchemy.exc import OperationalError
+
+    from results_db.ingest import transient
+    from results_db.pg_watch import NoAnswer
+
+    def wrapped(orig: Exception) -> OperationalError:
+        return OperationalError("SELECT 1", {}, orig)
+
+    assert transient(wrapped(psycopg2.OperationalError("server closed the connection")))
+    assert transient(psycopg2.InterfaceError("connection already closed"))
+    for timed_out in (NoAnswer("no answer"), psycopg2.errors.QueryCanceled("statement timeout")):
+        assert not transient(wrapped(timed_out)) and not transient(timed_out)
+
+
 DATA_SWEEP = Path(__file__).parent / "data" / "sweep-light"
 
 
