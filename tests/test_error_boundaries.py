@@ -251,6 +251,34 @@ def test_a_folder_that_cannot_be_read_or_written_is_named(
     assert_refused(done, says, prefix)
 
 
+def test_a_run_folder_or_sweep_json_that_cannot_be_read_is_named_and_the_rest_loads(
+    tmp_path: Path,
+) -> None:
+    """Mode 000 (root without its capabilities reads it as any user would): the run is
+    refused naming the folder and why, never taken for a rank that wrote nothing; a sweep
+    whose sweep.json cannot be read is refused by name, and the sweeps beside it load."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from records_factory import FakeRun, write_training_sweep
+
+    results = tmp_path / "results"
+    sweep_dir = write_training_sweep(results, "sid", [FakeRun(1), FakeRun(2)])
+    other_dir = write_training_sweep(results, "other", [FakeRun(1)])
+    (sweep_dir / "sid-w1-r1").chmod(0)
+    (other_dir / "sweep.json").chmod(0)
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    try:
+        done = run(scalebench("ingest", str(results), "--database", url), {}, tmp_path)
+    finally:
+        (sweep_dir / "sid-w1-r1").chmod(0o755)
+        (other_dir / "sweep.json").chmod(0o644)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in out, out
+    assert "refused sid-w1-r1: cannot read sid-w1-r1: Permission denied" in out, out
+    assert "wrote no records" not in out
+    assert f"refused sweep {other_dir / 'sweep.json'}: cannot be read (Permission denied)" in out
+    assert "sid-w2-r1: succeeded" in out
+
+
 def test_a_revision_alembic_cannot_reach_is_refused_naming_it(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'r.db'}"
     done = run(
