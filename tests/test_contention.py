@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -185,13 +184,11 @@ while time.monotonic() < end:
 """
 
 
-@pytest.fixture(scope="module")
-def contended_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def contended_sweep(root: Path) -> tuple[str, str]:
     """A light Task 2a group at 1 worker (2 threads), run and ingested while a process burns
     a core for its first :data:`BURNED_EPOCHS` epochs: (database URL, sweep id)."""
     from cli import main as cli
 
-    root = tmp_path_factory.mktemp("contended")
     url = f"sqlite:///{root / 'results.db'}"
     burner = subprocess.Popen([sys.executable, "-c", BURNER, str(root / "results")])
     try:
@@ -217,13 +214,23 @@ def contended_sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
         burner.wait()
     assert status == 0
     (sweep_dir,) = (root / "results").iterdir()
-    yield url, sweep_dir.name
+    return url, sweep_dir.name
 
 
-def test_a_run_beside_a_core_burner_is_stored_contended(contended_sweep: tuple[str, str]) -> None:
+# One real group beside a real burner, trained once and checked from the store to the page.
+# Other tests beside it can only add to what others take of its cores: it runs with the
+# other slow tests.
+@pytest.mark.slow
+def test_a_run_beside_a_core_burner_is_stored_contended_and_marked_in_chromium(
+    tmp_path: Path,
+) -> None:
+    from browser import Page, chromium
+    from werkzeug.serving import make_server
+
+    from dash_app.app import create_app
     from results_db.database import make_engine
 
-    url, _ = contended_sweep
+    url, sweep_id = contended_sweep(tmp_path)
     engine = make_engine(url)
     try:
         ((share, contended, hardware),) = stored(engine).values()
@@ -234,16 +241,6 @@ def test_a_run_beside_a_core_burner_is_stored_contended(contended_sweep: tuple[s
     assert contended and share > 0.25, share
     assert hardware
 
-
-def test_the_scaling_page_marks_the_contended_run_in_chromium(
-    contended_sweep: tuple[str, str],
-) -> None:
-    from browser import Page, chromium
-    from werkzeug.serving import make_server
-
-    from dash_app.app import create_app
-
-    url, sweep_id = contended_sweep
     app = create_app(url, stylesheets=[])
     httpd = make_server("127.0.0.1", 0, app.server, threaded=True)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
