@@ -21,6 +21,7 @@ from dash_app import plots
 from dash_app.data import FIRST_SWEEP, QUICKSTART, BadInput, DataUnavailable
 from results_db import regressions
 from results_db.queries.sweeps import SweepInfo
+from scalebench import statuses
 from scalebench.tasks.published import SOURCE, PublishedPoint, published_points
 
 log = logging.getLogger(__name__)
@@ -29,17 +30,6 @@ F = TypeVar("F", bound=Callable[..., Any])
 REFRESH_MS = 10_000  # how often a page with a running sweep reloads its figures
 UNEXPECTED = "The dashboard hit an unexpected error; the details are in the server's log."
 
-OUTCOME_COLOURS = {
-    "succeeded": "success",
-    "running": "info",
-    "partial": "warning",
-    "failed": "danger",
-    "cancelled": "secondary",
-    "diverged": "danger",
-    "timed_out": "danger",
-    "preempted": "warning",
-    "not_admitted": "secondary",
-}
 
 DEFINITIONS = {
     "time_to_accuracy": "Time to accuracy: wall time from the group's common start to the end "
@@ -184,7 +174,7 @@ def empty_database() -> dbc.Alert:
 def badge(outcome: str | None) -> dbc.Badge:
     """A sweep's or run's outcome as a coloured badge."""
     text = outcome or "unknown"
-    return dbc.Badge(text, color=OUTCOME_COLOURS.get(text, "secondary"), className="me-1")
+    return dbc.Badge(text, color=statuses.colour(text), className="me-1")
 
 
 def graph(element_id: str) -> dcc.Graph:

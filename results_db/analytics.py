@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from scalebench.manifest import NOT_STARTED
+from scalebench.statuses import NOT_STARTED
 
 COMPUTE_PHASES = ("forward", "loss", "backward", "optimizer")
 

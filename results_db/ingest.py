@@ -75,7 +75,6 @@ from scalebench.diskspace import NO_SPACE
 from scalebench.errors import describe
 from scalebench.manifest import (
     MANIFEST,
-    NOT_STARTED,
     TRIGGERS,
     GroupEntry,
     Manifest,
@@ -83,6 +82,7 @@ from scalebench.manifest import (
 )
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.request import InvalidParameter, check_stored
+from scalebench.statuses import NOT_STARTED
 from scalebench.tasks import TASKS, AllReduceSpec, Goal, TrainingSpec
 from workers.records import (
     PHASES,

@@ -46,18 +46,6 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 # JSONB on PostgreSQL (indexable, compact), JSON elsewhere.
 JSONType = JSON().with_variant(JSONB(), "postgresql")
 
-RUN_STATUSES = (
-    "planned",  # not started yet
-    "skipped",  # never started: the sweep was stopped first
-    "running",
-    "succeeded",
-    "failed",
-    "diverged",
-    "cancelled",
-    "timed_out",
-    "preempted",  # Kubernetes: a pod was preempted, evicted or drained
-    "not_admitted",  # Kubernetes: the Kueue queue never admitted the group
-)
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",

@@ -46,6 +46,7 @@ from scalebench.request import (
     FIELDS,
     MAX_GROUP_TIMEOUT_S,
 )
+from scalebench.statuses import GROUP_STATUSES
 
 MANIFEST = "sweep.json"  # beside a sweep's run directories
 
@@ -53,20 +54,8 @@ VERDICTS = "verdicts.jsonl"
 RESERVE = ".space-reserve"  # freed for the verdicts and sweep.json when the disk fills
 RESERVE_BYTES = 32 * 1024  # a few hundred verdict lines, or the final sweep.json of any sweep
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
-GROUP_STATUSES = (
-    "planned",
-    "succeeded",
-    "failed",
-    "diverged",
-    "timed_out",
-    "cancelled",
-    "skipped",
-    "preempted",  # Kubernetes: a pod was preempted, evicted or drained
-    "not_admitted",  # Kubernetes: the Kueue queue never admitted the Job
-)
 
 TRIGGERS = ("manual", "scheduled", "cli")  # a person (the form), the nightly run, the CLI
-NOT_STARTED = ("planned", "skipped")  # a group that has not run (yet): nothing measured
 
 
 class BadManifest(ValueError):

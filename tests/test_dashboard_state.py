@@ -23,6 +23,7 @@ from dash_app.pages.runs import RunsState
 from dash_app.pages.scaling import SweepState
 from dash_app.pages.trend import TrendState
 from dash_app.state import to_search
+from scalebench.statuses import RUN_STATUSES
 
 PARSERS = [
     overview_page.parse_overview,
@@ -221,7 +222,7 @@ def test_hostile_values_never_raise(parse) -> None:  # type: ignore[no-untyped-d
                         "float32",
                         "float16",
                         "bfloat16",
-                        *state.RUN_STATUSES,
+                        *RUN_STATUSES,
                     )
                 )
         if hasattr(parsed, "q"):

@@ -17,7 +17,7 @@ from dash import Dash, Input, Output, ctx, dash_table, dcc, html
 from dash_app import components as ui
 from dash_app import data, tables
 from dash_app.state import SORTABLE_RUN_COLUMNS, Query, to_search
-from results_db.models import RUN_STATUSES
+from scalebench.statuses import RUN_STATUSES
 
 PATH = "/runs"
 TITLE = "Runs"
