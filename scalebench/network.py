@@ -112,18 +112,24 @@ def parse_profile(text: Any) -> NetworkProfile:
     return NetworkProfile(rate, delay_s)
 
 
+def listed(value: Any) -> Sequence[Any]:
+    """What a list field was given, as its items: a comma-separated string's non-blank parts
+    (``"host,1gbit"``, ``"1,2,4"``), a sequence as it is, any other value alone. The profiles
+    here and the request's worker counts are read through it."""
+    if isinstance(value, str):
+        return [part for part in value.split(",") if part.strip()]
+    if isinstance(value, Sequence):
+        return value
+    return [value]
+
+
 def parse_profiles(value: Any) -> tuple[NetworkProfile, ...]:
     """``"host,1gbit"``, ``["host", "1gbit"]`` or ``None`` (host) → distinct profiles in the
     order given (profiles already read are taken as they are); :class:`BadProfile` on a bad
     one, an empty list or too many."""
     if value is None:
         return (HOST_PROFILE,)
-    if isinstance(value, str):
-        items: Sequence[Any] = [part for part in value.split(",") if part.strip()]
-    elif isinstance(value, Sequence):
-        items = value
-    else:
-        items = [value]
+    items = listed(value)
     if not items:
         raise BadProfile("give at least one profile, e.g. host or host,1gbit")
     profiles = tuple(

@@ -36,6 +36,7 @@ from scalebench.network import (
     NETWORK_PATTERN,
     BadProfile,
     NetworkProfile,
+    listed,
     parse_profiles,
 )
 from scalebench.nodes import MAX_RANKS_PER_NODE
@@ -634,12 +635,7 @@ def _read_path(field: RequestField, value: Any) -> Path | None:
 
 def _read_counts(field: RequestField, value: Any) -> tuple[int, ...]:
     """``"1,2,4"``, ``[1, 2, 4]`` or ``4`` → (1, 2, 4): distinct, ascending, each ≥ 1."""
-    if isinstance(value, str):
-        items: Sequence[Any] = [part for part in value.split(",") if part.strip()]
-    elif isinstance(value, Sequence):
-        items = value
-    else:
-        items = [value]
+    items = listed(value)
     if not items:
         raise InvalidParameter(field.name, "give at least one worker count, e.g. 1,2,4")
     sizes = [_whole_number(field, item) for item in items]
