@@ -64,7 +64,7 @@ def params(spec: TaskSpec) -> dict[str, Param]:
         field.name: param(field, spec)
         for field in FIELDS
         if field.in_form
-        and (training or not field.training_only)
+        and field.asked_of(training)
         and (field.name != "download" or downloadable(spec.data.name))
     }
 
@@ -111,6 +111,8 @@ def param(field: RequestField, spec: TaskSpec) -> Param:
             **text,
         )
     if field.kind == "choice":
+        if default is None:  # empty: decided when validated, as the help says
+            return Param(None, type=["null", "string"], enum=[None, *choices], **text)
         return Param(default, type="string", enum=choices, **text)
     if field.kind == "bool":
         return Param(default, type="boolean", **text)

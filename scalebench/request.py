@@ -64,6 +64,8 @@ MAX_GROUPS = 500  # worker counts × repeats × network profiles
 DEFAULT_REPEATS = 3
 MAX_GROUP_TIMEOUT_S = 7 * 24 * 3600.0  # a week: the longest full task on one worker fits
 MAX_GPUS_PER_WORKER = 16
+MAX_ELEMENTS = 2**31 - 1  # one message of Task 0: a tensor index torch takes anywhere
+MAX_REPETITIONS = 100_000
 MAX_THREADS_PER_WORKER = 256
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?"
@@ -96,7 +98,8 @@ class RequestField:
     """One field of a request. ``name`` is what users type (form key, ``--name-with-dashes``
     unless ``flag`` says otherwise); ``default`` None means decided when validated (the help
     says how). ``minimum``/``maximum`` bound numbers (seconds for ``seconds``);
-    ``training_only`` fields are not asked of the all-reduce task, nor ``in_form`` false ones
+    ``training_only`` fields are not asked of the all-reduce task, ``allreduce_only`` ones only
+    of it, nor ``in_form`` false ones
     in the trigger form (they are still accepted there); ``needs`` names the
     launcher capability (:class:`~scalebench.launchers.LauncherSpec`) a value other than the
     default requires. ``to_ranks``: every rank is given the value (its option in
@@ -115,6 +118,7 @@ class RequestField:
     maximum: float | None = None
     flag: str = ""
     training_only: bool = False
+    allreduce_only: bool = False
     needs: str = ""
     in_form: bool = True
     pattern: str = ""
@@ -134,6 +138,10 @@ class RequestField:
         if shown:
             text += " " + "; ".join(f"{choice}: {meaning}" for choice, meaning in shown) + "."
         return text
+
+    def asked_of(self, training: bool) -> bool:
+        """Whether a training task (``training``) or the all-reduce task takes this field."""
+        return not ((self.training_only and not training) or (self.allreduce_only and training))
 
     @property
     def option(self) -> str:
@@ -227,6 +235,45 @@ class SweepRequest:
         default=0,
         minimum=0,
         maximum=MAX_SEED,  # and seed + repeats - 1 too: scalebench.sweep checks it
+    )
+    max_elements: int | None = ask(
+        name="max_elements",
+        title="Largest message (elements)",
+        help="Task 0 only: message sizes above this many elements are left out, for a quick "
+        "look at the small ones (with --light and --repetitions 2, a sweep of seconds); not "
+        "given: every size of the task.",
+        kind="int",
+        minimum=1,
+        maximum=MAX_ELEMENTS,
+        allreduce_only=True,
+        to_ranks=True,
+        compared=True,
+        usual=None,
+    )
+    repetitions: int | None = ask(
+        name="repetitions",
+        title="Timed repetitions",
+        help="Task 0 only: timed all-reduces of each size (after its untimed warm-up ones); "
+        "not given: the task's (100, light 10).",
+        kind="int",
+        minimum=1,
+        maximum=MAX_REPETITIONS,
+        allreduce_only=True,
+        to_ranks=True,
+        compared=True,
+        usual=None,
+    )
+    dtype: str | None = ask(
+        name="dtype",
+        title="Data type",
+        help="Task 0 only: the one data type to all-reduce; not given: each the task lists "
+        "(float32 and float16).",
+        kind="choice",
+        choices=("float32", "float16"),
+        allreduce_only=True,
+        to_ranks=True,
+        compared=True,
+        usual=None,
     )
     variant: str = ask(
         name="variant",

@@ -120,7 +120,10 @@ def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
     # Rank 0 of a training group writes an MLPerf log; a bad SCALEBENCH_MLPERF_* is refused
     # for every task all the same, so that a setting is never taken without a word.
     check_mlperf_settings()
-    if isinstance(spec, AllReduceSpec):
+    for name, field in FIELD.items():
+        if field.allreduce_only and values[name] is not None and isinstance(spec, TrainingSpec):
+            raise InvalidParameter(name, f"only the all-reduce task takes {name}, not {spec.id}")
+    if isinstance(spec, AllReduceSpec):  # its sizes start at 1 element: max_elements keeps one
         refusals = {
             "variant": (values["variant"] != "sync", "the all-reduce task has no training variant"),
             "precision": (
@@ -345,8 +348,9 @@ class GroupPlan:
         group's run id, seed and link. ``workers.run`` reads them by the same declarations."""
         args = ["--task", self.request.task, "--results", results_dir, "--run-id", self.run_id]
         for field in RANK_FIELDS:
-            if self.training or not field.training_only:
-                args += field.argv(getattr(self.request, field.name))
+            value = getattr(self.request, field.name)
+            if field.asked_of(self.training) and value is not None:
+                args += field.argv(value)
         args += ["--seed", str(self.seed), "--data-dir", data_dir]
         if self.network.shaped:
             args += ["--network", self.network.name]

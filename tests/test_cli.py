@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -168,6 +169,67 @@ def test_run_all_reduce_prints_latency_and_bus_bandwidth(
     big = next(r for r in rows if r[1] == "float32" and r[2] == "1000000")
     assert float(big[-2]) > 0  # busbw
     assert big[-1] == "10"  # repetitions behind the figures
+
+
+def test_a_quick_all_reduce_sweep_measures_only_the_sizes_type_and_repetitions_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Task 0's own fields: sizes up to 1,000 elements, float32 only, 2 timed repetitions
+    each; every rank measured just that, and the sweep is another configuration than the
+    task's whole light sweep."""
+    import json
+
+    from scalebench.manifest import configuration_hash
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    argv = ["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1"]
+    argv += ["--max-elements", "1000", "--dtype", "float32", "--repetitions", "2"]
+    status = cli.main([*argv, "--results", str(tmp_path), "--no-ingest"])
+    out = capsys.readouterr().out
+    assert status == 0, out
+    (sweep_dir,) = tmp_path.iterdir()
+    for rank in (0, 1):
+        records = [
+            json.loads(line)
+            for line in next(sweep_dir.glob(f"*/rank-{rank}.jsonl")).read_text().splitlines()
+        ]
+        measured = [r for r in records if r["kind"] == "allreduce"]
+        assert {(r["dtype"], r["elements"]) for r in measured} == {
+            ("float32", n) for n in (1, 3, 10, 32, 100, 316, 1000)
+        }
+        assert all(len(r["seconds"]) == 2 for r in measured)
+    request = json.loads((sweep_dir / "sweep.json").read_text())["request"]
+    assert (request["max_elements"], request["dtype"], request["repetitions"]) == (
+        1000,
+        "float32",
+        2,
+    )
+    whole = {**request, "max_elements": None, "dtype": None, "repetitions": None}
+    assert configuration_hash(request) != configuration_hash(whole)
+    # a sweep stored before these fields existed keeps its configuration
+    older = {k: v for k, v in whole.items() if k not in ("max_elements", "dtype", "repetitions")}
+    assert configuration_hash(whole) == configuration_hash(older)
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["task1a-resnet20-cifar10", "--max-elements", "10"], "max_elements: only the all-reduce"),
+        (["task2a-logreg-epsilon", "--dtype", "float16"], "dtype: only the all-reduce task"),
+        (["task0-allreduce", "--max-elements", "0"], "max_elements: must be at least 1"),
+        (["task0-allreduce", "--repetitions", "-1"], "repetitions: must be at least 1"),
+        (["task0-allreduce", "--dtype", "int8"], "dtype: must be one of float32, float16"),
+    ],
+)
+def test_task0s_fields_are_refused_elsewhere_and_out_of_range(
+    argv: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with contextlib.suppress(SystemExit):
+        status = cli.main(["run", *argv, "--light", "--results", str(tmp_path), "--no-ingest"])
+        assert status == 2
+    err = capsys.readouterr().err
+    assert says in err and "Traceback" not in err, err
+    assert not list(tmp_path.iterdir())  # refused before any worker started
 
 
 def test_report_refuses_a_directory_without_a_sweep(

@@ -422,7 +422,7 @@ def test_the_failed_ranks_last_lines_reach_the_verdicts_reason(tmp_path: Path) -
     assert result.log_tail and all(line.startswith(f"[rank {rank}] ") for line in result.log_tail)
     reason = result.reason_with_log()
     assert reason.startswith(result.reason + "; its last lines: ")
-    assert "argument --max-elements: invalid int value: 'many'" in reason
+    assert "argument --max-elements: must be a whole number, got 'many'" in reason
 
 
 def test_a_reason_carries_only_the_failed_ranks_last_nonempty_lines() -> None:

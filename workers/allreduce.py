@@ -30,6 +30,7 @@ class AllReduceOptions:
     light: bool
     repetitions: int | None = None  # None: the spec's
     max_elements: int | None = None  # drop sizes above this many elements
+    dtype: str | None = None  # only this one of the spec's data types (None: each)
 
 
 def message_sizes(spec: AllReduceSpec, light: bool, max_elements: int | None = None) -> list[int]:
@@ -102,7 +103,7 @@ def seconds_to_go(taken: Sequence[tuple[int, float]], remaining: Sequence[int]) 
 def run(
     spec: AllReduceSpec, options: AllReduceOptions, tracker: Tracker, device: torch.device
 ) -> str:
-    """Measure every (dtype, size); returns ``completed``."""
+    """Measure every (dtype, size) the options leave in; returns ``completed``."""
     backend = str(dist.get_backend())
     repetitions = options.repetitions or (
         spec.light_repetitions if options.light else spec.repetitions
@@ -118,7 +119,7 @@ def run(
         device=str(device),
     )
     measured, unsupported = [], []
-    for name in spec.dtypes:
+    for name in [options.dtype] if options.dtype else spec.dtypes:
         if dtype_supported(DTYPES[name], device):
             measured.append(name)
         else:

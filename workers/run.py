@@ -106,8 +106,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=None)
     add_rank_options(parser)
     parser.add_argument("--max-epochs", type=int, default=None, help="override the spec's limit")
-    parser.add_argument("--repetitions", type=int, default=None, help="task 0: override")
-    parser.add_argument("--max-elements", type=int, default=None, help="task 0: largest size")
     return parser.parse_args(argv)
 
 
@@ -128,11 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         group = group_env_from(os.environ)
         if not 0 <= args.seed <= MAX_SEED:
             raise GroupConfigError(f"--seed must be between 0 and {MAX_SEED}, got {args.seed}")
-        for name in ("max_epochs", "repetitions", "max_elements"):
-            value = getattr(args, name)
-            if value is not None and value < 1:
-                flag = "--" + name.replace("_", "-")
-                raise GroupConfigError(f"{flag} must be at least 1, got {value}")
+        if args.max_epochs is not None and args.max_epochs < 1:
+            raise GroupConfigError(f"--max-epochs must be at least 1, got {args.max_epochs}")
         if not isinstance(spec, AllReduceSpec):
             check_mlperf_settings()  # what rank 0's MLPerf log will say (SCALEBENCH_MLPERF_*)
         if not args.light and not isinstance(spec, AllReduceSpec):
@@ -207,7 +202,9 @@ def main(argv: list[str] | None = None) -> int:
             tracker.submission(submission(spec, info, device, group.world_size))
         init_group(group, args.backend, args.collective_timeout_s)
         if isinstance(spec, AllReduceSpec):
-            options = allreduce.AllReduceOptions(args.light, args.repetitions, args.max_elements)
+            options = allreduce.AllReduceOptions(
+                args.light, args.repetitions, args.max_elements, args.dtype
+            )
             allreduce.run(spec, options, tracker, device)
         else:
             options = engine.TrainingOptions(
