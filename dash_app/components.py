@@ -14,8 +14,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import Output, dash_table, dcc, html, no_update
+from dash import Output, dcc, html, no_update
 
 from dash_app import plots
 from dash_app.data import FIRST_SWEEP, QUICKSTART, BadInput, DataUnavailable
@@ -345,25 +346,59 @@ def published_for(sweep: SweepInfo, wanted: bool) -> tuple[tuple[PublishedPoint,
     return points, published_note(sweep.task, sweep.light, points)
 
 
-def table(element_id: str, rows: list[dict[str, Any]], **options: Any) -> dash_table.DataTable:
-    """A plain, compact table of ``rows`` (dicts with the same keys)."""
-    columns = [{"name": name, "id": name} for name in (rows[0] if rows else [])]
-    return dash_table.DataTable(
+# Every grid: rows as tall as their wrapped text, the grid as tall as its rows, every column
+# drawn (none left out of the page for being off screen), field names taken literally (a
+# column may be named "p (95 %)" or "v1.2"), one sorted column at a time.
+GRID_OPTIONS: dict[str, Any] = {
+    "domLayout": "autoHeight",
+    "suppressColumnVirtualisation": True,
+    "suppressFieldDotNotation": True,
+    "suppressMultiSort": True,
+    "enableCellTextSelection": True,
+}
+COLUMN_DEFAULTS: dict[str, Any] = {
+    "sortable": True,
+    "resizable": True,
+    "wrapText": True,
+    "autoHeight": True,
+}
+
+
+def column(field: str, header: str | None = None, link: bool = False) -> dict[str, Any]:
+    """A grid column showing ``field``; with ``link``, its value is a Markdown link
+    (``[text](href)``) followed in the same tab."""
+    definition: dict[str, Any] = {"field": field, "headerName": header or field}
+    if link:
+        definition["cellRenderer"] = "markdown"
+    return definition
+
+
+def grid(
+    element_id: str,
+    columns: list[dict[str, Any]],
+    rows: list[dict[str, Any]],
+    **options: Any,
+) -> dag.AgGrid:
+    """An AG Grid of ``rows`` under ``columns`` (see :func:`column`), sized to its rows and
+    the page's width; ``options`` are further :class:`dash_ag_grid.AgGrid` properties."""
+    grid_options = {**GRID_OPTIONS, **options.pop("dashGridOptions", {})}
+    return dag.AgGrid(
         id=element_id,
-        data=rows,
-        columns=options.pop("columns", columns),
-        style_table={"overflowX": "auto"},
-        style_cell={
-            "fontFamily": "inherit",
-            "fontSize": "0.9rem",
-            "textAlign": "left",
-            "padding": "4px 8px",
-            "whiteSpace": "normal",
-            "height": "auto",
-        },
-        style_header={"fontWeight": "bold", "backgroundColor": "#f4f6f8"},
+        columnDefs=columns,
+        rowData=rows,
+        defaultColDef=COLUMN_DEFAULTS,
+        columnSize="responsiveSizeToFit",
+        dashGridOptions=grid_options,
+        style={"height": None, "width": "100%"},
         **options,
     )
+
+
+def table(element_id: str, rows: list[dict[str, Any]], links: Sequence[str] = ()) -> dag.AgGrid:
+    """A plain, compact grid of ``rows`` (dicts with the same keys), sortable by any column
+    in the browser; the columns named in ``links`` hold Markdown links."""
+    columns = [column(name, link=name in links) for name in (rows[0] if rows else [])]
+    return grid(element_id, columns, rows)
 
 
 def help_text(key: str) -> html.Details:

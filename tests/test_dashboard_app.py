@@ -63,12 +63,6 @@ HOSTILE = [
 ]
 
 
-# Dash 4 deprecates its DataTable in favour of dash-ag-grid (not a dependency here).
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
-)
-
-
 def text_of(component: Any) -> str:
     """Every string in a serialised component tree, joined (what a reader would see)."""
     if isinstance(component, str):
@@ -197,20 +191,20 @@ def test_runs_table_searches_sorts_and_pages(client: Client) -> None:
         "runs-q.value": "",
         "runs-status.value": "all",
         "runs-task.value": None,
-        "runs-table.sort_by": [],
-        "runs-table.page_current": 0,
+        "runs-table.columnState": [],
+        "runs-pages.active_page": 1,
     }
-    out = client.call("runs-table.data", {**base, "runs-q.value": "peer"}, "runs-q.value")
-    assert [r["status"] for r in out["runs-table"]["data"]] == ["failed"]
+    out = client.call("runs-table.rowData", {**base, "runs-q.value": "peer"}, "runs-q.value")
+    assert [r["status"] for r in out["runs-table"]["rowData"]] == ["failed"]
     assert out["runs-url"]["search"] == "?q=peer"
-    sort = [{"column_id": "time_to_accuracy_s", "direction": "asc"}]
-    paged = {**base, "runs-table.sort_by": sort, "runs-table.page_current": 1}
-    out = client.call("runs-table.data", paged, "runs-table.sort_by")
-    assert out["runs-table"]["page_count"] == 2 and out["runs-table"]["page_current"] == 1
+    sort = [{"colId": "run", "sort": None}, {"colId": "time_to_accuracy_s", "sort": "asc"}]
+    paged = {**base, "runs-table.columnState": sort, "runs-pages.active_page": 2}
+    out = client.call("runs-table.rowData", paged, "runs-table.columnState")
+    assert out["runs-pages"]["max_value"] == 2 and out["runs-pages"]["active_page"] == 2
     assert out["runs-url"]["search"] == "?sort=time_to_accuracy_s&order=asc&page=1"
-    first = client.call("runs-table.data", {**base, "runs-table.sort_by": sort})
+    first = client.call("runs-table.rowData", {**base, "runs-table.columnState": sort})
     # the real 1-worker light run
-    assert first["runs-table"]["data"][0]["time_to_accuracy_s"] == "1.83 s"
+    assert first["runs-table"]["rowData"][0]["time_to_accuracy_s"] == "1.83 s"
     assert "42 run(s)" in first["runs-count"]["children"]
 
 
@@ -274,7 +268,7 @@ def test_compare_shows_the_regression_verdict(client: Client) -> None:
         {"compare-a.value": LATEST_NIGHT, "compare-b.value": BASELINE_NIGHT},
     )
     assert "REGRESSION flagged by the nightly detector" in text_of(out["compare-verdict"])
-    table = out["compare-table"]["children"]["props"]["data"]
+    table = out["compare-table"]["children"]["props"]["rowData"]
     assert table[0]["TTA change"] == "+10.6 %"
     assert table[0]["A against B alone"].startswith("slower, not significant")
 
@@ -339,12 +333,12 @@ def test_fuzzed_urls_and_values_get_friendly_answers(client: Client) -> None:
                 {"cost-sweep.value": KNOWN, "cost-instance.value": value, "cost-gpu.value": value},
             ),
             (
-                "runs-table.data",
+                "runs-table.rowData",
                 {
                     "runs-q.value": value,
                     "runs-status.value": value,
-                    "runs-table.sort_by": [{"column_id": value}],
-                    "runs-table.page_current": value,
+                    "runs-table.columnState": [{"colId": value, "sort": value}],
+                    "runs-pages.active_page": value,
                 },
             ),
         ):
@@ -560,7 +554,7 @@ def test_a_sweep_on_two_network_profiles_draws_a_curve_for_each(tmp_path: Path) 
         "compare-table.children",
         {"compare-a.value": "two-links-later", "compare-b.value": "two-links"},
     )
-    rows = compared["compare-table"]["children"]["props"]["data"]
+    rows = compared["compare-table"]["children"]["props"]["rowData"]
     changes = {(r["network"], r["workers"]): r["TTA change"] for r in rows}
     assert changes == {
         ("host", 1): "+0.0 %",

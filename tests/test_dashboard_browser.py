@@ -26,11 +26,6 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 
 from dash_app.app import create_app
 
-# Dash 4 deprecates its DataTable in favour of dash-ag-grid (not a dependency here).
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
-)
-
 
 class QuietHandler(WSGIRequestHandler):
     def log_request(self, *args: Any, **kwargs: Any) -> None:
@@ -169,6 +164,46 @@ def test_filters_live_in_the_address(page: Page) -> None:
     checked = page.driver.find_element(By.CSS_SELECTOR, "#trend-metric input[value=samples_per_s]")
     assert checked.is_selected()
     assert page.traces("trend-figure")[0]["y"] == pytest.approx([640.0] * 8)
+
+
+# The Runs grid's cells: each row's value in one column, top to bottom, and its colour
+CELLS = """
+return Array.from(document.querySelectorAll(
+  '#runs-table .ag-center-cols-container .ag-row .ag-cell[col-id="' + arguments[0] + '"]'
+)).sort((a, b) => a.closest('.ag-row').getAttribute('row-index')
+                - b.closest('.ag-row').getAttribute('row-index'))
+  .map(c => [c.textContent, getComputedStyle(c).color, getComputedStyle(c).fontWeight,
+             (c.querySelector('a') || {}).href || null]);
+"""
+RED = "rgb(176, 42, 55)"
+
+
+def test_runs_sort_on_the_server_page_and_keep_both_in_the_address(page: Page) -> None:
+    """A click on a header sorts every run (not just the page shown) and goes into the
+    address, the pager turns the page, a reload keeps both; a run that did not succeed shows
+    its status in red and bold, and each run links to its page."""
+    page.open("/runs")
+    page.shows("runs-count", "42 run(s); page 1 of 2")
+    header = '#runs-table .ag-header-cell[col-id="time_to_accuracy_s"]'
+    page.driver.find_element(By.CSS_SELECTOR, f"{header} .ag-header-cell-label").click()
+    page.until(lambda: page.url == "/runs?sort=time_to_accuracy_s&order=asc", "the address")
+    page.idle()
+    cells = page.until(lambda: page.driver.execute_script(CELLS, "time_to_accuracy_s"), "rows")
+    assert cells[0][0] == "1.83 s" and len(cells) == 25  # the real 1-worker light run first
+    page.driver.find_element(By.XPATH, "//*[@id='runs-pages']//a[normalize-space()='2']").click()
+    page.until(lambda: page.url.endswith("order=asc&page=1"), "the address to name page 2")
+    page.idle()
+    page.driver.refresh()
+    page.idle()
+    page.shows("runs-count", "42 run(s); page 2 of 2")
+    arrow = f"{header}[aria-sort=ascending]"
+    page.until(lambda: page.driver.find_elements(By.CSS_SELECTOR, arrow), "the header's arrow")
+    statuses = page.until(lambda: page.driver.execute_script(CELLS, "status"), "the statuses")
+    assert len(statuses) == 17 and {text for text, *_ in statuses} > {"succeeded"}
+    for text, color, weight, _ in statuses:
+        assert (color == RED and weight == "700") == (text != "succeeded"), (text, color)
+    links = page.driver.execute_script(CELLS, "run")
+    assert all(href == f"{page.base}/run?id={text}" for text, _, _, href in links), links[0]
 
 
 HOSTILE = [

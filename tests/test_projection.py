@@ -599,9 +599,6 @@ def test_the_quick_start_and_a_10mbit_pair_are_projected_as_one(recorded_pair: s
 
 @pytest.mark.slow  # about 15 s: a browser and a server
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-@pytest.mark.filterwarnings(
-    r"ignore:\s*The dash_table.DataTable will be removed:DeprecationWarning"
-)
 def test_the_scaling_page_projects_the_pair_picked_in_chromium(recorded_pair: str) -> None:
     """On Scaling, the host sweep, the newest Task 0 sweep (10mbit) to begin with: host has no
     fit, so nothing is projected and that is said; the 10mbit training sweep and the host Task 0

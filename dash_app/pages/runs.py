@@ -1,7 +1,9 @@
 """Runs: every run, searchable and sortable; each links to its own page.
 
 URL: ``/runs?q=<text>&status=<status>&task=<task>&sort=<column>&order=asc|desc&page=<n>``.
-Sorting and paging happen on the server, so only one page of rows is sent.
+Sorting and paging happen on the server, so only one page of rows is sent: a click on a
+column's header changes the grid's column state, which the callback reads; the pager below
+the grid picks the page.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, ctx, dash_table, dcc, html
+from dash import Dash, Input, Output, ctx, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, tables
@@ -25,19 +27,54 @@ INTRO = "Every training group at one worker count and repeat, newest first."
 PAGE_SIZE = 25
 FILTERS = ("runs-q", "runs-status", "runs-task")
 LIMIT = 5000  # newest runs searched; narrow with the filters to reach older ones
+# The server sorts: the grid keeps the rows in the order they are sent (every pair equal).
+KEEP_ORDER = {"comparator": {"function": "0"}}
+# A run that did not succeed: its status in red and bold.
+NOT_SUCCEEDED = {"color": "#b02a37", "fontWeight": "bold"}
+STATUS_STYLE = {
+    "styleConditions": [{"condition": "params.value != 'succeeded'", "style": NOT_SUCCEEDED}]
+}
 COLUMNS = [
-    {"name": "run", "id": "run", "presentation": "markdown"},
-    {"name": "sweep", "id": "sweep"},
-    {"name": "task", "id": "task"},
-    {"name": "workers", "id": "workers"},
-    {"name": "repeat", "id": "repeat"},
-    {"name": "status", "id": "status"},
-    {"name": "time to accuracy", "id": "time_to_accuracy_s"},
-    {"name": "samples/s", "id": "samples_per_s"},
-    {"name": "communication ratio", "id": "communication_ratio"},
-    {"name": "started", "id": "started"},
-    {"name": "reason", "id": "reason"},
+    {
+        **ui.column(field, header, link=field == "run"),
+        **KEEP_ORDER,
+        **({"cellStyle": STATUS_STYLE} if field == "status" else {}),
+    }
+    for field, header in (
+        ("run", "run"),
+        ("sweep", "sweep"),
+        ("task", "task"),
+        ("workers", "workers"),
+        ("repeat", "repeat"),
+        ("status", "status"),
+        ("time_to_accuracy_s", "time to accuracy"),
+        ("samples_per_s", "samples/s"),
+        ("communication_ratio", "communication ratio"),
+        ("started", "started"),
+        ("reason", "reason"),
+    )
 ]
+
+
+def sorted_columns(sort: str, order: str) -> list[dict[str, Any]]:
+    """:data:`COLUMNS`, ``sort`` shown sorted in ``order`` (its arrow in the header)."""
+    return [{**c, "sort": order} if c["field"] == sort else c for c in COLUMNS]
+
+
+def column_state(sort: str, order: str) -> list[dict[str, Any]]:
+    """The grid's column state with ``sort`` sorted in ``order``, every column in place."""
+    return [{"colId": c["field"], "sort": order if c["field"] == sort else None} for c in COLUMNS]
+
+
+def sort_of(state: Any) -> tuple[str, str]:
+    """The sorted column and its order in the grid's column state; the newest first when no
+    column it names is sorted (or the state is not the grid's)."""
+    for entry in state if isinstance(state, list) else []:
+        if isinstance(entry, dict) and entry.get("sort") in ("asc", "desc"):
+            column = entry.get("colId")
+            if isinstance(column, str) and column in tables.RUN_SORT_KEYS:
+                return column, entry["sort"]
+    return "started", "desc"
 
 
 # -- the page's URL state -----------------------------------------------------------
@@ -122,36 +159,21 @@ def _layout(state: RunsState, problems: list[str]) -> html.Div:
         ],
         className="mb-3",
     )
-    grid = dash_table.DataTable(
-        id="runs-table",
-        columns=COLUMNS,
-        data=[],
-        sort_action="custom",
-        sort_mode="single",
-        sort_by=[{"column_id": state.sort, "direction": state.order}],
-        page_action="custom",
-        page_current=state.page,
-        page_size=PAGE_SIZE,
-        page_count=1,
-        markdown_options={"link_target": "_self"},
-        style_table={"overflowX": "auto"},
-        style_cell={
-            "fontFamily": "inherit",
-            "fontSize": "0.85rem",
-            "textAlign": "left",
-            "padding": "4px 8px",
-            "maxWidth": "28rem",
-            "whiteSpace": "normal",
-            "height": "auto",
-        },
-        style_header={"fontWeight": "bold", "backgroundColor": "#f4f6f8"},
-        style_data_conditional=[
-            {
-                "if": {"filter_query": '{status} != "succeeded"', "column_id": "status"},
-                "color": "#b02a37",
-                "fontWeight": "bold",
-            },
-        ],
+    grid = ui.grid(
+        "runs-table",
+        sorted_columns(state.sort, state.order),
+        [],
+        columnState=column_state(state.sort, state.order),
+    )
+    pager = dbc.Pagination(
+        id="runs-pages",
+        active_page=state.page + 1,
+        max_value=1,
+        first_last=True,
+        previous_next=True,
+        fully_expanded=False,
+        size="sm",
+        className="mt-2",
     )
     return ui.page(
         TITLE,
@@ -161,6 +183,7 @@ def _layout(state: RunsState, problems: list[str]) -> html.Div:
         controls,
         html.Div(id="runs-count", className="text-muted mb-2"),
         grid,
+        pager,
         problems=problems,
     )
 
@@ -168,9 +191,9 @@ def _layout(state: RunsState, problems: list[str]) -> html.Div:
 OUTPUTS = {
     "search": Output("runs-url", "search"),
     "count": Output("runs-count", "children"),
-    "rows": Output("runs-table", "data"),
-    "page_count": Output("runs-table", "page_count"),
-    "page_current": Output("runs-table", "page_current"),
+    "rows": Output("runs-table", "rowData"),
+    "page_count": Output("runs-pages", "max_value"),
+    "page_current": Output("runs-pages", "active_page"),
     "refresh_off": Output("runs-refresh", "disabled"),
 }
 
@@ -186,24 +209,25 @@ def update(
     q: str | None,
     status: str | None,
     task: str | None,
-    sort_by: list[dict[str, str]] | None,
+    columns: list[dict[str, Any]] | None,
     page: int | None,
     new_filter: bool = False,
 ) -> dict[str, Any]:
-    """The named :data:`OUTPUTS`: URL search, count line, table rows, page count, current
-    page, refresh.
+    """The named :data:`OUTPUTS`: URL search, count line, grid rows, page count, current
+    page (the pager's, from 1), refresh.
 
-    ``new_filter``: a filter changed, so the table goes back to its first page.
+    ``columns``: the grid's column state, which names the sorted column; ``page``: the
+    pager's page, from 1. ``new_filter``: a filter changed, so the grid goes back to its
+    first page.
     """
-    sort = (sort_by or [{}])[0]
-    sort_column = sort.get("column_id")
+    sort, order = sort_of(columns)
     state = RunsState(
         q=(q or "")[:100],
         status=status or "all",
         task=task or None,
-        sort=sort_column if sort_column in tables.RUN_SORT_KEYS else "started",
-        order="asc" if sort.get("direction") == "asc" else "desc",
-        page=0 if new_filter else max(0, page or 0),
+        sort=sort,
+        order=order,
+        page=0 if new_filter else max(0, (page or 1) - 1),
     )
     runs = data.current().runs(
         search=state.q or None,
@@ -222,7 +246,7 @@ def update(
         count=count,
         rows=rows,
         page_count=pages,
-        page_current=state.page,
+        page_current=state.page + 1,
         refresh_off=not running,
     )
 
@@ -237,13 +261,13 @@ def register(app: Dash) -> None:
             Input("runs-q", "value"),
             Input("runs-status", "value"),
             Input("runs-task", "value"),
-            Input("runs-table", "sort_by"),
-            Input("runs-table", "page_current"),
+            Input("runs-table", "columnState"),
+            Input("runs-pages", "active_page"),
             Input("runs-refresh", "n_intervals"),
         ],
     )(wired)
 
 
-def wired(q: Any, status: Any, task: Any, sort_by: Any, page: Any, _tick: Any) -> dict[str, Any]:
-    """The callback: :func:`update`, told whether a filter (not the table) changed."""
-    return update(q, status, task, sort_by, page, ctx.triggered_id in FILTERS)
+def wired(q: Any, status: Any, task: Any, columns: Any, page: Any, _tick: Any) -> dict[str, Any]:
+    """The callback: :func:`update`, told whether a filter (not the grid or pager) changed."""
+    return update(q, status, task, columns, page, ctx.triggered_id in FILTERS)

@@ -180,17 +180,7 @@ def update(
         for f in flags
     ]
     flag_table = (
-        ui.table(
-            "trend-flag-table",
-            rows,
-            markdown_options={"link_target": "_self"},
-            columns=[
-                {"name": k, "id": k, "presentation": "markdown"}
-                if k == "compare"
-                else {"name": k, "id": k}
-                for k in rows[0]
-            ],
-        )
+        ui.table("trend-flag-table", rows, links=("compare",))
         if rows
         else html.P("None in these nights.")
     )
