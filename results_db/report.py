@@ -1,6 +1,6 @@
 """The tables the command line prints, from the results database's named queries.
 
-Every figure comes from ``results_db/queries.py``, the same rows the dashboard
+Every figure comes from ``results_db/queries``, the same rows the dashboard
 draws: :func:`sweep_report` reads them for one sweep and the pure functions
 below lay them out as text.
 """

@@ -1,7 +1,7 @@
 """Named queries for the command line and the dashboard; each returns plain rows.
 
 One module a subject: ``sweeps``, ``runs``, ``communication``, ``costs``,
-``nightly``, ``export``.
+``nightly``, ``projection``, ``export``.
 
 Every function takes a SQLAlchemy ``Connection`` and returns dataclass rows
 (numbers in seconds, dollars, bytes and bytes/second, as named), computed
