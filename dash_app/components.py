@@ -1,35 +1,27 @@
-"""Building blocks every page shares: page frame, alerts, badges, graphs, pickers.
+"""Building blocks every page shares: page frame, alerts, badges, graphs, pickers, grids.
 
-Also :func:`guarded`, which turns any failure of a layout or callback into a
-friendly message on the page (database trouble with its advice, anything
-else as "logged on the server") instead of a traceback or a broken page.
+How a page is registered, and how its callbacks are wired and guarded, is
+:mod:`dash_app.wiring`.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
-from dash import Output, dcc, html, no_update
+from dash import dcc, html
 
 from dash_app import plots
-from dash_app.data import FIRST_SWEEP, QUICKSTART, BadInput, DataUnavailable
+from dash_app.data import FIRST_SWEEP, QUICKSTART
 from results_db import regressions
 from results_db.queries.sweeps import SweepInfo
 from scalebench import statuses
 from scalebench.tasks.published import SOURCE, PublishedPoint, published_points
 
-log = logging.getLogger(__name__)
-F = TypeVar("F", bound=Callable[..., Any])
-
 REFRESH_MS = 10_000  # how often a page with a running sweep reloads its figures
-UNEXPECTED = "The dashboard hit an unexpected error; the details are in the server's log."
 
 
 DEFINITIONS = {
@@ -46,82 +38,6 @@ DEFINITIONS = {
     "(cost(k) / cost(1)) / speedup(k): below 1.0 the extra workers pay for themselves.",
     "regression": f"A nightly is flagged when {regressions.RULE.describe()}.",
 }
-
-
-WRONG_KINDS = "This page was asked with inputs of a kind it never sends; reload the page."
-
-# Names a callback's annotations use, and the kinds of value each admits.
-_KINDS: dict[str, tuple[type, ...]] = {
-    "str": (str,),
-    "int": (int,),
-    "float": (int, float),
-    "bool": (bool,),
-    "None": (type(None),),
-    "list": (list,),
-    "dict": (dict,),
-}
-
-
-def wrong_kinds(
-    signature: inspect.Signature, args: Sequence[Any], kwargs: Mapping[str, Any]
-) -> list[str]:
-    """The arguments of a call that are not of the kind a callback's ``signature`` declares
-    (``str | None``, ``list[str]``, ...), as ``name=<type>``; parameters annotated in
-    other words are not checked."""
-    found = []
-    try:
-        bound = signature.bind_partial(*args, **kwargs).arguments
-    except TypeError:
-        return ["the number of inputs"]
-    for name, value in bound.items():
-        annotation = str(signature.parameters[name].annotation)
-        names = [part.strip().split("[", 1)[0] for part in annotation.split("|")]
-        if not names or not all(n in _KINDS for n in names):
-            continue
-        kinds = tuple(kind for n in names for kind in _KINDS[n])
-        if isinstance(value, bool) and bool not in kinds:
-            found.append(f"{name}=bool")
-        elif not isinstance(value, kinds):
-            found.append(f"{name}={type(value).__name__}")
-    return found
-
-
-def guarded(fallback: Callable[[str], Any]) -> Callable[[F], F]:
-    """Decorate a layout or callback: on failure return ``fallback(message)`` instead. A
-    call whose inputs are not of the kinds the function declares (what no page of this
-    dashboard sends) is refused before it runs, with one log line naming them; a query
-    refusing an argument (:class:`~dash_app.data.BadInput`) the same way."""
-
-    def decorate(function: F) -> F:
-        signature = inspect.signature(function)
-
-        @functools.wraps(function)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            odd = wrong_kinds(signature, args, kwargs)
-            try:
-                if odd:
-                    raise BadInput(f"inputs of the wrong kind: {', '.join(odd)}")
-                return function(*args, **kwargs)
-            except DataUnavailable as exc:
-                return fallback(str(exc))
-            except BadInput as exc:
-                log.warning("dashboard: %s refused: %s", function.__qualname__, str(exc)[:300])
-                return fallback(WRONG_KINDS)
-            except Exception:
-                log.exception("dashboard: %s failed", function.__qualname__)
-                return fallback(UNEXPECTED)
-
-        return wrapper  # type: ignore[return-value]
-
-    return decorate
-
-
-def unchanged(outputs: Mapping[str, Output], **values: Any) -> dict[str, Any]:
-    """A callback's named outputs: ``values`` where given, nothing updated elsewhere."""
-    unknown = set(values) - set(outputs)
-    if unknown:
-        raise KeyError(f"not outputs of this callback: {', '.join(sorted(unknown))}")
-    return {name: values.get(name, no_update) for name in outputs}
 
 
 def page(title: str, intro: str, *children: Any, problems: Sequence[str] = ()) -> html.Div:

@@ -136,7 +136,6 @@ def test_communication_to_computation_divides_by_the_compute_phases_only() -> No
 def test_a_speedup_above_the_worker_count_is_flagged_where_it_is_shown() -> None:
     """The loaded-machine case: 1 worker at 437 s, 2 at 82 s is a speedup of 5.3 on 2
     workers. The table, the Scaling page's table and its speedup figure all flag it."""
-    from dash_app.pages import scaling
     from dash_app.pages.scaling import figures
     from results_db.report import training_table
 
@@ -149,7 +148,7 @@ def test_a_speedup_above_the_worker_count_is_flagged_where_it_is_shown() -> None
     table = training_table(rows, [], {}, "top1_accuracy")
     assert f"! {analytics.SUPERLINEAR_NOTE} (at 2 worker(s))" in table
     assert "5.33 !" in table and "3.64 !" not in table
-    shown = scaling.scaling_rows_table(rows)
+    shown = figures.scaling_rows_table(rows)
     assert analytics.SUPERLINEAR_NOTE in shown[1]["speedup"]
     assert analytics.SUPERLINEAR_NOTE not in shown[2]["speedup"]
     flagged = [t for t in figures.speedup_figure(rows).data if t.name == analytics.SUPERLINEAR_NOTE]

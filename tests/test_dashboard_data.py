@@ -26,10 +26,10 @@ from sqlalchemy.exc import DBAPIError
 
 from dash_app import tables
 from dash_app.data import DataUnavailable, Source
-from dash_app.pages import trend
 from dash_app.pages.communication import figures as communication_figures
 from dash_app.pages.cost import figures as cost_figures
 from dash_app.pages.scaling import figures as scaling_figures
+from dash_app.pages.trend import figures as trend_figures
 from results_db.database import make_engine
 from results_db.ingest import ingest_location
 from results_db.models import Price
@@ -242,18 +242,18 @@ def test_nightly_trend_and_flags(source: Source) -> None:
     assert {(f.sweep_id, f.world_size, f.metric) for f in flags} == {
         (LATEST_NIGHT, 2, "time_to_accuracy_s")
     }
-    figure = trend.trend_figure(points, flags, "time_to_accuracy_s")
+    figure = trend_figures.trend_figure(points, flags, "time_to_accuracy_s")
     marked = next(t for t in figure.data if t.name == "flagged regression")
     assert list(marked.y) == pytest.approx([110.5])
     assert "+10.0 %" in marked.text[0]
     # a night judged relative to the machine's reference marks its time to accuracy too
     relative = [replace(f, metric="time_to_accuracy_per_reference") for f in flags]
-    figure = trend.trend_figure(points, relative, "time_to_accuracy_s")
+    figure = trend_figures.trend_figure(points, relative, "time_to_accuracy_s")
     marked = next(t for t in figure.data if t.name == "flagged regression")
     assert list(marked.y) == pytest.approx([110.5])
     assert not any(
         t.name == "flagged regression"
-        for t in trend.trend_figure(points, relative, "samples_per_s").data
+        for t in trend_figures.trend_figure(points, relative, "samples_per_s").data
     )
 
 

@@ -10,11 +10,11 @@ from types import SimpleNamespace
 import pytest
 
 from dash_app import plots, tables
-from dash_app.pages import trend
 from dash_app.pages.communication import figures as communication_figures
 from dash_app.pages.cost import figures as cost_figures
 from dash_app.pages.run import figures as run_figures
 from dash_app.pages.scaling import figures as scaling_figures
+from dash_app.pages.trend import figures as trend_figures
 from results_db.analytics import scaling_rows
 from results_db.queries.communication import AllReduceRow, PhaseRow
 from results_db.queries.costs import CostRow
@@ -222,7 +222,7 @@ def test_empty_inputs_give_figures_that_say_why() -> None:
         cost_figures.cost_figure([]),
         communication_figures.allreduce_latency_figure([]),
         run_figures.loss_figure([]),
-        trend.trend_figure([], [], "time_to_accuracy_s"),
+        trend_figures.trend_figure([], [], "time_to_accuracy_s"),
     ):
         assert not figure.data and figure.layout.annotations[0].text
 

@@ -10,7 +10,7 @@ from records_factory import FakeRun, write_training_sweep
 from sqlalchemy import Engine, select
 
 from cli import main as cli
-from dash_app.pages.trend import trend_figure
+from dash_app.pages.trend.figures import trend_figure
 from results_db import regressions, service
 from results_db.ingest import ingest_location
 from results_db.models import Regression

@@ -13,22 +13,23 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, plots
 from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.communication import figures
 from dash_app.state import MAX_OVERLAID, Query, to_search
-from scalebench import units
+from dash_app.wiring import Outputs, Page, address, blank_figure, kept, message, refresh
 
-PATH = "/communication"
-TITLE = "Communication"
-INTRO = (
+PAGE = Page(
+    __name__,
+    "/communication",
+    "Communication",
     "The communication ratio (communication / step time) as workers are added, the time of "
-    "each phase of a step, and the all-reduce benchmark (Task 0)."
+    "each phase of a step, and the all-reduce benchmark (Task 0).",
+    order=2,
 )
 NO_ALLREDUCE = (
     "No all-reduce sweep chosen.<br>To measure one: "
@@ -61,18 +62,13 @@ def parse_communication(params: Mapping[str, Any]) -> tuple[CommunicationState, 
     return state, query.problems()
 
 
-def layout(**params: Any) -> html.Div:
-    state, problems = parse_communication(params)
-    return _layout(state, problems)
-
-
-@ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
-def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
+def build(state: CommunicationState, problems: list[str]) -> html.Div:
+    """The page for ``state``: its pickers, and the slots :func:`update` fills."""
     source = data.current()
     training = pick_sweep(source, state.sweep, "training")
     allreduce = pick_sweeps(source, state.allreduce, "allreduce", "allreduce")
     if training.chosen is None and not allreduce.chosen:
-        return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+        return PAGE.empty(problems)
     dtype = dbc.Col(
         [
             dbc.Label("all-reduce dtype", html_for="comm-dtype"),
@@ -87,9 +83,7 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
         ],
         md=3,
     )
-    return ui.page(
-        TITLE,
-        INTRO,
+    return PAGE(
         ui.location("comm"),
         ui.refresher("comm"),
         dbc.Row(
@@ -130,36 +124,21 @@ def _layout(state: CommunicationState, problems: list[str]) -> html.Div:
     )
 
 
-OUTPUTS = {
-    "search": Output("comm-url", "search"),
-    "status": Output("comm-status", "children"),
-    "ratio": Output("comm-ratio", "figure"),
-    "phases": Output("comm-phases", "figure"),
-    "phase_totals": Output("comm-phase-totals", "figure"),
-    "latency": Output("comm-latency", "figure"),
-    "busbw": Output("comm-busbw", "figure"),
-    "fits": Output("comm-fits", "children"),
-    "refresh_off": Output("comm-refresh", "disabled"),
-    "network_options": Output("comm-network", "options"),
-    "network_style": Output("comm-network-column", "style"),
-}
+OUTPUTS = Outputs(
+    search=address("comm"),
+    status=message("comm-status"),
+    ratio=blank_figure("comm-ratio"),
+    phases=blank_figure("comm-phases"),
+    phase_totals=blank_figure("comm-phase-totals"),
+    latency=blank_figure("comm-latency"),
+    busbw=blank_figure("comm-busbw"),
+    fits=kept("comm-fits", "children"),
+    refresh_off=refresh("comm"),
+    network_options=kept("comm-network", "options"),
+    network_style=kept("comm-network-column", "style"),
+)
 
 
-def failure(message: str) -> dict[str, Any]:
-    blank = plots.empty_figure(message)
-    return ui.unchanged(
-        OUTPUTS,
-        status=ui.error_alert(message),
-        ratio=blank,
-        phases=blank,
-        phase_totals=blank,
-        latency=blank,
-        busbw=blank,
-        refresh_off=True,
-    )
-
-
-@ui.guarded(failure)
 def chosen_ids(value: Any) -> tuple[str, ...]:
     """The all-reduce picker's value as sweep ids: a list, or one id (an older link's)."""
     values = value if isinstance(value, list) else [value]
@@ -215,7 +194,7 @@ def update(
         rows = [row for s in sweeps for row in source.allreduce(s.id)]
         latency = figures.allreduce_latency_figure(rows, state.dtype)
         busbw = figures.allreduce_busbw_figure(rows, state.dtype)
-        fits = fits_section(
+        fits = figures.fits_section(
             [f for s in sweeps for f in source.allreduce_fits(s.id)], state.dtype, len(sweeps)
         )
         running = running or any(s.outcome == "running" for s in sweeps)
@@ -225,8 +204,7 @@ def update(
     if running:
         notes.append("A shown sweep is still running; this page refreshes itself.")
     status = html.P(" ".join(notes), className="text-info") if notes else None
-    return ui.unchanged(
-        OUTPUTS,
+    return OUTPUTS.answer(
         search=to_search(state),
         status=status,
         ratio=ratio,
@@ -241,56 +219,14 @@ def update(
     )
 
 
-FITS_HELP = (
-    "Ring model of each configuration: t(n, k) = 2(k−1)·α + 2(k−1)/k·n/β, fitted to the "
-    "median time of each size in relative error (least absolute log error, robust to the few "
-    "sizes a busy machine or a link's burst disturbed). α: seconds per ring step; β: one "
-    "link's bandwidth; residual: root mean square of the sizes' relative errors, with their "
-    "median and largest. gloo runs a ring (halving-doubling and bcube send the same bytes in "
-    "fewer steps); nccl switches to trees for small messages across many nodes, where this "
-    "model overestimates the latency."
-)
-
-
-def fits_section(fits: list[Any], dtype: str, sweeps: int) -> html.Div | None:
-    """The table of the shown all-reduce sweeps' fits (α, β, residual), one row each."""
-    shown = [f for f in fits if dtype in ("all", f.dtype)]
-    if not shown:
-        return None
-    rows = [
-        {
-            **({"sweep": figures.short_sweep(f.sweep_id)} if sweeps > 1 else {}),
-            "configuration": f"{f.backend} {f.device} {f.dtype}, {f.world_size} workers",
-            "network": f.network,
-            "α (per ring step)": units.seconds(f.alpha_s),
-            "β (per link)": units.bandwidth(f.beta_bytes_per_s),
-            "residual (RMS)": units.percent(f.residual),
-            "median error": units.percent(f.median_error),
-            "largest error": units.percent(f.max_error),
-            "sizes": f"{f.sizes}",
-        }
-        for f in shown
-    ]
-    return html.Div(
-        [
-            html.H6("All-reduce model: latency α and bandwidth β"),
-            html.P(FITS_HELP, className="small text-muted"),
-            ui.table("comm-fits-table", rows),
-        ]
-    )
-
-
 def register(app: Dash) -> None:
-    dash.register_page(
-        __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=2
+    PAGE.register(parse_communication, build)
+    OUTPUTS.wire(
+        app,
+        update,
+        Input("comm-sweep", "value"),
+        Input("comm-allreduce", "value"),
+        Input("comm-dtype", "value"),
+        Input("comm-network", "value"),
+        Input("comm-refresh", "n_intervals"),
     )
-    app.callback(
-        output=OUTPUTS,
-        inputs=[
-            Input("comm-sweep", "value"),
-            Input("comm-allreduce", "value"),
-            Input("comm-dtype", "value"),
-            Input("comm-network", "value"),
-            Input("comm-refresh", "n_intervals"),
-        ],
-    )(update)

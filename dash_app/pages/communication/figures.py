@@ -1,5 +1,5 @@
-"""The Communication page's figures: the communication ratio, the phases of a step, and
-all-reduce latency and bus bandwidth against message size."""
+"""What the Communication page draws: the communication ratio, the phases of a step,
+all-reduce latency and bus bandwidth against message size, and the ring model's fits."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from typing import Any
 
 import plotly.graph_objects as go
+from dash import html
 
+from dash_app import components as ui
 from dash_app.plots import (
     CATEGORY_WORKERS,
     PHASE_COLOURS,
@@ -271,3 +273,42 @@ def allreduce_busbw_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -> 
         "title": {"text": "bus bandwidth (GB/s)"},
     }
     return base_figure(title, traces, _bytes_axis(shown), yaxis)
+
+
+FITS_HELP = (
+    "Ring model of each configuration: t(n, k) = 2(k−1)·α + 2(k−1)/k·n/β, fitted to the "
+    "median time of each size in relative error (least absolute log error, robust to the few "
+    "sizes a busy machine or a link's burst disturbed). α: seconds per ring step; β: one "
+    "link's bandwidth; residual: root mean square of the sizes' relative errors, with their "
+    "median and largest. gloo runs a ring (halving-doubling and bcube send the same bytes in "
+    "fewer steps); nccl switches to trees for small messages across many nodes, where this "
+    "model overestimates the latency."
+)
+
+
+def fits_section(fits: list[Any], dtype: str, sweeps: int) -> html.Div | None:
+    """The table of the shown all-reduce sweeps' fits (α, β, residual), one row each."""
+    shown = [f for f in fits if dtype in ("all", f.dtype)]
+    if not shown:
+        return None
+    rows = [
+        {
+            **({"sweep": short_sweep(f.sweep_id)} if sweeps > 1 else {}),
+            "configuration": f"{f.backend} {f.device} {f.dtype}, {f.world_size} workers",
+            "network": f.network,
+            "α (per ring step)": units.seconds(f.alpha_s),
+            "β (per link)": units.bandwidth(f.beta_bytes_per_s),
+            "residual (RMS)": units.percent(f.residual),
+            "median error": units.percent(f.median_error),
+            "largest error": units.percent(f.max_error),
+            "sizes": f"{f.sizes}",
+        }
+        for f in shown
+    ]
+    return html.Div(
+        [
+            html.H6("All-reduce model: latency α and bandwidth β"),
+            html.P(FITS_HELP, className="small text-muted"),
+            ui.table("comm-fits-table", rows),
+        ]
+    )

@@ -11,22 +11,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, plots, tables
 from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.cost import figures
 from dash_app.state import Query, to_search
+from dash_app.wiring import (
+    Outputs,
+    Page,
+    address,
+    blank_figure,
+    cleared,
+    kept,
+    message,
+    refresh,
+)
 from results_db.queries.costs import PriceMissing, PriceRow
 
-PATH = "/cost"
-TITLE = "Cost"
-INTRO = (
+PAGE = Page(
+    __name__,
+    "/cost",
+    "Cost",
     "What reaching the goal costs at each worker count, at regular and preemptible prices, "
-    "and whether the extra workers pay for themselves."
+    "and whether the extra workers pay for themselves.",
+    order=3,
 )
 NO_GPU = "none"
 GPU_FOR_GPU_RUNS = "nvidia-tesla-t4"  # the published results' GPU
@@ -63,17 +74,14 @@ def _names(prices: list[PriceRow], kind: str) -> list[str]:
     return sorted({p.name for p in prices if p.kind == kind})
 
 
-def layout(**params: Any) -> html.Div:
-    state, problems = parse_cost(params)
-    return _layout(state, problems)
-
-
-@ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
-def _layout(state: CostState, problems: list[str]) -> html.Div:
+def build(state: CostState, problems: list[str]) -> html.Div:
+    """The page for ``state``: its pickers (the prices in the table, the GPU following the
+    runs' device unless asked), and the slots :func:`update` and :func:`update_projection`
+    fill."""
     source = data.current()
     choice = pick_sweep(source, state.sweep, "training")
     if choice.chosen is None:
-        return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+        return PAGE.empty(problems)
     allreduce = pick_sweeps(source, (), "allreduce", "allreduce")
     prices = source.prices()
     instances, gpus = _names(prices, "instance"), [*_names(prices, "gpu"), NO_GPU]
@@ -97,9 +105,7 @@ def _layout(state: CostState, problems: list[str]) -> html.Div:
             md=3,
         )
 
-    return ui.page(
-        TITLE,
-        INTRO,
+    return PAGE(
         ui.location("cost"),
         ui.refresher("cost"),
         dbc.Row(
@@ -154,35 +160,20 @@ PROJECTED_COST_HELP = (
 )
 
 
-OUTPUTS = {
-    "search": Output("cost-url", "search"),
-    "status": Output("cost-status", "children"),
-    "published_note": Output("cost-published-note", "children"),
-    "cost": Output("cost-bars", "figure"),
-    "price_index": Output("cost-index", "figure"),
-    "cost_time": Output("cost-pareto", "figure"),
-    "prices": Output("cost-prices", "children"),
-    "refresh_off": Output("cost-refresh", "disabled"),
-    "network_options": Output("cost-network", "options"),
-    "network_style": Output("cost-network-column", "style"),
-}
+OUTPUTS = Outputs(
+    search=address("cost"),
+    status=message("cost-status"),
+    published_note=cleared("cost-published-note"),
+    cost=blank_figure("cost-bars"),
+    price_index=blank_figure("cost-index"),
+    cost_time=blank_figure("cost-pareto"),
+    prices=cleared("cost-prices"),
+    refresh_off=refresh("cost"),
+    network_options=kept("cost-network", "options"),
+    network_style=kept("cost-network-column", "style"),
+)
 
 
-def failure(message: str) -> dict[str, Any]:
-    blank = plots.empty_figure(message)
-    return ui.unchanged(
-        OUTPUTS,
-        status=ui.error_alert(message),
-        published_note=None,
-        cost=blank,
-        price_index=blank,
-        cost_time=blank,
-        prices=None,
-        refresh_off=True,
-    )
-
-
-@ui.guarded(failure)
 def update(
     sweep_id: str | None,
     instance: str | None,
@@ -195,11 +186,11 @@ def update(
     index, Pareto figures (each network profile shown apart), price table, refresh, the
     network picker's options and visibility."""
     if not sweep_id or not instance or not gpu:
-        return failure("Choose a sweep, a machine type and a GPU type.")
+        return OUTPUTS.failure("Choose a sweep, a machine type and a GPU type.")
     source = data.current()
     sweep = source.sweep(sweep_id)
     if sweep is None:
-        return failure(f"There is no sweep {sweep_id!r} in the database.")
+        return OUTPUTS.failure(f"There is no sweep {sweep_id!r} in the database.")
     networks = ui.choose_networks(source.networks(sweep_id), network)
     shown = networks.shown
     state = CostState(
@@ -219,8 +210,7 @@ def update(
         }
     except PriceMissing as exc:
         blank = plots.empty_figure(f"{exc}; add it with `scalebench prices set`.")
-        return ui.unchanged(
-            OUTPUTS,
+        return OUTPUTS.answer(
             search=to_search(state),
             status=ui.error_alert(str(exc)),
             published_note=note,
@@ -240,8 +230,7 @@ def update(
             "that reached the goal.",
             color="secondary",
         )
-    return ui.unchanged(
-        OUTPUTS,
+    return OUTPUTS.answer(
         search=to_search(state),
         status=status,
         published_note=note,
@@ -261,21 +250,12 @@ def update(
     )
 
 
-PROJECTION_OUTPUTS = {
-    "figure": Output("cost-projection", "figure"),
-    "note": Output("cost-projection-note", "children"),
-}
+PROJECTION_OUTPUTS = Outputs(
+    figure=blank_figure("cost-projection", "Projected cost to reach the goal"),
+    note=message("cost-projection-note"),
+)
 
 
-def projection_failure(message: str) -> dict[str, Any]:
-    return ui.unchanged(
-        PROJECTION_OUTPUTS,
-        figure=plots.empty_figure(message, "Projected cost to reach the goal"),
-        note=ui.error_alert(message),
-    )
-
-
-@ui.guarded(projection_failure)
 def update_projection(
     sweep_id: str | None,
     instance: str | None,
@@ -285,11 +265,10 @@ def update_projection(
     """The :data:`PROJECTION_OUTPUTS`: the sweep's projected cost at the chosen prices with the
     pooled fits of ``allreduce_ids``, and what could not be projected or priced."""
     if not sweep_id or not instance or not gpu:
-        return projection_failure("Choose a sweep, a machine type and a GPU type.")
+        return PROJECTION_OUTPUTS.failure("Choose a sweep, a machine type and a GPU type.")
     allreduce = ui.picked(allreduce_ids)
     if not allreduce:
-        return ui.unchanged(
-            PROJECTION_OUTPUTS,
+        return PROJECTION_OUTPUTS.answer(
             figure=plots.empty_figure(ui.NO_ALLREDUCE_SWEEP, "Projected cost to reach the goal"),
             note=None,
         )
@@ -297,34 +276,29 @@ def update_projection(
         [sweep_id], allreduce, instance, None if gpu == NO_GPU else gpu
     )
     message = " ".join(view.missing)
-    return ui.unchanged(
-        PROJECTION_OUTPUTS,
+    return PROJECTION_OUTPUTS.answer(
         figure=figures.projected_cost_figure(view.points, message),
         note=html.P(message, className="small text-warning-emphasis") if message else None,
     )
 
 
 def register(app: Dash) -> None:
-    dash.register_page(
-        __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=3
+    PAGE.register(parse_cost, build)
+    OUTPUTS.wire(
+        app,
+        update,
+        Input("cost-sweep", "value"),
+        Input("cost-instance", "value"),
+        Input("cost-gpu", "value"),
+        Input("cost-published", "value"),
+        Input("cost-network", "value"),
+        Input("cost-refresh", "n_intervals"),
     )
-    app.callback(
-        output=OUTPUTS,
-        inputs=[
-            Input("cost-sweep", "value"),
-            Input("cost-instance", "value"),
-            Input("cost-gpu", "value"),
-            Input("cost-published", "value"),
-            Input("cost-network", "value"),
-            Input("cost-refresh", "n_intervals"),
-        ],
-    )(update)
-    app.callback(
-        output=PROJECTION_OUTPUTS,
-        inputs=[
-            Input("cost-sweep", "value"),
-            Input("cost-instance", "value"),
-            Input("cost-gpu", "value"),
-            Input("cost-allreduce", "value"),
-        ],
-    )(update_projection)
+    PROJECTION_OUTPUTS.wire(
+        app,
+        update_projection,
+        Input("cost-sweep", "value"),
+        Input("cost-instance", "value"),
+        Input("cost-gpu", "value"),
+        Input("cost-allreduce", "value"),
+    )

@@ -11,24 +11,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, dcc, html
 
 from dash_app import components as ui
-from dash_app import data, downloads, plots, tables
+from dash_app import data, downloads, tables
 from dash_app.choices import is_allreduce
 from dash_app.pages.communication.figures import allreduce_busbw_figure, allreduce_latency_figure
 from dash_app.pages.run import figures
 from dash_app.state import Query, to_search
+from dash_app.wiring import Outputs, Page, address, blank_figure, cleared, message, refresh
 from results_db.queries.runs import RunInfo
 from scalebench import units
 
-PATH = "/run"
-TITLE = "Run"
-INTRO = (
+PAGE = Page(
+    __name__,
+    "/run",
+    "Run",
     "One group at one worker count: a training run beside the other worker counts of its "
-    "sweep, an all-reduce run with its latency and bandwidth curves."
+    "sweep, an all-reduce run with its latency and bandwidth curves.",
+    order=5,
 )
 
 
@@ -47,13 +49,9 @@ def parse_run(params: Mapping[str, Any]) -> tuple[RunState, list[str]]:
     return RunState(id=query.identifier("id", "run")), query.problems()
 
 
-def layout(**params: Any) -> html.Div:
-    state, problems = parse_run(params)
-    return _layout(state, problems)
-
-
-@ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
-def _layout(state: RunState, problems: list[str]) -> html.Div:
+def build(state: RunState, problems: list[str]) -> html.Div:
+    """The page of ``state``'s run (the newest when there is no such run): a picker of
+    its sweep's runs, and the slots :func:`update` fills."""
     source = data.current()
     run = source.run(state.id) if state.id else None
     if state.id and run is None:
@@ -64,7 +62,7 @@ def _layout(state: RunState, problems: list[str]) -> html.Div:
     if run is None:
         newest = source.runs(limit=1)
         if not newest:
-            return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+            return PAGE.empty(problems)
         run = newest[0]
     siblings = source.sweep_runs(run.sweep_id)
     picker = dcc.Dropdown(
@@ -73,9 +71,7 @@ def _layout(state: RunState, problems: list[str]) -> html.Div:
         value=run.id,
         clearable=False,
     )
-    return ui.page(
-        TITLE,
-        INTRO,
+    return PAGE(
         ui.location("run"),
         ui.refresher("run"),
         dbc.Row(
@@ -110,72 +106,27 @@ def companions(run: RunInfo, siblings: list[RunInfo]) -> list[RunInfo]:
     return [chosen[size] for size in sorted(chosen)]
 
 
-def facts(run: RunInfo, last_metric: float | None = None) -> html.Div:
-    items = tables.run_facts(run, last_metric)
-    links = [
-        html.A("scaling of its sweep", href=tables.link("/scaling", sweep=run.sweep_id)),
-        " · ",
-        html.A("communication", href=tables.link("/communication", sweep=run.sweep_id)),
-        " · ",
-        html.A("cost", href=tables.link("/cost", sweep=run.sweep_id)),
-    ]
-    if is_allreduce(run.task):
-        links = [
-            html.A(
-                "all-reduce curves of its sweep",
-                href=tables.link("/communication", allreduce=run.sweep_id),
-            )
-        ]
-    return html.Div(
-        [
-            html.H4([ui.badge(run.status), " ", run.id], className="run-title"),
-            dbc.Table(
-                html.Tbody([html.Tr([html.Th(label), html.Td(value)]) for label, value in items]),
-                size="sm",
-                bordered=False,
-                className="run-facts w-auto",
-            ),
-            html.P(links, className="small"),
-        ]
-    )
+OUTPUTS = Outputs(
+    search=address("run"),
+    facts=message("run-facts"),
+    loss=blank_figure("run-loss"),
+    metric=blank_figure("run-metric"),
+    events=cleared("run-events"),
+    environment=cleared("run-environment"),
+    downloads=cleared("run-downloads"),
+    refresh_off=refresh("run"),
+)
 
 
-OUTPUTS = {
-    "search": Output("run-url", "search"),
-    "facts": Output("run-facts", "children"),
-    "loss": Output("run-loss", "figure"),
-    "metric": Output("run-metric", "figure"),
-    "events": Output("run-events", "children"),
-    "environment": Output("run-environment", "children"),
-    "downloads": Output("run-downloads", "children"),
-    "refresh_off": Output("run-refresh", "disabled"),
-}
-
-
-def failure(message: str) -> dict[str, Any]:
-    blank = plots.empty_figure(message)
-    return ui.unchanged(
-        OUTPUTS,
-        facts=ui.error_alert(message),
-        loss=blank,
-        metric=blank,
-        events=None,
-        environment=None,
-        downloads=None,
-        refresh_off=True,
-    )
-
-
-@ui.guarded(failure)
 def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
     """The named :data:`OUTPUTS`: URL search, facts, loss and metric figures, events,
     environment, downloads, refresh disabled."""
     if not run_id:
-        return failure("Choose a run.")
+        return OUTPUTS.failure("Choose a run.")
     source = data.current()
     run = source.run(run_id)
     if run is None:
-        return failure(f"There is no run {run_id!r} in the database.")
+        return OUTPUTS.failure(f"There is no run {run_id!r} in the database.")
     sweep = source.sweep(run.sweep_id)
     shown = companions(run, source.sweep_runs(run.sweep_id))
     curves = source.curves(run.sweep_id, shown)
@@ -206,10 +157,9 @@ def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
     else:
         left = figures.loss_figure(series, events)
         right = figures.metric_figure(series, run.goal_metric, run.goal_target, events)
-    return ui.unchanged(
-        OUTPUTS,
+    return OUTPUTS.answer(
         search=to_search(RunState(id=run.id)),
-        facts=facts(run, next((e.metric_value for e in reversed(curves[run.id][1])), None)),
+        facts=figures.facts(run, next((e.metric_value for e in reversed(curves[run.id][1])), None)),
         loss=left,
         metric=right,
         events=ui.table("run-events-table", event_rows) if event_rows else html.P("No events."),
@@ -222,13 +172,5 @@ def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
 
 
 def register(app: Dash) -> None:
-    dash.register_page(
-        __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=5
-    )
-    app.callback(
-        output=OUTPUTS,
-        inputs=[
-            Input("run-id", "value"),
-            Input("run-refresh", "n_intervals"),
-        ],
-    )(update)
+    PAGE.register(parse_run, build)
+    OUTPUTS.wire(app, update, Input("run-id", "value"), Input("run-refresh", "n_intervals"))

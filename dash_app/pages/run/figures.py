@@ -1,4 +1,5 @@
-"""The Run page's figures: loss and the task's metric over time, with the run's events."""
+"""What the Run page draws: loss and the task's metric over time, with the run's events,
+and the run's facts."""
 
 from __future__ import annotations
 
@@ -6,10 +7,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
+from dash import html
 
+from dash_app import components as ui
+from dash_app import tables
+from dash_app.choices import is_allreduce
 from dash_app.plots import SECONDS_AXIS, base_figure, empty_figure, level_line, moment_line, thin
-from results_db.queries.runs import CurvePoint, EvalPoint, EventRow
+from results_db.queries.runs import CurvePoint, EvalPoint, EventRow, RunInfo
 from scalebench import units
 
 
@@ -109,3 +115,33 @@ def metric_figure(
         marks.append(level_line(target, f"target {target:g}"))
     yaxis = {"title": {"text": name}}
     return base_figure(title, traces, TIME_AXIS, yaxis, marks, hovermode="x unified")
+
+
+def facts(run: RunInfo, last_metric: float | None = None) -> html.Div:
+    items = tables.run_facts(run, last_metric)
+    links = [
+        html.A("scaling of its sweep", href=tables.link("/scaling", sweep=run.sweep_id)),
+        " · ",
+        html.A("communication", href=tables.link("/communication", sweep=run.sweep_id)),
+        " · ",
+        html.A("cost", href=tables.link("/cost", sweep=run.sweep_id)),
+    ]
+    if is_allreduce(run.task):
+        links = [
+            html.A(
+                "all-reduce curves of its sweep",
+                href=tables.link("/communication", allreduce=run.sweep_id),
+            )
+        ]
+    return html.Div(
+        [
+            html.H4([ui.badge(run.status), " ", run.id], className="run-title"),
+            dbc.Table(
+                html.Tbody([html.Tr([html.Th(label), html.Td(value)]) for label, value in items]),
+                size="sm",
+                bordered=False,
+                className="run-facts w-auto",
+            ),
+            html.P(links, className="small"),
+        ]
+    )

@@ -15,23 +15,32 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, html
+from dash import Dash, Input, html
 
 from dash_app import components as ui
 from dash_app import data, plots
 from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.scaling import figures
 from dash_app.state import Query, to_search
-from results_db.analytics import SUPERLINEAR_NOTE, ScalingRow, time_to_accuracy_text
-from results_db.queries.runs import RunInfo
-from results_db.queries.sweeps import SweepInfo
-from scalebench import units
+from dash_app.wiring import (
+    Outputs,
+    Page,
+    address,
+    blank_figure,
+    cleared,
+    kept,
+    message,
+    refresh,
+)
 
-PATH = "/scaling"
-TITLE = "Scaling"
-INTRO = "How time to accuracy falls as workers are added, against ideal linear scaling."
+PAGE = Page(
+    __name__,
+    "/scaling",
+    "Scaling",
+    "How time to accuracy falls as workers are added, against ideal linear scaling.",
+    order=1,
+)
 
 
 # -- the page's URL state -----------------------------------------------------------
@@ -57,22 +66,16 @@ def parse_sweep(params: Mapping[str, Any]) -> tuple[SweepState, list[str]]:
     return state, query.problems()
 
 
-def layout(**params: Any) -> html.Div:
-    state, problems = parse_sweep(params)
-    return _layout(state, problems)
-
-
-@ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
-def _layout(state: SweepState, problems: list[str]) -> html.Div:
+def build(state: SweepState, problems: list[str]) -> html.Div:
+    """The page for ``state``: its pickers, and the slots :func:`update` and
+    :func:`update_projection` fill."""
     source = data.current()
     choice = pick_sweep(source, state.sweep, "training")
     if choice.chosen is None:
-        return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+        return PAGE.empty(problems)
     networks = source.networks(choice.chosen.id)
     allreduce = pick_sweeps(source, (), "allreduce", "allreduce")
-    return ui.page(
-        TITLE,
-        INTRO,
+    return PAGE(
         ui.location("scaling"),
         ui.refresher("scaling"),
         dbc.Row(
@@ -118,100 +121,19 @@ def _layout(state: SweepState, problems: list[str]) -> html.Div:
     )
 
 
-def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
-    """The numbers behind the figures, with units."""
-    return [
-        {
-            "workers": str(r.world_size),
-            "runs (reached goal)": f"{r.runs} ({r.reached})"
-            + (f", {r.contended} contended" if r.contended else ""),
-            "time to accuracy": time_to_accuracy_text(r, units.seconds),
-            "kept repeats": (
-                f"{units.seconds(r.time_to_accuracy_min_s)} – "
-                f"{units.seconds(r.time_to_accuracy_max_s)}"
-                if r.time_to_accuracy_s is not None
-                else "—"
-            ),
-            "without evaluation": units.seconds(r.time_to_accuracy_without_eval_s),
-            "speedup": "—"
-            if r.speedup is None
-            else f"{r.speedup:.3g}×" + (f" ({SUPERLINEAR_NOTE})" if r.superlinear else ""),
-            "compute speedup": "—" if r.compute_speedup is None else f"{r.compute_speedup:.3g}×",
-            "efficiency": units.percent(r.efficiency),
-            "communication ratio": units.percent(r.communication_ratio),
-        }
-        for r in rows
-    ]
+OUTPUTS = Outputs(
+    search=address("scaling"),
+    summary=message("scaling-summary"),
+    published_note=cleared("scaling-published-note"),
+    tta=blank_figure("scaling-tta"),
+    speedup=blank_figure("scaling-speedup"),
+    efficiency=blank_figure("scaling-efficiency"),
+    refresh_off=refresh("scaling"),
+    network_options=kept("scaling-network", "options"),
+    network_style=kept("scaling-network-column", "style"),
+)
 
 
-def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunInfo]) -> html.Div:
-    """The sweep in a line, the numbers of each shown network profile, what failed."""
-    failed = [r for r in runs if r.status != "succeeded"]
-    tables: list[Any] = []
-    for network, network_rows in rows.items():
-        if len(rows) > 1:
-            tables.append(html.H6(f"network {network}", className="mt-3"))
-        tables.append(
-            ui.table(
-                f"scaling-table-{len(tables)}" if tables else "scaling-table",
-                scaling_rows_table(network_rows),
-            )
-        )
-    notes = [html.Li(f"{r.id}: {r.status} — {r.reason or 'no reason recorded'}") for r in failed]
-    contended = [
-        html.Li(
-            f"{r.id}: contended — other processes took {units.percent(r.contention_share)} "
-            "of its cores while it ran"
-        )
-        for r in runs
-        if r.contended
-    ]
-    return html.Div(
-        [
-            html.P(
-                [
-                    ui.badge(sweep.outcome),
-                    f" {sweep.task}, {sweep.trigger}, created ",
-                    f"{sweep.created_at:%Y-%m-%d %H:%M}, {len(runs)} run(s). ",
-                    html.A("Its runs", href=f"/runs?q={sweep.id}"),
-                ]
-            ),
-            *tables,
-            html.Ul(notes, className="small text-danger mt-2") if notes else None,
-            html.Ul(contended, className="small text-warning-emphasis mt-2 contended-runs")
-            if contended
-            else None,
-        ]
-    )
-
-
-OUTPUTS = {
-    "search": Output("scaling-url", "search"),
-    "summary": Output("scaling-summary", "children"),
-    "published_note": Output("scaling-published-note", "children"),
-    "tta": Output("scaling-tta", "figure"),
-    "speedup": Output("scaling-speedup", "figure"),
-    "efficiency": Output("scaling-efficiency", "figure"),
-    "refresh_off": Output("scaling-refresh", "disabled"),
-    "network_options": Output("scaling-network", "options"),
-    "network_style": Output("scaling-network-column", "style"),
-}
-
-
-def failure(message: str) -> dict[str, Any]:
-    blank = plots.empty_figure(message)
-    return ui.unchanged(
-        OUTPUTS,
-        summary=ui.error_alert(message),
-        published_note=None,
-        tta=blank,
-        speedup=blank,
-        efficiency=blank,
-        refresh_off=True,
-    )
-
-
-@ui.guarded(failure)
 def update(
     sweep_id: str | None,
     published: str | None = "off",
@@ -222,11 +144,11 @@ def update(
     efficiency figures (a curve per network profile shown), whether refreshing stops, the
     network picker's options and visibility."""
     if not sweep_id:
-        return failure("Choose a sweep.")
+        return OUTPUTS.failure("Choose a sweep.")
     source = data.current()
     sweep = source.sweep(sweep_id)
     if sweep is None:
-        return failure(f"There is no sweep {sweep_id!r} in the database.")
+        return OUTPUTS.failure(f"There is no sweep {sweep_id!r} in the database.")
     networks = ui.choose_networks(source.networks(sweep_id), network)
     shown = networks.shown
     rows = {name: source.scaling(sweep_id, name) for name in shown}
@@ -237,10 +159,9 @@ def update(
     # Published results ran on real clusters' networks: drawn once, beside the first profile.
     drawn_with = {name: points if i == 0 else () for i, name in enumerate(shown)}
     state = SweepState(sweep=sweep_id, published=published or "off", network=networks.picked)
-    return ui.unchanged(
-        OUTPUTS,
+    return OUTPUTS.answer(
         search=to_search(state),
-        summary=summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
+        summary=figures.summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
         published_note=note,
         tta=plots.per_network(
             {n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n], per_node) for n in shown}
@@ -269,51 +190,13 @@ PROJECTION_HELP = (
     "NCCL's tree algorithms."
 )
 
-PROJECTION_OUTPUTS = {
-    "figure": Output("scaling-projection", "figure"),
-    "table": Output("scaling-projection-table", "children"),
-    "note": Output("scaling-projection-note", "children"),
-}
+PROJECTION_OUTPUTS = Outputs(
+    figure=blank_figure("scaling-projection", "Projected time per step"),
+    table=cleared("scaling-projection-table"),
+    note=message("scaling-projection-note"),
+)
 
 
-def projection_table_rows(points: list[Any], held: list[Any]) -> list[dict[str, str]]:
-    """The projection's numbers with their basis, and the leave-one-out error where the point
-    was measured and predicted from the others."""
-    checked = {(h.network, h.world_size): h for h in held}
-
-    def error(value: float | None) -> str:
-        return "—" if value is None else f"{value:+.1%}"
-
-    rows = []
-    for p in points:
-        h = checked.get((p.network, p.world_size)) if p.measured else None
-        rows.append(
-            {
-                "network": p.network,
-                "workers": str(p.world_size),
-                "step": units.seconds(p.step_s) + (" (upper bound)" if p.upper_bound else ""),
-                "communication": units.percent(p.communication_share),
-                "time to accuracy": units.seconds(p.time_to_accuracy_s),
-                "speedup": "—" if p.speedup is None else f"{p.speedup:.3g}×",
-                "leave-one-out error (step, comm, TTA)": "—"
-                if h is None
-                else f"{error(h.step_error)}, {error(h.communication_error)}, {error(h.tta_error)}",
-                "basis": p.basis,
-            }
-        )
-    return rows
-
-
-def projection_failure(message: str) -> dict[str, Any]:
-    return ui.unchanged(
-        PROJECTION_OUTPUTS,
-        figure=plots.empty_figure(message, "Projected time per step"),
-        table=None,
-        note=ui.error_alert(message),
-    )
-
-
-@ui.guarded(projection_failure)
 def update_projection(
     sweep_id: str | None,
     allreduce_ids: str | list[str] | None,
@@ -323,21 +206,21 @@ def update_projection(
     projected. ``sweep_id``, with the training sweeps ``also_measured`` (same task and
     configuration), is projected with the pooled fits of ``allreduce_ids``."""
     if not sweep_id:
-        return projection_failure("Choose a sweep.")
+        return PROJECTION_OUTPUTS.failure("Choose a sweep.")
     allreduce = ui.picked(allreduce_ids)
     if not allreduce:
-        return ui.unchanged(
-            PROJECTION_OUTPUTS,
+        return PROJECTION_OUTPUTS.answer(
             figure=plots.empty_figure(ui.NO_ALLREDUCE_SWEEP, "Projected time per step"),
             table=None,
             note=None,
         )
     view = data.current().projection([sweep_id, *ui.picked(also_measured)], allreduce)
     message = " ".join(view.missing)
-    return ui.unchanged(
-        PROJECTION_OUTPUTS,
+    return PROJECTION_OUTPUTS.answer(
         figure=figures.projection_figure(view.points, view.held, message),
-        table=ui.table("scaling-projection-rows", projection_table_rows(view.points, view.held))
+        table=ui.table(
+            "scaling-projection-rows", figures.projection_table_rows(view.points, view.held)
+        )
         if view.points
         else None,
         note=html.P(message, className="small text-warning-emphasis") if message else None,
@@ -345,23 +228,19 @@ def update_projection(
 
 
 def register(app: Dash) -> None:
-    dash.register_page(
-        __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=1
+    PAGE.register(parse_sweep, build)
+    OUTPUTS.wire(
+        app,
+        update,
+        Input("scaling-sweep", "value"),
+        Input("scaling-published", "value"),
+        Input("scaling-network", "value"),
+        Input("scaling-refresh", "n_intervals"),
     )
-    app.callback(
-        output=OUTPUTS,
-        inputs=[
-            Input("scaling-sweep", "value"),
-            Input("scaling-published", "value"),
-            Input("scaling-network", "value"),
-            Input("scaling-refresh", "n_intervals"),
-        ],
-    )(update)
-    app.callback(
-        output=PROJECTION_OUTPUTS,
-        inputs=[
-            Input("scaling-sweep", "value"),
-            Input("scaling-allreduce", "value"),
-            Input("scaling-projection-with", "value"),
-        ],
-    )(update_projection)
+    PROJECTION_OUTPUTS.wire(
+        app,
+        update_projection,
+        Input("scaling-sweep", "value"),
+        Input("scaling-allreduce", "value"),
+        Input("scaling-projection-with", "value"),
+    )

@@ -1,12 +1,15 @@
-"""The Scaling page's figures: time to accuracy, speedup and efficiency against workers, and
-the projection of step time to worker counts not measured."""
+"""What the Scaling page draws: time to accuracy, speedup and efficiency against workers,
+the numbers behind them, and the projection of step time to worker counts not measured."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import plotly.graph_objects as go
+from dash import html
 
+from dash_app import components as ui
 from dash_app.plots import (
     SINGLE_RUN,
     THEME_COLOURS,
@@ -23,6 +26,7 @@ from dash_app.plots import (
 from results_db.analytics import SUPERLINEAR_NOTE, ScalingRow, time_to_accuracy_text
 from results_db.projection import HeldOut, ProjectedPoint, largest_error
 from results_db.queries.runs import RunInfo
+from results_db.queries.sweeps import SweepInfo
 from scalebench import units
 from scalebench.tasks.published import PublishedPoint
 
@@ -268,3 +272,98 @@ def projection_figure(
 def plots_colour(index: int) -> str:
     """The theme's colour number ``index`` (cycling)."""
     return THEME_COLOURS[index % len(THEME_COLOURS)]
+
+
+def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
+    """The numbers behind the figures, with units."""
+    return [
+        {
+            "workers": str(r.world_size),
+            "runs (reached goal)": f"{r.runs} ({r.reached})"
+            + (f", {r.contended} contended" if r.contended else ""),
+            "time to accuracy": time_to_accuracy_text(r, units.seconds),
+            "kept repeats": (
+                f"{units.seconds(r.time_to_accuracy_min_s)} – "
+                f"{units.seconds(r.time_to_accuracy_max_s)}"
+                if r.time_to_accuracy_s is not None
+                else "—"
+            ),
+            "without evaluation": units.seconds(r.time_to_accuracy_without_eval_s),
+            "speedup": "—"
+            if r.speedup is None
+            else f"{r.speedup:.3g}×" + (f" ({SUPERLINEAR_NOTE})" if r.superlinear else ""),
+            "compute speedup": "—" if r.compute_speedup is None else f"{r.compute_speedup:.3g}×",
+            "efficiency": units.percent(r.efficiency),
+            "communication ratio": units.percent(r.communication_ratio),
+        }
+        for r in rows
+    ]
+
+
+def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunInfo]) -> html.Div:
+    """The sweep in a line, the numbers of each shown network profile, what failed."""
+    failed = [r for r in runs if r.status != "succeeded"]
+    tables: list[Any] = []
+    for network, network_rows in rows.items():
+        if len(rows) > 1:
+            tables.append(html.H6(f"network {network}", className="mt-3"))
+        tables.append(
+            ui.table(
+                f"scaling-table-{len(tables)}" if tables else "scaling-table",
+                scaling_rows_table(network_rows),
+            )
+        )
+    notes = [html.Li(f"{r.id}: {r.status} — {r.reason or 'no reason recorded'}") for r in failed]
+    contended = [
+        html.Li(
+            f"{r.id}: contended — other processes took {units.percent(r.contention_share)} "
+            "of its cores while it ran"
+        )
+        for r in runs
+        if r.contended
+    ]
+    return html.Div(
+        [
+            html.P(
+                [
+                    ui.badge(sweep.outcome),
+                    f" {sweep.task}, {sweep.trigger}, created ",
+                    f"{sweep.created_at:%Y-%m-%d %H:%M}, {len(runs)} run(s). ",
+                    html.A("Its runs", href=f"/runs?q={sweep.id}"),
+                ]
+            ),
+            *tables,
+            html.Ul(notes, className="small text-danger mt-2") if notes else None,
+            html.Ul(contended, className="small text-warning-emphasis mt-2 contended-runs")
+            if contended
+            else None,
+        ]
+    )
+
+
+def projection_table_rows(points: list[Any], held: list[Any]) -> list[dict[str, str]]:
+    """The projection's numbers with their basis, and the leave-one-out error where the point
+    was measured and predicted from the others."""
+    checked = {(h.network, h.world_size): h for h in held}
+
+    def error(value: float | None) -> str:
+        return "—" if value is None else f"{value:+.1%}"
+
+    rows = []
+    for p in points:
+        h = checked.get((p.network, p.world_size)) if p.measured else None
+        rows.append(
+            {
+                "network": p.network,
+                "workers": str(p.world_size),
+                "step": units.seconds(p.step_s) + (" (upper bound)" if p.upper_bound else ""),
+                "communication": units.percent(p.communication_share),
+                "time to accuracy": units.seconds(p.time_to_accuracy_s),
+                "speedup": "—" if p.speedup is None else f"{p.speedup:.3g}×",
+                "leave-one-out error (step, comm, TTA)": "—"
+                if h is None
+                else f"{error(h.step_error)}, {error(h.communication_error)}, {error(h.tta_error)}",
+                "basis": p.basis,
+            }
+        )
+    return rows

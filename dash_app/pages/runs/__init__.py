@@ -12,71 +12,26 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, ctx, dcc, html
+from dash import Dash, Input, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, tables
+from dash_app.pages.runs import figures
 from dash_app.state import SORTABLE_RUN_COLUMNS, Query, to_search
+from dash_app.wiring import Outputs, Page, address, cleared, kept, message, refresh
 from scalebench.statuses import RUN_STATUSES
 
-PATH = "/runs"
-TITLE = "Runs"
-INTRO = "Every training group at one worker count and repeat, newest first."
+PAGE = Page(
+    __name__,
+    "/runs",
+    "Runs",
+    "Every training group at one worker count and repeat, newest first.",
+    order=4,
+)
 PAGE_SIZE = 25
 FILTERS = ("runs-q", "runs-status", "runs-task")
 LIMIT = 5000  # newest runs searched; narrow with the filters to reach older ones
-# The server sorts: the grid keeps the rows in the order they are sent (every pair equal).
-KEEP_ORDER = {"comparator": {"function": "0"}}
-# A run that did not succeed: its status in red and bold.
-NOT_SUCCEEDED = {"color": "#b02a37", "fontWeight": "bold"}
-STATUS_STYLE = {
-    "styleConditions": [{"condition": "params.value != 'succeeded'", "style": NOT_SUCCEEDED}]
-}
-COLUMNS = [
-    {
-        **ui.column(field, header, link=field == "run"),
-        **KEEP_ORDER,
-        **({"cellStyle": STATUS_STYLE} if field == "status" else {}),
-    }
-    for field, header in (
-        ("run", "run"),
-        ("sweep", "sweep"),
-        ("task", "task"),
-        ("workers", "workers"),
-        ("repeat", "repeat"),
-        ("status", "status"),
-        ("time_to_accuracy_s", "time to accuracy"),
-        ("samples_per_s", "samples/s"),
-        ("communication_ratio", "communication ratio"),
-        ("started", "started"),
-        ("reason", "reason"),
-    )
-]
-
-
-def sorted_columns(sort: str, order: str) -> list[dict[str, Any]]:
-    """:data:`COLUMNS`, ``sort`` shown sorted in ``order`` (its arrow in the header)."""
-    return [{**c, "sort": order} if c["field"] == sort else c for c in COLUMNS]
-
-
-def column_state(sort: str, order: str) -> list[dict[str, Any]]:
-    """The grid's column state with ``sort`` sorted in ``order``, every column in place."""
-    return [{"colId": c["field"], "sort": order if c["field"] == sort else None} for c in COLUMNS]
-
-
-def sort_of(state: Any) -> tuple[str, str]:
-    """The sorted column and its order in the grid's column state; the newest first when no
-    column it names is sorted (or the state is not the grid's)."""
-    for entry in state if isinstance(state, list) else []:
-        if isinstance(entry, dict) and entry.get("sort") in ("asc", "desc"):
-            column = entry.get("colId")
-            if isinstance(column, str) and column in tables.RUN_SORT_KEYS:
-                return column, entry["sort"]
-    return "started", "desc"
-
-
 # -- the page's URL state -----------------------------------------------------------
 
 
@@ -105,16 +60,12 @@ def parse_runs(params: Mapping[str, Any]) -> tuple[RunsState, list[str]]:
     return state, query.problems()
 
 
-def layout(**params: Any) -> html.Div:
-    state, problems = parse_runs(params)
-    return _layout(state, problems)
-
-
-@ui.guarded(lambda message: ui.page(TITLE, INTRO, ui.error_alert(message)))
-def _layout(state: RunsState, problems: list[str]) -> html.Div:
+def build(state: RunsState, problems: list[str]) -> html.Div:
+    """The page for ``state``: its filters, the grid sorted as asked (its rows are
+    :func:`update`'s) and the pager."""
     tasks = data.current().tasks()
     if not tasks:
-        return ui.page(TITLE, INTRO, ui.empty_database(), problems=problems)
+        return PAGE.empty(problems)
     task = state.task
     if task is not None and task not in tasks:
         problems = [*problems, f"task: no runs of task {task!r}; showing every task."]
@@ -161,9 +112,9 @@ def _layout(state: RunsState, problems: list[str]) -> html.Div:
     )
     grid = ui.grid(
         "runs-table",
-        sorted_columns(state.sort, state.order),
+        figures.sorted_columns(state.sort, state.order),
         [],
-        columnState=column_state(state.sort, state.order),
+        columnState=figures.column_state(state.sort, state.order),
     )
     pager = dbc.Pagination(
         id="runs-pages",
@@ -175,9 +126,7 @@ def _layout(state: RunsState, problems: list[str]) -> html.Div:
         size="sm",
         className="mt-2",
     )
-    return ui.page(
-        TITLE,
-        INTRO,
+    return PAGE(
         ui.location("runs"),
         ui.refresher("runs"),
         controls,
@@ -188,46 +137,40 @@ def _layout(state: RunsState, problems: list[str]) -> html.Div:
     )
 
 
-OUTPUTS = {
-    "search": Output("runs-url", "search"),
-    "count": Output("runs-count", "children"),
-    "rows": Output("runs-table", "rowData"),
-    "page_count": Output("runs-pages", "max_value"),
-    "page_current": Output("runs-pages", "active_page"),
-    "refresh_off": Output("runs-refresh", "disabled"),
-}
+OUTPUTS = Outputs(
+    search=address("runs"),
+    count=message("runs-count"),
+    rows=cleared("runs-table", "rowData", []),
+    page_count=cleared("runs-pages", "max_value", 1),
+    page_current=kept("runs-pages", "active_page"),
+    refresh_off=refresh("runs"),
+)
 
 
-def failure(message: str) -> dict[str, Any]:
-    return ui.unchanged(
-        OUTPUTS, count=ui.error_alert(message), rows=[], page_count=1, refresh_off=True
-    )
-
-
-@ui.guarded(failure)
 def update(
     q: str | None,
     status: str | None,
     task: str | None,
     columns: list[dict[str, Any]] | None,
     page: int | None,
-    new_filter: bool = False,
+    _tick: int | None = None,
+    triggered: str | None = None,
 ) -> dict[str, Any]:
     """The named :data:`OUTPUTS`: URL search, count line, grid rows, page count, current
     page (the pager's, from 1), refresh.
 
     ``columns``: the grid's column state, which names the sorted column; ``page``: the
-    pager's page, from 1. ``new_filter``: a filter changed, so the grid goes back to its
-    first page.
+    pager's page, from 1. ``triggered``: the element whose change called it; a filter's
+    sends the grid back to its first page.
     """
-    sort, order = sort_of(columns)
+    sort, order = figures.sort_of(columns)
     state = RunsState(
         q=(q or "")[:100],
         status=status or "all",
         task=task or None,
         sort=sort,
         order=order,
-        page=0 if new_filter else max(0, (page or 1) - 1),
+        page=0 if triggered in FILTERS else max(0, (page or 1) - 1),
     )
     runs = data.current().runs(
         search=state.q or None,
@@ -240,8 +183,7 @@ def update(
     shown = f"{len(runs):,} run(s)" + (f" (the newest {LIMIT:,})" if len(runs) == LIMIT else "")
     count = f"{shown}; page {state.page + 1} of {pages}."
     running = any(row["status"] == "running" for row in rows)
-    return ui.unchanged(
-        OUTPUTS,
+    return OUTPUTS.answer(
         search=to_search(state),
         count=count,
         rows=rows,
@@ -252,22 +194,15 @@ def update(
 
 
 def register(app: Dash) -> None:
-    dash.register_page(
-        __name__, path=PATH, name=TITLE, title=f"scalebench · {TITLE}", layout=layout, order=4
+    PAGE.register(parse_runs, build)
+    OUTPUTS.wire(
+        app,
+        update,
+        Input("runs-q", "value"),
+        Input("runs-status", "value"),
+        Input("runs-task", "value"),
+        Input("runs-table", "columnState"),
+        Input("runs-pages", "active_page"),
+        Input("runs-refresh", "n_intervals"),
+        told=True,
     )
-    app.callback(
-        output=OUTPUTS,
-        inputs=[
-            Input("runs-q", "value"),
-            Input("runs-status", "value"),
-            Input("runs-task", "value"),
-            Input("runs-table", "columnState"),
-            Input("runs-pages", "active_page"),
-            Input("runs-refresh", "n_intervals"),
-        ],
-    )(wired)
-
-
-def wired(q: Any, status: Any, task: Any, columns: Any, page: Any, _tick: Any) -> dict[str, Any]:
-    """The callback: :func:`update`, told whether a filter (not the grid or pager) changed."""
-    return update(q, status, task, columns, page, ctx.triggered_id in FILTERS)

@@ -1,52 +1,18 @@
-"""Overview: flagged regressions first, then the nightly status and the latest sweep of each task.
-
-URL: ``/`` (no parameters). With an empty database it says what to run.
-"""
+"""What the Overview draws: pure functions from query results to its alert and tables."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-import dash
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, Output, dcc, html
+from dash import dcc, html
 
 from dash_app import components as ui
-from dash_app import data, tables
+from dash_app import tables
 from dash_app.choices import is_allreduce
-from dash_app.state import Query
 from results_db.queries.nightly import RegressionRow
 from results_db.queries.sweeps import RunProgress, SweepInfo
 from scalebench import units
-
-PATH = "/"
-TITLE = "Overview"
-INTRO = "The latest results of every benchmark task and how last night went."
-
-
-# -- the page's URL state -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OverviewState:
-    """The overview has no filters."""
-
-
-def parse_overview(params: Mapping[str, Any]) -> tuple[OverviewState, list[str]]:
-    return OverviewState(), Query(params).problems()
-
-
-def layout(**params: Any) -> html.Div:
-    _, problems = parse_overview(params)
-    return ui.page(
-        TITLE,
-        INTRO,
-        ui.refresher("overview"),
-        dcc.Loading(html.Div(id="overview-content")),
-        problems=problems,
-    )
 
 
 def sweep_link(sweep: SweepInfo) -> dcc.Link:
@@ -177,43 +143,3 @@ def running_table(running: list[RunProgress]) -> Any:
         )
     )
     return dbc.Table([header, html.Tbody(rows)], size="sm", hover=True, id="overview-running")
-
-
-OUTPUTS = {
-    "content": Output("overview-content", "children"),
-    "refresh_off": Output("overview-refresh", "disabled"),
-}
-
-
-def failure(message: str) -> dict[str, Any]:
-    return ui.unchanged(OUTPUTS, content=ui.error_alert(message), refresh_off=True)
-
-
-@ui.guarded(failure)
-def update(_tick: int | None = None) -> dict[str, Any]:
-    """The page's content, and whether it stops refreshing."""
-    source = data.current()
-    latest = source.latest_per_task()
-    if not latest:
-        return ui.unchanged(OUTPUTS, content=ui.empty_database(), refresh_off=True)
-    nightly = source.latest_per_task("scheduled")
-    flags = source.regressions(sweep_ids=[s.id for s in nightly]) if nightly else []
-    running = source.running()
-    now = [html.H4("Running now", className="mt-4"), running_table(running)] if running else []
-    content = html.Div(
-        [
-            regressions_alert(flags),
-            *now,
-            html.H4("Nightly", className="mt-4"),
-            nightly_table(nightly, flags),
-            html.H4("Latest sweep of each task", className="mt-4"),
-            latest_table(latest),
-        ]
-    )
-    refresh = bool(running) or any(s.outcome == "running" for s in [*latest, *nightly])
-    return ui.unchanged(OUTPUTS, content=content, refresh_off=not refresh)
-
-
-def register(app: Dash) -> None:
-    dash.register_page(__name__, path=PATH, name=TITLE, title="scalebench", layout=layout, order=0)
-    app.callback(output=OUTPUTS, inputs=[Input("overview-refresh", "n_intervals")])(update)
