@@ -202,6 +202,10 @@ def test_runs_table_searches_sorts_and_pages(client: Client) -> None:
     out = client.call("runs-table.rowData", paged, "runs-table.columnState")
     assert out["runs-pages"]["max_value"] == 2 and out["runs-pages"]["active_page"] == 2
     assert out["runs-url"]["search"] == "?sort=time_to_accuracy_s&order=asc&page=1"
+    # a filter changed (not the grid or the pager): back to the first page
+    out = client.call("runs-table.rowData", paged, "runs-status.value")
+    assert out["runs-pages"]["active_page"] == 1
+    assert out["runs-url"]["search"] == "?sort=time_to_accuracy_s&order=asc"
     first = client.call("runs-table.rowData", {**base, "runs-table.columnState": sort})
     # the real 1-worker light run
     assert first["runs-table"]["rowData"][0]["time_to_accuracy_s"] == "1.83 s"
