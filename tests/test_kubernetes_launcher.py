@@ -31,6 +31,7 @@ from operators.kubernetes import (
     pod_argv,
     service_manifest,
 )
+from operators.kubernetes.settings import SETTINGS, settings_table
 from scalebench.network import HOST_PROFILE, parse_profile
 from scalebench.request import SweepRequest
 from scalebench.sweep import GroupPlan
@@ -905,6 +906,90 @@ def test_settings_from_env() -> None:
 def test_bad_settings_name_their_variable(variable: str, value: str) -> None:
     with pytest.raises(ValueError, match=variable):
         KubernetesSettings.from_env({variable: value})
+
+
+def test_bad_settings_say_what_they_must_be() -> None:
+    """The kind's words, the setting's own words, and the rules that tie fields together."""
+    cases = {
+        "SCALEBENCH_K8S_PREEMPTION_RETRIES": (
+            "once",
+            "SCALEBENCH_K8S_PREEMPTION_RETRIES='once': must be a whole number from 0 to 10",
+        ),
+        "SCALEBENCH_K8S_QOS": ("BestEffort", "must be one of Guaranteed, Burstable"),
+        "SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS": (
+            " ok , Not Ok ",
+            "SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS='ok,Not Ok': must be comma-separated Secret",
+        ),
+        "SCALEBENCH_K8S_DATA_CLAIM": ("-data", "must be a PersistentVolumeClaim name, or empty"),
+        "SCALEBENCH_K8S_CPU_LIMIT": (
+            "2",
+            "SCALEBENCH_K8S_CPU_LIMIT='2': must be equal to the request (3) in the Guaranteed",
+        ),
+    }
+    for variable, (value, message) in cases.items():
+        with pytest.raises(ValueError, match=re.escape(message)):
+            KubernetesSettings.from_env({variable: value})
+    with pytest.raises(ValueError, match=r"^SCALEBENCH_K8S_MEMORY_LIMIT='8Gi': must be at least"):
+        KubernetesSettings(qos="Burstable", memory_limit="8Gi")
+    with pytest.raises(ValueError, match=r"^SCALEBENCH_K8S_DEFERRABLE=1: must be true or false"):
+        KubernetesSettings(deferrable=1)  # type: ignore[arg-type]
+
+
+def test_every_setting_is_read_from_its_variable() -> None:
+    """Each declared variable sets its own field, and only it."""
+    examples: dict[str, tuple[str, Any]] = {
+        "namespace": ("bench", "bench"),
+        "conn_id": ("k8s_gpu", "k8s_gpu"),
+        "image": ("registry.example/w:1", "registry.example/w:1"),
+        "image_pull_policy": ("Never", "Never"),
+        "image_pull_secrets": ("regcred, other", ("regcred", "other")),
+        "service_account": ("runner", "runner"),
+        "node_selector": ('{"pool": "gpu"}', {"pool": "gpu"}),
+        "tolerations": (json.dumps([GPU_TOLERATION]), (GPU_TOLERATION,)),
+        "runtime_class": ("nvidia", "nvidia"),
+        "priority_class": ("high", "high"),
+        "queue_name": ("team-a", "team-a"),
+        "admission_timeout_s": ("60", 60.0),
+        "preemption_retries": ("3", 3),
+        "labels": ('{"team": "ml"}', {"team": "ml"}),
+        "annotations": ('{"note": "a b"}', {"note": "a b"}),
+        "env_passthrough": ("NCCL_*,HOME", ("NCCL_*", "HOME")),
+        "results_claim": ("res", "res"),
+        "data_claim": ("cifar", "cifar"),
+        "schedule_timeout_s": ("90.5", 90.5),
+        "shm_size": ("4Gi", "4Gi"),
+        "cpu_request": ("4", "4"),
+        "cpu_limit": ("4", "4"),
+        "memory_request": ("32Gi", "32Gi"),
+        "memory_limit": ("32Gi", "32Gi"),
+        "qos": ("Burstable", "Burstable"),
+        "deferrable": ("off", False),
+        "poll_interval_s": ("0.5", 0.5),
+    }
+    assert list(examples) == list(SETTINGS)  # a new setting needs an example here
+    defaults = KubernetesSettings()
+    paired = {"cpu_request": "cpu_limit", "memory_request": "memory_limit"}  # Guaranteed
+    paired |= {limit: request for request, limit in paired.items()}
+    for name, (text, value) in examples.items():
+        env = {SETTINGS[name].variable: text}
+        if name in paired:
+            env[SETTINGS[paired[name]].variable] = text
+        settings = KubernetesSettings.from_env(env)
+        assert getattr(settings, name) == value != getattr(defaults, name)
+        assert KubernetesSettings.from_env({SETTINGS[name].variable: "  "}) == defaults
+
+
+def test_the_documented_settings_are_the_declared_fields() -> None:
+    """docs/kubernetes.md's settings table is the one the declarations give."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "kubernetes.md").read_text()
+    table = text.split("<!-- kubernetes settings -->\n")[1].split("<!-- end -->")[0]
+    assert table == settings_table(), (
+        'paste the output of python -c "from operators.kubernetes.settings import '
+        'settings_table as t; print(t())"'
+    )
+    configuration = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    assert "SCALEBENCH_K8S_NAMESPACE" not in configuration  # it links to the table instead
+    assert "(kubernetes.md#settings)" in configuration and "## Settings" in text
 
 
 def test_group_refuses_impossible_shapes() -> None:

@@ -1,46 +1,21 @@
 """Where and how worker pods run: :class:`KubernetesSettings`, read by
 :meth:`KubernetesSettings.from_env` on the Airflow worker and checked as it is
-built (an invalid value raises :class:`ValueError` naming its variable). In the
-pods the results claim is mounted at ``/var/scalebench/results`` and the data
-claim at ``/var/scalebench/data``. Tolerations are spelled as in a pod spec
+built (an invalid value raises :class:`ValueError` naming its variable).
+
+Each setting is declared once, as a field of :class:`KubernetesSettings` whose
+metadata holds a :class:`Setting` (made by :func:`env_var`): its variable, its
+kind (how its text is read and checked, :data:`KINDS`), what a value must be,
+and its meaning. From that declaration come :meth:`KubernetesSettings.from_env`,
+the checks of each field as the settings are built (the rules that tie fields
+together follow them, in ``__post_init__``) and the table of
+``docs/kubernetes.md`` (:func:`settings_table`; a test holds the page to it).
+Adding a setting is one field here and the code that uses it.
+
+In the pods the results claim is mounted at ``/var/scalebench/results`` and the
+data claim at ``/var/scalebench/data``. Tolerations are spelled as in a pod spec
 (``[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]``);
 a pod still Pending after the schedule timeout (counted from
 :meth:`~operators.kubernetes.group.KubernetesGroup.start`) fails the group.
-
-| variable                          | default                  | meaning                          |
-|-----------------------------------|--------------------------|----------------------------------|
-| SCALEBENCH_K8S_NAMESPACE          | scalebench               | namespace of Jobs, Services, pods|
-| SCALEBENCH_K8S_CONN_ID            | kubernetes_default       | Airflow connection to the cluster|
-| SCALEBENCH_WORKER_IMAGE           | scalebench-worker:latest | worker image (a group may differ)|
-| SCALEBENCH_K8S_IMAGE_PULL_POLICY  | IfNotPresent             | Always, IfNotPresent or Never    |
-| SCALEBENCH_K8S_SERVICE_ACCOUNT    | scalebench-worker        | service account of worker pods   |
-| SCALEBENCH_K8S_NODE_SELECTOR      | {} (none)                | JSON object: node label -> value |
-| SCALEBENCH_K8S_TOLERATIONS        | [] (none)                | JSON list of pod tolerations     |
-| SCALEBENCH_K8S_RESULTS_CLAIM      | scalebench-results       | PVC of results (read-write)      |
-| SCALEBENCH_K8S_DATA_CLAIM         | empty (no data volume)   | PVC of data sets (read-only)     |
-| SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S | 600                      | seconds a pod may stay Pending   |
-| SCALEBENCH_K8S_SHM_SIZE           | 2Gi                      | /dev/shm per rank (quantity)     |
-| SCALEBENCH_K8S_CPU_REQUEST        | 3                        | CPUs a rank's pod is given       |
-| SCALEBENCH_K8S_CPU_LIMIT          | 3                        | CPUs per rank at most            |
-| SCALEBENCH_K8S_MEMORY_REQUEST     | 16Gi                     | memory a rank's pod is given     |
-| SCALEBENCH_K8S_MEMORY_LIMIT       | 16Gi                     | memory per rank before a kill    |
-| SCALEBENCH_K8S_QOS                | Guaranteed               | Guaranteed (limits = requests) or|
-|                                   |                          | Burstable (limits may be higher) |
-| SCALEBENCH_K8S_DEFERRABLE         | true                     | watch groups from the triggerer  |
-| SCALEBENCH_K8S_POLL_S             | 5                        | seconds between looks at a group |
-| SCALEBENCH_K8S_QUEUE_NAME         | empty (no Kueue)         | Kueue LocalQueue of the Jobs     |
-| SCALEBENCH_K8S_ADMISSION_TIMEOUT_S| 3600                     | seconds a queued Job may wait    |
-| SCALEBENCH_K8S_PREEMPTION_RETRIES | 1                        | runs again of a preempted group  |
-| SCALEBENCH_K8S_PRIORITY_CLASS     | empty (cluster default)  | priorityClassName of the pods    |
-| SCALEBENCH_K8S_RUNTIME_CLASS      | empty (cluster default)  | runtimeClassName (e.g. nvidia)   |
-| SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS | empty (none)          | names of the Secrets the pods    |
-|                                   |                          | pull the image with (their       |
-|                                   |                          | imagePullSecrets), comma-separated|
-| SCALEBENCH_K8S_LABELS             | {} (none)                | JSON object: extra labels        |
-| SCALEBENCH_K8S_ANNOTATIONS        | {} (none)                | JSON object: extra pod annotations|
-| SCALEBENCH_K8S_ENV_PASSTHROUGH    | empty (none)             | comma-separated variables (or    |
-|                                   |                          | prefixes ending in *) copied     |
-|                                   |                          | into the pods (NCCL_*)           |
 
 With ``SCALEBENCH_K8S_DEFERRABLE`` true the training task defers while its group
 runs (:mod:`operators.kubernetes.trigger`) and holds no Airflow worker slot;
@@ -64,15 +39,17 @@ A group whose pod was disrupted (preempted, evicted, its node drained) ends as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+QOS_CLASSES = ("Guaranteed", "Burstable")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
@@ -94,255 +71,427 @@ _SUFFIXES = {
     "Ei": 2**60,
 }
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
-QOS_CLASSES = ("Guaranteed", "Burstable")
 # A qualified name (label and annotation keys): an optional DNS subdomain prefix and "/",
 # then at most 63 alphanumerics, "-", "_" or "." with alphanumeric ends.
 _NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 
+# What a setting holds, and so how its text is read and what every value of it must be:
+# free text, one of ``choices``, a Kubernetes quantity (``2Gi``, ``500m``), a positive
+# number of seconds, a whole number, true/false, comma-separated names, a JSON object or
+# a JSON list.
+KINDS = ("text", "choice", "quantity", "seconds", "whole", "flag", "names", "object", "list")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One environment variable of :class:`KubernetesSettings`.
+
+    ``variable`` is its name and ``meaning`` its sentence in the docs table. ``kind``
+    (:data:`KINDS`) says how its text is read and the rule every value of it keeps (seconds
+    positive, a whole number within ``minimum`` and ``maximum``, a choice among ``choices``,
+    a JSON object of string values); ``valid`` is this setting's own rule on top (for
+    ``names``, on each name), ``empty_ok`` lets an empty text through it (empty meaning
+    none). ``expected`` completes "must be ..." in the error (each kind but text,
+    quantity and names has its own words). ``inspect(variable, value)`` checks the parts
+    of a JSON value, raising its own message.
+    """
+
+    variable: str
+    kind: str
+    meaning: str
+    expected: str = ""
+    valid: Callable[[Any], object] | None = None
+    empty_ok: bool = False
+    choices: tuple[str, ...] = ()
+    minimum: int = 0
+    maximum: int = 0
+    inspect: Callable[[str, Any], None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"{self.variable}: unknown kind {self.kind!r}")
+        if not self.must_be:
+            raise ValueError(f"{self.variable}: a {self.kind} setting must say what it expects")
+
+    @property
+    def must_be(self) -> str:
+        """What a value must be, completing "must be ..." in the error."""
+        if self.expected:
+            return self.expected
+        return {
+            "choice": "one of " + ", ".join(self.choices),
+            "seconds": "a positive number of seconds",
+            "whole": f"a whole number from {self.minimum} to {self.maximum}",
+            "flag": "true or false",
+            "object": "a JSON object of strings",
+            "list": "a JSON list",
+        }.get(self.kind, "")
+
+    def read(self, raw: str) -> Any:
+        """The value of the variable's (stripped, non-empty) text ``raw``; checked later,
+        as the settings are built, except that it must parse as its kind."""
+        return _READERS[self.kind](self, raw)
+
+    def check(self, value: Any) -> None:
+        """Raise :class:`ValueError` naming the variable unless ``value`` is one it takes."""
+        ok = _RULES[self.kind](self, value) and (
+            self.valid is None
+            or (self.empty_ok and value == "")
+            or (
+                all(self.valid(name) for name in value)
+                if self.kind == "names"
+                else self.valid(value)
+            )
+        )
+        if not ok:
+            shown = ",".join(value) if self.kind == "names" else value
+            raise ValueError(f"{self.variable}={shown!r}: must be {self.must_be}")
+        if self.inspect is not None:
+            self.inspect(self.variable, value)
+
+
+def env_var(default: Any, **declaration: Any) -> Any:
+    """A :class:`KubernetesSettings` field declared by a :class:`Setting`, ``default`` when
+    its variable is unset or empty (a dict default is copied for each instance)."""
+    metadata = {"setting": Setting(**declaration)}
+    if isinstance(default, dict):
+        return dataclasses.field(default_factory=lambda: dict(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def _is_label(name: str) -> bool:
+    return bool(_DNS_LABEL.match(name)) and len(name) <= 63
+
+
+def _is_subdomain(name: str) -> bool:
+    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253
+
+
+def _is_short_subdomain(name: str) -> bool:
+    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 63
+
+
+def _string_values(items: Mapping[Any, Any]) -> bool:
+    return all(isinstance(k, str) and isinstance(v, str) for k, v in items.items())
+
+
+def _check_labels(variable: str, labels: Mapping[Any, Any]) -> None:
+    """Qualified-name keys and label values."""
+    _check_metadata(variable, labels, values_are_labels=True)
+
+
+def _check_annotations(variable: str, annotations: Mapping[Any, Any]) -> None:
+    """Qualified-name keys and string values."""
+    _check_metadata(variable, annotations, values_are_labels=False)
+
+
+def _check_metadata(variable: str, items: Mapping[Any, Any], *, values_are_labels: bool) -> None:
+    """Labels or annotations: qualified-name keys, and label values where ``values_are_labels``."""
+    for key, value in items.items():
+        if not isinstance(key, str) or not _is_qualified_name(key):
+            raise ValueError(
+                f"{variable}: the key {key!r} must be a qualified name "
+                "([prefix/]name, the name at most 63 letters, digits, '-', '_' or '.')"
+            )
+        if not isinstance(value, str):
+            raise ValueError(f"{variable}: the value of {key!r} must be a string")
+        if values_are_labels and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+            raise ValueError(
+                f"{variable}: the value {value!r} of {key!r} must be a label value "
+                "(at most 63 letters, digits, '-', '_' or '.', alphanumeric at both ends)"
+            )
+
+
+def _is_qualified_name(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (prefix and _is_subdomain(prefix)):
+        return False
+    return bool(_NAME_PART.match(name)) and len(name) <= 63
+
+
+def _check_tolerations(variable: str, tolerations: tuple[Any, ...]) -> None:
+    """Each toleration as a pod spec takes it."""
+    for toleration in tolerations:
+        _check_toleration(variable, toleration)
+
+
+def _check_toleration(variable: str, toleration: object) -> None:
+    problem = ""
+    if not isinstance(toleration, Mapping):
+        problem = "is not a JSON object"
+    elif unknown := set(toleration) - _TOLERATION_KEYS:
+        problem = f"has unknown keys {sorted(map(str, unknown))}; known: {sorted(_TOLERATION_KEYS)}"
+    elif toleration.get("operator", "Equal") not in ("Equal", "Exists"):
+        problem = "needs operator Equal or Exists"
+    elif toleration.get("effect", "") not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+        problem = "needs effect NoSchedule, PreferNoSchedule or NoExecute"
+    elif type(toleration.get("tolerationSeconds", 0)) is not int:
+        problem = "needs an integer tolerationSeconds"
+    if problem:
+        raise ValueError(f"{variable}: the toleration {toleration!r} {problem}")
+
 
 @dataclass(frozen=True)
 class KubernetesSettings:
-    """Where and how worker pods run; see the module docstring for each variable.
+    """Where and how worker pods run: each field is one ``SCALEBENCH_K8S_*`` variable (or
+    ``SCALEBENCH_WORKER_IMAGE``), its :class:`Setting` in the field's metadata.
 
-    ``node_selector`` and ``tolerations`` are in the API's own form (as in a
-    pod spec). ``schedule_timeout_s`` is in seconds; ``shm_size`` is a
-    Kubernetes quantity (``2Gi``). Invalid values raise :class:`ValueError`
-    naming the environment variable that sets them.
+    ``node_selector`` and ``tolerations`` are in the API's own form (as in a pod spec).
+    Times (``*_s``) are in seconds; ``shm_size`` and the memory request and limit are
+    Kubernetes quantities of bytes (``2Gi``), the CPU request and limit quantities of CPUs
+    (``3``, ``500m``). Invalid values raise :class:`ValueError` naming the variable that
+    sets them.
     """
 
-    namespace: str = "scalebench"
-    conn_id: str = "kubernetes_default"
-    image: str = "scalebench-worker:latest"
-    image_pull_policy: str = "IfNotPresent"
-    service_account: str = "scalebench-worker"
-    node_selector: Mapping[str, str] = field(default_factory=dict)
-    tolerations: tuple[Mapping[str, Any], ...] = ()
-    results_claim: str = "scalebench-results"
-    data_claim: str = ""
-    schedule_timeout_s: float = 600.0
-    shm_size: str = "2Gi"
-    cpu_request: str = "3"
-    cpu_limit: str = "3"
-    memory_request: str = "16Gi"
-    memory_limit: str = "16Gi"
-    qos: str = "Guaranteed"
-    deferrable: bool = True
-    poll_interval_s: float = 5.0
-    queue_name: str = ""
-    admission_timeout_s: float = 3600.0
-    preemption_retries: int = 1
-    priority_class: str = ""
-    runtime_class: str = ""
-    image_pull_secrets: tuple[str, ...] = ()
-    labels: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, str] = field(default_factory=dict)
-    env_passthrough: tuple[str, ...] = ()
+    namespace: str = env_var(
+        "scalebench",
+        variable="SCALEBENCH_K8S_NAMESPACE",
+        kind="text",
+        valid=_is_label,
+        expected="a DNS-1123 label (e.g. scalebench)",
+        meaning="namespace of the Jobs, Services, NetworkPolicies and pods",
+    )
+    conn_id: str = env_var(
+        "kubernetes_default",
+        variable="SCALEBENCH_K8S_CONN_ID",
+        kind="text",
+        valid=str.strip,
+        expected="an Airflow connection id",
+        meaning="Airflow connection to the cluster",
+    )
+    image: str = env_var(
+        "scalebench-worker:latest",
+        variable="SCALEBENCH_WORKER_IMAGE",
+        kind="text",
+        valid=lambda image: image and not any(c.isspace() for c in image),
+        expected="an image reference without spaces",
+        meaning="worker image (*form*: `worker_image`)",
+    )
+    image_pull_policy: str = env_var(
+        "IfNotPresent",
+        variable="SCALEBENCH_K8S_IMAGE_PULL_POLICY",
+        kind="choice",
+        choices=PULL_POLICIES,
+        meaning="`Always`, `IfNotPresent` or `Never`",
+    )
+    image_pull_secrets: tuple[str, ...] = env_var(
+        (),
+        variable="SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS",
+        kind="names",
+        valid=_is_subdomain,
+        expected="comma-separated Secret names (DNS-1123 subdomains)",
+        meaning="comma-separated names of the Secrets the pods pull the image with "
+        "(their `imagePullSecrets`)",
+    )
+    service_account: str = env_var(
+        "scalebench-worker",
+        variable="SCALEBENCH_K8S_SERVICE_ACCOUNT",
+        kind="text",
+        valid=_is_subdomain,
+        expected="a service account name (DNS-1123 subdomain)",
+        meaning="service account of the worker pods",
+    )
+    node_selector: Mapping[str, str] = env_var(
+        {},
+        variable="SCALEBENCH_K8S_NODE_SELECTOR",
+        kind="object",
+        valid=_string_values,
+        expected='a JSON object of strings, e.g. {"pool": "gpu"}',
+        meaning='JSON object, e.g. `{"nvidia.com/gpu.present": "true"}`',
+    )
+    tolerations: tuple[Mapping[str, Any], ...] = env_var(
+        (),
+        variable="SCALEBENCH_K8S_TOLERATIONS",
+        kind="list",
+        inspect=_check_tolerations,
+        meaning='JSON list, e.g. `[{"key": "nvidia.com/gpu", "operator": "Exists", '
+        '"effect": "NoSchedule"}]`',
+    )
+    runtime_class: str = env_var(
+        "",
+        variable="SCALEBENCH_K8S_RUNTIME_CLASS",
+        kind="text",
+        valid=_is_subdomain,
+        empty_ok=True,
+        expected="a RuntimeClass name (DNS-1123 subdomain, e.g. nvidia), or empty",
+        meaning="the pods' `runtimeClassName`, e.g. `nvidia`",
+    )
+    priority_class: str = env_var(
+        "",
+        variable="SCALEBENCH_K8S_PRIORITY_CLASS",
+        kind="text",
+        valid=_is_subdomain,
+        empty_ok=True,
+        expected="a PriorityClass name (DNS-1123 subdomain), or empty",
+        meaning="the pods' `priorityClassName` (*form*: `priority_class`)",
+    )
+    queue_name: str = env_var(
+        "",
+        variable="SCALEBENCH_K8S_QUEUE_NAME",
+        kind="text",
+        valid=_is_short_subdomain,
+        empty_ok=True,
+        expected="a LocalQueue name (DNS-1123 subdomain of at most 63 characters), or empty",
+        meaning="Kueue LocalQueue; Jobs are created suspended (*form*: `queue_name`)",
+    )
+    admission_timeout_s: float = env_var(
+        3600.0,
+        variable="SCALEBENCH_K8S_ADMISSION_TIMEOUT_S",
+        kind="seconds",
+        meaning="seconds a queued Job may wait for admission (then `not_admitted`)",
+    )
+    preemption_retries: int = env_var(
+        1,
+        variable="SCALEBENCH_K8S_PREEMPTION_RETRIES",
+        kind="whole",
+        minimum=0,
+        maximum=10,
+        meaning="times a `preempted` group is run again (0 to 10)",
+    )
+    labels: Mapping[str, str] = env_var(
+        {},
+        variable="SCALEBENCH_K8S_LABELS",
+        kind="object",
+        inspect=_check_labels,
+        meaning="JSON object of extra labels (Jobs, pods, Services, policies)",
+    )
+    annotations: Mapping[str, str] = env_var(
+        {},
+        variable="SCALEBENCH_K8S_ANNOTATIONS",
+        kind="object",
+        inspect=_check_annotations,
+        meaning="JSON object of extra annotations (Jobs, pods)",
+    )
+    env_passthrough: tuple[str, ...] = env_var(
+        (),
+        variable="SCALEBENCH_K8S_ENV_PASSTHROUGH",
+        kind="names",
+        valid=_ENV_NAME.match,
+        expected="comma-separated variable names, or prefixes ending in * (NCCL_*)",
+        meaning="comma-separated variables copied from the Airflow worker's environment into "
+        "the pods; `NCCL_*` copies every `NCCL_` one",
+    )
+    results_claim: str = env_var(
+        "scalebench-results",
+        variable="SCALEBENCH_K8S_RESULTS_CLAIM",
+        kind="text",
+        valid=_is_subdomain,
+        expected="a PersistentVolumeClaim name",
+        meaning="PVC of results, mounted at `/var/scalebench/results`",
+    )
+    data_claim: str = env_var(
+        "",
+        variable="SCALEBENCH_K8S_DATA_CLAIM",
+        kind="text",
+        valid=_is_subdomain,
+        empty_ok=True,
+        expected="a PersistentVolumeClaim name, or empty for none",
+        meaning="PVC of data sets, mounted read-only at `/var/scalebench/data`",
+    )
+    schedule_timeout_s: float = env_var(
+        600.0,
+        variable="SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S",
+        kind="seconds",
+        meaning="seconds a pod may stay Pending (from admission, with a queue) before the "
+        "group fails",
+    )
+    shm_size: str = env_var(
+        "2Gi",
+        variable="SCALEBENCH_K8S_SHM_SIZE",
+        kind="quantity",
+        valid=_QUANTITY.match,
+        expected="a Kubernetes quantity such as 2Gi or 512Mi",
+        meaning="size of each pod's memory-backed `/dev/shm` (a quantity), per rank: a pod of "
+        "several ranks gets that many times over",
+    )
+    cpu_request: str = env_var(
+        "3",
+        variable="SCALEBENCH_K8S_CPU_REQUEST",
+        kind="quantity",
+        valid=_CPU.match,
+        expected="a Kubernetes quantity such as 3 or 500m",
+        meaning="CPUs each rank's pod is given (the task text: 3 CPUs per pod); a pod of "
+        "several ranks, that many times over",
+    )
+    cpu_limit: str = env_var(
+        "3",
+        variable="SCALEBENCH_K8S_CPU_LIMIT",
+        kind="quantity",
+        valid=_CPU.match,
+        expected="a Kubernetes quantity such as 3 or 500m",
+        meaning="CPUs a worker pod may use at most; equal to the request unless Burstable",
+    )
+    memory_request: str = env_var(
+        "16Gi",
+        variable="SCALEBENCH_K8S_MEMORY_REQUEST",
+        kind="quantity",
+        valid=_QUANTITY.match,
+        expected="a Kubernetes quantity such as 16Gi or 512Mi",
+        meaning="memory each rank's pod is given; a pod of several ranks, that many times over",
+    )
+    memory_limit: str = env_var(
+        "16Gi",
+        variable="SCALEBENCH_K8S_MEMORY_LIMIT",
+        kind="quantity",
+        valid=_QUANTITY.match,
+        expected="a Kubernetes quantity such as 16Gi or 512Mi",
+        meaning="memory beyond which the pod is killed (`/dev/shm` counts); equal to the "
+        "request unless Burstable",
+    )
+    qos: str = env_var(
+        "Guaranteed",
+        variable="SCALEBENCH_K8S_QOS",
+        kind="choice",
+        choices=QOS_CLASSES,
+        meaning="`Guaranteed` (limits = requests) or `Burstable` (limits may be higher; "
+        "runs marked)",
+    )
+    deferrable: bool = env_var(
+        True,
+        variable="SCALEBENCH_K8S_DEFERRABLE",
+        kind="flag",
+        meaning="`true`: a running group is watched from the triggerer (deferred); `false`: "
+        "from the task's worker slot (blocking)",
+    )
+    poll_interval_s: float = env_var(
+        5.0,
+        variable="SCALEBENCH_K8S_POLL_S",
+        kind="seconds",
+        meaning="seconds between two looks at a running group, in either mode",
+    )
 
     def __post_init__(self) -> None:
-        selector = self.node_selector
-        checks = [
-            (
-                "SCALEBENCH_K8S_NAMESPACE",
-                self.namespace,
-                _DNS_LABEL.match(self.namespace) and len(self.namespace) <= 63,
-                "a DNS-1123 label (e.g. scalebench)",
-            ),
-            (
-                "SCALEBENCH_K8S_CONN_ID",
-                self.conn_id,
-                self.conn_id.strip(),
-                "an Airflow connection id",
-            ),
-            (
-                "SCALEBENCH_WORKER_IMAGE",
-                self.image,
-                self.image and not any(c.isspace() for c in self.image),
-                "an image reference without spaces",
-            ),
-            (
-                "SCALEBENCH_K8S_IMAGE_PULL_POLICY",
-                self.image_pull_policy,
-                self.image_pull_policy in PULL_POLICIES,
-                "one of " + ", ".join(PULL_POLICIES),
-            ),
-            (
-                "SCALEBENCH_K8S_SERVICE_ACCOUNT",
-                self.service_account,
-                _is_subdomain(self.service_account),
-                "a service account name (DNS-1123 subdomain)",
-            ),
-            (
-                "SCALEBENCH_K8S_NODE_SELECTOR",
-                selector,
-                isinstance(selector, Mapping)
-                and all(isinstance(k, str) and isinstance(v, str) for k, v in selector.items()),
-                'a JSON object of strings, e.g. {"pool": "gpu"}',
-            ),
-            (
-                "SCALEBENCH_K8S_RESULTS_CLAIM",
-                self.results_claim,
-                _is_subdomain(self.results_claim),
-                "a PersistentVolumeClaim name",
-            ),
-            (
-                "SCALEBENCH_K8S_DATA_CLAIM",
-                self.data_claim,
-                self.data_claim == "" or _is_subdomain(self.data_claim),
-                "a PersistentVolumeClaim name, or empty for none",
-            ),
-            (
-                "SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S",
-                self.schedule_timeout_s,
-                math.isfinite(self.schedule_timeout_s) and self.schedule_timeout_s > 0,
-                "a positive number of seconds",
-            ),
-            (
-                "SCALEBENCH_K8S_POLL_S",
-                self.poll_interval_s,
-                math.isfinite(self.poll_interval_s) and self.poll_interval_s > 0,
-                "a positive number of seconds",
-            ),
-            (
-                "SCALEBENCH_K8S_SHM_SIZE",
-                self.shm_size,
-                _QUANTITY.match(self.shm_size),
-                "a Kubernetes quantity such as 2Gi or 512Mi",
-            ),
-        ]
-        checks += [
-            (
-                "SCALEBENCH_K8S_QOS",
-                self.qos,
-                self.qos in QOS_CLASSES,
-                "one of " + ", ".join(QOS_CLASSES),
-            ),
-            (
-                "SCALEBENCH_K8S_QUEUE_NAME",
-                self.queue_name,
-                self.queue_name == ""
-                or (_DNS_SUBDOMAIN.match(self.queue_name) and len(self.queue_name) <= 63),
-                "a LocalQueue name (DNS-1123 subdomain of at most 63 characters), or empty",
-            ),
-            (
-                "SCALEBENCH_K8S_ADMISSION_TIMEOUT_S",
-                self.admission_timeout_s,
-                math.isfinite(self.admission_timeout_s) and self.admission_timeout_s > 0,
-                "a positive number of seconds",
-            ),
-            (
-                "SCALEBENCH_K8S_PREEMPTION_RETRIES",
-                self.preemption_retries,
-                type(self.preemption_retries) is int and 0 <= self.preemption_retries <= 10,
-                "a whole number from 0 to 10",
-            ),
-            (
-                "SCALEBENCH_K8S_PRIORITY_CLASS",
-                self.priority_class,
-                self.priority_class == "" or _is_subdomain(self.priority_class),
-                "a PriorityClass name (DNS-1123 subdomain), or empty",
-            ),
-            (
-                "SCALEBENCH_K8S_RUNTIME_CLASS",
-                self.runtime_class,
-                self.runtime_class == "" or _is_subdomain(self.runtime_class),
-                "a RuntimeClass name (DNS-1123 subdomain, e.g. nvidia), or empty",
-            ),
-            (
-                "SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS",
-                ",".join(self.image_pull_secrets),
-                all(_is_subdomain(name) for name in self.image_pull_secrets),
-                "comma-separated Secret names (DNS-1123 subdomains)",
-            ),
-            (
-                "SCALEBENCH_K8S_ENV_PASSTHROUGH",
-                ",".join(self.env_passthrough),
-                all(_ENV_NAME.match(name) for name in self.env_passthrough),
-                "comma-separated variable names, or prefixes ending in * (NCCL_*)",
-            ),
-        ]
+        for name, setting in SETTINGS.items():
+            setting.check(getattr(self, name))
+        # A limit is at least its request, and equal to it in the Guaranteed class.
         guaranteed = self.qos == "Guaranteed"
-        for kind, pattern, example in (
-            ("CPU", _CPU, "3 or 500m"),
-            ("MEMORY", _QUANTITY, "16Gi or 512Mi"),
-        ):
-            request = getattr(self, f"{kind.lower()}_request")
-            limit = getattr(self, f"{kind.lower()}_limit")
-            both = pattern.match(request) and pattern.match(limit)
-            checks += [
-                (
-                    f"SCALEBENCH_K8S_{kind}_REQUEST",
-                    request,
-                    pattern.match(request),
-                    f"a Kubernetes quantity such as {example}",
-                ),
-                (
-                    f"SCALEBENCH_K8S_{kind}_LIMIT",
-                    limit,
-                    pattern.match(limit)
-                    and (not both or quantity(limit) >= quantity(request))
-                    and (not both or not guaranteed or quantity(limit) == quantity(request)),
-                    f"a Kubernetes quantity such as {example}, "
-                    + (
-                        f"equal to the request ({request}) in the Guaranteed QoS class "
-                        "(SCALEBENCH_K8S_QOS=Burstable lets it be higher)"
-                        if guaranteed
-                        else f"at least the request ({request})"
-                    ),
-                ),
-            ]
-        for variable, value, ok, expected in checks:
-            _check(ok, variable, value, expected)
-        for toleration in self.tolerations:
-            _check_toleration(toleration)
-        _check_metadata("SCALEBENCH_K8S_LABELS", self.labels, values_are_labels=True)
-        _check_metadata("SCALEBENCH_K8S_ANNOTATIONS", self.annotations, values_are_labels=False)
+        for resource in ("cpu", "memory"):
+            request = getattr(self, f"{resource}_request")
+            limit = getattr(self, f"{resource}_limit")
+            if guaranteed and quantity(limit) != quantity(request):
+                expected = (
+                    f"equal to the request ({request}) in the Guaranteed QoS class "
+                    "(SCALEBENCH_K8S_QOS=Burstable lets it be higher)"
+                )
+            elif quantity(limit) < quantity(request):
+                expected = f"at least the request ({request})"
+            else:
+                continue
+            variable = SETTINGS[f"{resource}_limit"].variable
+            raise ValueError(f"{variable}={limit!r}: must be {expected}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> KubernetesSettings:
-        """Settings from ``SCALEBENCH_K8S_*`` / ``SCALEBENCH_WORKER_IMAGE``; unset means default."""
-        defaults = cls()
-
-        def text(name: str, default: str) -> str:
-            return env.get(name, "").strip() or default
-
-        timeout = _seconds(env, "SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S", defaults.schedule_timeout_s)
-        poll = _seconds(env, "SCALEBENCH_K8S_POLL_S", defaults.poll_interval_s)
-        tolerations = _json_var(env, "SCALEBENCH_K8S_TOLERATIONS", [], list, "a JSON list")
-        return cls(
-            namespace=text("SCALEBENCH_K8S_NAMESPACE", defaults.namespace),
-            conn_id=text("SCALEBENCH_K8S_CONN_ID", defaults.conn_id),
-            image=text("SCALEBENCH_WORKER_IMAGE", defaults.image),
-            image_pull_policy=text("SCALEBENCH_K8S_IMAGE_PULL_POLICY", defaults.image_pull_policy),
-            service_account=text("SCALEBENCH_K8S_SERVICE_ACCOUNT", defaults.service_account),
-            node_selector=_json_var(env, "SCALEBENCH_K8S_NODE_SELECTOR", {}, dict, "a JSON object"),
-            tolerations=tuple(tolerations),
-            results_claim=text("SCALEBENCH_K8S_RESULTS_CLAIM", defaults.results_claim),
-            data_claim=env.get("SCALEBENCH_K8S_DATA_CLAIM", "").strip(),
-            schedule_timeout_s=timeout,
-            shm_size=text("SCALEBENCH_K8S_SHM_SIZE", defaults.shm_size),
-            cpu_request=text("SCALEBENCH_K8S_CPU_REQUEST", defaults.cpu_request),
-            cpu_limit=text("SCALEBENCH_K8S_CPU_LIMIT", defaults.cpu_limit),
-            memory_request=text("SCALEBENCH_K8S_MEMORY_REQUEST", defaults.memory_request),
-            memory_limit=text("SCALEBENCH_K8S_MEMORY_LIMIT", defaults.memory_limit),
-            qos=text("SCALEBENCH_K8S_QOS", defaults.qos),
-            deferrable=_flag(env, "SCALEBENCH_K8S_DEFERRABLE", defaults.deferrable),
-            poll_interval_s=poll,
-            queue_name=env.get("SCALEBENCH_K8S_QUEUE_NAME", "").strip(),
-            admission_timeout_s=_seconds(
-                env, "SCALEBENCH_K8S_ADMISSION_TIMEOUT_S", defaults.admission_timeout_s
-            ),
-            preemption_retries=_whole(
-                env, "SCALEBENCH_K8S_PREEMPTION_RETRIES", defaults.preemption_retries
-            ),
-            priority_class=env.get("SCALEBENCH_K8S_PRIORITY_CLASS", "").strip(),
-            runtime_class=env.get("SCALEBENCH_K8S_RUNTIME_CLASS", "").strip(),
-            image_pull_secrets=_names(env, "SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS"),
-            labels=_json_var(env, "SCALEBENCH_K8S_LABELS", {}, dict, "a JSON object"),
-            annotations=_json_var(env, "SCALEBENCH_K8S_ANNOTATIONS", {}, dict, "a JSON object"),
-            env_passthrough=_names(env, "SCALEBENCH_K8S_ENV_PASSTHROUGH"),
-        )
+        """Settings from ``SCALEBENCH_K8S_*`` / ``SCALEBENCH_WORKER_IMAGE``; unset or empty
+        means the field's default."""
+        given = {}
+        for name, setting in SETTINGS.items():
+            raw = env.get(setting.variable, "").strip()
+            if raw:
+                given[name] = setting.read(raw)
+        return cls(**given)
 
     def with_request(self, queue_name: str = "", priority_class: str = "") -> KubernetesSettings:
         """These settings with a sweep's own queue and priority class (empty: keep these)."""
@@ -399,102 +548,105 @@ def quantity(text: str) -> float:
     return float(match.group(1)) * _SUFFIXES[match.group(2)]
 
 
-def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
-    """A number of seconds; unset or empty means ``default`` (checked as the settings are built)."""
-    raw = env.get(name, "").strip()
+def _read_text(setting: Setting, raw: str) -> str:
+    return raw
+
+
+def _read_seconds(setting: Setting, raw: str) -> float:
     try:
-        return float(raw) if raw else default
+        return float(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r}: must be a positive number of seconds") from None
+        raise ValueError(f"{setting.variable}={raw!r}: must be {setting.must_be}") from None
 
 
-def _whole(env: Mapping[str, str], name: str, default: int) -> int:
-    """A whole number; unset or empty means ``default`` (bounds checked when built)."""
-    raw = env.get(name, "").strip()
+def _read_whole(setting: Setting, raw: str) -> int:
     try:
-        return int(raw) if raw else default
+        return int(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r}: must be a whole number") from None
+        raise ValueError(f"{setting.variable}={raw!r}: must be {setting.must_be}") from None
 
 
-def _names(env: Mapping[str, str], name: str) -> tuple[str, ...]:
-    """A comma-separated list (spaces around the names ignored); unset or empty means none."""
-    return tuple(part.strip() for part in env.get(name, "").split(",") if part.strip())
-
-
-def _flag(env: Mapping[str, str], name: str, default: bool) -> bool:
-    """A true/false variable (also 1/0, yes/no, on/off); unset or empty means ``default``."""
-    raw = env.get(name, "").strip().lower()
-    if not raw:
-        return default
-    if raw in ("true", "1", "yes", "on"):
+def _read_flag(setting: Setting, raw: str) -> bool:
+    """true/false, also 1/0, yes/no, on/off."""
+    if raw.lower() in ("true", "1", "yes", "on"):
         return True
-    if raw in ("false", "0", "no", "off"):
+    if raw.lower() in ("false", "0", "no", "off"):
         return False
-    raise ValueError(f"{name}={env[name]!r}: must be true or false")
+    raise ValueError(f"{setting.variable}={raw!r}: must be {setting.must_be}")
 
 
-def _check(ok: object, variable: str, value: object, expected: str) -> None:
-    if not ok:
-        raise ValueError(f"{variable}={value!r}: must be {expected}")
+def _read_names(setting: Setting, raw: str) -> tuple[str, ...]:
+    """A comma-separated list, spaces around the names ignored."""
+    return tuple(part.strip() for part in raw.split(",") if part.strip())
 
 
-def _is_subdomain(name: str) -> bool:
-    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253
+def _read_object(setting: Setting, raw: str) -> dict[str, Any]:
+    return _json(setting.variable, raw, dict, "a JSON object")
 
 
-def _json_var(env: Mapping[str, str], name: str, default: Any, kind: type, what: str) -> Any:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return default
+def _read_list(setting: Setting, raw: str) -> tuple[Any, ...]:
+    return tuple(_json(setting.variable, raw, list, "a JSON list"))
+
+
+def _json(variable: str, raw: str, kind: type, what: str) -> Any:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{name}={raw!r}: must be {what} ({exc})") from None
+        raise ValueError(f"{variable}={raw!r}: must be {what} ({exc})") from None
     except RecursionError:  # the json module's parser recurses once per nested list or object
-        raise ValueError(f"{name}: must be {what} (its JSON is nested too deep to read)") from None
+        raise ValueError(
+            f"{variable}: must be {what} (its JSON is nested too deep to read)"
+        ) from None
     if not isinstance(value, kind):
-        raise ValueError(f"{name}={raw!r}: must be {what}")
+        raise ValueError(f"{variable}={raw!r}: must be {what}")
     return value
 
 
-def _check_metadata(variable: str, items: object, *, values_are_labels: bool) -> None:
-    """Labels or annotations: qualified-name keys, and label values where ``values_are_labels``."""
-    if not isinstance(items, Mapping):
-        raise ValueError(f"{variable}={items!r}: must be a JSON object of strings")
-    for key, value in items.items():
-        if not isinstance(key, str) or not _is_qualified_name(key):
-            raise ValueError(
-                f"{variable}: the key {key!r} must be a qualified name "
-                "([prefix/]name, the name at most 63 letters, digits, '-', '_' or '.')"
-            )
-        if not isinstance(value, str):
-            raise ValueError(f"{variable}: the value of {key!r} must be a string")
-        if values_are_labels and (len(value) > 63 or not _LABEL_VALUE.match(value)):
-            raise ValueError(
-                f"{variable}: the value {value!r} of {key!r} must be a label value "
-                "(at most 63 letters, digits, '-', '_' or '.', alphanumeric at both ends)"
-            )
+_READERS: dict[str, Callable[[Setting, str], Any]] = {
+    "text": _read_text,
+    "choice": _read_text,
+    "quantity": _read_text,
+    "seconds": _read_seconds,
+    "whole": _read_whole,
+    "flag": _read_flag,
+    "names": _read_names,
+    "object": _read_object,
+    "list": _read_list,
+}
+# The rule of each kind, before a setting's own (``valid``).
+_RULES: dict[str, Callable[[Setting, Any], bool]] = {
+    "text": lambda s, value: isinstance(value, str),
+    "choice": lambda s, value: value in s.choices,
+    "quantity": lambda s, value: isinstance(value, str),
+    "seconds": lambda s, value: (
+        isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+    ),
+    "whole": lambda s, value: type(value) is int and s.minimum <= value <= s.maximum,
+    "flag": lambda s, value: type(value) is bool,
+    "names": lambda s, value: isinstance(value, tuple) and all(isinstance(n, str) for n in value),
+    "object": lambda s, value: isinstance(value, Mapping),
+    "list": lambda s, value: isinstance(value, (tuple, list)),
+}
+assert set(_READERS) == set(_RULES) == set(KINDS)
+
+# Each field's setting, by field name, in declaration order.
+SETTINGS: dict[str, Setting] = {
+    f.name: f.metadata["setting"] for f in dataclasses.fields(KubernetesSettings)
+}
 
 
-def _is_qualified_name(key: str) -> bool:
-    prefix, slash, name = key.rpartition("/")
-    if slash and not (prefix and _is_subdomain(prefix)):
-        return False
-    return bool(_NAME_PART.match(name)) and len(name) <= 63
-
-
-def _check_toleration(toleration: object) -> None:
-    problem = ""
-    if not isinstance(toleration, Mapping):
-        problem = "is not a JSON object"
-    elif unknown := set(toleration) - _TOLERATION_KEYS:
-        problem = f"has unknown keys {sorted(map(str, unknown))}; known: {sorted(_TOLERATION_KEYS)}"
-    elif toleration.get("operator", "Equal") not in ("Equal", "Exists"):
-        problem = "needs operator Equal or Exists"
-    elif toleration.get("effect", "") not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
-        problem = "needs effect NoSchedule, PreferNoSchedule or NoExecute"
-    elif type(toleration.get("tolerationSeconds", 0)) is not int:
-        problem = "needs an integer tolerationSeconds"
-    if problem:
-        raise ValueError(f"SCALEBENCH_K8S_TOLERATIONS: the toleration {toleration!r} {problem}")
+def settings_table() -> str:
+    """The settings as the Markdown table of ``docs/kubernetes.md`` (a test holds the page
+    to it; print it with ``python -c "from operators.kubernetes.settings import
+    settings_table as t; print(t())"``)."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(KubernetesSettings):
+        default = f.default if f.default_factory is dataclasses.MISSING else f.default_factory()
+        if isinstance(default, bool):
+            default = str(default).lower()
+        elif isinstance(default, float):
+            default = f"{default:g}"
+        shown = f"`{default}`" if default not in ("", (), {}) else "none"
+        setting = f.metadata["setting"]
+        rows.append(f"| `{setting.variable}` | {shown} | {setting.meaning} |")
+    return "\n".join(rows) + "\n"
