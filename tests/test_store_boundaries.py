@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import socket
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -323,39 +324,49 @@ def test_project_reads_worker_counts_as_run_does(
 # --- faults ----------------------------------------------------------------------------------
 
 
-def test_a_postgresql_that_accepts_and_never_answers_is_given_up_on_naming_the_timeout(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
+@contextlib.contextmanager
+def fake_server(handle: Callable[[socket.socket], None]) -> Iterator[int]:
+    """A server on a free port of 127.0.0.1 that hands each connection to ``handle`` on a
+    thread of its own (and keeps it open); yields the port."""
     import threading
-    import time
-
-    from cli import main as cli
 
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(8)
+    server.settimeout(0.2)
     held: list[socket.socket] = []
     stop = threading.Event()
 
-    def accept_and_hold() -> None:
-        server.settimeout(0.2)
+    def serve() -> None:
         while not stop.is_set():
             with contextlib.suppress(OSError):
-                held.append(server.accept()[0])
+                conn = server.accept()[0]
+                held.append(conn)
+                threading.Thread(target=handle, args=(conn,), daemon=True).start()
 
-    thread = threading.Thread(target=accept_and_hold, daemon=True)
+    thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    port = server.getsockname()[1]
-    url = f"postgresql+psycopg2://nobody@127.0.0.1:{port}/results?connect_timeout=1"
-    started = time.monotonic()
     try:
-        code = cli.main(["ingest", str(DATA_SWEEP), "--database", url])
+        yield server.getsockname()[1]
     finally:
         stop.set()
         thread.join()
         for conn in held:
             conn.close()
         server.close()
+
+
+def test_a_postgresql_that_accepts_and_never_answers_is_given_up_on_naming_the_timeout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import time
+
+    from cli import main as cli
+
+    started = time.monotonic()
+    with fake_server(lambda conn: None) as port:  # accepts, then holds the connection
+        url = f"postgresql+psycopg2://nobody@127.0.0.1:{port}/results?connect_timeout=1"
+        code = cli.main(["ingest", str(DATA_SWEEP), "--database", url])
     assert code == 2 and time.monotonic() - started < 30
     err = capsys.readouterr().err
     assert "timeout expired (no answer within the connect timeout" in err, err
@@ -369,7 +380,6 @@ def test_a_postgresql_that_logs_in_and_never_answers_a_statement_is_given_up_on(
     hung server, or a proxy holding the connection): the wait ends after the statement
     timeout, and the error names it."""
     import struct
-    import threading
     import time
 
     from cli import main as cli
@@ -403,40 +413,18 @@ def test_a_postgresql_that_logs_in_and_never_answers_a_statement_is_given_up_on(
             while conn.recv(1 << 16):  # every statement is read, none answered
                 pass
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            with contextlib.suppress(OSError):
-                conn = server.accept()[0]
-                held.append(conn)
-                threading.Thread(target=log_in_and_hold, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
     monkeypatch.setenv("SCALEBENCH_STATEMENT_TIMEOUT_S", "1")
     monkeypatch.setattr(pg_watch, "GRACE_S", 0.5)
-    url = f"postgresql+psycopg2://nobody@127.0.0.1:{server.getsockname()[1]}/results"
     started = time.monotonic()
-    try:
+    with fake_server(log_in_and_hold) as port:
+        url = f"postgresql+psycopg2://nobody@127.0.0.1:{port}/results"
         code = cli.main(["ingest", str(DATA_SWEEP), "--database", url])
-    finally:
-        stop.set()
-        thread.join()
-        for conn in held:
-            conn.close()
-        server.close()
     waited = time.monotonic() - started
     err = capsys.readouterr().err
     assert code == 2, err
     assert "no answer from the server within the statement timeout: 1 s" in err, err
     assert "SCALEBENCH_STATEMENT_TIMEOUT_S" in err and "Traceback" not in err
-    assert held and waited < 30
+    assert waited < 30
 
 
 def test_a_slow_statement_is_ended_by_the_servers_own_statement_timeout(
