@@ -218,9 +218,10 @@ def contended_sweep(root: Path) -> tuple[str, str]:
 
 
 # One real group beside a real burner, trained once and checked from the store to the page.
-# Other tests beside it can only add to what others take of its cores: it runs with the
-# other slow tests.
+# It runs alone, with the timing tests: beside other tests its burner slows them too (three
+# busy processes on two cores), and what they take of its cores would be counted.
 @pytest.mark.slow
+@pytest.mark.timing
 def test_a_run_beside_a_core_burner_is_stored_contended_and_marked_in_chromium(
     tmp_path: Path,
 ) -> None:
