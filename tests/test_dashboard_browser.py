@@ -188,7 +188,12 @@ def test_runs_sort_on_the_server_page_and_keep_both_in_the_address(page: Page) -
     page.driver.find_element(By.CSS_SELECTOR, f"{header} .ag-header-cell-label").click()
     page.until(lambda: page.url == "/runs?sort=time_to_accuracy_s&order=asc", "the address")
     page.idle()
-    cells = page.until(lambda: page.driver.execute_script(CELLS, "time_to_accuracy_s"), "rows")
+
+    def sorted_rows() -> list[Any] | None:  # the grid draws the new rows after Dash is idle
+        cells = page.driver.execute_script(CELLS, "time_to_accuracy_s")
+        return cells if cells and cells[0][0] == "1.83 s" else None
+
+    cells = page.until(sorted_rows, "the rows sorted by time to accuracy")
     assert cells[0][0] == "1.83 s" and len(cells) == 25  # the real 1-worker light run first
     page.driver.find_element(By.XPATH, "//*[@id='runs-pages']//a[normalize-space()='2']").click()
     page.until(lambda: page.url.endswith("order=asc&page=1"), "the address to name page 2")
@@ -198,7 +203,10 @@ def test_runs_sort_on_the_server_page_and_keep_both_in_the_address(page: Page) -
     page.shows("runs-count", "42 run(s); page 2 of 2")
     arrow = f"{header}[aria-sort=ascending]"
     page.until(lambda: page.driver.find_elements(By.CSS_SELECTOR, arrow), "the header's arrow")
-    statuses = page.until(lambda: page.driver.execute_script(CELLS, "status"), "the statuses")
+    statuses = page.until(
+        lambda: (rows := page.driver.execute_script(CELLS, "status")) and len(rows) == 17 and rows,
+        "the second page's 17 statuses",
+    )
     assert len(statuses) == 17 and {text for text, *_ in statuses} > {"succeeded"}
     for text, color, weight, _ in statuses:
         assert (color == RED and weight == "700") == (text != "succeeded"), (text, color)
