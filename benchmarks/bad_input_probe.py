@@ -748,30 +748,23 @@ def settings_cases() -> list[Case]:
                 valid=True,
             )
         )
-    for value in ["abc", "0", "-1", "nan", "inf", "", "1e400", "86401"]:
-        cases.append(
-            Case(
-                family,
-                f"ingest with SCALEBENCH_STATEMENT_TIMEOUT_S={value!r}",
-                INGEST,
-                env={"SCALEBENCH_STATEMENT_TIMEOUT_S": value},
-                build=lambda d: place(d, "good"),
-                names="SCALEBENCH_STATEMENT_TIMEOUT_S",
-                both=True,
+    ingest_settings = {
+        "SCALEBENCH_STATEMENT_TIMEOUT_S": ["abc", "0", "-1", "nan", "inf", "", "1e400", "86401"],
+        "SCALEBENCH_CONTENTION_THRESHOLD": ["abc", "2", "-0.1", "nan", "inf", "", "1e400"],
+    }
+    for variable, values in ingest_settings.items():
+        for value in values:
+            cases.append(
+                Case(
+                    family,
+                    f"ingest with {variable}={value!r}",
+                    INGEST,
+                    env={variable: value},
+                    build=lambda d: place(d, "good"),
+                    names=variable,
+                    both=True,
+                )
             )
-        )
-    for value in ["abc", "2", "-0.1", "nan", "inf", "", "1e400"]:
-        cases.append(
-            Case(
-                family,
-                f"ingest with SCALEBENCH_CONTENTION_THRESHOLD={value!r}",
-                INGEST,
-                env={"SCALEBENCH_CONTENTION_THRESHOLD": value},
-                build=lambda d: place(d, "good"),
-                names="SCALEBENCH_CONTENTION_THRESHOLD",
-                both=True,
-            )
-        )
     for value in [
         "",
         " ",

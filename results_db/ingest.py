@@ -134,22 +134,17 @@ def transient(exc: BaseException) -> bool:
     server not answering yet), which the same work may survive if tried again. A statement
     that outlived the statement timeout (cancelled by the server, or unanswered and hung up
     on) is not: it would take as long again."""
-    try:  # a COPY talks to psycopg2 directly: its errors come unwrapped
-        import psycopg2
-        import psycopg2.errors
+    import psycopg2  # a declared dependency; imported here, where PostgreSQL is in use
+    import psycopg2.errors
 
-        from results_db.pg_watch import NoAnswer
-    except ImportError:
-        psycopg2 = None
-    if psycopg2 is not None and isinstance(
-        getattr(exc, "orig", None) or exc, NoAnswer | psycopg2.errors.QueryCanceled
-    ):
+    from results_db.pg_watch import NoAnswer
+
+    if isinstance(getattr(exc, "orig", None) or exc, NoAnswer | psycopg2.errors.QueryCanceled):
         return False
     if isinstance(exc, OperationalError) or getattr(exc, "connection_invalidated", False):
         return True
-    return psycopg2 is not None and isinstance(
-        exc, psycopg2.OperationalError | psycopg2.InterfaceError
-    )
+    # a COPY talks to psycopg2 directly: its errors come unwrapped
+    return isinstance(exc, psycopg2.OperationalError | psycopg2.InterfaceError)
 
 
 def with_retries(action: Callable[[], T], say: Callable[[str], None], what: str) -> T:
