@@ -20,6 +20,11 @@ torchrun's elastic agent is not used: it restarts failed groups, which a
 benchmark must not do, and has no wall-clock limit. No orphan survives
 :meth:`LocalGroup.wait`.
 
+On this host's own network the launcher holds the group's rendezvous store
+itself, on a port the system chose, as torchrun's agent does
+(``TORCHELASTIC_USE_AGENT_STORE``): no other process can take the port between
+its choice and rank 0's start.
+
 On a shaped network profile (``100mbit``, ``1gbit``...) every node runs in its
 own network namespace on an emulated link (:mod:`operators.shaped_network`),
 built before the first rank starts and removed with the group, however it ends:
@@ -46,7 +51,6 @@ from scalebench.host import visible_gpus
 from scalebench.network import NetworkProfile
 from scalebench.nodes import NodeShape
 from scalebench.rank import EXIT_DIVERGED, EXIT_NO_SPACE, LAUNCHER_PID_VARIABLE
-from workers.distributed import free_port
 from workers.node import Node, available_cpus, describe_exit, shares, stop_ranks
 
 if TYPE_CHECKING:
@@ -92,6 +96,7 @@ class LocalGroup:
         self.network = network or NetworkProfile()
         self.gpus = None if gpus is None else list(gpus)
         self._shaped: ShapedNetwork | None = None
+        self._store: Any = None  # the rendezvous store this process holds, unshaped
         self.nodes: list[Node] = []
         self._started = 0.0
 
@@ -139,7 +144,8 @@ class LocalGroup:
             )
         elif shape.nodes > 1 and shape.local_world_size > 1:
             self.sink(f"[launcher] {shape.label} ranks (nodes × ranks per node) on this host")
-        port = free_port(self.master_addr) if self._shaped is None else 29500
+        # Shaped, each node has its own namespace, where nothing else listens.
+        port = self._hold_store(base_env) if self._shaped is None else 29500
         base_env[LAUNCHER_PID_VARIABLE] = str(os.getpid())  # the ranks end when it is gone
         cpus = shares(available_cpus(), shape.nodes)
         try:
@@ -167,6 +173,17 @@ class LocalGroup:
             self.stop()
             raise
 
+    def _hold_store(self, env: dict[str, str]) -> int:
+        """Start the group's rendezvous store in this process and tell the ranks to join it
+        as clients; its port."""
+        from torch.distributed import TCPStore
+
+        self._store = TCPStore(
+            self.master_addr, 0, self.world_size, is_master=True, wait_for_workers=False
+        )
+        env["TORCHELASTIC_USE_AGENT_STORE"] = "True"
+        return int(self._store.port)
+
     def _wrap_for(self, node: int) -> Callable[[list[str]], list[str]]:
         shaped = self._shaped
         assert shaped is not None
@@ -179,6 +196,7 @@ class LocalGroup:
             for node in self.nodes:
                 node.join_output()
         finally:
+            self._store = None  # closes its socket
             if self._shaped is not None:
                 self._shaped.remove()
 

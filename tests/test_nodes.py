@@ -277,6 +277,27 @@ def test_local_nodes_give_each_rank_its_node_and_local_rank(tmp_path: Path) -> N
     assert placed == [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]
 
 
+def test_the_launcher_holds_the_rendezvous_port_from_before_the_ranks_start_until_they_end(
+    tmp_path: Path,
+) -> None:
+    """No other process can take the port between the launcher's choice and rank 0's start
+    (two groups side by side once collided there): the launcher listens on it itself, the
+    ranks join as clients, and it is free again once the group is over."""
+    import socket
+
+    group = LocalGroup(_worker_args(tmp_path / "r", "--timeout", "60"), 2, sink=lambda line: None)
+    group.start()
+    try:
+        port = group.nodes[0].master_port
+        with socket.socket() as other, pytest.raises(OSError, match="in use"):
+            other.bind(("127.0.0.1", port))
+        assert group.nodes[0].env["TORCHELASTIC_USE_AGENT_STORE"] == "True"  # torchrun's name
+    finally:
+        group.stop()
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", port))
+
+
 @pytest.mark.slow
 def test_the_node_starter_stops_its_other_ranks_and_names_the_global_rank_that_died(
     tmp_path: Path,

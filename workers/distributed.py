@@ -101,15 +101,18 @@ def init_group(group: GroupEnv, backend: str, timeout_s: float) -> None:
     check_backend(backend, group.world_size)
     if backend == "nccl":
         torch.cuda.set_device(group.local_rank % torch.cuda.device_count())
-    port = group.master_port
-    if group.world_size == 1 and port == 0:
-        port = free_port()
+    timeout = timedelta(seconds=timeout_s)
+    if group.world_size == 1 and group.master_port == 0:  # alone, with no rendezvous given
+        dist.init_process_group(
+            backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout
+        )
+        return
     dist.init_process_group(
         backend=backend,
-        init_method=f"tcp://{group.master_addr}:{port}",
+        init_method=f"tcp://{group.master_addr}:{group.master_port}",
         rank=group.rank,
         world_size=group.world_size,
-        timeout=timedelta(seconds=timeout_s),
+        timeout=timeout,
     )
 
 

@@ -77,7 +77,6 @@ def run_probe(
 
     from scalebench.tasks import get_task
     from workers import engine
-    from workers.distributed import free_port
     from workers.gpu_check.measure import SyncCounter, WatchedClock
     from workers.mixed_precision import DynamicLossScale
     from workers.records import RecordWriter, rank_file_name, read_rank_file
@@ -89,9 +88,7 @@ def run_probe(
     backend = backend or ("nccl" if device.type == "cuda" else "gloo")
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    dist.init_process_group(
-        backend, init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1
-    )
+    dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     result = ProbeResult(task_id, str(device), precision, compile_mode, status="failed")
 
     # The scale and the overflow flag of every update, as device tensors (read at the end:
