@@ -36,6 +36,8 @@ SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]]
     "regression_power.py": ((), 300, (pytest.mark.slow,)),
     # starts an Airflow of its own (api-server, scheduler, dag-processor, triggerer)
     "airflow_endings.py": ((), 400, (pytest.mark.slow,)),
+    # one epoch of light Task 2a on two ranks
+    "light_targets.py": ((), 120, (pytest.mark.slow,)),
     # two light Task 2a trainings to the target (eager: the smoke compares off with auto)
     "light_tta_compile.py": ((), 240, (pytest.mark.slow,)),
     # network namespaces and tc on the host: alone, like the other emulated-link checks

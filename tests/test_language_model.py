@@ -173,17 +173,28 @@ def test_the_light_corpus_is_deterministic_and_needs_context() -> None:
 
 
 @pytest.mark.slow
-def test_two_workers_reach_the_light_perplexity(tmp_path: Path, light_env: dict[str, str]) -> None:
+def test_two_workers_train_an_epoch_and_both_see_its_perplexity(
+    tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    """One light epoch on two ranks: each evaluates the same validation perplexity, below the
+    401 of a uniform guess among the light corpus's 401 words (about 210 after the epoch).
+    The light target itself (6) is measured by benchmarks/light_targets.py."""
     run_dir = tmp_path / "k2"
     lines: list[str] = []
     result = launch_group(
-        ["--task", TASK3A, "--light", "--results", str(run_dir)],
+        ["--task", TASK3A, "--light", "--results", str(run_dir), "--max-epochs", "1"],
         2,
         timeout_s=600,
         env=light_env,
         sink=lines.append,
     )
     assert result.status == "succeeded", "\n".join(lines[-20:])
-    for rank in read_run(run_dir):
-        goal = [e for e in rank.of_kind("event") if e["event"] == "goal_reached"]
-        assert goal and goal[0]["value"] <= 6.0
+    ranks = read_run(run_dir)
+    seen = []
+    for rank in ranks:
+        assert rank.events() == ["start", "finished"]
+        (evaluation,) = rank.of_kind("eval")
+        seen.append(evaluation["metrics"]["perplexity"])
+        steps = rank.of_kind("step")
+        assert steps and all(s["phases"]["communication"] > 0 for s in steps)
+    assert seen[0] == seen[1] and 1 < seen[0] < 401

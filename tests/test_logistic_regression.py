@@ -13,6 +13,7 @@ from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
+from results_db.run_summary import summarise
 from scalebench.datasets import DataSetMissing
 from scalebench.tasks import TabularData, TrainingSpec, get_task
 from workers.data.prepare import DataSetCorrupt, convert_libsvm, prepare_epsilon
@@ -182,11 +183,19 @@ def test_two_workers_reach_the_light_target(tmp_path: Path, light_env: dict[str,
         sink=lines.append,
     )
     assert result.status == "succeeded", "\n".join(lines[-20:])
-    for rank in read_run(run_dir):
+    ranks = read_run(run_dir)
+    for rank in ranks:
+        assert rank.events() == ["start", "goal_reached", "finished"]
         goal = [e for e in rank.of_kind("event") if e["event"] == "goal_reached"]
-        assert goal and goal[0]["value"] >= 89.0
+        assert goal[0]["value"] >= 89.0
+        evals = rank.of_kind("eval")
+        assert all(e["metrics"]["accuracy"] < 89.0 for e in evals[:-1])  # it stopped at once
         steps = rank.of_kind("step")
         assert steps and all(s["phases"]["communication"] > 0 for s in steps)
+    summary = summarise(read_run(run_dir), run_dir.name, 2, result.status)
+    assert summary.status == "succeeded" and summary.goal_reached
+    assert summary.epochs == len(ranks[0].of_kind("eval"))
+    assert 0 < summary.time_to_accuracy_without_eval_s < summary.time_to_accuracy_s
 
 
 def test_a_corrupt_archive_leaves_nothing_that_looks_prepared(tmp_path: Path) -> None:

@@ -31,13 +31,20 @@ def quiet(lines: list[str]):
     return lines.append
 
 
-def test_two_workers_train_the_light_image_task_to_its_target(
+def test_two_workers_train_an_epoch_of_the_light_image_task(
     tmp_path: Path, light_env: dict[str, str]
 ) -> None:
+    """One epoch of light Task 1a on two ranks: every step is timed in its phases, both
+    ranks saw the same losses and evaluation, the MLPerf log is complete and ingest makes
+    a finished run of it. (The light target itself is measured by
+    benchmarks/light_targets.py; a run to its goal is checked on Task 2a.)"""
     run_dir = tmp_path / "k2"
     lines: list[str] = []
     result = launch_group(
-        ["--task", TASK1A, "--light", "--results", str(run_dir), "--timeout", "30"],
+        [
+            *("--task", TASK1A, "--light", "--results", str(run_dir), "--timeout", "30"),
+            *("--max-epochs", "1"),
+        ],
         2,
         timeout_s=300,
         env=light_env,
@@ -49,25 +56,24 @@ def test_two_workers_train_the_light_image_task_to_its_target(
     assert len(ranks) == 2
     for rank in ranks:
         assert rank.bad_lines == 0
-        assert rank.events() == ["start", "goal_reached", "finished"]
+        assert rank.events() == ["start", "finished"]
         steps = list(rank.of_kind("step"))
         evals = list(rank.of_kind("eval"))
-        assert evals[-1]["metrics"]["top1_accuracy"] >= 85.0
-        assert all(e["metrics"]["top1_accuracy"] < 85.0 for e in evals[:-1])
-        assert len(steps) == len(evals) * 23  # 5748 // 2 images a rank, 128 a step
+        assert len(evals) == 1 and 0 < evals[0]["metrics"]["top1_accuracy"] < 100
+        assert len(steps) == 23  # 5748 // 2 images a rank, 128 a step
         assert all(s["phases"]["communication"] > 0 for s in steps)
         assert all(s["phases"]["gradient_packing"] > 0 for s in steps)
-        assert {s["samples"] for s in steps} <= {128, 2874 - 22 * 128}
-    # both ranks saw the same global values and stopped at the same epoch
+        assert {s["samples"] for s in steps} == {128, 2874 - 22 * 128}
+    # both ranks saw the same global values
     evals0, evals1 = (list(r.of_kind("eval")) for r in ranks)
     assert [e["metrics"] for e in evals0] == [e["metrics"] for e in evals1]
     losses0 = [s["loss"] for s in ranks[0].of_kind("step")]
     assert losses0 == [s["loss"] for s in ranks[1].of_kind("step")]
-    check_mlperf_log(run_dir / "mllog-rank-0.log", world_size=2, epochs=len(evals0))
+    check_mlperf_log(run_dir / "mllog-rank-0.log", world_size=2, epochs=1)
     summary = summarise_run(run_dir, 2, result.status)
-    assert summary.status == "succeeded" and summary.goal_reached
+    assert summary.status == "succeeded" and not summary.goal_reached
+    assert summary.epochs == 1 and summary.time_to_accuracy_s is None
     assert 0 < summary.communication_ratio < 1
-    assert summary.time_to_accuracy_without_eval_s < summary.time_to_accuracy_s
     # each rank timed the machine's reference workload, outside its timed steps
     references = [rank.of_kind("event")[-1]["machine_reference_s"] for rank in ranks]
     assert all(0 < seconds < 0.1 for seconds in references)
