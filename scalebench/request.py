@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from scalebench.kubernetes_names import LABELLED_NAME_PATTERN
 from scalebench.launchers import LAUNCHERS
 from scalebench.network import (
     HOST_PROFILE,
@@ -69,9 +70,6 @@ MAX_REPETITIONS = 100_000
 MAX_THREADS_PER_WORKER = 256
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?"
-# A Kubernetes object name (DNS-1123 subdomain, at most 63 characters here: a LocalQueue
-# or PriorityClass name is also a label value).
-KUBERNETES_NAME = r"(?=.{1,63}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
 
 class InvalidParameter(ValueError):
@@ -460,8 +458,8 @@ class SweepRequest:
         kind="text",
         default="",
         needs="queues",
-        pattern=KUBERNETES_NAME,
-        pattern_help="a DNS-1123 subdomain such as team-a",
+        pattern=LABELLED_NAME_PATTERN,
+        pattern_help="a DNS-1123 subdomain of at most 63 characters, such as team-a",
     )
     priority_class: str = ask(
         name="priority_class",
@@ -471,8 +469,8 @@ class SweepRequest:
         kind="text",
         default="",
         needs="queues",
-        pattern=KUBERNETES_NAME,
-        pattern_help="a DNS-1123 subdomain such as high-priority",
+        pattern=LABELLED_NAME_PATTERN,
+        pattern_help="a DNS-1123 subdomain of at most 63 characters, such as high-priority",
     )
 
     @property

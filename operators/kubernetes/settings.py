@@ -48,10 +48,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from scalebench.kubernetes_names import (
+    is_label,
+    is_label_value,
+    is_labelled_name,
+    is_qualified_name,
+    is_subdomain,
+)
+
 PULL_POLICIES = ("Always", "IfNotPresent", "Never")
 QOS_CLASSES = ("Guaranteed", "Burstable")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?$")
 _CPU = re.compile(r"^[0-9]+(\.[0-9]+)?m?$")
 _SUFFIXES = {
@@ -71,10 +77,6 @@ _SUFFIXES = {
     "Ei": 2**60,
 }
 _TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
-# A qualified name (label and annotation keys): an optional DNS subdomain prefix and "/",
-# then at most 63 alphanumerics, "-", "_" or "." with alphanumeric ends.
-_NAME_PART = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 
 # What a setting holds, and so how its text is read and what every value of it must be:
@@ -161,18 +163,6 @@ def env_var(default: Any, **declaration: Any) -> Any:
     return dataclasses.field(default=default, metadata=metadata)
 
 
-def _is_label(name: str) -> bool:
-    return bool(_DNS_LABEL.match(name)) and len(name) <= 63
-
-
-def _is_subdomain(name: str) -> bool:
-    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 253
-
-
-def _is_short_subdomain(name: str) -> bool:
-    return bool(_DNS_SUBDOMAIN.match(name)) and len(name) <= 63
-
-
 def _string_values(items: Mapping[Any, Any]) -> bool:
     return all(isinstance(k, str) and isinstance(v, str) for k, v in items.items())
 
@@ -190,25 +180,18 @@ def _check_annotations(variable: str, annotations: Mapping[Any, Any]) -> None:
 def _check_metadata(variable: str, items: Mapping[Any, Any], *, values_are_labels: bool) -> None:
     """Labels or annotations: qualified-name keys, and label values where ``values_are_labels``."""
     for key, value in items.items():
-        if not isinstance(key, str) or not _is_qualified_name(key):
+        if not isinstance(key, str) or not is_qualified_name(key):
             raise ValueError(
                 f"{variable}: the key {key!r} must be a qualified name "
                 "([prefix/]name, the name at most 63 letters, digits, '-', '_' or '.')"
             )
         if not isinstance(value, str):
             raise ValueError(f"{variable}: the value of {key!r} must be a string")
-        if values_are_labels and (len(value) > 63 or not _LABEL_VALUE.match(value)):
+        if values_are_labels and not is_label_value(value):
             raise ValueError(
                 f"{variable}: the value {value!r} of {key!r} must be a label value "
                 "(at most 63 letters, digits, '-', '_' or '.', alphanumeric at both ends)"
             )
-
-
-def _is_qualified_name(key: str) -> bool:
-    prefix, slash, name = key.rpartition("/")
-    if slash and not (prefix and _is_subdomain(prefix)):
-        return False
-    return bool(_NAME_PART.match(name)) and len(name) <= 63
 
 
 def _check_tolerations(variable: str, tolerations: tuple[Any, ...]) -> None:
@@ -249,7 +232,7 @@ class KubernetesSettings:
         "scalebench",
         variable="SCALEBENCH_K8S_NAMESPACE",
         kind="text",
-        valid=_is_label,
+        valid=is_label,
         expected="a DNS-1123 label (e.g. scalebench)",
         meaning="namespace of the Jobs, Services, NetworkPolicies and pods",
     )
@@ -280,7 +263,7 @@ class KubernetesSettings:
         (),
         variable="SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS",
         kind="names",
-        valid=_is_subdomain,
+        valid=is_subdomain,
         expected="comma-separated Secret names (DNS-1123 subdomains)",
         meaning="comma-separated names of the Secrets the pods pull the image with "
         "(their `imagePullSecrets`)",
@@ -289,7 +272,7 @@ class KubernetesSettings:
         "scalebench-worker",
         variable="SCALEBENCH_K8S_SERVICE_ACCOUNT",
         kind="text",
-        valid=_is_subdomain,
+        valid=is_subdomain,
         expected="a service account name (DNS-1123 subdomain)",
         meaning="service account of the worker pods",
     )
@@ -313,7 +296,7 @@ class KubernetesSettings:
         "",
         variable="SCALEBENCH_K8S_RUNTIME_CLASS",
         kind="text",
-        valid=_is_subdomain,
+        valid=is_subdomain,
         empty_ok=True,
         expected="a RuntimeClass name (DNS-1123 subdomain, e.g. nvidia), or empty",
         meaning="the pods' `runtimeClassName`, e.g. `nvidia`",
@@ -322,16 +305,16 @@ class KubernetesSettings:
         "",
         variable="SCALEBENCH_K8S_PRIORITY_CLASS",
         kind="text",
-        valid=_is_subdomain,
+        valid=is_labelled_name,
         empty_ok=True,
-        expected="a PriorityClass name (DNS-1123 subdomain), or empty",
+        expected="a PriorityClass name (DNS-1123 subdomain of at most 63 characters), or empty",
         meaning="the pods' `priorityClassName` (*form*: `priority_class`)",
     )
     queue_name: str = env_var(
         "",
         variable="SCALEBENCH_K8S_QUEUE_NAME",
         kind="text",
-        valid=_is_short_subdomain,
+        valid=is_labelled_name,
         empty_ok=True,
         expected="a LocalQueue name (DNS-1123 subdomain of at most 63 characters), or empty",
         meaning="Kueue LocalQueue; Jobs are created suspended (*form*: `queue_name`)",
@@ -377,7 +360,7 @@ class KubernetesSettings:
         "scalebench-results",
         variable="SCALEBENCH_K8S_RESULTS_CLAIM",
         kind="text",
-        valid=_is_subdomain,
+        valid=is_subdomain,
         expected="a PersistentVolumeClaim name",
         meaning="PVC of results, mounted at `/var/scalebench/results`",
     )
@@ -385,7 +368,7 @@ class KubernetesSettings:
         "",
         variable="SCALEBENCH_K8S_DATA_CLAIM",
         kind="text",
-        valid=_is_subdomain,
+        valid=is_subdomain,
         empty_ok=True,
         expected="a PersistentVolumeClaim name, or empty for none",
         meaning="PVC of data sets, mounted read-only at `/var/scalebench/data`",
