@@ -642,61 +642,38 @@ def project(
     gpu: str | None = "nvidia-tesla-t4",
 ) -> int:
     """Print the projection of a training sweep to ``workers`` on ``networks`` (default: the
-    sweep's own profiles) with the all-reduce fits of ``allreduce_sweep``, then the
-    leave-one-out check of the model on the sweep's measured points.
+    profiles the sweep measured) with the all-reduce fits of ``allreduce_sweep``, then the
+    leave-one-out checks of the model on the sweep's measured points: the view the dashboard
+    draws (:func:`results_db.queries.projection.projection_view`), with what it would leave
+    out refused naming it.
 
     Both sweep arguments may name several sweeps, comma-separated: training sweeps of one task
     and configuration (say, one on host and one on 10mbit) are projected as one, and the fits
     of several Task 0 sweeps are pooled (where two fit the same configuration, the first
     named wins)."""
     from results_db import projection
-    from results_db.queries import costs as costs_queries
-    from results_db.queries import projection as projection_queries
-    from results_db.queries.sweeps import sweep_info, sweep_networks
+    from results_db.queries.projection import projection_view
     from results_db.report import leave_one_out_table, projection_table
     from scalebench.network import BadProfile, parse_profiles
 
     sizes = (
         _world_sizes(workers) if workers is not None else list(projection.DEFAULT_PROJECTED_WORKERS)
     )
+    try:
+        profiles = None if networks is None else [p.name for p in parse_profiles(networks)]
+    except BadProfile as exc:
+        raise CommandError(f"network: {exc}") from None
+    trained, fitted = _sweep_ids(training_sweep), _sweep_ids(allreduce_sweep)
     engine = engine_for(url)
     try:
         with engine.connect() as conn:
-            try:
-                trained = _sweep_ids(training_sweep)
-                sweep = projection_queries.training_sweeps(conn, trained)
-                fits = []
-                for one in _sweep_ids(allreduce_sweep):
-                    if sweep_info(conn, one) is None:
-                        raise projection.ProjectionRefused(
-                            f"allreduce: no sweep {one!r} in the results database"
-                        )
-                    found = projection_queries.allreduce_fits(conn, one)
-                    if not found:
-                        raise projection.ProjectionRefused(
-                            f"allreduce: sweep {one} has no all-reduce fit (a Task 0 sweep at "
-                            "2 workers or more gives them; `scalebench db refit` fits sweeps "
-                            "stored before fits were kept)"
-                        )
-                    fits += found
-                try:
-                    profiles = (
-                        [p.name for p in parse_profiles(networks)]
-                        if networks is not None
-                        else list(
-                            dict.fromkeys(n for one in trained for n in sweep_networks(conn, one))
-                        )
-                    )
-                except BadProfile as exc:
-                    raise CommandError(f"network: {exc}") from None
-                prices = costs_queries.worker_prices(conn, instance, gpu)
-                points = projection.project(sweep, fits, profiles, sizes, allreduce_sweep, prices)
-                held = projection.leave_one_out(sweep, fits, allreduce_sweep)
-                across = projection.leave_one_out(sweep, fits, allreduce_sweep, True)
-            except projection.ProjectionRefused as exc:
-                raise CommandError(str(exc)) from None
+            view = projection_view(conn, trained, fitted, sizes, instance, gpu, profiles, True)
+    except projection.ProjectionRefused as exc:
+        raise CommandError(str(exc)) from None
     finally:
         engine.dispose()
+    sweep, prices = view.sweep, view.prices
+    assert sweep is not None  # strict: a sweep that cannot be read is refused
     print(
         f"projection of {training_sweep} ({sweep.task}, {sweep.backend} on {sweep.device}, "
         f"{sweep.variant}) with the all-reduce fits of {allreduce_sweep}"
@@ -715,16 +692,20 @@ def project(
             "preemptible"
         )
     print()
-    print(projection_table(points))
+    print(projection_table(view.points))
     print("\nleave-one-out: each measured point predicted from the others")
-    print(leave_one_out_table(held) if held else "no measured point could be predicted from others")
+    print(
+        leave_one_out_table(view.held)
+        if view.held
+        else "no measured point could be predicted from others"
+    )
     print(
         "\nleaving out its worker count: each measured point predicted without any point of "
         "its worker count (compute, packing and steps from another worker count)"
     )
     print(
-        leave_one_out_table(across)
-        if across
+        leave_one_out_table(view.across)
+        if view.across
         else "no measured point could be predicted from another worker count"
     )
     return 0

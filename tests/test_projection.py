@@ -38,7 +38,7 @@ from results_db.projection import (
     ring_seconds,
 )
 from results_db.queries.projection import allreduce_fits, training_sweep, training_sweeps
-from results_db.report import leave_one_out_misses, leave_one_out_table
+from results_db.report import leave_one_out_misses, leave_one_out_table, projection_table
 
 GRADIENT_BYTES = (272_474 + 1) * 4
 SIZES = [int(10 ** (e / 2)) * 4 for e in range(0, 13)]  # 4 B … 4 MB, as light Task 0
@@ -556,7 +556,8 @@ def test_the_quick_start_and_a_10mbit_pair_are_projected_as_one(recorded_pair: s
     capsys.readouterr()
     argv = ["project", ",".join(trained), "--allreduce", ",".join(fitted)]
     assert cli.main([*argv, "--workers", "1,2,4,64", "--database", recorded_pair]) == 0
-    table, checked = capsys.readouterr().out.split("leave-one-out", 1)
+    printed = capsys.readouterr().out
+    table, checked = printed.split("leave-one-out", 1)
     for network in ("host", "10mbit"):
         rows = [line for line in table.splitlines() if line.startswith(f"{network} ")]
         assert len(rows) == 4, table
@@ -570,7 +571,14 @@ def test_the_quick_start_and_a_10mbit_pair_are_projected_as_one(recorded_pair: s
         alone = projection_view(conn, trained, fitted[:1])
         priced = projection_view(conn, trained, fitted, instance="n1-standard-4")
         unpriced = projection_view(conn, trained, fitted, instance="n1-standard-4", gpu="tpu")
+        # the command line prints the dashboard's view: the same points and checks
+        shown = projection_view(
+            conn, trained, fitted, [1, 2, 4, 64], "n1-standard-4", "nvidia-tesla-t4"
+        )
     engine.dispose()
+    assert projection_table(shown.points) in printed
+    assert leave_one_out_table(shown.held) in printed
+    assert leave_one_out_table(shown.across) in printed
     assert view.points[0].cost_regular is None  # no machine type named: no cost
     assert priced.missing == [] and all(p.cost_regular for p in priced.points)
     assert unpriced.missing == ["no price in force for n1-standard-4 and tpu: costs left out"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, func, select
@@ -16,6 +16,7 @@ from results_db.projection import (
     DEFAULT_PROJECTED_WORKERS,
     HeldOut,
     MeasuredPoint,
+    Prices,
     ProjectedPoint,
     ProjectionRefused,
     RingFit,
@@ -238,13 +239,38 @@ def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep
 
 @dataclass(frozen=True)
 class ProjectionView:
-    """Training sweeps projected with Task 0 sweeps' fits, on every profile of the sweeps that
-    has a fit: ``points`` (measured and projected), ``held`` (leave-one-out), and ``missing``,
-    a sentence per profile left out for want of a fit (or why nothing could be projected)."""
+    """Training sweeps projected with Task 0 sweeps' fits, what the dashboard draws and the
+    command line prints: ``points`` (measured and projected), ``held`` (leave-one-out: each
+    measured point predicted from the others), ``missing``, a sentence per profile left out for
+    want of a fit or price left out (or why nothing could be projected), ``across`` (each
+    measured point predicted without any point of its worker count), ``sweep`` (the measured
+    points the projection starts from; None when they could not be read) and ``prices`` (per
+    worker, dollars per hour; None when none was asked for or found)."""
 
     points: list[ProjectedPoint]
     held: list[HeldOut]
     missing: list[str]
+    across: list[HeldOut] = field(default_factory=list)
+    sweep: TrainingSweep | None = None
+    prices: Prices | None = None
+
+
+def pooled_fits(conn: Connection, allreduce_sweeps: Sequence[str], strict: bool) -> list[RingFit]:
+    """The fits of ``allreduce_sweeps`` pooled, in the order named (where two fit the same
+    configuration, the first named wins). ``strict``: a sweep that is not stored or has no fit
+    is refused naming it (:class:`ProjectionRefused`) instead of adding nothing."""
+    fits: list[RingFit] = []
+    for one in dict.fromkeys(allreduce_sweeps):
+        found = allreduce_fits(conn, one)
+        if strict and not found:
+            if conn.execute(select(Sweep.id).where(Sweep.id == one)).first() is None:
+                raise ProjectionRefused(f"allreduce: no sweep {one!r} in the results database")
+            raise ProjectionRefused(
+                f"allreduce: sweep {one} has no all-reduce fit (a Task 0 sweep at 2 workers or "
+                "more gives them; `scalebench db refit` fits sweeps stored before fits were kept)"
+            )
+        fits += found
+    return fits
 
 
 def projection_view(
@@ -254,19 +280,27 @@ def projection_view(
     world_sizes: Sequence[int] = DEFAULT_PROJECTED_WORKERS,
     instance: str | None = None,
     gpu: str | None = None,
+    networks: Sequence[str] | None = None,
+    strict: bool = False,
 ) -> ProjectionView:
     """:class:`ProjectionView` of the training sweeps ``sweep_ids`` (one task and
     configuration: :func:`training_sweeps`; say, one on host and one on 10mbit) to
-    ``world_sizes`` with the fits of ``allreduce_sweeps`` pooled (where two fit the same
-    configuration, the first named wins), costed at one ``instance`` (and ``gpu``) per worker
-    where one is named; what cannot be projected or priced is said in ``missing``, never
-    raised."""
+    ``world_sizes`` (workers) on ``networks`` (None: every profile the sweeps measured) with
+    the fits of ``allreduce_sweeps`` pooled (where two fit the same configuration, the first
+    named wins), costed at one ``instance`` (and ``gpu``) per worker where one is named.
+
+    What cannot be projected or priced is said in ``missing``, never raised, unless
+    ``strict`` (the command line): then what cannot be projected (a training sweep that
+    cannot be read, an all-reduce sweep not stored or without fits, a profile without a fit,
+    a worker count out of range) raises :class:`ProjectionRefused` naming it."""
     try:
         sweep = training_sweeps(conn, sweep_ids)
     except ProjectionRefused as exc:
+        if strict:
+            raise
         return ProjectionView([], [], [str(exc)])
     named = ",".join(dict.fromkeys(allreduce_sweeps))
-    fits = [f for one in dict.fromkeys(allreduce_sweeps) for f in allreduce_fits(conn, one)]
+    fits = pooled_fits(conn, allreduce_sweeps, strict)
     missing = []
     prices = None
     if instance is not None:
@@ -275,9 +309,19 @@ def projection_view(
             priced = instance + (f" and {gpu}" if gpu else "")
             missing.append(f"no price in force for {priced}: costs left out")
     points: list[ProjectedPoint] = []
-    for network in dict.fromkeys(p.network for p in sweep.points):
+    shown = dict.fromkeys(p.network for p in sweep.points) if networks is None else networks
+    for network in shown:
         try:
             points += project(sweep, fits, [network], world_sizes, named, prices)
         except ProjectionRefused as exc:
+            if strict:
+                raise
             missing.append(str(exc))
-    return ProjectionView(points, leave_one_out(sweep, fits, named), missing)
+    return ProjectionView(
+        points,
+        leave_one_out(sweep, fits, named),
+        missing,
+        across=leave_one_out(sweep, fits, named, True),
+        sweep=sweep,
+        prices=prices,
+    )
