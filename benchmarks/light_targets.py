@@ -33,16 +33,12 @@ sys.path.insert(0, str(ROOT))
 
 from operators.local_launcher import launch_group  # noqa: E402
 from results_db.run_summary import summarise  # noqa: E402
+from scalebench.tasks import TASKS as REGISTRY  # noqa: E402
 from scalebench.tasks import TrainingSpec, get_task  # noqa: E402
 from workers.records import read_run  # noqa: E402
 
-TASKS = (
-    "task1a-resnet20-cifar10",
-    "task2a-logreg-epsilon",
-    "task3a-awdlstm-wikitext2",
-    "task4a-gnmt-wmt16",
-    "task4b-transformer-wmt17",
-)
+# Every training task of the registry, in its order (Task 0 measures no target).
+TASKS = tuple(task_id for task_id, spec in REGISTRY.items() if isinstance(spec, TrainingSpec))
 SMOKE_TASK, SMOKE_EPOCHS = "task2a-logreg-epsilon", 1
 GROUP_TIMEOUT_S = 1800.0  # the slowest light run (4a on two cores) takes a few minutes
 
