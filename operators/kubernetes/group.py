@@ -36,7 +36,7 @@ from operators.kubernetes.manifests import (
     service_manifest,
 )
 from operators.kubernetes.names import GroupNames, attempt_names
-from operators.kubernetes.pod_status import _get, log_prefix, pod_rank
+from operators.kubernetes.pod_status import get_field, log_prefix, pod_rank
 from operators.kubernetes.settings import KubernetesSettings
 from operators.kubernetes.watch import SETTLE, GroupWatch, Rank0Log, Verdict, rank0_pod
 
@@ -223,7 +223,7 @@ class KubernetesGroup:
 
     def _own_service(self, job: Any) -> None:
         """Make the Job the Service's owner, so deleting the Job (its TTL) takes it along."""
-        uid = _get(job, "metadata", "uid")
+        uid = get_field(job, "metadata", "uid")
         if not uid:
             return
         owner = {"apiVersion": "batch/v1", "kind": "Job", "name": self.names.job, "uid": uid}
@@ -405,7 +405,7 @@ class KubernetesGroup:
                         pod_list = self._core.list_namespaced_pod(
                             namespace, label_selector=selector
                         )
-                        pods = _get(pod_list, "items") or []
+                        pods = get_field(pod_list, "items") or []
                 except (ApiException, HTTPError, OSError) as exc:
                     code = getattr(exc, "status", None)
                     if code == 404:
@@ -465,7 +465,7 @@ class KubernetesGroup:
         if pod is None:
             return
         options = self._rank0_log.options(pod, self._clock())
-        text = self._read_log(_get(pod, "metadata", "name"), **options)
+        text = self._read_log(get_field(pod, "metadata", "name"), **options)
         if text is None:
             return
         for line in self._rank0_log.new_lines(pod, text):
@@ -479,7 +479,7 @@ class KubernetesGroup:
         pod = next((p for p in pods if pod_rank(p) == index), None)
         if pod is None:
             return []
-        text = self._read_log(_get(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES)
+        text = self._read_log(get_field(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES)
         prefix = log_prefix(rank, self.ranks_per_node)
         tail = [f"{prefix}{line}" for line in (text or "").splitlines()]
         if tail and rank != 0:

@@ -32,7 +32,7 @@ HOPELESS_REASONS = ("InvalidImageName", "CreateContainerConfigError")
 IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff")
 
 
-def _get(obj: Any, *path: str) -> Any:
+def get_field(obj: Any, *path: str) -> Any:
     """Follow ``path`` (API field names, camelCase) through JSON dicts or client models.
 
     ``kubernetes.client`` models spell fields in snake_case; keys of plain
@@ -52,7 +52,7 @@ def pod_rank(pod: Any) -> int | None:
     """The completion index of a Job pod (annotation, or label since 1.28): the rank of a pod
     of one rank, the node of a pod of several (:func:`failed_rank` names the rank)."""
     for where in ("annotations", "labels"):
-        value = _get(pod, "metadata", where, INDEX_KEY)
+        value = get_field(pod, "metadata", where, INDEX_KEY)
         if value is not None and str(value).isdigit():
             return int(value)
     return None
@@ -65,14 +65,14 @@ def failed_rank(pod: Any, ranks_per_node: int = 1) -> int | None:
     index = pod_rank(pod)
     if ranks_per_node == 1 or index is None:
         return index
-    message = _get(_terminated(pod), "message") or ""
+    message = get_field(_terminated(pod), "message") or ""
     named = re.search(r"\brank ([0-9]+)\b", message)
     return int(named.group(1)) if named else index * ranks_per_node
 
 
 def _who(pod: Any, ranks_per_node: int = 1) -> str:
     """``rank 1 (pod …)``, or for a pod of several ranks ``ranks 4-7 (pod …)``."""
-    index, name = pod_rank(pod), _get(pod, "metadata", "name")
+    index, name = pod_rank(pod), get_field(pod, "metadata", "name")
     if index is None:
         return f"{'rank' if ranks_per_node == 1 else 'ranks'} ? (pod {name})"
     if ranks_per_node == 1:
@@ -89,22 +89,22 @@ def log_prefix(index: int, ranks_per_node: int = 1) -> str:
 
 def _describe_pod(pod: Any) -> str:
     rank = pod_rank(pod)
-    return f"pod {_get(pod, 'metadata', 'name')} (rank {'?' if rank is None else rank})"
+    return f"pod {get_field(pod, 'metadata', 'name')} (rank {'?' if rank is None else rank})"
 
 
 def _container_statuses(pod: Any) -> list[Any]:
     return [
-        *(_get(pod, "status", "initContainerStatuses") or []),
-        *(_get(pod, "status", "containerStatuses") or []),
+        *(get_field(pod, "status", "initContainerStatuses") or []),
+        *(get_field(pod, "status", "containerStatuses") or []),
     ]
 
 
 def _image_of(pod: Any, status: Any) -> str:
-    image = _get(status, "image")
+    image = get_field(status, "image")
     if not image:
-        for container in _get(pod, "spec", "containers") or []:
-            if _get(container, "name") == _get(status, "name"):
-                image = _get(container, "image")
+        for container in get_field(pod, "spec", "containers") or []:
+            if get_field(container, "name") == get_field(status, "name"):
+                image = get_field(container, "image")
     return image or "?"
 
 
@@ -127,14 +127,14 @@ def pending_problem(
     """
     pods = list(pods)
     waited = now - started
-    pending = [p for p in pods if _get(p, "status", "phase") == "Pending"]
+    pending = [p for p in pods if get_field(p, "status", "phase") == "Pending"]
     for pod in pending:
         for status in _container_statuses(pod):
-            reason = _get(status, "state", "waiting", "reason") or ""
+            reason = get_field(status, "state", "waiting", "reason") or ""
             if reason in HOPELESS_REASONS or (
                 reason in IMAGE_PULL_REASONS and waited >= image_pull_grace_s
             ):
-                message = _get(status, "state", "waiting", "message") or "no details"
+                message = get_field(status, "state", "waiting", "message") or "no details"
                 return (
                     f"{_describe_pod(pod)} cannot start: {reason} for image "
                     f"{_image_of(pod, status)}: {message}"
@@ -142,9 +142,14 @@ def pending_problem(
     if waited < schedule_timeout_s:
         return None
     for pod in pending:
-        for condition in _get(pod, "status", "conditions") or []:
-            if _get(condition, "type") == "PodScheduled" and _get(condition, "status") == "False":
-                message = _get(condition, "message") or _get(condition, "reason") or "no reason"
+        for condition in get_field(pod, "status", "conditions") or []:
+            if (
+                get_field(condition, "type") == "PodScheduled"
+                and get_field(condition, "status") == "False"
+            ):
+                message = (
+                    get_field(condition, "message") or get_field(condition, "reason") or "no reason"
+                )
                 return (
                     f"{_describe_pod(pod)} could not be scheduled within "
                     f"{schedule_timeout_s:g} s: {message}"
@@ -157,28 +162,28 @@ def pending_problem(
 
 def _waiting(status: Any) -> str:
     """``reason (message)`` of a waiting container, or ``""``."""
-    reason = _get(status, "state", "waiting", "reason")
-    message = _get(status, "state", "waiting", "message")
+    reason = get_field(status, "state", "waiting", "reason")
+    message = get_field(status, "state", "waiting", "message")
     return f"{reason} ({message})" if reason and message else reason or ""
 
 
 def _terminated(pod: Any) -> Any:
-    for status in _get(pod, "status", "containerStatuses") or []:
-        if _get(status, "name") == CONTAINER:
-            return _get(status, "state", "terminated")
+    for status in get_field(pod, "status", "containerStatuses") or []:
+        if get_field(status, "name") == CONTAINER:
+            return get_field(status, "state", "terminated")
     return None
 
 
-def _exit_code(pod: Any) -> int | None:
-    code = _get(_terminated(pod), "exitCode")
+def exit_code(pod: Any) -> int | None:
+    code = get_field(_terminated(pod), "exitCode")
     return None if code is None else int(code)
 
 
 def _true_conditions(job: Any) -> dict[str, Any]:
     return {
-        _get(c, "type"): c
-        for c in _get(job, "status", "conditions") or []
-        if _get(c, "status") == "True"
+        get_field(c, "type"): c
+        for c in get_field(job, "status", "conditions") or []
+        if get_field(c, "status") == "True"
     }
 
 
@@ -201,18 +206,18 @@ def job_verdict(
         described = (_describe_disruption(p, ranks_per_node) for p in disrupted)
         return "preempted", "; ".join(described), None
     failed_condition = conditions.get("Failed") or conditions.get("FailureTarget")
-    if failed_condition is not None and _get(failed_condition, "reason") == "DeadlineExceeded":
-        deadline = _get(job, "spec", "activeDeadlineSeconds")
+    if failed_condition is not None and get_field(failed_condition, "reason") == "DeadlineExceeded":
+        deadline = get_field(job, "spec", "activeDeadlineSeconds")
         return "timed_out", f"the Job's deadline of {deadline} s passed", None
-    failed = [p for p in pods if _get(p, "status", "phase") == "Failed"]
+    failed = [p for p in pods if get_field(p, "status", "phase") == "Failed"]
     if failed:
         return _classify_failed(failed, ranks_per_node)
     if failed_condition is not None:
-        reason = _get(failed_condition, "reason") or "Failed"
-        message = _get(failed_condition, "message") or ""
+        reason = get_field(failed_condition, "reason") or "Failed"
+        message = get_field(failed_condition, "message") or ""
         return "failed", f"the Job failed: {reason}" + (f": {message}" if message else ""), None
-    completions = _get(job, "spec", "completions") or 0
-    succeeded = _get(job, "status", "succeeded") or 0
+    completions = get_field(job, "spec", "completions") or 0
+    succeeded = get_field(job, "status", "succeeded") or 0
     if "Complete" in conditions or (completions and succeeded >= completions):
         return "succeeded", "", None
     return None
@@ -221,20 +226,20 @@ def job_verdict(
 def _classify_failed(failed: list[Any], ranks_per_node: int = 1) -> tuple[str, str, int | None]:
     # Pods the Job controller is deleting (it ends the group after one rank
     # failed) did not fail by themselves: blame the others first.
-    own = [p for p in failed if _get(p, "metadata", "deletionTimestamp") is None] or failed
-    own.sort(key=lambda p: (str(_get(_terminated(p), "finishedAt") or "~"), pod_rank(p) or 0))
+    own = [p for p in failed if get_field(p, "metadata", "deletionTimestamp") is None] or failed
+    own.sort(key=lambda p: (str(get_field(_terminated(p), "finishedAt") or "~"), pod_rank(p) or 0))
 
     def rank(pod: Any) -> int | None:
         return failed_rank(pod, ranks_per_node)
 
-    if all(_exit_code(p) == EXIT_DIVERGED for p in own):
+    if all(exit_code(p) == EXIT_DIVERGED for p in own):
         ranks = ", ".join(str(rank(p)) for p in own)
         return "diverged", f"the loss stopped being finite (rank {ranks})", rank(own[0])
-    full = [p for p in own if _exit_code(p) == EXIT_NO_SPACE]
+    full = [p for p in own if exit_code(p) == EXIT_NO_SPACE]
     if full:  # the cause, whatever the other ranks did next
         ranks = ", ".join(str(rank(p)) for p in full)
         return "failed", f"{NO_SPACE}{RESULTS_MOUNT} (the results volume; rank {ranks})", None
-    culprits = [p for p in own if _exit_code(p) != EXIT_DIVERGED]
+    culprits = [p for p in own if exit_code(p) != EXIT_DIVERGED]
     described = "; ".join(_describe_failure(p, ranks_per_node) for p in culprits)
     return "failed", described, rank(culprits[0])
 
@@ -243,18 +248,21 @@ def _describe_failure(pod: Any, ranks_per_node: int = 1) -> str:
     terminated = _terminated(pod)
     who = _who(pod, ranks_per_node)
     if terminated is None:  # e.g. evicted before the container ran
-        reason = _get(pod, "status", "reason") or "no container status"
-        message = _get(pod, "status", "message")
+        reason = get_field(pod, "status", "reason") or "no container status"
+        message = get_field(pod, "status", "message")
         return f"{who} failed: {reason}" + (f": {message}" if message else "")
-    code, reason = _get(terminated, "exitCode"), _get(terminated, "reason") or "no reason"
-    message = _get(terminated, "message")
+    code, reason = get_field(terminated, "exitCode"), get_field(terminated, "reason") or "no reason"
+    message = get_field(terminated, "message")
     return f"{who} exited with status {code} ({reason})" + (f": {message}" if message else "")
 
 
 def _disruption(pod: Any) -> Any:
     """The pod's ``DisruptionTarget`` condition when it is true, else ``None``."""
-    for condition in _get(pod, "status", "conditions") or []:
-        if _get(condition, "type") == DISRUPTION_CONDITION and _get(condition, "status") == "True":
+    for condition in get_field(pod, "status", "conditions") or []:
+        if (
+            get_field(condition, "type") == DISRUPTION_CONDITION
+            and get_field(condition, "status") == "True"
+        ):
             return condition
     return None
 
@@ -262,9 +270,9 @@ def _disruption(pod: Any) -> Any:
 def _describe_disruption(pod: Any, ranks_per_node: int = 1) -> str:
     """``rank 1 (pod …) on node gpu-3 was disrupted: EvictionByEvictionAPI: …``."""
     condition = _disruption(pod)
-    node = _get(pod, "spec", "nodeName") or "an unknown node"
-    reason = _get(condition, "reason") or "DisruptionTarget"
-    message = _get(condition, "message")
+    node = get_field(pod, "spec", "nodeName") or "an unknown node"
+    reason = get_field(condition, "reason") or "DisruptionTarget"
+    message = get_field(condition, "message")
     return f"{_who(pod, ranks_per_node)} on node {node} was disrupted: {reason}" + (
         f": {message}" if message else ""
     )
@@ -274,5 +282,5 @@ def qos_class(pods: Iterable[Any]) -> str:
     """The QoS class the kubelet gave the group's pods (``Guaranteed``, ``Burstable``,
     ``BestEffort``; the lowest when they differ), or ``""`` while no pod reports one."""
     order = ("BestEffort", "Burstable", "Guaranteed")
-    classes = {_get(p, "status", "qosClass") for p in pods} & set(order)
+    classes = {get_field(p, "status", "qosClass") for p in pods} & set(order)
     return min(classes, key=order.index) if classes else ""

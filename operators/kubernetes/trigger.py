@@ -37,7 +37,7 @@ from operators.kubernetes.constants import (
     MAX_API_ERRORS,
     SETTLE_S,
 )
-from operators.kubernetes.pod_status import _get, log_prefix, pod_rank
+from operators.kubernetes.pod_status import get_field, log_prefix, pod_rank
 from operators.kubernetes.watch import SETTLE, GroupWatch, Rank0Log, Verdict, rank0_pod
 
 CANCELLED_REASON = "the Airflow task was stopped"
@@ -170,7 +170,7 @@ class GroupTrigger(BaseTrigger):
                     pod_list = await core.list_namespaced_pod(
                         self.namespace, label_selector=f"{JOB_NAME_LABEL}={self.job}"
                     )
-                    pods = list(_get(pod_list, "items") or [])
+                    pods = list(get_field(pod_list, "items") or [])
             except (TimeoutError, ApiException, ClientError, OSError) as exc:
                 code = getattr(exc, "status", None)
                 if code == 404:
@@ -233,7 +233,7 @@ class GroupTrigger(BaseTrigger):
         if pod is None:
             return
         text = await self._read_log(
-            core, _get(pod, "metadata", "name"), **self.rank0.options(pod, now_s())
+            core, get_field(pod, "metadata", "name"), **self.rank0.options(pod, now_s())
         )
         prefix = log_prefix(0, self.ranks_per_node)
         for line in self.rank0.new_lines(pod, text) if text is not None else []:
@@ -246,7 +246,9 @@ class GroupTrigger(BaseTrigger):
         pod = next((p for p in pods if pod_rank(p) == index), None)
         if pod is None:
             return []
-        text = await self._read_log(core, _get(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES)
+        text = await self._read_log(
+            core, get_field(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES
+        )
         prefix = log_prefix(rank, self.ranks_per_node)
         return [f"{prefix}{line}" for line in (text or "").splitlines()]
 

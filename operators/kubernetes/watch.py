@@ -17,8 +17,8 @@ from typing import Any
 
 from operators.kubernetes.constants import LOG_PHASES
 from operators.kubernetes.pod_status import (
-    _exit_code,
-    _get,
+    exit_code,
+    get_field,
     job_verdict,
     pending_problem,
     pod_rank,
@@ -86,11 +86,13 @@ class GroupWatch:
     def needs_pods(self, job: Any) -> bool:
         """Whether a look must list the Job's pods: not while a queued Job waits for its
         first admission (a suspended Job has none), which halves the calls of that wait."""
-        return not (self.queue_name and self.admitted_s is None and _get(job, "spec", "suspend"))
+        return not (
+            self.queue_name and self.admitted_s is None and get_field(job, "spec", "suspend")
+        )
 
     def _admission(self, job: Any, now_s: float) -> Verdict | str | None:
         """For a queued Job: a verdict, ``"waiting"`` while it is suspended, else ``None``."""
-        if not _get(job, "spec", "suspend"):
+        if not get_field(job, "spec", "suspend"):
             if self.admitted_s is None:
                 self.admitted_s = now_s
                 self.notes.append(
@@ -160,14 +162,15 @@ class GroupWatch:
             index = pod_rank(pod)
             if index is not None and 0 <= index < self.pods:
                 for rank in range(index * per_node, (index + 1) * per_node):
-                    codes[rank] = _exit_code(pod)
+                    codes[rank] = exit_code(pod)
         return codes
 
 
 def rank0_pod(pods: list[Any]) -> Any:
     """Rank 0's pod once its log can be read, else ``None``."""
     return next(
-        (p for p in pods if pod_rank(p) == 0 and _get(p, "status", "phase") in LOG_PHASES), None
+        (p for p in pods if pod_rank(p) == 0 and get_field(p, "status", "phase") in LOG_PHASES),
+        None,
     )
 
 
@@ -193,7 +196,7 @@ class Rank0Log:
         """The log request's options at wall-clock time ``now_s`` (seconds): stamps on every
         line and, once a line was passed on, the seconds back to it plus
         :data:`LOG_OVERLAP_S` (the node's clock may run ahead of this one)."""
-        if _get(pod, "metadata", "name") != self.pod or self.since is None:
+        if get_field(pod, "metadata", "name") != self.pod or self.since is None:
             return {"timestamps": True}
         back_s = max(0, math.ceil(now_s - self.since[0])) + LOG_OVERLAP_S
         return {"timestamps": True, "since_seconds": back_s}
@@ -201,12 +204,12 @@ class Rank0Log:
     def new_lines(self, pod: Any, text: str) -> list[str]:
         """The complete lines of ``text`` (pod ``pod``'s log, lines stamped as
         :meth:`options` asks) not passed on yet, without their stamps."""
-        name = _get(pod, "metadata", "name")
+        name = get_field(pod, "metadata", "name")
         if name != self.pod:
             self.pod, self.lines, self.since, self.at_since = name, 0, None, 0
         # Lines end at "\n" only: a progress bar's "\r" stays inside its line.
         entries = text.split("\n")
-        if entries[-1] == "" or _get(pod, "status", "phase") == "Running":
+        if entries[-1] == "" or get_field(pod, "status", "phase") == "Running":
             entries.pop()  # after the last newline: nothing, or a line still being written
         stamped = [
             (_stamp_key(stamp), line)
