@@ -4,7 +4,8 @@ What it measures: one 4-rank group through the launcher against the API server
 emulator of the tests (``tests/kube_emulator.py``, real HTTP on 127.0.0.1), with
 the blocking wait (``KubernetesGroup.wait`` through the provider's
 KubernetesHook) and deferred (``GroupTrigger`` through AsyncKubernetesHook, then
-the resumed task's clean-up), in three cluster modes:
+what the resumed task does with its event: the log tail and the clean-up), in
+three cluster modes:
 
 - ``plain``: no queue; the pods run ``--run-s`` seconds, then rank 1 fails, so
   the count includes the failed rank's log tail;
@@ -109,14 +110,10 @@ def follow_deferred(group: KubernetesGroup, work: Path) -> str:
 
     while True:
         event = asyncio.run(first_event(group.trigger(3600)))
-        group.resumed(event["started_s"], event["attempt"]).delete()
-        if not group.may_retry(event["status"]):
-            return event["status"]
-        from operators.group import GroupResult
-
-        group.next_attempt(
-            GroupResult(4, event["status"], event["reason"], event["exit_codes"], event["seconds"])
-        )
+        result = group.resumed(event["started_s"], event["attempt"]).conclude(event)
+        if not group.may_retry(result.status):
+            return result.status
+        group.next_attempt(result)
 
 
 def one_group(mode: str, wait: str, poll_s: float, run_s: float, admit_s: float, work: Path):

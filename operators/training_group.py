@@ -115,29 +115,36 @@ class TrainingGroupOperator(BaseOperator):
         """Hand the started Kubernetes group to a trigger; :meth:`resume` follows its event."""
         running = self._running
         assert running is not None
-        trigger = running.trigger(
-            group.timeout_s, self.group, config.live_ingest_s(), owner=self._attempt
-        )
+        trigger = running.trigger(group.timeout_s, self.group, owner=self._attempt)
         self.log.info(
-            "%s: watched from the triggerer until it ends; this task holds no "
+            "%s: waited for from the triggerer until it ends; this task holds no "
             "worker slot meanwhile",
             group.run_id,
         )
         self.defer(trigger=trigger, method_name="resume")
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        """The trigger's verdict (``event``): delete the Job and the Service, record it (even
-        when the deleting fails: the Job's deadline and TTL are the safety net). A
-        preempted group with retries left is started again and the task defers again."""
+        """Act on the trigger's event (how the group ended,
+        :meth:`~operators.kubernetes.watch.Ending.to_event`) as the blocking wait does
+        (:meth:`~operators.kubernetes.group.KubernetesGroup.conclude`): read the log tail,
+        delete the Job, the Service and the NetworkPolicy, then record the verdict (even
+        when reading or deleting fails: the Job's deadline and TTL are the safety net).
+        A preempted group with retries left is started again and the task defers again."""
         from operators.kubernetes import GroupNames
 
         group = self.plan
         self._attempt = attempt_name(context)
         names = GroupNames(job=event["job"], service=event["service"])
+        attempt = event.get("attempt", 1)
         launcher = None
+        result = None
         try:
             launcher = self.launcher_for(group, context, names=names)
-            launcher.resumed(event["started_s"], event.get("attempt", 1)).delete()
+            launcher.resumed(event["started_s"], attempt)
+            if event["status"] == "error":
+                launcher.delete()
+            else:
+                result = launcher.conclude(event)
         except Exception as exc:  # the verdict is recorded all the same
             self.log.warning(
                 "%s: could not delete Job %s and Service %s (%s); the Job's deadline and TTL will",
@@ -152,17 +159,17 @@ class TrainingGroupOperator(BaseOperator):
                 Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
             )
             raise AirflowException(f"{group.run_id}: {reason}")
-        result = GroupResult(
-            world_size=group.world_size,
-            status=event["status"],
-            reason=event["reason"],
-            exit_codes=event["exit_codes"],
-            seconds=event["seconds"],
-            first_failed_rank=event["first_failed_rank"],
-            log_tail=event["log_tail"],
-            qos_class=event.get("qos_class", ""),
-            attempt=event.get("attempt", 1),
-        )
+        if result is None:  # no launcher to conclude with: the event alone, without log tail
+            result = GroupResult(
+                world_size=group.world_size,
+                status=event["status"],
+                reason=event["reason"],
+                exit_codes=event["exit_codes"],
+                seconds=event["seconds"],
+                first_failed_rank=event["first_failed_rank"],
+                qos_class=event.get("qos_class", ""),
+                attempt=attempt,
+            )
         if launcher is not None and launcher.may_retry(result.status):
             # Preempted with retries left: a new Job, and the task defers again.
             try:
@@ -176,12 +183,6 @@ class TrainingGroupOperator(BaseOperator):
                 raise AirflowException(f"{group.run_id}: {reason}") from exc
             self._running = launcher
             self.defer_to_triggerer(group)
-        if result.first_failed_rank not in (None, 0) and result.log_tail:
-            self.log.info(
-                "last %d line(s) of rank %d:", len(result.log_tail), result.first_failed_rank
-            )
-            for line in result.log_tail:
-                self.log.info("%s", line)
         return self.finish(group, result)
 
     def finish(self, group: GroupPlan, result: GroupResult) -> dict[str, Any]:

@@ -116,21 +116,11 @@ def run_group(
     event = run_trigger(GroupTrigger(**arguments), clock)
     lines += event.pop("logged")
     group = make_group(lines, clock, per_node, **settings).resumed(event["started_s"])
-    group.stop()
     assert event["job"] == NAMES.job and event["service"] == NAMES.service
     if event["status"] == "error":
+        group.stop()
         raise RuntimeError(event["reason"])
-    return GroupResult(
-        world_size=4,
-        status=event["status"],
-        reason=event["reason"],
-        exit_codes=event["exit_codes"],
-        seconds=event["seconds"],
-        first_failed_rank=event["first_failed_rank"],
-        log_tail=event["log_tail"],
-        qos_class=event["qos_class"],
-        attempt=event["attempt"],
-    )
+    return group.conclude(event)  # what the resumed task does with the event
 
 
 def run_trigger(trigger: GroupTrigger, clock: Any = time.time) -> dict[str, Any]:
@@ -238,10 +228,14 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
         # Rank 0's log: stamped lines, and after the first line passed on only the last
         # minute or so of it, not the whole log again at every look.
         log_reads = [q for m, p, q in polls if p.endswith("/log")]
-        assert log_reads[0] == {"container": "worker", "timestamps": log_reads[0]["timestamps"]}
-        assert len(log_reads) >= 2
-        assert all(q["timestamps"].lower() == "true" for q in log_reads)  # the sync client: True
-        assert all(61 <= int(q["sinceSeconds"]) <= 62 for q in log_reads[1:]), log_reads
+        if mode == "deferred":  # the trigger reads no log; the resumed task reads the tail
+            assert log_reads == [{"container": "worker", "tailLines": "50"}]
+        else:
+            stamped = {"container": "worker", "timestamps": log_reads[0]["timestamps"]}
+            assert log_reads[0] == stamped
+            assert len(log_reads) >= 2
+            assert all(q["timestamps"].lower() == "true" for q in log_reads)  # sync client: True
+            assert all(61 <= int(q["sinceSeconds"]) <= 62 for q in log_reads[1:]), log_reads
         assert [(m, p, q) for m, p, q, _ in sent[-3:]] == [
             ("DELETE", JOB_PATH, {"propagationPolicy": "Background"}),
             ("DELETE", POLICY_PATH, {}),
@@ -319,7 +313,9 @@ def test_a_group_on_nodes_of_two_ranks_is_two_pods_and_names_the_rank_that_faile
         codes = result.exit_codes  # node 0's two ranks share its status (stopped, or not yet)
         assert codes[2:] == [1, 1] and codes[0] == codes[1] and codes[0] in (None, 143)
         assert result.log_tail[-1] == "[node 1] rank 3 exited with status 1"
-        assert "[rank 1] epoch 1" in lines  # node 0's log, each line behind its own rank
+        if mode == "blocking":  # followed while it ran; the deferred wait reads no log
+            assert "[rank 1] epoch 1" in lines  # node 0's log, each line behind its own rank
+        assert "[rank 3] RuntimeError: boom" in lines  # the failed rank's tail, either way
         (job,) = [body for method, path, _, body in cluster.requests() if path.endswith("/jobs")]
         assert job["spec"]["completions"] == 2
         (container,) = job["spec"]["template"]["spec"]["containers"]
@@ -610,25 +606,35 @@ def test_a_verdict_is_recorded_even_when_the_group_cannot_be_cleaned_up(
     assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "cancelled"
 
 
-def test_the_trigger_loads_what_the_ranks_wrote_so_far_while_the_group_runs(
+def test_the_trigger_only_waits_and_the_resumed_task_reads_the_log_and_deletes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Live results keep working while the task is deferred: the trigger loads the
-    running group every ``live_ingest_s`` seconds (in a thread: the load blocks)."""
+    """The trigger reads the Job and its pods, nothing else: no log, no results loaded,
+    nothing deleted. The task resumed by its event reads rank 0's last lines, passes them
+    on, and deletes the group."""
     from results_db import service
 
-    loads: list[tuple[str, str]] = []
-    monkeypatch.setattr(
-        service, "load_quietly", lambda url, sweep_dir, run_id: loads.append((url, run_id))
-    )
-    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", "sqlite:////tmp/live.db")
-    with emulated_cluster([Stage(0, running()), Stage(0.6, exited(0))], tmp_path, monkeypatch):
+    loads: list[str] = []
+    monkeypatch.setattr(service, "load_quietly", lambda *args: loads.append("load"))
+    stages = [Stage(0, running(), logs={0: "epoch 1\n"}), Stage(0.6, exited(0), logs={0: "a\nb\n"})]
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
         group = make_group([])
         group.start()
-        event = run_trigger(group.trigger(3600, planned().to_xcom(), live_ingest_s=0.1))
-        make_group([]).resumed(event["started_s"]).stop()
-    assert event["status"] == "succeeded"
-    assert len(loads) >= 2 and set(loads) == {("sqlite:////tmp/live.db", RUN_ID)}
+        before = len(calls(cluster))
+        event = run_trigger(group.trigger(3600, planned().to_xcom()))
+        waited = {(method, path.split("?")[0]) for method, path in calls(cluster)[before:]}
+        assert waited == {
+            ("GET", JOB_PATH),
+            ("GET", PODS_PATH),
+        }, waited
+        assert event["status"] == "succeeded" and event["logged"] == []
+        assert event["rank0_pod"] is not None and event["failed_pod"] is None
+        lines: list[str] = []
+        result = make_group(lines).resumed(event["started_s"]).conclude(event)
+        assert_cleaned_up(cluster)
+    assert loads == []
+    assert result.status == "succeeded" and lines == ["[rank 0] a", "[rank 0] b"]
+    assert result.log_tail == lines
 
 
 def test_a_triggerer_restart_leaves_the_group_running_and_the_next_trigger_finishes_it(
@@ -655,9 +661,8 @@ def test_a_triggerer_restart_leaves_the_group_running_and_the_next_trigger_finis
         assert cluster.objects(JOBS) == [NAMES.job] and cluster.objects(SERVICES) == [NAMES.service]
         assert not [m for m, _ in calls(cluster) if m == "DELETE"]
         event = run_trigger(GroupTrigger(**stored))
-        make_group([]).resumed(event["started_s"]).stop()
-        assert event["status"] == "succeeded"
-        # The stored arguments know nothing of what the first trigger copied: rank 0's
-        # log is copied again from its start.
-        assert event["logged"] == ["[rank 0] epoch 1", "[rank 0] epoch 2"]
+        lines: list[str] = []
+        result = make_group(lines).resumed(event["started_s"]).conclude(event)
+        assert event["status"] == result.status == "succeeded"
+        assert lines == ["[rank 0] epoch 1", "[rank 0] epoch 2"]  # read by the resumed task
         assert_cleaned_up(cluster)

@@ -36,9 +36,16 @@ from operators.kubernetes.manifests import (
     service_manifest,
 )
 from operators.kubernetes.names import GroupNames, attempt_names
-from operators.kubernetes.pod_status import get_field, log_prefix, pod_rank
+from operators.kubernetes.pod_status import get_field
 from operators.kubernetes.settings import KubernetesSettings
-from operators.kubernetes.watch import SETTLE, GroupWatch, Rank0Log, Verdict, rank0_pod
+from operators.kubernetes.watch import (
+    SETTLE,
+    Ending,
+    GroupWatch,
+    Rank0Follower,
+    Verdict,
+    log_tail,
+)
 
 if TYPE_CHECKING:
     from operators.kubernetes.trigger import GroupTrigger
@@ -134,8 +141,7 @@ class KubernetesGroup:
         self._stopping = threading.Event()
         self._created: list[str] = []  # "service" / "policy" / "job", in creation order
         self._started: float | None = None
-        self._rank0_log = Rank0Log()
-        self._rank0_seen: list[str] = []
+        self._rank0 = Rank0Follower(self.ranks_per_node)
 
     @property
     def deferrable(self) -> bool:
@@ -321,20 +327,20 @@ class KubernetesGroup:
         )
         self.attempt += 1
         self.names = attempt_names(self.names, self.attempt)
-        self._rank0_log = Rank0Log()
-        self._rank0_seen = []
+        self._rank0 = Rank0Follower(self.ranks_per_node)
         self.start()
 
     def trigger(
         self,
         timeout_s: float,
         group: dict[str, Any] | None = None,
-        live_ingest_s: float = 0.0,
         owner: str | None = None,
     ) -> GroupTrigger:
-        """The trigger that watches this started group from Airflow's triggerer (the
+        """The trigger that waits for this started group from Airflow's triggerer (the
         deferred wait: same rules as :meth:`wait`, ``timeout_s`` seconds from :meth:`start`;
-        ``owner``: the Airflow try that runs the group, who signs a cancellation)."""
+        ``group``: the planned group as XCom carries it, where a cancellation is recorded;
+        ``owner``: the Airflow try that runs the group, who signs a cancellation). The
+        task resumed by its event hands the event to :meth:`conclude`."""
         from operators.kubernetes.trigger import GroupTrigger
 
         watch = self.watch(timeout_s)
@@ -348,7 +354,6 @@ class KubernetesGroup:
             timeout_s=timeout_s,
             schedule_timeout_s=watch.schedule_timeout_s,
             poll_interval_s=self.poll_interval_s,
-            live_ingest_s=live_ingest_s,
             group=group,
             queue_name=watch.queue_name,
             admission_timeout_s=watch.admission_timeout_s,
@@ -381,71 +386,101 @@ class KubernetesGroup:
 
     def _wait_once(self, timeout_s: float) -> GroupResult:
         """One attempt of :meth:`wait`."""
+        watch = self.watch(timeout_s)
+        try:
+            verdict, pods = self._watch(watch)
+            return self.conclude(watch.ending(verdict, pods, self._clock()))
+        finally:
+            self.delete()
+
+    def _watch(self, watch: GroupWatch) -> tuple[Verdict, list[Any]]:
+        """Look every ``poll_interval_s`` seconds, passing rank 0's new lines to the sink,
+        until ``watch`` gives a verdict: it, and the pods of the look that gave it."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
-        watch = self.watch(timeout_s)
         namespace, job_name = self.settings.namespace, self.names.job
         stopped = "the group was stopped before it finished (Job deleted)"
         deleted = f"Job {namespace}/{job_name} was deleted by someone else"
-        verdict = Verdict("failed")
-        pods: list[Any] = []
-        log_tail: list[str] = []
         api_errors = 0
-        try:
-            while True:
-                if self._stopping.is_set():
-                    verdict = Verdict("failed", stopped)
-                    break
-                try:
-                    job = self._batch.read_namespaced_job(job_name, namespace)
-                    pods = []
-                    if watch.needs_pods(job):
-                        selector = f"{JOB_NAME_LABEL}={job_name}"
-                        pod_list = self._core.list_namespaced_pod(
-                            namespace, label_selector=selector
-                        )
-                        pods = get_field(pod_list, "items") or []
-                except (ApiException, HTTPError, OSError) as exc:
-                    code = getattr(exc, "status", None)
-                    if code == 404:
-                        verdict = Verdict("failed", stopped if self._stopping.is_set() else deleted)
-                        break
-                    api_errors += 1
-                    if code in (401, 403) or api_errors > MAX_API_ERRORS:
-                        raise
-                    self.sink(f"[kubernetes] reading the group failed ({exc}); trying again")
-                    self._sleep(self.poll_interval_s)
-                    continue
-                api_errors = 0
-                self._follow_rank0(pods)
-                look = watch.look(job, pods, self._clock())
-                for note in watch.take_notes():
-                    self.sink(f"[kubernetes] Job {namespace}/{job_name}: {note}")
-                if look == SETTLE:
-                    self._sleep(min(SETTLE_S, self.poll_interval_s))
-                    continue
-                if isinstance(look, Verdict):
-                    verdict = look
-                    break
+        while True:
+            if self._stopping.is_set():
+                return Verdict("failed", stopped), []
+            try:
+                job = self._batch.read_namespaced_job(job_name, namespace)
+                pods: list[Any] = []
+                if watch.needs_pods(job):
+                    selector = f"{JOB_NAME_LABEL}={job_name}"
+                    pod_list = self._core.list_namespaced_pod(namespace, label_selector=selector)
+                    pods = get_field(pod_list, "items") or []
+            except (ApiException, HTTPError, OSError) as exc:
+                code = getattr(exc, "status", None)
+                if code == 404:
+                    return Verdict("failed", stopped if self._stopping.is_set() else deleted), []
+                api_errors += 1
+                if code in (401, 403) or api_errors > MAX_API_ERRORS:
+                    raise
+                self.sink(f"[kubernetes] reading the group failed ({exc}); trying again")
                 self._sleep(self.poll_interval_s)
-            if verdict.first_failed_rank is not None:
-                log_tail = self._failed_tail(pods, verdict.first_failed_rank)
+                continue
+            api_errors = 0
+            self._rank0.follow(pods, self._clock(), self._read_log, self.sink)
+            look = watch.look(job, pods, self._clock())
+            for note in watch.take_notes():
+                self.sink(f"[kubernetes] Job {namespace}/{job_name}: {note}")
+            if look == SETTLE:
+                self._sleep(min(SETTLE_S, self.poll_interval_s))
+                continue
+            if isinstance(look, Verdict):
+                return look, pods
+            self._sleep(self.poll_interval_s)
+
+    def conclude(self, ending: Ending | dict[str, Any]) -> GroupResult:
+        """Act on how the group ended (an :class:`Ending`, or a :class:`GroupTrigger`
+        event describing one): read the log tail that goes with the verdict, delete the
+        Job, the Service and the NetworkPolicy (even when reading fails), and return the
+        group's result. Both waits end here: the blocking one in :meth:`wait`, the
+        deferred one in the task resumed by the trigger's event.
+
+        The tail is the first failed rank's last lines (passed to the sink too, unless
+        the rank is 0, whose lines were followed), else rank 0's last lines: those this
+        group followed, or, after a deferred wait (which follows no log), read now and
+        passed to the sink.
+        """
+        if isinstance(ending, dict):
+            ending = Ending.from_event(ending)
+        verdict = ending.verdict
+        try:
+            tail: list[str] = []
+            rank = verdict.first_failed_rank
+            if rank is not None:
+                tail = log_tail(self._read_log, ending.failed_pod, rank, self.ranks_per_node)
+                if tail and (rank != 0 or not self._rank0.seen):
+                    self.sink(f"[kubernetes] last {len(tail)} line(s) of rank {rank}:")
+                    for line in tail:
+                        self.sink(line)
+            if not tail and self._rank0.seen:
+                tail = self._rank0.seen[-LOG_TAIL_LINES:]
+            elif not tail:
+                tail = log_tail(self._read_log, ending.rank0_pod, 0, self.ranks_per_node)
+                for line in tail:
+                    self.sink(line)
         finally:
             self.delete()
         return GroupResult(
             world_size=self.world_size,
             status=verdict.status,
             reason=verdict.reason,
-            exit_codes=watch.exit_codes(pods),
-            seconds=self._clock() - watch.started_s,
+            exit_codes=ending.exit_codes,
+            seconds=ending.seconds,
             first_failed_rank=verdict.first_failed_rank,
-            log_tail=log_tail or self._rank0_seen[-LOG_TAIL_LINES:],
-            qos_class=watch.qos,
+            log_tail=tail,
+            qos_class=ending.qos_class,
             attempt=self.attempt,
         )
 
     def _read_log(self, pod_name: str, **options: Any) -> str | None:
+        """Pod ``pod_name``'s log, read with ``options``; ``None`` when it cannot be read."""
         try:
             response = self._core.read_namespaced_pod_log(
                 pod_name,
@@ -458,35 +493,6 @@ class KubernetesGroup:
         except Exception as exc:  # logs are for people; never let them end the wait
             self.sink(f"[kubernetes] could not read the log of pod {pod_name}: {exc}")
             return None
-
-    def _follow_rank0(self, pods: list[Any]) -> None:
-        """Pass rank 0's new complete lines to the sink."""
-        pod = rank0_pod(pods)
-        if pod is None:
-            return
-        options = self._rank0_log.options(pod, self._clock())
-        text = self._read_log(get_field(pod, "metadata", "name"), **options)
-        if text is None:
-            return
-        for line in self._rank0_log.new_lines(pod, text):
-            entry = f"{log_prefix(0, self.ranks_per_node)}{line}"
-            self.sink(entry)
-            self._rank0_seen.append(entry)
-        del self._rank0_seen[: -LOG_TAIL_LINES * 2]
-
-    def _failed_tail(self, pods: list[Any], rank: int) -> list[str]:
-        index = rank // self.ranks_per_node  # the pod that ran it
-        pod = next((p for p in pods if pod_rank(p) == index), None)
-        if pod is None:
-            return []
-        text = self._read_log(get_field(pod, "metadata", "name"), tail_lines=LOG_TAIL_LINES)
-        prefix = log_prefix(rank, self.ranks_per_node)
-        tail = [f"{prefix}{line}" for line in (text or "").splitlines()]
-        if tail and rank != 0:
-            self.sink(f"[kubernetes] last {len(tail)} line(s) of rank {rank}:")
-            for line in tail:
-                self.sink(line)
-        return tail
 
 
 def launch(

@@ -1,29 +1,38 @@
-"""What one look at a running group says, the same for the blocking wait
+"""What the looks at a running group say, the same for the blocking wait
 (:meth:`~operators.kubernetes.group.KubernetesGroup.wait`, on an Airflow worker)
 and the deferred one (:class:`~operators.kubernetes.trigger.GroupTrigger`, in
 the triggerer): :class:`GroupWatch` turns the Job and its pods into a verdict
-or "keep watching", and :class:`Rank0Log` passes on the lines of rank 0's log
-not passed on yet. Neither talks to the API; both survive being rebuilt from
-their fields (the trigger is serialised between looks).
+or "keep watching", and the verdict into an :class:`Ending`. Following rank 0's
+log lives here too, once: :class:`Rank0Follower` passes on the lines of rank 0's
+log not passed on yet (:class:`Rank0Log` keeps track of them) and
+:func:`log_tail` reads the end of a rank's log. None of them talks to the API
+itself: the caller hands in the function that reads a pod's log. The watch and the
+log's place survive being rebuilt from their fields.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from operators.kubernetes.constants import LOG_PHASES
+from operators.kubernetes.constants import LOG_PHASES, LOG_TAIL_LINES
 from operators.kubernetes.pod_status import (
     exit_code,
     get_field,
     job_verdict,
+    log_prefix,
     pending_problem,
     pod_rank,
     qos_class,
 )
+
+ReadLog = Callable[..., "str | None"]
+"""Reads a pod's log: ``read_log(pod_name, **options)`` with the options of the API's log
+request (``tail_lines``, ``timestamps``, ``since_seconds``); ``None`` when it could not."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +46,53 @@ class Verdict:
 
 
 SETTLE = "settle"  # a rank failed: look once more after SETTLE_S before judging
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What the look that gave the verdict saw of an ended group, and all that acting on
+    it needs (reading a log tail, recording): the ``verdict``, each rank's exit code
+    (``None`` while it ran or where its pod was gone), the pods' QoS class, the seconds
+    from the Job's creation to the verdict, and the names of the pods whose logs go with
+    it: ``failed_pod`` ran the first failed rank, ``rank0_pod`` rank 0 (``None`` when
+    there was none, or its log could not be read yet).
+
+    The deferred wait sends it as its event (:meth:`to_event`, plain JSON values) and the
+    resumed task reads it back (:meth:`from_event`); the blocking wait uses it as it is.
+    """
+
+    verdict: Verdict
+    exit_codes: list[int | None]
+    qos_class: str = ""
+    seconds: float = 0.0
+    failed_pod: str | None = None
+    rank0_pod: str | None = None
+
+    def to_event(self) -> dict[str, Any]:
+        """The fields as a trigger event carries them."""
+        return {
+            "status": self.verdict.status,
+            "reason": self.verdict.reason,
+            "first_failed_rank": self.verdict.first_failed_rank,
+            "exit_codes": list(self.exit_codes),
+            "qos_class": self.qos_class,
+            "seconds": self.seconds,
+            "failed_pod": self.failed_pod,
+            "rank0_pod": self.rank0_pod,
+        }
+
+    @classmethod
+    def from_event(cls, event: dict[str, Any]) -> Ending:
+        """The ending a trigger event describes (:meth:`to_event`)."""
+        verdict = Verdict(event["status"], event["reason"], event.get("first_failed_rank"))
+        return cls(
+            verdict,
+            list(event.get("exit_codes") or []),
+            qos_class=event.get("qos_class", ""),
+            seconds=event.get("seconds", 0.0),
+            failed_pod=event.get("failed_pod"),
+            rank0_pod=event.get("rank0_pod"),
+        )
 
 
 @dataclass
@@ -153,6 +209,24 @@ class GroupWatch:
             "(e.g. a ResourceQuota, or a missing service account)"
         )
 
+    def ending(self, verdict: Verdict, pods: list[Any], now_s: float) -> Ending:
+        """The :class:`Ending` of ``verdict``, given by the look at ``pods`` at wall-clock
+        time ``now_s`` (seconds)."""
+        failed_pod = None
+        if verdict.first_failed_rank is not None:
+            index = verdict.first_failed_rank // self.ranks_per_node  # the pod that ran it
+            pod = next((p for p in pods if pod_rank(p) == index), None)
+            failed_pod = None if pod is None else get_field(pod, "metadata", "name")
+        rank0 = rank0_pod(pods)
+        return Ending(
+            verdict,
+            self.exit_codes(pods),
+            qos_class=self.qos,
+            seconds=now_s - self.started_s,
+            failed_pod=failed_pod,
+            rank0_pod=None if rank0 is None else get_field(rank0, "metadata", "name"),
+        )
+
     def exit_codes(self, pods: list[Any]) -> list[int | None]:
         """Each rank's exit code (``None`` while it runs or where its pod is gone): its pod's,
         which for a pod of several ranks is its node starter's (the failed rank's status)."""
@@ -237,6 +311,45 @@ class Rank0Log:
             self.at_since = sum(key == largest for key, _ in stamped)
         self.lines += len(new)
         return new
+
+
+@dataclass
+class Rank0Follower:
+    """Passes rank 0's new complete lines on, each prefixed as :func:`log_prefix` says for
+    pods of ``ranks_per_node`` ranks, and keeps the last ``2 * LOG_TAIL_LINES`` of them
+    (``seen``: the log tail of a verdict that names no failed rank)."""
+
+    ranks_per_node: int = 1
+    log: Rank0Log = field(default_factory=Rank0Log)
+    seen: list[str] = field(default_factory=list)
+
+    def follow(
+        self, pods: list[Any], now_s: float, read_log: ReadLog, sink: Callable[[str], Any]
+    ) -> None:
+        """Read rank 0's log among ``pods`` at wall-clock time ``now_s`` (seconds) with
+        ``read_log`` and pass its new lines to ``sink``."""
+        pod = rank0_pod(pods)
+        if pod is None:
+            return
+        text = read_log(get_field(pod, "metadata", "name"), **self.log.options(pod, now_s))
+        if text is None:
+            return
+        prefix = log_prefix(0, self.ranks_per_node)
+        for line in self.log.new_lines(pod, text):
+            entry = f"{prefix}{line}"
+            sink(entry)
+            self.seen.append(entry)
+        del self.seen[: -LOG_TAIL_LINES * 2]
+
+
+def log_tail(read_log: ReadLog, pod_name: str | None, rank: int, ranks_per_node: int) -> list[str]:
+    """The last ``LOG_TAIL_LINES`` lines of the log of pod ``pod_name`` (which ran rank
+    ``rank``, on pods of ``ranks_per_node`` ranks), prefixed; none without a pod."""
+    if pod_name is None:
+        return []
+    text = read_log(pod_name, tail_lines=LOG_TAIL_LINES)
+    prefix = log_prefix(rank, ranks_per_node)
+    return [f"{prefix}{line}" for line in (text or "").splitlines()]
 
 
 LOG_OVERLAP_S = 60  # seconds of log a look reads again, for clock differences
