@@ -1184,7 +1184,7 @@ def test_an_unschedulable_group_is_recorded_as_failed_through_ingest(
 
 
 def test_rank_0s_log_is_read_a_minute_at_a_time_and_each_line_passed_on_once() -> None:
-    from operators.kubernetes.watch import LOG_OVERLAP_S, Rank0Log, _stamp_key
+    from operators.kubernetes.watch import LOG_OVERLAP_S, Rank0Log, stamp_key
 
     pod = {"metadata": {"name": "job-0-x"}, "status": {"phase": "Running"}}
     log = Rank0Log()
@@ -1192,7 +1192,7 @@ def test_rank_0s_log_is_read_a_minute_at_a_time_and_each_line_passed_on_once() -
     stamp = "2026-11-25T02:10:0{}Z".format
     first = f"{stamp('0.000000001')} a\n{stamp('0.000000001')} b\n{stamp('1.5')} c\n{stamp(2)} pa"
     assert log.new_lines(pod, first) == ["a", "b", "c"]  # the last line is still being written
-    newest_s = _stamp_key(stamp("1.5"))[0]  # type: ignore[index]
+    newest_s = stamp_key(stamp("1.5"))[0]  # type: ignore[index]
     assert log.options(pod, newest_s + 30.2) == {
         "timestamps": True,
         "since_seconds": 31 + LOG_OVERLAP_S,

@@ -20,7 +20,8 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 - the training task waits for the group from Airflow's triggerer
   (:class:`~operators.kubernetes.trigger.GroupTrigger`, holding no worker slot)
   or, with ``SCALEBENCH_K8S_DEFERRABLE=false``, in :meth:`KubernetesGroup.wait`;
-  both apply the rules of :class:`~operators.kubernetes.watch.GroupWatch`;
+  both apply the rules of :class:`~operators.kubernetes.watch.GroupWatch` and end
+  in :meth:`KubernetesGroup.conclude` (log tail, clean-up);
 - with a Kueue queue the Job is created suspended; the wait says so, counts the
   schedule timeout from the admission, and ends ``not_admitted`` after
   ``SCALEBENCH_K8S_ADMISSION_TIMEOUT_S``;
@@ -44,9 +45,9 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 | ``arguments``  | ``pod_argv`` / ``pod_path``: the pods' command line, on their mounts       |
 | ``manifests``  | ``job_manifest``, ``service_manifest``, ``network_policy_manifest``        |
 | ``pod_status`` | ``pod_rank``, ``pending_problem``, ``job_verdict``, ``qos_class``          |
-| ``watch``      | ``GroupWatch``, ``Rank0Log``: one look at a running group, a verdict       |
-| ``group``      | ``KubernetesGroup``: start, follow (blocking) and delete one group         |
-| ``trigger``    | ``GroupTrigger``: follow a started group from Airflow's triggerer          |
+| ``watch``      | ``GroupWatch``, ``Ending``, ``Rank0Follower``: looks, verdict, rank 0's log |
+| ``group``      | ``KubernetesGroup``: start, follow (blocking), conclude one group          |
+| ``trigger``    | ``GroupTrigger``: wait for a started group from Airflow's triggerer        |
 """
 
 from operators.kubernetes.arguments import pod_argv, pod_path

@@ -252,7 +252,7 @@ def rank0_pod(pods: list[Any]) -> Any:
 class Rank0Log:
     """Which lines of rank 0's log were passed on: ``lines`` of pod ``pod``, the newest of
     them stamped ``since`` (the kubelet's time of the line as (seconds since the epoch,
-    nanoseconds), see :func:`_stamp_key`), ``at_since`` of them
+    nanoseconds), see :func:`stamp_key`), ``at_since`` of them
     with that very stamp.
 
     A look asks for the lines of the last minute or so only (:meth:`options`: every
@@ -286,7 +286,7 @@ class Rank0Log:
         if entries[-1] == "" or get_field(pod, "status", "phase") == "Running":
             entries.pop()  # after the last newline: nothing, or a line still being written
         stamped = [
-            (_stamp_key(stamp), line)
+            (stamp_key(stamp), line)
             for stamp, _, line in (entry.partition(" ") for entry in entries)
         ]
         if stamped and all(key is None for key, _ in stamped):  # an unstamped whole log
@@ -355,7 +355,7 @@ def log_tail(read_log: ReadLog, pod_name: str | None, rank: int, ranks_per_node:
 LOG_OVERLAP_S = 60  # seconds of log a look reads again, for clock differences
 
 
-def _stamp_key(stamp: str) -> tuple[int, int] | None:
+def stamp_key(stamp: str) -> tuple[int, int] | None:
     """An RFC 3339 stamp as (whole seconds since the epoch, nanoseconds); None if it is not
     one (e.g. ``2026-11-25T02:10:00.123456789Z`` → (1795572600, 123456789))."""
     match = _STAMP.fullmatch(stamp)
