@@ -4,9 +4,9 @@ It starts the group with the launcher the sweep chose, waits for it, records
 the verdict in the sweep's manifest, loads the group into the results database
 (every ``SCALEBENCH_LIVE_INGEST_S`` seconds while it runs, as ``running``, unless
 the task is deferred, and once it ended, so the dashboard follows each group) and
-returns the verdict. A
-failed, diverged or timed-out group does not fail the task: the verdict is
-data, and the ingest that follows keeps what the group measured.
+returns the verdict. A failed, diverged or timed-out group does not fail the
+task: the verdict is data, and the ingest that follows keeps what the group
+measured.
 
 Cancelling (marking the task or its DAG run failed in the UI, or any other
 SIGTERM to the task) makes Airflow call :meth:`TrainingGroupOperator.on_kill`:
@@ -22,8 +22,8 @@ from Airflow's triggerer: the task starts it, defers to its
 :class:`~operators.kubernetes.trigger.GroupTrigger` (no worker slot held while
 it trains; the pool slots stay taken, the pool counting deferred tasks) and
 :meth:`TrainingGroupOperator.resume` acts on the trigger's event as the blocking
-wait ends (log tail, clean-up) and records the verdict. Stopping
-the task while it is deferred is the trigger's ``on_kill``.
+wait ends (log tail, clean-up) and records the verdict. Stopping the task while
+it is deferred is the trigger's ``on_kill``.
 """
 
 from __future__ import annotations
