@@ -2,11 +2,10 @@
 
 It starts the group with the launcher the sweep chose, waits for it, records
 the verdict in the sweep's manifest, loads the group into the results database
-(every ``SCALEBENCH_LIVE_INGEST_S`` seconds while it runs, as ``running``, unless
-the task is deferred, and once it ended, so the dashboard follows each group) and
-returns the verdict. A failed, diverged or timed-out group does not fail the
-task: the verdict is data, and the ingest that follows keeps what the group
-measured.
+(every ``SCALEBENCH_LIVE_INGEST_S`` seconds while it runs, as ``running``, and
+once it ended, so the dashboard follows each group) and returns the verdict. A
+failed, diverged or timed-out group does not fail the task: the verdict is data,
+and the ingest that follows keeps what the group measured.
 
 Cancelling (marking the task or its DAG run failed in the UI, or any other
 SIGTERM to the task) makes Airflow call :meth:`TrainingGroupOperator.on_kill`:
@@ -21,9 +20,13 @@ Job named after the task instance. A Kubernetes group is by default watched
 from Airflow's triggerer: the task starts it, defers to its
 :class:`~operators.kubernetes.trigger.GroupTrigger` (no worker slot held while
 it trains; the pool slots stay taken, the pool counting deferred tasks) and
-:meth:`TrainingGroupOperator.resume` acts on the trigger's event as the blocking
-wait ends (log tail, clean-up) and records the verdict. Stopping the task while
-it is deferred is the trigger's ``on_kill``.
+:meth:`TrainingGroupOperator.resume` acts on the trigger's event. Every
+``SCALEBENCH_LIVE_INGEST_S`` seconds while the group runs the event is ``running``:
+the task loads the live results, passes rank 0's new lines into its log and
+defers again (as the provider's ``KubernetesPodOperator`` does with its
+``logging_interval``); the last event says how the group ended, and the task acts
+on it as the blocking wait ends (log tail, clean-up) and records the verdict.
+Stopping the task while it is deferred is the trigger's ``on_kill``.
 """
 
 from __future__ import annotations
@@ -117,7 +120,9 @@ class TrainingGroupOperator(BaseOperator):
         """Hand the started Kubernetes group to a trigger; :meth:`resume` follows its event."""
         running = self._running
         assert running is not None
-        trigger = running.trigger(group.timeout_s, self.group, owner=self._attempt)
+        trigger = running.trigger(
+            group.timeout_s, self.group, owner=self._attempt, live_ingest_s=config.live_ingest_s()
+        )
         self.log.info(
             "%s: waited for from the triggerer until it ends; this task holds no "
             "worker slot meanwhile",
@@ -125,9 +130,27 @@ class TrainingGroupOperator(BaseOperator):
         )
         self.defer(trigger=trigger, method_name="resume")
 
+    def carry_on(self, context: Any, event: dict[str, Any]) -> None:
+        """Act on the trigger's ``running`` event (every ``SCALEBENCH_LIVE_INGEST_S``
+        seconds while the group runs): load what the ranks wrote so far into the results
+        database, pass rank 0's new lines into the task's log, and defer again to a
+        trigger that goes on where this one stopped (same timeouts, same log place)."""
+        from operators.kubernetes import GroupNames
+
+        group = self.plan
+        names = GroupNames(job=event["job"], service=event["service"])
+        launcher = self.launcher_for(group, context, names=names)
+        launcher.resumed(event["started_s"], event.get("attempt", 1))
+        self.publish(group, final=False)
+        trigger = launcher.carry_on(
+            event, group.timeout_s, self.group, self._attempt, config.live_ingest_s()
+        )
+        self.defer(trigger=trigger, method_name="resume")
+
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
-        """Act on the trigger's event (how the group ended,
-        :meth:`~operators.kubernetes.watch.Ending.to_event`) as the blocking wait does
+        """Act on the trigger's event: a ``running`` one through :meth:`carry_on`, which
+        defers again; else how the group ended
+        (:meth:`~operators.kubernetes.watch.Ending.to_event`), as the blocking wait does
         (:meth:`~operators.kubernetes.group.KubernetesGroup.conclude`): read the log tail,
         delete the Job, the Service and the NetworkPolicy, then record the verdict (even
         when reading or deleting fails: the Job's deadline and TTL are the safety net).
@@ -136,6 +159,8 @@ class TrainingGroupOperator(BaseOperator):
 
         group = self.plan
         self._attempt = attempt_name(context)
+        if event["status"] == "running":
+            self.carry_on(context, event)
         names = GroupNames(job=event["job"], service=event["service"])
         attempt = event.get("attempt", 1)
         launcher = None

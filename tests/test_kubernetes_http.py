@@ -7,6 +7,7 @@ the verdict, the requests sent, and that the Job and the Service are gone."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -45,6 +46,7 @@ DATA = Path("/srv/scalebench/data")
 RUN_ID = "task1a-resnet20-cifar10-20261124T020000Z-ab12-w4-r0"
 NAMES = group_names("task1a_resnet20_cifar10", "manual__2026-11-24T02:00:00+00:00", 0, 1, 4)
 POLL_S = 0.05
+LIVE_S = 0.15  # seconds between a deferred wait's "running" events (SCALEBENCH_LIVE_INGEST_S)
 MODES = ["blocking", "deferred"]
 
 
@@ -95,12 +97,15 @@ def run_group(
     timeout_s: float = 3600,
     speedup: float = 1.0,
     per_node: int = 1,
+    live_ingest_s: float = LIVE_S,
     **settings: Any,
 ) -> GroupResult:
     """Start a group, follow it in ``mode``, delete it as the resumed task does.
 
     ``speedup`` makes the launcher's clock run that many times faster than the
-    cluster's (waits of a minute in a fraction of a second); ``per_node``: ranks per pod."""
+    cluster's (waits of a minute in a fraction of a second); ``per_node``: ranks per pod.
+    Deferred, the trigger fires a ``running`` event every ``live_ingest_s`` seconds, on
+    which the resumed task passes rank 0's new lines on and defers again."""
     t0 = time.time()
 
     def clock() -> float:
@@ -110,12 +115,16 @@ def run_group(
     group.start()
     if mode == "blocking":
         return group.wait(timeout_s)
-    trigger = group.trigger(timeout_s)
-    kind, arguments = trigger.serialize()  # the triggerer builds it from what was stored
-    assert kind == "operators.kubernetes.trigger.GroupTrigger"
-    event = run_trigger(GroupTrigger(**arguments), clock)
-    lines += event.pop("logged")
-    group = make_group(lines, clock, per_node, **settings).resumed(event["started_s"])
+    trigger = group.trigger(timeout_s, live_ingest_s=live_ingest_s)
+    while True:
+        kind, arguments = trigger.serialize()  # the triggerer builds it from what was stored
+        assert kind == "operators.kubernetes.trigger.GroupTrigger"
+        event = run_trigger(GroupTrigger(**arguments), clock)
+        lines += event.pop("logged")
+        group = make_group(lines, clock, per_node, **settings).resumed(event["started_s"])
+        if event["status"] != "running":
+            break
+        trigger = group.carry_on(event, timeout_s, live_ingest_s=live_ingest_s)
     assert event["job"] == NAMES.job and event["service"] == NAMES.service
     if event["status"] == "error":
         group.stop()
@@ -123,17 +132,24 @@ def run_group(
     return group.conclude(event)  # what the resumed task does with the event
 
 
+class TaskLog:
+    """Stands in for the task's logger (or the one the triggerer routes into the task's
+    log): keeps each message in ``lines``."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str, *args: Any) -> None:
+        self.lines.append(message % args)
+
+    warning = error = info
+
+
 def run_trigger(trigger: GroupTrigger, clock: Any = time.time) -> dict[str, Any]:
     """The trigger's one event, with what it wrote to the task log under ``logged``."""
-    logged: list[str] = []
-
-    class TaskLog:  # stands in for the logger the triggerer routes into the task's log
-        def info(self, message: str, *args: Any) -> None:
-            logged.append(message % args)
-
-        warning = info
-
-    trigger._log = TaskLog()
+    task_log = TaskLog()
+    logged = task_log.lines
+    trigger._log = task_log
     original = trigger_module.now_s
     trigger_module.now_s = clock
     try:
@@ -227,15 +243,18 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
         )
         # Rank 0's log: stamped lines, and after the first line passed on only the last
         # minute or so of it, not the whole log again at every look.
+        # Deferred, the resumed task reads it (the trigger reads none), and at the end
+        # reads the tail too, of which it passed on lines on earlier resumes.
         log_reads = [q for m, p, q in polls if p.endswith("/log")]
-        if mode == "deferred":  # the trigger reads no log; the resumed task reads the tail
-            assert log_reads == [{"container": "worker", "tailLines": "50"}]
-        else:
-            stamped = {"container": "worker", "timestamps": log_reads[0]["timestamps"]}
-            assert log_reads[0] == stamped
-            assert len(log_reads) >= 2
-            assert all(q["timestamps"].lower() == "true" for q in log_reads)  # sync client: True
-            assert all(61 <= int(q["sinceSeconds"]) <= 62 for q in log_reads[1:]), log_reads
+        if mode == "deferred":
+            assert log_reads[-1] == {"container": "worker", "tailLines": "50"}
+            log_reads = log_reads[:-1]
+        stamped = {"container": "worker", "timestamps": log_reads[0]["timestamps"]}
+        assert log_reads[0] == stamped
+        assert len(log_reads) >= 2
+        assert all(q["timestamps"].lower() == "true" for q in log_reads)  # sync client: True
+        assert all(61 <= int(q["sinceSeconds"]) <= 62 for q in log_reads[1:]), log_reads
+        assert result.log_tail == ["[rank 0] epoch 1", "[rank 0] epoch 2", "[rank 0] done"]
         assert [(m, p, q) for m, p, q, _ in sent[-3:]] == [
             ("DELETE", JOB_PATH, {"propagationPolicy": "Background"}),
             ("DELETE", POLICY_PATH, {}),
@@ -297,9 +316,12 @@ def test_a_group_on_nodes_of_two_ranks_is_two_pods_and_names_the_rank_that_faile
     """4 ranks on nodes of 2: the Job's 2 pods run the node starter; pod 1's starter names
     rank 3 in its termination message, and the verdict names rank 3, blocking or deferred."""
     died = exited(1, finished="2026-11-24T02:00:30Z", message="rank 3 exited with status 1")
-    logs = {1: "[rank 3] RuntimeError: boom\n[node 1] rank 3 exited with status 1\n"}
+    logs = {
+        0: "[rank 0] epoch 1\n[rank 1] epoch 1\n",
+        1: "[rank 3] RuntimeError: boom\n[node 1] rank 3 exited with status 1\n",
+    }
     stages = [
-        Stage(0, running(), logs={0: "[rank 0] epoch 1\n[rank 1] epoch 1\n"}),
+        Stage(0, running(), logs={0: logs[0]}),
         Stage(0.2, running(), ranks={1: died}, logs=logs),
         Stage(0.3, exited(143), ranks={1: died}, logs=logs),
     ]
@@ -313,8 +335,7 @@ def test_a_group_on_nodes_of_two_ranks_is_two_pods_and_names_the_rank_that_faile
         codes = result.exit_codes  # node 0's two ranks share its status (stopped, or not yet)
         assert codes[2:] == [1, 1] and codes[0] == codes[1] and codes[0] in (None, 143)
         assert result.log_tail[-1] == "[node 1] rank 3 exited with status 1"
-        if mode == "blocking":  # followed while it ran; the deferred wait reads no log
-            assert "[rank 1] epoch 1" in lines  # node 0's log, each line behind its own rank
+        assert "[rank 1] epoch 1" in lines  # node 0's log, each line behind its own rank
         assert "[rank 3] RuntimeError: boom" in lines  # the failed rank's tail, either way
         (job,) = [body for method, path, _, body in cluster.requests() if path.endswith("/jobs")]
         assert job["spec"]["completions"] == 2
@@ -547,6 +568,72 @@ def test_the_operator_defers_and_records_the_triggers_verdict_through_ingest(
     assert status == "failed" and "Insufficient nvidia.com/gpu" in reason
 
 
+def test_a_deferred_group_is_loaded_and_rank_0s_lines_logged_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every ``SCALEBENCH_LIVE_INGEST_S`` seconds the deferred task resumes on the
+    trigger's ``running`` event: what the ranks wrote so far is in the results database
+    (as ``running``) and rank 0's new lines are in the task's log, then the task defers
+    again; the last event concludes the group, each line of rank 0 logged once."""
+    from airflow.sdk.exceptions import TaskDeferred
+    from records_factory import FakeRun, write_rank
+    from sqlalchemy import select
+
+    from operators.training_group import TrainingGroupOperator
+    from results_db.database import make_engine
+    from results_db.models import Run
+    from results_db.service import upgrade
+
+    _, plan, ti = kubernetes_sweep(tmp_path, monkeypatch, 2)
+    monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0.2")
+    monkeypatch.setenv("SCALEBENCH_K8S_POLL_S", "0.05")
+    url = f"sqlite:///{tmp_path / 'live.db'}"
+    upgrade(url)
+
+    def stored() -> list[str]:
+        engine = make_engine(url)
+        try:
+            with engine.connect() as conn:
+                return list(conn.execute(select(Run.status)).scalars())
+        finally:
+            engine.dispose()
+
+    def resumed(event: dict[str, Any]) -> Any:
+        operator = TrainingGroupOperator(task_id="train", group=plan.to_xcom())
+        operator._cached_logger = task_log
+        return operator.resume({"ti": ti}, {k: v for k, v in event.items() if k != "logged"})
+
+    task_log = TaskLog()
+    stages = [
+        Stage(0, running(), logs={0: "epoch 1\n"}),
+        Stage(1.0, exited(0), logs={0: "epoch 1\nepoch 2\n"}),
+    ]
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
+        with pytest.raises(TaskDeferred) as deferred:
+            TrainingGroupOperator(task_id="train", group=plan.to_xcom()).execute({"ti": ti})
+        for rank in range(2):  # what the ranks wrote so far
+            write_rank(Path(plan.run_dir), plan.run_id, rank, FakeRun(2, end="killed"))
+        assert stored() == []
+        event = run_trigger(GroupTrigger(**deferred.value.trigger.serialize()[1]))
+        assert event["status"] == "running"
+        while event["status"] == "running":
+            with pytest.raises(TaskDeferred) as deferred:
+                resumed(event)
+            assert deferred.value.method_name == "resume"
+            assert stored() == ["running"]  # loaded while the group runs
+            assert "[rank 0] epoch 1" in task_log.lines  # passed on while it runs
+            event = run_trigger(GroupTrigger(**deferred.value.trigger.serialize()[1]))
+        shutil.rmtree(plan.run_dir)
+        for rank in range(2):  # what the ranks wrote by the end
+            write_rank(Path(plan.run_dir), plan.run_id, rank, FakeRun(2))
+        verdict = resumed(event)
+        assert_cleaned_up(cluster)
+    assert verdict["status"] == "succeeded"
+    assert stored() == ["succeeded"]  # the final load replaced the live one
+    rank0 = [line for line in task_log.lines if line.startswith("[rank 0]")]
+    assert rank0 == ["[rank 0] epoch 1", "[rank 0] epoch 2"]
+
+
 def test_a_group_that_cannot_be_deferred_is_deleted_and_recorded_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -610,8 +697,9 @@ def test_the_trigger_only_waits_and_the_resumed_task_reads_the_log_and_deletes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The trigger reads the Job and its pods, nothing else: no log, no results loaded,
-    nothing deleted. The task resumed by its event reads rank 0's last lines, passes them
-    on, and deletes the group."""
+    nothing deleted. Without live loads (``live_ingest_s`` 0) it fires no ``running``
+    event: the task resumed by its one event reads rank 0's last lines, passes them on,
+    and deletes the group."""
     from results_db import service
 
     loads: list[str] = []
@@ -635,6 +723,51 @@ def test_the_trigger_only_waits_and_the_resumed_task_reads_the_log_and_deletes(
     assert loads == []
     assert result.status == "succeeded" and lines == ["[rank 0] a", "[rank 0] b"]
     assert result.log_tail == lines
+
+
+def test_every_live_ingest_interval_the_trigger_fires_running_and_the_next_one_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the group runs the trigger fires ``running`` every ``live_ingest_s`` seconds,
+    having read only the Job and its pods; the resumed task passes rank 0's new lines on
+    and defers to a trigger that carries what the looks learnt (the admission time of a
+    queued Job, from which the timeouts count) and the log's place, so no line is passed
+    on twice."""
+    stages = [
+        Stage(0, running(), logs={0: "epoch 1\n"}),
+        Stage(0.5, running(), logs={0: "epoch 1\nepoch 2\n"}),
+        Stage(1.0, exited(0), logs={0: "epoch 1\nepoch 2\ndone\n"}),
+    ]
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
+        lines: list[str] = []
+        group = make_group(lines)
+        group.start()
+        admitted_s = group.watch(3600).started_s + 7.0
+        trigger = group.trigger(3600, live_ingest_s=0.2)
+        trigger.watch_state = {"admitted_s": admitted_s}  # as an earlier look saw it
+        before = len(calls(cluster))
+        event = run_trigger(trigger)
+        waited = {(method, path.split("?")[0]) for method, path in calls(cluster)[before:]}
+        assert waited == {("GET", JOB_PATH), ("GET", PODS_PATH)}, waited
+        assert event["status"] == "running" and event["logged"] == []
+        assert event["watch"]["admitted_s"] == admitted_s  # carried, not seen again
+        assert event["rank0_pod"] == f"{NAMES.job}-0-x7k2p"
+        assert event["rank0_phase"] == "Running"
+        assert event["rank0_log"] == {"pod": None, "lines": 0, "since": None, "at_since": 0}
+        events = [event]
+        while event["status"] == "running":
+            group = make_group(lines).resumed(event["started_s"])
+            trigger = group.carry_on(event, 3600, live_ingest_s=0.2)
+            arguments = trigger.serialize()[1]
+            assert arguments["watch_state"] == event["watch"]
+            assert arguments["rank0_log"]["lines"] == len(lines) - 1  # "started Job"
+            event = run_trigger(GroupTrigger(**arguments))
+            events.append(event)
+        result = make_group(lines).resumed(event["started_s"]).conclude(event)
+        assert_cleaned_up(cluster)
+    assert len(events) >= 3 and result.status == "succeeded"
+    assert lines[1:] == ["[rank 0] epoch 1", "[rank 0] epoch 2", "[rank 0] done"]
+    assert result.log_tail == lines[1:]
 
 
 def test_a_triggerer_restart_leaves_the_group_running_and_the_next_trigger_finishes_it(

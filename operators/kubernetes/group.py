@@ -43,6 +43,7 @@ from operators.kubernetes.watch import (
     Ending,
     GroupWatch,
     Rank0Follower,
+    Rank0Log,
     Verdict,
     log_tail,
 )
@@ -335,12 +336,19 @@ class KubernetesGroup:
         timeout_s: float,
         group: dict[str, Any] | None = None,
         owner: str | None = None,
+        live_ingest_s: float = 0.0,
+        watch_state: dict[str, Any] | None = None,
     ) -> GroupTrigger:
         """The trigger that waits for this started group from Airflow's triggerer (the
         deferred wait: same rules as :meth:`wait`, ``timeout_s`` seconds from :meth:`start`;
         ``group``: the planned group as XCom carries it, where a cancellation is recorded;
-        ``owner``: the Airflow try that runs the group, who signs a cancellation). The
-        task resumed by its event hands the event to :meth:`conclude`."""
+        ``owner``: the Airflow try that runs the group, who signs a cancellation).
+
+        With ``live_ingest_s`` (seconds) above 0 it fires a ``running`` event that often
+        while the group runs, carrying rank 0's log place as this group left it; the
+        task resumed by it hands it to :meth:`carry_on` (and defers again), the one
+        resumed by the ending event to :meth:`conclude`. ``watch_state`` is what the
+        looks of an earlier trigger learnt (a ``running`` event's ``watch``)."""
         from operators.kubernetes.trigger import GroupTrigger
 
         watch = self.watch(timeout_s)
@@ -360,7 +368,37 @@ class KubernetesGroup:
             attempt=self.attempt,
             owner=owner,
             ranks_per_node=self.ranks_per_node,
+            live_ingest_s=live_ingest_s,
+            watch_state=watch_state,
+            rank0_log=self._rank0.log.position() if live_ingest_s > 0 else None,
         )
+
+    def carry_on(
+        self,
+        event: dict[str, Any],
+        timeout_s: float,
+        group: dict[str, Any] | None = None,
+        owner: str | None = None,
+        live_ingest_s: float = 0.0,
+    ) -> GroupTrigger:
+        """Act on a :class:`GroupTrigger`'s ``running`` event: pass rank 0's lines written
+        since the event's log place to the sink, and return the trigger to defer to next,
+        which goes on with the looks' state and the new log place (the arguments are
+        those of :meth:`trigger`)."""
+        self._follow_carried(event)
+        return self.trigger(timeout_s, group, owner, live_ingest_s, watch_state=event["watch"])
+
+    def _follow_carried(self, event: dict[str, Any]) -> None:
+        """Follow rank 0's log from the place a trigger's ``event`` carries (none when the
+        deferred wait does not follow it): pass on the lines written since."""
+        position = event.get("rank0_log")
+        if position is None:
+            return
+        self._rank0 = Rank0Follower(self.ranks_per_node, Rank0Log(**position))
+        name = event.get("rank0_pod")
+        if name is not None:
+            pod = {"metadata": {"name": name}, "status": {"phase": event.get("rank0_phase")}}
+            self._rank0.follow_pod(pod, self._clock(), self._read_log, self.sink)
 
     def resumed(self, started_s: float, attempt: int = 1) -> KubernetesGroup:
         """This group as :meth:`start` left it (Job, Service and NetworkPolicy created at
@@ -442,28 +480,33 @@ class KubernetesGroup:
         group's result. Both waits end here: the blocking one in :meth:`wait`, the
         deferred one in the task resumed by the trigger's event.
 
-        The tail is the first failed rank's last lines (passed to the sink too, unless
-        the rank is 0, whose lines were followed), else rank 0's last lines: those this
-        group followed, or, after a deferred wait (which follows no log), read now and
-        passed to the sink.
+        An event that carries rank 0's log place (a deferred wait that follows it) first
+        passes on rank 0's lines written since. The tail is the first failed rank's last
+        lines (passed to the sink too, unless the rank is 0, whose lines were followed),
+        else rank 0's last lines: those this group followed, or read now (passed to the
+        sink too when a deferred wait did not follow them).
         """
-        if isinstance(ending, dict):
-            ending = Ending.from_event(ending)
+        event = ending if isinstance(ending, dict) else None
+        if event is not None:
+            ending = Ending.from_event(event)
         verdict = ending.verdict
         try:
+            if event is not None:
+                self._follow_carried(event)
+            followed = bool(self._rank0.seen or self._rank0.log.lines)
             tail: list[str] = []
             rank = verdict.first_failed_rank
             if rank is not None:
                 tail = log_tail(self._read_log, ending.failed_pod, rank, self.ranks_per_node)
-                if tail and (rank != 0 or not self._rank0.seen):
+                if tail and (rank != 0 or not followed):
                     self.sink(f"[kubernetes] last {len(tail)} line(s) of rank {rank}:")
                     for line in tail:
                         self.sink(line)
-            if not tail and self._rank0.seen:
+            if not tail and self._rank0.seen and self._rank0.covers_tail:
                 tail = self._rank0.seen[-LOG_TAIL_LINES:]
             elif not tail:
                 tail = log_tail(self._read_log, ending.rank0_pod, 0, self.ranks_per_node)
-                for line in tail:
+                for line in [] if followed else tail:  # passed on already, when followed
                     self.sink(line)
         finally:
             self.delete()

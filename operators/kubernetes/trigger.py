@@ -6,20 +6,33 @@ trigger, so no Airflow worker slot is held while the group trains (hours for
 the larger tasks). The trigger only waits, as the Kubernetes provider's own
 triggers do: every ``poll_interval_s`` seconds it reads the Job and its pods
 through the provider's :class:`AsyncKubernetesHook` (one API call while a
-queued Job waits for admission, two after), applies the rules of
-:class:`~operators.kubernetes.watch.GroupWatch` and, once they give a verdict,
-fires one event describing how the group ended
-(:meth:`~operators.kubernetes.watch.Ending.to_event`: the verdict ``status``
-(``succeeded``, ``failed``, ``diverged``, ``timed_out``, ``preempted``,
-``not_admitted``, ...) and its ``reason`` in words, the first failed rank and
-the pods whose logs go with the verdict, each rank's exit code, the pods' QoS
-class, the seconds since the Job was created), or ``status`` ``error`` with
-the reason when the cluster could not be read. The task it resumes
-(:meth:`~operators.training_group.TrainingGroupOperator.resume`) acts on it
-through :meth:`~operators.kubernetes.group.KubernetesGroup.conclude`, as the
-blocking wait does: it reads the log tail, deletes the Job, the Service and the
-NetworkPolicy, and records the verdict. The trigger reads no log and loads no
-results.
+queued Job waits for admission, two after) and applies the rules of
+:class:`~operators.kubernetes.watch.GroupWatch`. It fires one event, of two kinds:
+
+- ``status`` ``running``, every ``live_ingest_s`` seconds while the group's pods
+  exist (``SCALEBENCH_LIVE_INGEST_S``; 0: never), as the provider's
+  ``KubernetesPodOperator`` does with its ``logging_interval``: with what the looks
+  learnt (``watch``, :meth:`~operators.kubernetes.watch.GroupWatch.state`) and rank
+  0's pod. The resumed task
+  (:meth:`~operators.training_group.TrainingGroupOperator.resume`) loads what the
+  ranks wrote so far into the results database, passes rank 0's new lines into
+  its log (:meth:`~operators.kubernetes.group.KubernetesGroup.carry_on`, from the
+  place ``rank0_log`` the event carries) and defers again, to a trigger that goes on
+  with that state: its timeouts count from the same times, so verdicts are those
+  of one uninterrupted wait;
+- how the group ended, once the rules give a verdict
+  (:meth:`~operators.kubernetes.watch.Ending.to_event`: the verdict ``status``
+  (``succeeded``, ``failed``, ``diverged``, ``timed_out``, ``preempted``,
+  ``not_admitted``, ...) and its ``reason`` in words, the first failed rank and the
+  pods whose logs go with the verdict, each rank's exit code, the pods' QoS class,
+  the seconds since the Job was created), or ``status`` ``error`` with the reason
+  when the cluster could not be read. The resumed task acts on it through
+  :meth:`~operators.kubernetes.group.KubernetesGroup.conclude`, as the blocking
+  wait does: it passes on rank 0's last new lines, reads the log tail, deletes the
+  Job, the Service and the NetworkPolicy, and records the verdict.
+
+The trigger reads no log and loads no results; its events carry rank 0's log
+place (``rank0_log``) unchanged for the task that reads the log.
 
 A user who stops the deferred task (marks it failed, clears it) makes Airflow
 call :meth:`GroupTrigger.on_kill`, the one thing run where no task is: the Job,
@@ -41,7 +54,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from operators.kubernetes.constants import JOB_NAME_LABEL, MAX_API_ERRORS, SETTLE_S
 from operators.kubernetes.pod_status import get_field
-from operators.kubernetes.watch import SETTLE, GroupWatch, Verdict
+from operators.kubernetes.watch import SETTLE, GroupWatch, Verdict, rank0_pod
 
 CANCELLED_REASON = "the Airflow task was stopped"
 
@@ -61,8 +74,15 @@ class GroupTrigger(BaseTrigger):
     directory: where :meth:`on_kill` records ``cancelled``); ``owner`` the Airflow
     try that started it, which signs that verdict
     (:func:`scalebench.manifest.start_attempt`), so that a superseded try's trigger
-    cannot cancel its successor's group. ``live_ingest_s`` is accepted, and unused,
-    so that a trigger stored with it can still be built.
+    cannot cancel its successor's group.
+
+    ``live_ingest_s`` (seconds; 0: never) is how long the trigger waits, while the
+    group's pods exist, before it fires a ``running`` event instead of waiting on.
+    ``watch_state`` is what the looks of the trigger before this one learnt
+    (:meth:`~operators.kubernetes.watch.GroupWatch.state`: when the Job was admitted,
+    ...), ``rank0_log`` where rank 0's log was passed on up to
+    (:meth:`~operators.kubernetes.watch.Rank0Log.position`; ``None``: it is not
+    followed); both come back in the event.
     """
 
     def __init__(
@@ -84,6 +104,8 @@ class GroupTrigger(BaseTrigger):
         owner: str | None = None,
         ranks_per_node: int = 1,
         live_ingest_s: float = 0.0,
+        watch_state: dict[str, Any] | None = None,
+        rank0_log: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
         self.ranks_per_node = ranks_per_node  # ranks in each pod (one pod per node)
@@ -101,6 +123,9 @@ class GroupTrigger(BaseTrigger):
         self.admission_timeout_s = admission_timeout_s
         self.attempt = attempt
         self.owner = owner
+        self.live_ingest_s = live_ingest_s
+        self.watch_state = watch_state
+        self.rank0_log = rank0_log
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -121,6 +146,9 @@ class GroupTrigger(BaseTrigger):
                 "attempt": self.attempt,
                 "owner": self.owner,
                 "ranks_per_node": self.ranks_per_node,
+                "live_ingest_s": self.live_ingest_s,
+                "watch_state": self.watch_state,
+                "rank0_log": self.rank0_log,
             },
         )
 
@@ -130,7 +158,8 @@ class GroupTrigger(BaseTrigger):
         return AsyncKubernetesHook(conn_id=self.conn_id)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Wait for the verdict and fire the one event that describes it."""
+        """Wait for the verdict, or for ``live_ingest_s`` seconds while the pods exist, and
+        fire the one event that describes it."""
         from kubernetes_asyncio.client import BatchV1Api, CoreV1Api
 
         watch = GroupWatch(
@@ -143,21 +172,28 @@ class GroupTrigger(BaseTrigger):
             queue_name=self.queue_name,
             admission_timeout_s=self.admission_timeout_s,
             ranks_per_node=self.ranks_per_node,
+            **(self.watch_state or {}),
         )
         try:
             async with self._hook().get_conn() as api:
                 verdict, pods = await self._watch(watch, BatchV1Api(api), CoreV1Api(api))
         except Exception as exc:  # the resumed task deletes the group and says why
             verdict, pods = Verdict("error", str(exc)), []
-        yield TriggerEvent(self._event(watch.ending(verdict, pods, now_s()).to_event()))
+        if verdict is None:
+            yield TriggerEvent(self._event(running_event(watch, pods)))
+        else:
+            yield TriggerEvent(self._event(watch.ending(verdict, pods, now_s()).to_event()))
 
-    async def _watch(self, watch: GroupWatch, batch: Any, core: Any) -> tuple[Verdict, list[Any]]:
-        """Look every ``poll_interval_s`` seconds until the rules give a verdict: it, and
-        the pods of the look that gave it."""
+    async def _watch(
+        self, watch: GroupWatch, batch: Any, core: Any
+    ) -> tuple[Verdict | None, list[Any]]:
+        """Look every ``poll_interval_s`` seconds until the rules give a verdict, or, once
+        ``live_ingest_s`` seconds passed, until a look without one sees pods (the verdict
+        is then ``None``): it, and the pods of the look that gave it."""
         from aiohttp import ClientError
         from kubernetes_asyncio.client.exceptions import ApiException
 
-        api_errors = 0
+        api_errors, began = 0, time.monotonic()
         while True:
             try:
                 job = await batch.read_namespaced_job(self.job, self.namespace)
@@ -188,18 +224,23 @@ class GroupTrigger(BaseTrigger):
                 self.log.info("[kubernetes] Job %s/%s: %s", self.namespace, self.job, note)
             if isinstance(look, Verdict):
                 return look, pods
+            interval = self.live_ingest_s
+            if look is None and pods and interval > 0 and time.monotonic() - began >= interval:
+                return None, pods
             await asyncio.sleep(
                 min(SETTLE_S, self.poll_interval_s) if look == SETTLE else self.poll_interval_s
             )
 
     def _event(self, ending: dict[str, Any]) -> dict[str, Any]:
-        """The event's payload: the ending, and which Job of which attempt it is about."""
+        """The event's payload: ``ending`` (how the group ended, or that it runs), which Job
+        of which attempt it is about, and rank 0's log place as this trigger got it."""
         return {
             **ending,
             "job": self.job,
             "service": self.service,
             "started_s": self.started_s,
             "attempt": self.attempt,
+            "rank0_log": self.rank0_log,
         }
 
     async def on_kill(self) -> None:
@@ -232,6 +273,19 @@ class GroupTrigger(BaseTrigger):
                     CANCELLED_REASON,
                     attempt=self.owner,
                 )
+
+
+def running_event(watch: GroupWatch, pods: list[Any]) -> dict[str, Any]:
+    """The ``running`` event's own fields: what ``watch``'s looks learnt, and rank 0's
+    pod among ``pods`` (its name and phase, ``None`` while its log cannot be read)."""
+    pod = rank0_pod(pods)
+    return {
+        "status": "running",
+        "reason": "",
+        "watch": watch.state(),
+        "rank0_pod": None if pod is None else get_field(pod, "metadata", "name"),
+        "rank0_phase": None if pod is None else get_field(pod, "status", "phase"),
+    }
 
 
 async def delete_group(

@@ -55,7 +55,7 @@ class Ending:
     (``None`` while it ran or where its pod was gone), the pods' QoS class, the seconds
     from the Job's creation to the verdict, and the names of the pods whose logs go with
     it: ``failed_pod`` ran the first failed rank, ``rank0_pod`` rank 0 (``None`` when
-    there was none, or its log could not be read yet).
+    there was none, or its log could not be read yet), whose phase was ``rank0_phase``.
 
     The deferred wait sends it as its event (:meth:`to_event`, plain JSON values) and the
     resumed task reads it back (:meth:`from_event`); the blocking wait uses it as it is.
@@ -67,6 +67,7 @@ class Ending:
     seconds: float = 0.0
     failed_pod: str | None = None
     rank0_pod: str | None = None
+    rank0_phase: str | None = None
 
     def to_event(self) -> dict[str, Any]:
         """The fields as a trigger event carries them."""
@@ -79,6 +80,7 @@ class Ending:
             "seconds": self.seconds,
             "failed_pod": self.failed_pod,
             "rank0_pod": self.rank0_pod,
+            "rank0_phase": self.rank0_phase,
         }
 
     @classmethod
@@ -92,6 +94,7 @@ class Ending:
             seconds=event.get("seconds", 0.0),
             failed_pod=event.get("failed_pod"),
             rank0_pod=event.get("rank0_pod"),
+            rank0_phase=event.get("rank0_phase"),
         )
 
 
@@ -133,6 +136,11 @@ class GroupWatch:
     def clock_start_s(self) -> float:
         """When the schedule and group timeouts started (wall clock, seconds)."""
         return self.started_s if self.admitted_s is None else self.admitted_s
+
+    def state(self) -> dict[str, Any]:
+        """What the looks so far learnt, as plain JSON values: the keyword arguments that
+        make a new watch go on where this one is (:data:`WATCH_STATE`)."""
+        return {name: getattr(self, name) for name in WATCH_STATE}
 
     def take_notes(self) -> list[str]:
         """The notes since the last call."""
@@ -225,6 +233,7 @@ class GroupWatch:
             seconds=now_s - self.started_s,
             failed_pod=failed_pod,
             rank0_pod=None if rank0 is None else get_field(rank0, "metadata", "name"),
+            rank0_phase=None if rank0 is None else get_field(rank0, "status", "phase"),
         )
 
     def exit_codes(self, pods: list[Any]) -> list[int | None]:
@@ -238,6 +247,10 @@ class GroupWatch:
                 for rank in range(index * per_node, (index + 1) * per_node):
                     codes[rank] = exit_code(pod)
         return codes
+
+
+WATCH_STATE = ("admitted_s", "settled", "qos", "waiting_noted")
+"""The fields of :class:`GroupWatch` that its looks set (:meth:`GroupWatch.state`)."""
 
 
 def rank0_pod(pods: list[Any]) -> Any:
@@ -265,6 +278,20 @@ class Rank0Log:
     lines: int = 0
     since: tuple[int, int] | None = None
     at_since: int = 0
+
+    def __post_init__(self) -> None:
+        if self.since is not None:  # JSON brings the stamp back as a list
+            self.since = (int(self.since[0]), int(self.since[1]))
+
+    def position(self) -> dict[str, Any]:
+        """Where the log was passed on up to, as plain JSON values (``Rank0Log(**position)``
+        goes on from there): what a deferred wait carries from one resume to the next."""
+        return {
+            "pod": self.pod,
+            "lines": self.lines,
+            "since": None if self.since is None else list(self.since),
+            "at_since": self.at_since,
+        }
 
     def options(self, pod: Any, now_s: float) -> dict[str, Any]:
         """The log request's options at wall-clock time ``now_s`` (seconds): stamps on every
@@ -323,14 +350,27 @@ class Rank0Follower:
     log: Rank0Log = field(default_factory=Rank0Log)
     seen: list[str] = field(default_factory=list)
 
+    @property
+    def covers_tail(self) -> bool:
+        """Whether ``seen`` holds rank 0's last ``LOG_TAIL_LINES`` lines: it does unless
+        lines were passed on before this follower's log place was carried over to it."""
+        return len(self.seen) >= LOG_TAIL_LINES or self.log.lines <= len(self.seen)
+
     def follow(
         self, pods: list[Any], now_s: float, read_log: ReadLog, sink: Callable[[str], Any]
     ) -> None:
         """Read rank 0's log among ``pods`` at wall-clock time ``now_s`` (seconds) with
         ``read_log`` and pass its new lines to ``sink``."""
         pod = rank0_pod(pods)
-        if pod is None:
-            return
+        if pod is not None:
+            self.follow_pod(pod, now_s, read_log, sink)
+
+    def follow_pod(
+        self, pod: Any, now_s: float, read_log: ReadLog, sink: Callable[[str], Any]
+    ) -> None:
+        """Read the log of rank 0's pod ``pod`` (its ``metadata.name`` and ``status.phase``
+        are all it needs) at wall-clock time ``now_s`` (seconds) with ``read_log`` and pass
+        its new lines to ``sink``."""
         text = read_log(get_field(pod, "metadata", "name"), **self.log.options(pod, now_s))
         if text is None:
             return
