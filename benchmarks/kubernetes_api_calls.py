@@ -4,8 +4,9 @@ What it measures: one 4-rank group through the launcher against the API server
 emulator of the tests (``tests/kube_emulator.py``, real HTTP on 127.0.0.1), with
 the blocking wait (``KubernetesGroup.wait`` through the provider's
 KubernetesHook) and deferred (``GroupTrigger`` through AsyncKubernetesHook, then
-what the resumed task does with its event: the log tail and the clean-up), in
-three cluster modes:
+what the resumed task does with its events: every ``--live-s`` seconds while the
+group runs rank 0's new lines (and the live results, which cost no API call), at
+the end the last lines, the log tail and the clean-up), in three cluster modes:
 
 - ``plain``: no queue; the pods run ``--run-s`` seconds, then rank 1 fails, so
   the count includes the failed rank's log tail;
@@ -18,12 +19,14 @@ Every request the server received is counted by kind (the calls that start and
 end each attempt, the looks while it runs).
 
     .venv/bin/python benchmarks/kubernetes_api_calls.py [--poll-s 1] [--run-s 12] [--admit-s 5]
+        [--live-s 60]
 
 With ``--poll-s`` below the default ``SCALEBENCH_K8S_POLL_S`` (5 s) it finishes
 sooner; the per-minute figure at the default is the per-look count × 12.
 
 ``--smoke`` runs one group per mode (waits alternating, so both are used) with pods that run
-1 s, a look every 0.2 s and Kueue admitting after 0.5 s: the same counts in seconds.
+1 s, a look every 0.2 s, Kueue admitting after 0.5 s and a deferred wait's ``running``
+event every 0.4 s: the same counts in seconds.
 """
 
 from __future__ import annotations
@@ -100,8 +103,9 @@ def stages(mode: str, run_s: float) -> list[Stage]:
     ]
 
 
-def follow_deferred(group: KubernetesGroup, work: Path) -> str:
-    """What the deferring task and the triggerer do, attempt after attempt."""
+def follow_deferred(group: KubernetesGroup, live_s: float) -> str:
+    """What the deferring task and the triggerer do, attempt after attempt, resuming on a
+    ``running`` event every ``live_s`` seconds."""
 
     async def first_event(trigger: Any) -> dict:
         async for fired in trigger.run():
@@ -109,15 +113,20 @@ def follow_deferred(group: KubernetesGroup, work: Path) -> str:
         raise RuntimeError("the trigger ended without an event")
 
     while True:
-        event = asyncio.run(first_event(group.trigger(3600)))
+        event = asyncio.run(first_event(group.trigger(3600, live_ingest_s=live_s)))
+        while event["status"] == "running":
+            group.resumed(event["started_s"], event["attempt"])
+            event = asyncio.run(first_event(group.carry_on(event, 3600, live_ingest_s=live_s)))
         result = group.resumed(event["started_s"], event["attempt"]).conclude(event)
         if not group.may_retry(result.status):
             return result.status
         group.next_attempt(result)
 
 
-def one_group(mode: str, wait: str, poll_s: float, run_s: float, admit_s: float, work: Path):
-    """Run one group; the requests sent and the verdict."""
+def one_group(
+    mode: str, wait: str, poll_s: float, run_s: float, admit_s: float, live_s: float, work: Path
+):
+    """Run one group; the requests sent and the verdict (times in seconds)."""
     work = work / f"{mode}-{wait}"
     work.mkdir()
     with EmulatedCluster(stages(mode, run_s), admit_after_s=admit_s) as cluster:
@@ -140,7 +149,7 @@ def one_group(mode: str, wait: str, poll_s: float, run_s: float, admit_s: float,
         group.start()
         if mode == "preempted":
             threading.Timer(run_s, cluster.evict, [f"{names.job}-1-x7k2p"]).start()
-        status = group.wait(3600).status if wait == "blocking" else follow_deferred(group, work)
+        status = group.wait(3600).status if wait == "blocking" else follow_deferred(group, live_s)
         return [(m, p) for m, p, _, _ in cluster.requests()], status
 
 
@@ -150,6 +159,12 @@ def main() -> None:
     parser.add_argument("--run-s", type=float, default=12.0, help="seconds the pods run")
     parser.add_argument("--admit-s", type=float, default=5.0, help="seconds Kueue waits")
     parser.add_argument(
+        "--live-s",
+        type=float,
+        default=60.0,
+        help="seconds between a deferred wait's running events (SCALEBENCH_LIVE_INGEST_S)",
+    )
+    parser.add_argument(
         "--smoke",
         action="store_true",
         help="one group per mode, pods running 1 s, a look every 0.2 s: seconds",
@@ -157,14 +172,19 @@ def main() -> None:
     args = parser.parse_args()
     groups = [(mode, wait) for mode in MODES for wait in WAITS]
     if args.smoke:
-        args.poll_s, args.run_s, args.admit_s = 0.2, 1.0, 0.5
+        args.poll_s, args.run_s, args.admit_s, args.live_s = 0.2, 1.0, 0.5, 0.4
         groups = list(SMOKE_GROUPS)
     began = time.perf_counter()
     logging.disable(logging.INFO)  # the emulator's access log and the trigger's copy of rank 0
-    print(f"one 4-rank group, a look every {args.poll_s:g} s, pods running {args.run_s:g} s\n")
+    print(
+        f"one 4-rank group, a look every {args.poll_s:g} s, pods running {args.run_s:g} s, "
+        f"deferred resuming every {args.live_s:g} s\n"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         for mode, wait in groups:
-            sent, status = one_group(mode, wait, args.poll_s, args.run_s, args.admit_s, Path(tmp))
+            sent, status = one_group(
+                mode, wait, args.poll_s, args.run_s, args.admit_s, args.live_s, Path(tmp)
+            )
             counts = collections.Counter(kind(m, p) for m, p in sent)
             writes = {k: n for k, n in counts.items() if not k.startswith("GET")}
             reads = {k: n for k, n in counts.items() if k.startswith("GET")}
