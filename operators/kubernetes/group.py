@@ -5,7 +5,8 @@ group ends, fails, cannot start, is preempted or times out, copies rank 0's outp
 to its ``sink`` line by line (each poll reads the last minute or so of rank 0's
 log and passes on the lines not seen yet, see
 :class:`~operators.kubernetes.watch.Rank0Log`; lines rotated away by the
-kubelet before a poll are lost), fetches the end of a failed rank's log into
+kubelet before a poll are lost; a deferred wait does it at each of its trigger's
+``running`` events, :meth:`~KubernetesGroup.carry_on`), fetches the end of a failed rank's log into
 ``log_tail``, and deletes the Job, the Service and the NetworkPolicy however the
 wait ends, and on :meth:`~KubernetesGroup.stop`. A ``preempted`` group is run
 again, as a new Job, up to ``SCALEBENCH_K8S_PREEMPTION_RETRIES`` times
