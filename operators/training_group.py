@@ -134,17 +134,30 @@ class TrainingGroupOperator(BaseOperator):
         """Act on the trigger's ``running`` event (every ``SCALEBENCH_LIVE_INGEST_S``
         seconds while the group runs): load what the ranks wrote so far into the results
         database, pass rank 0's new lines into the task's log, and defer again to a
-        trigger that goes on where this one stopped (same timeouts, same log place)."""
+        trigger that goes on where this one stopped (same timeouts, same log place).
+
+        When that fails (the launcher cannot be built: a setting changed meanwhile), the
+        group is stopped where it can be and recorded as failed, and the task fails."""
         from operators.kubernetes import GroupNames
 
         group = self.plan
         names = GroupNames(job=event["job"], service=event["service"])
-        launcher = self.launcher_for(group, context, names=names)
-        launcher.resumed(event["started_s"], event.get("attempt", 1))
-        self.publish(group, final=False)
-        trigger = launcher.carry_on(
-            event, group.timeout_s, self.group, self._attempt, config.live_ingest_s()
-        )
+        launcher = None
+        try:
+            launcher = self.launcher_for(group, context, names=names)
+            launcher.resumed(event["started_s"], event.get("attempt", 1))
+            self.publish(group, final=False)
+            trigger = launcher.carry_on(
+                event, group.timeout_s, self.group, self._attempt, config.live_ingest_s()
+            )
+        except Exception as exc:
+            if launcher is not None:
+                launcher.stop()
+            reason = launcher_failed(group, exc)
+            manifest.record_verdict(
+                Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
+            )
+            raise AirflowException(f"{group.run_id}: {reason}") from exc
         self.defer(trigger=trigger, method_name="resume")
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:

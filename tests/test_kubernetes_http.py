@@ -634,6 +634,24 @@ def test_a_deferred_group_is_loaded_and_rank_0s_lines_logged_while_it_runs(
     assert rank0 == ["[rank 0] epoch 1", "[rank 0] epoch 2"]
 
 
+def test_a_running_event_the_task_cannot_act_on_records_the_group_failed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resumed on a ``running`` event, the task cannot build the launcher (a setting changed
+    meanwhile): it does not defer again, the group is recorded as failed, the task fails."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from operators.training_group import TrainingGroupOperator
+    from scalebench import manifest
+
+    sweep, plan, ti = kubernetes_sweep(tmp_path, monkeypatch, 2)
+    monkeypatch.setenv("SCALEBENCH_K8S_SHM_SIZE", "lots")
+    event = {"status": "running", "job": NAMES.job, "service": NAMES.service, "started_s": 0.0}
+    with pytest.raises(AirflowException, match="SHM"):
+        TrainingGroupOperator(task_id="train", group=plan.to_xcom()).resume({"ti": ti}, event)
+    assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "failed"
+
+
 def test_a_group_that_cannot_be_deferred_is_deleted_and_recorded_failed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
