@@ -363,8 +363,9 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
     dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The deferred path end to end: the training task starts the Job on an emulated API
-    server, defers, dag.test runs the trigger in line (as the triggerer would), and the
-    resumed task deletes the Job and Service and records the failed rank's verdict."""
+    server, defers, dag.test runs the trigger in line (as the triggerer would), the task
+    resumes on each ``running`` event and defers again, and the task resumed by the last
+    event deletes the Job and Service and records the failed rank's verdict."""
     from kube_emulator import JOBS, SERVICES, Stage, emulated_cluster, exited, running
 
     from results_db.database import make_engine
@@ -375,9 +376,10 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
     monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
     monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", "emulated_k8s")
     monkeypatch.setenv("SCALEBENCH_K8S_POLL_S", "0.2")
+    monkeypatch.setenv("SCALEBENCH_LIVE_INGEST_S", "0.5")  # resumed on "running", deferred again
     stages = [
         Stage(0, running(), logs={0: "epoch 1\n"}),
-        Stage(1.0, exited(1), logs={0: "epoch 1\nValueError: boom\n"}),
+        Stage(2.0, exited(1), logs={0: "epoch 1\nValueError: boom\n"}),
     ]
     with emulated_cluster(stages, sweep_env, monkeypatch) as cluster:
         run = dagbag.get_dag("task2a_logreg_epsilon").test(
@@ -399,6 +401,9 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
     assert [m for m, _ in sent[:4]] == ["POST", "POST", "POST", "PATCH"]
     assert "networkpolicies" in sent[1][1] and "jobs" in sent[2][1]
     assert [m for m, _ in sent[-3:]] == ["DELETE", "DELETE", "DELETE"]
+    # Rank 0's log read on a "running" event at least, then its last new lines and the
+    # failed rank's tail (two reads without any "running" event).
+    assert len([path for _, path in sent if path.endswith("/log")]) >= 3, sent
     engine = make_engine(url)
     with engine.connect() as conn:
         ((status, reason),) = conn.execute(select(Run.status, Run.reason)).all()
