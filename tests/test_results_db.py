@@ -13,9 +13,8 @@ from records_factory import FakeRun, write_training_sweep
 from sqlalchemy import Connection, Engine, func, select, text
 from sqlalchemy.orm import Session
 
-from results_db import ingest as ingest_module
 from results_db.database import current_revision, head_revision, make_engine, upgrade
-from results_db.ingest import ingest_location
+from results_db.ingest import ingest_location, run_rows
 from results_db.models import (
     AllReduceCurve,
     AllReduceSample,
@@ -30,6 +29,7 @@ from results_db.models import (
 from results_db.queries.communication import allreduce_summary, phase_means
 from results_db.queries.runs import run_infos
 from results_db.queries.sweeps import scaling
+from results_db.rows import BulkLoader
 from results_db.scratch import scratch_database
 from scalebench.tasks import get_task
 
@@ -325,7 +325,7 @@ def test_a_crash_in_the_middle_leaves_the_run_as_it_was(
     def explode(*args: object, **kwargs: object) -> dict:
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(ingest_module, "eval_row", explode)  # after steps were written
+    monkeypatch.setattr(run_rows, "eval_row", explode)  # after steps were written
     report = ingest_location(engine, str(tmp_path))
     assert report.refused == ["c-w2-r1: disk full"]  # the reason in words, not a repr
     assert counts(engine) == before
@@ -511,7 +511,7 @@ def test_a_failed_background_copy_rolls_the_run_back(
     def refuse(self: object, sql: str, stream: object) -> None:
         raise RuntimeError("server went away during COPY")
 
-    monkeypatch.setattr(ingest_module.BulkLoader, "_copy", refuse)
+    monkeypatch.setattr(BulkLoader, "_copy", refuse)
     report = ingest_location(engine, str(tmp_path))
     assert len(report.refused) == 1 and "during COPY" in report.refused[0]
     assert counts(engine) == before

@@ -1,0 +1,164 @@
+"""Loading one run: its rank files read and checked, its verdict settled with what the
+launcher said, and its rows written in place of its earlier ones, all within one
+transaction (:func:`load_run`)."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+from typing import Any
+
+from sqlalchemy import Connection, select
+
+from results_db.ingest.run_checks import (
+    CLUSTER_VERDICTS,
+    cluster_marks,
+    extent_of,
+    run_problem,
+    shared_nodes,
+    stored_extent,
+)
+from results_db.ingest.run_rows import delete_run, run_strings, write_run
+from results_db.models import AllReduceSample, Run, StepTiming
+from results_db.rows import BulkLoader, allreduce_columns, step_columns
+from results_db.run_summary import RunSummary, summarise
+from results_db.schema_limits import check_record, row_problems
+from scalebench import folders
+from scalebench.diskspace import NO_SPACE
+from scalebench.manifest import GroupEntry
+from scalebench.statuses import NOT_STARTED
+from workers.records import (
+    InconsistentRun,
+    RankRecords,
+    UnreadableRankFile,
+    check_consistent,
+    iter_rank_files,
+    rank_of,
+)
+
+
+class RunOfAnotherSweep(ValueError):
+    """A manifest lists a run that another sweep stored: refused, with or without
+    ``replace``; the stored run stays its first sweep's."""
+
+
+class KeptStoredRun(Exception):
+    """A reading that would lose what is stored of a run; the stored run stays."""
+
+    def __init__(self, reason: str, status: str) -> None:
+        super().__init__(reason)
+        self.status = status  # the stored run's, which still stands
+
+
+def load_run(
+    conn: Connection,
+    fs: Any,
+    run_path: str,
+    sweep_id: str,
+    request: dict[str, Any],
+    group: GroupEntry,
+    replace: bool = False,
+) -> tuple[int, RunSummary, list[RankRecords]]:
+    """Replace one run's rows with what its rank files hold, within ``conn``'s transaction.
+
+    Rank files are read one after another; on PostgreSQL each one's bulk rows
+    are COPied on a second thread while the next file is read. Raises
+    :class:`InconsistentRun` when the files disagree, and :class:`KeptStoredRun`
+    when they hold less than the stored run (unless ``replace``); the
+    transaction then rolls back and the stored rows stay. Returns the rows
+    written, the run's summary and its records.
+    """
+    run_id = group.run_id
+    owner = conn.execute(select(Run.sweep_id).where(Run.id == run_id)).scalar()
+    if owner is not None and owner != sweep_id:
+        raise RunOfAnotherSweep(
+            f"it is stored as a run of sweep {owner}; a run belongs to the sweep that first "
+            f"stored it, so sweep {sweep_id} cannot load it (nothing of it was changed)"
+        )
+    stored = stored_extent(conn, run_id)
+    delete_run(conn, run_id)
+    ranks: list[RankRecords] = []
+    outside: list[RankRecords] = []  # files of ranks the group does not have
+    left_out: list[str] = []  # files named like rank files that are not
+    rows = 0
+    loader = BulkLoader(conn)
+    sweep_path = run_path.rsplit("/", 1)[0]
+    try:
+        try:
+            folders.check_inside(sweep_path, run_path, fs)
+        except folders.LinkLeaves as exc:
+            raise UnreadableRankFile(str(exc)) from None
+        if fs.exists(run_path) and not fs.isdir(run_path):
+            raise UnreadableRankFile(
+                f"the run's folder {group.run_id} is not a folder (a file, a pipe or a "
+                "device), so the run is not read"
+            )
+        if fs.exists(run_path):
+            for rank in iter_rank_files(run_path, fs, check_record, left_out, sweep_path):
+                if rank_of(rank.path) >= group.world_size:
+                    outside.append(rank)
+                    continue
+                ranks.append(rank)
+                rows += loader.load(StepTiming.__table__, step_columns(run_id, [rank]))
+                rows += loader.load(AllReduceSample.__table__, allreduce_columns(run_id, [rank]))
+    except BaseException:
+        loader.abandon()  # the error in hand is the one to report
+        raise
+    loader.finish()
+    try:
+        check_consistent(ranks)
+    except InconsistentRun as exc:
+        if stored is not None and not replace:
+            raise KeptStoredRun(f"the rank files now disagree ({exc})", stored.status) from None
+        raise
+    summary = summarise(ranks, run_id, group.world_size, group.status)
+    implausible = run_problem(ranks, group, summary, request)
+    if implausible:
+        raise InconsistentRun(implausible)
+    if group.status in NOT_STARTED and not fs.exists(run_path):
+        # Never started (not yet, or the sweep was stopped first): a row with its reason,
+        # nothing measured.
+        summary.status, summary.reason = group.status, group.reason
+    shared = shared_nodes(ranks) if request.get("placement") == "spread" else {}
+    if shared:
+        # One rank per node: each rank is a node of its own; else the group's nodes are pods.
+        unit = "rank" if request.get("ranks_per_node", 1) == 1 else "node"
+        where = "; ".join(
+            f"{unit}s {', '.join(map(str, n))} on {machine}" for machine, n in shared.items()
+        )
+        asked = "one rank per node" if unit == "rank" else "one pod per machine"
+        summary.reason = "; ".join(
+            filter(None, [summary.reason, f"placement: {asked} was asked, but {where}"])
+        )
+    for rank in outside:
+        lines = len(rank.records) + rank.bad_lines
+        summary.bad_lines += lines
+        rank.problems = [
+            f"{rank.path.name}: rank {rank_of(rank.path)} is outside the group of "
+            f"{group.world_size}; its {lines} line(s) are left out"
+        ]
+    launcher_reason = group.reason
+    if group.status == "failed" and launcher_reason.removeprefix("not started: ").startswith(
+        NO_SPACE
+    ):
+        # A full disk: what the ranks could not write (no final record) is not news.
+        summary.status, summary.reason = "failed", launcher_reason
+    elif summary.status in ("cancelled", "timed_out", *CLUSTER_VERDICTS) and launcher_reason:
+        summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
+    elif group.status == "failed" and summary.status == "succeeded":
+        summary.status, summary.reason = "failed", launcher_reason
+    elif summary.status == "failed" and launcher_reason and launcher_reason not in summary.reason:
+        # What the launcher saw (a pod that was never scheduled, a rank killed
+        # by a signal) comes first; the ranks' own records add the detail.
+        summary.reason = "; ".join(filter(None, [launcher_reason, summary.reason]))
+    summary.reason = "; ".join(filter(None, [summary.reason, *cluster_marks(group)]))
+    if stored is not None and not replace:
+        shortfall = extent_of(summary, ranks).shortfall(stored)
+        if shortfall:
+            raise KeptStoredRun(shortfall, stored.status)
+    unstorable = row_problems(Run.__table__, run_strings(summary, request))
+    if unstorable:
+        raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
+    rows += write_run(conn, sweep_id, request, group, summary, ranks, bool(shared))
+    if left_out:  # said with the run's problems; nothing of them is read
+        outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
+    return rows, summary, ranks + outside
