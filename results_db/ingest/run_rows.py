@@ -56,6 +56,78 @@ def _ended_at(started_at: datetime | None, summary: RunSummary) -> datetime | No
     return started_at + timedelta(seconds=summary.duration_s)
 
 
+def _run_values(
+    sweep_id: str,
+    request: dict[str, Any],
+    group: GroupEntry,
+    summary: RunSummary,
+    ranks: Sequence[RankRecords],
+    shared_node: bool,
+) -> dict[str, Any]:
+    """The run row's columns, from its request, its manifest group, its summary and its
+    records (times in seconds)."""
+    run_id = group.run_id
+    spec = TASKS.get(request["task"])
+    goal = spec.goal if isinstance(spec, TrainingSpec) else None
+    start = summary.start
+    started_at = parse_time(start.get("started_at"))
+    # The plan's profile (a group that never started has no start event); runs loaded
+    # before profiles existed ran on the host's network.
+    network = str(group.network or start.get("network") or "host")
+    return dict(
+        id=run_id,
+        sweep_id=sweep_id,
+        task=request["task"],
+        config_hash=configuration_hash(
+            {**request, "precision": start.get("precision"), "network": network}
+        ),
+        world_size=group.world_size,
+        repeat=group.repeat,
+        backend=request.get("backend", "gloo"),
+        device=str(start.get("device", "unknown")),
+        precision=str(start.get("precision", DEFAULT_PRECISION)),
+        compile=str(start.get("compile", "off")),
+        compiled=bool(start.get("compiled", False)),
+        compile_s=summary.compile_s,
+        recompilations=summary.recompilations,
+        variant=request.get("variant", "sync"),
+        light=bool(request.get("light", False)),
+        status=summary.status,
+        reason=summary.reason,
+        started_at=started_at,
+        ended_at=_ended_at(started_at, summary),
+        goal_reached=summary.goal_reached,
+        goal_metric=goal.metric if goal else None,
+        goal_target=goal_target(start, ranks, goal, bool(request.get("light"))),
+        time_to_accuracy_s=summary.time_to_accuracy_s,
+        time_to_accuracy_without_eval_s=summary.time_to_accuracy_without_eval_s,
+        eval_s=summary.eval_s,
+        compute_s=summary.compute_s,
+        gradient_packing_s=summary.gradient_packing_s,
+        communication_s=summary.communication_s,
+        step_s=summary.step_s,
+        communication_ratio=summary.communication_ratio,
+        epochs=summary.epochs,
+        steps=summary.steps,
+        samples_per_s=summary.samples_per_s,
+        step_records=summary.step_records,
+        **{f"{phase}_total_s": summary.phase_totals_s.get(phase, 0.0) for phase in PHASES},
+        quarantined_lines=summary.bad_lines,
+        placement=str(request.get("placement", "pack")),
+        shared_node=shared_node,
+        # checked with the rest of the stored request; absent before it could be asked
+        ranks_per_node=request.get("ranks_per_node", 1),
+        network=network,
+        records_version=summary.records_version,
+        contention_share=summary.contention_share,
+        contended=summary.contention_share is not None
+        and summary.contention_share > config.contention_threshold(),
+        hardware=summary.hardware,
+        machine_reference_s=summary.machine_reference_s,
+        ingested_at=datetime.now(UTC),
+    )
+
+
 def write_run(
     conn: Connection,
     sweep_id: str,
@@ -65,68 +137,13 @@ def write_run(
     ranks: Sequence[RankRecords],
     shared_node: bool = False,
 ) -> int:
-    """The run row and its small tables (evaluations, events, environments)."""
+    """The run row and its small tables (evaluations, events, environments); the rows
+    written."""
     run_id = group.run_id
     spec = TASKS.get(request["task"])
     goal = spec.goal if isinstance(spec, TrainingSpec) else None
-    start = summary.start
-    started_at = parse_time(start.get("started_at"))
-    # The plan's profile (a group that never started has no start event); runs loaded
-    # before profiles existed ran on the host's network.
-    network = str(group.network or start.get("network") or "host")
     conn.execute(
-        insert(Run).values(
-            id=run_id,
-            sweep_id=sweep_id,
-            task=request["task"],
-            config_hash=configuration_hash(
-                {**request, "precision": start.get("precision"), "network": network}
-            ),
-            world_size=group.world_size,
-            repeat=group.repeat,
-            backend=request.get("backend", "gloo"),
-            device=str(start.get("device", "unknown")),
-            precision=str(start.get("precision", DEFAULT_PRECISION)),
-            compile=str(start.get("compile", "off")),
-            compiled=bool(start.get("compiled", False)),
-            compile_s=summary.compile_s,
-            recompilations=summary.recompilations,
-            variant=request.get("variant", "sync"),
-            light=bool(request.get("light", False)),
-            status=summary.status,
-            reason=summary.reason,
-            started_at=started_at,
-            ended_at=_ended_at(started_at, summary),
-            goal_reached=summary.goal_reached,
-            goal_metric=goal.metric if goal else None,
-            goal_target=goal_target(start, ranks, goal, bool(request.get("light"))),
-            time_to_accuracy_s=summary.time_to_accuracy_s,
-            time_to_accuracy_without_eval_s=summary.time_to_accuracy_without_eval_s,
-            eval_s=summary.eval_s,
-            compute_s=summary.compute_s,
-            gradient_packing_s=summary.gradient_packing_s,
-            communication_s=summary.communication_s,
-            step_s=summary.step_s,
-            communication_ratio=summary.communication_ratio,
-            epochs=summary.epochs,
-            steps=summary.steps,
-            samples_per_s=summary.samples_per_s,
-            step_records=summary.step_records,
-            **{f"{phase}_total_s": summary.phase_totals_s.get(phase, 0.0) for phase in PHASES},
-            quarantined_lines=summary.bad_lines,
-            placement=str(request.get("placement", "pack")),
-            shared_node=shared_node,
-            # checked with the rest of the stored request; absent before it could be asked
-            ranks_per_node=request.get("ranks_per_node", 1),
-            network=network,
-            records_version=summary.records_version,
-            contention_share=summary.contention_share,
-            contended=summary.contention_share is not None
-            and summary.contention_share > config.contention_threshold(),
-            hardware=summary.hardware,
-            machine_reference_s=summary.machine_reference_s,
-            ingested_at=datetime.now(UTC),
-        )
+        insert(Run).values(**_run_values(sweep_id, request, group, summary, ranks, shared_node))
     )
     rows = 1
     leader = ranks[0].of_kind("eval") if ranks else []

@@ -76,6 +76,44 @@ def load_run(
         )
     stored = stored_extent(conn, run_id)
     delete_run(conn, run_id)
+    rows, ranks, outside, left_out = _read_rank_files(conn, fs, run_path, group)
+    try:
+        check_consistent(ranks)
+    except InconsistentRun as exc:
+        if stored is not None and not replace:
+            raise KeptStoredRun(f"the rank files now disagree ({exc})", stored.status) from None
+        raise
+    summary = summarise(ranks, run_id, group.world_size, group.status)
+    implausible = run_problem(ranks, group, summary, request)
+    if implausible:
+        raise InconsistentRun(implausible)
+    if group.status in NOT_STARTED and not fs.exists(run_path):
+        # Never started (not yet, or the sweep was stopped first): a row with its reason,
+        # nothing measured.
+        summary.status, summary.reason = group.status, group.reason
+    shared = _note_shared_nodes(summary, ranks, request)
+    _leave_out(summary, outside, group)
+    _settle_verdict(summary, group)
+    if stored is not None and not replace:
+        shortfall = extent_of(summary, ranks).shortfall(stored)
+        if shortfall:
+            raise KeptStoredRun(shortfall, stored.status)
+    unstorable = row_problems(Run.__table__, run_strings(summary, request))
+    if unstorable:
+        raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
+    rows += write_run(conn, sweep_id, request, group, summary, ranks, shared)
+    if left_out:  # said with the run's problems; nothing of them is read
+        outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
+    return rows, summary, ranks + outside
+
+
+def _read_rank_files(
+    conn: Connection, fs: Any, run_path: str, group: GroupEntry
+) -> tuple[int, list[RankRecords], list[RankRecords], list[str]]:
+    """Read the run's rank files, loading each one's step timings and all-reduce samples
+    as it is read. Returns the bulk rows written, the ranks of the group, the ranks outside
+    it (not loaded) and the files named like rank files that are not (never read)."""
+    run_id = group.run_id
     ranks: list[RankRecords] = []
     outside: list[RankRecords] = []  # files of ranks the group does not have
     left_out: list[str] = []  # files named like rank files that are not
@@ -104,20 +142,14 @@ def load_run(
         loader.abandon()  # the error in hand is the one to report
         raise
     loader.finish()
-    try:
-        check_consistent(ranks)
-    except InconsistentRun as exc:
-        if stored is not None and not replace:
-            raise KeptStoredRun(f"the rank files now disagree ({exc})", stored.status) from None
-        raise
-    summary = summarise(ranks, run_id, group.world_size, group.status)
-    implausible = run_problem(ranks, group, summary, request)
-    if implausible:
-        raise InconsistentRun(implausible)
-    if group.status in NOT_STARTED and not fs.exists(run_path):
-        # Never started (not yet, or the sweep was stopped first): a row with its reason,
-        # nothing measured.
-        summary.status, summary.reason = group.status, group.reason
+    return rows, ranks, outside, left_out
+
+
+def _note_shared_nodes(
+    summary: RunSummary, ranks: list[RankRecords], request: dict[str, Any]
+) -> bool:
+    """Add to the run's reason the machines that held more than one of its nodes when
+    its request spread them one per machine; whether any did."""
     shared = shared_nodes(ranks) if request.get("placement") == "spread" else {}
     if shared:
         # One rank per node: each rank is a node of its own; else the group's nodes are pods.
@@ -129,6 +161,12 @@ def load_run(
         summary.reason = "; ".join(
             filter(None, [summary.reason, f"placement: {asked} was asked, but {where}"])
         )
+    return bool(shared)
+
+
+def _leave_out(summary: RunSummary, outside: list[RankRecords], group: GroupEntry) -> None:
+    """Count the lines of the rank files outside the group into the run's quarantined lines,
+    each file's problem saying why."""
     for rank in outside:
         lines = len(rank.records) + rank.bad_lines
         summary.bad_lines += lines
@@ -136,6 +174,11 @@ def load_run(
             f"{rank.path.name}: rank {rank_of(rank.path)} is outside the group of "
             f"{group.world_size}; its {lines} line(s) are left out"
         ]
+
+
+def _settle_verdict(summary: RunSummary, group: GroupEntry) -> None:
+    """The run's status and reason from its records and what its launcher said of it,
+    with what the cluster did to it (:func:`cluster_marks`) at the end."""
     launcher_reason = group.reason
     if group.status == "failed" and launcher_reason.removeprefix("not started: ").startswith(
         NO_SPACE
@@ -151,14 +194,3 @@ def load_run(
         # by a signal) comes first; the ranks' own records add the detail.
         summary.reason = "; ".join(filter(None, [launcher_reason, summary.reason]))
     summary.reason = "; ".join(filter(None, [summary.reason, *cluster_marks(group)]))
-    if stored is not None and not replace:
-        shortfall = extent_of(summary, ranks).shortfall(stored)
-        if shortfall:
-            raise KeptStoredRun(shortfall, stored.status)
-    unstorable = row_problems(Run.__table__, run_strings(summary, request))
-    if unstorable:
-        raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
-    rows += write_run(conn, sweep_id, request, group, summary, ranks, bool(shared))
-    if left_out:  # said with the run's problems; nothing of them is read
-        outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
-    return rows, summary, ranks + outside

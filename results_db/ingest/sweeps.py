@@ -97,36 +97,12 @@ def ingest_sweep(
     only: Collection[str] | None = None,
     replace: bool = False,
 ) -> None:
+    """Load one sweep, read from its folder ``sweep_path`` on ``fs``, into ``report``: its
+    manifest checked against what is stored, its row upserted, its runs (``only`` these,
+    when given) loaded one transaction each, and its outcome recorded."""
     sweep_id = manifest.sweep_id
-    request = manifest.request
-    unreadable = sweep_problems(manifest)
-    if unreadable:
-        report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
-        say(f"refused sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
+    if not _admit_sweep(engine, manifest, report, say, replace):
         return
-
-    def compare() -> list[str]:
-        with engine.connect() as conn:
-            return stored_sweep_differences(conn, manifest)
-
-    differences = with_retries(compare, say, f"sweep {sweep_id}")
-    if differences:
-        what = f"its {MANIFEST} differs from what is stored ({'; '.join(differences)})"
-        if not replace:
-            refusal = (
-                f"sweep {sweep_id[:60]}: {what}; `scalebench ingest --replace` replaces the "
-                "stored sweep whole"
-            )
-            report.refused.append(refusal)
-            say(f"refused {refusal}")
-            return
-
-        def drop() -> None:
-            with engine.begin() as conn:
-                delete_sweep(conn, sweep_id)
-
-        with_retries(drop, say, f"sweep {sweep_id}")
-        say(f"replaced the stored sweep {sweep_id} whole: {what}")
 
     def upsert() -> None:
         with engine.begin() as conn:
@@ -147,51 +123,13 @@ def ingest_sweep(
         stored = with_retries(stored_statuses, say, f"sweep {sweep_id}")
     for index, group in enumerate(groups, start=1):
         run_id = group.run_id
-        run_path = f"{sweep_path}/{run_id}"
         if only is not None and run_id not in only:
             if run_id in stored:
                 statuses.append(stored[run_id])
             continue
-        bad_id = run_id_problem(run_id)
-        if bad_id:
-            report.refused.append(f"{run_id[:80]!r}: {bad_id}")
-            say(f"refused {run_id[:80]!r}: {bad_id}")
-            statuses.append("refused")
-            continue
-        say(f"[{index}/{len(groups)}] loading {run_id} ...")
-        tick = time.perf_counter()
-
-        def load(run_path: str = run_path, group: GroupEntry = group) -> Any:
-            with engine.begin() as conn:
-                return load_run(conn, fs, run_path, sweep_id, request, group, replace)
-
-        try:
-            rows, summary, ranks = with_retries(load, say, run_id)
-        except KeptStoredRun as kept:
-            report.conflicts.append(f"{run_id}: {kept}")
-            say(f"kept the stored {run_id}: {kept} (--replace loads the files)")
-            statuses.append(kept.status)
-            continue
-        except Exception as exc:  # one unreadable run must not stop the others
-            reason = exc.args[0] if isinstance(exc, InconsistentRun) else describe(exc)
-            report.refused.append(f"{run_id}: {reason}")
-            say(f"refused {run_id}: {reason}")
-            if replace and isinstance(exc, InconsistentRun):
-                with engine.begin() as conn:  # asked to follow the files, which hold no run
-                    delete_run(conn, run_id)
-            statuses.append("refused")
-            continue
-        statuses.append(summary.status)
-        report.runs += 1
-        report.rows += rows
-        report.quarantined_lines += summary.bad_lines
-        for rank in ranks:
-            report.problems += rank.problems
-        rate = rows / max(time.perf_counter() - tick, 1e-9)
-        say(
-            f"[{index}/{len(groups)}] {run_id}: {summary.status}, "
-            f"{rows:,} rows ({rate:,.0f} rows/s)"
-            + (f", {summary.bad_lines} unreadable line(s) quarantined" if summary.bad_lines else "")
+        place = f"[{index}/{len(groups)}]"
+        statuses.append(
+            _load_group(engine, fs, sweep_path, manifest, group, place, report, say, replace)
         )
 
     if only is None:
@@ -206,7 +144,105 @@ def ingest_sweep(
                 .where(Sweep.id == sweep_id)
                 .values(outcome=sweep_outcome(statuses, groups))
             )
-            if isinstance(TASKS.get(request["task"]), AllReduceSpec):
+            if isinstance(TASKS.get(manifest.request["task"]), AllReduceSpec):
                 refit_sweep(conn, sweep_id)  # the ring model of every configuration
 
     with_retries(record_outcome, say, f"sweep {sweep_id}")
+
+
+def _admit_sweep(
+    engine: Engine,
+    manifest: Manifest,
+    report: IngestReport,
+    say: Callable[[str], None],
+    replace: bool,
+) -> bool:
+    """Whether the manifest's sweep may be loaded: one that cannot be stored, or that
+    differs from what is stored of it, is refused into ``report``; with ``replace``, a
+    differing stored sweep is removed whole instead."""
+    sweep_id = manifest.sweep_id
+    unreadable = sweep_problems(manifest)
+    if unreadable:
+        report.refused.append(f"sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
+        say(f"refused sweep {sweep_id[:60]}: {'; '.join(unreadable)}")
+        return False
+
+    def compare() -> list[str]:
+        with engine.connect() as conn:
+            return stored_sweep_differences(conn, manifest)
+
+    differences = with_retries(compare, say, f"sweep {sweep_id}")
+    if differences:
+        what = f"its {MANIFEST} differs from what is stored ({'; '.join(differences)})"
+        if not replace:
+            refusal = (
+                f"sweep {sweep_id[:60]}: {what}; `scalebench ingest --replace` replaces the "
+                "stored sweep whole"
+            )
+            report.refused.append(refusal)
+            say(f"refused {refusal}")
+            return False
+
+        def drop() -> None:
+            with engine.begin() as conn:
+                delete_sweep(conn, sweep_id)
+
+        with_retries(drop, say, f"sweep {sweep_id}")
+        say(f"replaced the stored sweep {sweep_id} whole: {what}")
+    return True
+
+
+def _load_group(
+    engine: Engine,
+    fs: Any,
+    sweep_path: str,
+    manifest: Manifest,
+    group: GroupEntry,
+    place: str,
+    report: IngestReport,
+    say: Callable[[str], None],
+    replace: bool,
+) -> str:
+    """Load the run of one of the sweep's groups (``place``: which of how many, for the
+    progress lines) into ``report``; the run's status, ``refused`` when it was not loaded,
+    or the stored run's when that was kept."""
+    run_id = group.run_id
+    run_path = f"{sweep_path}/{run_id}"
+    bad_id = run_id_problem(run_id)
+    if bad_id:
+        report.refused.append(f"{run_id[:80]!r}: {bad_id}")
+        say(f"refused {run_id[:80]!r}: {bad_id}")
+        return "refused"
+    say(f"{place} loading {run_id} ...")
+    tick = time.perf_counter()
+
+    def load() -> Any:
+        with engine.begin() as conn:
+            return load_run(conn, fs, run_path, manifest.sweep_id, manifest.request, group, replace)
+
+    try:
+        rows, summary, ranks = with_retries(load, say, run_id)
+    except KeptStoredRun as kept:
+        report.conflicts.append(f"{run_id}: {kept}")
+        say(f"kept the stored {run_id}: {kept} (--replace loads the files)")
+        return kept.status
+    except Exception as exc:  # one unreadable run must not stop the others
+        reason = exc.args[0] if isinstance(exc, InconsistentRun) else describe(exc)
+        report.refused.append(f"{run_id}: {reason}")
+        say(f"refused {run_id}: {reason}")
+        if replace and isinstance(exc, InconsistentRun):
+            with engine.begin() as conn:  # asked to follow the files, which hold no run
+                delete_run(conn, run_id)
+        return "refused"
+    report.runs += 1
+    report.rows += rows
+    report.quarantined_lines += summary.bad_lines
+    for rank in ranks:
+        report.problems += rank.problems
+    rate = rows / max(time.perf_counter() - tick, 1e-9)
+    say(
+        f"{place} {run_id}: {summary.status}, "
+        f"{rows:,} rows ({rate:,.0f} rows/s)"
+        + (f", {summary.bad_lines} unreadable line(s) quarantined" if summary.bad_lines else "")
+    )
+    return summary.status
