@@ -10,17 +10,9 @@ from typing import Any
 
 from sqlalchemy import Connection, delete, insert
 
+from results_db import models
 from results_db.ingest.run_checks import goal_target
 from results_db.ingest.times import parse_time
-from results_db.models import (
-    AllReduceCurve,
-    AllReduceSample,
-    EpochEval,
-    Run,
-    RunEnvironment,
-    RunEvent,
-    StepTiming,
-)
 from results_db.rows import allreduce_curves, env_row, eval_row, event_details
 from results_db.run_summary import RunSummary
 from scalebench import config
@@ -43,9 +35,16 @@ def run_strings(summary: RunSummary, request: dict[str, Any]) -> dict[str, Any]:
 
 def delete_run(conn: Connection, run_id: str) -> None:
     """Remove a run and every row it owns."""
-    for child in (StepTiming, EpochEval, AllReduceSample, AllReduceCurve, RunEvent, RunEnvironment):
+    for child in (
+        models.StepTiming,
+        models.EpochEval,
+        models.AllReduceSample,
+        models.AllReduceCurve,
+        models.RunEvent,
+        models.RunEnvironment,
+    ):
         conn.execute(delete(child).where(child.run_id == run_id))  # type: ignore[attr-defined]
-    conn.execute(delete(Run).where(Run.id == run_id))
+    conn.execute(delete(models.Run).where(models.Run.id == run_id))
 
 
 def _ended_at(started_at: datetime | None, summary: RunSummary) -> datetime | None:
@@ -143,7 +142,9 @@ def write_run(
     spec = TASKS.get(request["task"])
     goal = spec.goal if isinstance(spec, TrainingSpec) else None
     conn.execute(
-        insert(Run).values(**_run_values(sweep_id, request, group, summary, ranks, shared_node))
+        insert(models.Run).values(
+            **_run_values(sweep_id, request, group, summary, ranks, shared_node)
+        )
     )
     rows = 1
     leader = ranks[0].of_kind("eval") if ranks else []
@@ -161,10 +162,10 @@ def write_run(
     ]
     envs = [env_row(run_id, r) for rank in ranks for r in rank.of_kind("env")]
     for table, table_rows in (
-        (EpochEval.__table__, evals),
-        (RunEvent.__table__, events),
-        (RunEnvironment.__table__, envs),
-        (AllReduceCurve.__table__, allreduce_curves(run_id, ranks)),
+        (models.EpochEval.__table__, evals),
+        (models.RunEvent.__table__, events),
+        (models.RunEnvironment.__table__, envs),
+        (models.AllReduceCurve.__table__, allreduce_curves(run_id, ranks)),
     ):
         if table_rows:
             conn.execute(insert(table), table_rows)
