@@ -75,6 +75,12 @@ def create_app(database_url: str | None = None, stylesheets: Sequence[str] | Non
 
     The WSGI application is ``create_app(...).server``.
     """
+    # Plotly imports numpy the first time a figure is given values. When two callbacks of
+    # the threaded server do that at once, Python can hand one of them numpy half-imported
+    # (rather than deadlock on two import locks), and its page fails. Imported here, numpy
+    # is whole before the first request.
+    import numpy  # noqa: F401
+
     source = Source(database_url or config.database_url())
     app = Dash(
         __name__,

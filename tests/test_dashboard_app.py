@@ -694,3 +694,21 @@ def test_malformed_requests_get_a_4xx_and_one_log_line_never_a_traceback(
         r.getMessage() for r in caplog.records if r.exc_info
     ][:3]
     assert any("refused" in r.getMessage() for r in caplog.records)
+
+
+def test_numpy_is_whole_before_the_first_request(tmp_path: Path) -> None:
+    """Plotly imports numpy on the first figure; two callbacks doing that at once in the
+    threaded server once gave one of them numpy half-imported (a page's unexpected error in
+    the compose stack). The app imports it before it serves."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from dash_app.app import create_app\n"
+        "assert 'numpy' not in sys.modules\n"
+        f"create_app('sqlite:///{tmp_path / 'r.db'}', stylesheets=[])\n"
+        "print('numpy' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "True"
