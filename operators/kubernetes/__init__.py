@@ -46,6 +46,7 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 | ``manifests``  | ``job_manifest``, ``service_manifest``, ``network_policy_manifest``        |
 | ``pod_status`` | ``pod_rank``, ``pending_problem``, ``job_verdict``, ``qos_class``          |
 | ``watch``      | ``GroupWatch``, ``Ending``, ``Rank0Follower``: looks, verdict, rank 0's log |
+| ``objects``    | ``GroupObjects``: create and delete a group's Job, Service, NetworkPolicy  |
 | ``group``      | ``KubernetesGroup``: start, follow (blocking), conclude one group          |
 | ``trigger``    | ``GroupTrigger``: wait for a started group from Airflow's triggerer        |
 """

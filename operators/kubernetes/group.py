@@ -1,17 +1,17 @@
 """One training group on the cluster, through the interface of the local launcher:
-:class:`KubernetesGroup` creates the Service, the group's NetworkPolicy, then the
-Job, follows the pods (after Kueue admits the Job, when it was queued) until the
-group ends, fails, cannot start, is preempted or times out, copies rank 0's output
-to its ``sink`` line by line (each poll reads the last minute or so of rank 0's
-log and passes on the lines not seen yet, see
-:class:`~operators.kubernetes.watch.Rank0Log`; lines rotated away by the
-kubelet before a poll are lost; a deferred wait does it at each of its trigger's
-``running`` events, :meth:`~KubernetesGroup.carry_on`), fetches the end of a failed rank's log into
-``log_tail``, and deletes the Job, the Service and the NetworkPolicy however the
-wait ends, and on :meth:`~KubernetesGroup.stop`. A ``preempted`` group is run
-again, as a new Job, up to ``SCALEBENCH_K8S_PREEMPTION_RETRIES`` times
-(:meth:`~KubernetesGroup.next_attempt`); the sweep's manifest keeps each
-attempt's verdict.
+:class:`KubernetesGroup` creates the Service, the group's NetworkPolicy, then the Job
+(:class:`~operators.kubernetes.objects.GroupObjects`), follows the pods (after Kueue
+admits the Job, when it was queued) until the group ends, fails, cannot start, is
+preempted or times out, copies rank 0's output to its ``sink`` line by line (each poll
+reads the last minute or so of rank 0's log and passes on the lines not seen yet, see
+:class:`~operators.kubernetes.watch.Rank0Log`; lines rotated away by the kubelet
+before a poll are lost; a deferred wait does it at each of its trigger's ``running``
+events, :meth:`~KubernetesGroup.carry_on`), fetches the end of a failed rank's log
+into ``log_tail``, and deletes the Job, the Service and the NetworkPolicy however the
+wait ends, and on :meth:`~KubernetesGroup.stop`. A ``preempted`` group is run again,
+as a new Job, up to ``SCALEBENCH_K8S_PREEMPTION_RETRIES`` times
+(:meth:`~KubernetesGroup.next_attempt`); the sweep's manifest keeps each attempt's
+verdict.
 """
 
 from __future__ import annotations
@@ -31,12 +31,8 @@ from operators.kubernetes.constants import (
     MAX_API_ERRORS,
     SETTLE_S,
 )
-from operators.kubernetes.manifests import (
-    job_manifest,
-    network_policy_manifest,
-    service_manifest,
-)
 from operators.kubernetes.names import GroupNames, attempt_names
+from operators.kubernetes.objects import GroupObjects
 from operators.kubernetes.pod_status import get_field
 from operators.kubernetes.settings import KubernetesSettings
 from operators.kubernetes.watch import (
@@ -65,7 +61,7 @@ def _log_text(response: Any) -> str:
     return data.decode("utf-8", errors="replace") if isinstance(data, bytes) else str(data)
 
 
-class KubernetesGroup:
+class KubernetesGroup(GroupObjects):
     """The planned ``group``'s ``world_size`` ranks as one Indexed Job of one pod per node: a
     pod runs ``python -m workers.run``, or with several ranks per node the node starter
     ``python -m workers.node``, which starts its node's ranks (:func:`job_manifest`).
@@ -149,138 +145,6 @@ class KubernetesGroup:
     def deferrable(self) -> bool:
         """Whether the Airflow task waits for this group from the triggerer (a setting)."""
         return self.settings.deferrable
-
-    # -- manifests
-
-    def job_manifest(self) -> dict:
-        return job_manifest(
-            self.names,
-            self.pod_args,
-            self.world_size,
-            self.settings,
-            ranks_per_node=self.ranks_per_node,
-            gpus_per_worker=self.gpus_per_worker,
-            image=self.image,
-            timeout_s=self.timeout_s,
-            run_id=self.run_id,
-            placement=self.placement,
-            network=self.network,
-        )
-
-    def service_manifest(self) -> dict:
-        return service_manifest(self.names, self.settings, run_id=self.run_id)
-
-    def network_policy_manifest(self) -> dict:
-        return network_policy_manifest(self.names, self.settings, run_id=self.run_id)
-
-    # -- life cycle
-
-    def _connect(self) -> None:
-        if self._batch is not None and self._core is not None and self._networking is not None:
-            return
-        from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-        from kubernetes.client import NetworkingV1Api
-
-        hook = KubernetesHook(conn_id=self.settings.conn_id)
-        self._batch = self._batch if self._batch is not None else hook.batch_v1_client
-        self._core = self._core if self._core is not None else hook.core_v1_client
-        if self._networking is None:
-            self._networking = NetworkingV1Api(api_client=hook.api_client)
-
-    def start(self) -> None:
-        """Create the Service, the NetworkPolicy, then the Job (the pods find rank 0's name,
-        and may reach each other, from the start)."""
-        namespace = self.settings.namespace
-        with self._lock:
-            if self._stopping.is_set():
-                raise RuntimeError(f"group {self.names.job} was stopped before it started")
-            self._connect()
-            self._started = self._clock()
-            try:
-                self._core.create_namespaced_service(namespace, self.service_manifest())
-                self._created.append("service")
-                self._networking.create_namespaced_network_policy(
-                    namespace, self.network_policy_manifest()
-                )
-                self._created.append("policy")
-                job = self._batch.create_namespaced_job(namespace, self.job_manifest())
-                self._created.append("job")
-            except BaseException as exc:
-                self._delete()
-                if getattr(exc, "status", None) == 409:
-                    raise RuntimeError(
-                        f"a Job, Service or NetworkPolicy named {self.names.job} already "
-                        f"exists in namespace "
-                        f"{namespace}; group names are unique per Airflow try, so it is a "
-                        "leftover of this very try"
-                    ) from exc
-                raise
-            self._own_service(job)
-        queued = f", queued in {self.settings.queue_name}" if self.settings.queue_name else ""
-        self.sink(
-            f"[kubernetes] started Job {namespace}/{self.names.job}: "
-            f"{self._pods_text()}, rendezvous {self.names.job}-0.{self.names.service}"
-            f"{queued}" + (f" (attempt {self.attempt})" if self.attempt > 1 else "")
-        )
-
-    def _pods_text(self) -> str:
-        """``2 pod(s)``, or with several ranks per pod ``2 pod(s) of 4 ranks``."""
-        pods = self.world_size // self.ranks_per_node
-        per_pod = f" of {self.ranks_per_node} ranks" if self.ranks_per_node > 1 else ""
-        return f"{pods} pod(s){per_pod}"
-
-    def _own_service(self, job: Any) -> None:
-        """Make the Job the Service's owner, so deleting the Job (its TTL) takes it along."""
-        uid = get_field(job, "metadata", "uid")
-        if not uid:
-            return
-        owner = {"apiVersion": "batch/v1", "kind": "Job", "name": self.names.job, "uid": uid}
-        try:
-            # A JSON patch (a list): the client sends a dict as json-patch too, which fails.
-            self._core.patch_namespaced_service(
-                self.names.service,
-                self.settings.namespace,
-                [{"op": "add", "path": "/metadata/ownerReferences", "value": [owner]}],
-            )
-        except Exception as exc:  # only a safety net: wait() and stop() delete it anyway
-            self.sink(f"[kubernetes] could not make Job {self.names.job} own its Service: {exc}")
-
-    def stop(self) -> None:
-        """Delete the Job (with its pods), the Service and the NetworkPolicy, and start
-        nothing more (no further attempt). Idempotent and thread-safe."""
-        self._stopping.set()
-        self.delete()
-
-    def delete(self) -> None:
-        """Delete the Job (with its pods), the Service and the NetworkPolicy of this attempt.
-        Idempotent and thread-safe."""
-        with self._lock:
-            self._delete()
-
-    def _delete(self) -> None:
-        """Delete what this group created; 404 counts as deleted. Call with the lock held."""
-        namespace = self.settings.namespace
-        calls = {
-            "job": lambda: self._batch.delete_namespaced_job(
-                self.names.job, namespace, propagation_policy="Background"
-            ),
-            "service": lambda: self._core.delete_namespaced_service(self.names.service, namespace),
-            "policy": lambda: self._networking.delete_namespaced_network_policy(
-                self.names.job, namespace
-            ),
-        }
-        for kind in reversed(list(self._created)):
-            try:
-                calls[kind]()
-            except Exception as exc:
-                if getattr(exc, "status", None) != 404:
-                    self.sink(
-                        f"[kubernetes] could not delete {kind} {namespace}/{self.names.job} "
-                        f"({exc}); delete it with: kubectl -n {namespace} delete "
-                        f"{'networkpolicy' if kind == 'policy' else kind} {self.names.job}"
-                    )
-                    continue
-            self._created.remove(kind)
 
     # -- following the group
 
@@ -405,7 +269,7 @@ class KubernetesGroup:
         """This group as :meth:`start` left it (Job, Service and NetworkPolicy created at
         ``started_s``, wall-clock seconds, as attempt ``attempt``), for the task that
         resumes after the trigger fired."""
-        self._connect()
+        self.connect()
         self._started = started_s
         self.attempt = attempt
         self._created = ["service", "policy", "job"]

@@ -15,7 +15,7 @@ In the pods the results claim is mounted at ``/var/scalebench/results`` and the
 data claim at ``/var/scalebench/data``. Tolerations are spelled as in a pod spec
 (``[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]``);
 a pod still Pending after the schedule timeout (counted from
-:meth:`~operators.kubernetes.group.KubernetesGroup.start`) fails the group.
+:meth:`~operators.kubernetes.objects.GroupObjects.start`) fails the group.
 
 With ``SCALEBENCH_K8S_DEFERRABLE`` true the training task defers while its group
 runs (:mod:`operators.kubernetes.trigger`) and holds no Airflow worker slot;

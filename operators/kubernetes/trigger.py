@@ -1,7 +1,7 @@
 """Waiting for a running group from Airflow's triggerer: :class:`GroupTrigger`.
 
 The training task creates the group's Service and Job
-(:meth:`~operators.kubernetes.group.KubernetesGroup.start`) and defers to this
+(:meth:`~operators.kubernetes.objects.GroupObjects.start`) and defers to this
 trigger, so no Airflow worker slot is held while the group trains (hours for
 the larger tasks). The trigger only waits, as the Kubernetes provider's own
 triggers do: every ``poll_interval_s`` seconds it reads the Job and its pods
