@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 MAX_POINTS = 5000  # per trace
 HEIGHT = 360
-PHASE_NAMES = PHASES  # as the records name them (workers/records.py)
+PHASE_NAMES = PHASES  # as the records name them (workers/records/schema.py)
 PHASE_COLOURS = ("#9e9e9e", "#1f77b4", "#aec7e8", "#2ca02c", "#ff9896", "#d62728", "#ff7f0e")
 SECONDS_AXIS = {"tickformat": "~s", "ticksuffix": "s"}
 SINGLE_RUN = {"size": 6, "color": "rgba(80,80,80,0.45)"}
