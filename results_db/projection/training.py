@@ -296,57 +296,86 @@ def project(
         for k in sorted(set(world_sizes)):
             point = measured.get((network, k)) if include_measured else None
             if point is not None:
-                projected = ProjectedPoint(
-                    network=network,
-                    world_size=k,
-                    measured=True,
-                    compute_s=point.compute_s,
-                    gradient_packing_s=point.gradient_packing_s,
-                    communication_s=point.communication_s,
-                    step_s=point.step_s,
-                    time_to_accuracy_s=point.time_to_accuracy_s,
-                    speedup=None,
-                    cost_regular=None,
-                    cost_preemptible=None,
-                    basis="measured",
-                )
+                row.append(_as_measured(point))
             else:
-                projected = project_point(sweep, fits, network, k, allreduce_sweep)
-                goal = steps_to_goal(sweep.points, k, network)
-                if goal is not None:
-                    steps, eval_s, goal_basis = goal
-                    projected = replace(
-                        projected,
-                        time_to_accuracy_s=steps * projected.step_s + eval_s,
-                        basis=f"{projected.basis}; {goal_basis}",
-                    )
-            row.append(projected)
-        base = next((p for p in row if p.world_size == 1), None)
-        if base is None:  # speedup against one worker needs its TTA: projected if not asked
-            one = measured.get((network, 1))
-            base_tta = one.time_to_accuracy_s if one else None
-            if base_tta is None:
-                goal = steps_to_goal(sweep.points, 1, network)
-                if goal is not None:
-                    single = project_point(sweep, fits, network, 1, allreduce_sweep)
-                    base_tta = goal[0] * single.step_s + goal[1]
-        else:
-            base_tta = base.time_to_accuracy_s
-        for p in row:
-            tta = p.time_to_accuracy_s
-            speed = base_tta / tta if base_tta and tta else None
-            cost_regular = cost_preemptible = None
-            if prices is not None and tta is not None:
-                cost_regular = analytics.cost(p.world_size, prices.regular_per_hour, 0.0, tta)
-                cost_preemptible = analytics.cost(
-                    p.world_size, prices.preemptible_per_hour, 0.0, tta
-                )
-            out.append(
-                replace(
-                    p,
-                    speedup=speed,
-                    cost_regular=cost_regular,
-                    cost_preemptible=cost_preemptible,
-                )
-            )
+                row.append(_projected_to_goal(sweep, fits, network, k, allreduce_sweep))
+        one = measured.get((network, 1))
+        base_tta = _one_worker_tta(sweep, fits, network, row, one, allreduce_sweep)
+        out.extend(_priced(p, base_tta, prices) for p in row)
     return out
+
+
+def _as_measured(point: MeasuredPoint) -> ProjectedPoint:
+    """A measured point as one of a projection (speedup and cost to be filled)."""
+    return ProjectedPoint(
+        network=point.network,
+        world_size=point.world_size,
+        measured=True,
+        compute_s=point.compute_s,
+        gradient_packing_s=point.gradient_packing_s,
+        communication_s=point.communication_s,
+        step_s=point.step_s,
+        time_to_accuracy_s=point.time_to_accuracy_s,
+        speedup=None,
+        cost_regular=None,
+        cost_preemptible=None,
+        basis="measured",
+    )
+
+
+def _projected_to_goal(
+    sweep: TrainingSweep,
+    fits: Sequence[RingFit],
+    network: str,
+    world_size: int,
+    allreduce_sweep: str,
+) -> ProjectedPoint:
+    """:func:`project_point` with its time to accuracy, where a run reached the goal."""
+    projected = project_point(sweep, fits, network, world_size, allreduce_sweep)
+    goal = steps_to_goal(sweep.points, world_size, network)
+    if goal is None:
+        return projected
+    steps, eval_s, goal_basis = goal
+    return replace(
+        projected,
+        time_to_accuracy_s=steps * projected.step_s + eval_s,
+        basis=f"{projected.basis}; {goal_basis}",
+    )
+
+
+def _one_worker_tta(
+    sweep: TrainingSweep,
+    fits: Sequence[RingFit],
+    network: str,
+    row: Sequence[ProjectedPoint],
+    one: MeasuredPoint | None,
+    allreduce_sweep: str,
+) -> float | None:
+    """The TTA at one worker on ``network`` that speedups are against: the row's, else the
+    measured one (``one``), else projected (speedup needs it even where it was not asked)."""
+    base = next((p for p in row if p.world_size == 1), None)
+    if base is not None:
+        return base.time_to_accuracy_s
+    base_tta = one.time_to_accuracy_s if one else None
+    if base_tta is None:
+        goal = steps_to_goal(sweep.points, 1, network)
+        if goal is not None:
+            single = project_point(sweep, fits, network, 1, allreduce_sweep)
+            base_tta = goal[0] * single.step_s + goal[1]
+    return base_tta
+
+
+def _priced(point: ProjectedPoint, base_tta: float | None, prices: Prices | None) -> ProjectedPoint:
+    """``point`` with its speedup against ``base_tta`` and its cost at ``prices``."""
+    tta = point.time_to_accuracy_s
+    speed = base_tta / tta if base_tta and tta else None
+    cost_regular = cost_preemptible = None
+    if prices is not None and tta is not None:
+        cost_regular = analytics.cost(point.world_size, prices.regular_per_hour, 0.0, tta)
+        cost_preemptible = analytics.cost(point.world_size, prices.preemptible_per_hour, 0.0, tta)
+    return replace(
+        point,
+        speedup=speed,
+        cost_regular=cost_regular,
+        cost_preemptible=cost_preemptible,
+    )
