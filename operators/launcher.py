@@ -7,8 +7,10 @@ makes it (``module:function``), imported only when picked, so the Kubernetes
 client loads only for Kubernetes groups:
 
 - ``local``: ranks as processes on this machine (:mod:`operators.local_launcher`);
-- ``kubernetes``: an Indexed Job with one pod per rank plus a headless Service
-  (:mod:`operators.kubernetes`).
+- ``kubernetes``: an Indexed Job with one pod per node plus a headless Service
+  (:mod:`operators.kubernetes`); in an Airflow task, a group that fits on one node
+  (:func:`fits_one_pod`) is one pod, run by the provider's ``KubernetesPodOperator``
+  (:mod:`operators.kubernetes.pod_group`).
 
 Both classify the ranks' exit statuses, which :mod:`scalebench.rank` defines,
 into a :class:`~operators.group.GroupResult`.
@@ -43,3 +45,8 @@ def launcher_for(
     if group.request.launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {group.request.launcher!r}")
     return entry(group.request.launcher)(group, names, sink)
+
+
+def fits_one_pod(group: GroupPlan) -> bool:
+    """Whether ``group`` is a Kubernetes group on one node: one pod, no Job."""
+    return group.request.launcher == "kubernetes" and group.shape.nodes == 1

@@ -47,7 +47,7 @@ from operators.group import (
     run_group,
     set_aside_earlier_attempt,
 )
-from operators.launcher import launcher_for
+from operators.launcher import fits_one_pod, launcher_for
 from scalebench import config, manifest
 from scalebench.sweep import GroupPlan
 
@@ -117,9 +117,17 @@ class TrainingGroupOperator(BaseOperator):
         return self.finish(group, result)
 
     def defer_to_triggerer(self, group: GroupPlan) -> None:
-        """Hand the started Kubernetes group to a trigger; :meth:`resume` follows its event."""
+        """Hand the started Kubernetes group to a trigger; :meth:`resume` follows its event
+        (:meth:`trigger_reentry` for a group that is one pod)."""
         running = self._running
         assert running is not None
+        if fits_one_pod(group):
+            self.log.info(
+                "%s: one pod, waited for from the triggerer until it ends; this task holds "
+                "no worker slot meanwhile",
+                group.run_id,
+            )
+            running.defer()  # the pod operator creates the pod and defers
         trigger = running.trigger(
             group.timeout_s, self.group, owner=self._attempt, live_ingest_s=config.live_ingest_s()
         )
@@ -225,6 +233,38 @@ class TrainingGroupOperator(BaseOperator):
             self.defer_to_triggerer(group)
         return self.finish(group, result)
 
+    def trigger_reentry(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
+        """Act on the pod trigger's event, for a group that is one pod (the pod operator's
+        own resume method, whose name its deferral gives): on ``running`` load the live
+        results and defer again; else let the pod operator end the pod (its last lines
+        into the task log, the pod removed), and record the verdict the pod's last state
+        gives. A preempted pod with retries left is started again as a new pod."""
+        from operators.kubernetes import GroupNames
+
+        group = self.plan
+        self._attempt = attempt_name(context)
+        names = GroupNames(job=event["job"], service=event["job"])
+        launcher = None
+        try:
+            launcher = self.launcher_for(group, context, names, event.get("attempt", 1))
+            if event["status"] == "running":
+                self.publish(group, final=False)
+                launcher.defer_again(event)
+            result = launcher.reentered(event)
+            if launcher.may_retry(result.status):
+                launcher.next_attempt(result)
+                self._running = launcher
+                launcher.defer()
+        except Exception as exc:
+            if launcher is not None:
+                launcher.stop()
+            reason = launcher_failed(group, exc)
+            manifest.record_verdict(
+                Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
+            )
+            raise AirflowException(f"{group.run_id}: {reason}") from exc
+        return self.finish(group, result)
+
     def finish(self, group: GroupPlan, result: GroupResult) -> dict[str, Any]:
         """Record the group's verdict in the manifest and the results database."""
         status, reason = record_verdict(
@@ -258,12 +298,32 @@ class TrainingGroupOperator(BaseOperator):
                 exc,
             )
 
-    def launcher_for(self, group: GroupPlan, context: Any, names: Any = None) -> Any:
+    def launcher_for(
+        self, group: GroupPlan, context: Any, names: Any = None, attempt: int = 1
+    ) -> Any:
+        """The group's launcher; a Kubernetes group's objects are named after the task
+        instance (``names``: as an event gave them). A group that fits on one node is one
+        pod, run by the provider's pod operator for this task (attempt ``attempt``)."""
         if group.request.launcher == "kubernetes" and names is None:
             from operators.kubernetes import group_names
 
             ti = context["ti"]
             names = group_names(ti.dag_id, ti.run_id, ti.map_index, ti.try_number, group.world_size)
+        if fits_one_pod(group):
+            from operators.kubernetes import KubernetesSettings
+            from operators.kubernetes.pod_group import PodGroup
+
+            return PodGroup(
+                group,
+                names=names,
+                settings=KubernetesSettings.from_env(),
+                context=context,
+                task_id=self.task_id,
+                owner=self._attempt,
+                live_ingest_s=config.live_ingest_s(),
+                sink=self.log.info,
+                attempt=attempt,
+            )
         return launcher_for(group, names=names, sink=self.log.info)
 
     def on_kill(self) -> None:

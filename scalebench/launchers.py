@@ -67,7 +67,10 @@ LAUNCHERS = {
         ),
         LauncherSpec(
             name="kubernetes",
-            description="an Indexed Job with one pod per node (ranks_per_node ranks each)",
+            description=(
+                "an Indexed Job with one pod per node (ranks_per_node ranks each); in an "
+                "Airflow task, a group on one node is one KubernetesPodOperator pod"
+            ),
             on_this_host=False,
             spreads=True,
             runs_images=True,

@@ -37,6 +37,7 @@ SERVICES = kmock.resource(group="", version="v1", plural="services")
 NETWORK_POLICIES = kmock.resource(group="networking.k8s.io", version="v1", plural="networkpolicies")
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 UNSCHEDULABLE = "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
 
 
@@ -52,10 +53,18 @@ class PodState:
     scheduled: bool = True
     message: str = ""
     disruption: str = ""  # the DisruptionTarget condition's reason, when disrupted
+    gated: bool = False  # held by a scheduling gate (Kueue's, until it admits the pod)
 
     def status(self) -> dict[str, Any]:
         condition: dict[str, Any] = {"type": "PodScheduled", "status": "True"}
-        if not self.scheduled:
+        if self.gated:
+            condition = {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "SchedulingGated",
+                "message": "Scheduling is blocked due to non-empty scheduling gates",
+            }
+        elif not self.scheduled:
             condition = {
                 "type": "PodScheduled",
                 "status": "False",
@@ -198,6 +207,11 @@ class EmulatedCluster:
                 handler.resources[resource] = {}
             handler["get", re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/log")] << self._log
             handler["post", re.compile(r"/apis/batch/v1/namespaces/[^/]+/jobs")] << self._job_uid
+            pods = re.compile(r"/api/v1/namespaces/[^/]+/pods")
+            handler["post", pods] << self._new_pod
+            # The pod operator reads a failed pod's events: none here.
+            events = re.compile(r"/api/v1/namespaces/[^/]+/events")
+            handler["get", events] << {"apiVersion": "v1", "kind": "EventList", "items": []}
             driver = asyncio.create_task(self._drive())
             self._ready.set()
             await self._stop.wait()
@@ -279,12 +293,21 @@ class EmulatedCluster:
         body["metadata"] = {**body["metadata"], "uid": f"uid-{body['metadata']['name']}"}
         return body
 
+    def _new_pod(self, request: Any) -> dict[str, Any]:
+        """A pod created by itself, as the API answers: Pending until the driver plays it."""
+        assert self.handler is not None
+        metadata = request.data["metadata"]
+        stored = self.handler.objects[(PODS, request.namespace, metadata["name"])]
+        if not stored.raw.get("status"):
+            stored.patch({"status": {"phase": "Pending", "conditions": []}})
+        return stored.raw
+
     def _log(self, request: Any) -> bytes:
         """A pod's log as the kubelet serves it: each line stamped with the wall-clock time
         it first appeared (``timestamps``), only the lines of the last ``sinceSeconds``,
         or the last ``tailLines``."""
         pod = request.url.path.split("/")[-2]
-        job, rank = pod.rsplit("-", 2)[0], int(pod.rsplit("-", 2)[1])
+        job, rank = _group_and_rank(pod)
         lines = self._stage(job).logs.get(rank, "").splitlines(keepends=True)
         stamps = self._stamps.setdefault(pod, [])
         now = time.time()
@@ -389,11 +412,40 @@ class EmulatedCluster:
                 ]
             if job.raw.get("status") != status:
                 _replace(job, "status", status)
-        for (res, ns, _), obj in list(handler.objects.items()):  # pods of deleted Jobs go
-            if res == PODS and not obj.deleted:
-                owner = obj.raw["metadata"]["labels"][JOB_NAME_LABEL]
-                if (ns, owner) not in jobs:
-                    obj.delete()
+        for (res, ns, name), obj in list(handler.objects.items()):
+            if res != PODS or obj.deleted:
+                continue
+            owner = obj.raw["metadata"].get("labels", {}).get(JOB_NAME_LABEL)
+            if owner is None:  # a pod of its own (no Job): it plays the stages as rank 0
+                self._play_lone_pod(name, obj)
+            elif (ns, owner) not in jobs:  # pods of deleted Jobs go
+                obj.delete()
+
+    def _play_lone_pod(self, name: str, pod: Any) -> None:
+        """Move a pod created by itself (the pod operator's) through the stages as rank 0,
+        counted from when the driver first saw it (the kubelet's work, and Kueue's gate
+        while ``admit_after_s`` has not passed)."""
+        if name not in self._seen:
+            self._seen[name] = time.monotonic()
+            self._order.append(name)
+        self._created.setdefault(name, time.monotonic())
+        spec = pod.raw["spec"]
+        state = self._evicted.get(name) or self._stage(name).state(0)
+        queued = QUEUE_LABEL in pod.raw["metadata"].get("labels", {})
+        waited = time.monotonic() - self._seen[name]
+        if queued and (self.admit_after_s is None or waited < self.admit_after_s):
+            state = PodState("Pending", scheduled=False, message="", gated=True)
+        elif queued:
+            self.admitted.setdefault(name, waited)
+        status = {**state.status(), "qosClass": _qos_class(spec)}
+        deadline = spec.get("activeDeadlineSeconds")
+        if deadline is not None and waited >= deadline and state.phase in ("Pending", "Running"):
+            status = {**exited(137, "Error").status(), "reason": "DeadlineExceeded"}
+            status["qosClass"] = _qos_class(spec)
+        if state.scheduled and not spec.get("nodeName"):
+            pod.patch({"spec": {"nodeName": "gpu-node-0"}})
+        if pod.raw.get("status") != status:
+            _replace(pod, "status", status)
 
     def _put_pod(
         self, handler: KubernetesEmulator, ns: str, job: dict, rank: int, state: PodState
@@ -427,6 +479,15 @@ class EmulatedCluster:
             handler.objects[key] = pod
         elif handler.objects[key].raw["status"] != pod["status"]:
             _replace(handler.objects[key], "status", pod["status"])
+
+
+def _group_and_rank(pod: str) -> tuple[str, int]:
+    """The Job (or lone pod) and rank a pod's name tells: ``<job>-<rank>-x7k2p`` for a Job's
+    pod, the pod's own name (rank 0) for a pod of its own."""
+    parts = pod.rsplit("-", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2] == "x7k2p":
+        return parts[0], int(parts[1])
+    return pod, 0
 
 
 def _pod_name(job: str, rank: int) -> str:

@@ -1,4 +1,5 @@
-"""Start a training group as a Kubernetes Indexed Job and see it through.
+"""Start a training group as a Kubernetes Indexed Job (or, on one node, one pod of the
+provider's ``KubernetesPodOperator``: :mod:`operators.kubernetes.pod_group`) and see it through.
 
 One group of ``k`` workers is one **Indexed Job** (``k`` pods, completion
 index = rank, no retries) plus one **headless Service** named by the pod
@@ -49,6 +50,8 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 | ``objects``    | ``GroupObjects``: create and delete a group's Job, Service, NetworkPolicy  |
 | ``group``      | ``KubernetesGroup``: start, follow (blocking), conclude one group          |
 | ``trigger``    | ``GroupTrigger``: wait for a started group from Airflow's triggerer        |
+| ``pod_group``  | ``PodGroup``: a group on one node as one pod of the provider's             |
+|                | ``KubernetesPodOperator`` (Airflow tasks only; imported when used)         |
 """
 
 from operators.kubernetes.arguments import pod_argv, pod_path

@@ -28,6 +28,7 @@ JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # one value per node
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"  # annotation (and label since 1.28)
 RUN_ID_LABEL = "scalebench.io/run-id"
+GROUP_LABEL = "scalebench.io/group"  # a group's lone pod (no Job), for its NetworkPolicy
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"  # Kueue admits a suspended Job of this LocalQueue
 DISRUPTION_CONDITION = "DisruptionTarget"  # a pod preempted, evicted or drained (since 1.26)
 BASE_LABELS = {
@@ -58,4 +59,11 @@ API_CALLS = {
     "delete_namespaced_network_policy": ("networking.k8s.io", "networkpolicies", "delete"),
     "list_namespaced_pod": ("", "pods", "list"),
     "read_namespaced_pod_log": ("", "pods/log", "get"),
+    # A group on one node is one pod, which the provider's KubernetesPodOperator creates,
+    # reads, labels as checked, and deletes; it reads the pod's events when it fails.
+    "create_namespaced_pod": ("", "pods", "create"),
+    "read_namespaced_pod": ("", "pods", "get"),
+    "patch_namespaced_pod": ("", "pods", "patch"),
+    "delete_namespaced_pod": ("", "pods", "delete"),
+    "list_namespaced_event": ("", "events", "list"),
 }

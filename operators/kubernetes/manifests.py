@@ -90,13 +90,19 @@ def _group_ports() -> list[dict[str, Any]]:
 
 
 def network_policy_manifest(
-    names: GroupNames, settings: KubernetesSettings, *, run_id: str = ""
+    names: GroupNames,
+    settings: KubernetesSettings,
+    *,
+    run_id: str = "",
+    selector: tuple[str, str] | None = None,
 ) -> dict:
     """The group's own NetworkPolicy: its pods accept connections only from pods of the
     same Job, on the rendezvous port and the collectives' ports, and connect only to
     those and to the cluster's DNS (``kube-dns`` in ``kube-system``, port 53). The
-    namespace's default policy (deploy/kubernetes) denies the rest."""
-    group = {"podSelector": {"matchLabels": {JOB_NAME_LABEL: names.job}}}
+    namespace's default policy (deploy/kubernetes) denies the rest. ``selector`` (a
+    label and its value) picks the group's pods when no Job labels them (a lone pod)."""
+    label, value = selector or (JOB_NAME_LABEL, names.job)
+    group = {"podSelector": {"matchLabels": {label: value}}}
     dns = {
         "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
         "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
@@ -110,7 +116,7 @@ def network_policy_manifest(
             "labels": _labels(run_id, settings),
         },
         "spec": {
-            "podSelector": {"matchLabels": {JOB_NAME_LABEL: names.job}},
+            "podSelector": {"matchLabels": {label: value}},
             "policyTypes": ["Ingress", "Egress"],
             "ingress": [{"from": [group], "ports": _group_ports()}],
             "egress": [

@@ -22,6 +22,7 @@ from operators.kubernetes.constants import (
     DISRUPTION_CONDITION,
     IMAGE_PULL_GRACE_S,
     INDEX_KEY,
+    JOB_NAME_LABEL,
     RESULTS_MOUNT,
 )
 from scalebench.diskspace import NO_SPACE
@@ -50,11 +51,14 @@ def get_field(obj: Any, *path: str) -> Any:
 
 def pod_rank(pod: Any) -> int | None:
     """The completion index of a Job pod (annotation, or label since 1.28): the rank of a pod
-    of one rank, the node of a pod of several (:func:`failed_rank` names the rank)."""
+    of one rank, the node of a pod of several (:func:`failed_rank` names the rank). A
+    group's lone pod, which no Job made (:mod:`operators.kubernetes.pod_group`), is node 0."""
     for where in ("annotations", "labels"):
         value = get_field(pod, "metadata", where, INDEX_KEY)
         if value is not None and str(value).isdigit():
             return int(value)
+    if get_field(pod, "metadata", "labels", JOB_NAME_LABEL) is None:
+        return 0
     return None
 
 
@@ -284,3 +288,42 @@ def qos_class(pods: Iterable[Any]) -> str:
     order = ("BestEffort", "Burstable", "Guaranteed")
     classes = {get_field(p, "status", "qosClass") for p in pods} & set(order)
     return min(classes, key=order.index) if classes else ""
+
+
+SCHEDULING_GATED = "SchedulingGated"  # Kueue holds a pod of its queue until it admits it
+
+
+def pod_verdict(
+    pod: Any, ranks_per_node: int = 1, *, schedule_timeout_s: float = 0.0
+) -> tuple[str, str, int | None] | None:
+    """``(status, reason, first failed rank)`` of a group that is one pod (no Job), as
+    :func:`job_verdict` says it of a Job's, once the pod ended or can no longer start;
+    ``None`` while it runs.
+
+    A disrupted pod makes ``preempted``; the pod's own deadline (``activeDeadlineSeconds``:
+    the kubelet stops it, reason ``DeadlineExceeded``) ``timed_out``; a failed pod ``failed``
+    or ``diverged``; a pod still held by Kueue's scheduling gate ``not_admitted``; a pod
+    still pending (the pod operator gave up waiting for it to start) ``failed`` with the
+    scheduler's or the kubelet's words, as if ``schedule_timeout_s`` (s) had passed.
+    """
+    if _disruption(pod) is not None:
+        return "preempted", _describe_disruption(pod, ranks_per_node), None
+    phase = get_field(pod, "status", "phase")
+    if phase == "Failed" and get_field(pod, "status", "reason") == "DeadlineExceeded":
+        deadline = get_field(pod, "spec", "activeDeadlineSeconds")
+        return "timed_out", f"the pod's deadline of {deadline} s passed", None
+    if phase == "Failed":
+        return _classify_failed([pod], ranks_per_node)
+    if phase == "Succeeded":
+        return "succeeded", "", None
+    if phase == "Pending":
+        for condition in get_field(pod, "status", "conditions") or []:
+            if get_field(condition, "type") == "PodScheduled" and (
+                get_field(condition, "reason") == SCHEDULING_GATED
+            ):
+                return "not_admitted", f"{_describe_pod(pod)} was never admitted by Kueue", None
+        problem = pending_problem(
+            [pod], schedule_timeout_s, 0.0, schedule_timeout_s, image_pull_grace_s=0.0
+        )
+        return "failed", problem or f"{_describe_pod(pod)} never started", None
+    return None
