@@ -246,11 +246,11 @@ class TrainingGroupOperator(BaseOperator):
         names = GroupNames(job=event["job"], service=event["job"])
         launcher = None
         try:
-            launcher = self.launcher_for(group, context, names, event.get("attempt", 1))
+            launcher = self.launcher_for(group, context, names)
+            launcher.resumed(event["started_s"], event.get("attempt", 1))
             if event["status"] == "running":
                 self.publish(group, final=False)
-                launcher.defer_again(event)
-            result = launcher.reentered(event)
+            result = launcher.reentered(event)  # a running event: deferred again, mostly
             if launcher.may_retry(result.status):
                 launcher.next_attempt(result)
                 self._running = launcher
@@ -298,12 +298,10 @@ class TrainingGroupOperator(BaseOperator):
                 exc,
             )
 
-    def launcher_for(
-        self, group: GroupPlan, context: Any, names: Any = None, attempt: int = 1
-    ) -> Any:
+    def launcher_for(self, group: GroupPlan, context: Any, names: Any = None) -> Any:
         """The group's launcher; a Kubernetes group's objects are named after the task
         instance (``names``: as an event gave them). A group that fits on one node is one
-        pod, run by the provider's pod operator for this task (attempt ``attempt``)."""
+        pod, run by the provider's pod operator for this task."""
         if group.request.launcher == "kubernetes" and names is None:
             from operators.kubernetes import group_names
 
@@ -322,7 +320,6 @@ class TrainingGroupOperator(BaseOperator):
                 owner=self._attempt,
                 live_ingest_s=config.live_ingest_s(),
                 sink=self.log.info,
-                attempt=attempt,
             )
         return launcher_for(group, names=names, sink=self.log.info)
 

@@ -362,11 +362,14 @@ def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and
 def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded(
     dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The deferred path end to end: the training task starts the Job on an emulated API
-    server, defers, dag.test runs the trigger in line (as the triggerer would), the task
-    resumes on each ``running`` event and defers again, and the task resumed by the last
-    event deletes the Job and Service and records the failed rank's verdict."""
-    from kube_emulator import JOBS, SERVICES, Stage, emulated_cluster, exited, running
+    """The deferred path end to end, for a group on one node (one pod of the provider's
+    KubernetesPodOperator, on an emulated API server): the training task creates the
+    group's NetworkPolicy and the pod, defers, dag.test runs the trigger in line (as the
+    triggerer would), the task resumes on each ``running`` event and defers again, and
+    the task resumed by the last event removes the pod and the policy and records the
+    failed rank's verdict with its last lines. (A group of several pods, an Indexed Job,
+    takes the same way: tests/test_kubernetes_http.py.)"""
+    from kube_emulator import NETWORK_POLICIES, PODS, Stage, emulated_cluster, exited, running
 
     from results_db.database import make_engine
     from results_db.models import Run
@@ -392,18 +395,17 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
                 "network": ["host"],
             }
         )
-        assert cluster.objects(JOBS) == [] and cluster.objects(SERVICES) == []
+        assert cluster.objects(PODS) == [] and cluster.objects(NETWORK_POLICIES) == []
         sent = [(method, path) for method, path, _, _ in cluster.requests()]
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["workers_01.train"] == "success" and states["ingest"] == "success", states
-    # Service, the group's NetworkPolicy and Job created, the Service owned by the Job; all
-    # three deleted at the end.
-    assert [m for m, _ in sent[:4]] == ["POST", "POST", "POST", "PATCH"]
-    assert "networkpolicies" in sent[1][1] and "jobs" in sent[2][1]
-    assert [m for m, _ in sent[-3:]] == ["DELETE", "DELETE", "DELETE"]
-    # Rank 0's log read on a "running" event at least, then its last new lines and the
-    # failed rank's tail (two reads without any "running" event).
-    assert len([path for _, path in sent if path.endswith("/log")]) >= 3, sent
+    # The group's NetworkPolicy, then the pod; both deleted at the end, the policy last.
+    created = [path for method, path in sent if method == "POST"]
+    assert created[0].endswith("/networkpolicies") and created[1].endswith("/pods"), created
+    deleted = [path for method, path in sent if method == "DELETE"]
+    assert "/pods/" in deleted[0] and "/networkpolicies/" in deleted[-1], deleted
+    # Rank 0's log read by the pod operator, and the failed pod's last lines.
+    assert len([path for _, path in sent if path.endswith("/log")]) >= 2, sent
     engine = make_engine(url)
     with engine.connect() as conn:
         ((status, reason),) = conn.execute(select(Run.status, Run.reason)).all()

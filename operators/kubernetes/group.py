@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from scalebench.sweep import GroupPlan
 
 
-def _log_text(response: Any) -> str:
+def log_text(response: Any) -> str:
     """Text of a log read with ``_preload_content=False`` (or a plain string)."""
     if isinstance(response, str):
         return response
@@ -397,7 +397,7 @@ class KubernetesGroup(GroupObjects):
                 _preload_content=False,
                 **options,
             )
-            return _log_text(response)
+            return log_text(response)
         except Exception as exc:  # logs are for people; never let them end the wait
             self.sink(f"[kubernetes] could not read the log of pod {pod_name}: {exc}")
             return None

@@ -49,9 +49,15 @@ from airflow.sdk.exceptions import AirflowException
 from airflow.triggers.base import TriggerEvent
 
 from operators.group import GroupResult
-from operators.kubernetes.constants import CONTAINER, GROUP_LABEL, QUEUE_LABEL
-from operators.kubernetes.group import KubernetesGroup
-from operators.kubernetes.pod_status import exit_code, get_field, pod_verdict, qos_class
+from operators.kubernetes.constants import CONTAINER, GROUP_LABEL, LOG_TAIL_LINES, QUEUE_LABEL
+from operators.kubernetes.group import KubernetesGroup, log_text
+from operators.kubernetes.pod_status import (
+    exit_code,
+    get_field,
+    log_prefix,
+    pod_verdict,
+    qos_class,
+)
 
 if TYPE_CHECKING:
     from operators.kubernetes.names import GroupNames
@@ -67,6 +73,7 @@ class GroupPodOperator(KubernetesPodOperator):
     (``trigger_extra``: what that trigger adds to the provider's)."""
 
     final_pod: Any = None
+    last_lines: list[str]
     trigger_extra: dict[str, Any]
 
     def cleanup(
@@ -76,12 +83,31 @@ class GroupPodOperator(KubernetesPodOperator):
         xcom_result: dict | None = None,
         context: Any = None,
     ) -> None:
+        self.last_lines = []
         if pod is not None:
             try:
                 self.final_pod = self.pod_manager.read_pod(pod)
             except Exception:  # gone already: the last state read is the last known
                 self.final_pod = remote_pod
+            if get_field(self.final_pod, "status", "phase") == "Failed":
+                self.last_lines = self._last_lines(pod)
         super().cleanup(pod, self.final_pod or remote_pod, xcom_result, context)
+
+    def _last_lines(self, pod: Any) -> list[str]:
+        """The failed pod's last :data:`LOG_TAIL_LINES` lines, read before it is removed
+        (none when they cannot be read: logs are for people, never the verdict's cause)."""
+        try:
+            response = self.client.read_namespaced_pod_log(
+                get_field(pod, "metadata", "name"),
+                get_field(pod, "metadata", "namespace"),
+                container=CONTAINER,
+                tail_lines=LOG_TAIL_LINES,
+                _preload_content=False,
+            )
+        except Exception as exc:
+            self.log.warning("could not read the failed pod's last lines: %s", exc)
+            return []
+        return log_text(response).splitlines()
 
     def defer(self, *, trigger: Any, method_name: str, kwargs: Any = None, timeout: Any = None):
         _, arguments = trigger.serialize()
@@ -326,39 +352,52 @@ class PodGroup(KubernetesGroup):
             self.next_attempt(result)
 
     def _run_once(self) -> GroupResult:
+        return self._ended(lambda: self.operator().execute(self.context))
+
+    def _ended(self, act: Callable[[], Any]) -> GroupResult:
+        """Let the pod operator ``act`` (run the pod, or act on a trigger's event). Unless it
+        defers (``TaskDeferred`` passes through), the pod has ended and is removed: the
+        result is its last state's verdict (what the operator said when that tells nothing)."""
         message = ""
         try:
-            self.operator().execute(self.context)
+            act()
         except AirflowException as exc:
             message = str(exc)
         except Exception as exc:  # the pod never started (launch timeout), the API failed
             message = f"{type(exc).__name__}: {exc}"
         return self.result(message)
 
-    def reentered(self, event: dict[str, Any]) -> GroupResult:
-        """Act on the trigger's ending event as the pod operator does (it reads the pod's
-        last lines into the task log and removes the pod), then return the verdict; the
-        policy is deleted however it ends."""
+    def resumed(self, started_s: float, attempt: int = 1) -> PodGroup:
+        """This group as :meth:`start` left it (its policy created at ``started_s``,
+        wall-clock seconds, as attempt ``attempt``), for the task resumed by its trigger."""
         self.connect()
-        self._started = event.get("started_s") or self._clock()
+        self._started = started_s
+        self.attempt = attempt
         self._created = ["policy"]
-        message = ""
-        try:
-            self.operator().trigger_reentry(self.context, event)
-        except AirflowException as exc:
-            message = str(exc)
-        except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.delete()
-        return self.result(message)
+        return self
 
-    def defer_again(self, event: dict[str, Any]) -> None:
-        """After a ``running`` event: defer to a new trigger for the same pod, its log
-        followed on from where the last one stopped (raises ``TaskDeferred``)."""
+    def reentered(self, event: dict[str, Any]) -> GroupResult:
+        """Act on the trigger's event as the pod operator does. An ending one: the pod's last
+        lines into the task log, the pod removed, then the verdict. A ``running`` one: defer
+        again to a trigger of the same pod, its log followed on from where the last stopped
+        (raises ``TaskDeferred``), unless the pod ended meanwhile: then as an ending one.
+        The policy is deleted once the pod has ended, however it ended."""
         operator = self.operator()
-        operator.pod = operator.hook.get_pod(event["name"], event["namespace"])
-        operator.invoke_defer_method(last_log_time=event.get("last_log_time"), context=self.context)
+        if event["status"] == "running":
+
+            def act() -> None:
+                operator.pod = operator.hook.get_pod(event["name"], event["namespace"])
+                last_log_time = event.get("last_log_time")
+                operator.invoke_defer_method(last_log_time=last_log_time, context=self.context)
+
+        else:
+
+            def act() -> None:
+                operator.trigger_reentry(self.context, event)
+
+        result = self._ended(act)  # a deferral passes through, the policy kept
+        self.delete()
+        return result
 
     def result(self, message: str = "") -> GroupResult:
         """The group's result from the pod's last state (``message``: what the pod operator
@@ -375,6 +414,8 @@ class PodGroup(KubernetesGroup):
             verdict = (status, message.splitlines()[0] if message else "", None)
         status, reason, first_failed = verdict
         code = None if pod is None else exit_code(pod)
+        prefix = log_prefix(0, self.ranks_per_node)  # a node's starter names each line's rank
+        tail = [prefix + line for line in getattr(operator, "last_lines", [])]
         started = self._started if self._started is not None else self._clock()
         return GroupResult(
             world_size=self.world_size,
@@ -383,6 +424,7 @@ class PodGroup(KubernetesGroup):
             exit_codes=[code] * self.world_size,
             seconds=max(0.0, self._clock() - started),
             first_failed_rank=first_failed,
+            log_tail=tail,
             qos_class="" if pod is None else qos_class([pod]),
             attempt=self.attempt,
         )
