@@ -62,7 +62,7 @@ from results_db.models import (
 )
 from results_db.rows import STEP_COLUMNS
 from results_db.scratch import scratch_database
-from scalebench.manifest import configuration_hash
+from scalebench.config_hash import configuration_hash
 from workers.records import PHASES, SCHEMA_VERSION
 
 FIRST_VIEW_GOALS_S = {"communication": 0.2}  # the largest sweep's phases, first open

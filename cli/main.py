@@ -38,7 +38,8 @@ from scalebench.rank import (
     EXIT_OK,
     EXIT_REFUSED,
 )
-from scalebench.request import FIELDS, RequestField
+from scalebench.request import FIELDS
+from scalebench.request_fields import RequestField
 from scalebench.sweep import (
     GroupPlan,
     InvalidParameter,

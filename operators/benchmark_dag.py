@@ -36,7 +36,8 @@ from airflow.sdk import DAG, Asset, Param, TaskGroup, task
 from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
 from scalebench.datasets import downloadable, published_checksums
-from scalebench.request import FIELDS, RequestField
+from scalebench.request import FIELDS
+from scalebench.request_fields import RequestField
 from scalebench.tasks import AllReduceSpec, TaskSpec
 
 # Why ingest closes a group that has no verdict of its own.

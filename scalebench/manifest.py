@@ -26,7 +26,6 @@ replaced atomically, so no reader ever sees half of either.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import secrets
@@ -40,12 +39,7 @@ from typing import Any
 
 from scalebench import folders
 from scalebench.diskspace import no_space
-from scalebench.rank import DEFAULT_PRECISION
-from scalebench.request import (
-    ALWAYS,
-    FIELDS,
-    MAX_GROUP_TIMEOUT_S,
-)
+from scalebench.request import MAX_GROUP_TIMEOUT_S
 from scalebench.statuses import GROUP_STATUSES
 
 MANIFEST = "sweep.json"  # beside a sweep's run directories
@@ -706,30 +700,3 @@ def _write_atomically(path: Path, data: dict[str, Any]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-
-
-def configuration_hash(config: dict) -> str:
-    """Identity of a configuration whose runs may be compared across sweeps.
-
-    The task and the request fields declared ``compared``
-    (:class:`~scalebench.request.RequestField`) count: what changes what is
-    measured (light, backend, variant, precision, compile, device, placement,
-    threads, network profile); worker counts, repeats and seeds do not. A
-    field with a ``usual`` value (compile ``off``, device ``auto``, ...) counts
-    only off it, so configurations recorded before the field existed keep
-    their identity. ``config`` is a request's fields (a run's profile under
-    ``network``, or a sweep's list of them).
-    """
-    key: dict[str, Any] = {"task": config.get("task")}
-    for declared in FIELDS:
-        if not declared.compared:
-            continue
-        if declared.usual == ALWAYS:
-            key[declared.name] = config.get(declared.name)
-            continue
-        value = config.get(declared.name, declared.usual)
-        value = list(value) if isinstance(value, list | tuple) else value
-        if value not in (declared.usual, [declared.usual]):
-            key[declared.name] = value
-    key["precision"] = key["precision"] or DEFAULT_PRECISION  # recorded before it was a field
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

@@ -53,7 +53,8 @@ class NightlySettings:
         """
         from croniter import croniter
 
-        from scalebench.request import FIELDS, InvalidParameter
+        from scalebench.request import FIELDS
+        from scalebench.request_fields import InvalidParameter
         from scalebench.tasks import task_ids
 
         def bad(name: str, message: str) -> ValueError:

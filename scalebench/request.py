@@ -1,30 +1,28 @@
 """A sweep request and its fields, each declared once.
 
-Every field of :class:`SweepRequest` carries a :class:`RequestField`: the name
-users type, a title, one sentence of help, its kind, default, choices and
-bounds. From that declaration come the command line's options
-(``cli.main``), the Airflow trigger form's Params
-(``operators.benchmark_dag.params``), the nightly run's
-``SCALEBENCH_NIGHTLY_<FIELD>`` settings (:mod:`scalebench.nightly`), the
-field-by-field checks of :func:`scalebench.sweep.validate_request` (which adds
-the rules that tie fields together), the option table of
-``docs/command-line.md`` (a test holds it to this list) and, for a field
-declared ``to_ranks``, the rank's own option (:func:`add_rank_options`, which
-``workers.run`` parses) and, for a field declared ``compared``, its part in
-the configuration hash (:func:`scalebench.manifest.configuration_hash`).
-Adding a field is one attribute here and the code that uses it.
+Every field of :class:`SweepRequest` carries a
+:class:`~scalebench.request_fields.RequestField`, declared here with ``ask(...)``: the
+name users type, a title, one sentence of help, its kind, default, choices and
+bounds. From that declaration come the command line's options (``cli.run``), the
+Airflow trigger form's Params (``operators.benchmark_dag.params``), the nightly
+run's ``SCALEBENCH_NIGHTLY_<FIELD>`` settings (:mod:`scalebench.nightly`), the
+field-by-field checks of :func:`scalebench.sweep.validate_request` (which adds the
+rules that tie fields together), the option table of ``docs/command-line.md`` (a
+test holds it to this list) and, for a field declared ``to_ranks``, the rank's own
+option (:func:`scalebench.rank_options.add_rank_options`, which ``workers.run``
+parses) and, for a field declared ``compared``, its part in the configuration hash
+(:func:`scalebench.config_hash.configuration_hash`). Adding a field is one
+attribute here and the code that uses it.
 
-A value is read by :meth:`RequestField.read`: strings as the command line
-gives them, JSON values as a form gives them, ``None`` for "not given"
-(the default). A bad value raises :class:`InvalidParameter` naming the field.
+This module holds the declarations and the limits they name; how a field is declared
+and a value of it read is :mod:`scalebench.request_fields` (a bad value raises
+:class:`~scalebench.request_fields.InvalidParameter` naming the field), and the checks
+of a whole stored request are :mod:`scalebench.request_checks`.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,13 +33,10 @@ from scalebench.network import (
     HOST_PROFILE,
     MAX_PROFILES,
     NETWORK_PATTERN,
-    BadProfile,
     NetworkProfile,
-    listed,
     parse_profiles,
 )
 from scalebench.nodes import MAX_RANKS_PER_NODE
-from scalebench.quantities import MAX_WORLD_SIZE
 from scalebench.rank import (
     BACKENDS,
     DEFAULT_PRECISION,
@@ -50,6 +45,7 @@ from scalebench.rank import (
     MIN_COLLECTIVE_TIMEOUT_S,
     PRECISIONS,
 )
+from scalebench.request_fields import RequestField, ask, read_counts
 from scalebench.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
 
 DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
@@ -70,104 +66,6 @@ MAX_REPETITIONS = 100_000
 MAX_THREADS_PER_WORKER = 256
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?"
-
-
-class InvalidParameter(ValueError):
-    """A request field with a value that cannot run; ``field`` names it."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.reason = message
-
-
-# What a field holds, and so how a value is read and how the form and the command line ask
-# for it: a whole number, seconds, true/false, one of ``choices``, free text (matching
-# ``pattern``), a folder, worker counts ("1,2,4") or network profiles ("host,1gbit").
-KINDS = ("int", "seconds", "bool", "choice", "text", "path", "counts", "profiles")
-
-
-# The ``usual`` of a compared field without one: the field enters every configuration hash.
-ALWAYS = "(always)"
-
-
-@dataclass(frozen=True)
-class RequestField:
-    """One field of a request. ``name`` is what users type (form key, ``--name-with-dashes``
-    unless ``flag`` says otherwise); ``default`` None means decided when validated (the help
-    says how). ``minimum``/``maximum`` bound numbers (seconds for ``seconds``);
-    ``training_only`` fields are not asked of the all-reduce task, ``allreduce_only`` ones only
-    of it, nor ``in_form`` false ones
-    in the trigger form (they are still accepted there); ``needs`` names the
-    launcher capability (:class:`~scalebench.launchers.LauncherSpec`) a value other than the
-    default requires. ``to_ranks``: every rank is given the value (its option in
-    ``python -m workers.run`` is ``option``). ``compared``: runs with different values are
-    different configurations (they enter the configuration hash), except ``usual``, the value
-    every run had before the field existed, which is left out so older runs keep their
-    identity (:data:`ALWAYS`: no such value, the field always enters)."""
-
-    name: str
-    title: str
-    help: str
-    kind: str
-    default: Any = None
-    choices: tuple[str, ...] = ()
-    minimum: float | None = None
-    maximum: float | None = None
-    flag: str = ""
-    training_only: bool = False
-    allreduce_only: bool = False
-    needs: str = ""
-    in_form: bool = True
-    pattern: str = ""
-    pattern_help: str = ""
-    to_ranks: bool = False
-    compared: bool = False
-    usual: Any = ALWAYS
-    meanings: tuple[tuple[str, str], ...] = ()  # (choice, what it means or needs)
-    allreduce_help: str = ""  # the all-reduce task's words, where ``help`` speaks of training
-
-    def describe(self, offered: Sequence[str] | None = None, allreduce: bool = False) -> str:
-        """The field's help for a form or an option: the all-reduce task's own words where
-        it has them (``allreduce``), then what each choice means, for the ``offered``
-        choices only (``None``: every choice)."""
-        text = self.allreduce_help if allreduce and self.allreduce_help else self.help
-        shown = [(c, m) for c, m in self.meanings if offered is None or c in offered]
-        if shown:
-            text += " " + "; ".join(f"{choice}: {meaning}" for choice, meaning in shown) + "."
-        return text
-
-    def asked_of(self, training: bool) -> bool:
-        """Whether a training task (``training``) or the all-reduce task takes this field."""
-        return not ((self.training_only and not training) or (self.allreduce_only and training))
-
-    @property
-    def option(self) -> str:
-        """The command-line option."""
-        return self.flag or "--" + self.name.replace("_", "-")
-
-    def argv(self, value: Any) -> list[str]:
-        """``value`` as this field's option in a command line (a flag alone for true,
-        nothing for false); :meth:`read` reads it back."""
-        if self.kind == "bool":
-            return [self.option] if value else []
-        if self.kind == "seconds":
-            return [self.option, f"{value:g}"]
-        return [self.option, str(value)]
-
-    def read(self, value: Any) -> Any:
-        """The value, checked and converted; ``None`` gives the default."""
-        if value is None:
-            value = self.default
-        if value is None:
-            return None  # decided when validated (the help says how)
-        return _READERS[self.kind](self, value)
-
-
-def ask(**declaration: Any) -> Any:
-    """A :class:`SweepRequest` attribute declared by a :class:`RequestField`."""
-    field = RequestField(**declaration)
-    return dataclasses.field(default=field.default, metadata={"request_field": field})
 
 
 @dataclass(frozen=True)
@@ -506,41 +404,6 @@ class SweepRequest:
         )
 
 
-def check_stored(fields: dict[str, Any]) -> None:
-    """Raise :class:`InvalidParameter` for a stored request (a manifest's ``request``, as
-    :meth:`SweepRequest.to_fields` writes it) holding a value no validated request can hold:
-    a task that does not exist, a field no request has, a value its declaration refuses, a
-    variant or precision its task does not implement. A field missing is allowed (a sweep
-    written before the field existed); what only the launching host can judge (its GPUs,
-    its data folder) is not checked."""
-    from scalebench.tasks import TrainingSpec, get_task, task_ids
-
-    task = fields.get("task")
-    if not isinstance(task, str) or task not in task_ids():
-        raise InvalidParameter("task", f"unknown task {task!r}")
-    stored_names = {"task", "world_sizes", *(f.name for f in FIELDS)} - {"workers"}
-    unknown = sorted(set(fields) - stored_names)
-    if unknown:
-        raise InvalidParameter(unknown[0], "no request has this field")
-    for name, value in fields.items():
-        if name == "task" or value is None:
-            continue
-        FIELD["workers" if name == "world_sizes" else name].read(value)
-    spec = get_task(task)
-    if isinstance(spec, TrainingSpec):
-        check_implemented(spec, fields)
-
-
-def check_implemented(spec: Any, values: dict[str, Any]) -> None:
-    """Raise :class:`InvalidParameter` for a variant or precision (those of ``values`` given)
-    that the training task ``spec`` does not implement."""
-    for name, offered in (("variant", spec.variants), ("precision", spec.precisions)):
-        if name in values and values[name] not in offered:
-            raise InvalidParameter(
-                name, f"{spec.id} implements only {', '.join(offered)}, not {values[name]!r}"
-            )
-
-
 FIELDS: tuple[RequestField, ...] = tuple(
     f.metadata["request_field"] for f in dataclasses.fields(SweepRequest) if f.metadata
 )
@@ -549,171 +412,7 @@ FIELD = {field.name: field for field in FIELDS}
 RANK_FIELDS = tuple(field for field in FIELDS if field.to_ranks)
 
 
-def add_rank_options(parser: argparse.ArgumentParser) -> None:
-    """The ``to_ranks`` fields as options of ``python -m workers.run``: each read and
-    checked by its declaration (a bad value is refused, naming the option), with the
-    field's default when not given."""
-
-    def reader(field: RequestField) -> Any:
-        def read(text: str) -> Any:
-            try:
-                return field.read(text)
-            except InvalidParameter as exc:  # argparse names the option
-                raise argparse.ArgumentTypeError(exc.reason) from None
-
-        read.__name__ = field.kind  # what argparse calls the type in its messages
-        return read
-
-    for field in RANK_FIELDS:
-        if field.kind == "bool":
-            parser.add_argument(field.option, dest=field.name, action="store_true", help=field.help)
-            continue
-        # decided when validated (compile): a rank not told takes the usual value
-        default = field.usual if field.default is None else field.default
-        parser.add_argument(
-            field.option,
-            dest=field.name,
-            type=reader(field),
-            default=default,
-            choices=field.choices or None,
-            metavar=field.name.upper() if not field.choices else None,
-            help=f"{field.help} (a rank not told: {default})",
-        )
-
-
-# -- reading one value ----------------------------------------------------------------------
-
-
-# The most digits a whole number of a request may have: every field's range ends far below
-# (Python refuses to convert more than 4,300 digits at all, and the databases hold 64 bits).
-MAX_DIGITS = 40
-
-
-def _whole_number(field: RequestField, value: Any) -> int:
-    if isinstance(value, bool):
-        raise InvalidParameter(field.name, f"must be a whole number, got {value!r}")
-    if isinstance(value, int):
-        if abs(value) >= 10**MAX_DIGITS:  # str() of one of 4,300 digits or more raises
-            raise InvalidParameter(
-                field.name,
-                f"must be a whole number of at most {MAX_DIGITS} digits, got one of "
-                f"{value.bit_length():,} bits",
-            )
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return _whole_number(field, int(value))
-    if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
-        digits = value.strip().lstrip("+-").lstrip("0")
-        if len(digits) > MAX_DIGITS:
-            raise InvalidParameter(
-                field.name,
-                f"must be a whole number of at most {MAX_DIGITS} digits, got one of "
-                f"{len(digits):,}",
-            )
-        return int(value.strip())
-    shown = (
-        repr(value) if not isinstance(value, str) or len(value) < 60 else repr(value[:57]) + "..."
-    )
-    raise InvalidParameter(field.name, f"must be a whole number, got {shown}")
-
-
-def _within(field: RequestField, number: float, unit: str = "") -> None:
-    def shown(value: float) -> str:
-        return f"{value:g}{unit}" if unit else str(value)
-
-    if field.minimum is not None and number < field.minimum:
-        raise InvalidParameter(
-            field.name, f"must be at least {shown(field.minimum)}, got {shown(number)}"
-        )
-    if field.maximum is not None and number > field.maximum:
-        raise InvalidParameter(
-            field.name, f"must be at most {shown(field.maximum)}, got {shown(number)}"
-        )
-
-
-def _read_int(field: RequestField, value: Any) -> int:
-    number = _whole_number(field, value)
-    _within(field, number)
-    return number
-
-
-def _read_seconds(field: RequestField, value: Any) -> float:
-    if isinstance(value, bool):
-        raise InvalidParameter(field.name, f"must be a number of seconds, got {value!r}")
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        raise InvalidParameter(field.name, f"must be a number of seconds, got {value!r}") from None
-    if not number > 0 or number == float("inf"):
-        raise InvalidParameter(field.name, f"must be positive and finite, got {value!r}")
-    _within(field, number, " s")
-    return number
-
-
-def _read_bool(field: RequestField, value: Any) -> bool | None:
-    if value is None or isinstance(value, bool):
-        return value
-    raise InvalidParameter(field.name, f"must be true or false, got {value!r}")
-
-
-def _read_choice(field: RequestField, value: Any) -> str | None:
-    if value is None or (isinstance(value, str) and value in field.choices):
-        return value
-    raise InvalidParameter(field.name, f"must be one of {', '.join(field.choices)}, got {value!r}")
-
-
-def _read_text(field: RequestField, value: Any) -> str:
-    if not isinstance(value, str) or (
-        value and field.pattern and not re.fullmatch(field.pattern, value)
-    ):
-        raise InvalidParameter(field.name, f"must be {field.pattern_help}, got {value!r}")
-    return value
-
-
-def _read_path(field: RequestField, value: Any) -> Path | None:
-    if value is None:
-        return None
-    if not isinstance(value, str | Path) or not str(value).strip() or "\0" in str(value):
-        raise InvalidParameter(field.name, f"must be a folder's path, got {value!r}")
-    return Path(value)
-
-
-def _read_counts(field: RequestField, value: Any) -> tuple[int, ...]:
-    """``"1,2,4"``, ``[1, 2, 4]`` or ``4`` → (1, 2, 4): distinct, ascending, each ≥ 1."""
-    items = listed(value)
-    if not items:
-        raise InvalidParameter(field.name, "give at least one worker count, e.g. 1,2,4")
-    sizes = [_whole_number(field, item) for item in items]
-    for size in sizes:
-        if size < 1:
-            raise InvalidParameter(field.name, f"worker counts must be at least 1, got {size}")
-        if size > MAX_WORLD_SIZE:
-            raise InvalidParameter(
-                field.name, f"worker counts must be at most {MAX_WORLD_SIZE}, got {size}"
-            )
-    return tuple(sorted(set(sizes)))
-
-
-def _read_profiles(field: RequestField, value: Any) -> tuple[NetworkProfile, ...]:
-    try:
-        return parse_profiles(value)
-    except BadProfile as exc:
-        raise InvalidParameter(field.name, str(exc)) from None
-
-
-_READERS = {
-    "int": _read_int,
-    "seconds": _read_seconds,
-    "bool": _read_bool,
-    "choice": _read_choice,
-    "text": _read_text,
-    "path": _read_path,
-    "counts": _read_counts,
-    "profiles": _read_profiles,
-}
-assert set(_READERS) == set(KINDS)
-
-
 def parse_world_sizes(value: Any) -> tuple[int, ...]:
-    """Worker counts as the command line or a form gives them (see :func:`_read_counts`)."""
-    return _read_counts(FIELD["workers"], value)
+    """Worker counts as the command line or a form gives them (see
+    :func:`~scalebench.request_fields.read_counts`)."""
+    return read_counts(FIELD["workers"], value)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from scalebench import manifest
+from scalebench.config_hash import configuration_hash
 from scalebench.datasets import DataSetMissing, check_available, downloadable, published_checksums
 from scalebench.host import local_gpu_count, mpi_available, shaping_problems
 from scalebench.launchers import LAUNCHERS, LauncherSpec
@@ -34,10 +35,10 @@ from scalebench.request import (
     FORM_FIELDS,
     MAX_GROUPS,
     RANK_FIELDS,
-    InvalidParameter,
     SweepRequest,
-    check_implemented,
 )
+from scalebench.request_checks import check_implemented
+from scalebench.request_fields import InvalidParameter
 from scalebench.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
 
 
@@ -465,7 +466,7 @@ def new_manifest(
         trigger=trigger,
         created_at=created_at or datetime.now(UTC).isoformat(),
         code_version=code_version(),
-        config_hash=manifest.configuration_hash(config),
+        config_hash=configuration_hash(config),
         request=config,
         groups=tuple(groups),
         extra={} if runner is None else {"runner": runner},

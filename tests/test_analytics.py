@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from results_db import analytics
-from scalebench.manifest import configuration_hash
+from scalebench.config_hash import configuration_hash
 
 
 def test_busbw_is_algbw_times_2_n_minus_1_over_n() -> None:

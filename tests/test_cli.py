@@ -179,7 +179,7 @@ def test_a_quick_all_reduce_sweep_measures_only_the_sizes_type_and_repetitions_a
     task's whole light sweep."""
     import json
 
-    from scalebench.manifest import configuration_hash
+    from scalebench.config_hash import configuration_hash
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     argv = ["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1"]

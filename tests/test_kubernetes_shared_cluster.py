@@ -438,7 +438,7 @@ def test_a_bad_site_setting_is_refused_naming_it_before_anything_is_created(
 def test_a_bad_queue_or_priority_class_in_a_sweep_is_refused_naming_the_field(
     fields: dict[str, Any], field: str
 ) -> None:
-    from scalebench.request import InvalidParameter
+    from scalebench.request_fields import InvalidParameter
     from scalebench.sweep import validate_request
 
     request = {

@@ -32,8 +32,8 @@ from results_db.database import make_engine
 from results_db.queries.communication import allreduce_curves
 from results_db.run_summary import summarise
 from scalebench import host
+from scalebench.config_hash import configuration_hash
 from scalebench.host import shaping_problems
-from scalebench.manifest import configuration_hash
 from scalebench.network import BadProfile, NetworkProfile, parse_profile, parse_profiles
 from scalebench.sweep import InvalidParameter, plan_groups, validate_request
 from workers.records import read_run

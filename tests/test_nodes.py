@@ -22,7 +22,7 @@ import pytest
 from conftest import light_rank_args
 
 from operators.local_launcher import LocalGroup
-from scalebench.manifest import configuration_hash
+from scalebench.config_hash import configuration_hash
 from scalebench.nodes import NodeShape, shape_label, shape_problem
 from scalebench.rank import EXIT_DIVERGED, EXIT_FAILED, EXIT_NO_SPACE
 from scalebench.sweep import InvalidParameter, plan_groups, validate_request

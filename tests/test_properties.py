@@ -27,7 +27,8 @@ from results_db.database import make_engine, upgrade
 from results_db.ingest import ingest_location
 from results_db.models import EpochEval, Run, RunEnvironment, RunEvent, StepTiming, Sweep
 from scalebench import quantities
-from scalebench.request import FORM_FIELDS, InvalidParameter, SweepRequest
+from scalebench.request import FORM_FIELDS, SweepRequest
+from scalebench.request_fields import InvalidParameter
 from scalebench.sweep import request_from_form
 from workers.records import parse_rank_lines
 

@@ -162,7 +162,7 @@ def test_a_worker_request_renders_the_command_line_the_worker_parses() -> None:
 
 
 def test_cpu_and_gpu_tensors_are_different_configurations() -> None:
-    from scalebench.manifest import configuration_hash
+    from scalebench.config_hash import configuration_hash
 
     def config(**changes: str) -> str:
         fields = validate_request(task="task0-allreduce", workers=[2], **changes).to_fields()
@@ -336,7 +336,7 @@ def test_the_compile_default_comes_from_the_environment(monkeypatch: pytest.Monk
 
 
 def test_placement_is_spread_on_kubernetes_and_pack_locally_unless_asked() -> None:
-    from scalebench.manifest import configuration_hash
+    from scalebench.config_hash import configuration_hash
 
     kubernetes = {
         **LIGHT,
@@ -379,7 +379,7 @@ def test_three_repeats_unless_asked_and_one_repeat_is_allowed() -> None:
 
 
 def test_threads_per_worker_is_checked_planned_and_part_of_the_configuration() -> None:
-    from scalebench.manifest import configuration_hash
+    from scalebench.config_hash import configuration_hash
 
     for bad in (-1, 257, "many", 1.5):
         with pytest.raises(InvalidParameter) as refused:

@@ -39,7 +39,7 @@ from scalebench.rank import (
     LAUNCHER_PID_VARIABLE,
     MAX_SEED,
 )
-from scalebench.request import add_rank_options
+from scalebench.rank_options import add_rank_options
 from scalebench.tasks import AllReduceSpec, get_task
 from workers.distributed import GroupConfigError, group_env_from
 
@@ -90,7 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The rank's arguments: where it runs and its group's seed and link, then the request
     fields given to every rank (light, backend, device, collective timeout, threads,
     variant, precision, compile), read and checked by their declarations
-    (:func:`scalebench.request.add_rank_options`)."""
+    (:func:`scalebench.rank_options.add_rank_options`)."""
     parser = argparse.ArgumentParser(prog="python -m workers.run", description=__doc__)
     parser.add_argument("--task", required=True, help="task id, e.g. task1a-resnet20-cifar10")
     parser.add_argument("--results", required=True, type=Path, help="this run's directory")

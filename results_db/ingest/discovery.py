@@ -15,7 +15,8 @@ from results_db.models import Run, Sweep
 from results_db.schema_limits import row_problems, value_problem
 from scalebench import folders, quantities
 from scalebench.manifest import MANIFEST, TRIGGERS, GroupEntry, Manifest
-from scalebench.request import InvalidParameter, check_stored
+from scalebench.request_checks import check_stored
+from scalebench.request_fields import InvalidParameter
 from scalebench.tasks import TASKS
 
 # A run id names a directory inside its sweep's: one path component, nothing that climbs out.
@@ -66,7 +67,7 @@ def sweep_problems(manifest: Manifest) -> list[str]:
     directory, as a run id does (an id that climbs out of a folder would later be written
     out of one by ``export``); its task must be one this scalebench knows, its trigger one
     of :data:`~scalebench.manifest.TRIGGERS`, its request's values ones a request can hold
-    (:func:`~scalebench.request.check_stored`), every value must fit its column, and its runs
+    (:func:`~scalebench.request_checks.check_stored`), every value must fit its column, and its runs
     must be named after it."""
     sweep_id = manifest.sweep_id
     if not RUN_ID.fullmatch(sweep_id):

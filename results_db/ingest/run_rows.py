@@ -16,7 +16,8 @@ from results_db.ingest.times import parse_time
 from results_db.rows import allreduce_curves, env_row, eval_row, event_details
 from results_db.run_summary import RunSummary
 from scalebench import config
-from scalebench.manifest import GroupEntry, configuration_hash
+from scalebench.config_hash import configuration_hash
+from scalebench.manifest import GroupEntry
 from scalebench.rank import DEFAULT_PRECISION
 from scalebench.tasks import TASKS, TrainingSpec
 from workers.records import PHASES, RankRecords

@@ -14,7 +14,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from results_db.ingest.run_rows import delete_run
 from results_db.ingest.times import parse_time, utc
 from results_db.models import Run, Sweep
-from scalebench.manifest import GroupEntry, Manifest, configuration_hash
+from scalebench.config_hash import configuration_hash
+from scalebench.manifest import GroupEntry, Manifest
 
 
 def sweep_outcome(statuses: Sequence[str], groups: Sequence[GroupEntry]) -> str:

@@ -10,7 +10,8 @@ from results_db.queries.sweeps import sweep_info
 from results_db.report import fit_table, leave_one_out_table, projection_table
 from results_db.service.engines import CommandError, engine_for
 from scalebench.network import BadProfile, parse_profiles
-from scalebench.request import FIELD, InvalidParameter
+from scalebench.request import FIELD
+from scalebench.request_fields import InvalidParameter
 
 
 def refit(url: str | None, sweep_id: str | None = None) -> int:
