@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from dash_app.components import badge
 from results_db.ingest import _sweep_outcome
-from scalebench import manifest
+from scalebench.manifest import contents, files, recording
 from scalebench.statuses import (
     COLOURS,
     GROUP_STATUSES,
@@ -42,7 +42,8 @@ def test_every_sweep_outcome_ingest_can_reach_is_declared() -> None:
 
 
 def test_the_manifest_reads_the_declared_group_statuses() -> None:
-    assert manifest.GROUP_STATUSES is GROUP_STATUSES
+    for module in (contents, files, recording):
+        assert module.GROUP_STATUSES is GROUP_STATUSES, module.__name__
 
 
 def test_the_dashboard_badge_takes_each_declared_colour() -> None:
