@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_with_boundary(argv: list[str] | None = None) -> int:
     """:func:`main`, with an expected failure (the results database, a folder) as one
     line and exit status 2; ``SCALEBENCH_DEBUG=1`` shows the traceback."""
-    from cli.main import debugging, path_problem
+    from cli.errors import debugging, path_problem
     from results_db.service import database_problem
 
     try:

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import select
 
 from cli import main as cli
+from cli.run import option_table
 from scalebench.request import FIELDS
 
 
@@ -34,8 +35,8 @@ def test_the_documented_options_are_the_declared_fields() -> None:
     """docs/command-line.md's option table is the one the declarations give."""
     text = (Path(__file__).resolve().parents[1] / "docs" / "command-line.md").read_text()
     table = text.split("<!-- request fields -->\n")[1].split("<!-- end -->")[0]
-    assert table == cli.option_table(), (
-        'paste the output of python -c "from cli.main import option_table as t; print(t())"'
+    assert table == option_table(), (
+        'paste the output of python -c "from cli.run import option_table as t; print(t())"'
     )
 
 

@@ -28,6 +28,7 @@ from dashboard_seed import (
 )
 from records_factory import PHASES, FakeRun, write_training_sweep
 
+from cli import dashboard
 from cli import main as cli
 from dash_app.app import create_app
 from dash_app.client import Client
@@ -599,7 +600,7 @@ def test_the_dashboard_command_checks_its_port(capsys: pytest.CaptureFixture[str
     assert cli.main(["dashboard", "--port", "http"]) == 2
     assert "port: must be a whole number" in capsys.readouterr().err
     args = cli.build_parser().parse_args(["dashboard", "--database", "sqlite://"])
-    assert (args.host, args.port, args.func) == ("127.0.0.1", "8050", cli.cmd_dashboard)
+    assert (args.host, args.port, args.func) == ("127.0.0.1", "8050", dashboard.cmd_dashboard)
 
 
 @pytest.mark.parametrize(

@@ -155,7 +155,7 @@ def test_a_disk_that_fills_after_the_last_group_still_gets_its_sweep_json(
 ) -> None:
     """The group succeeds and is loaded; then something else takes the disk's last bytes.
     Closing the sweep (its final ``sweep.json``) uses the space the sweep set aside."""
-    from cli.main import load_group, run_sweep
+    from cli.run import load_group, run_sweep
 
     database = f"sqlite:///{tmp_path / 'results.db'}"
     monkeypatch.setenv("OMP_NUM_THREADS", "1")

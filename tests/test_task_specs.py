@@ -501,7 +501,7 @@ def test_unknown_task_names_the_known_ones() -> None:
 def test_task0_counts_the_sizes_it_measures(capsys: pytest.CaptureFixture[str]) -> None:
     """80 log-spaced points rounded to whole elements give 77 distinct sizes, and the task
     list says 77."""
-    from cli.main import cmd_tasks
+    from cli.tasks import cmd_tasks
 
     spec = get_task("task0-allreduce")
     assert isinstance(spec, AllReduceSpec) and spec.points == 80

@@ -1,0 +1,225 @@
+"""``scalebench run``: a sweep run here, group after group, its records loaded as it goes.
+
+The command's options are the request's fields (:data:`scalebench.request.FIELDS`,
+:func:`add_request_option`; :func:`option_table` prints them for
+``docs/command-line.md``). :func:`run_sweep` runs the planned groups one after the other
+and records each verdict; :func:`load_group` and :func:`load_interrupted` load what was
+measured into the results database while the sweep runs and when it is interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cli.data import prepare_data
+from cli.report import print_report, print_sweep_directory
+from cli.tasks import clock
+from results_db import service
+from scalebench import config, manifest
+from scalebench.errors import describe
+from scalebench.launchers import LAUNCHERS
+from scalebench.rank import EXIT_FAILED, EXIT_OK
+from scalebench.request import FIELDS
+from scalebench.request_fields import InvalidParameter, RequestField
+from scalebench.sweep import GroupPlan, SweepRequest, start_sweep, validate_request
+from scalebench.tasks import TrainingSpec
+
+
+def run_sweep(
+    request: SweepRequest,
+    results_root: Path,
+    publish: Callable[[GroupPlan], None] | None = None,
+    stopped: Callable[[Path], None] | None = None,
+) -> tuple[Path, int]:
+    """Run every planned group, one after the other; returns the sweep directory and exit status.
+
+    ``publish`` is called with each group once its verdict is recorded (the
+    command line loads it into the results database, so the dashboard shows
+    the sweep while it runs). Interrupted (Ctrl-C, SIGTERM), the running group
+    is stopped by its launcher and recorded ``cancelled``, the groups not
+    started ``skipped``, and ``stopped`` is called with the sweep's folder (the command
+    line loads what was measured) before the interruption goes on. A group that found the
+    results filesystem full ends the sweep: the groups after it are recorded ``failed``
+    (not started) with the same reason.
+    """
+    from operators.group import LauncherFailed, record_verdict, run_group
+    from operators.launcher import launcher_for
+    from scalebench.diskspace import NO_SPACE
+
+    service.close_vanished_sweeps(results_root)
+    plan = start_sweep(request, results_root, trigger="cli", runner=manifest.this_process())
+    groups = plan.groups
+    print(f"sweep {plan.sweep_id}: {len(groups)} group(s) → {plan.sweep_dir}", flush=True)
+    started = time.monotonic()
+    exit_status = EXIT_OK
+    running: str | None = None
+    try:
+        for index, group in enumerate(groups):
+            elapsed = time.monotonic() - started
+            eta = f", about {clock(elapsed / index * (len(groups) - index))} to go" if index else ""
+            print(
+                f"── group {index + 1}/{len(groups)}: {group.world_size} worker(s), "
+                f"repeat {group.repeat + 1}/{request.repeats} (elapsed {clock(elapsed)}{eta})",
+                flush=True,
+            )
+            if LAUNCHERS[group.request.launcher].on_this_host and group.world_size > 2:
+                print(
+                    f"   note: {group.world_size} processes share this machine's cores; "
+                    "times reflect oversubscription, not a cluster",
+                    flush=True,
+                )
+            running = group.run_id
+            try:
+                result = run_group(group, lambda group=group: launcher_for(group))
+                (status, reason), seconds = record_verdict(group, result), result.seconds
+            except LauncherFailed as exc:  # recorded failed; the sweep goes on
+                status, reason, seconds = "failed", str(exc), 0.0
+            running = None
+            line = f"   {status} in {seconds:.1f} s"
+            print(line + (f": {reason}" if reason else ""), flush=True)
+            if publish is not None:
+                publish(group)
+            if status != "succeeded":
+                exit_status = EXIT_FAILED
+            if reason.startswith(NO_SPACE):  # the next groups would only fill it further
+                later = groups[index + 1 :]
+                for entry in later:
+                    manifest.record_verdict(
+                        plan.sweep_dir, entry.run_id, "failed", f"not started: {reason}"
+                    )
+                if later:
+                    print(f"   the {len(later)} other group(s) not started: {reason}", flush=True)
+                break
+    except BaseException:
+        try:
+            manifest.cancel(plan.sweep_dir, running, "the sweep was interrupted")
+        finally:
+            manifest.finish(plan.sweep_dir)
+        if stopped is not None:  # what was measured before the interruption
+            stopped(plan.sweep_dir)
+        raise
+    manifest.finish(plan.sweep_dir)
+    return plan.sweep_dir, exit_status
+
+
+def load_group(url: str) -> Callable[[GroupPlan], None]:
+    """A ``publish`` for :func:`run_sweep`: load the group that just ended into the results
+    database at ``url``. A failure only delays it: the sweep's ingest at the end loads
+    every group again."""
+
+    def publish(group: GroupPlan) -> None:
+        try:  # one line here, not the progress
+            service.ingest(url, str(group.sweep_dir), only=[group.run_id], replace=True, say=None)
+        except Exception as exc:  # the records are safe on disk either way
+            print(
+                f"   not loaded into the results database yet ({describe(exc)}); the sweep's "
+                "ingest will",
+                flush=True,
+            )
+        else:
+            print("   loaded into the results database", flush=True)
+
+    return publish
+
+
+def load_interrupted(url: str) -> Callable[[Path], None]:
+    """A ``stopped`` for :func:`run_sweep`: load what an interrupted sweep measured (its
+    finished groups, the stopped one as cancelled, the rest skipped) before the command
+    exits. A failure is said, not raised: the records stay on disk for `scalebench ingest`."""
+
+    def load(sweep_dir: Path) -> None:
+        print(f"\ninterrupted: loading what was measured into {service.redact(url)}", flush=True)
+        try:
+            service.ingest(url, str(sweep_dir), say=None)
+        except Exception as exc:
+            print(
+                f"   not loaded ({describe(exc)}); `scalebench ingest {sweep_dir}` loads it",
+                flush=True,
+            )
+        else:
+            print(f"   loaded sweep {sweep_dir.name}", flush=True)
+
+    return load
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Validate the request, run the sweep and print its report; the results are loaded into
+    the database as groups end, unless ``--no-ingest``."""
+    given = {field.name: getattr(args, field.name) for field in FIELDS}
+    request = validate_request(task=args.task, **{k: v for k, v in given.items() if v is not None})
+    try:
+        results_root = config.results_path(args.results)
+    except ValueError as exc:
+        raise InvalidParameter("results", str(exc)) from None
+    url = None if args.no_ingest else args.database or config.database_url()
+    if url is not None:
+        # Where the results go is checked (and migrated) before any worker starts, not
+        # after hours of training; --no-ingest keeps them on disk only.
+        service.upgrade(url)
+    if request.download and not request.light and isinstance(request.spec, TrainingSpec):
+        prepare_data(request.spec.data.name, request.data_dir)
+    if url is None:
+        sweep_dir, status = run_sweep(request, results_root)
+        print_sweep_directory(sweep_dir)
+        return status
+    sweep_dir, status = run_sweep(
+        request, results_root, publish=load_group(url), stopped=load_interrupted(url)
+    )
+    print(f"\ningesting into {service.redact(url)}")
+    service.ingest(url, str(sweep_dir))
+    print_report(url, sweep_dir.name)
+    return status
+
+
+def add_request_option(parser: argparse.ArgumentParser, field: RequestField) -> None:
+    """A request field as a ``scalebench run`` option, with the field's default."""
+    shown = field.default
+    if isinstance(shown, tuple):
+        shown = ",".join(map(str, shown))
+    default = "" if field.default in (None, "") else f" (default {shown})"
+    choices = f" [{', '.join(field.choices)}]" if field.choices else ""
+    extra: dict = {"action": argparse.BooleanOptionalAction} if field.kind == "bool" else {}
+    parser.add_argument(
+        field.option,
+        dest=field.name,
+        default=field.default,
+        help=field.describe() + choices + default,
+        **extra,
+    )
+
+
+def option_table() -> str:
+    """The request fields as the Markdown table of ``docs/command-line.md`` (a test holds
+    the page to it; print it with ``python -c "from cli.run import option_table as t;
+    print(t())"``)."""
+    rows = ["| option | meaning | default |", "|---|---|---|"]
+    for field in FIELDS:
+        choices = f" One of {', '.join(f'`{c}`' for c in field.choices)}." if field.choices else ""
+        shown = field.default
+        if isinstance(shown, tuple):
+            shown = ",".join(map(str, shown))
+        default = "" if shown in (None, "") else f"`{shown}`"
+        meaning = field.describe().replace("|", "\\|") + choices
+        rows.append(f"| `{field.option}` | {meaning} | {default} |")
+    return "\n".join(rows) + "\n"
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """The ``run`` command, an option for each request field."""
+    run = commands.add_parser("run", help="run a sweep: one training group per worker count")
+    run.add_argument("task", help="task id (see `scalebench tasks`)")
+    for field in FIELDS:
+        add_request_option(run, field)
+    run.add_argument("--results", default=None, help="results directory (SCALEBENCH_RESULTS_URI)")
+    run.add_argument(
+        "--database", default=None, help="results database URL (SCALEBENCH_DATABASE_URL)"
+    )
+    run.add_argument(
+        "--no-ingest",
+        action="store_true",
+        help="leave the results database alone (the table comes from a temporary SQLite copy)",
+    )
+    run.set_defaults(func=cmd_run)
