@@ -40,7 +40,6 @@ import contextlib
 import math
 import time
 from collections.abc import AsyncIterator, Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow.providers.cncf.kubernetes.operators.pod import KubernetesPodOperator
@@ -58,13 +57,12 @@ from operators.kubernetes.pod_status import (
     pod_verdict,
     qos_class,
 )
+from operators.kubernetes.trigger import record_cancelled
 
 if TYPE_CHECKING:
     from operators.kubernetes.names import GroupNames
     from operators.kubernetes.settings import KubernetesSettings
     from scalebench.sweep import GroupPlan
-
-CANCELLED_REASON = "the Airflow task was stopped"
 
 
 class GroupPodOperator(KubernetesPodOperator):
@@ -192,19 +190,7 @@ class GroupPodTrigger(KubernetesPodTrigger):
                                 "could not delete NetworkPolicy %s: %s", self.policy, exc
                             )
         finally:  # recorded even when the cluster did not answer
-            if self.group is not None:
-                from scalebench import manifest
-                from scalebench.sweep import GroupPlan
-
-                group = GroupPlan.from_xcom(self.group)
-                await asyncio.to_thread(
-                    manifest.record_verdict,
-                    Path(group.sweep_dir),
-                    group.run_id,
-                    "cancelled",
-                    CANCELLED_REASON,
-                    attempt=self.owner,
-                )
+            await record_cancelled(self.group, self.owner)
 
 
 class PodGroup(KubernetesGroup):

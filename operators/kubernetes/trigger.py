@@ -260,19 +260,26 @@ class GroupTrigger(BaseTrigger):
                     warn=self.log.warning,
                 )
         finally:  # recorded even when the cluster did not answer
-            if self.group is not None:
-                from scalebench import manifest
-                from scalebench.sweep import GroupPlan
+            await record_cancelled(self.group, self.owner)
 
-                group = GroupPlan.from_xcom(self.group)
-                await asyncio.to_thread(
-                    manifest.record_verdict,
-                    Path(group.sweep_dir),
-                    group.run_id,
-                    "cancelled",
-                    CANCELLED_REASON,
-                    attempt=self.owner,
-                )
+
+async def record_cancelled(group: dict[str, Any] | None, owner: str | None) -> None:
+    """Record the planned ``group`` (as XCom carries it; ``None``: nothing to record)
+    ``cancelled`` in its sweep's manifest, signed by the try ``owner`` that ran it."""
+    if group is None:
+        return
+    from scalebench import manifest
+    from scalebench.sweep import GroupPlan
+
+    plan = GroupPlan.from_xcom(group)
+    await asyncio.to_thread(
+        manifest.record_verdict,
+        Path(plan.sweep_dir),
+        plan.run_id,
+        "cancelled",
+        CANCELLED_REASON,
+        attempt=owner,
+    )
 
 
 def running_event(watch: GroupWatch, pods: list[Any]) -> dict[str, Any]:
