@@ -9,18 +9,34 @@ has said nothing :data:`GRACE_S` seconds after its own timeout should have ended
 statement, the connection's socket is shut down, the call fails at once, and the error
 (:class:`NoAnswer`) names the timeout.
 
+A stop signal (Ctrl-C, SIGTERM, SIGHUP) stops such a wait at once too. libpq retries a wait
+that a signal interrupts, and Python runs a signal's handler only once the call returns, so
+on its own a Ctrl-C would wait for the deadline. While the main thread waits, the stop
+signals' Python handlers are therefore swapped for ones that only note the signal, and
+Python's wakeup descriptor (:func:`signal.set_wakeup_fd`) tells the watcher, which hangs up
+every waiting call; once the call has returned, the noted signal's own handler runs
+(``KeyboardInterrupt`` for Ctrl-C). Noting the signal first keeps the handler from running
+inside psycopg2's own error handling, which prints its exception and drops it.
+
 One watcher thread per process serves every watched connection; it sleeps until the
-earliest deadline and is idle while nothing waits.
+earliest deadline or a signal, and is idle while nothing waits.
+
+A wait callback (:func:`psycopg2.extensions.set_wait_callback`) would bound every wait
+without a thread, but it is one setting for the whole process, and psycopg2 refuses COPY
+while one is set: ingest loads its large tables with COPY.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import select
+import signal
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -36,48 +52,142 @@ class NoAnswer(psycopg2.OperationalError):
     """The server did not answer within the statement timeout; the connection is closed."""
 
 
+class Interrupted(NoAnswer):
+    """A stop signal came while the call waited for the server; the connection is closed.
+    The signal's own handler runs after it (``KeyboardInterrupt`` for Ctrl-C)."""
+
+
+# The signals that stop a scalebench process (the command line turns SIGTERM and SIGHUP
+# into what Ctrl-C does), and so end a wait for the server at once.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+# What :meth:`_Watcher.disarm` says of a call hung up at its deadline (a stop signal: the
+# signal's name).
+TIMED_OUT = "timed out"
+
+
 class _Watcher:
-    """Deadlines of the calls now waiting for a server, and the thread that enforces them."""
+    """Deadlines of the calls now waiting for a server, and the thread that enforces them
+    and hangs them all up on a stop signal."""
 
     def __init__(self) -> None:
-        self._changed = threading.Condition()
+        self._lock = threading.Lock()
         self._due: dict[int, tuple[float, int]] = {}  # call key -> (deadline, socket fd)
-        self._hung_up: set[int] = set()
+        self._hung_up: dict[int, str] = {}  # call key -> why (TIMED_OUT or a signal's name)
         self._thread: threading.Thread | None = None
+        self._poke: tuple[socket.socket, socket.socket] | None = None  # wakes the thread
+        self._signals: tuple[socket.socket, socket.socket] | None = None  # set_wakeup_fd's
+        self._wakes_at: float | None = None  # when the thread looks at deadlines next
+
+    def _start(self) -> None:
+        """The thread and its two socket pairs, once (called with the lock held)."""
+        if self._thread is not None:
+            return
+        self._poke, self._signals = socket.socketpair(), socket.socketpair()
+        for pair in (self._poke, self._signals):
+            for end in pair:
+                end.setblocking(False)
+        self._thread = threading.Thread(target=self._run, name="scalebench-pg-watch", daemon=True)
+        self._thread.start()
+
+    def signal_fd(self) -> int:
+        """The descriptor to hand :func:`signal.set_wakeup_fd` (the thread reads it)."""
+        with self._lock:
+            self._start()
+            assert self._signals is not None
+            return self._signals[1].fileno()
 
     def arm(self, key: int, fd: int, seconds: float) -> None:
-        with self._changed:
-            self._due[key] = (time.monotonic() + seconds, fd)
-            if self._thread is None:
-                self._thread = threading.Thread(
-                    target=self._run, name="scalebench-pg-watch", daemon=True
-                )
-                self._thread.start()
-            self._changed.notify()
+        with self._lock:
+            deadline = time.monotonic() + seconds
+            self._due[key] = (deadline, fd)
+            self._start()
+            assert self._poke is not None
+            if self._wakes_at is None or deadline < self._wakes_at:  # else it wakes in time
+                with contextlib.suppress(BlockingIOError):  # full: the thread has pokes to read
+                    self._poke[1].send(b"\0")
 
-    def disarm(self, key: int) -> bool:
-        """Stop watching ``key``; whether its connection was hung up on."""
-        with self._changed:
+    def disarm(self, key: int) -> str | None:
+        """Stop watching ``key``; why its connection was hung up on (:data:`TIMED_OUT`, or
+        the stop signal's name), or None if it was not."""
+        with self._lock:
             self._due.pop(key, None)
-            if key in self._hung_up:
-                self._hung_up.discard(key)
-                return True
-            return False
+            return self._hung_up.pop(key, None)
 
     def _run(self) -> None:
-        with self._changed:
-            while True:
+        assert self._poke is not None and self._signals is not None
+        poke, signals = self._poke[0], self._signals[0]
+        while True:
+            with self._lock:
                 now = time.monotonic()
                 for key, (deadline, fd) in list(self._due.items()):
                     if deadline <= now:
-                        del self._due[key]
-                        _hang_up(fd)
-                        self._hung_up.add(key)
+                        self._end(key, fd, TIMED_OUT)
                 soonest = min((deadline for deadline, _ in self._due.values()), default=None)
-                self._changed.wait(None if soonest is None else soonest - now)
+                self._wakes_at = soonest
+            wait = None if soonest is None else max(0.0, soonest - now)
+            readable = select.select([poke, signals], [], [], wait)[0]
+            if poke in readable:
+                _drain(poke)
+            if signals in readable:
+                stops = [n for n in _drain(signals) if n in STOP_SIGNALS]
+                if stops:
+                    with self._lock:
+                        for key, (_, fd) in list(self._due.items()):
+                            self._end(key, fd, signal.Signals(stops[0]).name)
+
+    def _end(self, key: int, fd: int, why: str) -> None:
+        """Hang up the call ``key`` (called with the lock held)."""
+        del self._due[key]
+        _hang_up(fd)
+        self._hung_up[key] = why
 
 
 _WATCHER = _Watcher()
+
+
+def _drain(sock: socket.socket) -> bytes:
+    """Every byte ``sock`` (non-blocking) holds now."""
+    got = b""
+    try:
+        while chunk := sock.recv(4096):
+            got += chunk
+    except BlockingIOError:
+        pass
+    return got
+
+
+@contextmanager
+def _stops_hang_up() -> Iterator[list[int]]:
+    """On the main thread: while the body runs, a stop signal is only noted (in the list
+    yielded) and the watcher told, which hangs up every waiting call; the noted signal's
+    own handler runs at the end. Elsewhere (a signal's handler runs on the main thread
+    only), or where the stop signals have no Python handler or another wakeup descriptor
+    is set (an event loop's), nothing changes."""
+    received: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+    handlers: dict[int, Callable[[int, Any], Any]] = {}
+    for signum in STOP_SIGNALS:
+        handler = signal.getsignal(signum)
+        if callable(handler):
+            handlers[signum] = handler
+    previous = signal.set_wakeup_fd(_WATCHER.signal_fd(), warn_on_full_buffer=False)
+    if not handlers or previous != -1:
+        signal.set_wakeup_fd(previous)
+        yield received
+        return
+    for signum in handlers:
+        signal.signal(signum, lambda signum, _frame: received.append(signum))
+    try:
+        yield received
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        signal.set_wakeup_fd(-1)
+        for signum in dict.fromkeys(received):
+            handlers[signum](signum, None)
 
 
 def _hang_up(fd: int) -> None:
@@ -115,20 +225,28 @@ class WatchedConnection(psycopg2.extensions.connection):
 
     @contextmanager
     def answering(self) -> Iterator[None]:
-        """Watch one call that waits for the server; :class:`NoAnswer` if it was hung up."""
+        """Watch one call that waits for the server: :class:`NoAnswer` if it was hung up at
+        its deadline, :class:`Interrupted` (then the signal's own handler) if on a stop
+        signal."""
         key = id(self)
-        _WATCHER.arm(key, self.fileno(), self.timeout_s + GRACE_S)
-        try:
-            yield
-        except psycopg2.Error as exc:
-            if _WATCHER.disarm(key):
-                raise NoAnswer(
-                    f"no answer from the server within the statement timeout: "
-                    f"{self.timeout_s:g} s (SCALEBENCH_STATEMENT_TIMEOUT_S sets another)"
-                ) from exc
-            raise
-        finally:
-            _WATCHER.disarm(key)
+        with _stops_hang_up() as received:
+            _WATCHER.arm(key, self.fileno(), self.timeout_s + GRACE_S)
+            try:
+                if received:  # a signal came before the call began: it is not made
+                    raise Interrupted(f"{signal.Signals(received[0]).name} before the call")
+                yield
+            except psycopg2.Error as exc:
+                why = _WATCHER.disarm(key)
+                if why == TIMED_OUT:
+                    raise NoAnswer(
+                        f"no answer from the server within the statement timeout: "
+                        f"{self.timeout_s:g} s (SCALEBENCH_STATEMENT_TIMEOUT_S sets another)"
+                    ) from exc
+                if why is not None:
+                    raise Interrupted(f"{why} while waiting for the server") from exc
+                raise
+            finally:
+                _WATCHER.disarm(key)
 
     def commit(self) -> None:
         with self.answering():

@@ -8,7 +8,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -16,7 +22,7 @@ import pytest
 from records_factory import FakeRun, write_training_sweep
 from sqlalchemy import Engine, select
 
-from results_db import service
+from results_db import pg_watch, service
 from results_db.ingest import ingest_location
 from results_db.models import Run, Sweep
 from scalebench import manifest
@@ -425,6 +431,108 @@ def test_a_postgresql_that_logs_in_and_never_answers_a_statement_is_given_up_on(
     assert "no answer from the server within the statement timeout: 1 s" in err, err
     assert "SCALEBENCH_STATEMENT_TIMEOUT_S" in err and "Traceback" not in err
     assert waited < 30
+
+
+@contextlib.contextmanager
+def answering_once(held: threading.Event) -> Iterator[str]:
+    """A proxy in front of the test PostgreSQL that passes on the login and then holds every
+    connection: what the client sends after the server's first ReadyForQuery is read and
+    never passed on, so no statement is ever answered (a hung server, or a proxy holding
+    the connection). ``held`` is set when a statement is held. Yields the proxy's URL."""
+    from conftest import POSTGRES_URL
+    from sqlalchemy.engine import make_url
+
+    real = make_url(POSTGRES_URL)
+    upstreams: list[socket.socket] = []
+
+    def proxy(client: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while True:  # SSL and GSS encryption requests are declined, as the fake server does
+                (length, code) = struct.unpack("!ii", client.recv(8, socket.MSG_WAITALL))
+                if code not in (80877103, 80877104):
+                    break
+                client.sendall(b"N")
+            upstream = socket.create_connection((real.host or "127.0.0.1", real.port or 5432))
+            upstreams.append(upstream)
+            upstream.sendall(struct.pack("!ii", length, code))
+            upstream.sendall(client.recv(length - 8, socket.MSG_WAITALL))
+            ready = threading.Event()
+            threading.Thread(target=pass_on, args=(client, upstream, ready), daemon=True).start()
+            while not ready.is_set():  # the server's messages, up to its first ReadyForQuery
+                head = upstream.recv(5, socket.MSG_WAITALL)
+                body = upstream.recv(struct.unpack("!i", head[1:])[0] - 4, socket.MSG_WAITALL)
+                if head[:1] == b"Z":
+                    ready.set()
+                client.sendall(head + body)
+
+    def pass_on(client: socket.socket, upstream: socket.socket, ready: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(1 << 16):
+                if ready.is_set():
+                    held.set()
+                else:
+                    upstream.sendall(data)  # the login (a password, where one is asked)
+
+    with fake_server(proxy) as port:
+        try:
+            yield real.set(host="127.0.0.1", port=port).render_as_string(hide_password=False)
+        finally:
+            for upstream in upstreams:
+                upstream.close()
+
+
+def ingest_through(url: str, timeout_s: str) -> subprocess.Popen[str]:
+    """``scalebench ingest`` of the data sweep into ``url``, as a process of its own."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "cli.main", "ingest", str(DATA_SWEEP), "--database", url],
+        env={**os.environ, "SCALEBENCH_STATEMENT_TIMEOUT_S": timeout_s},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def test_the_command_line_gives_up_on_a_real_server_behind_a_proxy_that_holds_it() -> None:
+    """A real PostgreSQL's login, then silence: the command ends after the statement timeout
+    and its grace (2 + 5 s), exit status 2, in one line naming the setting."""
+    held = threading.Event()
+    with answering_once(held) as url:
+        process = ingest_through(url, "2")
+        try:
+            assert held.wait(60), "the command never sent a statement"
+            waited = time.monotonic()
+            out, err = process.communicate(timeout=30)
+            waited = time.monotonic() - waited
+        finally:
+            process.kill()
+    lines = err.strip().splitlines()
+    assert process.returncode == 2, (out, err)
+    assert len(lines) == 1 and "Traceback" not in err + out, err
+    assert "no answer from the server within the statement timeout: 2 s" in lines[0]
+    assert "SCALEBENCH_STATEMENT_TIMEOUT_S" in lines[0]
+    assert 2 <= waited < 2 + pg_watch.GRACE_S + 5, waited
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_signal_ends_a_wait_for_a_server_that_does_not_answer(stop: signal.Signals) -> None:
+    """Ctrl-C (or SIGTERM) while a statement waits on a server that never answers stops the
+    command at once, as it would anywhere else (exit status 130, one line), instead of
+    waiting out the statement timeout."""
+    held = threading.Event()
+    with answering_once(held) as url:
+        process = ingest_through(url, "60")
+        try:
+            assert held.wait(60), "the command never sent a statement"
+            time.sleep(0.5)  # well inside the wait
+            process.send_signal(stop)
+            stopped = time.monotonic()
+            out, err = process.communicate(timeout=20)
+            stopped = time.monotonic() - stopped
+        finally:
+            process.kill()
+    assert process.returncode == 130, (out, err)
+    assert err.strip().splitlines() == ["scalebench: interrupted; every group was stopped"], err
+    assert stopped < 5, stopped
 
 
 def test_a_slow_statement_is_ended_by_the_servers_own_statement_timeout(
