@@ -219,9 +219,9 @@ class WatchedConnection(psycopg2.extensions.connection):
         **kwargs: Any,
     ) -> psycopg2.extensions.cursor:
         """A cursor of the kind asked for (psycopg2's own helpers ask for plain ones), made
-        watched."""
+        watched; a named (server-side) one's fetches are watched too."""
         factory = cursor_factory or self.cursor_factory or psycopg2.extensions.cursor
-        return super().cursor(name, _watched(factory), *args, **kwargs)
+        return super().cursor(name, _watched(factory, name is not None), *args, **kwargs)
 
     @contextmanager
     def answering(self) -> Iterator[None]:
@@ -275,12 +275,53 @@ class WatchedCursor(psycopg2.extensions.cursor):
             super().copy_expert(sql, file, size)
 
 
+class WatchedNamedCursor(WatchedCursor):
+    """A named (server-side) cursor of a :class:`WatchedConnection`: besides its statement,
+    each fetch and its closing wait for the server (``FETCH``, ``MOVE``, ``CLOSE``), and are
+    watched. Iterating fetches ``itersize`` rows at a time, as psycopg2's own does."""
+
+    def fetchone(self) -> Any:
+        with self.connection.answering():
+            return super().fetchone()
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        with self.connection.answering():
+            return super().fetchmany(self.arraysize if size is None else size)
+
+    def fetchall(self) -> list[Any]:
+        with self.connection.answering():
+            return super().fetchall()
+
+    def scroll(self, value: int, mode: str = "relative") -> None:
+        with self.connection.answering():
+            super().scroll(value, mode)
+
+    def close(self) -> None:
+        if self.closed or self.connection.closed:
+            super().close()  # nothing is sent
+            return
+        with self.connection.answering():
+            super().close()
+
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
+        while rows := self.fetchmany(self.itersize):
+            yield from rows
+
+    def __next__(self) -> Any:
+        with self.connection.answering():
+            return super().__next__()
+
+
 @functools.cache
-def _watched(factory: type[psycopg2.extensions.cursor]) -> type[psycopg2.extensions.cursor]:
-    """``factory``'s cursors, their calls to the server watched."""
-    if issubclass(factory, WatchedCursor):
+def _watched(
+    factory: type[psycopg2.extensions.cursor], named: bool = False
+) -> type[psycopg2.extensions.cursor]:
+    """``factory``'s cursors, their calls to the server watched (``named``: a server-side
+    cursor's, its fetches included)."""
+    watched = WatchedNamedCursor if named else WatchedCursor
+    if issubclass(factory, watched):
         return factory
-    return type(f"Watched{factory.__name__}", (WatchedCursor, factory), {})
+    return type(f"Watched{factory.__name__}", (watched, factory), {})
 
 
 def watched_connection(timeout_s: float) -> type[WatchedConnection]:

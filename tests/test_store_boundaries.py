@@ -433,12 +433,21 @@ def test_a_postgresql_that_logs_in_and_never_answers_a_statement_is_given_up_on(
     assert waited < 30
 
 
+# Seconds :func:`holding_proxy` holds a connection before it closes it.
+PROXY_GIVES_UP_S = 30.0
+
+
 @contextlib.contextmanager
-def answering_once(held: threading.Event) -> Iterator[str]:
-    """A proxy in front of the test PostgreSQL that passes on the login and then holds every
-    connection: what the client sends after the server's first ReadyForQuery is read and
-    never passed on, so no statement is ever answered (a hung server, or a proxy holding
-    the connection). ``held`` is set when a statement is held. Yields the proxy's URL."""
+def holding_proxy(
+    hold: threading.Event, held: threading.Event, after_login: bool = False
+) -> Iterator[str]:
+    """A proxy in front of the test PostgreSQL that passes everything on until ``hold`` is
+    set (``after_login``: it sets it itself when the server is first ready for a query),
+    then holds every connection: what the client sends is read and never passed on, so no
+    statement is ever answered (a hung server, or a proxy holding the connection). ``held``
+    is set when a statement is held. A connection held :data:`PROXY_GIVES_UP_S` is closed,
+    so that a client that would wait forever fails its test instead of hanging it. Yields
+    the proxy's URL."""
     from conftest import POSTGRES_URL
     from sqlalchemy.engine import make_url
 
@@ -456,22 +465,27 @@ def answering_once(held: threading.Event) -> Iterator[str]:
             upstreams.append(upstream)
             upstream.sendall(struct.pack("!ii", length, code))
             upstream.sendall(client.recv(length - 8, socket.MSG_WAITALL))
-            ready = threading.Event()
-            threading.Thread(target=pass_on, args=(client, upstream, ready), daemon=True).start()
-            while not ready.is_set():  # the server's messages, up to its first ReadyForQuery
+            threading.Thread(target=pass_on, args=(client, upstream), daemon=True).start()
+            while True:  # the server's messages, one at a time
                 head = upstream.recv(5, socket.MSG_WAITALL)
                 body = upstream.recv(struct.unpack("!i", head[1:])[0] - 4, socket.MSG_WAITALL)
-                if head[:1] == b"Z":
-                    ready.set()
+                if after_login and head[:1] == b"Z":  # ReadyForQuery: logged in
+                    hold.set()
                 client.sendall(head + body)
 
-    def pass_on(client: socket.socket, upstream: socket.socket, ready: threading.Event) -> None:
+    def pass_on(client: socket.socket, upstream: socket.socket) -> None:
+        holding = False
         with contextlib.suppress(OSError):
             while data := client.recv(1 << 16):
-                if ready.is_set():
-                    held.set()
-                else:
-                    upstream.sendall(data)  # the login (a password, where one is asked)
+                if not hold.is_set():
+                    upstream.sendall(data)
+                    continue
+                held.set()
+                if not holding:
+                    holding = True
+                    give_up = threading.Timer(PROXY_GIVES_UP_S, client.shutdown, [socket.SHUT_RDWR])
+                    give_up.daemon = True
+                    give_up.start()
 
     with fake_server(proxy) as port:
         try:
@@ -479,6 +493,14 @@ def answering_once(held: threading.Event) -> Iterator[str]:
         finally:
             for upstream in upstreams:
                 upstream.close()
+
+
+@contextlib.contextmanager
+def answering_once(held: threading.Event) -> Iterator[str]:
+    """:func:`holding_proxy`, holding from the first statement on: the login is a real
+    server's, and then nothing is answered."""
+    with holding_proxy(threading.Event(), held, after_login=True) as url:
+        yield url
 
 
 def ingest_through(url: str, timeout_s: str) -> subprocess.Popen[str]:
@@ -533,6 +555,37 @@ def test_a_stop_signal_ends_a_wait_for_a_server_that_does_not_answer(stop: signa
     assert process.returncode == 130, (out, err)
     assert err.strip().splitlines() == ["scalebench: interrupted; every group was stopped"], err
     assert stopped < 5, stopped
+
+
+def test_a_server_side_cursor_whose_server_stops_answering_is_given_up_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A result read in batches (an export's steps: a server-side cursor) whose server stops
+    answering between two batches: the fetch, which is no statement of its own in psycopg2,
+    is given up on too, naming the timeout."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import OperationalError
+
+    from results_db.database import readonly_engine
+
+    monkeypatch.setenv("SCALEBENCH_STATEMENT_TIMEOUT_S", "1")
+    monkeypatch.setattr(pg_watch, "GRACE_S", 0.5)
+    hold, held = threading.Event(), threading.Event()
+    with holding_proxy(hold, held) as url:
+        engine = readonly_engine(url, once=True)
+        try:
+            with engine.connect() as conn:
+                rows = conn.execution_options(yield_per=10).execute(
+                    text("SELECT generate_series(1, 100)")
+                )
+                assert [next(rows)[0] for _ in range(10)] == list(range(1, 11))
+                hold.set()
+                started = time.monotonic()
+                with pytest.raises(OperationalError, match="within the statement timeout: 1 s"):
+                    list(rows)
+                assert held.is_set() and time.monotonic() - started < 10
+        finally:
+            engine.dispose()
 
 
 def test_a_slow_statement_is_ended_by_the_servers_own_statement_timeout(
