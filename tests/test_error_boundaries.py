@@ -8,6 +8,7 @@ URL, database down or without schema, a folder that cannot be read or written), 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -25,6 +26,13 @@ DATA = Path(__file__).parent / "data"
 AS_USER = (
     ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
 )
+
+
+def modes_obeyed() -> None:
+    """Skip unless :data:`AS_USER` makes file modes apply: root without setpriv reads and
+    writes past them."""
+    if AS_USER and shutil.which(AS_USER[0]) is None:
+        pytest.skip("root reads past file modes, and setpriv, which drops that, is missing")
 
 
 def run(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -170,6 +178,7 @@ def test_debug_shows_the_traceback(tmp_path: Path) -> None:
 @pytest.fixture
 def folders(tmp_path: Path):
     """A results folder that cannot be read and one that cannot be written."""
+    modes_obeyed()
     unreadable, read_only = tmp_path / "unreadable", tmp_path / "read-only"
     shutil.copytree(DATA / "sweep-light", unreadable)
     read_only.mkdir()
@@ -251,32 +260,45 @@ def test_a_folder_that_cannot_be_read_or_written_is_named(
     assert_refused(done, says, prefix)
 
 
-def test_a_run_folder_or_sweep_json_that_cannot_be_read_is_named_and_the_rest_loads(
+def test_a_run_folder_rank_file_or_sweep_json_that_cannot_be_read_is_named_and_the_rest_loads(
     tmp_path: Path,
 ) -> None:
-    """Mode 000 (root without its capabilities reads it as any user would): the run is
-    refused naming the folder and why, never taken for a rank that wrote nothing; a sweep
-    whose sweep.json cannot be read is refused by name, and the sweeps beside it load."""
+    """Mode 000 (root without its capabilities reads it as any user would): a run whose
+    folder or one of whose rank files cannot be read is refused naming it and why, never
+    taken for a rank that wrote nothing; a sweep whose sweep.json cannot be read is refused
+    by name; the runs and sweeps beside them are stored."""
+    import sqlite3
+
     sys.path.insert(0, str(Path(__file__).parent))
     from records_factory import FakeRun, write_training_sweep
 
+    modes_obeyed()
     results = tmp_path / "results"
-    sweep_dir = write_training_sweep(results, "sid", [FakeRun(1), FakeRun(2)])
+    sweep_dir = write_training_sweep(results, "sid", [FakeRun(1), FakeRun(2), FakeRun(4)])
     other_dir = write_training_sweep(results, "other", [FakeRun(1)])
-    (sweep_dir / "sid-w1-r1").chmod(0)
-    (other_dir / "sweep.json").chmod(0)
+    unreadable = [
+        (sweep_dir / "sid-w1-r1", 0o755),
+        (sweep_dir / "sid-w4-r1" / "rank-3.jsonl", 0o644),
+        (other_dir / "sweep.json", 0o644),
+    ]
     url = f"sqlite:///{tmp_path / 'results.db'}"
+    for path, _ in unreadable:
+        path.chmod(0)
     try:
         done = run(scalebench("ingest", str(results), "--database", url), {}, tmp_path)
     finally:
-        (sweep_dir / "sid-w1-r1").chmod(0o755)
-        (other_dir / "sweep.json").chmod(0o644)
+        for path, mode in unreadable:
+            path.chmod(mode)
     out = done.stdout + done.stderr
     assert done.returncode == 1 and "Traceback" not in out, out
     assert "refused sid-w1-r1: cannot read sid-w1-r1: Permission denied" in out, out
+    assert "refused sid-w4-r1: cannot read rank-3.jsonl: Permission denied" in out, out
     assert "wrote no records" not in out
     assert f"refused sweep {other_dir / 'sweep.json'}: cannot be read (Permission denied)" in out
     assert "sid-w2-r1: succeeded" in out
+    with contextlib.closing(sqlite3.connect(tmp_path / "results.db")) as db:
+        stored = {row[0] for row in db.execute("SELECT id FROM run")}
+    assert stored == {"sid-w2-r1"}, stored
 
 
 def test_a_revision_alembic_cannot_reach_is_refused_naming_it(tmp_path: Path) -> None:
