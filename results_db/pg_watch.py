@@ -233,7 +233,9 @@ class WatchedConnection(psycopg2.extensions.connection):
             _WATCHER.arm(key, self.fileno(), self.timeout_s + GRACE_S)
             try:
                 if received:  # a signal came before the call began: it is not made
-                    raise Interrupted(f"{signal.Signals(received[0]).name} before the call")
+                    raise Interrupted(
+                        f"{signal.Signals(received[0]).name} before the statement was sent"
+                    )
                 yield
             except psycopg2.Error as exc:
                 why = _WATCHER.disarm(key)
@@ -243,7 +245,7 @@ class WatchedConnection(psycopg2.extensions.connection):
                         f"{self.timeout_s:g} s (SCALEBENCH_STATEMENT_TIMEOUT_S sets another)"
                     ) from exc
                 if why is not None:
-                    raise Interrupted(f"{why} while waiting for the server") from exc
+                    raise Interrupted(f"{why} while waiting for the server; hung up") from exc
                 raise
             finally:
                 _WATCHER.disarm(key)
