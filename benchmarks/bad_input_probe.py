@@ -37,10 +37,14 @@ prints the same table; it exits 1 only when the probe itself could not run a cas
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import json
 import os
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -815,6 +819,83 @@ def not_a_database(case_dir: Path) -> None:
     (case_dir / "empty.db").write_text("")
 
 
+def _pg_message(kind: bytes, body: bytes) -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def _hold(conn: socket.socket, logs_in: bool) -> None:
+    """One connection to a PostgreSQL that never answers: with ``logs_in``, the startup is
+    answered the way a real server answers it (no password asked), then nothing more."""
+    with contextlib.suppress(OSError):
+        while logs_in:  # SSL and GSS encryption requests are declined, then the startup
+            (length, code) = struct.unpack("!ii", conn.recv(8, socket.MSG_WAITALL))
+            if code in (80877103, 80877104):
+                conn.sendall(b"N")
+                continue
+            conn.recv(length - 8, socket.MSG_WAITALL)
+            status = [
+                (b"server_version", b"15.0"),
+                (b"client_encoding", b"UTF8"),
+                (b"DateStyle", b"ISO, MDY"),
+                (b"standard_conforming_strings", b"on"),
+                (b"integer_datetimes", b"on"),
+            ]
+            conn.sendall(
+                _pg_message(b"R", struct.pack("!i", 0))
+                + b"".join(_pg_message(b"S", k + b"\0" + v + b"\0") for k, v in status)
+                + _pg_message(b"K", struct.pack("!ii", 4242, 1))
+                + _pg_message(b"Z", b"I")
+            )
+            break
+        while conn.recv(1 << 16):  # read, never answered
+            pass
+
+
+@functools.cache
+def silent_postgres(logs_in: bool) -> str:
+    """The URL of a PostgreSQL on 127.0.0.1 that never answers (``logs_in``: only after the
+    login), served by this process's threads until it ends."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+
+    def serve() -> None:
+        while True:
+            conn = server.accept()[0]
+            threading.Thread(target=_hold, args=(conn, logs_in), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"postgresql+psycopg2://nobody@127.0.0.1:{server.getsockname()[1]}/results"
+
+
+def silent_server_cases(family: str) -> list[Case]:
+    """A PostgreSQL that never completes the login (the connect timeout ends it, 10 s), and
+    one that logs in and never answers a statement (the statement timeout, set to 2 s, and
+    its 5 s of grace): each refused naming the limit."""
+    cases = []
+    for logs_in, how, names, env in (
+        (False, "never logs in", "connect timeout", {}),
+        (
+            True,
+            "logs in, never answers",
+            "SCALEBENCH_STATEMENT_TIMEOUT_S",
+            {"SCALEBENCH_STATEMENT_TIMEOUT_S": "2"},
+        ),
+    ):
+        for command in (["ingest", "{loc}"], ["report", "x"], ["prices", "list"]):
+            cases.append(
+                Case(
+                    family,
+                    f"{command[0]} --database a PostgreSQL that {how}",
+                    [*command, "--database", silent_postgres(logs_in)],
+                    env=env,
+                    build=lambda d: place(d, "good"),
+                    names=names,
+                )
+            )
+    return cases
+
+
 def database_cases() -> list[Case]:
     family = "databases"
     cases = []
@@ -892,6 +973,7 @@ def database_cases() -> list[Case]:
                 valid=revision in ("base", "heads"),
             )
         )
+    cases.extend(silent_server_cases(family))
     return cases
 
 
