@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 import select
 import signal
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -46,6 +48,10 @@ import psycopg2.extensions
 # Seconds the watcher waits past the server's own statement timeout before hanging up: a
 # server that is alive cancels the statement itself first, with its own error.
 GRACE_S = 5.0
+
+# Seconds a call made while the process stops (Ctrl-C, SIGTERM) waits for the server: it
+# only cleans up (an unlock, a rollback), which a server that answers does at once.
+STOPPING_WAIT_S = 1.0
 
 
 class NoAnswer(psycopg2.OperationalError):
@@ -132,9 +138,13 @@ class _Watcher:
             if signals in readable:
                 stops = [n for n in _drain(signals) if n in STOP_SIGNALS]
                 if stops:
-                    with self._lock:
-                        for key, (_, fd) in list(self._due.items()):
-                            self._end(key, fd, signal.Signals(stops[0]).name)
+                    self.hang_up_all(signal.Signals(stops[0]).name)
+
+    def hang_up_all(self, why: str) -> None:
+        """Hang up every call now waiting, saying ``why``."""
+        with self._lock:
+            for key, (_, fd) in list(self._due.items()):
+                self._end(key, fd, why)
 
     def _end(self, key: int, fd: int, why: str) -> None:
         """Hang up the call ``key`` (called with the lock held)."""
@@ -144,6 +154,7 @@ class _Watcher:
 
 
 _WATCHER = _Watcher()
+_CALLS = itertools.count()  # the watcher's keys, one per call
 
 
 def _drain(sock: socket.socket) -> bytes:
@@ -157,11 +168,19 @@ def _drain(sock: socket.socket) -> bytes:
     return got
 
 
+def hang_up_waiting(why: str) -> None:
+    """Hang up every call of this process now waiting for a server (a stop already in hand:
+    its calls on other threads are not to be waited for); each fails with
+    :class:`Interrupted` saying ``why``."""
+    _WATCHER.hang_up_all(why)
+
+
 @contextmanager
-def _stops_hang_up() -> Iterator[list[int]]:
+def stops_hang_up() -> Iterator[list[int]]:
     """On the main thread: while the body runs, a stop signal is only noted (in the list
     yielded) and the watcher told, which hangs up every waiting call; the noted signal's
-    own handler runs at the end. Elsewhere (a signal's handler runs on the main thread
+    own handler runs at the end. Besides the calls themselves, a wait for another thread's
+    call uses it (ingest's COPY). Elsewhere (a signal's handler runs on the main thread
     only), or where the stop signals have no Python handler or another wakeup descriptor
     is set (an event loop's), nothing changes."""
     received: list[int] = []
@@ -210,6 +229,7 @@ class WatchedConnection(psycopg2.extensions.connection):
     ``timeout_s`` is the server's statement timeout, set by :func:`watched_connection`."""
 
     timeout_s: float = 300.0
+    hung_up: str | None = None  # why a call of this connection was hung up on, if one was
 
     def cursor(  # type: ignore[override]
         self,
@@ -227,10 +247,19 @@ class WatchedConnection(psycopg2.extensions.connection):
     def answering(self) -> Iterator[None]:
         """Watch one call that waits for the server: :class:`NoAnswer` if it was hung up at
         its deadline, :class:`Interrupted` (then the signal's own handler) if on a stop
-        signal."""
-        key = id(self)
-        with _stops_hang_up() as received:
-            _WATCHER.arm(key, self.fileno(), self.timeout_s + GRACE_S)
+        signal. A call made while a stop (``KeyboardInterrupt``, the command line's SIGTERM
+        included) unwinds, to clean up (an unlock, a rollback), waits
+        :data:`STOPPING_WAIT_S` at most, and if hung up the stop goes on unwinding. A call
+        on a closed connection is not watched: it fails at once."""
+        if self.closed:
+            yield
+            return
+        stop = sys.exception()  # a call made while a stop unwinds: cleaning up
+        stop = stop if isinstance(stop, KeyboardInterrupt) else None
+        key = next(_CALLS)  # two threads may share a connection (ingest's COPY)
+        with stops_hang_up() as received:
+            limit_s = STOPPING_WAIT_S if stop is not None else self.timeout_s + GRACE_S
+            _WATCHER.arm(key, self.fileno(), limit_s)
             try:
                 if received:  # a signal came before the call began: it is not made
                     raise Interrupted(
@@ -239,6 +268,11 @@ class WatchedConnection(psycopg2.extensions.connection):
                 yield
             except psycopg2.Error as exc:
                 why = _WATCHER.disarm(key)
+                if why is not None:
+                    self.hung_up = why
+                if why is not None and stop is not None:
+                    # the stop goes on, as it was: the cleanup that could not finish is no news
+                    raise stop  # noqa: B904
                 if why == TIMED_OUT:
                     raise NoAnswer(
                         f"no answer from the server within the statement timeout: "
@@ -255,6 +289,11 @@ class WatchedConnection(psycopg2.extensions.connection):
             super().commit()
 
     def rollback(self) -> None:
+        """Roll back; on a connection hung up on (:attr:`hung_up`), nothing: the server
+        ended its transaction with the connection, and the error that hung it up, not
+        "connection already closed", is the one to report."""
+        if self.closed and self.hung_up is not None:
+            return
         with self.answering():
             super().rollback()
 

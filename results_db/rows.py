@@ -191,13 +191,26 @@ class BulkLoader:
             cursor.copy_expert(sql, stream, size=1 << 20)
 
     def finish(self) -> None:
+        """Wait for the queued COPYs; a stop signal meanwhile hangs up one that waits for a
+        server (:func:`results_db.pg_watch.stops_hang_up`)."""
         if self._pool is None:
             return
-        self._pool.shutdown(wait=True)
+        from results_db.pg_watch import stops_hang_up
+
+        with stops_hang_up():
+            self._pool.shutdown(wait=True)
         for done in self._pending:
             done.result()
 
-    def abandon(self) -> None:
-        """Wait for the queued COPYs without raising their errors (one is already raised)."""
-        if self._pool is not None:
+    def abandon(self, stopping: bool = False) -> None:
+        """Wait for the queued COPYs without raising their errors (one is already raised).
+        ``stopping`` (the error in hand is a stop: Ctrl-C, SIGTERM): a COPY that waits for
+        a server is hung up rather than waited for."""
+        if self._pool is None:
+            return
+        from results_db.pg_watch import hang_up_waiting, stops_hang_up
+
+        with stops_hang_up():
+            if stopping:
+                hang_up_waiting("stopped")
             self._pool.shutdown(wait=True, cancel_futures=True)

@@ -439,19 +439,25 @@ PROXY_GIVES_UP_S = 30.0
 
 @contextlib.contextmanager
 def holding_proxy(
-    hold: threading.Event, held: threading.Event, after_login: bool = False
+    hold: threading.Event,
+    held: threading.Event,
+    after_login: bool = False,
+    at: bytes | None = None,
+    target: str | None = None,
 ) -> Iterator[str]:
     """A proxy in front of the test PostgreSQL that passes everything on until ``hold`` is
     set (``after_login``: it sets it itself when the server is first ready for a query),
     then holds every connection: what the client sends is read and never passed on, so no
     statement is ever answered (a hung server, or a proxy holding the connection). ``held``
-    is set when a statement is held. A connection held :data:`PROXY_GIVES_UP_S` is closed,
-    so that a client that would wait forever fails its test instead of hanging it. Yields
-    the proxy's URL."""
+    is set when a statement is held. ``at``: ``hold`` is set by the first bytes from a client
+    that hold this (a statement's text), which are held. A connection held
+    :data:`PROXY_GIVES_UP_S` is closed, so that a client that would wait forever fails its
+    test instead of hanging it. ``target``: the database (default the test PostgreSQL).
+    Yields the proxy's URL."""
     from conftest import POSTGRES_URL
     from sqlalchemy.engine import make_url
 
-    real = make_url(POSTGRES_URL)
+    real = make_url(target or POSTGRES_URL)
     upstreams: list[socket.socket] = []
 
     def proxy(client: socket.socket) -> None:
@@ -468,22 +474,30 @@ def holding_proxy(
             threading.Thread(target=pass_on, args=(client, upstream), daemon=True).start()
             while True:  # the server's messages, one at a time
                 head = upstream.recv(5, socket.MSG_WAITALL)
+                if len(head) < 5:  # the server closed the connection
+                    return
                 body = upstream.recv(struct.unpack("!i", head[1:])[0] - 4, socket.MSG_WAITALL)
                 if after_login and head[:1] == b"Z":  # ReadyForQuery: logged in
                     hold.set()
                 client.sendall(head + body)
 
+    def hang_up(client: socket.socket) -> None:
+        with contextlib.suppress(OSError):  # the client may have closed it already
+            client.shutdown(socket.SHUT_RDWR)
+
     def pass_on(client: socket.socket, upstream: socket.socket) -> None:
         holding = False
         with contextlib.suppress(OSError):
             while data := client.recv(1 << 16):
+                if at is not None and at in data:
+                    hold.set()
                 if not hold.is_set():
                     upstream.sendall(data)
                     continue
                 held.set()
                 if not holding:
                     holding = True
-                    give_up = threading.Timer(PROXY_GIVES_UP_S, client.shutdown, [socket.SHUT_RDWR])
+                    give_up = threading.Timer(PROXY_GIVES_UP_S, hang_up, [client])
                     give_up.daemon = True
                     give_up.start()
 
@@ -547,6 +561,33 @@ def test_a_stop_signal_ends_a_wait_for_a_server_that_does_not_answer(stop: signa
             assert held.wait(60), "the command never sent a statement"
             time.sleep(0.5)  # well inside the wait
             process.send_signal(stop)
+            stopped = time.monotonic()
+            out, err = process.communicate(timeout=20)
+            stopped = time.monotonic() - stopped
+        finally:
+            process.kill()
+    assert process.returncode == 130, (out, err)
+    assert err.strip().splitlines() == ["scalebench: interrupted; every group was stopped"], err
+    assert stopped < 5, stopped
+
+
+def test_a_stop_signal_ends_an_ingest_whose_copy_the_server_stopped_answering() -> None:
+    """The server stops answering during a COPY, which runs on a thread of its own while the
+    main thread reads on and then waits for it: Ctrl-C still stops the command at once."""
+    from conftest import POSTGRES_URL
+
+    from results_db.scratch import scratch_database
+
+    held = threading.Event()
+    with (
+        scratch_database(POSTGRES_URL, "scalebench_copy_held") as url,
+        holding_proxy(threading.Event(), held, at=b"COPY ", target=url) as proxied,
+    ):
+        process = ingest_through(proxied, "60")
+        try:
+            assert held.wait(60), "the command never began a COPY"
+            time.sleep(1)  # the main thread reads on, then waits for the COPY
+            process.send_signal(signal.SIGINT)
             stopped = time.monotonic()
             out, err = process.communicate(timeout=20)
             stopped = time.monotonic() - stopped

@@ -138,8 +138,8 @@ def _read_rank_files(
                 ranks.append(rank)
                 rows += loader.load(StepTiming.__table__, step_columns(run_id, [rank]))
                 rows += loader.load(AllReduceSample.__table__, allreduce_columns(run_id, [rank]))
-    except BaseException:
-        loader.abandon()  # the error in hand is the one to report
+    except BaseException as exc:
+        loader.abandon(stopping=not isinstance(exc, Exception))  # the error in hand is reported
         raise
     loader.finish()
     return rows, ranks, outside, left_out
