@@ -4,7 +4,8 @@ A slow server ends a slow statement itself: every connection sets its ``statemen
 to :func:`scalebench.config.statement_timeout_s`. A server that never answers at all (hung,
 or a proxy holding the connection open) ends nothing, and libpq has no client-side limit on
 a query, so psycopg2 would wait forever. Each call that waits for the server (``execute``,
-``executemany``, a COPY, ``commit``, ``rollback``) is therefore watched: when the server
+``executemany``, a COPY, ``commit``, ``rollback``, a server-side cursor's fetches) is
+therefore watched, one by one (ingest's COPY thread shares its connection): when the server
 has said nothing :data:`GRACE_S` seconds after its own timeout should have ended the
 statement, the connection's socket is shut down, the call fails at once, and the error
 (:class:`NoAnswer`) names the timeout.
