@@ -389,13 +389,13 @@ def spread(values: list[float]) -> str:
 def compare(task_id: str, device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
     """Alternating rounds of the engine and the plain loop on ``task_id``; their figures."""
     from scalebench.tasks import get_task
-    from workers import engine
+    from workers.adapter import TrainingOptions, adapter_for
 
     spec = get_task(task_id)
-    options = engine.TrainingOptions(
+    options = TrainingOptions(
         light=True, data_dir=args.data_dir, max_epochs=1, compile=args.compile
     )
-    adapter = engine.adapter_for(spec, options, device)
+    adapter = adapter_for(spec, options, device)
     adapter.build_model()  # an epoch's plan may need the model (Task 3a's hidden state)
     plain = PLAIN[task_id](adapter, device)
     steps_in_epoch = len(adapter.steps(0))

@@ -143,6 +143,7 @@ def engine_round(
     """(samples/s of steps 2…``steps``, compile seconds, recompilations, compiled)."""
     from scalebench.tasks import get_task
     from workers import engine
+    from workers.adapter import TrainingOptions
     from workers.data.batches import ImageTensors
     from workers.image_classification import ImageClassification
     from workers.records import RecordWriter, read_rank_file
@@ -155,7 +156,7 @@ def engine_round(
             )
 
     spec = get_task("task1a-resnet20-cifar10")
-    options = engine.TrainingOptions(
+    options = TrainingOptions(
         light=False, data_dir=Path("."), max_epochs=1, compile=compile_setting
     )
     with tempfile.TemporaryDirectory(prefix="throughput-") as tmp:

@@ -48,6 +48,7 @@ from machine_load import OtherCpuUse
 
 from scalebench.tasks import get_task
 from workers import engine
+from workers.adapter import TrainingOptions
 from workers.data.batches import ImageTensors
 from workers.image_classification import ImageClassification
 from workers.records import RecordWriter
@@ -121,7 +122,7 @@ class BareTracker:
         pass
 
 
-def light_task(options: engine.TrainingOptions, steps: int) -> ImageClassification:
+def light_task(options: TrainingOptions, steps: int) -> ImageClassification:
     """The light Task 1a adapter; with ``steps`` > 0, on the first ``steps`` batches of its
     training images and one batch of its test images (an epoch of ``steps`` steps)."""
     if steps <= 0:
@@ -144,7 +145,7 @@ def trial(
 ) -> list[float]:
     """Seconds of each step but the first of each epoch, for ``epochs`` light epochs of
     ``steps`` steps each (0: the whole light epoch, 45 steps)."""
-    options = engine.TrainingOptions(
+    options = TrainingOptions(
         light=True, data_dir=Path("."), max_epochs=epochs, compile=compile_setting
     )
     task = light_task(options, steps)

@@ -18,7 +18,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from scalebench.tasks import get_task
-from workers import engine
+from workers.adapter import TaskAdapter, TrainingOptions, adapter_for
 from workers.data.batches import augment_draws, crop_and_flip
 from workers.mixed_precision import DynamicLossScale, MasterWeights
 
@@ -55,9 +55,9 @@ def test_the_device_crop_is_the_crop_of_each_image() -> None:
     )
 
 
-def adapter(task_id: str, device: torch.device) -> engine.TaskAdapter:
-    options = engine.TrainingOptions(light=True, data_dir=Path("."), seed=5)
-    return engine.adapter_for(get_task(task_id), options, device)
+def adapter(task_id: str, device: torch.device) -> TaskAdapter:
+    options = TrainingOptions(light=True, data_dir=Path("."), seed=5)
+    return adapter_for(get_task(task_id), options, device)
 
 
 def test_task1a_batches_are_cut_from_the_device_copy(group_of_one: None) -> None:

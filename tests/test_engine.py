@@ -13,8 +13,8 @@ from torch.nn import functional as F
 
 from scalebench.tasks import Goal, get_task
 from workers import engine
+from workers.adapter import Batch, Step, TaskAdapter, TrainingOptions, pass_sizes
 from workers.compile import SavedState, compile_for_training, graphs_compiled
-from workers.engine import Batch, Step, TaskAdapter, TrainingOptions, pass_sizes
 from workers.records import PHASES, RecordWriter, read_rank_file
 from workers.tracker import Tracker
 

@@ -37,11 +37,12 @@ from mlperf_logging import compliance_checker
 from scalebench.config import BadSetting, mlperf_environment
 from scalebench.sweep import validate_request
 from scalebench.tasks import TASKS, TrainingSpec, get_task
-from workers import engine
+from workers.adapter import TrainingOptions, adapter_for
 from workers.distributed import environment
 from workers.mlperf import benchmark_name, default_platform, submission
 from workers.records import RecordWriter, read_rank_file
 from workers.tracker import MLPerfLog, Tracker
+from workers.training_setup import mlperf_hyperparameters
 
 TASK1A = "task1a-resnet20-cifar10"
 TASK4B = "task4b-transformer-wmt17"
@@ -126,7 +127,7 @@ def driven_log(spec: TrainingSpec, run_dir: Path, metrics: dict[str, float]) -> 
     :func:`workers.engine.train` make on rank 0's tracker, in their order, with the task's
     real adapter (light data) and an evaluation that scored ``metrics``. Needs a group."""
     device = torch.device("cpu")
-    adapter = engine.adapter_for(spec, engine.TrainingOptions(light=True, data_dir=run_dir), device)
+    adapter = adapter_for(spec, TrainingOptions(light=True, data_dir=run_dir), device)
     tracker = Tracker(
         RecordWriter(run_dir, run_dir.name, 0, 1),
         device,
@@ -139,7 +140,7 @@ def driven_log(spec: TrainingSpec, run_dir: Path, metrics: dict[str, float]) -> 
     info = environment("gloo")
     tracker.environment(info)
     tracker.submission(submission(spec, info, device, 1))
-    tracker.hyperparameters(engine.mlperf_hyperparameters(adapter))
+    tracker.hyperparameters(mlperf_hyperparameters(adapter))
     tracker.start(task=spec.id, light=True, **adapter.start_details())
     tracker.begin_epoch(0)
     started = tracker.begin_evaluation(0)

@@ -210,7 +210,7 @@ def test_test_sentences_longer_than_the_texts_limit_are_left_out_and_counted(
     from dataclasses import replace
 
     import workers.translation as translation
-    from workers.engine import TrainingOptions
+    from workers.adapter import TrainingOptions
 
     spec = get_task(task_id)
     assert isinstance(spec, TranslationSpec) and spec.test_max_length == limit

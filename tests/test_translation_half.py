@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from scalebench.tasks import GNMTConfig, TransformerConfig, TranslationSpec, get_task
-from workers import engine
-from workers.engine import TrainingOptions
+from workers import engine, training_setup
+from workers.adapter import TrainingOptions, adapter_for
 from workers.records import RecordWriter, read_run
 from workers.tracker import Tracker
 
@@ -28,7 +28,7 @@ SMALL = {
 def test_an_fp16_epoch_trains_half_weights_through_float32_masters(
     task_id: str, tmp_path: Path, one_rank: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(engine, "runs_in_half", lambda device: True)
+    monkeypatch.setattr(training_setup, "runs_in_half", lambda device: True)
     task = get_task(task_id)
     assert isinstance(task, TranslationSpec)
     spec = replace(task, light_model_config=SMALL[task_id])
@@ -37,7 +37,7 @@ def test_an_fp16_epoch_trains_half_weights_through_float32_masters(
     tracker = Tracker(writer, cpu, goal=spec.goal, light=True, max_epochs=1)
     options = TrainingOptions(light=True, data_dir=tmp_path, max_epochs=1)
     try:
-        assert engine.train(engine.adapter_for(spec, options, cpu), tracker) == "max_epochs"
+        assert engine.train(adapter_for(spec, options, cpu), tracker) == "max_epochs"
     finally:
         tracker.close()
     [rank] = read_run(tmp_path / "run")

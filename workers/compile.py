@@ -42,7 +42,7 @@ import numpy as np
 import torch
 
 if TYPE_CHECKING:
-    from workers.engine import TaskAdapter
+    from workers.adapter import TaskAdapter
 
 
 class CompileRefused(ValueError):

@@ -26,6 +26,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from scalebench.tasks import ImageData, TrainingSpec
+from workers.adapter import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 from workers.data.batches import (
     ImageTensors,
     augment,
@@ -35,7 +36,6 @@ from workers.data.batches import (
     shard,
 )
 from workers.data.sources import load_images
-from workers.engine import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 from workers.models.resnet import resnet20
 
 

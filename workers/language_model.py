@@ -28,8 +28,8 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from scalebench.tasks import LanguageModelSpec, TextData
+from workers.adapter import Batch, Step, TaskAdapter, TrainingOptions
 from workers.data.text import Corpus, load_corpus, rank_columns
-from workers.engine import Batch, Step, TaskAdapter, TrainingOptions
 from workers.models.awd_lstm import AWDLSTM, Hidden, detach
 from workers.schedules import LearningRate
 from workers.tracker import Tracker

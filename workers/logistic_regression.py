@@ -22,9 +22,9 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from scalebench.tasks import TabularData, TrainingSpec
+from workers.adapter import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 from workers.data.batches import shard
 from workers.data.sources import load_tabular
-from workers.engine import Batch, IndexedTrainingSet, TrainingOptions, pass_sizes
 
 
 def regularised_loss(

@@ -151,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     from workers import allreduce, engine
+    from workers.adapter import TrainingOptions, adapter_for
     from workers.compile import CompileRefused
     from workers.distributed import check_backend, environment, init_group
     from workers.mlperf import submission
@@ -207,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             allreduce.run(spec, options, tracker, device)
         else:
-            options = engine.TrainingOptions(
+            options = TrainingOptions(
                 light=args.light,
                 data_dir=args.data_dir or Path("."),
                 seed=args.seed,
@@ -216,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                 precision=args.precision,
                 compile=args.compile,
             )
-            engine.train(engine.adapter_for(spec, options, device), tracker)
+            engine.train(adapter_for(spec, options, device), tracker)
         status = EXIT_OK
     except CompileRefused as exc:
         tracker.fail("failed", str(exc))

@@ -33,6 +33,7 @@ import torch.distributed as dist
 from torch.nn import functional as F
 
 from scalebench.tasks import GNMTConfig, ParallelText, TransformerConfig, TranslationSpec
+from workers.adapter import Batch, Step, TaskAdapter, TrainingOptions
 from workers.beam_search import beam_search
 from workers.bleu import corpus_bleu
 from workers.data.batches import epoch_partition, shard, to_device
@@ -45,7 +46,6 @@ from workers.data.translation import (
     sentence_batches,
     token_batches,
 )
-from workers.engine import Batch, Step, TaskAdapter, TrainingOptions
 from workers.models.gnmt import GNMT
 from workers.models.transformer import Transformer
 from workers.schedules import gnmt_lr, transformer_lr

@@ -77,6 +77,7 @@ def run_probe(
 
     from scalebench.tasks import get_task
     from workers import engine
+    from workers.adapter import TrainingOptions, adapter_for
     from workers.gpu_check.measure import SyncCounter, WatchedClock
     from workers.mixed_precision import DynamicLossScale
     from workers.records import RecordWriter, rank_file_name, read_rank_file
@@ -108,7 +109,7 @@ def run_probe(
     syncs = SyncCounter("cuda" if device.type == "cuda" else "cpu")
     clock = WatchedClock(device, syncs)
     tracker.clock = clock
-    options = engine.TrainingOptions(
+    options = TrainingOptions(
         light=True,
         data_dir=Path("."),
         seed=seed,
@@ -117,7 +118,7 @@ def run_probe(
         compile=compile_mode,
     )
     try:
-        adapter = engine.adapter_for(spec, options, device)
+        adapter = adapter_for(spec, options, device)
         with syncs:
             result.status = engine.train(adapter, tracker)
     except engine.Diverged as exc:
