@@ -16,6 +16,7 @@ import torch
 from torch.nn import functional as F
 
 from workers.gpu_check import checks
+from workers.gpu_check.context import ChildRun, Context
 from workers.gpu_check.measure import (
     SyncCounter,
     WatchedClock,
@@ -24,6 +25,7 @@ from workers.gpu_check.measure import (
 )
 from workers.gpu_check.probe import run_probe
 from workers.gpu_check.report import FAIL, PASS, SKIPPED, Check, Report
+from workers.gpu_check.task0 import allreduce_curves, allreduce_group, bus_bandwidth_gb_s
 from workers.models.resnet import resnet20
 
 REPO = Path(__file__).resolve().parents[1]
@@ -138,18 +140,18 @@ def test_watched_run_measures_a_real_training_run(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_task0_curves_and_bandwidth_from_a_real_group(tmp_path: Path) -> None:
-    ctx = checks.Context(tmp_path, sys.executable, time.monotonic() + 120, {})
-    run, run_dir = checks.allreduce_group(ctx, "gloo", 2, 120, "task0", device="cpu")
+    ctx = Context(tmp_path, sys.executable, time.monotonic() + 120, {})
+    run, run_dir = allreduce_group(ctx, "gloo", 2, 120, "task0", device="cpu")
     assert run.returncode == 0, run.output
-    curves = checks.allreduce_curves(run_dir)
+    curves = allreduce_curves(run_dir)
     assert set(curves) == {"float32", "float16"}
     for points in curves.values():
         sizes = [size for size, _ in points]
         assert sizes == sorted(sizes) and len(sizes) > 5
         assert all(seconds > 0 for _, seconds in points)
     size, seconds = curves["float32"][-1]
-    assert checks.bus_bandwidth_gb_s(size, seconds, 2) == pytest.approx(size / seconds / 1e9)
-    assert checks.bus_bandwidth_gb_s(size, seconds, 4) == pytest.approx(1.5 * size / seconds / 1e9)
+    assert bus_bandwidth_gb_s(size, seconds, 2) == pytest.approx(size / seconds / 1e9)
+    assert bus_bandwidth_gb_s(size, seconds, 4) == pytest.approx(1.5 * size / seconds / 1e9)
 
 
 def _fp16_result(overflows: list[int], updates: int = 200, status: str = "goal_reached") -> dict:
@@ -166,14 +168,14 @@ def _fp16_result(overflows: list[int], updates: int = 200, status: str = "goal_r
 
 
 def test_fp16_verdict_fails_an_overflow_storm_after_the_settling_steps() -> None:
-    run = checks.ChildRun(0, "", 1.0)
+    run = ChildRun(0, "", 1.0)
     early = checks.fp16_check("f", "fp16", _fp16_result(list(range(40))), run)
     assert early.verdict == PASS  # overflows while the scale settles are expected
     storm = checks.fp16_check("f", "fp16", _fp16_result(list(range(60, 64))), run)
     assert storm.verdict == FAIL and "overflow storm" in storm.advice
     missed = checks.fp16_check("f", "fp16", _fp16_result([], status="max_epochs"), run)
     assert missed.verdict == FAIL and "not reached" in missed.advice
-    crashed = checks.fp16_check("f", "fp16", None, checks.ChildRun(None, "step 12 of 40", 9.0))
+    crashed = checks.fp16_check("f", "fp16", None, ChildRun(None, "step 12 of 40", 9.0))
     assert crashed.verdict == FAIL and "timed out" in crashed.figure
 
 
@@ -199,12 +201,12 @@ def test_a_gpu_too_small_for_a_run_skips_that_check_with_the_reason() -> None:
     oom = "failed: OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
     result = {**_fp16_result([]), "status": oom}
     for verdict in (
-        checks.fp16_check("f", "fp16", result, checks.ChildRun(1, "", 3.0)),
-        checks.tta_check("t", "Task 1a", result, checks.ChildRun(1, "", 3.0)),
-        checks.tta_check("t", "Task 1a", None, checks.ChildRun(1, f"...\n{oom[8:]}\n", 3.0)),
+        checks.fp16_check("f", "fp16", result, ChildRun(1, "", 3.0)),
+        checks.tta_check("t", "Task 1a", result, ChildRun(1, "", 3.0)),
+        checks.tta_check("t", "Task 1a", None, ChildRun(1, f"...\n{oom[8:]}\n", 3.0)),
     ):
         assert verdict.verdict == SKIPPED
         assert verdict.advice.startswith("skipped: the GPU is too small for this run")
         assert "Tried to allocate 2.00 GiB" in verdict.advice
     other = {**result, "status": "failed: RuntimeError: NCCL error"}
-    assert checks.tta_check("t", "Task 1a", other, checks.ChildRun(1, "", 3.0)).verdict == FAIL
+    assert checks.tta_check("t", "Task 1a", other, ChildRun(1, "", 3.0)).verdict == FAIL

@@ -27,7 +27,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from workers.gpu_check import checks
+from workers.gpu_check.context import ChildRun, Context, python_executable
+from workers.gpu_check.machine import machine_facts, peak_rates
 from workers.gpu_check.report import Check, Report, skipped
+from workers.gpu_check.task0 import task0_check
 
 EXIT_NO_GPU = 2
 
@@ -50,39 +53,24 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
+def check_plan(ctx: Context, matmul_n: int) -> list[tuple[str, Callable[[], list[Check]]]]:
+    """The checks in the order they run, each a title and what runs it; the matmul peaks go
+    into ``ctx`` and the Task 1a runs' results to the throughput check as they are found."""
     import torch
 
-    if not torch.cuda.is_available():
-        print(
-            f"gpu-check: no CUDA GPU is visible to torch {torch.__version__} "
-            f"(built for CUDA {torch.version.cuda or 'none: a CPU build'}): nothing to check"
-        )
-        return EXIT_NO_GPU
-    started = time.monotonic()
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = args.out or Path("var") / "gpu-check" / f"gpu-check-{stamp}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if args.work_dir:
-        args.work_dir.mkdir(parents=True, exist_ok=True)
-    work_dir = Path(tempfile.mkdtemp(prefix=f"runs-{stamp}-", dir=args.work_dir or out.parent))
-    report = Report(datetime.now(UTC).isoformat(timespec="seconds"), checks.machine_facts())
-    print(report.render().split("\n\n")[0], flush=True)
-    ctx = checks.Context(work_dir, checks.python_executable(), time.monotonic() + args.budget_s, {})
-    probes: dict[str, tuple[dict | None, checks.ChildRun]] = {}
+    probes: dict[str, tuple[dict | None, ChildRun]] = {}
 
     def peak() -> list[Check]:
-        check, ctx.peaks_tflops = checks.peak_rates(args.matmul_n)
+        check, ctx.peaks_tflops = peak_rates(matmul_n)
         return [check]
 
     def task0() -> list[Check]:
         gpus = torch.cuda.device_count()
         counts = sorted({1, gpus, *(2**i for i in range(1, 8) if 2**i <= gpus)})
-        found = [checks.task0_check(ctx, "nccl", k, shared_gpu=False) for k in counts]
+        found = [task0_check(ctx, "nccl", k, shared_gpu=False) for k in counts]
         if gpus == 1:
-            found.append(checks.task0_check(ctx, "nccl", 2, shared_gpu=True))
-        found.append(checks.task0_check(ctx, "gloo", 2, shared_gpu=gpus < 2))
+            found.append(task0_check(ctx, "nccl", 2, shared_gpu=True))
+        found.append(task0_check(ctx, "gloo", 2, shared_gpu=gpus < 2))
         return found
 
     def task1a(
@@ -114,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     def overhead() -> list[Check]:
         return [checks.overhead_check(ctx, 300.0)]
 
-    plan: list[tuple[str, Callable[[], list[Check]]]] = [
+    return [
         ("matmul peaks", peak),
         (
             "light Task 1a, eager, to its goal",
@@ -134,6 +122,54 @@ def main(argv: list[str] | None = None) -> int:
         ),
         ("the engine against a plain loop, Tasks 1a to 4b", overhead),
     ]
+
+
+def run_step(title: str, step: Callable[[], list[Check]], debug: bool) -> list[Check]:
+    """Run one step of the plan and print its checks; an error inside it is its one failed
+    check, not the run's end (its traceback printed with ``debug``)."""
+    began = time.monotonic()
+    try:
+        found = step()
+    except Exception as exc:  # a broken check must not hide the others
+        if debug:
+            traceback.print_exc()
+        found = [
+            Check(
+                title,
+                title,
+                checks.FAIL,
+                f"{type(exc).__name__}: {exc}",
+                "an error in the check itself: rerun with --debug for its traceback",
+            )
+        ]
+    for check in found:
+        check.seconds = check.seconds or time.monotonic() - began
+        shown = check.figure or check.advice
+        print(f"    {check.verdict:<8} {check.title}: {shown}", flush=True)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print(
+            f"gpu-check: no CUDA GPU is visible to torch {torch.__version__} "
+            f"(built for CUDA {torch.version.cuda or 'none: a CPU build'}): nothing to check"
+        )
+        return EXIT_NO_GPU
+    started = time.monotonic()
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = args.out or Path("var") / "gpu-check" / f"gpu-check-{stamp}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if args.work_dir:
+        args.work_dir.mkdir(parents=True, exist_ok=True)
+    work_dir = Path(tempfile.mkdtemp(prefix=f"runs-{stamp}-", dir=args.work_dir or out.parent))
+    report = Report(datetime.now(UTC).isoformat(timespec="seconds"), machine_facts())
+    print(report.render().split("\n\n")[0], flush=True)
+    ctx = Context(work_dir, python_executable(), time.monotonic() + args.budget_s, {})
+    plan = check_plan(ctx, args.matmul_n)
     for number, (title, step) in enumerate(plan, start=1):
         elapsed = time.monotonic() - started
         left = ctx.seconds_left()
@@ -146,26 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             f"[{number}/{len(plan)}] {title} ({elapsed:.0f} s elapsed, {left:.0f} s left)",
             flush=True,
         )
-        began = time.monotonic()
-        try:
-            found = step()
-        except Exception as exc:  # a broken check must not hide the others
-            if args.debug:
-                traceback.print_exc()
-            found = [
-                Check(
-                    title,
-                    title,
-                    checks.FAIL,
-                    f"{type(exc).__name__}: {exc}",
-                    "an error in the check itself: rerun with --debug for its traceback",
-                )
-            ]
-        for check in found:
-            check.seconds = check.seconds or time.monotonic() - began
-            shown = check.figure or check.advice
-            print(f"    {check.verdict:<8} {check.title}: {shown}", flush=True)
-        report.checks += found
+        report.checks += run_step(title, step, args.debug)
         report.wall_s = time.monotonic() - started
         report.write(out)  # after every check: a killed run leaves what it measured
     report.wall_s = time.monotonic() - started
