@@ -19,9 +19,15 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+    from workers.gpu_check.measure import WatchedClock
 
 # Steps left out of throughput and phase figures: the first ones carry cuDNN's algorithm
 # search, the allocator's growth and lazy initialisation.
@@ -92,16 +98,8 @@ def run_probe(
     dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1)
     result = ProbeResult(task_id, str(device), precision, compile_mode, status="failed")
 
-    # The scale and the overflow flag of every update, as device tensors (read at the end:
-    # noting them must not add a wait to the watched steps).
     noted: list[tuple[torch.Tensor, torch.Tensor]] = []
-    update = DynamicLossScale.update_on_device
-
-    def noted_update(self: DynamicLossScale, found_inf: torch.Tensor) -> None:
-        noted.append((self.scale_tensor.detach().clone(), found_inf.detach().clone()))
-        update(self, found_inf)
-
-    DynamicLossScale.update_on_device = noted_update  # type: ignore[method-assign]
+    update = note_loss_scales(noted)
     writer = RecordWriter(results, results.name, 0, 1)
     tracker = Tracker(
         writer, device, goal=spec.goal, light=True, max_epochs=max_epochs or spec.epochs(True)
@@ -136,19 +134,48 @@ def run_probe(
     if evaluations:
         result.final_metrics = dict(evaluations[-1]["metrics"])
     result.goal = spec.goal.describe(True)
-    result.step_wall_s = [s.wall_s for s in clock.steps]
-    result.step_phases_s = [s.phases_s for s in clock.steps]
-    result.step_syncs = [s.syncs for s in clock.steps]
-    timed = clock.steps[WARMUP_STEPS:]
-    samples = [int(s["samples"]) for s in records.of_kind("step")][WARMUP_STEPS:]
-    if timed and len(samples) == len(timed):
-        result.samples_per_s = sum(samples) / sum(s.wall_s for s in timed)
-    result.loss_scales = [float(scale) for scale, _ in noted]
-    result.overflows = [i for i, (_, found_inf) in enumerate(noted) if float(found_inf)]
+    fill_from_watch(result, clock, records.of_kind("step"), noted)
     if device.type == "cuda":
         result.peak_memory_bytes = torch.cuda.max_memory_allocated(device)
     result.wall_s = time.perf_counter() - began
     return result
+
+
+def note_loss_scales(noted: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[..., None]:
+    """Make every dynamic loss scale's update note its scale and overflow flag in ``noted``
+    first, as device tensors (read at the end: noting them must not add a wait to the
+    watched steps); returns the update it wraps, to be put back after the run."""
+    from workers.mixed_precision import DynamicLossScale
+
+    update = DynamicLossScale.update_on_device
+
+    def noted_update(self: DynamicLossScale, found_inf: torch.Tensor) -> None:
+        noted.append((self.scale_tensor.detach().clone(), found_inf.detach().clone()))
+        update(self, found_inf)
+
+    DynamicLossScale.update_on_device = noted_update  # type: ignore[method-assign]
+    return update
+
+
+def fill_from_watch(
+    result: ProbeResult,
+    clock: WatchedClock,
+    steps: list[Any],
+    noted: list[tuple[torch.Tensor, torch.Tensor]],
+) -> None:
+    """What the instruments saw: each step's wall time, phase sum (seconds) and host waits
+    from the watched clock, samples/s over the steps after the warm-up (with the step
+    records' sample counts), and on fp16 runs each update's loss scale and the updates an
+    overflow skipped (``noted``: the scale and the overflow flag, as device tensors)."""
+    result.step_wall_s = [s.wall_s for s in clock.steps]
+    result.step_phases_s = [s.phases_s for s in clock.steps]
+    result.step_syncs = [s.syncs for s in clock.steps]
+    timed = clock.steps[WARMUP_STEPS:]
+    samples = [int(s["samples"]) for s in steps][WARMUP_STEPS:]
+    if timed and len(samples) == len(timed):
+        result.samples_per_s = sum(samples) / sum(s.wall_s for s in timed)
+    result.loss_scales = [float(scale) for scale, _ in noted]
+    result.overflows = [i for i, (_, found_inf) in enumerate(noted) if float(found_inf)]
 
 
 def fill_from_records(result: ProbeResult, events: list[dict[str, Any]], steps: list[Any]) -> None:
