@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
 from scalebench.config import BadSetting, check_mlperf_settings
 from scalebench.datasets import DataSetMissing, check_available
@@ -40,8 +41,13 @@ from scalebench.rank import (
     MAX_SEED,
 )
 from scalebench.rank_options import add_rank_options
-from scalebench.tasks import AllReduceSpec, get_task
-from workers.distributed import GroupConfigError, group_env_from
+from scalebench.tasks import AllReduceSpec, TaskSpec, get_task
+from workers.distributed import GroupConfigError, GroupEnv, group_env_from
+
+if TYPE_CHECKING:
+    import torch
+
+    from workers.tracker import Tracker
 
 log = logging.getLogger("scalebench.worker")
 
@@ -119,25 +125,112 @@ def _configure_logging(rank: int) -> None:
     )
 
 
+def check_request(args: argparse.Namespace) -> tuple[TaskSpec, GroupEnv]:
+    """The task and this rank's place in its group, once every check that needs no torch has
+    passed: the seed and epoch limit in range, a training task's MLPerf settings and data set
+    (``--data-dir`` filled in), and a writable ``--results``. Raises what :func:`main` reports
+    as refused: ``KeyError`` (no such task), :class:`GroupConfigError`,
+    :class:`DataSetMissing`, :class:`BadSetting` or ``OSError``."""
+    spec = get_task(args.task)
+    group = group_env_from(os.environ)
+    if not 0 <= args.seed <= MAX_SEED:
+        raise GroupConfigError(f"--seed must be between 0 and {MAX_SEED}, got {args.seed}")
+    if args.max_epochs is not None and args.max_epochs < 1:
+        raise GroupConfigError(f"--max-epochs must be at least 1, got {args.max_epochs}")
+    if not isinstance(spec, AllReduceSpec):
+        check_mlperf_settings()  # what rank 0's MLPerf log will say (SCALEBENCH_MLPERF_*)
+    if not args.light and not isinstance(spec, AllReduceSpec):
+        from scalebench.config import data_dir
+
+        args.data_dir = args.data_dir or data_dir()
+        check_available(spec.data.name, args.data_dir)
+    args.results.mkdir(parents=True, exist_ok=True)
+    if not os.access(args.results, os.W_OK):
+        raise PermissionError(13, "Permission denied", str(args.results))
+    return spec, group
+
+
+def rank_device(asked: str, local_rank: int) -> torch.device:
+    """The rank's device: ``cuda:<local rank modulo the GPUs here>`` when ``asked`` is
+    ``cuda``, or ``auto`` and a GPU is visible; else the CPU."""
+    import torch
+
+    use_cuda = torch.cuda.is_available() if asked == "auto" else asked == "cuda"
+    return (
+        torch.device("cuda", local_rank % max(torch.cuda.device_count(), 1))
+        if use_cuda
+        else torch.device("cpu")
+    )
+
+
+def open_tracker(
+    args: argparse.Namespace, spec: TaskSpec, group: GroupEnv, device: torch.device
+) -> Tracker:
+    """The rank's tracker: its records in ``<results>/rank-<r>.jsonl``, rank 0's MLPerf log,
+    the task's goal and epoch limit (none for Task 0), and the link it runs on."""
+    from workers.records import RecordWriter
+    from workers.tracker import MLPerfLog, Tracker
+
+    run_dir: Path = args.results
+    writer = RecordWriter(run_dir, args.run_id or run_dir.name, group.rank, group.world_size)
+    mlperf = MLPerfLog(run_dir / "mllog-rank-0.log" if group.rank == 0 else None)
+    goal = None if isinstance(spec, AllReduceSpec) else spec.goal
+    max_epochs = (
+        0 if isinstance(spec, AllReduceSpec) else (args.max_epochs or spec.epochs(args.light))
+    )
+    return Tracker(
+        writer,
+        device,
+        goal=goal,
+        light=args.light,
+        max_epochs=max_epochs,
+        mlperf_log=mlperf,
+        network=args.network,
+    )
+
+
+def failure_status(exc: BaseException, tracker: Tracker, rank: int, run_dir: Path) -> int:
+    """Record why the run ended before its end (a last record, ``failed`` or ``diverged``) and
+    return the rank's exit status: refused (``--compile on`` that cannot compile), diverged,
+    terminated (SIGTERM, the launcher gone, SIGINT), no space left, or failed."""
+    from workers.compile import CompileRefused
+    from workers.engine import Diverged
+
+    if isinstance(exc, CompileRefused):
+        tracker.fail("failed", str(exc))
+        print(f"workers.run: refused: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if isinstance(exc, Diverged):
+        tracker.fail("diverged", str(exc))
+        log.error("diverged: %s", exc)
+        return EXIT_DIVERGED
+    if isinstance(exc, Terminated):
+        reason = (
+            LAUNCHER_VANISHED
+            if _launcher_gone.is_set()
+            else "terminated by SIGTERM (timeout or cancellation)"
+        )
+        tracker.fail("failed", reason)
+        return EXIT_TERMINATED
+    if isinstance(exc, KeyboardInterrupt):
+        tracker.fail("failed", "interrupted (SIGINT)")
+        return EXIT_TERMINATED
+    if not no_space(exc):
+        tracker.fail("failed", f"{type(exc).__name__}: {exc}")
+        log.exception("rank %d failed", rank)
+        return EXIT_FAILED
+    # One line, no traceback; the launcher records the group failed for it.
+    reason = no_space_reason(run_dir)
+    with contextlib.suppress(OSError):  # the last record may still fit
+        tracker.fail("failed", reason)
+    print(f"workers.run: rank {rank}: {reason}", file=sys.stderr, flush=True)
+    return EXIT_NO_SPACE
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        spec = get_task(args.task)
-        group = group_env_from(os.environ)
-        if not 0 <= args.seed <= MAX_SEED:
-            raise GroupConfigError(f"--seed must be between 0 and {MAX_SEED}, got {args.seed}")
-        if args.max_epochs is not None and args.max_epochs < 1:
-            raise GroupConfigError(f"--max-epochs must be at least 1, got {args.max_epochs}")
-        if not isinstance(spec, AllReduceSpec):
-            check_mlperf_settings()  # what rank 0's MLPerf log will say (SCALEBENCH_MLPERF_*)
-        if not args.light and not isinstance(spec, AllReduceSpec):
-            from scalebench.config import data_dir
-
-            args.data_dir = args.data_dir or data_dir()
-            check_available(spec.data.name, args.data_dir)
-        args.results.mkdir(parents=True, exist_ok=True)
-        if not os.access(args.results, os.W_OK):
-            raise PermissionError(13, "Permission denied", str(args.results))
+        spec, group = check_request(args)
     except (KeyError, GroupConfigError, DataSetMissing, BadSetting) as exc:
         print(f"workers.run: refused: {exc.args[0]}", file=sys.stderr)
         return EXIT_REFUSED
@@ -152,11 +245,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from workers import allreduce, engine
     from workers.adapter import TrainingOptions, adapter_for
-    from workers.compile import CompileRefused
     from workers.distributed import check_backend, environment, init_group
     from workers.mlperf import submission
-    from workers.records import RecordWriter
-    from workers.tracker import MLPerfLog, Tracker
 
     try:
         check_backend(args.backend, group.world_size)
@@ -166,29 +256,8 @@ def main(argv: list[str] | None = None) -> int:
     threads = args.threads_per_worker or int(os.environ.get("OMP_NUM_THREADS") or 0)
     if threads:
         torch.set_num_threads(threads)
-    use_cuda = torch.cuda.is_available() if args.device == "auto" else args.device == "cuda"
-    device = (
-        torch.device("cuda", group.local_rank % max(torch.cuda.device_count(), 1))
-        if use_cuda
-        else torch.device("cpu")
-    )
-
-    run_dir: Path = args.results
-    writer = RecordWriter(run_dir, args.run_id or run_dir.name, group.rank, group.world_size)
-    mlperf = MLPerfLog(run_dir / "mllog-rank-0.log" if group.rank == 0 else None)
-    goal = None if isinstance(spec, AllReduceSpec) else spec.goal
-    max_epochs = (
-        0 if isinstance(spec, AllReduceSpec) else (args.max_epochs or spec.epochs(args.light))
-    )
-    tracker = Tracker(
-        writer,
-        device,
-        goal=goal,
-        light=args.light,
-        max_epochs=max_epochs,
-        mlperf_log=mlperf,
-        network=args.network,
-    )
+    device = rank_device(args.device, group.local_rank)
+    tracker = open_tracker(args, spec, group, device)
     tracker.init_start()  # MLPerf: data, model and compilation are initialisation
     signal.signal(signal.SIGTERM, _on_sigterm)
     if os.environ.get(LAUNCHER_PID_VARIABLE, "").isdigit():
@@ -219,36 +288,8 @@ def main(argv: list[str] | None = None) -> int:
             )
             engine.train(adapter_for(spec, options, device), tracker)
         status = EXIT_OK
-    except CompileRefused as exc:
-        tracker.fail("failed", str(exc))
-        print(f"workers.run: refused: {exc}", file=sys.stderr)
-        status = EXIT_REFUSED
-    except engine.Diverged as exc:
-        tracker.fail("diverged", str(exc))
-        log.error("diverged: %s", exc)
-        status = EXIT_DIVERGED
-    except Terminated:
-        reason = (
-            LAUNCHER_VANISHED
-            if _launcher_gone.is_set()
-            else "terminated by SIGTERM (timeout or cancellation)"
-        )
-        tracker.fail("failed", reason)
-        status = EXIT_TERMINATED
-    except KeyboardInterrupt:
-        tracker.fail("failed", "interrupted (SIGINT)")
-        status = EXIT_TERMINATED
-    except Exception as exc:
-        if not no_space(exc):
-            tracker.fail("failed", f"{type(exc).__name__}: {exc}")
-            log.exception("rank %d failed", group.rank)
-            status = EXIT_FAILED
-        else:  # one line, no traceback; the launcher records the group failed for it
-            reason = no_space_reason(run_dir)
-            with contextlib.suppress(OSError):  # the last record may still fit
-                tracker.fail("failed", reason)
-            print(f"workers.run: rank {group.rank}: {reason}", file=sys.stderr, flush=True)
-            status = EXIT_NO_SPACE
+    except (Exception, Terminated, KeyboardInterrupt) as exc:
+        status = failure_status(exc, tracker, group.rank, args.results)
     finally:
         try:
             tracker.close()
