@@ -14,9 +14,9 @@ from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
 from results_db.run_summary import summarise
-from scalebench.datasets import DataSetMissing
+from scalebench.datasets import DataSetCorrupt, DataSetMissing
 from scalebench.tasks import TabularData, TrainingSpec, get_task
-from workers.data.prepare import DataSetCorrupt, convert_libsvm, prepare_epsilon
+from workers.data.epsilon import convert_libsvm, prepare_epsilon
 from workers.data.sources import load_epsilon, load_epsilon_like
 from workers.logistic_regression import regularised_loss
 from workers.records import read_run
@@ -131,7 +131,7 @@ def test_an_epsilon_source_larger_than_its_rows_can_take_is_stopped(tmp_path: Pa
     """A download that goes on past what 60 rows of 8 features can take (a source that never
     ends) is stopped, and so is a .bz2 that unpacks to more: nothing fills the disk, nothing
     is left that looks prepared."""
-    from workers.data.prepare import libsvm_bound
+    from workers.data.epsilon import libsvm_bound
 
     bound = libsvm_bound(60, 8)
     assert bound == 60 * (8 * 32 + 8)

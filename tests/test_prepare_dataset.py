@@ -10,16 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from scalebench.datasets import DataSetMissing
-from workers.data.prepare import (
-    DataSetCorrupt,
-    Prepared,
-    fetch,
-    md5_of,
-    prepare,
-    prepare_cifar10,
-)
+from scalebench.datasets import DataSetCorrupt, DataSetMissing
+from workers.data.cifar10 import prepare_cifar10
+from workers.data.download import fetch
+from workers.data.prepare import prepare
 from workers.data.sources import CIFAR10_DIR
+from workers.data.stamps import Prepared, md5_of
 
 NAMES = [*(f"data_batch_{i}" for i in range(1, 6)), "test_batch"]
 
