@@ -34,7 +34,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
@@ -159,13 +159,7 @@ class TrainingGroupOperator(BaseOperator):
                 event, group.timeout_s, self.group, self._attempt, config.live_ingest_s()
             )
         except Exception as exc:
-            if launcher is not None:
-                launcher.stop()
-            reason = launcher_failed(group, exc)
-            manifest.record_verdict(
-                Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
-            )
-            raise AirflowException(f"{group.run_id}: {reason}") from exc
+            self.fail_resumed(group, launcher, exc)
         self.defer(trigger=trigger, method_name="resume")
 
     def resume(self, context: Any, event: dict[str, Any]) -> dict[str, Any]:
@@ -223,12 +217,7 @@ class TrainingGroupOperator(BaseOperator):
             try:
                 launcher.next_attempt(result)
             except Exception as exc:
-                launcher.stop()
-                reason = launcher_failed(group, exc)
-                manifest.record_verdict(
-                    Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
-                )
-                raise AirflowException(f"{group.run_id}: {reason}") from exc
+                self.fail_resumed(group, launcher, exc)
             self._running = launcher
             self.defer_to_triggerer(group)
         return self.finish(group, result)
@@ -256,14 +245,20 @@ class TrainingGroupOperator(BaseOperator):
                 self._running = launcher
                 launcher.defer()
         except Exception as exc:
-            if launcher is not None:
-                launcher.stop()
-            reason = launcher_failed(group, exc)
-            manifest.record_verdict(
-                Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
-            )
-            raise AirflowException(f"{group.run_id}: {reason}") from exc
+            self.fail_resumed(group, launcher, exc)
         return self.finish(group, result)
+
+    def fail_resumed(self, group: GroupPlan, launcher: Any, error: Exception) -> NoReturn:
+        """A resumed task could not act on its trigger's event (the launcher cannot be
+        built, the cluster refused): stop what the group left running where it can, record
+        the group failed naming the error, and fail the task."""
+        if launcher is not None:
+            launcher.stop()
+        reason = launcher_failed(group, error)
+        manifest.record_verdict(
+            Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
+        )
+        raise AirflowException(f"{group.run_id}: {reason}") from error
 
     def finish(self, group: GroupPlan, result: GroupResult) -> dict[str, Any]:
         """Record the group's verdict in the manifest and the results database."""
