@@ -18,6 +18,7 @@ from dataclasses import fields
 from typing import Any
 from urllib.parse import urlencode
 
+from scalebench.run_metrics import shown_on
 from scalebench.units import MEASURES
 
 # Sweep and run ids, task ids, machine and GPU type names: printable, no spaces.
@@ -35,6 +36,7 @@ SORTABLE_RUN_COLUMNS = (
     "time_to_accuracy_s",
     "samples_per_s",
     "communication_ratio",
+    *(metric.name for metric in shown_on("runs_table")),
     "reason",
 )
 TREND_METRICS = tuple(MEASURES)  # the trend page's choices: scalebench/units.py names them

@@ -19,6 +19,7 @@ from results_db.analytics import ScalingRow
 from results_db.queries.costs import PriceRow
 from results_db.queries.runs import EnvironmentRow, EventRow, RunInfo
 from scalebench import units
+from scalebench.run_metrics import shown_on
 from workers.records import RECORDS_NOTE
 
 
@@ -47,6 +48,8 @@ RUN_SORT_KEYS: dict[str, Any] = {
     "time_to_accuracy_s": lambda r: r.time_to_accuracy_s,
     "samples_per_s": lambda r: r.samples_per_s,
     "communication_ratio": lambda r: r.communication_ratio,
+    # the run metrics declared for the runs table (scalebench.run_metrics), by name
+    **{m.name: lambda r, name=m.name: r.metrics.get(name) for m in shown_on("runs_table")},
     "reason": lambda r: r.reason or None,
 }
 
@@ -76,6 +79,7 @@ def run_rows(
             "time_to_accuracy_s": units.seconds(r.time_to_accuracy_s),
             "samples_per_s": units.number(r.samples_per_s),
             "communication_ratio": units.percent(r.communication_ratio),
+            **{m.name: m.text(r.metrics.get(m.name)) for m in shown_on("runs_table")},
             "started": when(r.started_at),
             "reason": r.reason[:120],
         }
@@ -184,6 +188,7 @@ def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str,
         ("communication ratio", units.percent(run.communication_ratio)),
         ("epochs / steps", f"{run.epochs} / {run.steps:,}"),
         ("throughput", f"{units.number(run.samples_per_s)} samples/s"),
+        *((m.label, m.text(run.metrics.get(m.name))) for m in shown_on("run_page")),
         ("started", when(run.started_at)),
         ("unreadable lines", str(run.quarantined_lines)),
     ]

@@ -146,6 +146,8 @@ class Run(Base):
     contention_share: Mapped[float | None] = mapped_column(Float)
     contended: Mapped[bool] = mapped_column(Boolean, server_default=false())
     hardware: Mapped[str | None] = mapped_column(String(250))  # processor (+ GPUs)
+    # The run metrics (scalebench.run_metrics, which says how the ranks' values are reduced;
+    # a test holds these columns to it), None for runs stored before each was measured.
     # The machine's reference workload's median seconds per sample over the ranks
     # (workers.machine_reference): the nightly judges step times relative to it.
     machine_reference_s: Mapped[float | None] = mapped_column(Float)

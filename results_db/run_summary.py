@@ -14,24 +14,23 @@ the goal within its epoch limit.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from results_db import analytics
+from scalebench.run_metrics import RUN_METRICS
 from workers.records import (
     CPU_USE_FIELDS,
     DDP_EXPOSED_WAIT,
-    MACHINE_REFERENCE_FIELD,
+    FINAL_EVENTS,
     PHASES,
     RankRecords,
     rank_of,
 )
 
 _COMMON_FIELDS = {"v", "run_id", "rank", "world_size", "kind", "t", "event"}
-FINAL_EVENTS = ("finished", "failed", "diverged")  # the events that close a rank's records
 
 
 @dataclass
@@ -66,8 +65,8 @@ class RunSummary:
     # the share of the group's cores other processes took (analytics.contention_share)
     contention_share: float | None = None
     hardware: str | None = None  # what the ranks ran on (:func:`hardware_of`)
-    # the machine's reference workload, seconds per sample (:func:`machine_reference_s`)
-    machine_reference_s: float | None = None
+    # each run metric's value (scalebench.run_metrics), in its unit; None: no rank measured it
+    metrics: dict[str, float | int | None] = field(default_factory=dict)
 
 
 def _run_status(
@@ -137,12 +136,15 @@ def cpu_uses(ranks: Sequence[RankRecords]) -> list[analytics.RankCpuUse]:
     return uses
 
 
-def machine_reference_s(ranks: Sequence[RankRecords]) -> float | None:
-    """The median over ranks of the machine's reference workload's seconds, from their final
-    events (see :mod:`workers.machine_reference`); None for records without it."""
-    timed = [(final_event(rank) or {}).get(MACHINE_REFERENCE_FIELD) for rank in ranks]
-    seconds = [float(s) for s in timed if isinstance(s, int | float) and s > 0]
-    return statistics.median(seconds) if seconds else None
+def run_metrics(ranks: Sequence[RankRecords]) -> dict[str, float | int | None]:
+    """Every run metric (:data:`scalebench.run_metrics.RUN_METRICS`, by name), its ranks'
+    values in their final events reduced as it is declared; None where no rank's final
+    event holds it (records from before it was measured)."""
+    finals = [final_event(rank) or {} for rank in ranks]
+    return {
+        metric.name: metric.of_ranks(final.get(metric.name) for final in finals)
+        for metric in RUN_METRICS
+    }
 
 
 HARDWARE_LIMIT = 250  # characters the results database keeps
@@ -260,5 +262,5 @@ def summarise(
         records_version=min((r.records[0]["v"] for r in ranks if r.records), default=None),
         contention_share=analytics.contention_share(cpu_uses(ranks)),
         hardware=hardware_of(ranks),
-        machine_reference_s=machine_reference_s(ranks),
+        metrics=run_metrics(ranks),
     )

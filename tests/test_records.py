@@ -213,6 +213,12 @@ def test_the_record_builders_below_make_valid_lines() -> None:
         (_allreduce_line(elements=0, bytes=0), "'bytes' is out of range: 0"),
         (_allreduce_line(bytes=5), "4 float32 elements is 16 bytes, not 5"),
         (_allreduce_line(seconds=[]), "without a timed repetition"),
+        # a run metric (scalebench.run_metrics) outside its quantity's range
+        (
+            '{"v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "event", "t": 0, '
+            '"event": "failed", "reason": "x", "machine_reference_s": -0.5}',
+            "machine_reference_s is -0.5: the machine's reference workload's seconds",
+        ),
     ],
 )
 def test_bad_lines_are_described(line: str, problem: str) -> None:

@@ -480,6 +480,44 @@ def test_migrations_build_exactly_the_models(engine: Engine) -> None:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
 
 
+# What the fake ranks' final events hold of every run metric (rank r: 1 + r × 0.1 times it).
+MEASURED = {"machine_reference_s": 0.002}
+
+
+def test_every_run_metric_is_a_column_a_written_value_and_a_fact(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Each run metric of scalebench.run_metrics is a nullable column of ``run`` of its kind,
+    written at ingest as the summary reduced it and read back into ``RunInfo.metrics``; a run
+    whose records predate the metrics has None. A metric that the model, the row written or
+    RunInfo lacks fails here (one the migrations lack: the test above)."""
+    from sqlalchemy import BigInteger, Float
+
+    from results_db.run_summary import summarise
+    from scalebench.run_metrics import RUN_METRICS
+    from workers.records import read_run
+
+    names = [metric.name for metric in RUN_METRICS]
+    for metric in RUN_METRICS:
+        column = Run.__table__.c[metric.name]
+        assert column.nullable, metric.name
+        assert type(column.type) is (BigInteger if metric.kind is int else Float), metric.name
+    sweep_dir = write_training_sweep(
+        tmp_path,
+        "s-metrics",
+        [FakeRun(2, **MEASURED), FakeRun(1)],  # the second: records from before the metrics
+    )
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        runs = {r.world_size: r for r in run_infos(conn, sweep_id="s-metrics")}
+    measured, older = runs[2], runs[1]
+    summary = summarise(read_run(sweep_dir / measured.id), measured.id)
+    assert list(summary.metrics) == list(measured.metrics) == names
+    assert all(summary.metrics[name] is not None for name in names)
+    assert measured.metrics == pytest.approx(summary.metrics)
+    assert older.metrics == dict.fromkeys(names)
+
+
 def test_binary_copy_round_trips_nulls_and_text_of_any_length(postgres_admin: Engine) -> None:
     from results_db import pg_copy
 

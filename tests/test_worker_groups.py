@@ -77,7 +77,7 @@ def test_two_workers_train_an_epoch_of_the_light_image_task(
     # each rank timed the machine's reference workload, outside its timed steps
     references = [rank.of_kind("event")[-1]["machine_reference_s"] for rank in ranks]
     assert all(0 < seconds < 0.1 for seconds in references)
-    assert summary.machine_reference_s == pytest.approx(statistics.median(references))
+    assert summary.metrics["machine_reference_s"] == pytest.approx(statistics.median(references))
 
 
 def test_all_reduce_light_writes_complete_records_on_every_rank(

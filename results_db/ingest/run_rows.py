@@ -123,7 +123,7 @@ def _run_values(
         contended=summary.contention_share is not None
         and summary.contention_share > config.contention_threshold(),
         hardware=summary.hardware,
-        machine_reference_s=summary.machine_reference_s,
+        **summary.metrics,
         ingested_at=datetime.now(UTC),
     )
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from results_db.models import (
     StepTiming,
 )
 from scalebench.nodes import shape_label
+from scalebench.run_metrics import RUN_METRICS
 from workers.records import FIRST_VERSION_WITH_PACKING
 
 if TYPE_CHECKING:
@@ -24,7 +26,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """One run, as the runs table and a run's page show it (seconds, samples/s)."""
+    """One run, as the runs table and a run's page show it (seconds, samples/s); its run
+    metrics (:mod:`scalebench.run_metrics`) by name, each in its unit (None: not measured)."""
 
     id: str
     sweep_id: str
@@ -68,6 +71,7 @@ class RunInfo:
     hardware: str | None = None  # processor (+ GPUs) the ranks ran on
     ingested_at: datetime | None = None  # when it was last loaded (a running run: how far)
     ranks_per_node: int = 1  # as asked: the run's shape is shape_label(world_size, it)
+    metrics: Mapping[str, float | int | None] = field(default_factory=dict, hash=False)
 
     @property
     def shape(self) -> str:
@@ -80,7 +84,16 @@ class RunInfo:
         return self.records_version is None or self.records_version < FIRST_VERSION_WITH_PACKING
 
 
-_RUN_COLUMNS = tuple(getattr(Run, name) for name in RunInfo.__dataclass_fields__)
+_FACTS = tuple(f.name for f in fields(RunInfo) if f.name != "metrics")
+# the run's facts, then its metrics: each a column of ``run`` of the same name
+_RUN_COLUMNS = tuple(getattr(Run, name) for name in (*_FACTS, *(m.name for m in RUN_METRICS)))
+
+
+def _run_info(row: Sequence[Any]) -> RunInfo:
+    """A :class:`RunInfo` from a row of :data:`_RUN_COLUMNS`."""
+    facts, measured = row[: len(_FACTS)], row[len(_FACTS) :]
+    names = (metric.name for metric in RUN_METRICS)
+    return RunInfo(*facts, metrics=dict(zip(names, measured, strict=True)))
 
 
 def run_infos(
@@ -111,13 +124,13 @@ def run_infos(
             | func.lower(Run.task).contains(needle, autoescape=True)
             | func.lower(Run.reason).contains(needle, autoescape=True)
         )
-    return [RunInfo(*row) for row in conn.execute(query)]
+    return [_run_info(row) for row in conn.execute(query)]
 
 
 def run_info(conn: Connection, run_id: str) -> RunInfo | None:
     """One run, or None when there is no such run."""
     row = conn.execute(select(*_RUN_COLUMNS).where(Run.id == run_id)).first()
-    return RunInfo(*row) if row is not None else None
+    return _run_info(row) if row is not None else None
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ import re
 from pathlib import PurePath
 
 from scalebench.request import MAX_GROUP_TIMEOUT_S
+from scalebench.run_metrics import RUN_METRICS
 
 SCHEMA_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
@@ -99,12 +100,14 @@ PAYLOAD_FIELDS: dict[str, dict[str, type | tuple[type, ...]]] = {
 # The machine's and the rank's CPU seconds since the common start, in a rank's final event
 # (``Tracker.cpu_use``): what tells a contended run.
 CPU_USE_FIELDS = ("cpu_window_s", "host_busy_cpu_s", "own_cpu_s")
-# The machine's reference workload's median seconds, timed at the rank's start and end
-# (``workers.machine_reference``); in the same final event, absent from older records.
-MACHINE_REFERENCE_FIELD = "machine_reference_s"
-_CPU_USE: dict[str, tuple[type, ...]] = dict.fromkeys(
-    (*CPU_USE_FIELDS, MACHINE_REFERENCE_FIELD), (int, float)
-)
+# The events that close a rank's records: each carries the CPU seconds and the run
+# metrics (``scalebench.run_metrics``: the machine's reference, the peak memory, ...), each
+# absent from records older than its measurement.
+FINAL_EVENTS = ("finished", "failed", "diverged")
+_CPU_USE: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(CPU_USE_FIELDS, (int, float)),
+    **{metric.name: metric.record_types for metric in RUN_METRICS},
+}
 
 # Fields of events that readers use, with their types; "required" ones must be there.
 # Other details an event carries are free (stored as they are).
@@ -163,7 +166,6 @@ DURATIONS = {
         "cpu_window_s",
         "host_busy_cpu_s",
         "own_cpu_s",
-        MACHINE_REFERENCE_FIELD,
     ),
 }
 INT8_MAX = 2**63 - 1  # byte and element counts are stored as 64-bit integers

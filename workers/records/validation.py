@@ -13,6 +13,7 @@ from operator import itemgetter
 from typing import Any
 
 from scalebench import quantities
+from scalebench.run_metrics import RUN_METRICS
 from workers.records.schema import (
     ALLREDUCE_DTYPE_BYTES,
     COMMON_FIELDS,
@@ -21,6 +22,7 @@ from workers.records.schema import (
     ENV_FIELDS,
     EVENT_FIELDS,
     EVENTS,
+    FINAL_EVENTS,
     FIRST_VERSION_WITH_PACKING,
     INT4_MAX,
     INT8_MAX,
@@ -123,11 +125,17 @@ def _is_number(value: Any) -> bool:
 
 def _check_values(kind: str, record: dict[str, Any]) -> None:
     """Raise :class:`BadRecord` for a value no measurement can have (a negative duration,
-    a text where a number belongs, an event without the fields its readers need)."""
+    a text where a number belongs, an event without the fields its readers need, a run
+    metric of a final event outside its quantity's range)."""
     _VALUE_CHECKS[kind](record)
     for (of, name), declared in quantities.FIELDS.items():
         if of in (kind, f"{kind}:{record.get('event')}", "any"):
             problem = declared.problem(record.get(name))
+            if problem:
+                raise BadRecord(problem)
+    if kind == "event" and record["event"] in FINAL_EVENTS:
+        for metric in RUN_METRICS:
+            problem = metric.quantity.problem(record.get(metric.name))
             if problem:
                 raise BadRecord(problem)
     for name in DURATIONS.get(kind, ()):

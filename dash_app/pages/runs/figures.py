@@ -7,6 +7,7 @@ from typing import Any
 
 from dash_app import components as ui
 from dash_app import tables
+from scalebench.run_metrics import shown_on
 
 # The server sorts: the grid keeps the rows in the order they are sent (every pair equal).
 KEEP_ORDER = {"comparator": {"function": "0"}}
@@ -31,6 +32,7 @@ COLUMNS = [
         ("time_to_accuracy_s", "time to accuracy"),
         ("samples_per_s", "samples/s"),
         ("communication_ratio", "communication ratio"),
+        *((m.name, m.label) for m in shown_on("runs_table")),
         ("started", "started"),
         ("reason", "reason"),
     )
