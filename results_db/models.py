@@ -151,6 +151,8 @@ class Run(Base):
     # The machine's reference workload's median seconds per sample over the ranks
     # (workers.machine_reference): the nightly judges step times relative to it.
     machine_reference_s: Mapped[float | None] = mapped_column(Float)
+    # The most memory any rank held at once, bytes (workers.tracker.peak_memory_bytes).
+    peak_memory_bytes: Mapped[int | None] = mapped_column(BigInteger)
     ingested_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     # Every rank's step records summed, stored at ingest so that per-step phase
     # means need no scan of step_timing: how many step records, and seconds per phase.

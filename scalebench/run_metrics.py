@@ -92,6 +92,14 @@ RUN_METRICS: tuple[RunMetric, ...] = (
         reduce="median",  # workers.machine_reference: the nightly divides by it
         label="machine reference (median rank)",
     ),
+    RunMetric(
+        Quantity("peak_memory_bytes", "bytes", 0, BIGINT_MAX, "a rank's peak memory"),
+        kind=int,
+        reduce="max",  # the rank that needed the most: what a machine must hold
+        label="peak memory (largest rank)",
+        shown=("run_page", "runs_table"),
+        text=units.byte_size,
+    ),
 )
 BY_NAME: dict[str, RunMetric] = {metric.name: metric for metric in RUN_METRICS}
 

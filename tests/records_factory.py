@@ -45,6 +45,9 @@ class FakeRun:
     # the machine's reference workload's seconds the final event carries (None: none, as
     # before it was timed); rank r's is (1 + r × 0.1) times this
     machine_reference_s: float | None = None
+    # the peak memory the final event carries, bytes (None: none, as before it was measured);
+    # rank r's is (1 + r) times this
+    peak_memory_bytes: int | None = None
     cpu_count: int = 2
     variant: str = "sync"
     start_details: dict[str, str] = field(default_factory=dict)  # more fields of the start
@@ -186,6 +189,8 @@ def write_rank(
         }
     if run.machine_reference_s is not None:
         cpu_use["machine_reference_s"] = run.machine_reference_s * (1 + rank * 0.1)
+    if run.peak_memory_bytes is not None:
+        cpu_use["peak_memory_bytes"] = run.peak_memory_bytes * (1 + rank)
     if run.end == "finished":
         recompiled = {} if run.compile_s is None else {"recompilations": rank}
         writer.write(

@@ -363,6 +363,28 @@ def test_the_run_facts_say_how_the_step_was_compiled() -> None:
     assert dict(run_facts(fell_back))["compilation"] == "eager (compile auto)"
 
 
+def test_the_run_page_and_the_runs_table_show_the_declared_run_metrics() -> None:
+    """The peak memory (scalebench.run_metrics), on the Run page's facts and as a sortable
+    column of the runs table; a run stored before it was measured shows a dash."""
+    from dataclasses import replace
+
+    from dash_app.pages.runs.figures import COLUMNS
+    from dash_app.state import SORTABLE_RUN_COLUMNS
+    from dash_app.tables import run_facts
+
+    measured = replace(run_info("big", 1, 30.0), metrics={"peak_memory_bytes": 3 * 2**30})
+    older = run_info("old", 1, 20.0)
+    assert dict(run_facts(measured))["peak memory (largest rank)"] == "3 GiB"
+    assert dict(run_facts(older))["peak memory (largest rank)"] == "—"
+    assert {"field": "peak_memory_bytes"}.items() <= COLUMNS[9].items()
+    assert "peak_memory_bytes" in SORTABLE_RUN_COLUMNS
+    rows, _ = tables.run_rows([older, measured], "peak_memory_bytes", "desc", 0, 10)
+    assert [(r["run"][:5], r["peak_memory_bytes"]) for r in rows] == [
+        ("[big]", "3 GiB"),
+        ("[old]", "—"),
+    ]
+
+
 def test_per_network_figures_keep_profiles_apart_and_draw_the_ideal_once() -> None:
     def rows(tta_two: float) -> list:
         return scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(2, tta_two)])

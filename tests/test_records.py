@@ -219,6 +219,16 @@ def test_the_record_builders_below_make_valid_lines() -> None:
             '"event": "failed", "reason": "x", "machine_reference_s": -0.5}',
             "machine_reference_s is -0.5: the machine's reference workload's seconds",
         ),
+        (
+            '{"v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "event", "t": 0, '
+            '"event": "finished", "status": "s", "peak_memory_bytes": -1}',
+            "peak_memory_bytes is -1: a rank's peak memory lies from 0 to",
+        ),
+        (
+            '{"v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "event", "t": 0, '
+            '"event": "diverged", "reason": "nan", "peak_memory_bytes": 1.5}',
+            "diverged event: field 'peak_memory_bytes' has 1.5",
+        ),
     ],
 )
 def test_bad_lines_are_described(line: str, problem: str) -> None:

@@ -58,7 +58,7 @@ def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url
     engine = make_engine(database_url)
     assert current_revision(engine) == "0001"
     upgrade(database_url)
-    assert current_revision(engine) == head_revision() == "0012"
+    assert current_revision(engine) == head_revision() == "0013"
     with engine.connect() as conn:
         prices = conn.execute(select(Price.name, Price.regular_per_hour)).all()
     assert {(name, float(p)) for name, p in prices} == {
@@ -480,8 +480,8 @@ def test_migrations_build_exactly_the_models(engine: Engine) -> None:
         assert compare_metadata(MigrationContext.configure(conn), Base.metadata) == []
 
 
-# What the fake ranks' final events hold of every run metric (rank r: 1 + r × 0.1 times it).
-MEASURED = {"machine_reference_s": 0.002}
+# What the fake ranks' final events hold of every run metric (records_factory.FakeRun).
+MEASURED = {"machine_reference_s": 0.002, "peak_memory_bytes": 3 * 2**30}
 
 
 def test_every_run_metric_is_a_column_a_written_value_and_a_fact(
@@ -516,6 +516,7 @@ def test_every_run_metric_is_a_column_a_written_value_and_a_fact(
     assert all(summary.metrics[name] is not None for name in names)
     assert measured.metrics == pytest.approx(summary.metrics)
     assert older.metrics == dict.fromkeys(names)
+    assert measured.metrics["peak_memory_bytes"] == 6 * 2**30  # the larger of the two ranks
 
 
 def test_binary_copy_round_trips_nulls_and_text_of_any_length(postgres_admin: Engine) -> None:

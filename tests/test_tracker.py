@@ -160,6 +160,7 @@ def test_the_final_event_carries_the_cpu_seconds_since_the_start(
     (failed,) = read_rank_file(tmp_path / "early" / "rank-0.jsonl").records
     assert failed["event"] == "failed" and "own_cpu_s" not in failed
     assert "machine_reference_s" not in failed
+    assert failed["peak_memory_bytes"] > 0  # memory is held from the first moment
     tracker = make_tracker(tmp_path)
     tracker.start()
     deadline = time.process_time() + 0.1
@@ -181,6 +182,8 @@ def test_the_final_event_carries_the_cpu_seconds_since_the_start(
     # the reference workload, timed at the start and at the end: 2 × SAMPLES samples
     assert len(tracker.machine_reference.timings_s) == 2 * SAMPLES
     assert final["machine_reference_s"] == statistics.median(tracker.machine_reference.timings_s)
+    # this process's peak resident set, in bytes: more than the interpreter and torch alone
+    assert final["peak_memory_bytes"] >= failed["peak_memory_bytes"] > 50 * 2**20
 
 
 def test_the_machine_reference_runs_on_one_blas_thread_whatever_the_rank_has(

@@ -78,6 +78,11 @@ def test_two_workers_train_an_epoch_of_the_light_image_task(
     references = [rank.of_kind("event")[-1]["machine_reference_s"] for rank in ranks]
     assert all(0 < seconds < 0.1 for seconds in references)
     assert summary.metrics["machine_reference_s"] == pytest.approx(statistics.median(references))
+    # each rank's peak resident set (a process holding torch and the model: above 100 MiB),
+    # the run keeping the largest
+    peaks = [rank.of_kind("event")[-1]["peak_memory_bytes"] for rank in ranks]
+    assert all(2**20 * 100 < peak < 2**40 for peak in peaks)
+    assert summary.metrics["peak_memory_bytes"] == max(peaks)
 
 
 def test_all_reduce_light_writes_complete_records_on_every_rank(

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import resource
+import sys
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -345,15 +347,18 @@ class Tracker:
         }
 
     def closing_measurements(self) -> dict[str, float]:
-        """What the final event carries besides its reason: :meth:`cpu_use`, and
-        ``machine_reference_s``, the reference workload's median seconds over its timing
-        at the start and now (see :mod:`workers.machine_reference`), on a CPU only: the
-        workload times the processor, which a GPU's step time does not follow."""
+        """What the final event carries besides its reason: :meth:`cpu_use`,
+        ``peak_memory_bytes`` (:func:`peak_memory_bytes`), and ``machine_reference_s``, the
+        reference workload's median seconds over its timing at the start and now (see
+        :mod:`workers.machine_reference`), on a CPU only: the workload times the processor,
+        which a GPU's step time does not follow. The run metrics among them are declared in
+        :mod:`scalebench.run_metrics`."""
+        measured = {**self.cpu_use(), "peak_memory_bytes": peak_memory_bytes(self.device)}
         if self._start is None or self.device.type != "cpu":
-            return self.cpu_use()
+            return measured
         self.machine_reference.measure()
         reference_s = self.machine_reference.seconds
-        return {**self.cpu_use(), **({"machine_reference_s": reference_s} if reference_s else {})}
+        return {**measured, **({"machine_reference_s": reference_s} if reference_s else {})}
 
     def finish(self, status: str, **details: Any) -> None:
         """Close a run that ended normally: ``status`` is why it ended."""
@@ -368,6 +373,17 @@ class Tracker:
     def close(self) -> None:
         self.mlperf.close()
         self.writer.close()
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """The most memory this rank has held at once, in bytes: on a GPU the most torch has
+    allocated on it (``torch.cuda.max_memory_allocated``); on a CPU the process's peak
+    resident set (``getrusage``'s ``ru_maxrss``: KiB on Linux, bytes on macOS), its Python
+    and libraries included."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak) if sys.platform == "darwin" else int(peak) * 1024
 
 
 def time_to_go(reached: bool, epochs_left: int, mean_epoch_s: float) -> str:
