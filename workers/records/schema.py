@@ -104,7 +104,7 @@ CPU_USE_FIELDS = ("cpu_window_s", "host_busy_cpu_s", "own_cpu_s")
 # metrics (``scalebench.run_metrics``: the machine's reference, the peak memory, ...), each
 # absent from records older than its measurement.
 FINAL_EVENTS = ("finished", "failed", "diverged")
-_CPU_USE: dict[str, tuple[type, ...]] = {
+_FINAL_FIELDS: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(CPU_USE_FIELDS, (int, float)),
     **{metric.name: metric.record_types for metric in RUN_METRICS},
 }
@@ -131,9 +131,9 @@ EVENT_FIELDS: dict[str, dict[str, tuple[type, ...]]] = {
         "value": (int, float),
         "target": (int, float),
     },
-    "finished": {"status": (str,), "recompilations": (int,), **_CPU_USE},
-    "failed": {"reason": (str,), **_CPU_USE},
-    "diverged": {"reason": (str,), **_CPU_USE},
+    "finished": {"status": (str,), "recompilations": (int,), **_FINAL_FIELDS},
+    "failed": {"reason": (str,), **_FINAL_FIELDS},
+    "diverged": {"reason": (str,), **_FINAL_FIELDS},
     "switched_to_asgd": {},
 }
 # Fields of the environment record that readers use, with their types (others are free).
