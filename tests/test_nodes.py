@@ -105,7 +105,7 @@ def test_on_kubernetes_a_group_is_one_pod_per_node_running_the_node_starter() ->
     import kubernetes_validate
 
     from operators.kubernetes import KubernetesSettings, group_names, job_manifest
-    from operators.kubernetes.settings import times
+    from operators.kubernetes.setting_fields import times
 
     request = validate_request(
         task="task0-allreduce",

@@ -30,7 +30,8 @@ from operators.kubernetes.constants import (
     WRITABLE_HOMES,
 )
 from operators.kubernetes.names import GroupNames, label_value
-from operators.kubernetes.settings import KubernetesSettings, times
+from operators.kubernetes.setting_fields import times
+from operators.kubernetes.settings import KubernetesSettings
 from scalebench.config import mlperf_environment
 from scalebench.network import HOST_PROFILE, NetworkProfile
 from scalebench.rank import (
