@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from operators.kubernetes import API_CALLS, KubernetesSettings
+from operators.kubernetes.settings import SETTINGS
 from scalebench.network import parse_profile
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy" / "kubernetes"
@@ -187,9 +188,8 @@ def test_example_launcher_environment_is_valid_settings() -> None:
     assert all(name.startswith("SCALEBENCH_") for name in env)
     settings = KubernetesSettings.from_env(env)
     assert settings.qos == "Guaranteed" and settings.env_passthrough == ("NCCL_*",)
-    # Every variable the launcher reads is shown in the example.
-    defaults = KubernetesSettings.from_env({})
-    assert len(env) == len(defaults.__dataclass_fields__)
+    # Every variable the launcher reads is shown in the example, and no other.
+    assert set(env) == {setting.variable for setting in SETTINGS.values()}
 
 
 def rendered_pod(settings: KubernetesSettings | None = None) -> dict:
