@@ -219,6 +219,41 @@ def job_manifest(
         raise ValueError(f"{world_size} ranks do not fill pods of {ranks_per_node}")
     pods = world_size // ranks_per_node
     labels = _labels(run_id, settings)
+    container = _container(
+        names,
+        worker_args,
+        world_size,
+        settings,
+        ranks_per_node=ranks_per_node,
+        gpus_per_worker=gpus_per_worker,
+        image=image,
+    )
+    pod_spec = _pod_spec(names, settings, container, ranks_per_node, placement)
+    annotations = {**settings.annotations, **bandwidth_annotations(network).get("annotations", {})}
+    template_metadata: dict[str, Any] = {"labels": labels}
+    if annotations:
+        template_metadata["annotations"] = annotations
+    spec = _job_spec(pods, {"metadata": template_metadata, "spec": pod_spec}, timeout_s)
+    job_labels = dict(labels)
+    if settings.queue_name:  # Kueue admits the Job by unsuspending it
+        job_labels[QUEUE_LABEL] = settings.queue_name
+        spec["suspend"] = True
+    metadata: dict[str, Any] = {
+        "name": names.job,
+        "namespace": settings.namespace,
+        "labels": job_labels,
+    }
+    if settings.annotations:
+        metadata["annotations"] = dict(settings.annotations)
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+
+
+def _environment(
+    names: GroupNames, world_size: int, ranks_per_node: int, settings: KubernetesSettings
+) -> list[dict[str, Any]]:
+    """A worker container's environment: the rendezvous, the node's size where a pod holds
+    several ranks, the MLPerf log's settings and the passed-on variables, the writable
+    homes, and the node the pod runs on."""
     node = {"LOCAL_WORLD_SIZE": str(ranks_per_node)} if ranks_per_node > 1 else {}
     env = {
         "WORLD_SIZE": str(world_size),
@@ -231,12 +266,28 @@ def job_manifest(
         # NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...: the site's choice, as set for the launcher
         **settings.passed_environment(),
     }
+    return [{"name": k, "value": v} for k, v in {**env, **WRITABLE_HOMES}.items()] + [
+        # The node each rank runs on, for its environment record (placement is checked).
+        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}
+    ]
+
+
+def _mounts(settings: KubernetesSettings) -> list[dict[str, Any]]:
+    """Where a worker container mounts the pod's volumes (:func:`_volumes`)."""
     # The root filesystem is read-only: these three are all a rank writes to.
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": "results", "mountPath": RESULTS_MOUNT},
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
+    if settings.data_claim:
+        mounts.append({"name": "data", "mountPath": DATA_MOUNT, "readOnly": True})
+    return mounts
+
+
+def _volumes(settings: KubernetesSettings, ranks_per_node: int) -> list[dict[str, Any]]:
+    """A worker pod's volumes: the results claim, its shared memory and /tmp, and the data
+    claim (read only) where there is one."""
     volumes: list[dict[str, Any]] = [
         {"name": "results", "persistentVolumeClaim": {"claimName": settings.results_claim}},
         # Shared memory: what each rank's data loading (and nccl between a node's GPUs) uses.
@@ -247,14 +298,29 @@ def job_manifest(
         {"name": "tmp", "emptyDir": {"sizeLimit": TMP_SIZE}},
     ]
     if settings.data_claim:
-        mounts.append({"name": "data", "mountPath": DATA_MOUNT, "readOnly": True})
         volumes.append(
             {
                 "name": "data",
                 "persistentVolumeClaim": {"claimName": settings.data_claim, "readOnly": True},
             }
         )
-    container: dict[str, Any] = {
+    return volumes
+
+
+def _container(
+    names: GroupNames,
+    worker_args: Sequence[str],
+    world_size: int,
+    settings: KubernetesSettings,
+    *,
+    ranks_per_node: int,
+    gpus_per_worker: int,
+    image: str | None,
+) -> dict[str, Any]:
+    """The worker container of a pod of ``ranks_per_node`` ranks: ``workers.run`` for one
+    rank, the node starter ``workers.node`` for several; non-root, read-only, every
+    capability dropped."""
+    return {
         "name": CONTAINER,
         "image": image or settings.image,
         "imagePullPolicy": settings.image_pull_policy,
@@ -264,11 +330,9 @@ def job_manifest(
             "workers.run" if ranks_per_node == 1 else "workers.node",
             *worker_args,
         ],
-        "env": [{"name": k, "value": v} for k, v in {**env, **WRITABLE_HOMES}.items()]
-        # The node each rank runs on, for its environment record (placement is checked).
-        + [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
+        "env": _environment(names, world_size, ranks_per_node, settings),
         "ports": [{"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}],
-        "volumeMounts": mounts,
+        "volumeMounts": _mounts(settings),
         "securityContext": {
             "runAsNonRoot": True,
             "runAsUser": WORKER_UID,
@@ -278,6 +342,18 @@ def job_manifest(
         },
         "resources": settings.resources(gpus_per_worker, ranks=ranks_per_node),
     }
+
+
+def _pod_spec(
+    names: GroupNames,
+    settings: KubernetesSettings,
+    container: dict[str, Any],
+    ranks_per_node: int,
+    placement: str,
+) -> dict[str, Any]:
+    """The spec of a worker pod around its ``container``: its DNS name under the group's
+    Service, its identity and security context, its volumes, the ``spread`` placement's
+    anti-affinity, and the site's scheduling settings."""
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "subdomain": names.service,
@@ -299,7 +375,7 @@ def job_manifest(
             ],
         },
         "containers": [container],
-        "volumes": volumes,
+        "volumes": _volumes(settings, ranks_per_node),
     }
     if placement == "spread":  # one rank per node: the network between ranks is measured
         apart = {
@@ -319,10 +395,12 @@ def job_manifest(
         pod_spec["runtimeClassName"] = settings.runtime_class
     if settings.image_pull_secrets:
         pod_spec["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
-    annotations = {**settings.annotations, **bandwidth_annotations(network).get("annotations", {})}
-    template_metadata: dict[str, Any] = {"labels": labels}
-    if annotations:
-        template_metadata["annotations"] = annotations
+    return pod_spec
+
+
+def _job_spec(pods: int, template: dict[str, Any], timeout_s: float | None) -> dict[str, Any]:
+    """An Indexed Job's spec of ``pods`` pods from ``template``: no retries, the pod failure
+    policy, cleaned up after it finishes, ``timeout_s`` its deadline (rounded up)."""
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": pods,
@@ -330,19 +408,8 @@ def job_manifest(
         "backoffLimit": 0,
         "podFailurePolicy": pod_failure_policy(),
         "ttlSecondsAfterFinished": TTL_AFTER_FINISHED_S,
-        "template": {"metadata": template_metadata, "spec": pod_spec},
+        "template": template,
     }
     if timeout_s is not None:
         spec["activeDeadlineSeconds"] = max(1, math.ceil(timeout_s))
-    job_labels = dict(labels)
-    if settings.queue_name:  # Kueue admits the Job by unsuspending it
-        job_labels[QUEUE_LABEL] = settings.queue_name
-        spec["suspend"] = True
-    metadata: dict[str, Any] = {
-        "name": names.job,
-        "namespace": settings.namespace,
-        "labels": job_labels,
-    }
-    if settings.annotations:
-        metadata["annotations"] = dict(settings.annotations)
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": spec}
+    return spec
