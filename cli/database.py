@@ -44,23 +44,37 @@ from scalebench import config
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    def with_database(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        parser.add_argument("--database", help="database URL (default SCALEBENCH_DATABASE_URL)")
-        return parser
+    """The commands on the results database: ``db`` (upgrade, grant-readonly, refit),
+    ``project``, ``ingest``, ``export``, ``prices`` and ``regressions``."""
+    _add_db(commands)
+    _add_project(commands)
+    _add_ingest(commands)
+    _add_export(commands)
+    _add_prices(commands)
+    _add_regressions(commands)
 
+
+def _with_database(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """``parser`` with the ``--database`` option every command here takes."""
+    parser.add_argument("--database", help="database URL (default SCALEBENCH_DATABASE_URL)")
+    return parser
+
+
+def _add_db(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``db upgrade``, ``db grant-readonly`` and ``db refit``."""
     db = commands.add_parser("db", help="results database schema and roles")
     db_commands = db.add_subparsers(dest="db_command", required=True)
-    up = with_database(db_commands.add_parser("upgrade", help="migrate to the newest schema"))
+    up = _with_database(db_commands.add_parser("upgrade", help="migrate to the newest schema"))
     up.add_argument("--revision", default="head")
     up.set_defaults(func=run_upgrade)
-    grant = with_database(
+    grant = _with_database(
         db_commands.add_parser("grant-readonly", help="PostgreSQL: a read-only login role")
     )
     grant.add_argument("role")
     grant.add_argument("--password", default=None)
     grant.set_defaults(func=lambda a: grant_readonly(a.database, a.role, a.password) or 0)
 
-    refit_parser = with_database(
+    refit_parser = _with_database(
         db_commands.add_parser(
             "refit", help="fit the all-reduce model (latency α, bandwidth β) again and store it"
         )
@@ -68,7 +82,10 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     refit_parser.add_argument("--sweep", default=None, help="one sweep (default: every one)")
     refit_parser.set_defaults(func=lambda a: refit(a.database, a.sweep))
 
-    projection = with_database(
+
+def _add_project(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``project``: a training sweep's step time, TTA and cost at other worker counts."""
+    projection = _with_database(
         commands.add_parser(
             "project",
             help="project a training sweep's step time, TTA and cost to other worker counts "
@@ -96,19 +113,25 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
     projection.add_argument(
         "--gpu", default="nvidia-tesla-t4", help="priced GPU type ('none': no GPU)"
     )
-    projection.set_defaults(
-        func=lambda a: project(
-            a.database,
-            a.sweep,
-            a.allreduce,
-            a.workers,
-            a.network,
-            a.instance,
-            None if a.gpu == "none" else a.gpu,
-        )
+    projection.set_defaults(func=run_project)
+
+
+def run_project(a: argparse.Namespace) -> int:
+    """``project``: ``--gpu none`` prices no GPU."""
+    return project(
+        a.database,
+        a.sweep,
+        a.allreduce,
+        a.workers,
+        a.network,
+        a.instance,
+        None if a.gpu == "none" else a.gpu,
     )
 
-    ingest_parser = with_database(commands.add_parser("ingest", help="load sweeps' records"))
+
+def _add_ingest(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``ingest``: load sweeps from a path or fsspec URI."""
+    ingest_parser = _with_database(commands.add_parser("ingest", help="load sweeps' records"))
     ingest_parser.add_argument("location", help="a sweep directory or a folder of sweeps (fsspec)")
     ingest_parser.add_argument(
         "--replace",
@@ -120,58 +143,62 @@ def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[
         func=lambda a: ingest(a.database or config.database_url(), a.location, replace=a.replace)
     )
 
-    export_parser = with_database(commands.add_parser("export", help="export a sweep"))
+
+def _add_export(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``export``: a sweep's tables as CSV or Parquet files."""
+    export_parser = _with_database(commands.add_parser("export", help="export a sweep"))
     export_parser.add_argument("sweep")
     export_parser.add_argument("--format", default="csv", help="csv or parquet")
     export_parser.add_argument(
         "--out", default="var/exports", help="the folder (created when missing)"
     )
-
-    def run_export(a: argparse.Namespace) -> int:
-        for path in export(a.database, a.sweep, a.format, Path(a.out)):
-            print(path)
-        return 0
-
     export_parser.set_defaults(func=run_export)
 
+
+def run_export(a: argparse.Namespace) -> int:
+    """``export``: print the path of each file written."""
+    for path in export(a.database, a.sweep, a.format, Path(a.out)):
+        print(path)
+    return 0
+
+
+def _add_prices(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``prices list``, ``prices set`` and ``prices load``."""
     prices = commands.add_parser("prices", help="the dated price table")
     price_commands = prices.add_subparsers(dest="price_command", required=True)
-    listing = with_database(price_commands.add_parser("list", help="prices in force"))
+    listing = _with_database(price_commands.add_parser("list", help="prices in force"))
     listing.set_defaults(func=list_prices)
-    setter = with_database(price_commands.add_parser("set", help="add or replace one price"))
+    setter = _with_database(price_commands.add_parser("set", help="add or replace one price"))
     setter.add_argument("kind", help="instance or gpu")
     setter.add_argument("name", help="e.g. n1-standard-4, nvidia-tesla-t4")
     setter.add_argument("--regular", required=True, help="dollars per hour")
     setter.add_argument("--preemptible", required=True, help="dollars per hour")
     setter.add_argument("--valid-from", required=True, help="YYYY-MM-DD")
     setter.add_argument("--source", default="entered by hand")
-    setter.set_defaults(
-        func=lambda a: print_count(
-            set_prices(
-                a.database,
-                [
-                    price_values(
-                        {
-                            "kind": a.kind,
-                            "name": a.name,
-                            "regular_per_hour": a.regular,
-                            "preemptible_per_hour": a.preemptible,
-                            "source": a.source,
-                            "valid_from": a.valid_from,
-                        },
-                        "",
-                    )
-                ],
-            )
-        )
-    )
-    loader = with_database(price_commands.add_parser("load", help="load prices from a CSV file"))
+    setter.set_defaults(func=set_price)
+    loader = _with_database(price_commands.add_parser("load", help="load prices from a CSV file"))
     loader.add_argument("file")
     loader.set_defaults(
         func=lambda a: print_count(set_prices(a.database, load_price_file(Path(a.file))))
     )
 
-    detect = with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
+
+def set_price(a: argparse.Namespace) -> int:
+    """``prices set``: the one price of the arguments, checked as a file's row would be."""
+    row = {
+        "kind": a.kind,
+        "name": a.name,
+        "regular_per_hour": a.regular,
+        "preemptible_per_hour": a.preemptible,
+        "source": a.source,
+        "valid_from": a.valid_from,
+    }
+    return print_count(set_prices(a.database, [price_values(row, "")]))
+
+
+def _add_regressions(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """``regressions``: a nightly compared with its baseline."""
+    detect = _with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
     detect.add_argument("sweep")
     detect.add_argument("--window", type=int, default=RULE.window, help="earlier nightlies")
     detect.add_argument("--alpha", type=float, default=RULE.alpha, help="significance level")
