@@ -197,6 +197,23 @@ def sweep_steps(
     run's settings). The sweep's trigger is ``trigger`` when given, else
     ``scheduled`` for scheduled DAG runs and ``manual`` otherwise.
     """
+    request = _validate_step(spec, fixed)()
+    groups = _plan_step(trigger)(request)
+    if not isinstance(spec, AllReduceSpec):
+        _prepare_dataset_step(spec)(request) >> groups
+    last = _training_steps(spec, groups)
+    # ``validate`` is the setup of the sweep and ``ingest`` its teardown: Airflow runs a
+    # teardown however the run ends (a task failed, a task or the whole run marked
+    # failed), so every sweep that was planned reaches the database, closed; after a
+    # refused request it does not run (its setup failed). Its failure fails the run.
+    loaded = ingest(groups).as_teardown(setups=request.operator, on_failure_fail_dagrun=True)
+    last >> loaded
+    return request, loaded
+
+
+def _validate_step(spec: TaskSpec, fixed: dict[str, Any] | None) -> Any:
+    """``validate``: the request from the trigger form (or ``fixed``, the nightly's), checked,
+    as its fields; a refused one fails the task without a retry, naming the field."""
 
     @task(trigger_rule="all_done")  # after an earlier sweep of the nightly, whatever it did
     def validate(**context: Any) -> dict[str, Any]:
@@ -214,6 +231,13 @@ def sweep_steps(
         except InvalidParameter as exc:  # the user's to fix: no retry, the field named
             refuse(f"request refused: {exc}")
 
+    return validate
+
+
+def _prepare_dataset_step(spec: TaskSpec) -> Any:
+    """``prepare_dataset``: the request's data set fetched (when asked) and verified; it
+    updates the data set's Asset."""
+
     @task(outlets=[dataset_asset(spec)])
     def prepare_dataset(request: dict[str, Any], **context: Any) -> dict[str, Any]:
         from scalebench.datasets import DataSetCorrupt, DataSetMissing
@@ -230,6 +254,12 @@ def sweep_steps(
         context["outlet_events"][dataset_asset(spec)].extra = asdict(prepared)
         return asdict(prepared)
 
+    return prepare_dataset
+
+
+def _plan_step(trigger: str | None) -> Any:
+    """``plan``: the sweep started (its folder and manifest) and its groups planned."""
+
     @task
     def plan(request: dict[str, Any], **context: Any) -> list[dict[str, Any]]:
         from scalebench import config
@@ -241,48 +271,21 @@ def sweep_steps(
         print(f"sweep {sweep.sweep_id}: {len(sweep.groups)} group(s) planned in {sweep.sweep_dir}")
         return [group.to_xcom() for group in sweep.groups]
 
-    @task
-    def select(groups: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
-        """The planned groups of one worker count, in repeat order."""
-        from scalebench.sweep import GroupPlan
+    return plan
 
-        return [g for g in groups if GroupPlan.from_xcom(g).world_size == world_size]
 
-    # A database that restarts or drops the connection gets three more tries, 30 s, 60 s
-    # and 120 s later: ingest is idempotent, so a retry loads exactly what one try would.
-    @task(retries=3, retry_delay=timedelta(seconds=30), retry_exponential_backoff=True)
-    def ingest(groups: list[dict[str, Any]] | None) -> str:
-        """Close the sweep (groups left without a verdict: cancelled or skipped), load it."""
-        from airflow.sdk.exceptions import AirflowSkipException
+@task
+def select(groups: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
+    """The planned groups of one worker count, in repeat order."""
+    from scalebench.sweep import GroupPlan
 
-        from results_db.service import ingest as load
-        from scalebench import config, manifest
-        from scalebench.sweep import GroupPlan
+    return [g for g in groups if GroupPlan.from_xcom(g).world_size == world_size]
 
-        if not groups:
-            raise AirflowSkipException("no sweep was planned: nothing to ingest")
-        sweep_dir = Path(GroupPlan.from_xcom(groups[0]).sweep_dir)
-        manifest.close(
-            sweep_dir, started_reason=ENDED_WITHOUT_VERDICT, unstarted_reason=ENDED_BEFORE_START
-        )
-        try:
-            load(config.database_url(), str(sweep_dir))
-        except Exception as exc:
-            from sqlalchemy.exc import OperationalError
 
-            from results_db.service import database_problem
-
-            problem = database_problem(exc)
-            if problem is None or isinstance(exc, OperationalError):
-                raise  # a bug, or a database that may come back: Airflow retries
-            # A URL that cannot work, or a database without the schema: no retry helps.
-            refuse(f"{problem}; the records stay in {sweep_dir}")
-        return sweep_dir.name
-
-    request = validate()
-    groups = plan(request)
-    if not isinstance(spec, AllReduceSpec):
-        prepare_dataset(request) >> groups
+def _training_steps(spec: TaskSpec, groups: Any) -> Any:
+    """One task group per worker count of ``spec`` (``workers_<kk>``), each training its
+    groups of ``groups`` one repeat at a time, the sizes one after another; returns the last
+    size's ``train``."""
     previous = None
     for k in spec.world_sizes:
         with TaskGroup(task_group_id(k), tooltip=f"training groups of {k} worker(s)"):
@@ -296,13 +299,39 @@ def sweep_steps(
         if previous is not None:
             previous >> train
         previous = train
-    # ``validate`` is the setup of the sweep and ``ingest`` its teardown: Airflow runs a
-    # teardown however the run ends (a task failed, a task or the whole run marked
-    # failed), so every sweep that was planned reaches the database, closed; after a
-    # refused request it does not run (its setup failed). Its failure fails the run.
-    loaded = ingest(groups).as_teardown(setups=request.operator, on_failure_fail_dagrun=True)
-    previous >> loaded
-    return request, loaded
+    return previous
+
+
+# A database that restarts or drops the connection gets three more tries, 30 s, 60 s
+# and 120 s later: ingest is idempotent, so a retry loads exactly what one try would.
+@task(retries=3, retry_delay=timedelta(seconds=30), retry_exponential_backoff=True)
+def ingest(groups: list[dict[str, Any]] | None) -> str:
+    """Close the sweep (groups left without a verdict: cancelled or skipped), load it."""
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from results_db.service import ingest as load
+    from scalebench import config, manifest
+    from scalebench.sweep import GroupPlan
+
+    if not groups:
+        raise AirflowSkipException("no sweep was planned: nothing to ingest")
+    sweep_dir = Path(GroupPlan.from_xcom(groups[0]).sweep_dir)
+    manifest.close(
+        sweep_dir, started_reason=ENDED_WITHOUT_VERDICT, unstarted_reason=ENDED_BEFORE_START
+    )
+    try:
+        load(config.database_url(), str(sweep_dir))
+    except Exception as exc:
+        from sqlalchemy.exc import OperationalError
+
+        from results_db.service import database_problem
+
+        problem = database_problem(exc)
+        if problem is None or isinstance(exc, OperationalError):
+            raise  # a bug, or a database that may come back: Airflow retries
+        # A URL that cannot work, or a database without the schema: no retry helps.
+        refuse(f"{problem}; the records stay in {sweep_dir}")
+    return sweep_dir.name
 
 
 def refuse(sentence: str) -> NoReturn:
