@@ -145,7 +145,39 @@ def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep
     without a parameter count.
     """
     sweep_ids = list(dict.fromkeys(sweep_ids))
-    sweep_id = ",".join(sweep_ids)
+    task = _training_task(conn, sweep_ids)
+    runs = _successful_runs(conn, sweep_ids)
+    parameters = run_parameters(conn, [r.id for r in runs])
+    unknown = [r.id for r in runs if r.id not in parameters]
+    if unknown:
+        raise ProjectionRefused(
+            f"run {unknown[0]} does not record its parameter count, so its gradient bytes "
+            "are unknown"
+        )
+    groups: dict[tuple[str, int], list[Any]] = defaultdict(list)
+    for run in runs:
+        groups[(run.network, run.world_size)].append(run)
+    points = [
+        _measured_point(conn, network, world_size, group, parameters[group[0].id])
+        for (network, world_size), group in sorted(groups.items())
+    ]
+    first = runs[0]
+    return TrainingSweep(
+        sweep_id=",".join(sweep_ids),
+        task=task,
+        backend=first.backend,
+        device=first.device,
+        precision=first.precision,
+        variant=first.variant,
+        points=tuple(points),
+        ranks_per_node=first.ranks_per_node,
+    )
+
+
+def _training_task(conn: Connection, sweep_ids: list[str]) -> str:
+    """The one training task of the stored sweeps ``sweep_ids``; raises
+    :class:`ProjectionRefused` for a sweep not stored, not of a training task, or of
+    another task than the first."""
     tasks = {}
     for one in sweep_ids:
         found = conn.execute(select(Sweep.task).where(Sweep.id == one)).first()
@@ -162,6 +194,13 @@ def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep
             f"sweeps {first} ({tasks[first]}) and {other} ({tasks[other]}) are of different "
             "tasks; one projection takes sweeps of one task"
         )
+    return tasks[sweep_ids[0]]
+
+
+def _successful_runs(conn: Connection, sweep_ids: list[str]) -> list[Any]:
+    """The successful runs with step records of ``sweep_ids``, in the order the sweeps are
+    named; raises :class:`ProjectionRefused` where there is none, or where two differ in
+    :data:`SHARED_CONFIGURATION`."""
     runs = sorted(
         conn.execute(
             select(Run).where(
@@ -171,7 +210,9 @@ def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep
         key=lambda r: (sweep_ids.index(r.sweep_id), r.id),  # in the order the sweeps are named
     )
     if not runs:
-        raise ProjectionRefused(f"sweep {sweep_id} has no successful run to project from")
+        raise ProjectionRefused(
+            f"sweep {','.join(sweep_ids)} has no successful run to project from"
+        )
     for name in SHARED_CONFIGURATION:
         differing = next((r for r in runs if getattr(r, name) != getattr(runs[0], name)), None)
         if differing is not None:
@@ -180,60 +221,42 @@ def training_sweeps(conn: Connection, sweep_ids: Sequence[str]) -> TrainingSweep
                 f"({getattr(runs[0], name)} and {getattr(differing, name)}); one projection "
                 "takes runs of one configuration"
             )
-    parameters = run_parameters(conn, [r.id for r in runs])
-    unknown = [r.id for r in runs if r.id not in parameters]
-    if unknown:
-        raise ProjectionRefused(
-            f"run {unknown[0]} does not record its parameter count, so its gradient bytes "
-            "are unknown"
-        )
-    groups: dict[tuple[str, int], list[Any]] = defaultdict(list)
-    for run in runs:
-        groups[(run.network, run.world_size)].append(run)
-    points = []
-    for (network, world_size), group in sorted(groups.items()):
+    return runs
 
-        def per_step(run: Any, *phases: str) -> float:
-            return sum(getattr(run, f"{p}_total_s") for p in phases) / run.step_records
 
-        reached = [r.time_to_accuracy_s for r in group if r.goal_reached and r.time_to_accuracy_s]
-        points.append(
-            MeasuredPoint(
-                network=network,
-                world_size=world_size,
-                runs=len(group),
-                compute_s=statistics.fmean(per_step(r, *STEP_COMPUTE_PHASES) for r in group),
-                gradient_packing_s=statistics.fmean(per_step(r, "gradient_packing") for r in group),
-                communication_s=statistics.fmean(per_step(r, "communication") for r in group),
-                wait_s=statistics.fmean(
-                    mean_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group
-                ),
-                collective_wait_s=statistics.fmean(
-                    mean_collective_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group
-                ),
-                step_s=statistics.fmean(per_step(r, *PHASES) for r in group),
-                steps=statistics.fmean(r.steps for r in group),
-                epochs=statistics.fmean(r.epochs for r in group),
-                eval_s=statistics.fmean(r.eval_s for r in group),
-                time_to_accuracy_s=statistics.fmean(reached) if reached else None,
-                gradient_bytes=gradient_bytes(parameters[group[0].id], group[0].precision),
-                contended=sum(bool(r.contended) for r in group),
-                contention_share=max(
-                    (r.contention_share for r in group if r.contention_share is not None),
-                    default=None,
-                ),
-            )
-        )
-    first = runs[0]
-    return TrainingSweep(
-        sweep_id=sweep_id,
-        task=tasks[sweep_ids[0]],
-        backend=first.backend,
-        device=first.device,
-        precision=first.precision,
-        variant=first.variant,
-        points=tuple(points),
-        ranks_per_node=first.ranks_per_node,
+def _per_step(run: Any, *phases: str) -> float:
+    """A run's mean seconds per step in ``phases``."""
+    return sum(getattr(run, f"{p}_total_s") for p in phases) / run.step_records
+
+
+def _measured_point(
+    conn: Connection, network: str, world_size: int, group: list[Any], parameters: int
+) -> MeasuredPoint:
+    """The runs ``group`` at one (link, worker count) averaged into one measured point, the
+    model having ``parameters`` parameters."""
+    reached = [r.time_to_accuracy_s for r in group if r.goal_reached and r.time_to_accuracy_s]
+    return MeasuredPoint(
+        network=network,
+        world_size=world_size,
+        runs=len(group),
+        compute_s=statistics.fmean(_per_step(r, *STEP_COMPUTE_PHASES) for r in group),
+        gradient_packing_s=statistics.fmean(_per_step(r, "gradient_packing") for r in group),
+        communication_s=statistics.fmean(_per_step(r, "communication") for r in group),
+        wait_s=statistics.fmean(mean_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group),
+        collective_wait_s=statistics.fmean(
+            mean_collective_wait_s(conn, r.id) if world_size > 1 else 0.0 for r in group
+        ),
+        step_s=statistics.fmean(_per_step(r, *PHASES) for r in group),
+        steps=statistics.fmean(r.steps for r in group),
+        epochs=statistics.fmean(r.epochs for r in group),
+        eval_s=statistics.fmean(r.eval_s for r in group),
+        time_to_accuracy_s=statistics.fmean(reached) if reached else None,
+        gradient_bytes=gradient_bytes(parameters, group[0].precision),
+        contended=sum(bool(r.contended) for r in group),
+        contention_share=max(
+            (r.contention_share for r in group if r.contention_share is not None),
+            default=None,
+        ),
     )
 
 
