@@ -352,6 +352,10 @@ def left_out_text(latest_contended: int, baseline_contended: int, other_hardware
     return f"left out: {', '.join(parts)}" if parts else ""
 
 
+# (latest, baseline) values of one metric, per worker count
+_Values = tuple[dict[int, list[float]], dict[int, list[float]]]
+
+
 def _network_findings(
     conn: Connection, sweep_id: str, baseline_ids: list[str], network: str, rule: Rule
 ) -> list[Finding]:
@@ -369,7 +373,7 @@ def _network_findings(
         others = baseline_taken.left_out(conn, baseline_ids, world_size)
         return contended, left_out_text(contended, *others)
 
-    def values(metric: str) -> tuple[dict[int, list[float]], dict[int, list[float]]]:
+    def values(metric: str) -> _Values:
         """(latest, baseline) values of ``metric`` per worker count."""
         return (
             metric_values(conn, [sweep_id], metric, latest_taken),
@@ -384,13 +388,9 @@ def _network_findings(
         if in_seconds is not None:
             sizes |= set(in_seconds[0]) | (attempted & set(in_seconds[1]))
         for world_size in sorted(sizes):
-            metric, (latest_values, baseline_values) = judged, judged_values
-            if in_seconds is not None and (
-                len(baseline_values.get(world_size, [])) < MIN_BASELINE_RUNS
-                or (world_size in in_seconds[0] and world_size not in latest_values)
-            ):
-                # runs stored before the reference was timed, on either side
-                metric, (latest_values, baseline_values) = PER_REFERENCE[judged], in_seconds
+            metric, (latest_values, baseline_values) = _compared_metric(
+                judged, judged_values, in_seconds, world_size
+            )
             base = baseline_values.get(world_size, [])
             now = latest_values.get(world_size, [])
             if len(base) < MIN_BASELINE_RUNS:
@@ -399,24 +399,8 @@ def _network_findings(
                 # The nightly ran this size but no run produced the metric (failed,
                 # diverged, goal missed) while the baseline did; runs that were all
                 # contended say nothing either way.
-                contended, left = left_out(world_size)
                 findings.append(
-                    Finding(
-                        world_size,
-                        metric,
-                        statistics.fmean(base),
-                        None,
-                        None,
-                        None,
-                        len(base),
-                        0,
-                        contended == 0,
-                        "no comparable run: the successful ones were contended"
-                        if contended
-                        else "no successful run; the baseline had some",
-                        network,
-                        left,
-                    )
+                    _no_comparable_run(world_size, metric, base, network, *left_out(world_size))
                 )
                 continue
             change, p_value, flagged = compare(base, now, higher_is_better, rule)
@@ -436,6 +420,45 @@ def _network_findings(
                 )
             )
     return findings
+
+
+def _compared_metric(
+    judged: str, judged_values: _Values, in_seconds: _Values | None, world_size: int
+) -> tuple[str, _Values]:
+    """The metric compared at ``world_size``, and its values: ``judged``, or its time in
+    seconds (``in_seconds``, :data:`PER_REFERENCE`) where the baseline has too few runs of
+    ``judged`` there or only the latest night's runs in seconds do."""
+    latest_values, baseline_values = judged_values
+    if in_seconds is not None and (
+        len(baseline_values.get(world_size, [])) < MIN_BASELINE_RUNS
+        or (world_size in in_seconds[0] and world_size not in latest_values)
+    ):
+        # runs stored before the reference was timed, on either side
+        return PER_REFERENCE[judged], in_seconds
+    return judged, judged_values
+
+
+def _no_comparable_run(
+    world_size: int, metric: str, base: list[float], network: str, contended: int, left: str
+) -> Finding:
+    """The finding where the baseline has runs of ``metric`` at ``world_size`` and the latest
+    night none: flagged unless its ``contended`` runs were left out (``left`` says what was)."""
+    return Finding(
+        world_size,
+        metric,
+        statistics.fmean(base),
+        None,
+        None,
+        None,
+        len(base),
+        0,
+        contended == 0,
+        "no comparable run: the successful ones were contended"
+        if contended
+        else "no successful run; the baseline had some",
+        network,
+        left,
+    )
 
 
 def _with_network(finding: Finding) -> str:
