@@ -59,42 +59,7 @@ def tta_figure(
     if single:
         # One repeat behind a point: no spread to draw, and a reader must know it.
         title += f"<br><sup>a single repeat, no spread: {', '.join(single)}</sup>"
-    traces = [
-        go.Scatter(
-            x=[r.world_size for r in done],
-            y=[r.time_to_accuracy_s for r in done],
-            mode="lines+markers",
-            name="with evaluation (MLPerf mean)",
-            error_y=spread_of(done),
-            customdata=[
-                [
-                    time_to_accuracy_text(r, units.seconds),
-                    units.seconds(r.time_to_accuracy_min_s),
-                    units.seconds(r.time_to_accuracy_max_s),
-                    r.reached,
-                    r.runs,
-                ]
-                for r in done
-            ],
-            hovertemplate=(
-                "%{x} worker(s): %{y:.4g} s (%{customdata[0]})<br>"
-                "kept repeats from %{customdata[1]} to %{customdata[2]}<br>"
-                "%{customdata[3]} of %{customdata[4]} runs reached the goal"
-                "<extra></extra>"
-            ),
-        ),
-    ]
-    without = [r for r in done if r.time_to_accuracy_without_eval_s is not None]
-    traces.append(
-        go.Scatter(
-            x=[r.world_size for r in without],
-            y=[r.time_to_accuracy_without_eval_s for r in without],
-            mode="lines+markers",
-            line={"dash": "dash"},
-            name="without evaluation time",
-            hovertemplate="%{x} worker(s): %{y:.4g} s without evaluation<extra></extra>",
-        )
-    )
+    traces = [_tta_mean_trace(done), _tta_without_eval_trace(done)]
     reached = thin([r for r in runs if r.goal_reached and r.time_to_accuracy_s is not None])
     if reached:
         traces.append(
@@ -114,6 +79,47 @@ def tta_figure(
     yaxis = {"title": {"text": "time to accuracy (s)"}, "rangemode": "tozero"}
     marks = node_boundary(sizes, ranks_per_node)
     return base_figure(title, traces, workers_axis(sizes, ranks_per_node), yaxis, marks)
+
+
+def _tta_mean_trace(done: Sequence[ScalingRow]) -> go.Scatter:
+    """The MLPerf mean time to accuracy of each worker count, the kept repeats' min–max as
+    error bars; the hover says how many runs reached the goal."""
+    return go.Scatter(
+        x=[r.world_size for r in done],
+        y=[r.time_to_accuracy_s for r in done],
+        mode="lines+markers",
+        name="with evaluation (MLPerf mean)",
+        error_y=spread_of(done),
+        customdata=[
+            [
+                time_to_accuracy_text(r, units.seconds),
+                units.seconds(r.time_to_accuracy_min_s),
+                units.seconds(r.time_to_accuracy_max_s),
+                r.reached,
+                r.runs,
+            ]
+            for r in done
+        ],
+        hovertemplate=(
+            "%{x} worker(s): %{y:.4g} s (%{customdata[0]})<br>"
+            "kept repeats from %{customdata[1]} to %{customdata[2]}<br>"
+            "%{customdata[3]} of %{customdata[4]} runs reached the goal"
+            "<extra></extra>"
+        ),
+    )
+
+
+def _tta_without_eval_trace(done: Sequence[ScalingRow]) -> go.Scatter:
+    """The time to accuracy without evaluation time, where the rows have it (dashed)."""
+    without = [r for r in done if r.time_to_accuracy_without_eval_s is not None]
+    return go.Scatter(
+        x=[r.world_size for r in without],
+        y=[r.time_to_accuracy_without_eval_s for r in without],
+        mode="lines+markers",
+        line={"dash": "dash"},
+        name="without evaluation time",
+        hovertemplate="%{x} worker(s): %{y:.4g} s without evaluation<extra></extra>",
+    )
 
 
 def speedup_figure(
