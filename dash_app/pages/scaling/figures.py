@@ -59,7 +59,15 @@ def tta_figure(
     if single:
         # One repeat behind a point: no spread to draw, and a reader must know it.
         title += f"<br><sup>a single repeat, no spread: {', '.join(single)}</sup>"
-    traces = [_tta_mean_trace(done), _tta_without_eval_trace(done)]
+    traces = [
+        _tta_mean_trace(done),
+        _dashed_trace(
+            done,
+            "time_to_accuracy_without_eval_s",
+            "without evaluation time",
+            "%{x} worker(s): %{y:.4g} s without evaluation<extra></extra>",
+        ),
+    ]
     reached = thin([r for r in runs if r.goal_reached and r.time_to_accuracy_s is not None])
     if reached:
         traces.append(
@@ -109,16 +117,19 @@ def _tta_mean_trace(done: Sequence[ScalingRow]) -> go.Scatter:
     )
 
 
-def _tta_without_eval_trace(done: Sequence[ScalingRow]) -> go.Scatter:
-    """The time to accuracy without evaluation time, where the rows have it (dashed)."""
-    without = [r for r in done if r.time_to_accuracy_without_eval_s is not None]
+def _dashed_trace(
+    rows: Sequence[ScalingRow], value: str, name: str, hovertemplate: str
+) -> go.Scatter:
+    """A dashed line of each row's ``value`` (an attribute) per worker count, over the rows
+    that have one."""
+    having = [r for r in rows if getattr(r, value) is not None]
     return go.Scatter(
-        x=[r.world_size for r in without],
-        y=[r.time_to_accuracy_without_eval_s for r in without],
+        x=[r.world_size for r in having],
+        y=[getattr(r, value) for r in having],
         mode="lines+markers",
         line={"dash": "dash"},
-        name="without evaluation time",
-        hovertemplate="%{x} worker(s): %{y:.4g} s without evaluation<extra></extra>",
+        name=name,
+        hovertemplate=hovertemplate,
     )
 
 
@@ -134,7 +145,6 @@ def speedup_figure(
         return empty_figure("Speedup needs a 1-worker run that reached the goal.", title)
     shown = published_traces(published, "speedup", "×")
     sizes = sorted({r.world_size for r in rows} | {x for trace in shown for x in trace.x})
-    compute = [r for r in rows if r.compute_speedup is not None]
     traces = [
         go.Scatter(
             x=[sizes[0], sizes[-1]],
@@ -151,13 +161,11 @@ def speedup_figure(
             name="speedup = TTA(1) / TTA(k)",
             hovertemplate="%{x} worker(s): speedup %{y:.4g}×<extra></extra>",
         ),
-        go.Scatter(
-            x=[r.world_size for r in compute],
-            y=[r.compute_speedup for r in compute],
-            mode="lines+markers",
-            line={"dash": "dash"},
-            name="compute speedup (compute time only)",
-            hovertemplate="%{x} worker(s): compute speedup %{y:.4g}×<extra></extra>",
+        _dashed_trace(
+            rows,
+            "compute_speedup",
+            "compute speedup (compute time only)",
+            "%{x} worker(s): compute speedup %{y:.4g}×<extra></extra>",
         ),
         *shown,
     ]
