@@ -177,6 +177,40 @@ def _last_time(rank: RankRecords) -> float:
     return max(latest, max(others, default=0.0))
 
 
+def _phase_seconds(ranks: Sequence[RankRecords]) -> list[dict[str, float]]:
+    """Each rank's seconds in each phase of the step (:data:`PHASES`), summed over its steps."""
+    per_rank = []
+    for rank in ranks:
+        phases = list(map(attrgetter("phases"), rank.of_kind("step")))
+        per_rank.append({p: math.fsum(map(itemgetter(p), phases)) for p in PHASES})
+    return per_rank
+
+
+def _communication_ratio(
+    ranks: Sequence[RankRecords], communication_s: list[float], step_s: list[float]
+) -> float | None:
+    """The group's communication ratio from each rank's communication and step seconds, or
+    ``None`` where its records cannot give an honest one."""
+    leader_start = ranks[0].of_kind("event") if ranks else []
+    variant = next((e.get("variant") for e in leader_start if e["event"] == "start"), None)
+    # DDP overlaps the gradient all-reduce with backward. Its "communication" phase holds the
+    # wait for the buckets after backward (the exposed communication) where the start record
+    # says so; before that it held only the loss all-reduce, and no honest ratio can be given.
+    times_communication = variant != "ddp" or any(
+        e.get("ddp_communication") == DDP_EXPOSED_WAIT
+        for e in leader_start
+        if e["event"] == "start"
+    )
+    if not times_communication or not any(total > 0 for total in step_s):
+        return None
+    return analytics.communication_ratio(list(zip(communication_s, step_s, strict=True)))
+
+
+def _mean(values: list[float]) -> float:
+    """The mean of the ranks' ``values`` (seconds), 0 for none."""
+    return sum(values) / len(values) if values else 0.0
+
+
 def summarise(
     ranks: Sequence[RankRecords],
     run_id: str,
@@ -190,37 +224,20 @@ def summarise(
     status, reason = _run_status(ranks, world_size, launcher_status)
     goals = [e for r in ranks for e in r.of_kind("event") if e["event"] == "goal_reached"]
     evals = ranks[0].of_kind("eval") if ranks else []
-    per_rank_times = []
-    for rank in ranks:
-        phases = list(map(attrgetter("phases"), rank.of_kind("step")))
-        per_rank_times.append({p: math.fsum(map(itemgetter(p), phases)) for p in PHASES})
+    per_rank_times = _phase_seconds(ranks)
     phase_totals = {p: math.fsum(t[p] for t in per_rank_times) for p in PHASES}
     step_records = sum(len(rank.of_kind("step")) for rank in ranks)
     compute_s = [sum(t[p] for p in analytics.COMPUTE_PHASES) for t in per_rank_times]
     communication_s = [t["communication"] for t in per_rank_times]
     packing_s = [t["gradient_packing"] for t in per_rank_times]
     step_s = [sum(t.values()) for t in per_rank_times]
-    communication_ratio = None
-    leader_start = ranks[0].of_kind("event") if ranks else []
-    variant = next((e.get("variant") for e in leader_start if e["event"] == "start"), None)
-    # DDP overlaps the gradient all-reduce with backward. Its "communication" phase holds the
-    # wait for the buckets after backward (the exposed communication) where the start record
-    # says so; before that it held only the loss all-reduce, and no honest ratio can be given.
-    times_communication = variant != "ddp" or any(
-        e.get("ddp_communication") == DDP_EXPOSED_WAIT
-        for e in leader_start
-        if e["event"] == "start"
-    )
-    if times_communication and any(total > 0 for total in step_s):
-        communication_ratio = analytics.communication_ratio(
-            list(zip(communication_s, step_s, strict=True))
-        )
+    communication_ratio = _communication_ratio(ranks, communication_s, step_s)
     leader = ranks[0] if ranks else None
     steps = leader.of_kind("step") if leader else []
     start = (
         next((e for e in leader.of_kind("event") if e["event"] == "start"), {}) if leader else {}
     )
-    step_seconds = sum(step_s) / len(step_s) if step_s else 0.0
+    step_seconds = _mean(step_s)
     samples = sum(sum(map(attrgetter("samples"), r.of_kind("step"))) for r in ranks)
     duration = max((_last_time(r) for r in ranks if r.records), default=0.0)
     starts = [e for r in ranks for e in r.of_kind("event") if e["event"] == "start"]
@@ -242,8 +259,8 @@ def summarise(
         ),
         epochs=len(evals),
         last_metrics=evals[-1]["metrics"] if evals else {},
-        compute_s=sum(compute_s) / len(compute_s) if compute_s else 0.0,
-        communication_s=sum(communication_s) / len(communication_s) if communication_s else 0.0,
+        compute_s=_mean(compute_s),
+        communication_s=_mean(communication_s),
         communication_ratio=communication_ratio,
         bad_lines=sum(r.bad_lines for r in ranks),
         step_s=step_seconds,
@@ -258,7 +275,7 @@ def summarise(
         recompilations=max(recompiled) if recompiled else None,
         step_records=step_records,
         phase_totals_s=phase_totals,
-        gradient_packing_s=sum(packing_s) / len(packing_s) if packing_s else 0.0,
+        gradient_packing_s=_mean(packing_s),
         records_version=min((r.records[0]["v"] for r in ranks if r.records), default=None),
         contention_share=analytics.contention_share(cpu_uses(ranks)),
         hardware=hardware_of(ranks),

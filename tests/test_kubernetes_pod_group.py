@@ -396,7 +396,10 @@ def test_while_the_pod_runs_the_deferred_task_wakes_to_load_and_defers_again(
                 ).trigger_reentry(context, event)
         assert_nothing_left(cluster)
     assert verdict["status"] == "succeeded", verdict["reason"]
-    assert statuses[-1] == "success" and "running" in statuses[:-1]
+    # The last event says the pod ended, unless it ended between a running event and the
+    # deferral after it: the pod operator then ends it at once, with no further event.
+    assert statuses[0] == "running" and set(statuses[1:-1]) <= {"running"}
+    assert statuses[-1] in ("success", "running")
     assert loads == [False] * statuses.count("running") + [True]  # live loads, then the last
 
 
