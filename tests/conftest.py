@@ -225,14 +225,3 @@ def one_epoch_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
         return run_dir
 
     return run
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order and group the tests for one run on several processes (``scripts/test.sh``:
-    pytest-xdist's ``--dist loadgroup``): the slow ones first, each on its own, so the
-    longest work starts first and the run does not end on one long test alone; every other
-    test in a group of its file, so a file's quick tests run on one process, in order."""
-    for item in items:
-        if item.get_closest_marker("slow") is None:
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: slow first
