@@ -557,18 +557,8 @@ def test_a_stop_signal_ends_a_wait_for_a_server_that_does_not_answer(stop: signa
     held = threading.Event()
     with answering_once(held) as url:
         process = ingest_through(url, "60")
-        try:
-            assert held.wait(60), "the command never sent a statement"
-            time.sleep(0.5)  # well inside the wait
-            process.send_signal(stop)
-            stopped = time.monotonic()
-            out, err = process.communicate(timeout=20)
-            stopped = time.monotonic() - stopped
-        finally:
-            process.kill()
-    assert process.returncode == 130, (out, err)
-    assert err.strip().splitlines() == ["scalebench: interrupted; every group was stopped"], err
-    assert stopped < 5, stopped
+        assert held.wait(60), "the command never sent a statement"
+        stop_while_held(process, stop, after_s=0.5)  # well inside the wait
 
 
 def test_a_stop_signal_ends_an_ingest_whose_copy_the_server_stopped_answering() -> None:
@@ -584,15 +574,22 @@ def test_a_stop_signal_ends_an_ingest_whose_copy_the_server_stopped_answering() 
         holding_proxy(threading.Event(), held, at=b"COPY ", target=url) as proxied,
     ):
         process = ingest_through(proxied, "60")
-        try:
-            assert held.wait(60), "the command never began a COPY"
-            time.sleep(1)  # the main thread reads on, then waits for the COPY
-            process.send_signal(signal.SIGINT)
-            stopped = time.monotonic()
-            out, err = process.communicate(timeout=20)
-            stopped = time.monotonic() - stopped
-        finally:
-            process.kill()
+        assert held.wait(60), "the command never began a COPY"
+        # The main thread reads on, then waits for the COPY.
+        stop_while_held(process, signal.SIGINT, after_s=1)
+
+
+def stop_while_held(process: subprocess.Popen, stop: int, after_s: float) -> None:
+    """Send ``stop`` to a command waiting on a held server ``after_s`` seconds in: it ends at
+    once (within 5 s), with exit status 130 and one line."""
+    try:
+        time.sleep(after_s)
+        process.send_signal(stop)
+        stopped = time.monotonic()
+        out, err = process.communicate(timeout=20)
+        stopped = time.monotonic() - stopped
+    finally:
+        process.kill()
     assert process.returncode == 130, (out, err)
     assert err.strip().splitlines() == ["scalebench: interrupted; every group was stopped"], err
     assert stopped < 5, stopped
