@@ -198,7 +198,12 @@ class PodGroup(KubernetesGroup):
     Airflow task whose ``context`` is given (``task_id``: the task's). The arguments are
     :class:`~operators.kubernetes.group.KubernetesGroup`'s; ``owner`` is the Airflow try
     that runs the group and ``live_ingest_s`` (seconds; 0: never) how often a deferred wait
-    wakes the task to load the live results."""
+    wakes the task to load the live results.
+
+    It takes from :class:`~operators.kubernetes.group.KubernetesGroup` the reading of the
+    plan, the names, the manifests and the bookkeeping of attempts (``may_retry``,
+    ``next_attempt``); the pod operator replaces the Job's following (``trigger``,
+    ``carry_on``, ``conclude`` are the Job's and are not called on a pod)."""
 
     def __init__(
         self,
