@@ -60,6 +60,27 @@ class AllReduceRow:
     network: str = "host"
 
 
+def _point(
+    backend: str, dtype: str, world_size: int, nbytes: int, seconds: list[float], **whose: str
+) -> AllReduceRow:
+    """The curve's point at ``nbytes`` from its repetitions' ``seconds`` (p50, mean and p95
+    latency, algbw and busbw); ``whose``: the sweep, device and network it belongs to."""
+    summary = analytics.summarise_allreduce([seconds], nbytes, world_size)
+    return AllReduceRow(
+        backend,
+        dtype,
+        world_size,
+        nbytes,
+        summary.p50,
+        summary.mean,
+        summary.p95,
+        summary.algbw,
+        summary.busbw,
+        summary.samples,
+        **whose,
+    )
+
+
 def allreduce_summary(conn: Connection, sweep_id: str | None = None) -> list[AllReduceRow]:
     """p50/mean/p95 latency and algbw/busbw per (backend, network, dtype, world size, bytes)."""
     query = select(
@@ -168,25 +189,18 @@ def allreduce_curves(
     for backend, device, network, dtype, world_size, nbytes, seconds in rows:
         kind = device.split(":")[0]  # cuda:0 and cuda:1 hold the same kind of tensor
         by_config[(backend, kind, network, dtype, world_size, nbytes)].extend(seconds)
-    result = []
-    for key, seconds in sorted(by_config.items()):
-        backend, device, network, dtype, world_size, nbytes = key
-        summary = analytics.summarise_allreduce([seconds], nbytes, world_size)
-        result.append(
-            AllReduceRow(
-                backend,
-                dtype,
-                world_size,
-                nbytes,
-                summary.p50,
-                summary.mean,
-                summary.p95,
-                summary.algbw,
-                summary.busbw,
-                summary.samples,
-                sweep=sweep_id,
-                device=device,
-                network=network,
-            )
+    return [
+        _point(
+            backend,
+            dtype,
+            world_size,
+            nbytes,
+            seconds,
+            sweep=sweep_id,
+            device=device,
+            network=network,
         )
-    return result
+        for (backend, device, network, dtype, world_size, nbytes), seconds in sorted(
+            by_config.items()
+        )
+    ]

@@ -4,7 +4,7 @@ all-reduce latency and bus bandwidth against message size, and the ring model's 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -196,6 +196,32 @@ def _bytes_axis(rows: Sequence[AllReduceRow]) -> dict[str, Any]:
     }
 
 
+def _size_traces(
+    groups: dict[str, list[AllReduceRow]],
+    y: Callable[[AllReduceRow], float],
+    data: Callable[[AllReduceRow], list[Any]],
+    hover: str,
+) -> list[go.Scatter]:
+    """One line per curve of ``groups`` against the message size: each point's ``y``, and
+    its ``data`` behind the hover (``customdata[2]`` on; 0 and 1 are the size in words and in
+    bytes), whose ``hover`` lines follow the curve's title and the size."""
+    return [
+        go.Scatter(
+            x=[r.bytes for r in group],
+            y=[y(r) for r in group],
+            mode="lines+markers",
+            marker={"size": 4},
+            name=name,
+            customdata=[[units.byte_size(r.bytes), r.bytes, *data(r)] for r in group],
+            hovertemplate=(
+                f"{_curve_title(group[0])}<br>%{{customdata[0]}} (%{{customdata[1]:,}} B)<br>"
+                f"{hover}<extra></extra>"
+            ),
+        )
+        for name, group in groups.items()
+    ]
+
+
 def allreduce_latency_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -> go.Figure:
     """All-reduce p50 latency (s) vs message size (bytes), log–log, one line per backend,
     dtype and world size; the hover gives p50, mean and p95."""
@@ -203,34 +229,18 @@ def allreduce_latency_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -
     groups = _allreduce_groups(rows, dtype)
     if not groups:
         return empty_figure("No all-reduce samples for this choice.", title)
-    traces = [
-        go.Scatter(
-            x=[r.bytes for r in group],
-            y=[r.p50_s for r in group],
-            mode="lines+markers",
-            marker={"size": 4},
-            name=name,
-            customdata=[
-                [
-                    units.byte_size(r.bytes),
-                    r.bytes,
-                    units.seconds(r.p50_s),
-                    units.seconds(r.mean_s),
-                    units.seconds(r.p95_s),
-                    r.samples,
-                ]
-                for r in group
-            ],
-            hovertemplate=(
-                f"{_curve_title(group[0])}<br>"
-                "%{customdata[0]} (%{customdata[1]:,} B)<br>"
-                "p50 %{customdata[2]} (%{y:.4g} s), mean %{customdata[3]}, "
-                "p95 %{customdata[4]}<br>%{customdata[5]} repetitions"
-                "<extra></extra>"
-            ),
-        )
-        for name, group in groups.items()
-    ]
+    traces = _size_traces(
+        groups,
+        lambda r: r.p50_s,
+        lambda r: [
+            units.seconds(r.p50_s),
+            units.seconds(r.mean_s),
+            units.seconds(r.p95_s),
+            r.samples,
+        ],
+        "p50 %{customdata[2]} (%{y:.4g} s), mean %{customdata[3]}, "
+        "p95 %{customdata[4]}<br>%{customdata[5]} repetitions",
+    )
     shown = [r for group in groups.values() for r in group]
     ticks, labels = units.log_ticks(
         min(r.p50_s for r in shown), max(r.p50_s for r in shown), units.seconds
@@ -245,24 +255,12 @@ def allreduce_busbw_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -> 
     groups = _allreduce_groups(rows, dtype)
     if not groups:
         return empty_figure("No all-reduce samples for this choice.", title)
-    traces = [
-        go.Scatter(
-            x=[r.bytes for r in group],
-            y=[r.busbw / 1e9 for r in group],
-            mode="lines+markers",
-            marker={"size": 4},
-            name=name,
-            customdata=[
-                [units.byte_size(r.bytes), r.bytes, units.bandwidth(r.algbw)] for r in group
-            ],
-            hovertemplate=(
-                f"{_curve_title(group[0])}<br>"
-                "%{customdata[0]} (%{customdata[1]:,} B)<br>"
-                "busbw %{y:.4g} GB/s, algbw %{customdata[2]}<extra></extra>"
-            ),
-        )
-        for name, group in groups.items()
-    ]
+    traces = _size_traces(
+        groups,
+        lambda r: r.busbw / 1e9,
+        lambda r: [units.bandwidth(r.algbw)],
+        "busbw %{y:.4g} GB/s, algbw %{customdata[2]}",
+    )
     shown = [r for group in groups.values() for r in group]
     low, high = min(r.busbw for r in shown) / 1e9, max(r.busbw for r in shown) / 1e9
     ticks, labels = units.log_ticks(low, high, lambda v: f"{v:g}")
