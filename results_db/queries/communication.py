@@ -102,25 +102,10 @@ def allreduce_summary(conn: Connection, sweep_id: str | None = None) -> list[All
         key = (row.backend, row.network, row.dtype, row.world_size, row.bytes)
         rep = (row.run_id, row.repetition)
         slowest[key][rep] = max(slowest[key].get(rep, 0.0), row.seconds)
-    rows = []
-    for (backend, network, dtype, world_size, nbytes), reps in sorted(slowest.items()):
-        summary = analytics.summarise_allreduce([list(reps.values())], nbytes, world_size)
-        rows.append(
-            AllReduceRow(
-                backend,
-                dtype,
-                world_size,
-                nbytes,
-                summary.p50,
-                summary.mean,
-                summary.p95,
-                summary.algbw,
-                summary.busbw,
-                summary.samples,
-                network=network,
-            )
-        )
-    return rows
+    return [
+        _point(backend, dtype, world_size, nbytes, list(reps.values()), network=network)
+        for (backend, network, dtype, world_size, nbytes), reps in sorted(slowest.items())
+    ]
 
 
 def phase_means(conn: Connection, sweep_id: str, network: str | None = None) -> list[PhaseRow]:
