@@ -12,7 +12,8 @@ twice: its communication was not measured across the network).
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from results_db.migrations.columns import add_columns, drop_columns
 
 revision = "0006"
 down_revision = "0005"
@@ -21,16 +22,12 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.add_column(
-            sa.Column("placement", sa.String(length=10), nullable=False, server_default="pack")
-        )
-        batch.add_column(
-            sa.Column("shared_node", sa.Boolean(), nullable=False, server_default=sa.false())
-        )
+    add_columns(
+        "run",
+        sa.Column("placement", sa.String(length=10), nullable=False, server_default="pack"),
+        sa.Column("shared_node", sa.Boolean(), nullable=False, server_default=sa.false()),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.drop_column("shared_node")
-        batch.drop_column("placement")
+    drop_columns("run", "shared_node", "placement")

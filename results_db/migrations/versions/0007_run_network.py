@@ -11,7 +11,8 @@ stored before ran on) or an emulated link such as ``100mbit`` or ``1gbit+2ms``
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from results_db.migrations.columns import add_columns, drop_columns
 
 revision = "0007"
 down_revision = "0006"
@@ -20,12 +21,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.add_column(
-            sa.Column("network", sa.String(length=40), nullable=False, server_default="host")
-        )
+    add_columns(
+        "run", sa.Column("network", sa.String(length=40), nullable=False, server_default="host")
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.drop_column("network")
+    drop_columns("run", "network")

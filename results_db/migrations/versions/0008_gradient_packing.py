@@ -15,7 +15,8 @@ exports label as the old meaning).
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from results_db.migrations.columns import add_columns, drop_columns
 
 revision = "0008"
 down_revision = "0007"
@@ -24,24 +25,18 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("step_timing") as batch:
-        batch.add_column(
-            sa.Column("gradient_packing_s", sa.Float(), nullable=False, server_default="0")
-        )
-    with op.batch_alter_table("run") as batch:
-        batch.add_column(
-            sa.Column("gradient_packing_s", sa.Float(), nullable=False, server_default="0")
-        )
-        batch.add_column(
-            sa.Column("gradient_packing_total_s", sa.Float(), nullable=False, server_default="0")
-        )
-        batch.add_column(sa.Column("records_version", sa.Integer(), nullable=True))
+    add_columns(
+        "step_timing",
+        sa.Column("gradient_packing_s", sa.Float(), nullable=False, server_default="0"),
+    )
+    add_columns(
+        "run",
+        sa.Column("gradient_packing_s", sa.Float(), nullable=False, server_default="0"),
+        sa.Column("gradient_packing_total_s", sa.Float(), nullable=False, server_default="0"),
+        sa.Column("records_version", sa.Integer(), nullable=True),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.drop_column("records_version")
-        batch.drop_column("gradient_packing_total_s")
-        batch.drop_column("gradient_packing_s")
-    with op.batch_alter_table("step_timing") as batch:
-        batch.drop_column("gradient_packing_s")
+    drop_columns("run", "records_version", "gradient_packing_total_s", "gradient_packing_s")
+    drop_columns("step_timing", "gradient_packing_s")

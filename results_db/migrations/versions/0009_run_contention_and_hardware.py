@@ -14,7 +14,8 @@ those runs) and ``run.hardware`` (the processor, and GPUs, the ranks ran on;
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from results_db.migrations.columns import add_columns, drop_columns
 
 revision = "0009"
 down_revision = "0008"
@@ -23,16 +24,13 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.add_column(sa.Column("contention_share", sa.Float(), nullable=True))
-        batch.add_column(
-            sa.Column("contended", sa.Boolean(), nullable=False, server_default=sa.false())
-        )
-        batch.add_column(sa.Column("hardware", sa.String(250), nullable=True))
+    add_columns(
+        "run",
+        sa.Column("contention_share", sa.Float(), nullable=True),
+        sa.Column("contended", sa.Boolean(), nullable=False, server_default=sa.false()),
+        sa.Column("hardware", sa.String(250), nullable=True),
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.drop_column("hardware")
-        batch.drop_column("contended")
-        batch.drop_column("contention_share")
+    drop_columns("run", "hardware", "contended", "contention_share")

@@ -12,7 +12,8 @@ not time it. The nightly judges step time and time to accuracy relative to it.
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from results_db.migrations.columns import add_columns, drop_columns
 
 revision = "0011"
 down_revision = "0010"
@@ -21,10 +22,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.add_column(sa.Column("machine_reference_s", sa.Float(), nullable=True))
+    add_columns("run", sa.Column("machine_reference_s", sa.Float(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.drop_column("machine_reference_s")
+    drop_columns("run", "machine_reference_s")

@@ -11,7 +11,8 @@ nodes; 1 for runs stored before, each of whose ranks was a node of its own.
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from results_db.migrations.columns import add_columns, drop_columns
 
 revision = "0012"
 down_revision = "0011"
@@ -20,12 +21,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.add_column(
-            sa.Column("ranks_per_node", sa.Integer(), nullable=False, server_default="1")
-        )
+    add_columns(
+        "run", sa.Column("ranks_per_node", sa.Integer(), nullable=False, server_default="1")
+    )
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.drop_column("ranks_per_node")
+    drop_columns("run", "ranks_per_node")

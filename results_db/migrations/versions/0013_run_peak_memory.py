@@ -13,7 +13,8 @@ before, whose records did not hold it.
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from results_db.migrations.columns import add_columns, drop_columns
 
 revision = "0013"
 down_revision = "0012"
@@ -22,10 +23,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.add_column(sa.Column("peak_memory_bytes", sa.BigInteger(), nullable=True))
+    add_columns("run", sa.Column("peak_memory_bytes", sa.BigInteger(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("run") as batch:
-        batch.drop_column("peak_memory_bytes")
+    drop_columns("run", "peak_memory_bytes")
