@@ -187,6 +187,11 @@ class NetworkChoice:
         """The picker's column: hidden while there is one profile."""
         return None if self.several else {"display": "none"}
 
+    def values(self) -> dict[str, Any]:
+        """The picker's options and its column's style, as the named outputs
+        ``network_options`` and ``network_style`` of a page's callback."""
+        return {"network_options": self.options, "network_style": self.style}
+
 
 def choose_networks(networks: Sequence[str], value: str | None) -> NetworkChoice:
     """The profiles a picker's ``value`` shows for a sweep with ``networks``: one, or all

@@ -5,11 +5,10 @@ input is refused, and the guard between Dash and the page's pure functions.
 A page (a package of ``dash_app/pages``) declares only what is its own::
 
     PAGE = Page(__name__, "/trend", "Nightly trend", INTRO, order=7)
-    OUTPUTS = Outputs(
-        search=address("trend"),            # left as it is on failure
+    OUTPUTS = Outputs.of_page(              # with search and refresh_off (below)
+        "trend",
         figure=blank_figure("trend-figure"),
         flags=message("trend-flags"),       # the failure's message goes here
-        refresh_off=refresh("trend"),       # stops refreshing on failure
     )
 
     def update(task: str | None, ...) -> dict[str, Any]:  # inputs in, named outputs out
@@ -17,7 +16,10 @@ A page (a package of ``dash_app/pages``) declares only what is its own::
 
     def register(app: Dash) -> None:
         PAGE.register(parse_trend, build)
-        OUTPUTS.wire(app, update, Input("trend-task", "value"), ...)
+        OUTPUTS.wire(app, update, *values("trend-task", ...), tick("trend"))
+
+The main callback of a page also sets its address (``search``: left as it is on failure) and
+whether its refresher stops (``refresh_off``: it stops on failure).
 
 :func:`guarded` turns any failure of a layout or callback into a friendly message on the
 page (database trouble with its advice, anything else as "logged on the server") instead of
@@ -164,6 +166,22 @@ class Outputs:
     def __init__(self, **slots: Slot) -> None:
         self.slots = slots
 
+    @classmethod
+    def of_page(cls, prefix: str, *, networks: str | None = None, **slots: Slot) -> Outputs:
+        """The outputs of a page's main callback: its address bar (``search``,
+        :func:`address`), ``slots``, whether its refresher stops (``refresh_off``,
+        :func:`refresh`) and, where ``networks`` names the page's network picker
+        (:func:`~dash_app.components.network_picker`), the picker's options and visibility
+        (``network_options``, ``network_style``: both left as they are on failure; their
+        values are :meth:`~dash_app.components.NetworkChoice.values`)."""
+        pickers: dict[str, Slot] = {}
+        if networks is not None:
+            pickers = {
+                "network_options": kept(networks, "options"),
+                "network_style": kept(f"{networks}-column", "style"),
+            }
+        return cls(search=address(prefix), **slots, refresh_off=refresh(prefix), **pickers)
+
     @property
     def outputs(self) -> dict[str, Output]:
         """The named Dash outputs, for ``app.callback(output=...)``."""
@@ -201,6 +219,20 @@ class Outputs:
                 return safe(*values, triggered=ctx.triggered_id)
 
         app.callback(output=self.outputs, inputs=list(inputs))(callback)
+
+
+# -- a callback's inputs -------------------------------------------------------------------
+
+
+def values(*element_ids: str) -> list[Input]:
+    """The ``value`` of each of ``element_ids``, in order, as a callback's inputs."""
+    return [Input(element_id, "value") for element_id in element_ids]
+
+
+def tick(prefix: str) -> Input:
+    """The page's refresher's (:func:`~dash_app.components.refresher`) count of intervals,
+    as a callback's input: the callback runs again every few seconds while it is on."""
+    return Input(f"{prefix}-refresh", "n_intervals")
 
 
 # -- a page ----------------------------------------------------------------------------

@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, dcc, html
+from dash import Dash, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, plots
 from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.communication import figures
 from dash_app.state import MAX_OVERLAID, Query, to_search
-from dash_app.wiring import Outputs, Page, address, blank_figure, kept, message, refresh
+from dash_app.wiring import Outputs, Page, blank_figure, kept, message, tick, values
 
 PAGE = Page(
     __name__,
@@ -124,8 +124,9 @@ def build(state: CommunicationState, problems: list[str]) -> html.Div:
     )
 
 
-OUTPUTS = Outputs(
-    search=address("comm"),
+OUTPUTS = Outputs.of_page(
+    "comm",
+    networks="comm-network",
     status=message("comm-status"),
     ratio=blank_figure("comm-ratio"),
     phases=blank_figure("comm-phases"),
@@ -133,9 +134,6 @@ OUTPUTS = Outputs(
     latency=blank_figure("comm-latency"),
     busbw=blank_figure("comm-busbw"),
     fits=kept("comm-fits", "children"),
-    refresh_off=refresh("comm"),
-    network_options=kept("comm-network", "options"),
-    network_style=kept("comm-network-column", "style"),
 )
 
 
@@ -214,8 +212,7 @@ def update(
         busbw=busbw,
         fits=fits,
         refresh_off=not running,
-        network_options=networks.options,
-        network_style=networks.style,
+        **networks.values(),
     )
 
 
@@ -224,9 +221,6 @@ def register(app: Dash) -> None:
     OUTPUTS.wire(
         app,
         update,
-        Input("comm-sweep", "value"),
-        Input("comm-allreduce", "value"),
-        Input("comm-dtype", "value"),
-        Input("comm-network", "value"),
-        Input("comm-refresh", "n_intervals"),
+        *values("comm-sweep", "comm-allreduce", "comm-dtype", "comm-network"),
+        tick("comm"),
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, html
+from dash import Dash, html
 
 from dash_app import components as ui
 from dash_app import data, tables
@@ -20,7 +20,7 @@ from dash_app.choices import pick_sweep
 from dash_app.pages.compare import figures
 from dash_app.plots import per_network
 from dash_app.state import Query, to_search
-from dash_app.wiring import Outputs, Page, address, blank_figure, cleared, message, refresh
+from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
 
 PAGE = Page(
     __name__,
@@ -82,12 +82,11 @@ def build(state: CompareState, problems: list[str]) -> html.Div:
     )
 
 
-OUTPUTS = Outputs(
-    search=address("compare"),
+OUTPUTS = Outputs.of_page(
+    "compare",
     verdict=message("compare-verdict"),
     table=cleared("compare-table"),
     figure=blank_figure("compare-figure"),
-    refresh_off=refresh("compare"),
 )
 
 
@@ -122,10 +121,4 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict
 
 def register(app: Dash) -> None:
     PAGE.register(parse_compare, build)
-    OUTPUTS.wire(
-        app,
-        update,
-        Input("compare-a", "value"),
-        Input("compare-b", "value"),
-        Input("compare-refresh", "n_intervals"),
-    )
+    OUTPUTS.wire(app, update, *values("compare-a", "compare-b"), tick("compare"))

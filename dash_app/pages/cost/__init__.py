@@ -12,23 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, dcc, html
+from dash import Dash, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, plots, tables
 from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.cost import figures
 from dash_app.state import Query, to_search
-from dash_app.wiring import (
-    Outputs,
-    Page,
-    address,
-    blank_figure,
-    cleared,
-    kept,
-    message,
-    refresh,
-)
+from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
 from results_db.queries.costs import PriceMissing, PriceRow
 
 PAGE = Page(
@@ -160,17 +151,15 @@ PROJECTED_COST_HELP = (
 )
 
 
-OUTPUTS = Outputs(
-    search=address("cost"),
+OUTPUTS = Outputs.of_page(
+    "cost",
+    networks="cost-network",
     status=message("cost-status"),
     published_note=cleared("cost-published-note"),
     cost=blank_figure("cost-bars"),
     price_index=blank_figure("cost-index"),
     cost_time=blank_figure("cost-pareto"),
     prices=cleared("cost-prices"),
-    refresh_off=refresh("cost"),
-    network_options=kept("cost-network", "options"),
-    network_style=kept("cost-network-column", "style"),
 )
 
 
@@ -219,8 +208,7 @@ def update(
             cost_time=blank,
             prices=prices,
             refresh_off=True,
-            network_options=networks.options,
-            network_style=networks.style,
+            **networks.values(),
         )
     per_node = plots.ranks_per_node_of(source.sweep_runs(sweep_id))  # its node boundary
     status = None
@@ -245,8 +233,7 @@ def update(
         ),
         prices=prices,
         refresh_off=sweep.outcome != "running",
-        network_options=networks.options,
-        network_style=networks.style,
+        **networks.values(),
     )
 
 
@@ -287,18 +274,11 @@ def register(app: Dash) -> None:
     OUTPUTS.wire(
         app,
         update,
-        Input("cost-sweep", "value"),
-        Input("cost-instance", "value"),
-        Input("cost-gpu", "value"),
-        Input("cost-published", "value"),
-        Input("cost-network", "value"),
-        Input("cost-refresh", "n_intervals"),
+        *values("cost-sweep", "cost-instance", "cost-gpu", "cost-published", "cost-network"),
+        tick("cost"),
     )
     PROJECTION_OUTPUTS.wire(
         app,
         update_projection,
-        Input("cost-sweep", "value"),
-        Input("cost-instance", "value"),
-        Input("cost-gpu", "value"),
-        Input("cost-allreduce", "value"),
+        *values("cost-sweep", "cost-instance", "cost-gpu", "cost-allreduce"),
     )

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from dash import Dash, Input, dcc, html
+from dash import Dash, dcc, html
 
 from dash_app import components as ui
 from dash_app import data
 from dash_app.pages.overview import figures
 from dash_app.state import Query
-from dash_app.wiring import Outputs, Page, message, refresh
+from dash_app.wiring import Outputs, Page, message, refresh, tick
 
 PAGE = Page(
     __name__,
@@ -79,4 +79,4 @@ def update(_tick: int | None = None) -> dict[str, Any]:
 
 def register(app: Dash) -> None:
     PAGE.register(parse_overview, build)
-    OUTPUTS.wire(app, update, Input("overview-refresh", "n_intervals"))
+    OUTPUTS.wire(app, update, tick("overview"))

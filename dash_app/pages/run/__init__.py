@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, dcc, html
+from dash import Dash, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, downloads, tables
@@ -20,7 +20,7 @@ from dash_app.choices import is_allreduce
 from dash_app.pages.communication.figures import allreduce_busbw_figure, allreduce_latency_figure
 from dash_app.pages.run import figures
 from dash_app.state import Query, to_search
-from dash_app.wiring import Outputs, Page, address, blank_figure, cleared, message, refresh
+from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
 from results_db.queries.runs import RunInfo
 from scalebench import units
 
@@ -106,15 +106,14 @@ def companions(run: RunInfo, siblings: list[RunInfo]) -> list[RunInfo]:
     return [chosen[size] for size in sorted(chosen)]
 
 
-OUTPUTS = Outputs(
-    search=address("run"),
+OUTPUTS = Outputs.of_page(
+    "run",
     facts=message("run-facts"),
     loss=blank_figure("run-loss"),
     metric=blank_figure("run-metric"),
     events=cleared("run-events"),
     environment=cleared("run-environment"),
     downloads=cleared("run-downloads"),
-    refresh_off=refresh("run"),
 )
 
 
@@ -173,4 +172,4 @@ def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
 
 def register(app: Dash) -> None:
     PAGE.register(parse_run, build)
-    OUTPUTS.wire(app, update, Input("run-id", "value"), Input("run-refresh", "n_intervals"))
+    OUTPUTS.wire(app, update, *values("run-id"), tick("run"))

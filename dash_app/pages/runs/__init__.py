@@ -19,7 +19,7 @@ from dash_app import components as ui
 from dash_app import data, tables
 from dash_app.pages.runs import figures
 from dash_app.state import SORTABLE_RUN_COLUMNS, Query, to_search
-from dash_app.wiring import Outputs, Page, address, cleared, kept, message, refresh
+from dash_app.wiring import Outputs, Page, cleared, kept, message, tick, values
 from scalebench.statuses import RUN_STATUSES
 
 PAGE = Page(
@@ -137,13 +137,12 @@ def build(state: RunsState, problems: list[str]) -> html.Div:
     )
 
 
-OUTPUTS = Outputs(
-    search=address("runs"),
+OUTPUTS = Outputs.of_page(
+    "runs",
     count=message("runs-count"),
     rows=cleared("runs-table", "rowData", []),
     page_count=cleared("runs-pages", "max_value", 1),
     page_current=kept("runs-pages", "active_page"),
-    refresh_off=refresh("runs"),
 )
 
 
@@ -198,11 +197,9 @@ def register(app: Dash) -> None:
     OUTPUTS.wire(
         app,
         update,
-        Input("runs-q", "value"),
-        Input("runs-status", "value"),
-        Input("runs-task", "value"),
+        *values("runs-q", "runs-status", "runs-task"),
         Input("runs-table", "columnState"),
         Input("runs-pages", "active_page"),
-        Input("runs-refresh", "n_intervals"),
+        tick("runs"),
         told=True,
     )

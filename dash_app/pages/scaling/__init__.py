@@ -16,23 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, html
+from dash import Dash, html
 
 from dash_app import components as ui
 from dash_app import data, plots
 from dash_app.choices import pick_sweep, pick_sweeps
 from dash_app.pages.scaling import figures
 from dash_app.state import Query, to_search
-from dash_app.wiring import (
-    Outputs,
-    Page,
-    address,
-    blank_figure,
-    cleared,
-    kept,
-    message,
-    refresh,
-)
+from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
 
 PAGE = Page(
     __name__,
@@ -121,16 +112,14 @@ def build(state: SweepState, problems: list[str]) -> html.Div:
     )
 
 
-OUTPUTS = Outputs(
-    search=address("scaling"),
+OUTPUTS = Outputs.of_page(
+    "scaling",
+    networks="scaling-network",
     summary=message("scaling-summary"),
     published_note=cleared("scaling-published-note"),
     tta=blank_figure("scaling-tta"),
     speedup=blank_figure("scaling-speedup"),
     efficiency=blank_figure("scaling-efficiency"),
-    refresh_off=refresh("scaling"),
-    network_options=kept("scaling-network", "options"),
-    network_style=kept("scaling-network-column", "style"),
 )
 
 
@@ -173,8 +162,7 @@ def update(
             {n: figures.efficiency_figure(rows[n], per_node) for n in shown}
         ),
         refresh_off=sweep.outcome != "running",
-        network_options=networks.options,
-        network_style=networks.style,
+        **networks.values(),
     )
 
 
@@ -232,15 +220,11 @@ def register(app: Dash) -> None:
     OUTPUTS.wire(
         app,
         update,
-        Input("scaling-sweep", "value"),
-        Input("scaling-published", "value"),
-        Input("scaling-network", "value"),
-        Input("scaling-refresh", "n_intervals"),
+        *values("scaling-sweep", "scaling-published", "scaling-network"),
+        tick("scaling"),
     )
     PROJECTION_OUTPUTS.wire(
         app,
         update_projection,
-        Input("scaling-sweep", "value"),
-        Input("scaling-allreduce", "value"),
-        Input("scaling-projection-with", "value"),
+        *values("scaling-sweep", "scaling-allreduce", "scaling-projection-with"),
     )

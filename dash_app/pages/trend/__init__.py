@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import dash_bootstrap_components as dbc
-from dash import Dash, Input, dcc, html
+from dash import Dash, dcc, html
 
 from dash_app import components as ui
 from dash_app import data, tables
 from dash_app.choices import is_allreduce
 from dash_app.pages.trend import figures
 from dash_app.state import TREND_METRICS, Query, to_search
-from dash_app.wiring import Outputs, Page, address, blank_figure, message, refresh
+from dash_app.wiring import Outputs, Page, blank_figure, message, tick, values
 from scalebench import units
 
 PAGE = Page(
@@ -127,11 +127,10 @@ def build(state: TrendState, problems: list[str]) -> html.Div:
     )
 
 
-OUTPUTS = Outputs(
-    search=address("trend"),
+OUTPUTS = Outputs.of_page(
+    "trend",
     figure=blank_figure("trend-figure"),
     flags=message("trend-flags"),
-    refresh_off=refresh("trend"),
 )
 
 
@@ -182,11 +181,4 @@ def update(
 
 def register(app: Dash) -> None:
     PAGE.register(parse_trend, build)
-    OUTPUTS.wire(
-        app,
-        update,
-        Input("trend-task", "value"),
-        Input("trend-metric", "value"),
-        Input("trend-nights", "value"),
-        Input("trend-refresh", "n_intervals"),
-    )
+    OUTPUTS.wire(app, update, *values("trend-task", "trend-metric", "trend-nights"), tick("trend"))
