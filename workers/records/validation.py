@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from functools import cache
 from itertools import product
 from operator import itemgetter
 from typing import Any
@@ -128,11 +129,11 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
     a text where a number belongs, an event without the fields its readers need, a run
     metric of a final event outside its quantity's range)."""
     _VALUE_CHECKS[kind](record)
-    for (of, name), declared in quantities.FIELDS.items():
-        if of in (kind, f"{kind}:{record.get('event')}", "any"):
-            problem = declared.problem(record.get(name))
-            if problem:
-                raise BadRecord(problem)
+    event = record["event"] if kind == "event" else None  # a known event's name, or None
+    for name, declared in _declared_quantities(kind, event):
+        problem = declared.problem(record.get(name))
+        if problem:
+            raise BadRecord(problem)
     if kind == "event" and record["event"] in FINAL_EVENTS:
         for metric in RUN_METRICS:
             problem = metric.quantity.problem(record.get(metric.name))
@@ -144,6 +145,18 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
             raise BadRecord(
                 f"field {name!r} must be seconds from 0 to {MAX_RECORD_S:g}, got {value}"
             )
+
+
+@cache
+def _declared_quantities(kind: str, event: Any) -> tuple[tuple[str, quantities.Quantity], ...]:
+    """The declared quantities (:data:`scalebench.quantities.FIELDS`) that a record of
+    ``kind`` (an event: named ``event``) holds, as (field, quantity): worked out once for
+    each kind and event, since every step of a run asks again."""
+    return tuple(
+        (name, declared)
+        for (of, name), declared in quantities.FIELDS.items()
+        if of in (kind, f"{kind}:{event}", "any")
+    )
 
 
 def _check_phases(record: dict[str, Any]) -> None:
