@@ -18,18 +18,23 @@ from sqlalchemy.engine import make_url
 
 @contextmanager
 def scratch_database(
-    admin_url: str, prefix: str = "scalebench_scratch", migrate: bool = True
+    admin_url: str,
+    prefix: str = "scalebench_scratch",
+    migrate: bool = True,
+    template: str | None = None,
 ) -> Iterator[str]:
     """A new database named ``<prefix>_<random>`` on ``admin_url``'s server (its URL, with the
     administrator's credentials), migrated to the results schema unless ``migrate`` is
-    false; dropped on leaving, whatever happened inside."""
+    false; dropped on leaving, whatever happened inside. With ``template`` (a database's
+    name, to which nothing is connected) it starts as a copy of that database instead."""
     from results_db.database import upgrade
 
     name = f"{prefix}_{uuid.uuid4().hex[:10]}"
     admin = create_engine(admin_url, isolation_level="AUTOCOMMIT")
     try:
         with admin.connect() as conn:
-            conn.execute(text(f'CREATE DATABASE "{name}"'))
+            copied = f' TEMPLATE "{template}"' if template else ""
+            conn.execute(text(f'CREATE DATABASE "{name}"{copied}'))
         url = make_url(admin_url).set(database=name).render_as_string(hide_password=False)
         try:
             if migrate:
