@@ -31,9 +31,12 @@ or several together (``a+b``: flagged when any is)
 nightly judged before), so metrics are compared on the very same runs.
 
 ``--smoke`` runs the fewest nights the detector can judge, in a temporary folder, then the
-same table, no goal judged: light Task 0 only (unless ``--tasks`` names others), one run a
-night, 8 unmodified nights (the window and one more), one slowed by 10 %, one trial; about a
-minute.
+same table, no goal judged: light Task 0 only (unless ``--tasks`` names others), judged as
+nights of one run (``--night-runs 1``): one unmodified sweep of 8 runs (the window and one
+more) and one slowed by 10 % of one run, in one round, one trial. Task 0's runs time only
+``float32`` sizes up to 1,000 elements, 2 repetitions each (the metric takes the largest size
+there is), and no run counts as contended (``SCALEBENCH_CONTENTION_THRESHOLD=1``), so the
+detector's comparison runs however busy the machine is; about half a minute.
 
 Prints per task, metric set and case how many of the trials were flagged (goal: at least 9
 of 10 slowed nights at 10 %, at most 1 of 10 unmodified nights) and how many of them had a
@@ -93,10 +96,24 @@ CASES = (
 SMOKE_TASK = "task0-allreduce"  # a light run takes seconds; a light Task 1a run, minutes
 
 
-def run_night(case: Case, repeats: int, slowdown: float, results: Path, database: str) -> float:
+# the smoke's Task 0 runs: the float32 sizes up to 1,000 elements, 2 timed repetitions each
+SMOKE_RUN_OPTIONS = ("--max-elements", "1000", "--repetitions", "2", "--dtype", "float32")
+
+
+def run_night(
+    case: Case,
+    repeats: int,
+    slowdown: float,
+    results: Path,
+    database: str,
+    smoke: bool = False,
+) -> float:
     """One night of ``case``: a sweep of ``repeats`` runs (slowed by ``slowdown``, 0: not);
-    returns its wall-clock seconds."""
+    returns its wall-clock seconds. ``smoke``: Task 0's smallest sizes, and no run stored
+    as contended."""
     env = dict(os.environ)
+    if smoke:
+        env["SCALEBENCH_CONTENTION_THRESHOLD"] = "1"
     if slowdown:
         env["PYTHONPATH"] = os.pathsep.join([str(SLOWDOWN_PATH), str(ROOT)])
         env["SCALEBENCH_BENCH_SLOWDOWN"] = str(slowdown)
@@ -105,6 +122,8 @@ def run_night(case: Case, repeats: int, slowdown: float, results: Path, database
     command += ["--workers", str(case.workers), "--repeats", str(repeats)]
     command += ["--results", str(results), "--data-dir", str(results.parent / "data")]
     command += ["--database", database]
+    if smoke and case.task == SMOKE_TASK:
+        command += SMOKE_RUN_OPTIONS
     tail: deque[str] = deque(maxlen=40)
     with subprocess.Popen(
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env
@@ -247,7 +266,8 @@ def run_nights(
     for index, (case, slowdown, night) in enumerate(plan):
         results = data / "runs" / f"{case.task}-{slowdown:g}-{night}-{time.time_ns()}"
         results.mkdir(parents=True)
-        wall = run_night(case, args.repeats, slowdown, results, database)
+        repeats = args.repeats if slowdown == 0 else args.slowed_repeats
+        wall = run_night(case, repeats, slowdown, results, database, args.smoke)
         walls[case.task].append(wall)
         (sweep_dir,) = results.iterdir()
         entry = {"task": case.task, "slowdown": slowdown, "night": night}
@@ -387,7 +407,7 @@ def main() -> None:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help="the fewest nights the detector judges (light Task 0, one run each): about a "
+        help="the fewest nights the detector judges (light Task 0, one run each): about half a "
         "minute, no goal",
     )
     args = parser.parse_args()
@@ -395,9 +415,14 @@ def main() -> None:
     if args.smoke:
         if args.data or args.judge_only:
             parser.error("--smoke runs its nights in a temporary folder: no --data, --judge-only")
-        args.nights, args.slowed_nights, args.slowdowns = window + 1, 1, "0.10"
-        args.repeats, args.trials, args.night_runs = 1, 1, None
+        # one sweep of window + 1 runs judged as that many nights of one run: the groups
+        # share one command's start, ingest and report
+        args.nights, args.slowed_nights, args.slowdowns = 1, 1, "0.10"
+        args.repeats, args.trials, args.night_runs = window + 1, 1, 1
+        args.slowed_repeats = 1
         args.tasks = args.tasks or SMOKE_TASK
+    else:
+        args.slowed_repeats = args.repeats
     args.tasks = args.tasks or ",".join(c.task for c in CASES)
     slowdowns = [float(s) for s in args.slowdowns.split(",")]
     cases = [c for c in CASES if c.task in args.tasks.split(",")]
@@ -408,7 +433,7 @@ def main() -> None:
         raise SystemExit(f"--also: unknown metric(s) {', '.join(unknown)}")
     if args.judge_only and not args.data:
         raise SystemExit("--judge-only needs --data: the folder of stored nights")
-    if not args.judge_only and not args.data and args.nights < window + 1:
+    if not args.judge_only and not args.data and not args.smoke and args.nights < window + 1:
         raise SystemExit(f"--nights must be at least {window + 1}: a baseline and one more")
     with contextlib.ExitStack() as stack:
         if args.data:
@@ -424,9 +449,8 @@ def main() -> None:
         judge(cases, args, data)
     if args.smoke:
         print(
-            f"\nsmoke run: {args.nights} unmodified and {args.slowed_nights} slowed night(s) of "
-            f"{args.repeats} run(s) per task in {time.perf_counter() - began:.0f} s; "
-            "no goal judged"
+            f"\nsmoke run: {args.repeats} unmodified and {args.slowed_repeats} slowed night(s) "
+            f"of one run per task in {time.perf_counter() - began:.0f} s; no goal judged"
         )
 
 
