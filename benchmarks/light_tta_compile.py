@@ -15,9 +15,10 @@ this is the measurement behind ``auto``'s choice.
 
 ``--task`` measures another task's light variant the same way (default Task 1a).
 ``--smoke`` runs one round at 1 worker with 1 repeat of light Task 2a, the cheapest task,
-comparing ``off`` with ``auto`` (which leaves light runs eager): two real light runs to the
-target, sweeps, ingest and the table, in seconds, with no compilation (the minutes of this
-benchmark).
+comparing ``off`` with ``auto`` (which leaves light runs eager): two real light runs of one
+epoch each (``benchmarks/smoke_epochs`` on their ``PYTHONPATH``; the target is not reached
+in one, and the table says so), sweeps, ingest and the table, in seconds, with no
+compilation (the minutes of this benchmark).
 
     .venv/bin/python benchmarks/light_tta_compile.py [--workers 1,2] [--rounds 2] [--repeats 3]
     .venv/bin/python benchmarks/light_tta_compile.py --smoke
@@ -26,6 +27,7 @@ benchmark).
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -38,12 +40,15 @@ from sqlalchemy import select
 from results_db.database import make_engine
 from results_db.models import Run
 
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE_EPOCHS_PATH = Path(__file__).resolve().with_name("smoke_epochs")
 TASK = "task1a-resnet20-cifar10"
 # Smoke size: one sweep of each setting, one worker count, one run each, of the cheapest task.
 SMOKE_TASK = "task2a-logreg-epsilon"
 SMOKE_WORKERS = "1"
 SMOKE_ROUNDS = 1
 SMOKE_REPEATS = 1
+SMOKE_EPOCHS = 1  # each smoke training ends after this many epochs, its target not reached
 
 
 def sweep(
@@ -53,9 +58,15 @@ def sweep(
     results: Path,
     database: str,
     repeats: int | None = None,
+    max_epochs: int | None = None,
 ) -> float:
     """Run one light sweep of ``task`` with ``repeats`` runs per worker count (None: the
-    command line's default); returns its wall-clock seconds (compilation included)."""
+    command line's default), each training ending after ``max_epochs`` epochs (None: at
+    its target or the task's limit); returns its wall-clock seconds (compilation included)."""
+    env = dict(os.environ)
+    if max_epochs is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(SMOKE_EPOCHS_PATH), str(ROOT)])
+        env["SCALEBENCH_BENCH_MAX_EPOCHS"] = str(max_epochs)
     began = time.perf_counter()
     done = subprocess.run(
         [
@@ -78,6 +89,7 @@ def sweep(
         capture_output=True,
         text=True,
         timeout=1800,
+        env=env,
     )
     if done.returncode != 0:
         raise SystemExit(f"sweep with --compile {setting} failed:\n{done.stdout[-3000:]}")
@@ -105,13 +117,15 @@ def main() -> None:
         "--smoke",
         action="store_true",
         help=f"{SMOKE_ROUNDS} round at {SMOKE_WORKERS} worker, {SMOKE_REPEATS} repeat of "
-        f"{SMOKE_TASK}: the code path at its smallest (two light runs to the target)",
+        f"{SMOKE_TASK}: the code path at its smallest (two light runs of "
+        f"{SMOKE_EPOCHS} epoch)",
     )
     args = parser.parse_args()
     if args.smoke:
         args.workers, args.rounds, args.repeats = SMOKE_WORKERS, SMOKE_ROUNDS, SMOKE_REPEATS
         args.task = SMOKE_TASK
         args.compiled = "auto"  # eager for light runs: the code path without the compiler's minutes
+    max_epochs = SMOKE_EPOCHS if args.smoke else None
     began = time.perf_counter()
 
     with tempfile.TemporaryDirectory(prefix="light-tta-") as tmp:
@@ -121,7 +135,13 @@ def main() -> None:
             order = ("off", args.compiled) if round_ % 2 == 0 else (args.compiled, "off")
             for setting in order:
                 wall = sweep(
-                    args.task, setting, args.workers, Path(tmp) / setting, database, args.repeats
+                    args.task,
+                    setting,
+                    args.workers,
+                    Path(tmp) / setting,
+                    database,
+                    args.repeats,
+                    max_epochs,
                 )
                 walls[setting].append(wall)
                 print(

@@ -38,7 +38,7 @@ SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]]
     "airflow_endings.py": ((), 400, (pytest.mark.slow,)),
     # one epoch of light Task 2a on two ranks
     "light_targets.py": ((), 120, (pytest.mark.slow,)),
-    # two light Task 2a trainings to the target (eager: the smoke compares off with auto)
+    # two light Task 2a trainings of one epoch (eager: the smoke compares off with auto)
     "light_tta_compile.py": ((), 240, (pytest.mark.slow,)),
     # network namespaces and tc on the host: alone, like the other emulated-link checks
     "network_emulation.py": ((), 240, (pytest.mark.slow, pytest.mark.timing, NEEDS_SHAPING)),
