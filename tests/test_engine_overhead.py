@@ -1,5 +1,6 @@
 """``benchmarks/engine_overhead.py`` runs at its smoke size: the same code path as a measurement,
-so a change that breaks the benchmark fails here, not the next time someone measures."""
+so a change that breaks the benchmark fails here, not the next time someone measures. Task 2a's
+smoke runs here, with its JSON checked; tests/test_benchmark_smokes.py runs the other tasks'."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ def test_the_smoke_size_measures_both_loops_and_judges_nothing(tmp_path: Path) -
     assert result["engine_samples_per_s"] > 0 and result["plain_samples_per_s"] > 0
     assert result["ratio"] == result["engine_samples_per_s"] / result["plain_samples_per_s"]
     assert "ratio" in done.stdout and "plain" in done.stdout
+    assert "smoke" in done.stdout and "Traceback" not in done.stdout + done.stderr
 
 
 def test_an_unknown_task_is_refused_naming_the_option() -> None:
