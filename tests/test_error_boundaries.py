@@ -1,5 +1,7 @@
-"""Every entry point, run as a real process in a broken environment, exits with its documented
-status and one clear line that names the setting, never a traceback.
+"""Every entry point, run in a broken environment, exits with its documented
+status and one clear line that names the setting, never a traceback. Each runs as a real
+process, as a user starts it; the database matrix runs most of its cases through the same
+``main`` in the test's process (see ``AS_PROCESS``).
 
 Exit statuses (docs/command-line.md, "When something goes wrong"): 0 done, 1 ran but
 something failed, 2 refused (bad input or an environment that cannot serve: database
@@ -111,18 +113,51 @@ CASES = (
 )
 
 
+# The last case of each command (one that reaches a database: an unmigrated PostgreSQL for the
+# readers, a file that is no database for the writers), and every dashboard case (a dashboard
+# that wrongly started would listen for ever), run as a real process: what a user sees, to the
+# last line on stderr. The rest of the matrix calls the same ``main`` in this process, which
+# answers with the same status and line without a process's start (a second of imports each).
+AS_PROCESS = {*dict((command, database) for database, command in CASES).items()}
+
+
+def run_in_process(
+    argv: list[str], env: dict[str, str], cwd: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> subprocess.CompletedProcess[str]:
+    """``scalebench argv`` as :func:`run` would run it, but through ``cli.main.main`` here."""
+    from cli import main as cli
+
+    monkeypatch.delenv("SCALEBENCH_DEBUG", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.chdir(cwd)
+    capsys.readouterr()
+    status = cli.main(argv)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, status, out, err)
+
+
 @pytest.mark.parametrize(("database", "command"), CASES, ids=[f"{d}-{c}" for d, c in CASES])
 def test_a_database_that_cannot_serve_is_named_with_what_to_do(
-    database: str, command: str, tmp_path: Path, unmigrated_postgres: str
+    database: str,
+    command: str,
+    tmp_path: Path,
+    unmigrated_postgres: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     make_url, says = DATABASES[database]
     (tmp_path / "empty.db").touch()
     (tmp_path / "garbage.db").write_text("not a database, but a file of text\n" * 200)
     url = make_url(tmp_path, unmigrated_postgres)
     argv = {**READERS, **WRITERS}[command]
+    env = {"SCALEBENCH_DATABASE_URL": url}
     if command == "dashboard":
         argv = ["dashboard", "--port", str(free_port())]
-    done = run(scalebench(*argv), {"SCALEBENCH_DATABASE_URL": url}, tmp_path)
+    if command == "dashboard" or (command, database) in AS_PROCESS:
+        done = run(scalebench(*argv), env, tmp_path)
+    else:
+        done = run_in_process(argv, env, tmp_path, monkeypatch, capsys)
     assert_refused(done, says, "scalebench: error: ")
 
 
