@@ -277,11 +277,12 @@ def test_stopping_the_airflow_task_cancels_the_sweep_and_keeps_what_it_measured(
 
     url = f"sqlite:///{sweep_env / 'r.db'}"
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    # Task 2a: its ranks start within seconds, and a light group of two trains for seconds
+    # more, long after its first step (when it is caught); the DAG is the same for every task.
     script = (
         "from airflow.dag_processing.dagbag import DagBag\n"
-        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).get_dag('task1a_resnet20_cifar10')\n"
-        "run = dag.test(run_conf={'workers': [2], 'repeats': 2, 'light': True,\n"
-        "                         'precision': 'bf16'})  # bf16 on a CPU: slow enough to catch\n"
+        f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).get_dag('task2a_logreg_epsilon')\n"
+        "run = dag.test(run_conf={'workers': [2], 'repeats': 2, 'light': True})\n"
         "print('DAG RUN', run.state, flush=True)\n"
     )
     log = sweep_env / "dag-test.log"
@@ -439,6 +440,9 @@ def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
     log = sweep_env / "dag-test.log"
     proc = start_in_background(script, log)
     results = sweep_env / "results"
+    wait_for_sweep(proc, log, results)  # the restarted scheduler's Airflow loads meanwhile
+    go, teardown_log = sweep_env / "teardown-now", sweep_env / "teardown.log"
+    teardown = airflow_cli_when_told(go, teardown_log)
     running = wait_for_training(proc, log, results, "-w1-")
     sweep_dir = running.parent
     proc.kill()
@@ -451,23 +455,9 @@ def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
             continue
     run_id = re.search(r"run_id=(manual__\S+?)[,\s]", log.read_text()).group(1)
     began = time.monotonic()
-    teardown = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "airflow",
-            "tasks",
-            "test",
-            "task2a_logreg_epsilon",
-            "ingest",
-            run_id,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-    assert teardown.returncode == 0, teardown.stdout[-3000:] + teardown.stderr[-3000:]
+    tell(go, [["tasks", "test", "task2a_logreg_epsilon", "ingest", run_id]])
+    out = output_when_done(teardown, teardown_log, timeout=300)
+    assert teardown.returncode == 0 and "DONE tasks test" in out, out[-3000:]
     closed = json.loads((sweep_dir / "sweep.json").read_text())
     assert [(g["status"], g["reason"]) for g in closed["groups"]] == [
         ("cancelled", ENDED_WITHOUT_VERDICT),
@@ -533,6 +523,9 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     )
     log = sweep_env / "dag-test.log"
     proc = start_in_background(script, log)
+    results = sweep_env / "results"
+    # The API client and the later reruns' Airflow load while the first group trains.
+    wait_for_sweep(proc, log, results)
     go = sweep_env / "mark-failed-now"
     patch_log = sweep_env / "patch.log"
     with patch_log.open("w") as patch_out:
@@ -544,7 +537,8 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
             text=True,
             cwd=REPO,
         )
-    results = sweep_env / "results"
+    go_again, again_log = sweep_env / "run-again-now", sweep_env / "again.log"
+    again = airflow_cli_when_told(go_again, again_log)
     # Airflow runs mapped instances in any order: wait for the second group to train.
     running = wait_for_training(proc, log, results, after=1)
     (done,) = [d.name[-5:] for d in running.parent.iterdir() if d.is_dir() and d != running]
@@ -614,26 +608,14 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     # Then clear the stopped group's task and run it again, and ingest (what the
     # scheduler does for a cleared task instance; `airflow tasks test` runs it here).
     run_id = out.split("RUN ID ", 1)[1].split()[0]
-    for task_id, map_index in (("workers_01.train", str(stopped_index)), ("ingest", "-1")):
-        again = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "airflow",
-                "tasks",
-                "test",
-                "task2a_logreg_epsilon",
-                task_id,
-                run_id,
-                "--map-index",
-                map_index,
-            ],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            timeout=300,
-        )
-        assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    commands = [
+        ["tasks", "test", "task2a_logreg_epsilon", task_id, run_id, "--map-index", map_index]
+        for task_id, map_index in (("workers_01.train", str(stopped_index)), ("ingest", "-1"))
+    ]
+    tell(go_again, commands)
+    rerun_out = output_when_done(again, again_log, timeout=600)
+    assert again.returncode == 0, rerun_out[-3000:]
+    assert rerun_out.count("DONE tasks test") == 2, rerun_out[-3000:]
     assert (running.parent / f"{running.name}.attempt-1" / "rank-0.jsonl").is_file()
     engine = make_engine(url)
     with engine.connect() as conn:
@@ -642,6 +624,64 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     engine.dispose()
     assert rerun == "succeeded"
     assert sweep.outcome == "cancelled" and sweep.finished_at is not None  # one never ran
+
+
+AIRFLOW_CLI_WHEN_TOLD = """
+import sys, time
+from pathlib import Path
+from airflow.__main__ import main
+# Loaded while the test goes on: what the DAG file imports, the command that runs a task,
+# and the in-process API server that `tasks test` runs it through (one a process).
+import operators.benchmark_dag
+import airflow.cli.commands.task_command
+from airflow.sdk.execution_time.supervisor import in_process_api_server
+in_process_api_server().app
+
+go, deadline = Path(sys.argv[1]), time.monotonic() + 900
+while not go.exists():
+    if time.monotonic() > deadline:
+        sys.exit("never told what to run")  # the test that started it failed before
+    time.sleep(0.05)
+for command in go.read_text().splitlines():
+    sys.argv = ["airflow", *command.split()]
+    main()  # what `python -m airflow <command>` runs
+    print("DONE", command, flush=True)
+"""
+
+
+def airflow_cli_when_told(go: Path, log: Path) -> subprocess.Popen:
+    """A Python that loads Airflow's command line now and, once ``go`` appears (see
+    :func:`tell`), runs the ``airflow`` commands it lists one after the other, as
+    ``python -m airflow`` would, printing ``DONE <command>`` after each; output into ``log``.
+    A command that fails ends it with a non-zero status."""
+    with log.open("w") as out:
+        return subprocess.Popen(
+            [sys.executable, "-c", AIRFLOW_CLI_WHEN_TOLD, str(go)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=REPO,
+        )
+
+
+def tell(go: Path, commands: list[list[str]]) -> None:
+    """Hand ``commands`` (each an ``airflow`` command's arguments) to
+    :func:`airflow_cli_when_told`: ``go`` appears whole, never half written."""
+    ready = go.with_name(go.name + ".part")
+    ready.write_text("".join(" ".join(command) + "\n" for command in commands))
+    ready.rename(go)
+
+
+def wait_for_sweep(proc: subprocess.Popen, log: Path, results: Path) -> None:
+    """Return once the DAG run has planned its sweep (its folder is in ``results``)."""
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.exists() and any(results.iterdir()):
+            return
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    pytest.fail("no sweep was planned:\n" + log.read_text()[-3000:])
 
 
 def start_in_background(script: str, log: Path) -> subprocess.Popen:
