@@ -417,7 +417,7 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
 
 @pytest.mark.slow
 def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
-    airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
+    airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """The machine running a group's task dies (a scheduler's container restarted: the
     task and its ranks are gone, no verdict written). The restarted scheduler fails the
@@ -443,6 +443,7 @@ def test_a_task_that_dies_with_its_machine_is_closed_by_the_teardown(
     wait_for_sweep(proc, log, results)  # the restarted scheduler's Airflow loads meanwhile
     go, teardown_log = sweep_env / "teardown-now", sweep_env / "teardown.log"
     teardown = airflow_cli_when_told(go, teardown_log)
+    request.addfinalizer(teardown.kill)  # a failure before it is told: it need not wait
     running = wait_for_training(proc, log, results, "-w1-")
     sweep_dir = running.parent
     proc.kill()
@@ -496,7 +497,7 @@ print("PATCHED", answer.status_code, flush=True)
 
 @pytest.mark.slow
 def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
-    airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
+    airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     """PATCH the running DAG run to ``failed`` through the REST API (the UI's "mark
     failed") while the second of three repeats trains, then SIGTERM the task as
@@ -539,6 +540,7 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
         )
     go_again, again_log = sweep_env / "run-again-now", sweep_env / "again.log"
     again = airflow_cli_when_told(go_again, again_log)
+    request.addfinalizer(again.kill)  # a failure before it is told: it need not wait
     # Airflow runs mapped instances in any order: wait for the second group to train.
     running = wait_for_training(proc, log, results, after=1)
     (done,) = [d.name[-5:] for d in running.parent.iterdir() if d.is_dir() and d != running]
