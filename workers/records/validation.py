@@ -38,6 +38,8 @@ from workers.records.schema import (
     BadRecord,
 )
 
+WORLD_SIZE = ("any", "world_size")  # the declared quantity of every record's group size
+
 # JSON has one number type: a float field accepts ints too (bools never).
 _NUMBER = (int, float)
 _CHECKS: dict[str, tuple[tuple[str, tuple[type, ...]], ...]] = {
@@ -90,7 +92,7 @@ def validate_record(record: Any) -> dict[str, Any]:
     for name in COUNTERS[kind]:
         if not 0 <= record[name] <= INT4_MAX:
             raise BadRecord(f"field {name!r} is out of range: {record[name]}")
-    problem = quantities.FIELDS[("any", "world_size")].problem(record["world_size"])
+    problem = quantities.FIELDS[WORLD_SIZE].problem(record["world_size"])
     if problem:  # before the rank is judged against it
         raise BadRecord(problem)
     if record["rank"] >= record["world_size"]:
@@ -151,11 +153,12 @@ def _check_values(kind: str, record: dict[str, Any]) -> None:
 def _declared_quantities(kind: str, event: Any) -> tuple[tuple[str, quantities.Quantity], ...]:
     """The declared quantities (:data:`scalebench.quantities.FIELDS`) that a record of
     ``kind`` (an event: named ``event``) holds, as (field, quantity): worked out once for
-    each kind and event, since every step of a run asks again."""
+    each kind and event, since every step of a run asks again. The group's size is left out:
+    :func:`validate_record` checks it first, before the rank is judged against it."""
     return tuple(
         (name, declared)
         for (of, name), declared in quantities.FIELDS.items()
-        if of in (kind, f"{kind}:{event}", "any")
+        if of in (kind, f"{kind}:{event}", "any") and (of, name) != WORLD_SIZE
     )
 
 
