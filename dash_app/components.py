@@ -268,11 +268,14 @@ def published_for(sweep: SweepInfo, wanted: bool) -> tuple[tuple[PublishedPoint,
 
 
 # Every grid: rows as tall as their wrapped text, the grid as tall as its rows, every column
-# drawn (none left out of the page for being off screen), field names taken literally (a
-# column may be named "p (95 %)" or "v1.2"), one sorted column at a time.
+# drawn (none left out of the page for being off screen), cells drawn as soon as their rows
+# arrive (not in later animation frames, which a busy or hidden browser tab delays), field
+# names taken literally (a column may be named "p (95 %)" or "v1.2"), one sorted column at a
+# time.
 GRID_OPTIONS: dict[str, Any] = {
     "domLayout": "autoHeight",
     "suppressColumnVirtualisation": True,
+    "suppressAnimationFrame": True,
     "suppressFieldDotNotation": True,
     "suppressMultiSort": True,
     "enableCellTextSelection": True,
