@@ -136,6 +136,23 @@ def test_every_step_is_recorded_with_its_phases_and_the_last_short_batch(
     assert finished["status"] == "max_epochs" and finished["recompilations"] == 0
 
 
+def test_bf16_runs_forward_and_loss_under_bfloat16_autocast_and_still_trains(
+    tmp_path: Path, one_rank: None
+) -> None:
+    class Watched(Regression):
+        def forward(self, net: torch.nn.Module, batch: Batch) -> torch.Tensor:
+            output = super().forward(net, batch)
+            self.dtypes.add(output.dtype)
+            return output
+
+    task = Watched(options(precision="bf16"))
+    task.dtypes = set()
+    outcome, rank = run(task, tmp_path)
+    assert outcome == "max_epochs" and task.dtypes == {torch.bfloat16}
+    steps = rank.of_kind("step")
+    assert len(steps) == 15 and steps[-1]["loss"] < steps[0]["loss"]
+
+
 def test_a_non_finite_loss_stops_the_run_after_recording_that_step(
     tmp_path: Path, one_rank: None
 ) -> None:
