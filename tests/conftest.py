@@ -8,7 +8,9 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -256,3 +258,79 @@ def one_epoch_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
         return run_dir
 
     return run
+
+
+@dataclass(frozen=True)
+class CliSweep:
+    """A light Task 2a sweep at 1 and 2 workers run by ``scalebench run`` into SQLite."""
+
+    status: int  # the command's exit status
+    out: str  # what it printed
+    stored_before_each_group: list[list[list[Any]]]  # (world_size, status) rows stored
+    results: Path
+    database: str
+
+    @property
+    def sweep_dir(self) -> Path:
+        (sweep_dir,) = self.results.iterdir()
+        return sweep_dir
+
+    def run_dir(self, world_size: int) -> Path:
+        (run_dir,) = self.sweep_dir.glob(f"*-w{world_size}-r1")
+        return run_dir
+
+
+@pytest.fixture(scope="session")
+def light_2a_cli_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliSweep:
+    """``scalebench run task2a-logreg-epsilon --light --workers 1,2 --repeats 1`` into SQLite,
+    once a session (one file lock across pytest-xdist's processes, as ``one_epoch_run``):
+    the command line's test reads its table and database, the logistic regression's its
+    2-worker run to the goal. It records what the database held as each group started (the
+    dashboard's view: each group is loaded as it ends). Read it; never write into it."""
+    import contextlib
+    import io
+    import json
+
+    from filelock import FileLock
+
+    import operators.launcher
+    from cli import main as cli
+    from results_db.database import make_engine
+
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cli-sweep"
+    shared.mkdir(exist_ok=True)
+    results, database = shared / "results", f"sqlite:///{shared / 'results.db'}"
+    done = shared / "done.json"
+    with FileLock(str(shared / "sweep.lock")):
+        if not done.exists():
+            stored: list[list[list[Any]]] = []
+            real_launcher_for = operators.launcher.launcher_for
+
+            def launcher_for(group, **kwargs):  # type: ignore[no-untyped-def]
+                from sqlalchemy import text
+                from sqlalchemy.exc import OperationalError
+
+                engine = make_engine(database)
+                with engine.connect() as conn:
+                    try:
+                        rows = conn.execute(text("SELECT world_size, status FROM run")).all()
+                    except OperationalError:  # no schema before the first load
+                        rows = []
+                engine.dispose()
+                stored.append(sorted([r[0], r[1]] for r in rows))
+                return real_launcher_for(group, **kwargs)
+
+            printed = io.StringIO()
+            with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(printed):
+                patch.setenv("OMP_NUM_THREADS", "1")
+                patch.setattr(operators.launcher, "launcher_for", launcher_for)
+                status = cli.main(
+                    [
+                        *("run", "task2a-logreg-epsilon", "--light", "--workers", "1,2"),
+                        *("--repeats", "1", "--results", str(results), "--database", database),
+                    ]
+                )
+            done.write_text(json.dumps([status, printed.getvalue(), stored]))
+    status, out, stored = json.loads(done.read_text())
+    return CliSweep(status, out, stored, results, database)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from sqlalchemy import select
@@ -12,6 +13,9 @@ from sqlalchemy import select
 from cli import main as cli
 from cli.run import option_table
 from scalebench.request import FIELDS
+
+if TYPE_CHECKING:
+    from conftest import CliSweep
 
 
 def test_the_command_line_offers_every_field_of_the_trigger_form() -> None:
@@ -49,54 +53,18 @@ def test_tasks_lists_every_task(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.slow
 def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    light_2a_cli_sweep: CliSweep, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import operators.launcher
     from results_db.database import make_engine
     from results_db.queries.sweeps import scaling
 
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    database = f"sqlite:///{tmp_path / 'results.db'}"
-    results = tmp_path / "results"
-    stored_before_each_group: list[list[tuple[int, str]]] = []
-    real_launcher_for = operators.launcher.launcher_for
-
-    def launcher_for(group, **kwargs):  # type: ignore[no-untyped-def]
-        # What the dashboard would show as this group starts: the groups before it.
-        engine = make_engine(database)
-        with engine.connect() as conn:
-            from sqlalchemy import text
-
-            try:
-                rows = conn.execute(text("SELECT world_size, status FROM run")).all()
-            except Exception:  # no schema before the first load
-                rows = []
-        engine.dispose()
-        stored_before_each_group.append(sorted((r[0], r[1]) for r in rows))
-        return real_launcher_for(group, **kwargs)
-
-    monkeypatch.setattr(operators.launcher, "launcher_for", launcher_for)
-    status = cli.main(
-        [
-            "run",
-            "task2a-logreg-epsilon",
-            "--light",
-            "--workers",
-            "1,2",
-            "--repeats",
-            "1",
-            "--results",
-            str(results),
-            "--database",
-            database,
-        ]
-    )
-    out = capsys.readouterr().out
-    assert status == 0, out
-    # Each group is loaded as soon as it ends, while the sweep goes on.
-    assert stored_before_each_group == [[], [(1, "succeeded")]]
+    sweep, out, database = light_2a_cli_sweep, light_2a_cli_sweep.out, light_2a_cli_sweep.database
+    assert sweep.status == 0, out
+    # Each group is loaded as soon as it ends, while the sweep goes on: what the dashboard
+    # would show as each group starts is the groups before it.
+    assert sweep.stored_before_each_group == [[], [[1, "succeeded"]]]
     assert out.count("loaded into the results database") == 2
-    (sweep_dir,) = results.iterdir()
+    sweep_dir = sweep.sweep_dir
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     assert manifest["trigger"] == "cli"
     assert [g["world_size"] for g in manifest["groups"]] == [1, 2]

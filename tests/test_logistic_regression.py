@@ -5,6 +5,7 @@ from __future__ import annotations
 import bz2
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -12,7 +13,6 @@ import torch
 from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 from test_task_specs import SPEC_TEXT, needs_text
 
-from operators.local_launcher import launch_group
 from results_db.run_summary import summarise
 from scalebench.datasets import DataSetCorrupt, DataSetMissing
 from scalebench.tasks import TabularData, TrainingSpec, get_task
@@ -20,6 +20,9 @@ from workers.data.epsilon import convert_libsvm, prepare_epsilon
 from workers.data.sources import load_epsilon, load_epsilon_like
 from workers.logistic_regression import regularised_loss
 from workers.records import read_run
+
+if TYPE_CHECKING:
+    from conftest import CliSweep
 
 TASK2A = "task2a-logreg-epsilon"
 
@@ -172,18 +175,12 @@ def test_the_light_set_is_shaped_like_epsilon_and_the_same_on_every_load() -> No
 
 
 @pytest.mark.slow
-def test_two_workers_reach_the_light_target(tmp_path: Path, light_env: dict[str, str]) -> None:
-    run_dir = tmp_path / "k2"
-    lines: list[str] = []
-    result = launch_group(
-        ["--task", TASK2A, "--light", "--results", str(run_dir)],
-        2,
-        timeout_s=300,
-        env=light_env,
-        sink=lines.append,
-    )
-    assert result.status == "succeeded", "\n".join(lines[-20:])
+def test_two_workers_reach_the_light_target(light_2a_cli_sweep: CliSweep) -> None:
+    """The command line's light sweep's 2-worker group (one real run, read by its test
+    too): both ranks stop at the first evaluation at or above the goal."""
+    run_dir = light_2a_cli_sweep.run_dir(2)
     ranks = read_run(run_dir)
+    assert len(ranks) == 2
     for rank in ranks:
         assert rank.events() == ["start", "goal_reached", "finished"]
         goal = [e for e in rank.of_kind("event") if e["event"] == "goal_reached"]
@@ -192,7 +189,7 @@ def test_two_workers_reach_the_light_target(tmp_path: Path, light_env: dict[str,
         assert all(e["metrics"]["accuracy"] < 89.0 for e in evals[:-1])  # it stopped at once
         steps = rank.of_kind("step")
         assert steps and all(s["phases"]["communication"] > 0 for s in steps)
-    summary = summarise(read_run(run_dir), run_dir.name, 2, result.status)
+    summary = summarise(read_run(run_dir), run_dir.name, 2, "succeeded")
     assert summary.status == "succeeded" and summary.goal_reached
     assert summary.epochs == len(ranks[0].of_kind("eval"))
     assert 0 < summary.time_to_accuracy_without_eval_s < summary.time_to_accuracy_s
