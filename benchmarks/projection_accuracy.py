@@ -1,7 +1,7 @@
 """How well the scaling projection predicts real runs over an emulated link: leave-one-out.
 
     sudo .venv/bin/python benchmarks/projection_accuracy.py            # 6-7 minutes, needs root
-    sudo .venv/bin/python benchmarks/projection_accuracy.py --nodes    # both shapes of node: 14 min
+    sudo .venv/bin/python benchmarks/projection_accuracy.py --nodes    # both node shapes: 14-27 min
     .venv/bin/python benchmarks/projection_accuracy.py --smoke         # seconds: recorded sweeps
 
 Real groups through the command line: light Task 0 at 2 workers and light Task 1a at 1 and 2
@@ -29,7 +29,8 @@ control runs did, never the errors being judged:
 (``2×2`` on 10mbit) takes its compute from ``2×2`` on host and its all-reduce from the
 Task 0 fit across nodes. Task 1a rather than Task 2a: 2a's steps last a few milliseconds,
 its 8 kB all-reduce is the ring's latency, which a busy 2-core machine's scheduler decides
-(a first try missed by 35-90 %), while 1a's 1.1 MB is what the fit describes. About 14 minutes.
+(a first try missed by 35-90 %), while 1a's 1.1 MB is what the fit describes. 14 minutes,
+27 when it measures twice.
 
 ``--smoke`` runs the same projection, leave-one-out and judgement on the sweeps recorded in
 ``tests/data/projection-pair`` (the quick start's pair and a 10mbit pair, real runs on an AMD
