@@ -234,6 +234,15 @@ def one_rank(tmp_path: Path) -> Iterator[None]:
 MLPERF_ORG = "scalebench tests"
 
 
+def shared_folder(tmp_path_factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every pytest-xdist process of this run sees (beside their own base folders),
+    for a run trained once and read by tests in any process; guard it with a file lock."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    shared.mkdir(exist_ok=True)
+    return shared
+
+
 @pytest.fixture(scope="session")
 def one_epoch_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
     """A real light run of a training task: one rank, its recorded epochs, seed 0, one thread
@@ -244,9 +253,7 @@ def one_epoch_run(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], P
     from filelock import FileLock
     from loss_curves import run_one_epoch
 
-    base = tmp_path_factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "one-epoch-runs"
-    shared.mkdir(exist_ok=True)
+    shared = shared_folder(tmp_path_factory, "one-epoch-runs")
     settings = {"SCALEBENCH_MLPERF_ORG": MLPERF_ORG}
 
     def run(task_id: str) -> Path:
@@ -297,9 +304,7 @@ def light_2a_cli_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliSweep:
     from cli import main as cli
     from results_db.database import make_engine
 
-    base = tmp_path_factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "cli-sweep"
-    shared.mkdir(exist_ok=True)
+    shared = shared_folder(tmp_path_factory, "cli-sweep")
     results, database = shared / "results", f"sqlite:///{shared / 'results.db'}"
     done = shared / "done.json"
     with FileLock(str(shared / "sweep.lock")):

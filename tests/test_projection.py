@@ -525,24 +525,39 @@ def test_the_wait_for_the_slowest_rank_is_measured_per_step(engine) -> None:
 # 2 workers and Task 0 at 2 workers on host (what the quick start runs), and the same two
 # again on an emulated 10mbit link, each through `scalebench run`.
 PAIR = Path(__file__).with_name("data") / "projection-pair"
-PAIR_SWEEPS = {
-    folder: json.loads((PAIR / folder / "sweep.json").read_text(encoding="utf-8"))["sweep_id"]
-    for folder in ("host-task1a", "host-task0", "10mbit-task1a", "10mbit-task0")
-}
+
+
+def sweep_ids(recorded: Path, *folders: str) -> dict[str, str]:
+    """Each recorded sweep folder's sweep id."""
+    return {
+        folder: json.loads((recorded / folder / "sweep.json").read_text(encoding="utf-8"))[
+            "sweep_id"
+        ]
+        for folder in folders
+    }
+
+
+PAIR_SWEEPS = sweep_ids(PAIR, "host-task1a", "host-task0", "10mbit-task1a", "10mbit-task0")
+
+
+def ingest_recorded(folder: Path, tmp_path: Path, database_url: str, runs: int) -> str:
+    """The recorded sweeps under ``folder`` (a copy), ingested into a fresh database (its
+    URL), all ``runs`` of them."""
+    import shutil
+
+    shutil.copytree(folder, tmp_path / "results")
+    upgrade(database_url)
+    engine = make_engine(database_url)
+    report = ingest_location(engine, str(tmp_path / "results"))
+    engine.dispose()
+    assert report.runs == runs and not report.refused
+    return database_url
 
 
 @pytest.fixture
 def recorded_pair(tmp_path: Path, database_url: str) -> str:
     """The four recorded sweeps, ingested into a fresh database (its URL)."""
-    import shutil
-
-    shutil.copytree(PAIR, tmp_path / "results")
-    upgrade(database_url)
-    engine = make_engine(database_url)
-    report = ingest_location(engine, str(tmp_path / "results"))
-    engine.dispose()
-    assert report.runs == 6 and not report.refused
-    return database_url
+    return ingest_recorded(PAIR, tmp_path, database_url, runs=6)
 
 
 def test_the_quick_start_and_a_10mbit_pair_are_projected_as_one(recorded_pair: str, capsys) -> None:
@@ -686,19 +701,10 @@ def test_a_sweep_with_both_shapes_is_projected_with_each_sides_fit(
     """Inside one node a point takes the fit inside a node, across the node link the fit across
     nodes, in the projection and in its leave-one-out; every held-out point holds the
     benchmark's bound on these records (its measurement that passed: docs/measurement.md)."""
-    import shutil
-
     from results_db.queries.projection import projection_view
 
-    shutil.copytree(NODES, tmp_path / "results")
-    upgrade(database_url)
-    engine = make_engine(database_url)
-    report = ingest_location(engine, str(tmp_path / "results"))
-    assert report.runs == 10 and not report.refused
-    sweeps = {
-        folder: json.loads((NODES / folder / "sweep.json").read_text(encoding="utf-8"))["sweep_id"]
-        for folder in ("task0", "task1a")
-    }
+    engine = make_engine(ingest_recorded(NODES, tmp_path, database_url, runs=10))
+    sweeps = sweep_ids(NODES, "task0", "task1a")
     with engine.connect() as conn:
         view = projection_view(conn, [sweeps["task1a"]], [sweeps["task0"]], [1, 2, 4, 8, 16])
     engine.dispose()
