@@ -37,6 +37,7 @@ SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]]
     "ingest_postgres.py": (("--postgres", POSTGRES_URL), 120, ()),
     "allreduce_harness.py": ((), 120, ()),
     "projection_accuracy.py": ((), 120, ()),
+    "dag_serialization.py": ((), 120, ()),
     # every task but 2a: Task 2a's smoke runs in tests/test_engine_overhead.py, its JSON checked
     "engine_overhead.py": (
         ("--task", ",".join(ENGINE_TASKS[:1] + ENGINE_TASKS[2:]), "--device", "cpu"),
