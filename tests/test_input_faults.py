@@ -569,6 +569,7 @@ def test_the_nightly_refuses_conf_keys_as_the_task_dags_do() -> None:
     assert task_dag is not None and task_dag.startswith("bogus: unknown field 'bogus'")
 
 
+@pytest.mark.slow  # a whole DAG run: beside the other DAG runs, in an Airflow already loaded
 def test_the_nightly_dag_fails_its_validate_on_a_conf_key(
     airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
