@@ -312,8 +312,8 @@ def test_fuzzed_links_get_friendly_messages(page: Page) -> None:
         chosen = range(index, len(HOSTILE), len(paths))
         names = [NAMES[v % len(NAMES)] for v in chosen]
         query = "&".join(
-            f"{NAMES[v % len(NAMES)]}={quote(HOSTILE[v], safe='%') if v % 2 else HOSTILE[v]}"
-            for v in chosen
+            f"{name}={quote(HOSTILE[v], safe='%') if v % 2 else HOSTILE[v]}"
+            for name, v in zip(names, chosen, strict=True)
         )
         link = f"{path}?{query}"
         page.navigate(link) if index % 3 else page.open(link)
