@@ -34,23 +34,22 @@ if [ "$#" -gt 0 ]; then
   python -m pytest "${cov[@]}" "$@"
   exit
 fi
-# The whole suite in three runs. The quick tests, two at a time (pytest-xdist; each test file
-# stays on one process, so a file's tests never race each other for the host's network
-# namespaces or firewall rules). Then the slow ones that train or start groups, two at a time
-# too, test by test (a file of long tests would otherwise keep one process busy alone). Last,
-# one at a time, the tests marked timing: they assert on a timing or on contention, or change
-# the host's firewall (or build emulated links), and another test beside them would be
-# measured too.
-# Every run always runs, so that one run's failures never hide another's.
-# In the two runs that share the cores, idle OpenMP threads sleep instead of spinning: a spinning
-# thread burns the turns of the test beside it (the slow run took 955 s spinning, 710 s not, on a
-# 2-core AMD EPYC). The timing run keeps torch's default, as a user's run has it.
+# The whole suite in two runs. First every test but the timing ones, two at a time
+# (pytest-xdist): the slow ones that train or start groups one by one and first, then the quick
+# ones file by file, so that a file's tests never race each other for the host's network
+# namespaces or firewall rules (tests/slow_first.py). Then, one at a time, the tests marked
+# timing: they assert on a timing or on contention, or change the host's firewall (or build
+# emulated links), and another test beside them would be measured too. That run collects only
+# the files that mark some test timing.
+# Both runs always run, so that one run's failures never hide the other's.
+# In the run that shares the cores, idle OpenMP threads sleep instead of spinning: a spinning
+# thread burns the turns of the test beside it (the slow tests took 955 s spinning, 710 s not,
+# on a 2-core AMD EPYC). The timing run keeps torch's default, as a user's run has it.
 status=0
-OMP_WAIT_POLICY=PASSIVE python -m pytest "${cov[@]}" -m "not slow and not timing and not stack" \
-  -n 2 --dist loadfile || status=$?
-OMP_WAIT_POLICY=PASSIVE python -m pytest "${cov[@]}" -m "slow and not timing and not stack" \
-  -n 2 --dist load || status=$?
-python -m pytest "${cov[@]}" -m "timing and not stack" || status=$?
+OMP_WAIT_POLICY=PASSIVE python -m pytest "${cov[@]}" -m "not timing and not stack" \
+  -n 2 --slow-first || status=$?
+mapfile -t timing_files < <(grep -l "mark\.timing" tests/test_*.py)
+python -m pytest "${cov[@]}" -m "timing and not stack" "${timing_files[@]}" || status=$?
 if [ "${#cov[@]}" -gt 0 ]; then
   echo "coverage: $(coverage report --format=total --precision 1) % of the product folders' lines" \
     "and branches; the data: $COVERAGE_FILE (coverage report -m, or html, with COVERAGE_FILE set)"

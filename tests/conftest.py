@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from slow_first import (  # noqa: F401  the scheduler of scripts/test.sh's parallel run
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_xdist_make_scheduler,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
