@@ -1,4 +1,4 @@
-"""One pytest-xdist run for the quick tests and the slow ones: ``pytest -n 2 --slow-first``.
+"""One pytest-xdist run for the quick tests and the slow ones: ``pytest -n 3 --slow-first``.
 
 The slow tests (marked ``slow``: each trains or starts a group, seconds to a minute) are
 handed out one at a time and first, while the processes are fresh; the quick ones follow,
