@@ -223,10 +223,10 @@ def test_a_refused_combination_fails_before_any_worker_starts(
     assert not (sweep_env / "data" / "cifar-10-batches-py").exists()
 
 
-# Into PostgreSQL the groups also cross an emulated link, which changes the host's firewall:
-# that one runs alone, with the timing tests; the SQLite one beside the other slow tests. (Beside
-# them, its groups of two ranks share the two cores with theirs: tried once on a 2-core AMD EPYC,
-# the slow run took 14:25 with it against 12:00 without, more than the timing run saved.)
+# Into PostgreSQL the group also crosses an emulated link, which changes the host's firewall:
+# that one runs alone, with the timing tests; the SQLite one beside the other tests. (Beside
+# them, its group of two ranks shares the cores with theirs: tried once on a 2-core AMD EPYC,
+# the slow tests took 14:25 with it against 12:00 without, more than the timing run saved.)
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "database_url",
@@ -237,20 +237,26 @@ def test_a_light_sweep_runs_end_to_end_into_the_database(
     dagbag, airflow_db, sweep_env, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from results_db.database import make_engine
-    from results_db.models import Run, Sweep
+    from results_db.models import AllReduceSample, Run, Sweep
 
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", database_url)
-    # Task 2a: its light runs reach the goal within seconds; the DAG is the same for every task.
-    # Into SQLite one worker on host; into PostgreSQL (the deployment's database) a group of 2
-    # on an emulated 1gbit link where this machine can build one (root), else on host. (The
-    # command line's light sweep runs 1 and 2 workers into SQLite; a sweep's groups on several
+    # The DAG is the same for every task. Into SQLite, Task 2a (its light runs reach the goal
+    # within seconds) at one worker on host. Into PostgreSQL (the deployment's database) a
+    # group of two on an emulated 1gbit link where this machine can build one (root), else on
+    # host: Task 0 at its quick size (sizes up to 1,000 elements, float32, twice each), the
+    # cheapest group of two, whose all-reduce timings are loaded too. (The command line's
+    # light sweep runs Task 2a at 1 and 2 workers into SQLite; a sweep's groups on several
     # networks are planned in tests/test_network.py.)
     shaping = not shaping_problems([parse_profile("1gbit")])
     postgres = database_url.startswith("postgresql")
     networks = ["1gbit"] if shaping and postgres else ["host"]
-    workers = [2] if postgres else [1]
-    run = dagbag.get_dag("task2a_logreg_epsilon").test(
-        run_conf={"workers": workers, "light": True, "repeats": 1, "network": networks}
+    if postgres:
+        dag_id, workers, goal = "task0_allreduce", [2], False
+        quick = {"max_elements": 1000, "dtype": "float32", "repetitions": 2}
+    else:
+        dag_id, workers, goal, quick = "task2a_logreg_epsilon", [1], True, {}
+    run = dagbag.get_dag(dag_id).test(
+        run_conf={"workers": workers, "light": True, "repeats": 1, "network": networks, **quick}
     )
     assert run.state == "success", f"DAG run ended {run.state}"
     engine = make_engine(database_url)
@@ -258,11 +264,13 @@ def test_a_light_sweep_runs_end_to_end_into_the_database(
         runs = conn.execute(select(Run.world_size, Run.status, Run.goal_reached, Run.network))
         runs = runs.all()
         sweep = conn.execute(select(Sweep.trigger, Sweep.outcome, Sweep.finished_at)).one()
+        timings = conn.execute(select(AllReduceSample.elements).distinct()).scalars().all()
     engine.dispose()
     assert sorted(runs) == sorted(
-        (k, "succeeded", True, network) for network in networks for k in workers
+        (k, "succeeded", goal, network) for network in networks for k in workers
     )
     assert tuple(sweep)[:2] == ("manual", "succeeded") and sweep.finished_at is not None
+    assert sorted(timings) == ([1, 3, 10, 32, 100, 316, 1000] if postgres else []), timings
 
 
 @pytest.mark.slow
