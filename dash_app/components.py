@@ -267,14 +267,16 @@ def published_for(sweep: SweepInfo, wanted: bool) -> tuple[tuple[PublishedPoint,
     return points, published_note(sweep.task, sweep.light, points)
 
 
-# Every grid: rows as tall as their wrapped text, the grid as tall as its rows, every column
-# drawn (none left out of the page for being off screen), cells drawn as soon as their rows
+# Every grid: rows as tall as their wrapped text, the grid as tall as its rows, every row and
+# every column drawn (none left out of the page for being off screen: the grids hold a page of
+# runs or a short table, and the browser's find sees all of it), cells drawn as soon as their rows
 # arrive (not in later animation frames, which a busy or hidden browser tab delays), field
 # names taken literally (a column may be named "p (95 %)" or "v1.2"), one sorted column at a
 # time.
 GRID_OPTIONS: dict[str, Any] = {
     "domLayout": "autoHeight",
     "suppressColumnVirtualisation": True,
+    "suppressRowVirtualisation": True,
     "suppressAnimationFrame": True,
     "suppressFieldDotNotation": True,
     "suppressMultiSort": True,

@@ -176,8 +176,8 @@ return Array.from(document.querySelectorAll(
              (c.querySelector('a') || {}).href || null]);
 """
 RED = "rgb(176, 42, 55)"
-# The runs grid's status cells drawn, as (row index, text, colour, weight), once the grid's end
-# is scrolled into the window: a grid draws only the rows in view (and a few beyond).
+# The runs grid's status cells drawn, as (row index, text, colour, weight), the grid's end
+# scrolled into the window as a reader would (the grid draws every row of its page).
 STATUS_CELLS = """
 const grid = document.querySelector('#runs-table');
 grid.scrollIntoView(false);
@@ -188,8 +188,7 @@ return Array.from(grid.querySelectorAll('.ag-center-cols-container .ag-row'))
   .map(([index, cell]) => [index, cell.textContent, getComputedStyle(cell).color,
                            getComputedStyle(cell).fontWeight]);
 """
-# What the grid holds, in the order it shows it (its own API: the cells drawn are only those of
-# the rows in the window and a few beyond).
+# What the grid holds, in the order it shows it (its own API, whatever has been drawn yet).
 HELD = """
 const values = [];
 dash_ag_grid.getApi(arguments[0]).forEachNodeAfterFilterAndSort(
@@ -210,7 +209,7 @@ def test_runs_sort_on_the_server_page_and_keep_both_in_the_address(page: Page) -
     page.idle()
 
     def sorted_rows() -> list[Any] | None:  # the grid draws the new rows after Dash is idle
-        # (the first rows, in the window; HELD says the page holds 25)
+        # (HELD says the page holds 25)
         cells = page.driver.execute_script(CELLS, "time_to_accuracy_s")
         held = page.driver.execute_script(HELD, "runs-table", "run")
         return cells if cells and cells[0][0] == "1.83 s" and len(held) == 25 else None
@@ -234,9 +233,10 @@ def test_runs_sort_on_the_server_page_and_keep_both_in_the_address(page: Page) -
         "the second page's 17 statuses",
     )
     assert set(held) > {"succeeded"}
-    statuses = page.until(  # the last rows in the window, where the failed runs are drawn
+    statuses = page.until(  # the last rows, where the failed runs are drawn
         lambda: (
             (rows := page.driver.execute_script(STATUS_CELLS))
+            and len(rows) == len(held)  # every row of the page drawn
             and any(text != "succeeded" for _, text, *_ in rows)
             and rows
         ),
