@@ -52,6 +52,17 @@ os.environ["SCALEBENCH_COMPILE"] = "off"
 USER_VAR = REPO / "var"
 
 
+# Task 0 at its quick size: float32 sizes up to 1,000 elements, each timed twice (a group of
+# seconds, for tests whose point is not the curves' reach): its request fields, and the same as
+# command-line options.
+TASK0_QUICK: dict[str, Any] = {"max_elements": 1000, "dtype": "float32", "repetitions": 2}
+TASK0_QUICK_ARGS: tuple[str, ...] = tuple(
+    arg
+    for name, value in TASK0_QUICK.items()
+    for arg in (f"--{name.replace('_', '-')}", str(value))
+)
+
+
 def light_rank_args(task: str, run_dir: Path, *extra: str) -> list[str]:
     """``python -m workers.run`` arguments of a light ``task`` rank on the CPU writing into
     ``run_dir`` (its name the run id), then ``extra``."""

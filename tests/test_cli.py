@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from conftest import TASK0_QUICK_ARGS
 from sqlalchemy import select
 
 from cli import main as cli
@@ -152,7 +153,7 @@ def test_a_quick_all_reduce_sweep_measures_only_the_sizes_type_and_repetitions_a
 
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     argv = ["run", "task0-allreduce", "--light", "--workers", "2", "--repeats", "1"]
-    argv += ["--max-elements", "1000", "--dtype", "float32", "--repetitions", "2"]
+    argv += TASK0_QUICK_ARGS
     status = cli.main([*argv, "--results", str(tmp_path), "--no-ingest"])
     out = capsys.readouterr().out
     assert status == 0, out

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import REPO
+from conftest import REPO, TASK0_QUICK
 from sqlalchemy import select
 
 from operators.benchmark_dag import ENDED_BEFORE_START, ENDED_WITHOUT_VERDICT
@@ -245,8 +245,7 @@ def test_a_light_sweep_runs_end_to_end_into_the_database(
     postgres = database_url.startswith("postgresql")
     networks = ["1gbit"] if shaping and postgres else ["host"]
     if postgres:
-        dag_id, workers, goal = "task0_allreduce", [2], False
-        quick = {"max_elements": 1000, "dtype": "float32", "repetitions": 2}
+        dag_id, workers, goal, quick = "task0_allreduce", [2], False, TASK0_QUICK
     else:
         dag_id, workers, goal, quick = "task2a_logreg_epsilon", [1], True, {}
     run = dagbag.get_dag(dag_id).test(

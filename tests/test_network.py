@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import light_rank_args
+from conftest import TASK0_QUICK_ARGS, light_rank_args
 
 from cli import main as cli
 from operators import shaped_network
@@ -320,7 +320,7 @@ def allreduce_sweep(tmp_path: Path, networks: str) -> list:
             networks,
             "--device",
             "cpu",
-            *("--max-elements", "1000", "--dtype", "float32", "--repetitions", "2"),
+            *TASK0_QUICK_ARGS,
             "--results",
             str(tmp_path / "results"),
             "--database",
