@@ -4,12 +4,13 @@ The slow tests (marked ``slow``: each trains or starts a group, seconds to a min
 handed out one at a time and first, while the processes are fresh; the quick ones follow,
 a file at a time (a file's tests stay on one process, so they never race each other for
 the host's network namespaces or firewall rules, and a module's fixtures are set up once),
-the files with the most tests first. The many short files at the end even out the two
-processes, so neither waits long for the other at the finish.
+the files with the most tests first. The many short files at the end even out the
+processes, so none waits long for the others at the finish.
 
-xdist's controller never collects: each worker writes the node ids of the slow tests it
-collected to a file named by ``SLOW_FIRST_PLAN`` (the controller sets it before starting
-them); the controller's scheduler reads it once every worker has collected.
+xdist's controller never collects, and every worker collects the same tests (xdist checks):
+the first worker writes the node ids of the slow ones to a file named by ``SLOW_FIRST_PLAN``
+(the controller sets it before starting them), which the controller's scheduler reads once
+every worker has collected.
 """
 
 from __future__ import annotations
@@ -50,10 +51,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Python's sort is stable: a file's tests keep their order; the biggest files go first.
     quick.sort(key=lambda item: -per_file[item.nodeid.split("::", 1)[0]])
     items[:] = slow + quick
-    plan = Path(os.environ[PLAN])
-    written = plan.with_name(f"{plan.name}.{config.workerinput['workerid']}")
-    written.write_text(json.dumps([item.nodeid for item in slow]))
-    written.replace(plan)  # every worker writes the same list, whole
+    if config.workerinput["workerid"] == "gw0":
+        Path(os.environ[PLAN]).write_text(json.dumps([item.nodeid for item in slow]))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
