@@ -332,19 +332,14 @@ def test_a_missing_peer_fails_the_rank_within_the_timeout(tmp_path: Path) -> Non
 def test_the_ddp_variant_trains_and_records_its_phases(
     tmp_path: Path, light_env: dict[str, str]
 ) -> None:
+    """One epoch of light Task 2a, the cheapest task that offers the variant, in DDP on two
+    ranks: every step waits for the wrapper's all-reduce, and that wait is communication."""
     run_dir = tmp_path / "ddp"
     lines: list[str] = []
     result = launch_group(
         [
-            "--task",
-            TASK1A,
-            "--light",
-            "--results",
-            str(run_dir),
-            "--variant",
-            "ddp",
-            "--max-epochs",
-            "1",
+            *("--task", "task2a-logreg-epsilon", "--light", "--results", str(run_dir)),
+            *("--variant", "ddp", "--max-epochs", "1"),
         ],
         2,
         timeout_s=300,
@@ -356,7 +351,7 @@ def test_the_ddp_variant_trains_and_records_its_phases(
         start = next(r for r in rank.of_kind("event") if r["event"] == "start")
         assert start["variant"] == "ddp"
         steps = list(rank.of_kind("step"))
-        assert len(steps) == 23  # 5,748 training digits: 2,874 a rank, in batches of 128
+        assert len(steps) == 157  # 40,000 training rows: 20,000 a rank, in batches of 128
         assert start["ddp_communication"] == "exposed_wait"
         # Backward runs to the last bucket's launch; the wait for the buckets' all-reduces
         # that follows (and the loss's) is communication: more than nothing on every step.
