@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import dump_svmlight_file, load_svmlight_file
 from test_task_specs import SPEC_TEXT, needs_text
 
 from results_db.run_summary import summarise
@@ -62,6 +61,8 @@ def test_the_loss_adds_half_l2_times_the_squared_weights() -> None:
 
 
 def write_libsvm(path: Path, rows: int, features: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from sklearn.datasets import dump_svmlight_file  # imported where used: seconds to import
+
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(rows, features)).astype(np.float32)
     x[rng.random(x.shape) < 0.3] = 0.0  # sparse lines, as LIBSVM writes them
@@ -81,6 +82,8 @@ def test_conversion_in_chunks_keeps_every_row(tmp_path: Path) -> None:
     assert "s to go" in lines[-1]
     np.testing.assert_allclose(np.load(tmp_path / "x.npy"), x, rtol=1e-6)
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), (y > 0).astype(np.float32))
+    from sklearn.datasets import load_svmlight_file
+
     reference, _ = load_svmlight_file(str(source), n_features=12)
     np.testing.assert_allclose(np.load(tmp_path / "x.npy"), reference.toarray(), rtol=1e-6)
 
