@@ -35,7 +35,8 @@ if [ "$#" -gt 0 ]; then
   exit
 fi
 # The whole suite in two runs. First every test but the timing ones, three at a time
-# (pytest-xdist; on 2 cores the third fills what the other two leave idle while they wait for
+# (SCALEBENCH_TEST_PROCESSES sets how many: more on a machine with more cores;
+# pytest-xdist; on 2 cores the third fills what the other two leave idle while they wait for
 # a process, a server or one of Airflow's 1 s polls: 8:21 against 8:48 two at a time on a
 # 2-core AMD EPYC). The slow ones that train or start groups go one by one and first; the
 # quick ones follow file by file, so that a file's tests never race each other for the host's
@@ -49,7 +50,7 @@ fi
 # on a 2-core AMD EPYC). The timing run keeps torch's default, as a user's run has it.
 status=0
 OMP_WAIT_POLICY=PASSIVE python -m pytest "${cov[@]}" -m "not timing and not stack" \
-  -n 3 --slow-first || status=$?
+  -n "${SCALEBENCH_TEST_PROCESSES:-3}" --slow-first || status=$?
 mapfile -t timing_files < <(grep -l "mark\.timing" tests/test_*.py)
 python -m pytest "${cov[@]}" -m "timing and not stack" "${timing_files[@]}" || status=$?
 if [ "${#cov[@]}" -gt 0 ]; then
