@@ -20,6 +20,8 @@ from slow_first import (  # noqa: F401  the scheduler of scripts/test.sh's paral
     pytest_xdist_make_scheduler,
 )
 
+from scalebench.request import FIELD
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Airflow reads its configuration when first imported: give the test session
@@ -57,9 +59,7 @@ USER_VAR = REPO / "var"
 # command-line options.
 TASK0_QUICK: dict[str, Any] = {"max_elements": 1000, "dtype": "float32", "repetitions": 2}
 TASK0_QUICK_ARGS: tuple[str, ...] = tuple(
-    arg
-    for name, value in TASK0_QUICK.items()
-    for arg in (f"--{name.replace('_', '-')}", str(value))
+    arg for name, value in TASK0_QUICK.items() for arg in FIELD[name].argv(value)
 )
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import light_rank_args
+from conftest import TASK0_QUICK_ARGS, light_rank_args
 
 from operators.local_launcher import LocalGroup
 from scalebench.config_hash import configuration_hash
@@ -253,10 +253,8 @@ def test_a_pods_ranks_share_its_cpu_quota_not_the_machines_cores(
 
 
 def _worker_args(run_dir: Path, *extra: str) -> list[str]:
-    """Light Task 0 to 1,000 elements, two repetitions a size: seconds."""
-    return light_rank_args(
-        "task0-allreduce", run_dir, "--max-elements", "1000", "--repetitions", "2", *extra
-    )
+    """Light Task 0 at its quick size: seconds."""
+    return light_rank_args("task0-allreduce", run_dir, *TASK0_QUICK_ARGS, *extra)
 
 
 @pytest.mark.slow
@@ -269,11 +267,12 @@ def test_local_nodes_give_each_rank_its_node_and_local_rank(tmp_path: Path) -> N
     result = group.wait(300)
     assert result.status == "succeeded", result.reason
     placed = []
-    node_cpus = max(1, len(os.sched_getaffinity(0)) // 2)  # each node's half of the cores
+    cpus = len(os.sched_getaffinity(0))
+    node_cpus = cpus // 2 or cpus  # each node's half of the cores (one core: not pinned)
     for rank in read_run(run_dir):
         (env,) = rank.by_kind["env"][:1]
         placed.append((env["node_rank"], env["local_rank"], env["local_world_size"]))
-        assert 1 <= env["cpus_allowed"] <= node_cpus  # pinned within its node's share
+        assert env["cpus_allowed"] == node_cpus  # pinned to its node's share, shared by its ranks
     assert placed == [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]
 
 
