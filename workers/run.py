@@ -58,10 +58,15 @@ class Terminated(BaseException):
 
 LAUNCHER_VANISHED = "the launcher vanished (its process ended), so this rank stopped"
 _launcher_gone = threading.Event()
+# Set once the rank has begun recording how it ended. A SIGTERM that comes then (the
+# watchdog's, sent while a collective blocked and handled only when the collective failed
+# because its peer left) must not cut that last record short: the rank is leaving anyway.
+_recording_end = False
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    raise Terminated()
+    if not _recording_end:
+        raise Terminated()
 
 
 def watch_launcher(launcher_pid: int, poll_s: float = 0.5, grace_s: float = 10.0) -> None:
@@ -228,6 +233,7 @@ def failure_status(exc: BaseException, tracker: Tracker, rank: int, run_dir: Pat
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _recording_end
     args = parse_args(argv)
     try:
         spec, group = check_request(args)
@@ -289,8 +295,11 @@ def main(argv: list[str] | None = None) -> int:
             engine.train(adapter_for(spec, options, device), tracker)
         status = EXIT_OK
     except (Exception, Terminated, KeyboardInterrupt) as exc:
+        # Before any call: a pending SIGTERM is handled at the next one.
+        _recording_end = True
         status = failure_status(exc, tracker, group.rank, args.results)
     finally:
+        _recording_end = True
         try:
             tracker.close()
         except OSError as exc:
