@@ -12,7 +12,8 @@ within the light epoch limit. The exit status is 1 when a task misses it. The te
 runs the same groups for one epoch and checks what they record; reaching the target is
 measured here, on demand.
 
-``--smoke`` trains light Task 2a (the cheapest) for one epoch: the code path, no goal judged.
+``--smoke`` trains light Task 2a (the cheapest) for one epoch on one worker: the code path, no
+goal judged.
 
     .venv/bin/python benchmarks/light_targets.py [--task all] [--workers 2]
     .venv/bin/python benchmarks/light_targets.py --smoke
@@ -39,7 +40,8 @@ from workers.records import read_run  # noqa: E402
 
 # Every training task of the registry, in its order (Task 0 measures no target).
 TASKS = tuple(task_id for task_id, spec in REGISTRY.items() if isinstance(spec, TrainingSpec))
-SMOKE_TASK, SMOKE_EPOCHS = "task2a-logreg-epsilon", 1
+# The smoke: one rank, one epoch (the code path; the 2-rank group's own path is the tests')
+SMOKE_TASK, SMOKE_EPOCHS, SMOKE_WORKERS = "task2a-logreg-epsilon", 1, 1
 GROUP_TIMEOUT_S = 1800.0  # the slowest light run (4a on two cores) takes a few minutes
 
 
@@ -102,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--smoke",
         action="store_true",
-        help=f"{SMOKE_TASK} for {SMOKE_EPOCHS} epoch: the code path, no goal judged",
+        help=f"{SMOKE_TASK} for {SMOKE_EPOCHS} epoch at {SMOKE_WORKERS} worker: the code path, "
+        "no goal judged",
     )
     args = parser.parse_args(argv)
     tasks = list(TASKS) if args.task == "all" else [args.task]
@@ -112,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--workers: at least 1, got {args.workers}")
     max_epochs = None
     if args.smoke:
-        tasks, max_epochs = [SMOKE_TASK], SMOKE_EPOCHS
+        tasks, max_epochs, args.workers = [SMOKE_TASK], SMOKE_EPOCHS, SMOKE_WORKERS
     began = time.perf_counter()
     outcomes: list[Outcome] = []
     with tempfile.TemporaryDirectory(prefix="light-targets-") as tmp:
@@ -150,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{o.task_id}: {o.reason}")
     print(f"machine: {os.cpu_count()} CPUs; ran {time.perf_counter() - began:.0f} s")
     if args.smoke:
-        print("smoke run: one epoch, no goal judged")
+        print(f"smoke run: one epoch on {SMOKE_WORKERS} worker, no goal judged")
         return 0 if all(o.status == "succeeded" for o in outcomes) else 1
     print("PASS" if not missed else f"MISS: {', '.join(o.task_id for o in missed)}")
     return 1 if missed else 0
