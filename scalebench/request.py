@@ -63,6 +63,7 @@ MAX_GROUP_TIMEOUT_S = 7 * 24 * 3600.0  # a week: the longest full task on one wo
 MAX_GPUS_PER_WORKER = 16
 MAX_ELEMENTS = 2**31 - 1  # one message of Task 0: a tensor index torch takes anywhere
 MAX_REPETITIONS = 100_000
+MAX_EPOCHS = 10_000  # an epoch limit: far above any task's own (the longest, Task 3a's, is 750)
 MAX_THREADS_PER_WORKER = 256
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
 IMAGE_REFERENCE = r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?"
@@ -213,6 +214,20 @@ class SweepRequest:
         to_ranks=True,
         compared=True,
         usual="off",  # eager, as every run was before compile could be asked
+    )
+    max_epochs: int | None = ask(
+        name="max_epochs",
+        title="Epoch limit",
+        help="Training tasks only: each run ends after this many epochs, its goal reached or "
+        "not (a run that ends short of its goal has no time to accuracy), for a quick look at "
+        "a machine or a cluster; not given: the task's own limit (Task 1a: 164, light 30).",
+        kind="int",
+        minimum=1,
+        maximum=MAX_EPOCHS,
+        training_only=True,
+        to_ranks=True,
+        compared=True,
+        usual=None,
     )
     launcher: str = ask(
         name="launcher",

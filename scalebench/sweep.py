@@ -132,6 +132,7 @@ def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
                 "the all-reduce task measures the data types its spec lists",
             ),
             "compile": (values["compile"] == "on", "the all-reduce task has no model to compile"),
+            "max_epochs": (values["max_epochs"] is not None, "the all-reduce task has no epochs"),
         }
         for name, (refused, message) in refusals.items():
             if refused:

@@ -397,6 +397,26 @@ def test_threads_per_worker_is_checked_planned_and_part_of_the_configuration() -
         assert parse_args(argv).threads_per_worker == threads
 
 
+def test_an_epoch_limit_is_checked_reaches_every_rank_and_is_part_of_the_configuration() -> None:
+    from scalebench.config_hash import configuration_hash
+
+    for bad, message in ((0, "at least 1"), (10_001, "at most 10000"), ("few", "whole number")):
+        with pytest.raises(InvalidParameter, match=message) as refused:
+            validate_request(**LIGHT, max_epochs=bad)
+        assert refused.value.field == "max_epochs"
+    with pytest.raises(InvalidParameter, match="the all-reduce task has no epochs"):
+        validate_request(**{**LIGHT, "task": "task0-allreduce"}, max_epochs=2)
+    default, three = validate_request(**LIGHT), validate_request(**LIGHT, max_epochs="3")
+    assert (default.max_epochs, three.max_epochs) == (None, 3)
+    # not given: the identity configurations had before the field; given: another one
+    before = {k: v for k, v in default.to_fields().items() if k != "max_epochs"}
+    assert configuration_hash(default.to_fields()) == configuration_hash(before)
+    assert configuration_hash(three.to_fields()) != configuration_hash(default.to_fields())
+    for request, epochs in ((default, None), (three, 3)):
+        for group in plan_groups(request, "s", Path("/tmp")):
+            assert parse_args(group.worker_argv("r", "d")).max_epochs == epochs
+
+
 def test_gpus_per_worker_unless_asked_a_gpu_per_pod_and_locally_only_where_used() -> None:
     local = validate_request(**LIGHT, gpus=0)
     assert local.gpus_per_worker == 0  # a CPU host: gloo on CPU tensors takes no GPU

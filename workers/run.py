@@ -116,7 +116,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="this group's seed")
     parser.add_argument("--data-dir", type=Path, default=None)
     add_rank_options(parser)
-    parser.add_argument("--max-epochs", type=int, default=None, help="override the spec's limit")
     return parser.parse_args(argv)
 
 
@@ -132,7 +131,7 @@ def _configure_logging(rank: int) -> None:
 
 def check_request(args: argparse.Namespace) -> tuple[TaskSpec, GroupEnv]:
     """The task and this rank's place in its group, once every check that needs no torch has
-    passed: the seed and epoch limit in range, a training task's MLPerf settings and data set
+    passed: the seed in range, a training task's MLPerf settings and data set
     (``--data-dir`` filled in), and a writable ``--results``. Raises what :func:`main` reports
     as refused: ``KeyError`` (no such task), :class:`GroupConfigError`,
     :class:`DataSetMissing`, :class:`BadSetting` or ``OSError``."""
@@ -140,8 +139,6 @@ def check_request(args: argparse.Namespace) -> tuple[TaskSpec, GroupEnv]:
     group = group_env_from(os.environ)
     if not 0 <= args.seed <= MAX_SEED:
         raise GroupConfigError(f"--seed must be between 0 and {MAX_SEED}, got {args.seed}")
-    if args.max_epochs is not None and args.max_epochs < 1:
-        raise GroupConfigError(f"--max-epochs must be at least 1, got {args.max_epochs}")
     if not isinstance(spec, AllReduceSpec):
         check_mlperf_settings()  # what rank 0's MLPerf log will say (SCALEBENCH_MLPERF_*)
     if not args.light and not isinstance(spec, AllReduceSpec):
