@@ -133,14 +133,26 @@ def _own_var(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Monke
 
 
 @pytest.fixture(scope="session")
-def airflow_db() -> Path:
-    """Airflow's metadata database, migrated once per session (dag.test needs it)."""
-    subprocess.run(
-        [sys.executable, "-m", "airflow", "db", "migrate"],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+def airflow_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Airflow's metadata database (dag.test needs it), each pytest-xdist process's own:
+    migrated once a run (3 s of processor time), by the first process that asks, and
+    copied by the others (a file lock, a folder they share)."""
+    from filelock import FileLock
+
+    shared = shared_folder(tmp_path_factory, "airflow-db")
+    migrated, own = shared / "airflow.db", AIRFLOW_HOME / "airflow.db"
+    with FileLock(str(shared / "migrate.lock")):
+        if migrated.exists():
+            shutil.copyfile(migrated, own)
+        else:
+            subprocess.run(
+                [sys.executable, "-m", "airflow", "db", "migrate"],
+                check=True,
+                capture_output=True,
+                timeout=300,
+            )
+            shutil.copyfile(own, migrated.with_suffix(".part"))
+            migrated.with_suffix(".part").rename(migrated)
     return AIRFLOW_HOME
 
 
