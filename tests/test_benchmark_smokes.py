@@ -51,7 +51,7 @@ SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]]
     "regression_power.py": ((), 300, (pytest.mark.slow,)),
     # starts an Airflow of its own (api-server, scheduler, dag-processor, triggerer)
     "airflow_endings.py": ((), 400, (pytest.mark.slow,)),
-    # one epoch of light Task 2a on two ranks
+    # one epoch of light Task 2a on one rank
     "light_targets.py": ((), 120, (pytest.mark.slow,)),
     # two light Task 2a trainings of one epoch (eager: the smoke compares off with auto)
     "light_tta_compile.py": ((), 240, (pytest.mark.slow,)),
