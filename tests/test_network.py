@@ -413,7 +413,9 @@ def test_a_slow_link_raises_the_communication_ratio(tmp_path: Path) -> None:
 def allreduce_s(run_dir: Path, shape: tuple[int, int], profile: str) -> float:
     """The median seconds of a 4 MB (10**6 float32) all-reduce of a light Task 0 group of 2
     ranks as ``shape`` (nodes, ranks per node) on ``profile`` between nodes."""
-    args = light_rank_args("task0-allreduce", run_dir, "--repetitions", "3", "--network", profile)
+    args = light_rank_args(
+        "task0-allreduce", run_dir, "--repetitions", "3", "--dtype", "float32", "--network", profile
+    )
     nodes, per_node = shape
     group = LocalGroup(
         args,
