@@ -41,8 +41,8 @@ fi
 # 2-core AMD EPYC). The slow ones that train or start groups go one by one and first; the
 # quick ones follow file by file, so that a file's tests never race each other for the host's
 # network namespaces or firewall rules (tests/slow_first.py). Then, one at a time, the tests
-# marked timing: they assert on a timing or on contention, or change the host's firewall, and
-# another test beside them would be measured too (or see its traffic dropped). That run
+# marked timing: they assert on a timing or on contention, or change the host's firewall (or
+# build emulated links), and another test beside them would be measured too. That run
 # collects only the files that mark some test timing.
 # Both runs always run, so that one run's failures never hide the other's.
 # In the run that shares the cores, idle OpenMP threads sleep instead of spinning: a spinning

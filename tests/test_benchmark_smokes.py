@@ -55,10 +55,11 @@ SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]]
     "light_targets.py": ((), 120, (pytest.mark.slow,)),
     # two light Task 2a trainings of one epoch (eager: the smoke compares off with auto)
     "light_tta_compile.py": ((), 240, (pytest.mark.slow,)),
-    # network namespaces and tc on the host, each group in its own (as two sweeps at once):
-    # beside the other tests, as a smoke judges no timing
-    "network_emulation.py": ((), 240, (pytest.mark.slow, NEEDS_SHAPING)),
-    "node_boundary.py": ((), 180, (pytest.mark.slow, NEEDS_SHAPING)),
+    # network namespaces and tc on the host: alone, like the other emulated-link checks (a
+    # group that builds its network removes what dead launchers left, which
+    # tests/test_network.py leaves on purpose and checks)
+    "network_emulation.py": ((), 240, (pytest.mark.slow, pytest.mark.timing, NEEDS_SHAPING)),
+    "node_boundary.py": ((), 180, (pytest.mark.slow, pytest.mark.timing, NEEDS_SHAPING)),
 }
 
 
