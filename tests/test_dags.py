@@ -522,7 +522,10 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
         "import json\n"
         "from airflow.dag_processing.dagbag import DagBag\n"
         f"dag = DagBag(dag_folder={str(REPO / 'dags')!r}).get_dag('task2a_logreg_epsilon')\n"
-        "run = dag.test(run_conf={'workers': [1], 'repeats': 3, 'light': True})\n"
+        # Ten epochs a group (a third of the way to the goal): enough to be caught training
+        # (4 s on a slow CPU), and the groups that finish need no goal here.
+        "run = dag.test(run_conf={'workers': [1], 'repeats': 3, 'light': True,"
+        " 'max_epochs': 10})\n"
         "states = {f'{ti.task_id}[{ti.map_index}]': ti.state for ti in run.get_task_instances()}\n"
         "print('DAG RUN', run.state, json.dumps(states), flush=True)\n"
         "print('RUN ID', run.run_id, flush=True)\n"
