@@ -12,7 +12,12 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
+from selenium.common.exceptions import (
+    ElementClickInterceptedException,
+    ElementNotInteractableException,
+    StaleElementReferenceException,
+    TimeoutException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
@@ -99,6 +104,27 @@ class Page:
 
     def idle(self) -> None:
         self.until(lambda: self.driver.execute_script(IDLE), "Dash to finish its callbacks")
+
+    def click(self, by: str, locator: str, what: str) -> None:
+        """Click the element ``locator`` finds once it is there and the click reaches it: a
+        click that lands on another element (the page still laying out, a graph re-rendering
+        over an open menu) or on one a re-render replaced is tried again."""
+
+        def clicked() -> bool:
+            found = self.driver.find_elements(by, locator)
+            if not found:
+                return False
+            try:
+                found[0].click()
+            except (
+                ElementClickInterceptedException,
+                ElementNotInteractableException,
+                StaleElementReferenceException,
+            ):
+                return False
+            return True
+
+        self.until(clicked, what)
 
     @property
     def url(self) -> str:

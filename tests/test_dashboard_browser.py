@@ -119,7 +119,7 @@ def test_scaling_marks_where_groups_start_to_cross_nodes(page: Page) -> None:
 
 def test_the_navbar_moves_between_pages(page: Page) -> None:
     page.open("/")
-    page.driver.find_element(By.ID, "nav-cost").click()
+    page.click(By.ID, "nav-cost", "the navbar's cost link")
     page.until(lambda: page.url.startswith("/cost"), "the cost page")
     page.idle()
     page.shows("cost-prices", "n1-standard-4")
@@ -128,9 +128,9 @@ def test_the_navbar_moves_between_pages(page: Page) -> None:
 def test_a_chosen_sweep_survives_a_reload(page: Page) -> None:
     page.open(f"/scaling?sweep={KNOWN}")
     page.shows("scaling-summary", "1.82×")  # the page drawn, its sweep picker with it
-    page.driver.find_element(By.ID, "scaling-sweep").click()
+    page.click(By.ID, "scaling-sweep", "the sweep picker")
     option = f"//label[@role='option'][.//input[@value='{LIGHT}']]"
-    page.until(lambda: page.driver.find_elements(By.XPATH, option), "the sweep list")[0].click()
+    page.click(By.XPATH, option, "the sweep list")
     page.until(lambda: page.url == f"/scaling?sweep={LIGHT}", "the address to change")
     page.idle()
     page.shows("scaling-summary", "0.647×")
@@ -156,7 +156,7 @@ def test_filters_live_in_the_address(page: Page) -> None:
     page.shows("runs-count", "1 run(s)")
 
     page.open("/trend")
-    page.driver.find_element(By.XPATH, "//label[.//input[@value='samples_per_s']]").click()
+    page.click(By.XPATH, "//label[.//input[@value='samples_per_s']]", "the metric samples_per_s")
     page.until(lambda: "metric=samples_per_s" in page.url, "the address to change")
     page.idle()
     page.driver.refresh()
@@ -204,7 +204,7 @@ def test_runs_sort_on_the_server_page_and_keep_both_in_the_address(page: Page) -
     page.open("/runs")
     page.shows("runs-count", "42 run(s); page 1 of 2")
     header = '#runs-table .ag-header-cell[col-id="time_to_accuracy_s"]'
-    page.driver.find_element(By.CSS_SELECTOR, f"{header} .ag-header-cell-label").click()
+    page.click(By.CSS_SELECTOR, f"{header} .ag-header-cell-label", "the time-to-accuracy header")
     page.until(lambda: page.url == "/runs?sort=time_to_accuracy_s&order=asc", "the address")
     page.idle()
 
@@ -216,7 +216,7 @@ def test_runs_sort_on_the_server_page_and_keep_both_in_the_address(page: Page) -
 
     cells = page.until(sorted_rows, "the rows sorted by time to accuracy")
     assert cells[0][0] == "1.83 s"  # the real 1-worker light run first, of a page of 25
-    page.driver.find_element(By.XPATH, "//*[@id='runs-pages']//a[normalize-space()='2']").click()
+    page.click(By.XPATH, "//*[@id='runs-pages']//a[normalize-space()='2']", "the link to page 2")
     page.until(lambda: page.url.endswith("order=asc&page=1"), "the address to name page 2")
     page.idle()
     page.driver.refresh()

@@ -643,9 +643,9 @@ def test_the_scaling_page_projects_the_pair_picked_in_chromium(recorded_pair: st
     thread.start()
 
     def pick(page: Page, dropdown: str, sweep_id: str) -> None:
-        page.driver.find_element(By.ID, dropdown).click()
+        page.click(By.ID, dropdown, dropdown)
         option = f"//label[@role='option'][.//input[@value='{sweep_id}']]"
-        page.until(lambda: page.driver.find_elements(By.XPATH, option), dropdown)[0].click()
+        page.click(By.XPATH, option, f"{sweep_id} in {dropdown}")
         # a multiple dropdown stays open after a pick; Escape closes it
         page.driver.switch_to.active_element.send_keys(Keys.ESCAPE)
         page.idle()
