@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from scalebench.network import NetworkProfile
+from scalebench.nodes import nccl_node_environment
 
 INTERFACE = "sbeth0"  # every node's end of its veth pair, inside its namespace
 NAMESPACE_PREFIX = "scalebench-"
@@ -386,25 +387,10 @@ class ShapedNetwork:
 
     def environment(self, node: int = 0, ranks_per_node: int = 1) -> dict[str, str]:
         """What the environment of node ``node``'s ranks adds: the interface the backends
-        must use, and for NCCL the node as a host of its own.
-
-        NCCL takes ranks with one host id for one machine and joins their GPUs directly
-        (peer-to-peer, NVLink, shared memory), past any network: each node gets its own
-        ``NCCL_HOSTID``, so that only the ranks of one node are joined that way, and
-        nodes talk over the shaped link through NCCL's socket transport. With one rank
-        per node the direct paths are also turned off, as every rank is its own machine.
-        """
-        env = {
-            "GLOO_SOCKET_IFNAME": INTERFACE,
-            "NCCL_SOCKET_IFNAME": INTERFACE,
-            "TP_SOCKET_IFNAME": INTERFACE,
-            "NCCL_NET": "Socket",
-            "NCCL_IB_DISABLE": "1",
-            "NCCL_HOSTID": self.namespace(node),
-        }
-        if ranks_per_node == 1:
-            env.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
-        return env
+        must use, and for NCCL the node as a host of its own, named after its namespace
+        (:func:`scalebench.nodes.nccl_node_environment`), so that only the ranks of one
+        node are joined directly and nodes talk over the shaped link."""
+        return nccl_node_environment(self.namespace(node), INTERFACE, ranks_per_node)
 
     def remove(self) -> None:
         """Delete the namespaces (and with them the veth pairs) and the bridge."""

@@ -101,6 +101,28 @@ class NodeShape:
         }
 
 
+def nccl_node_environment(host_id: str, interface: str, ranks_per_node: int) -> dict[str, str]:
+    """What a rank's environment adds so that NCCL takes its node for a machine of its own,
+    named ``host_id``, reached through the network ``interface`` (an emulated node).
+
+    NCCL joins the GPUs of ranks that share a host id directly (peer-to-peer, NVLink, shared
+    memory), past any network; ranks of other host ids it reaches through its socket
+    transport over ``interface``. With one rank per node the direct paths are turned off
+    too, as every rank is then its own machine.
+    """
+    env = {
+        "GLOO_SOCKET_IFNAME": interface,
+        "NCCL_SOCKET_IFNAME": interface,
+        "TP_SOCKET_IFNAME": interface,
+        "NCCL_NET": "Socket",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_HOSTID": host_id,
+    }
+    if ranks_per_node == 1:
+        env.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
+    return env
+
+
 def shape_label(world_size: int, ranks_per_node: int) -> str:
     """``nodes×ranks`` of a stored run (``ranks_per_node`` as asked, 1 for runs stored before
     it could be asked); ``"?"`` for a combination no validated request holds."""

@@ -139,10 +139,18 @@ def test_watched_run_measures_a_real_training_run(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_task0_curves_and_bandwidth_from_a_real_group(tmp_path: Path) -> None:
+def test_task0_curves_and_bandwidth_from_a_real_group_on_two_emulated_nodes(
+    tmp_path: Path,
+) -> None:
+    from workers.records import rank_file_name, read_rank_file
+
     ctx = Context(tmp_path, sys.executable, time.monotonic() + 120, {})
-    run, run_dir = allreduce_group(ctx, "gloo", 2, 120, "task0", device="cpu")
+    run, run_dir = allreduce_group(ctx, "gloo", 2, 120, "task0", device="cpu", ranks_per_node=1)
     assert run.returncode == 0, run.output
+    # each rank is local rank 0 of a node of its own, as the launcher's nodes of one rank
+    for rank in (0, 1):
+        (env,) = read_rank_file(run_dir / rank_file_name(rank)).of_kind("env")
+        assert (env["node_rank"], env["local_rank"], env["local_world_size"]) == (rank, 0, 1)
     curves = allreduce_curves(run_dir)
     assert set(curves) == {"float32", "float16"}
     for points in curves.values():

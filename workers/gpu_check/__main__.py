@@ -70,6 +70,7 @@ def check_plan(ctx: Context, matmul_n: int) -> list[tuple[str, Callable[[], list
         found = [task0_check(ctx, "nccl", k, shared_gpu=False) for k in counts]
         if gpus == 1:
             found.append(task0_check(ctx, "nccl", 2, shared_gpu=True))
+            found.append(task0_check(ctx, "nccl", 2, shared_gpu=True, nodes=True))
         found.append(task0_check(ctx, "gloo", 2, shared_gpu=gpus < 2))
         return found
 

@@ -17,26 +17,40 @@ from workers.gpu_check.report import FAIL, PASS, Check, failed, skipped
 TASK0 = "task0-allreduce"
 
 
+# Emulated nodes on this machine reach each other over the loopback interface.
+LOOPBACK = "lo"
+
+
 def allreduce_group(
-    ctx: Context, backend: str, world_size: int, timeout_s: float, name: str, device: str = "cuda"
+    ctx: Context,
+    backend: str,
+    world_size: int,
+    timeout_s: float,
+    name: str,
+    device: str = "cuda",
+    ranks_per_node: int | None = None,
 ) -> tuple[ChildRun, Path]:
-    """A light Task 0 group of ``world_size`` ranks on ``device`` tensors, via ``workers.run``."""
+    """A light Task 0 group of ``world_size`` ranks on ``device`` tensors, via ``workers.run``:
+    one node of them all, or (``ranks_per_node``) emulated nodes of that many ranks, each
+    node a host of its own to NCCL (:func:`scalebench.nodes.nccl_node_environment`)."""
+    from scalebench.nodes import NodeShape, nccl_node_environment
     from workers.distributed import free_port
 
     run_dir = ctx.work_dir / name
-    port = str(free_port())
+    port = free_port()
+    shape = NodeShape(world_size, ranks_per_node or world_size)
     children = []
     started = time.monotonic()
     for rank in range(world_size):
+        node = shape.node_of(rank)
         env = {
             "NCCL_DEBUG": "WARN",  # nccl's own reason, should it refuse the group
             **os.environ,
-            "RANK": str(rank),
-            "WORLD_SIZE": str(world_size),
-            "LOCAL_RANK": str(rank),
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": port,
+            **shape.rank_environment(node, rank % shape.local_world_size, "127.0.0.1", port),
         }
+        if ranks_per_node is not None:
+            host = f"gpu-check-node-{node}"
+            env.update(nccl_node_environment(host, LOOPBACK, shape.local_world_size))
         argv = [ctx.python, "-m", "workers.run", "--task", TASK0, "--results", str(run_dir)]
         argv += ["--light", "--backend", backend, "--device", device, "--timeout", "60"]
         children.append(
@@ -78,22 +92,35 @@ def bus_bandwidth_gb_s(size_bytes: int, seconds: float, world_size: int) -> floa
     return algorithm if world_size == 1 else algorithm * 2 * (world_size - 1) / world_size
 
 
-def task0_check(ctx: Context, backend: str, world_size: int, shared_gpu: bool) -> Check:
-    """Task 0 (light sizes, fp32 and fp16) on CUDA tensors over ``backend``."""
+def task0_check(
+    ctx: Context, backend: str, world_size: int, shared_gpu: bool, nodes: bool = False
+) -> Check:
+    """Task 0 (light sizes, fp32 and fp16) on CUDA tensors over ``backend``; with ``nodes``,
+    each rank on an emulated node of its own (as the local launcher's nodes with one rank
+    each), which NCCL accepts on one GPU: it reaches the other nodes through its sockets."""
     import torch
 
     gpus = torch.cuda.device_count()
-    name = f"task0-{backend}-{world_size}"
+    name = f"task0-{backend}-{world_size}" + ("-nodes" if nodes else "")
     title = f"Task 0, {backend}, {world_size} rank{'s' if world_size > 1 else ''}"
+    if nodes:
+        title += f" on {world_size} emulated nodes"
     if shared_gpu:
         title += f" on {gpus} GPU"
     if backend == "nccl" and not torch.distributed.is_nccl_available():
         return skipped(name, title, "skipped: this torch has no nccl backend")
     limit_s = 60.0 if shared_gpu else 150.0
-    run, run_dir = allreduce_group(ctx, backend, world_size, min(limit_s, ctx.seconds_left()), name)
+    run, run_dir = allreduce_group(
+        ctx,
+        backend,
+        world_size,
+        min(limit_s, ctx.seconds_left()),
+        name,
+        ranks_per_node=1 if nodes else None,
+    )
     if run.returncode != 0:
         refused = ("Duplicate GPU", "ncclInvalidUsage")
-        if shared_gpu and backend == "nccl" and any(word in run.output for word in refused):
+        if shared_gpu and backend == "nccl" and not nodes and any(w in run.output for w in refused):
             return skipped(
                 name,
                 title,
