@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 from torch.nn import functional as F
 
-from scalebench.tasks import get_task
+from scalebench.tasks import TrainingSpec, get_task
 from workers.adapter import TaskAdapter, TrainingOptions, adapter_for
 from workers.data.batches import augment_draws, crop_and_flip
 from workers.mixed_precision import DynamicLossScale, MasterWeights
@@ -190,3 +190,59 @@ def test_padding_in_one_assignment_equals_padding_row_by_row() -> None:
             for row, ids in enumerate(rows):
                 expected[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
             assert torch.equal(padded(sentences, **frame), expected)
+
+
+class _Enough(Exception):
+    """The steps wanted are trained."""
+
+
+def _first_steps(
+    spec: TrainingSpec, compile: str, steps: int, tmp: Path
+) -> tuple[dict, list[float]]:
+    """``steps`` steps of a light run of ``spec`` on the GPU from seed 0: its start record and
+    each step's loss."""
+    from workers import engine
+    from workers.records import RecordWriter, rank_file_name, read_rank_file
+    from workers.tracker import Tracker
+
+    losses: list[float] = []
+
+    class Counted(Tracker):
+        def step(self, *args: object, **kwargs: object) -> None:
+            super().step(*args, **kwargs)  # type: ignore[arg-type]
+            losses.append(float(args[4]))  # type: ignore[arg-type]
+            if len(losses) == steps:
+                raise _Enough
+
+    torch.manual_seed(0)
+    options = TrainingOptions(light=True, data_dir=tmp, max_epochs=1, compile=compile)
+    adapter = adapter_for(spec, options, torch.device("cuda"))
+    tracker = Counted(RecordWriter(tmp, compile, rank=0, world_size=1), torch.device("cuda"))
+    with pytest.raises(_Enough):
+        engine.train(adapter, tracker)
+    tracker.close()
+    events = read_rank_file(tmp / rank_file_name(0)).of_kind("event")
+    return next(e for e in events if e["event"] == "start"), losses
+
+
+@CUDA
+def test_a_compiled_fixed_shape_step_replays_cuda_graphs_and_trains_as_eager(
+    tmp_path: Path, group_of_one: None
+) -> None:
+    """A compiled step whose spec asks for CUDA graphs captures its forward and backward
+    before the start; replayed, they give the losses the eager step gives. Task 2a, asked
+    for graphs here (it compiles in seconds; its spec does not ask: they do not pay there)."""
+    from dataclasses import replace
+
+    from workers.compile import graphs_compiled
+
+    torch._dynamo.reset()
+    (tmp_path / "eager").mkdir()
+    (tmp_path / "graphs").mkdir()
+    spec = replace(get_task("task2a-logreg-epsilon"), cuda_graphs=True)
+    eager_start, eager = _first_steps(spec, "off", 60, tmp_path / "eager")
+    start, replayed = _first_steps(spec, "on", 60, tmp_path / "graphs")
+    assert not eager_start["compiled"] and "cuda_graphs" not in eager_start
+    assert start["compiled"] and start["cuda_graphs"] is True
+    assert graphs_compiled() > 0
+    torch.testing.assert_close(torch.tensor(replayed), torch.tensor(eager), rtol=1e-4, atol=1e-5)

@@ -274,3 +274,31 @@ def test_compile_on_that_fails_is_refused_and_auto_falls_back_to_eager(
     assert not compile_for_training(model, model, task, "auto").compiled  # too short to pay
     task.spec, task.options = replace(SPEC, compile_pays_on=()), replace(task.options, light=False)
     assert not compile_for_training(model, model, task, "auto").compiled  # pays nowhere: eager
+
+
+def test_a_compiled_step_replays_cuda_graphs_on_a_gpu_where_its_spec_asks_only(
+    tmp_path: Path, one_rank: None
+) -> None:
+    from workers.compile import captures_cuda_graphs
+
+    graphed = [
+        t
+        for t in (
+            "task1a-resnet20-cifar10",
+            "task2a-logreg-epsilon",
+            "task3a-awdlstm-wikitext2",
+            "task4a-gnmt-wmt16",
+            "task4b-transformer-wmt17",
+        )
+        if get_task(t).cuda_graphs
+    ]
+    assert graphed == ["task1a-resnet20-cifar10"]  # measured to pay on a GPU (Task 2a did not)
+    task = Regression(options(compile="on"))
+    task.spec = replace(SPEC, cuda_graphs=True)
+    assert not captures_cuda_graphs(task)  # on a CPU: nothing to capture
+    compiled = compile_for_training(task.build_model(), task.build_model(), task, "on", "eager")
+    assert compiled.compiled and "cuda_graphs" not in compiled.start_details()
+    task.device = torch.device("cuda")  # only asked, never used: no GPU needed
+    assert captures_cuda_graphs(task)
+    task.spec = replace(SPEC, cuda_graphs=False)
+    assert not captures_cuda_graphs(task)

@@ -221,6 +221,11 @@ class TrainingSpec:
     adapter: str = ""
     # device types ("cpu", "cuda") where compile "auto" compiles: measured to pay there
     compile_pays_on: tuple[str, ...] = ()
+    # compiled on a GPU, the step's forward and backward are captured as CUDA graphs and
+    # replayed (torch.compile's reduce-overhead mode, one graph per batch shape): for a task
+    # whose batches have a few fixed shapes (the full batch, the epoch's last), where
+    # replaying was measured to pay
+    cuda_graphs: bool = False
     variants: tuple[str, ...] = TRAINING_VARIANTS  # the training variants this task implements
     precisions: tuple[str, ...] = PRECISIONS  # what the trigger form may ask for
     # MLPerf's name of the benchmark this task corresponds to (the MLPerf log's
