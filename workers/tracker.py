@@ -57,15 +57,20 @@ class PhaseClock:
     and :meth:`read` once the step is done. On a CUDA device a lap only
     records an event on the current stream; :meth:`read` waits for the last
     one (the step's single synchronisation) and takes the elapsed time
-    between consecutive events. ``event_type`` replaces ``torch.cuda.Event``
-    (tests use a stand-in with the same three methods on the CPU).
+    between consecutive events. The stream is looked up once a step, at
+    :meth:`start` (asking torch for it builds a new stream object each time,
+    which on a GPU step of a millisecond is a measurable share of the host's
+    time). ``event_type`` replaces ``torch.cuda.Event`` (tests use a stand-in
+    with the same three methods on the CPU, whose ``record`` takes no stream).
     """
 
     def __init__(self, device: torch.device, event_type: Callable[[], Any] | None = None) -> None:
         self.on_events = device.type == "cuda" or event_type is not None
+        self._on_cuda = event_type is None and device.type == "cuda"
         self._new_event = event_type or (lambda: torch.cuda.Event(enable_timing=True))
         self._events: list[Any] = []  # reused from step to step: creating events costs
         self._laps: list[str] = []  # the phase each event after the first closes
+        self._stream: Any = None  # the stream this step's events are recorded on
         self._last = 0.0
         self.phases: dict[str, float] = dict.fromkeys(PHASES, 0.0)
 
@@ -73,13 +78,18 @@ class PhaseClock:
         while len(self._events) <= index:
             self._events.append(self._new_event())
         event = self._events[index]
-        event.record()
+        if self._stream is None:
+            event.record()
+        else:
+            event.record(self._stream)
         return event
 
     def start(self) -> None:
         self.phases = dict.fromkeys(PHASES, 0.0)
         if self.on_events:
             self._laps.clear()
+            if self._on_cuda:
+                self._stream = torch.cuda.current_stream()
             self._event(0)
         else:
             self._last = time.perf_counter()
