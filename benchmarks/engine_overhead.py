@@ -30,14 +30,21 @@ on a CPU for every task; on a GPU at least 0.9 for Tasks 1a and 2a and 0.8 for t
 ``--smoke`` trains one round of 3 steps (the first untimed) of each, without the untimed
 round that comes first otherwise. The exit status is 1 when a goal is missed (never with
 ``--smoke``). ``--sync-sites`` (GPU) prints where the engine's steps wait for the GPU, by
-source line.
+source line. ``--host-profile`` prints where the host's time goes in one more round of each
+(Python's profiler, by function's own time; the profiler slows every call, so read shares, not
+rates). ``--compile on`` compiles the engine's step; on a GPU, a task whose spec asks for CUDA
+graphs (Task 1a) then replays them, unless ``--no-cuda-graphs``; ``--cuda-graphs`` asks for them
+for every task, to measure where they pay. The first, untimed round's seconds include compiling.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
 import json
 import math
+import pstats
 import statistics
 import sys
 import tempfile
@@ -47,7 +54,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -103,10 +110,16 @@ class Enough(Exception):
 
 
 def engine_round(
-    adapter: Any, steps: int, warmup: int, device: torch.device, sites: Sites | None = None
+    adapter: Any,
+    steps: int,
+    warmup: int,
+    device: torch.device,
+    sites: Sites | None = None,
+    profiler: cProfile.Profile | None = None,
 ) -> Rate:
     """``steps`` steps of ``workers.engine.train`` on ``adapter`` from a fresh model; with
-    ``sites``, the waits from the end of the first step on are counted there."""
+    ``sites``, the waits from the end of the first step on are counted there; with
+    ``profiler``, the timed steps run under it."""
     from workers import engine
     from workers.records import RecordWriter
     from workers.tracker import Tracker
@@ -122,7 +135,11 @@ def engine_round(
             if sites is not None:
                 sites.counting, sites.steps = True, len(ends) - 1
             if len(ends) >= steps:
+                if profiler is not None:
+                    profiler.disable()
                 raise Enough
+            if profiler is not None and len(ends) == warmup:
+                profiler.enable()
 
     with tempfile.TemporaryDirectory(prefix="engine-overhead-") as tmp:
         writer = RecordWriter(Path(tmp), "engine-overhead", rank=0, world_size=1)
@@ -387,12 +404,22 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):.3f} (min {ordered[0]:.3f}, max {ordered[-1]:.3f})"
 
 
+def host_profile(name: str, profiler: cProfile.Profile, rows: int = 18) -> None:
+    """What ``profiler`` saw: the functions with the most host time of their own."""
+    text = io.StringIO()
+    pstats.Stats(profiler, stream=text).sort_stats("tottime").print_stats(rows)
+    print(f"-- host time of one {name} round, by function (own time):")
+    print("\n".join(text.getvalue().splitlines()[4:]), flush=True)
+
+
 def compare(task_id: str, device: torch.device, args: argparse.Namespace) -> dict[str, Any]:
     """Alternating rounds of the engine and the plain loop on ``task_id``; their figures."""
     from scalebench.tasks import get_task
     from workers.adapter import TrainingOptions, adapter_for
 
     spec = get_task(task_id)
+    if args.no_cuda_graphs or args.cuda_graphs:
+        spec = replace(spec, cuda_graphs=args.cuda_graphs)
     options = TrainingOptions(
         light=True, data_dir=args.data_dir, max_epochs=1, compile=args.compile
     )
@@ -408,7 +435,13 @@ def compare(task_id: str, device: torch.device, args: argparse.Namespace) -> dic
         flush=True,
     )
     if not args.smoke:  # the smoke's one round runs the same two loops
+        began = time.perf_counter()
         engine_round(adapter, steps, warmup, device)  # untimed: caches, cuDNN's search
+        print(
+            f"untimed first engine round (compile {args.compile}): "
+            f"{time.perf_counter() - began:.1f} s",
+            flush=True,
+        )
         plain(steps, warmup, False)
     others = OtherCpuUse()
     rows: dict[str, list[Rate]] = {"engine": [], "plain": [], "plain + a wait a step": []}
@@ -440,6 +473,13 @@ def compare(task_id: str, device: torch.device, args: argparse.Namespace) -> dic
         with sync_sites(device) as sites:
             engine_round(adapter, steps, warmup, device, sites)
         waits = sites.per_step()
+    if args.host_profile:  # the engine's timed steps; the plain loop's whole round
+        profiler = cProfile.Profile()
+        engine_round(adapter, steps, warmup, device, profiler=profiler)
+        host_profile("engine", profiler)
+        profiler = cProfile.Profile()
+        profiler.runcall(plain, steps, warmup, False)
+        host_profile("plain", profiler)
     goal = goal_for(task_id, device)
     verdict = "smoke" if args.smoke else ("PASS" if statistics.median(ratios) >= goal else "MISS")
     result = {
@@ -495,6 +535,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=Path("."))
     parser.add_argument("--threads", type=int, default=None, help="torch threads on a CPU")
     parser.add_argument("--sync-sites", action="store_true", help="where the engine waits")
+    parser.add_argument(
+        "--host-profile", action="store_true", help="where the host's time goes, by function"
+    )
+    parser.add_argument(
+        "--no-cuda-graphs",
+        action="store_true",
+        help="compiled on a GPU, no task replays CUDA graphs (to compare)",
+    )
+    parser.add_argument(
+        "--cuda-graphs",
+        action="store_true",
+        help="compiled on a GPU, every task replays CUDA graphs (to measure where they pay)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument(
         "--smoke",
