@@ -53,6 +53,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import random
 import re
@@ -116,7 +117,8 @@ def run_night(
     if smoke:
         env["SCALEBENCH_CONTENTION_THRESHOLD"] = "1"
     if slowdown:
-        env["PYTHONPATH"] = os.pathsep.join([str(SLOWDOWN_PATH), str(ROOT)])
+        paths = [str(SLOWDOWN_PATH), str(ROOT), os.environ.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
         env["SCALEBENCH_BENCH_SLOWDOWN"] = str(slowdown)
     began = time.perf_counter()
     command = [sys.executable, "-m", "cli.main", "run", case.task, "--light"]
@@ -197,6 +199,16 @@ def nights_of(
     ]
 
 
+def compared(metric: str, baseline: dict[str, list[float]]) -> str:
+    """The metric the detector compares for ``metric``: itself, or, as the nightly does, its
+    time in seconds where too few baseline runs timed the machine's reference (runs on a GPU
+    never time it)."""
+    seconds = regressions.PER_REFERENCE.get(metric)
+    if seconds is not None and len(baseline[metric]) < regressions.MIN_BASELINE_RUNS:
+        return seconds
+    return metric
+
+
 def night_flagged(
     baseline: dict[str, list[float]],
     latest: dict[str, list[float]],
@@ -204,11 +216,18 @@ def night_flagged(
     rule: regressions.Rule,
 ) -> bool:
     """The detector's verdict on one night: any of ``metrics`` flagged by ``rule``."""
+    judged = [compared(m, baseline) for m in metrics]
     return any(
         regressions.compare(baseline[m], latest[m], regressions.MEASURES[m], rule)[2]
-        for m in metrics
-        if len(baseline[m]) >= 3 and latest[m]
+        for m in judged
+        if len(baseline[m]) >= regressions.MIN_BASELINE_RUNS and latest[m]
     )
+
+
+def smallest_p(baseline_runs: int, latest_runs: int) -> float:
+    """The smallest p a one-sided Mann–Whitney U test can give for these many runs (every
+    latest run worse than every baseline run, no ties): 1 / C(baseline + latest, latest)."""
+    return 1 / math.comb(baseline_runs + latest_runs, latest_runs)
 
 
 def joined(nights: list[dict[str, list[float]]]) -> dict[str, list[float]]:
@@ -307,6 +326,13 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
         min_change=args.min_change or regressions.RULE.min_change,
     )
     print(f"rule: {rule.describe()}")
+    if args.night_runs and smallest_p(window * args.night_runs, args.night_runs) >= rule.alpha:
+        print(
+            f"note: nights of {args.night_runs} run(s) against {window} such nights can never "
+            f"be flagged: the smallest p the test can give is "
+            f"{smallest_p(window * args.night_runs, args.night_runs):.3g} (alpha "
+            f"{rule.alpha:g}); judge nights of 2 runs or more"
+        )
     print(
         f"{'task':24s} {'metrics':34s} {'night':>11s} {'nights':>6s} {'flagged':>9s} "
         f"{'':13s} {'of 1000':>7s} {'measured change':>16s} {'contended':>9s}"
@@ -314,7 +340,8 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
     for case in cases:
         mine = [n for n in nights if n.task == case.task]
         kinds = sorted({n.slowdown for n in mine})
-        measured = tuple(dict.fromkeys([*case.metrics, *also]))
+        seconds = [regressions.PER_REFERENCE.get(m, m) for m in case.metrics]
+        measured = tuple(dict.fromkeys([*case.metrics, *seconds, *also]))
         pools = {
             s: nights_of(
                 [sweep_runs(database, n.sweep, case, measured) for n in mine if n.slowdown == s],
@@ -347,7 +374,7 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
                         )
                         flagged += night_flagged(baseline, latest, metrics, rule)
                         if trials == args.trials:  # a night of contended runs only: not judged
-                            judged += any(latest[m] for m in metrics)
+                            judged += any(latest[compared(m, baseline)] for m in metrics)
                     rates.append(flagged)
                 metric = metrics[-1]
                 values = joined([v for v, _ in these])[metric]

@@ -96,3 +96,26 @@ def test_the_engine_smokes_name_every_task_of_the_benchmark() -> None:
         if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "TASKS"
     )
     assert ast.literal_eval(assigned.value) == ENGINE_TASKS
+
+
+def test_the_power_benchmark_judges_gpu_nights_in_seconds_and_knows_what_cannot_be_flagged(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Runs on a GPU time no machine reference: the benchmark then judges the seconds, as the
+    nightly does. A night of one run against seven such nights can never reach p < 0.01."""
+    from results_db.regressions import RULE
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import regression_power as power
+
+    assert power.smallest_p(7, 1) == pytest.approx(1 / 8) and power.smallest_p(7, 1) > RULE.alpha
+    assert power.smallest_p(14, 2) == pytest.approx(1 / 120) and power.smallest_p(14, 2) < 0.01
+    per_reference, seconds = "steady_step_per_reference", "steady_step_s"
+    on_gpu = {per_reference: [], seconds: [1.0 + 0.001 * i for i in range(21)]}
+    slower = {per_reference: [], seconds: [1.2, 1.21, 1.22]}
+    assert power.compared(per_reference, on_gpu) == seconds
+    assert power.night_flagged(on_gpu, slower, (per_reference,), RULE)
+    as_fast = {per_reference: [], seconds: [1.005, 1.01, 1.015]}
+    assert not power.night_flagged(on_gpu, as_fast, (per_reference,), RULE)
+    on_cpu = {per_reference: [2.0] * 21, seconds: [1.0] * 21}
+    assert power.compared(per_reference, on_cpu) == per_reference
