@@ -258,11 +258,19 @@ def _worker_args(run_dir: Path, *extra: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_local_nodes_give_each_rank_its_node_and_local_rank(tmp_path: Path) -> None:
+def test_local_nodes_give_each_rank_its_node_local_rank_and_gpus(tmp_path: Path) -> None:
     """Two emulated nodes of two ranks on this host: each rank's environment record names
-    its node, its local rank and its node's size; a node's ranks share its cores."""
+    its node, its local rank and its node's size; a node's ranks share its cores, and see
+    the node's GPUs only (here ids of GPUs this host need not have: a CPU run ignores them;
+    on a GPU host each rank then takes its node's cuda:LOCAL_RANK)."""
     run_dir = tmp_path / "r"
-    group = LocalGroup(_worker_args(run_dir), 4, ranks_per_node=2, sink=lambda line: None)
+    group = LocalGroup(
+        _worker_args(run_dir, "--device", "cpu"),
+        4,
+        ranks_per_node=2,
+        sink=lambda line: None,
+        gpus=["4", "5", "6", "7"],
+    )
     group.start()
     result = group.wait(300)
     assert result.status == "succeeded", result.reason
@@ -271,9 +279,10 @@ def test_local_nodes_give_each_rank_its_node_and_local_rank(tmp_path: Path) -> N
     node_cpus = cpus // 2 or cpus  # each node's half of the cores (one core: not pinned)
     for rank in read_run(run_dir):
         (env,) = rank.by_kind["env"][:1]
-        placed.append((env["node_rank"], env["local_rank"], env["local_world_size"]))
+        where = ("node_rank", "local_rank", "local_world_size", "cuda_visible_devices")
+        placed.append(tuple(env[key] for key in where))
         assert env["cpus_allowed"] == node_cpus  # pinned to its node's share, shared by its ranks
-    assert placed == [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]
+    assert placed == [(0, 0, 2, "4,5"), (0, 1, 2, "4,5"), (1, 0, 2, "6,7"), (1, 1, 2, "6,7")]
 
 
 def test_the_launcher_holds_the_rendezvous_port_from_before_the_ranks_start_until_they_end(

@@ -163,6 +163,9 @@ def environment(backend: str) -> dict[str, object]:
         "torch_threads": torch.get_num_threads(),
         "backend": backend,
         "gpus": [],
+        # The host's GPUs this rank's node owns, as its launcher gave them (None: all the
+        # host has); the rank takes the node's cuda:LOCAL_RANK among them.
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "nccl": None,
     }
     if torch.cuda.is_available():
