@@ -78,9 +78,6 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
     autocast = options.autocast(device)
     epochs = options.max_epochs or task.spec.epochs(options.light)
     clock = tracker.clock
-    # where each step's loss and sample count reach the host: one pinned buffer, reused (a
-    # fresh host tensor a step costs the GPU's host allocator more than the step's events)
-    on_host = torch.zeros(2, dtype=torch.float64, pin_memory=device.type == "cuda")
     record_start(task, tracker, training, epochs)
     for epoch in range(epochs):
         tracker.begin_epoch(epoch)
@@ -142,18 +139,16 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
             update(task, model, optimizer, masters, lr, normaliser)
             # The loss and sample count travel to the host without waiting: the copies are
             # queued before the step's last event, so the clock's read below, the step's one
-            # synchronisation on a GPU, leaves them readable.
-            on_host[0].copy_(global_loss.detach(), non_blocking=True)
+            # synchronisation on a GPU, leaves them readable. On a CPU nothing is copied.
+            loss_on_host = global_loss.detach().to("cpu", non_blocking=True)
             if isinstance(samples, torch.Tensor):
-                on_host[1].copy_(samples, non_blocking=True)
+                samples = samples.to("cpu", non_blocking=True)
             clock.lap("optimizer")
             if index + 1 < len(plan):  # the next step's data, while the device computes
                 task.prefetch(plan[index + 1])
             clock.read()
 
-            loss_value = float(on_host[0])
-            if isinstance(samples, torch.Tensor):
-                samples = int(on_host[1])
+            loss_value = float(loss_on_host)
             tracker.step(epoch, index, len(plan), int(samples), loss_value, lr)
             if not math.isfinite(loss_value):
                 raise Diverged(f"loss is {loss_value} at epoch {epoch}, step {index}")
