@@ -218,3 +218,17 @@ def test_a_gpu_too_small_for_a_run_skips_that_check_with_the_reason() -> None:
         assert "Tried to allocate 2.00 GiB" in verdict.advice
     other = {**result, "status": "failed: RuntimeError: NCCL error"}
     assert checks.tta_check("t", "Task 1a", other, ChildRun(1, "", 3.0)).verdict == FAIL
+
+
+def test_the_engine_comparison_cut_by_the_budget_is_skipped_not_failed(tmp_path: Path) -> None:
+    """A check stopped because the whole check's budget ran out says so and how to give it
+    more; one that outruns its own limit fails."""
+    slow = tmp_path / "slow-python"
+    slow.write_text("#!/bin/sh\nsleep 30\n")
+    slow.chmod(0o755)
+    short = Context(tmp_path, str(slow), time.monotonic() + 1.5, {})
+    check = checks.overhead_check(short, 300.0)
+    assert check.verdict == SKIPPED and "--budget-s" in check.advice
+    long = Context(tmp_path, str(slow), time.monotonic() + 300, {})
+    check = checks.overhead_check(long, 1.5)
+    assert check.verdict == FAIL and "timed out" in check.figure

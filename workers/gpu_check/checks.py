@@ -222,8 +222,16 @@ def overhead_check(ctx: Context, timeout_s: float) -> Check:
     out = ctx.work_dir / "engine-overhead.json"
     argv = [ctx.python, str(script), "--device", "cuda", "--rounds", "3", "--sync-sites"]
     argv += ["--json", str(out)]
-    run = run_child(argv, min(timeout_s, ctx.seconds_left()), cwd=script.parents[1])
+    limit_s = min(timeout_s, ctx.seconds_left())
+    run = run_child(argv, limit_s, cwd=script.parents[1])
     if not out.exists():
+        if run.returncode is None and limit_s < timeout_s:  # the check's budget, not its own
+            return skipped(
+                name,
+                title,
+                f"skipped: the time budget ran out after {run.seconds:.0f} s of its "
+                f"{timeout_s:.0f} (raise --budget-s)",
+            )
         why = "timed out" if run.returncode is None else f"exit status {run.returncode}"
         return failed(name, title, f"{why} after {run.seconds:.0f} s", tail(run.output))
     results = json.loads(out.read_text(encoding="utf-8"))

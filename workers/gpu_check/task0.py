@@ -124,7 +124,8 @@ def task0_check(
             return skipped(
                 name,
                 title,
-                f"skipped: nccl refuses two ranks on one GPU ({gpus} GPU here), as documented",
+                f"skipped: nccl refuses two ranks of one node on one GPU ({gpus} GPU here), "
+                "as documented",
             )
         why = "timed out" if run.returncode is None else f"exit status {run.returncode}"
         return failed(
