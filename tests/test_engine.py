@@ -298,6 +298,8 @@ def test_a_compiled_step_replays_cuda_graphs_on_a_gpu_where_its_spec_asks_only(
     assert not captures_cuda_graphs(task)  # on a CPU: nothing to capture
     compiled = compile_for_training(task.build_model(), task.build_model(), task, "on", "eager")
     assert compiled.compiled and "cuda_graphs" not in compiled.start_details()
+    replayed = replace(compiled, cuda_graphs=True)  # as on a GPU: the start record says so
+    assert replayed.start_details()["cuda_graphs"] is True
     task.device = torch.device("cuda")  # only asked, never used: no GPU needed
     assert captures_cuda_graphs(task)
     task.spec = replace(SPEC, cuda_graphs=False)

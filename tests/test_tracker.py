@@ -99,8 +99,9 @@ class StandInEvent:
     def __init__(self) -> None:
         self.at_ms: float | None = None
 
-    def record(self) -> None:
+    def record(self, stream: object = None) -> None:
         self.at_ms = StandInEvent.now_ms
+        self.stream = stream
 
     def synchronize(self) -> None:
         StandInEvent.synchronised += 1
@@ -108,6 +109,24 @@ class StandInEvent:
     def elapsed_time(self, end: StandInEvent) -> float:
         assert self.at_ms is not None and end.at_ms is not None
         return end.at_ms - self.at_ms
+
+
+def test_a_steps_events_go_on_the_stream_looked_up_once_at_its_start() -> None:
+    """Looking the stream up costs more on a GPU than recording an event: once a step."""
+    lookups: list[str] = []
+
+    def current_stream() -> str:
+        lookups.append(f"stream {len(lookups)}")
+        return lookups[-1]
+
+    clock = PhaseClock(torch.device("cpu"), StandInEvent, current_stream=current_stream)
+    for _ in range(2):
+        clock.start()
+        for phase in ("data", "forward", "loss", "backward", "optimizer"):
+            clock.lap(phase)
+        clock.read()
+    assert lookups == ["stream 0", "stream 1"]
+    assert all(event.stream == "stream 1" for event in clock._events)
 
 
 def test_on_events_a_step_adds_up_its_laps_and_synchronises_once() -> None:

@@ -60,13 +60,21 @@ class PhaseClock:
     between consecutive events. The stream is looked up once a step, at
     :meth:`start` (asking torch for it builds a new stream object each time,
     which on a GPU step of a millisecond is a measurable share of the host's
-    time). ``event_type`` replaces ``torch.cuda.Event`` (tests use a stand-in
-    with the same three methods on the CPU, whose ``record`` takes no stream).
+    time). ``event_type`` replaces ``torch.cuda.Event`` and ``current_stream``
+    ``torch.cuda.current_stream`` (tests use stand-ins on the CPU; without a
+    ``current_stream`` there, events are recorded on their default stream).
     """
 
-    def __init__(self, device: torch.device, event_type: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        device: torch.device,
+        event_type: Callable[[], Any] | None = None,
+        current_stream: Callable[[], Any] | None = None,
+    ) -> None:
         self.on_events = device.type == "cuda" or event_type is not None
-        self._on_cuda = event_type is None and device.type == "cuda"
+        if current_stream is None and event_type is None and device.type == "cuda":
+            current_stream = torch.cuda.current_stream
+        self._current_stream = current_stream
         self._new_event = event_type or (lambda: torch.cuda.Event(enable_timing=True))
         self._events: list[Any] = []  # reused from step to step: creating events costs
         self._laps: list[str] = []  # the phase each event after the first closes
@@ -88,8 +96,8 @@ class PhaseClock:
         self.phases = dict.fromkeys(PHASES, 0.0)
         if self.on_events:
             self._laps.clear()
-            if self._on_cuda:
-                self._stream = torch.cuda.current_stream()
+            if self._current_stream is not None:
+                self._stream = self._current_stream()
             self._event(0)
         else:
             self._last = time.perf_counter()
