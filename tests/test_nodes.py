@@ -23,7 +23,7 @@ from conftest import TASK0_QUICK_ARGS, light_rank_args
 
 from operators.local_launcher import LocalGroup
 from scalebench.config_hash import configuration_hash
-from scalebench.nodes import NodeShape, shape_label, shape_problem
+from scalebench.nodes import NodeShape, nccl_node_environment, shape_label, shape_problem
 from scalebench.rank import EXIT_DIVERGED, EXIT_FAILED, EXIT_NO_SPACE
 from scalebench.sweep import InvalidParameter, plan_groups, validate_request
 from workers.distributed import free_port
@@ -64,6 +64,23 @@ def test_each_rank_is_told_what_torchrun_tells_it() -> None:
     }
     with pytest.raises(ValueError, match="local rank 4 of node 0 is outside a group of 2×4"):
         NodeShape(8, 4).rank_environment(0, 4, "h", 1)
+
+
+def test_a_shape_without_ranks_or_without_room_for_one_is_refused() -> None:
+    for world_size, per_node in ((0, 1), (2, 0)):
+        with pytest.raises(ValueError, match="at least one rank and one rank per node"):
+            NodeShape(world_size, per_node)
+
+
+def test_each_emulated_node_is_a_host_of_its_own_to_nccl() -> None:
+    """Ranks of one node are joined directly (same host id); nodes only through the link's
+    sockets. A node of one rank has no direct path to keep."""
+    two = nccl_node_environment("node-1", "sbeth0", 2)
+    assert two["NCCL_HOSTID"] == "node-1" and two["NCCL_NET"] == "Socket"
+    assert two["NCCL_SOCKET_IFNAME"] == two["GLOO_SOCKET_IFNAME"] == "sbeth0"
+    assert "NCCL_P2P_DISABLE" not in two and "NCCL_SHM_DISABLE" not in two
+    one = nccl_node_environment("node-1", "sbeth0", 1)
+    assert one["NCCL_P2P_DISABLE"] == one["NCCL_SHM_DISABLE"] == "1"
 
 
 def test_a_group_that_does_not_fill_its_nodes_is_refused_naming_both_numbers() -> None:
