@@ -33,8 +33,8 @@ round that comes first otherwise. The exit status is 1 when a goal is missed (ne
 source line. ``--host-profile`` prints where the host's time goes in one more round of each
 (Python's profiler, by function's own time; the profiler slows every call, so read shares, not
 rates). ``--compile on`` compiles the engine's step; on a GPU, a task whose spec asks for CUDA
-graphs (Task 1a) then replays them, unless ``--no-cuda-graphs``; ``--cuda-graphs`` asks for them
-for every task, to measure where they pay. The first, untimed round's seconds include compiling.
+graphs (Task 1a) then replays them; ``--cuda-graphs on`` or ``off`` asks for them, or not, for
+every task, to measure where they pay. The first, untimed round's seconds include compiling.
 """
 
 from __future__ import annotations
@@ -418,8 +418,8 @@ def compare(task_id: str, device: torch.device, args: argparse.Namespace) -> dic
     from workers.adapter import TrainingOptions, adapter_for
 
     spec = get_task(task_id)
-    if args.no_cuda_graphs or args.cuda_graphs:
-        spec = replace(spec, cuda_graphs=args.cuda_graphs)
+    if args.cuda_graphs != "spec":
+        spec = replace(spec, cuda_graphs=args.cuda_graphs == "on")
     options = TrainingOptions(
         light=True, data_dir=args.data_dir, max_epochs=1, compile=args.compile
     )
@@ -539,14 +539,11 @@ def main(argv: list[str] | None = None) -> int:
         "--host-profile", action="store_true", help="where the host's time goes, by function"
     )
     parser.add_argument(
-        "--no-cuda-graphs",
-        action="store_true",
-        help="compiled on a GPU, no task replays CUDA graphs (to compare)",
-    )
-    parser.add_argument(
         "--cuda-graphs",
-        action="store_true",
-        help="compiled on a GPU, every task replays CUDA graphs (to measure where they pay)",
+        default="spec",
+        choices=("spec", "on", "off"),
+        help="compiled on a GPU: replay CUDA graphs where the task's spec asks (default), for "
+        "every task, or for none (to measure where they pay)",
     )
     parser.add_argument("--json", type=Path, default=None, help="write the results here")
     parser.add_argument(

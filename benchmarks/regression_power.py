@@ -199,12 +199,13 @@ def nights_of(
     ]
 
 
-def compared(metric: str, baseline: dict[str, list[float]]) -> str:
-    """The metric the detector compares for ``metric``: itself, or, as the nightly does, its
-    time in seconds where too few baseline runs timed the machine's reference (runs on a GPU
-    never time it)."""
+def compared(metric: str, baseline: dict[str, list[float]], latest: dict[str, list[float]]) -> str:
+    """The metric the detector compares for ``metric``: itself, or its time in seconds where
+    the nightly's rule says so (:func:`results_db.regressions.judged_in_seconds`)."""
     seconds = regressions.PER_REFERENCE.get(metric)
-    if seconds is not None and len(baseline[metric]) < regressions.MIN_BASELINE_RUNS:
+    if seconds is not None and regressions.judged_in_seconds(
+        len(baseline[metric]), len(latest[metric]), len(latest[seconds])
+    ):
         return seconds
     return metric
 
@@ -216,7 +217,7 @@ def night_flagged(
     rule: regressions.Rule,
 ) -> bool:
     """The detector's verdict on one night: any of ``metrics`` flagged by ``rule``."""
-    judged = [compared(m, baseline) for m in metrics]
+    judged = [compared(m, baseline, latest) for m in metrics]
     return any(
         regressions.compare(baseline[m], latest[m], regressions.MEASURES[m], rule)[2]
         for m in judged
@@ -326,11 +327,11 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
         min_change=args.min_change or regressions.RULE.min_change,
     )
     print(f"rule: {rule.describe()}")
-    if args.night_runs and smallest_p(window * args.night_runs, args.night_runs) >= rule.alpha:
+    least_p = smallest_p(window * args.night_runs, args.night_runs) if args.night_runs else 0.0
+    if least_p >= rule.alpha:
         print(
             f"note: nights of {args.night_runs} run(s) against {window} such nights can never "
-            f"be flagged: the smallest p the test can give is "
-            f"{smallest_p(window * args.night_runs, args.night_runs):.3g} (alpha "
+            f"be flagged: the smallest p the test can give is {least_p:.3g} (alpha "
             f"{rule.alpha:g}); judge nights of 2 runs or more"
         )
     print(
@@ -374,7 +375,7 @@ def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
                         )
                         flagged += night_flagged(baseline, latest, metrics, rule)
                         if trials == args.trials:  # a night of contended runs only: not judged
-                            judged += any(latest[compared(m, baseline)] for m in metrics)
+                            judged += any(latest[compared(m, baseline, latest)] for m in metrics)
                     rates.append(flagged)
                 metric = metrics[-1]
                 values = joined([v for v, _ in these])[metric]

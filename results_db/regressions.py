@@ -422,18 +422,25 @@ def _network_findings(
     return findings
 
 
+def judged_in_seconds(baseline_runs: int, latest_runs: int, latest_runs_in_seconds: int) -> bool:
+    """Whether a metric of :data:`PER_REFERENCE` is judged in seconds instead, given how many
+    baseline and latest runs timed the machine's reference and how many latest runs have the
+    seconds: where the baseline has too few (runs stored before the reference was timed, or
+    runs on a GPU, which never time it), or only the latest night's runs in seconds exist."""
+    return baseline_runs < MIN_BASELINE_RUNS or (latest_runs_in_seconds > 0 and latest_runs == 0)
+
+
 def _compared_metric(
     judged: str, judged_values: _Values, in_seconds: _Values | None, world_size: int
 ) -> tuple[str, _Values]:
     """The metric compared at ``world_size``, and its values: ``judged``, or its time in
-    seconds (``in_seconds``, :data:`PER_REFERENCE`) where the baseline has too few runs of
-    ``judged`` there or only the latest night's runs in seconds do."""
+    seconds (``in_seconds``, :data:`PER_REFERENCE`) where :func:`judged_in_seconds` says."""
     latest_values, baseline_values = judged_values
-    if in_seconds is not None and (
-        len(baseline_values.get(world_size, [])) < MIN_BASELINE_RUNS
-        or (world_size in in_seconds[0] and world_size not in latest_values)
+    if in_seconds is not None and judged_in_seconds(
+        len(baseline_values.get(world_size, [])),
+        len(latest_values.get(world_size, [])),
+        len(in_seconds[0].get(world_size, [])),
     ):
-        # runs stored before the reference was timed, on either side
         return PER_REFERENCE[judged], in_seconds
     return judged, judged_values
 

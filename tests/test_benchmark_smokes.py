@@ -113,9 +113,11 @@ def test_the_power_benchmark_judges_gpu_nights_in_seconds_and_knows_what_cannot_
     per_reference, seconds = "steady_step_per_reference", "steady_step_s"
     on_gpu = {per_reference: [], seconds: [1.0 + 0.001 * i for i in range(21)]}
     slower = {per_reference: [], seconds: [1.2, 1.21, 1.22]}
-    assert power.compared(per_reference, on_gpu) == seconds
+    assert power.compared(per_reference, on_gpu, slower) == seconds
     assert power.night_flagged(on_gpu, slower, (per_reference,), RULE)
     as_fast = {per_reference: [], seconds: [1.005, 1.01, 1.015]}
     assert not power.night_flagged(on_gpu, as_fast, (per_reference,), RULE)
     on_cpu = {per_reference: [2.0] * 21, seconds: [1.0] * 21}
-    assert power.compared(per_reference, on_cpu) == per_reference
+    assert power.compared(per_reference, on_cpu, {per_reference: [2.0], seconds: [1.0]}) == (
+        per_reference
+    )

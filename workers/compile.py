@@ -130,8 +130,9 @@ class SavedState:
         np.random.set_state(self.numpy_rng)
 
 
-# Calls of a step in reduce-overhead mode before its CUDA graph replays: the first runs the
-# compiled code as it is, the second captures the graph (torch's CUDA graph trees).
+# Warm-up calls of a step in reduce-overhead mode: the first runs the compiled code as it is,
+# the second captures the CUDA graph (torch's CUDA graph trees), the third replays it, all
+# before the start.
 CAPTURE_CALLS = 3
 
 

@@ -86,10 +86,7 @@ class PhaseClock:
         while len(self._events) <= index:
             self._events.append(self._new_event())
         event = self._events[index]
-        if self._stream is None:
-            event.record()
-        else:
-            event.record(self._stream)
+        event.record(self._stream)  # None: the event's own default, the current stream
         return event
 
     def start(self) -> None:
