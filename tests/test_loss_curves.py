@@ -3,7 +3,8 @@
 The curves were recorded from the trainers before they became adapters of one
 training engine (``tests/loss_curves.py``), and the engine reproduced them
 exactly. Task 1a's were recorded again when its light variant moved to the
-digits at 32×32 and the model to channels-last layout. Any change of the
+digits at 32×32 and the model to channels-last layout; Task 2a's when its
+generated rows came to be drawn by torch's generator. Any change of the
 training math shows up here as a different loss or learning rate at some step.
 
 Exactly, on the processor the curves were recorded on (instruction set and

@@ -198,15 +198,22 @@ def load_epsilon_like(features: int = 2000, seed: int = 0) -> TabularArrays:
     not 100 %, and 2,000 weights must be learned from 40,000 rows: like epsilon,
     where linear models top out near 90 %, the last points of accuracy take
     most of the epochs. Drawn from ``seed``; the same arrays on every rank.
+
+    The normal draws come from torch's CPU generator (its own seeded ``Generator``,
+    so no global state is touched): 100 million of them in about 0.8 s, against 2.2 s
+    for numpy's (a 2-core Intel Xeon, family 6, model 167), and every rank of a light
+    Task 2a run draws them before it starts.
     """
     import numpy as np
+    import torch
 
     rng = np.random.default_rng(seed)
     hyperplane = rng.standard_normal(features).astype(np.float32)
+    generator = torch.Generator().manual_seed(seed)
     spread = (np.arange(1, features + 1) ** -EPSILON_LIKE_DECAY).astype(np.float32)
 
     def draw(rows: int) -> tuple[np.ndarray, np.ndarray]:
-        x = rng.standard_normal((rows, features), dtype=np.float32)
+        x = torch.randn((rows, features), generator=generator, dtype=torch.float32).numpy()
         # Scaled and normalised a block of rows at a time, in place: the same arithmetic
         # row by row as on the whole array (np.linalg.norm's sum of squares), without
         # copies of it.
