@@ -199,10 +199,14 @@ def load_epsilon_like(features: int = 2000, seed: int = 0) -> TabularArrays:
     where linear models top out near 90 %, the last points of accuracy take
     most of the epochs. Drawn from ``seed``; the same arrays on every rank.
 
-    The normal draws come from torch's CPU generator (its own seeded ``Generator``,
-    so no global state is touched): 100 million of them in about 0.8 s, against 2.2 s
-    for numpy's (a 2-core Intel Xeon, family 6, model 167), and every rank of a light
-    Task 2a run draws them before it starts.
+    The rows' normal draws come from torch's CPU generator (its own seeded
+    ``Generator``, so no global state is touched): 100 million of them in about 0.8 s,
+    against 2.2 s for numpy's (a 2-core Intel Xeon, family 6, model 167), and every
+    rank of a light Task 2a run draws them before it starts. They are the same bit for
+    bit at any thread count and with torch's AVX2 or AVX-512 kernels; its kernel for
+    processors without AVX2 (``ATEN_CPU_CAPABILITY=default``) turns the same random
+    bits into normals that differ by up to 2.5e-6. The hyperplane, which decides how
+    hard the task is, and the label noise come from numpy's generator.
     """
     import numpy as np
     import torch
