@@ -15,8 +15,6 @@ from workers.gpu_check.context import ChildRun, Context, tail
 from workers.gpu_check.report import FAIL, PASS, Check, failed, skipped
 
 TASK0 = "task0-allreduce"
-
-
 # Emulated nodes on this machine reach each other over the loopback interface.
 LOOPBACK = "lo"
 
