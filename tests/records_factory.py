@@ -63,7 +63,11 @@ def write_training_sweep(
     task: str = "task1a-resnet20-cifar10",
     light: bool = True,
     ranks_per_node: int = 1,
+    finished: bool | None = None,
 ) -> Path:
+    """A sweep's folder as a run of ``runs`` leaves it; closed (its ``finished_at`` set, as
+    the command line and the DAG's ingest close it) unless ``finished`` is false, or, when
+    ``finished`` is not given, while one of its groups is still planned."""
     request = validate_request(
         task=task,
         workers=sorted({r.world_size for r in runs}),
@@ -89,6 +93,8 @@ def write_training_sweep(
     for entry, run in zip(groups, runs, strict=True):
         for rank in range(run.world_size):
             write_rank(sweep_dir / entry.run_id, entry.run_id, rank, run, request.spec.goal.metric)
+    if finished if finished is not None else all(g.status != "planned" for g in groups):
+        manifest.finish(sweep_dir)
     return sweep_dir
 
 

@@ -4,7 +4,6 @@ dashboard shows it; the manifest, the store and the dashboard read that declarat
 from __future__ import annotations
 
 import itertools
-from types import SimpleNamespace
 
 from dash_app.components import badge
 from results_db.ingest import _sweep_outcome
@@ -34,11 +33,20 @@ def test_each_status_is_declared_once_with_a_meaning_and_a_colour() -> None:
 def test_every_sweep_outcome_ingest_can_reach_is_declared() -> None:
     seen = set()
     for size in (0, 1, 2):
-        for groups in itertools.product(GROUP_STATUSES, repeat=size):
-            for runs in itertools.product(RUN_STATUSES, repeat=size):
-                entries = [SimpleNamespace(status=g) for g in groups]
-                seen.add(_sweep_outcome(list(runs), entries))
+        for runs in itertools.product(RUN_STATUSES, repeat=size):
+            for finished in (False, True):
+                seen.add(_sweep_outcome(list(runs), finished=finished))
     assert seen == set(SWEEP_OUTCOMES)
+
+
+def test_a_sweep_is_running_until_its_record_is_closed() -> None:
+    """Every group decided is not enough: a sweep reads as ended only with its finishing
+    time, and never while a group is planned or running."""
+    for size in (1, 2):
+        for runs in itertools.product(RUN_STATUSES, repeat=size):
+            assert _sweep_outcome(list(runs), finished=False) == "running"
+            if {"planned", "running"} & set(runs):
+                assert _sweep_outcome(list(runs), finished=True) == "running"
 
 
 def test_the_manifest_reads_the_declared_group_statuses() -> None:

@@ -15,14 +15,21 @@ from results_db.ingest.run_rows import delete_run
 from results_db.ingest.times import parse_time, utc
 from results_db.models import Run, Sweep
 from scalebench.config_hash import configuration_hash
-from scalebench.manifest import GroupEntry, Manifest
+from scalebench.manifest import Manifest
 
 
-def sweep_outcome(statuses: Sequence[str], groups: Sequence[GroupEntry]) -> str:
-    """``running`` while groups are planned, else succeeded / partial / failed / cancelled."""
-    if any(g.status == "planned" for g in groups):
+def sweep_outcome(statuses: Sequence[str], finished: bool) -> str:
+    """A sweep's outcome from the status of each of its groups (the stored run's, or the
+    group's verdict where no run is stored; ``refused``: a run ingest could not store) and
+    whether its record was closed (``finished``: its ``finished_at`` is set).
+
+    ``running`` until the sweep is closed and while a group is planned or running, so that a
+    sweep never reads as ended without a finishing time; then ``cancelled`` when a group was
+    stopped or skipped, ``succeeded`` when every group did, ``partial`` when some did,
+    ``failed`` when none did."""
+    if not finished or any(s in ("planned", "running") for s in statuses):
         return "running"
-    if any(g.status in ("cancelled", "skipped") for g in groups):
+    if any(s in ("cancelled", "skipped") for s in statuses):
         return "cancelled"
     if statuses and all(s == "succeeded" for s in statuses):
         return "succeeded"
@@ -88,14 +95,21 @@ def upsert_sweep(conn: Connection, manifest: Manifest) -> None:
     between. Its identity was checked against the stored row first
     (:func:`stored_sweep_differences`): an ingest never rewrites it as a side effect."""
     values = sweep_values(manifest)
-    changing = {"finished_at": values["finished_at"]}
+    # A stored finishing time is kept when this reading has none (a group run again, or a
+    # record read before it was closed): a sweep once closed is not reopened by a reading.
+    changing = {"finished_at": values["finished_at"]} if values["finished_at"] else {}
     sweep_id = manifest.sweep_id
     dialect = {"postgresql": postgresql, "sqlite": sqlite}.get(conn.dialect.name)
     if dialect is not None:
         statement = dialect.insert(Sweep).values(id=sweep_id, **values)
-        conn.execute(statement.on_conflict_do_update(index_elements=[Sweep.id], set_=changing))
+        conn.execute(
+            statement.on_conflict_do_update(index_elements=[Sweep.id], set_=changing)
+            if changing
+            else statement.on_conflict_do_nothing(index_elements=[Sweep.id])
+        )
     elif conn.execute(select(Sweep.id).where(Sweep.id == sweep_id)).first():
-        conn.execute(update(Sweep).where(Sweep.id == sweep_id).values(**changing))
+        if changing:
+            conn.execute(update(Sweep).where(Sweep.id == sweep_id).values(**changing))
     else:
         conn.execute(insert(Sweep).values(id=sweep_id, **values))
 

@@ -32,6 +32,9 @@ from scalebench.manifest import MANIFEST, GroupEntry, Manifest
 from scalebench.tasks import TASKS, AllReduceSpec
 from workers.records import InconsistentRun, gc_paused
 
+# What :func:`_load_group` returns for a run it could not store (nothing of it was written).
+REFUSED = "refused"
+
 
 @dataclass
 class IngestReport:
@@ -111,26 +114,13 @@ def ingest_sweep(
     with_retries(upsert, say, f"sweep {sweep_id}")
     report.sweeps += 1
     groups = manifest.groups
-    statuses = []
-    stored: dict[str, str] = {}  # what earlier ingests stored of the runs not loaded now
-    if only is not None:
-
-        def stored_statuses() -> dict[str, str]:
-            with engine.connect() as conn:
-                query = select(Run.id, Run.status).where(Run.sweep_id == sweep_id)
-                return {run_id: status for run_id, status in conn.execute(query)}
-
-        stored = with_retries(stored_statuses, say, f"sweep {sweep_id}")
+    read: dict[str, str] = {}  # what this ingest made of each run it read
     for index, group in enumerate(groups, start=1):
-        run_id = group.run_id
-        if only is not None and run_id not in only:
-            if run_id in stored:
-                statuses.append(stored[run_id])
-            continue
-        place = f"[{index}/{len(groups)}]"
-        statuses.append(
-            _load_group(engine, fs, sweep_path, manifest, group, place, report, say, replace)
-        )
+        if only is None or group.run_id in only:
+            place = f"[{index}/{len(groups)}]"
+            read[group.run_id] = _load_group(
+                engine, fs, sweep_path, manifest, group, place, report, say, replace
+            )
 
     if only is None:
         for name in unlisted_runs(fs, sweep_path, groups):
@@ -139,10 +129,19 @@ def ingest_sweep(
 
     def record_outcome() -> None:
         with engine.begin() as conn:
+            # The outcome counts each group as it is stored now: a run refused or kept back
+            # by this reading as it was stored before, so that nothing refused changes it; a
+            # group with no run stored by its verdict in the record (or REFUSED).
+            query = select(Run.id, Run.status).where(Run.sweep_id == sweep_id)
+            stored = {run_id: status for run_id, status in conn.execute(query)}
+            statuses = [stored.get(g.run_id, read.get(g.run_id, g.status)) for g in groups]
+            finished_at = conn.execute(
+                select(Sweep.finished_at).where(Sweep.id == sweep_id)
+            ).scalar()
             conn.execute(
                 update(Sweep)
                 .where(Sweep.id == sweep_id)
-                .values(outcome=sweep_outcome(statuses, groups))
+                .values(outcome=sweep_outcome(statuses, finished=finished_at is not None))
             )
             if isinstance(TASKS.get(manifest.request["task"]), AllReduceSpec):
                 refit_sweep(conn, sweep_id)  # the ring model of every configuration
@@ -204,15 +203,15 @@ def _load_group(
     replace: bool,
 ) -> str:
     """Load the run of one of the sweep's groups (``place``: which of how many, for the
-    progress lines) into ``report``; the run's status, ``refused`` when it was not loaded,
-    or the stored run's when that was kept."""
+    progress lines) into ``report``; the run's status, :data:`REFUSED` when it was not
+    loaded, or the stored run's when that was kept."""
     run_id = group.run_id
     run_path = f"{sweep_path}/{run_id}"
     bad_id = run_id_problem(run_id)
     if bad_id:
         report.refused.append(f"{run_id[:80]!r}: {bad_id}")
         say(f"refused {run_id[:80]!r}: {bad_id}")
-        return "refused"
+        return REFUSED
     say(f"{place} loading {run_id} ...")
     tick = time.perf_counter()
 
@@ -233,7 +232,7 @@ def _load_group(
         if replace and isinstance(exc, InconsistentRun):
             with engine.begin() as conn:  # asked to follow the files, which hold no run
                 delete_run(conn, run_id)
-        return "refused"
+        return REFUSED
     report.runs += 1
     report.rows += rows
     report.quarantined_lines += summary.bad_lines
