@@ -33,9 +33,15 @@ def run_sweep(
     results_root: Path,
     publish: Callable[[GroupPlan], None] | None = None,
     stopped: Callable[[Path], None] | None = None,
+    planned: Callable[[Path], None] | None = None,
+    starting: Callable[[GroupPlan], None] | None = None,
 ) -> tuple[Path, int]:
     """Run every planned group, one after the other; returns the sweep directory and exit status.
 
+    ``planned`` is called with the sweep's folder as soon as its manifest is written, and
+    ``starting`` with each group just before it starts (the command line stores the sweep
+    with every group ``planned``, then each group as ``running``, so that the database shows
+    the whole sweep from its first second).
     ``publish`` is called with each group once its verdict is recorded (the
     command line loads it into the results database, so the dashboard shows
     the sweep while it runs). Interrupted (Ctrl-C, SIGTERM), the running group
@@ -53,6 +59,8 @@ def run_sweep(
     plan = start_sweep(request, results_root, trigger="cli", runner=manifest.this_process())
     groups = plan.groups
     print(f"sweep {plan.sweep_id}: {len(groups)} group(s) → {plan.sweep_dir}", flush=True)
+    if planned is not None:
+        planned(plan.sweep_dir)
     started = time.monotonic()
     exit_status = EXIT_OK
     running: str | None = None
@@ -72,6 +80,8 @@ def run_sweep(
                     flush=True,
                 )
             running = group.run_id
+            if starting is not None:
+                starting(group)
             try:
                 result = run_group(group, lambda group=group: launcher_for(group))
                 (status, reason), seconds = record_verdict(group, result), result.seconds
@@ -125,6 +135,33 @@ def load_group(url: str) -> Callable[[GroupPlan], None]:
     return publish
 
 
+def store_plan(url: str) -> Callable[[Path], None]:
+    """A ``planned`` for :func:`run_sweep`: store the sweep and a ``planned`` row for each of
+    its groups at once. A failure is said, not raised: the groups still run, and each is
+    loaded as it ends."""
+
+    def load(sweep_dir: Path) -> None:
+        try:
+            service.load_plan(url, sweep_dir)
+        except Exception as exc:
+            print(f"   the plan is not in the results database yet ({describe(exc)})", flush=True)
+
+    return load
+
+
+def store_start(url: str) -> Callable[[GroupPlan], None]:
+    """A ``starting`` for :func:`run_sweep`: the group's row reads ``running`` from its start.
+    A failure is said, not raised: the group is loaded as it ends."""
+
+    def mark(group: GroupPlan) -> None:
+        try:
+            service.group_started(url, group.sweep_dir, group.run_id)
+        except Exception as exc:
+            print(f"   not marked running in the results database ({describe(exc)})", flush=True)
+
+    return mark
+
+
 def load_interrupted(url: str) -> Callable[[Path], None]:
     """A ``stopped`` for :func:`run_sweep`: load what an interrupted sweep measured (its
     finished groups, the stopped one as cancelled, the rest skipped) before the command
@@ -166,7 +203,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_sweep_directory(sweep_dir)
         return status
     sweep_dir, status = run_sweep(
-        request, results_root, publish=load_group(url), stopped=load_interrupted(url)
+        request,
+        results_root,
+        publish=load_group(url),
+        stopped=load_interrupted(url),
+        planned=store_plan(url),
+        starting=store_start(url),
     )
     print(f"\ningesting into {service.redact(url)}")
     service.ingest(url, str(sweep_dir))

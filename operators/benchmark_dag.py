@@ -283,9 +283,28 @@ def _plan_step(trigger: str | None) -> Any:
         kind = trigger or ("scheduled" if "scheduled" in run_type else "manual")
         sweep = start_sweep(SweepRequest.from_fields(request), config.results_path(), kind)
         print(f"sweep {sweep.sweep_id}: {len(sweep.groups)} group(s) planned in {sweep.sweep_dir}")
+        store_plan(sweep.sweep_dir)
         return [group.to_xcom() for group in sweep.groups]
 
     return plan
+
+
+def store_plan(sweep_dir: Path) -> None:
+    """Store the sweep just planned, every group a ``planned`` row, so that the dashboard
+    shows the whole sweep from its start. A database that cannot take it now only delays
+    it: each group is loaded as it starts and ends, and ``ingest`` loads the whole sweep."""
+    from results_db.service import load_plan
+    from scalebench import config
+    from scalebench.errors import describe
+
+    try:
+        load_plan(config.database_url(), sweep_dir)
+    except Exception as exc:
+        logging.getLogger("airflow.task").warning(
+            "the plan is not in the results database yet (%s); the groups' loads and the "
+            "sweep's ingest will store it",
+            describe(exc),
+        )
 
 
 @task

@@ -10,7 +10,9 @@ and the ingest that follows keeps what the group measured.
 Cancelling (marking the task or its DAG run failed in the UI, or any other
 SIGTERM to the task) makes Airflow call :meth:`TrainingGroupOperator.on_kill`:
 every rank is stopped, the group is recorded as ``cancelled`` and the task
-fails. Groups of the same sweep that have not started yet are then skipped.
+fails. Groups of the same sweep that have not started yet are then skipped: the verdict is
+recorded before the ranks are stopped, and a group about to start first waits for any
+other group of its sweep still running (:meth:`TrainingGroupOperator.wait_for_the_others`).
 A group run again (a retry, or its task cleared) starts afresh, whatever the
 sweep's state: it was asked for.
 
@@ -32,6 +34,7 @@ Stopping the task while it is deferred is the trigger's ``on_kill``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
@@ -52,6 +55,9 @@ from scalebench import config, manifest
 from scalebench.sweep import GroupPlan
 
 CANCELLED_REASON = "the Airflow task was stopped"
+STOPPED_BEFORE_START = "the Airflow task was stopped before this group started"
+# How long a group waits for another group of its sweep that is being stopped, in seconds.
+STOPPING_WAIT_S = 300.0
 
 
 class TrainingGroupOperator(BaseOperator):
@@ -66,6 +72,7 @@ class TrainingGroupOperator(BaseOperator):
         self._running: Launcher | None = None
         self._cancelled = threading.Event()
         self._attempt: str | None = None  # the try that owns the group (manifest.start_attempt)
+        self._started = False  # execute took the group: on_kill records its verdict
 
     @property
     def plan(self) -> GroupPlan:
@@ -74,7 +81,10 @@ class TrainingGroupOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         group = self.plan
         sweep_dir = Path(group.sweep_dir)
-        sweep = manifest.load(sweep_dir)
+        sweep = self.wait_for_the_others(group)
+        if self._cancelled.is_set():
+            manifest.record_verdict(sweep_dir, group.run_id, "skipped", STOPPED_BEFORE_START)
+            raise AirflowException(f"{group.run_id}: {STOPPED_BEFORE_START}")
         if sweep.cancelled and sweep.entry(group.run_id).status == "planned":
             reason = "the sweep was cancelled before this group started"
             manifest.record_verdict(sweep_dir, group.run_id, "skipped", reason)
@@ -84,7 +94,9 @@ class TrainingGroupOperator(BaseOperator):
         self._attempt = attempt_name(context)
         if self._attempt is not None:
             manifest.start_attempt(sweep_dir, group.run_id, self._attempt)
+        self._started = True
         set_aside_earlier_attempt(group.run_dir)
+        self.mark_started(group)
         self.log.info(
             "%s: %d worker(s), repeat %d, %s launcher",
             group.run_id,
@@ -115,6 +127,43 @@ class TrainingGroupOperator(BaseOperator):
         finally:
             self._running = None
         return self.finish(group, result)
+
+    def wait_for_the_others(self, group: GroupPlan) -> manifest.Manifest:
+        """The sweep's manifest once no other group of it runs: two groups of a sweep never
+        share the machines. One still running is being stopped (its task was marked failed,
+        and Airflow starts the next group at once, before the stopped one's ``on_kill``):
+        its verdict, ``cancelled``, then says whether this group starts at all. Waits at
+        most :data:`STOPPING_WAIT_S` seconds, saying so every 10 s; stopped meanwhile, it
+        returns at once."""
+        sweep_dir = Path(group.sweep_dir)
+        began = time.monotonic()
+        said = 0.0
+        while True:
+            sweep = manifest.load(sweep_dir)
+            others = manifest.still_running(sweep, group.run_id)
+            waited = time.monotonic() - began
+            if not others or self._cancelled.is_set():
+                if waited >= 1:
+                    self.log.info("%s: waited %.0f s for the group before it", group.run_id, waited)
+                return sweep
+            names = ", ".join(g.run_id for g in others)
+            if waited >= STOPPING_WAIT_S:
+                self.log.warning(
+                    "%s: %s still runs after %.0f s; starting beside it (its times are shared)",
+                    group.run_id,
+                    names,
+                    waited,
+                )
+                return sweep
+            if waited >= said:
+                self.log.info(
+                    "%s: waiting for %s of this sweep to end before starting (%.0f s so far)",
+                    group.run_id,
+                    names,
+                    waited,
+                )
+                said += 10.0
+            time.sleep(0.5)
 
     def defer_to_triggerer(self, group: GroupPlan) -> None:
         """Hand the started Kubernetes group to a trigger; :meth:`resume` follows its event
@@ -272,6 +321,18 @@ class TrainingGroupOperator(BaseOperator):
             raise AirflowException(f"{group.run_id}: cancelled; what it measured is kept")
         return {**self.group, "status": status, "reason": reason, "seconds": result.seconds}
 
+    def mark_started(self, group: GroupPlan) -> None:
+        """The group's row reads ``running`` from now on (a failure only delays it: the
+        live loads and the final one store the run)."""
+        from results_db.service import group_started
+
+        try:
+            group_started(config.database_url(), group.sweep_dir, group.run_id)
+        except Exception as exc:
+            self.log.warning(
+                "%s: not marked running in the results database yet (%s)", group.run_id, exc
+            )
+
     def publish(self, group: GroupPlan, final: bool = True) -> None:
         """Load the group into the results database, so the dashboard shows it while the
         sweep goes on: what its ranks wrote so far while it runs (``final`` false: the
@@ -319,19 +380,24 @@ class TrainingGroupOperator(BaseOperator):
         return launcher_for(group, names=names, sink=self.log.info)
 
     def on_kill(self) -> None:
-        """Called by Airflow (on SIGTERM) while :meth:`execute` waits: stop every rank."""
+        """Called by Airflow (on SIGTERM) while :meth:`execute` waits: record the group
+        ``cancelled``, then stop every rank. The verdict comes first, at once: Airflow may
+        already be starting the sweep's next group, which must find the sweep stopped
+        (stopping the ranks takes seconds)."""
         self._cancelled.set()
         running = self._running
+        if not self._started and running is None:
+            return  # execute has not taken the group: it records it skipped
+        group = self.plan
+        manifest.record_verdict(
+            Path(group.sweep_dir),
+            group.run_id,
+            "cancelled",
+            CANCELLED_REASON,
+            attempt=self._attempt,
+        )
         if running is not None:
             running.stop()
-            group = self.plan
-            manifest.record_verdict(
-                Path(group.sweep_dir),
-                group.run_id,
-                "cancelled",
-                CANCELLED_REASON,
-                attempt=self._attempt,
-            )
 
 
 def attempt_name(context: Any) -> str | None:

@@ -314,11 +314,17 @@ def test_an_interrupted_sweep_loads_what_it_measured_before_exiting(tmp_path: Pa
         if first and b'"step"' in first[0].read_bytes():
             break
         time.sleep(0.1)
+    engine = make_engine(url)
+    with engine.connect() as conn:  # the whole plan is stored, the group training running
+        training = {r.id[-2:]: r.status for r in conn.execute(select(Run.id, Run.status))}
+        sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
+    engine.dispose()
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
+    assert training == {"r1": "running", "r2": "planned"}, (training, out)
+    assert tuple(sweep) == ("running", None)
     assert proc.returncode == 130, out
     assert "interrupted: loading what was measured" in out and "loaded sweep" in out, out
-    engine = make_engine(url)
     with engine.connect() as conn:
         runs = {r.id[-2:]: r.status for r in conn.execute(select(Run.id, Run.status))}
         steps = conn.execute(select(StepTiming.step)).all()

@@ -294,7 +294,13 @@ def test_stopping_the_airflow_task_cancels_the_sweep_and_keeps_what_it_measured(
     proc = start_in_background(script, log)
     results = sweep_env / "results"
     running = wait_for_training(proc, log, results)  # its ranks train when the task is stopped
+    engine = make_engine(url)
+    with engine.connect() as conn:  # every group a row from the plan on; this one running
+        rows = dict(conn.execute(select(Run.id, Run.status)).all())
+    engine.dispose()
     proc.send_signal(signal.SIGTERM)
+    assert rows.pop(running.name) == "running", rows
+    assert list(rows.values()) in (["succeeded"], ["planned"]), rows
     out = output_when_done(proc, log, timeout=180)
     assert "DAG RUN failed" in out, out[-3000:]
 

@@ -75,6 +75,7 @@ from results_db.ingest.run_checks import (
 )
 from results_db.ingest.run_rows import (
     delete_run,
+    mark_running,
     run_strings,
     write_run,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "ingest_location",
     "ingest_sweep",
     "load_run",
+    "mark_running",
     "parse_time",
     "run_id_problem",
     "run_problem",

@@ -1,6 +1,7 @@
 """Writing a run's rows: the run row and its small tables (evaluations, events,
 environments, all-reduce curves) from its summary and records (:func:`write_run`), and
-removing a run with every row it owns (:func:`delete_run`)."""
+removing a run with every row it owns (:func:`delete_run`), and a planned run marked as
+started (:func:`mark_running`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, delete, insert
+from sqlalchemy import Connection, delete, insert, update
 
 from results_db import models
 from results_db.ingest.run_checks import goal_target
@@ -32,6 +33,23 @@ def run_strings(summary: RunSummary, request: dict[str, Any]) -> dict[str, Any]:
         "backend": request.get("backend", "gloo"),
         "variant": request.get("variant", "sync"),
     }
+
+
+def mark_running(conn: Connection, sweep_id: str, run_id: str) -> bool:
+    """Say that the group of run ``run_id`` has started: its row (a planned run, or an
+    earlier attempt's) reads ``running``, and so does its sweep. The next load of the run
+    replaces the row with what its ranks wrote. Returns whether a row of the sweep's was
+    there to mark."""
+    marked = conn.execute(
+        update(models.Run)
+        .where(models.Run.id == run_id, models.Run.sweep_id == sweep_id)
+        .values(status="running", reason="")
+    ).rowcount
+    if marked:
+        conn.execute(
+            update(models.Sweep).where(models.Sweep.id == sweep_id).values(outcome="running")
+        )
+    return bool(marked)
 
 
 def delete_run(conn: Connection, run_id: str) -> None:

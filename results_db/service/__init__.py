@@ -1,6 +1,7 @@
 """What the command line, the operators and the dashboard ask of the results database.
 
 Migrate it, load sweeps into it (:func:`ingest`, the one entry every caller uses, and
+:func:`load_plan` for a sweep just planned, :func:`group_started` for a group that starts,
 :func:`load_quietly` for a group still running), export a sweep, keep the price table, check a
 nightly for regressions, say how a sweep ended and print its report, project a training sweep
 to other worker counts, and say in one line what is wrong with a database that cannot be used
@@ -37,7 +38,9 @@ from results_db.service.export import export, inside, official_result, scaling_f
 from results_db.service.loading import (
     check_location,
     close_vanished_sweeps,
+    group_started,
     ingest,
+    load_plan,
     load_quietly,
     printed,
 )
@@ -83,8 +86,10 @@ __all__ = [
     "engine_for",
     "export",
     "grant_readonly",
+    "group_started",
     "ingest",
     "inside",
+    "load_plan",
     "load_price_file",
     "load_quietly",
     "official_result",

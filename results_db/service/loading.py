@@ -116,3 +116,29 @@ def load_quietly(url: str, sweep_dir: str | Path, run_id: str) -> None:
     has no verdict yet, so the run reads as ``running``); a later load completes it without
     duplicates."""
     ingest(url, str(sweep_dir), only=[run_id], replace=True, say=None)
+
+
+def load_plan(url: str, sweep_dir: str | Path) -> None:
+    """Store a sweep just planned, saying nothing: its row and a ``planned`` row for each of
+    its groups, so that the database shows the whole sweep from its start (and a full ingest
+    later replaces them with what the groups measured)."""
+    ingest(url, str(sweep_dir), say=None)
+
+
+def group_started(url: str, sweep_dir: str | Path, run_id: str) -> None:
+    """Mark the group of run ``run_id`` as started: its row reads ``running`` (loading the
+    sweep's plan first when it is not stored yet: its plan was stored while the database was
+    down)."""
+    from results_db.ingest import mark_running
+
+    sweep_id = Path(sweep_dir).name
+    engine = engine_for(url)
+    try:
+        with engine.begin() as conn:
+            marked = mark_running(conn, sweep_id, run_id)
+        if not marked:
+            load_plan(url, sweep_dir)
+            with engine.begin() as conn:
+                mark_running(conn, sweep_id, run_id)
+    finally:
+        engine.dispose()

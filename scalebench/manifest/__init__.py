@@ -64,6 +64,7 @@ from scalebench.manifest.files import (
 )
 from scalebench.manifest.processes import (
     launcher_gone,
+    still_running,
     this_or_gone,
     this_process,
 )
@@ -99,6 +100,7 @@ __all__ = [
     "record_attempt",
     "record_verdict",
     "start_attempt",
+    "still_running",
     "this_or_gone",
     "this_process",
 ]

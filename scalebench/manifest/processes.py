@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 import socket
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from scalebench.manifest.contents import GroupEntry, Manifest
 
 
 def this_process() -> dict[str, Any]:
@@ -55,3 +58,18 @@ def this_or_gone(owner: dict[str, Any]) -> bool:
     if owner.get("host") == socket.gethostname() and owner.get("pid") == os.getpid():
         return True
     return launcher_gone(owner)
+
+
+def still_running(sweep: Manifest, besides: str) -> list[GroupEntry]:
+    """The groups of ``sweep`` other than run ``besides`` that an attempt has started and not
+    ended: no verdict yet, and the process running them alive (or on another host, where
+    it cannot be judged from here). Two groups of a sweep never run at once; one still
+    running beside a group about to start is being stopped (its task was marked failed)."""
+    return [
+        group
+        for group in sweep.groups
+        if group.run_id != besides
+        and group.status == "planned"
+        and group.owner is not None
+        and not this_or_gone(group.owner)
+    ]
