@@ -48,6 +48,7 @@ from datetime import UTC, datetime
 from sqlalchemy import ColumnElement, Connection, delete, func, insert, or_, select
 
 from results_db.models import AllReduceSample, Regression, Run, StepTiming, Sweep
+from scalebench.tasks import TASKS, AllReduceSpec
 
 # Every metric the detector can compute -> True when a larger value is better.
 MEASURES = {
@@ -124,6 +125,31 @@ class Finding:
     reason: str = ""
     network: str = "host"  # the link profile the runs compared ran on
     left_out: str = ""  # the runs not compared and why, e.g. "2 contended runs left out"
+
+
+@dataclass(frozen=True)
+class NotJudged:
+    """A worker count (or the whole sweep, ``world_size`` None) the detector could not judge,
+    and why: how many runs were usable on each side, how many were left out and for what."""
+
+    world_size: int | None
+    network: str
+    reason: str
+
+    def describe(self) -> str:
+        """One line, e.g. ``  1 worker(s): not judged: 0 of 15 baseline runs usable ...``."""
+        where = "" if self.network == "host" else f" on the {self.network} network"
+        size = "every size" if self.world_size is None else f"{self.world_size:3d} worker(s)"
+        return f"not judged {size}{where}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class Detection:
+    """What the detector made of a sweep: a finding per (worker count, metric) it judged,
+    and what it could not judge, with the reason."""
+
+    findings: list[Finding]
+    not_judged: list[NotJudged]
 
 
 @dataclass(frozen=True)
@@ -303,6 +329,13 @@ def detect(
     rule: Rule = RULE,
 ) -> list[Finding]:
     """Compare sweep ``sweep_id`` with up to ``rule.window`` earlier scheduled sweeps."""
+    return judge(conn, sweep_id, rule).findings
+
+
+def judge(conn: Connection, sweep_id: str, rule: Rule = RULE) -> Detection:
+    """Compare sweep ``sweep_id`` with up to ``rule.window`` earlier scheduled sweeps, and
+    say what could not be compared and why (too few earlier nights, or too few usable runs
+    at a worker count: how many were contended or on other hardware)."""
     latest = conn.execute(
         select(Sweep.task, Sweep.config_hash, Sweep.created_at).where(Sweep.id == sweep_id)
     ).one()
@@ -320,13 +353,23 @@ def detect(
             .limit(rule.window)
         ).scalars()
     )
+    networks = sorted(
+        conn.execute(select(Run.network).where(Run.sweep_id == sweep_id).distinct()).scalars()
+    )
     if len(baseline_ids) < rule.min_baseline_sweeps:
-        return []
-    findings = []
-    networks = conn.execute(select(Run.network).where(Run.sweep_id == sweep_id).distinct())
-    for network in sorted(networks.scalars()):  # each profile is its own configuration
-        findings += _network_findings(conn, sweep_id, baseline_ids, network, rule)
-    return findings
+        reason = (
+            f"{len(baseline_ids)} earlier scheduled night(s) of this configuration; the "
+            f"comparison needs {rule.min_baseline_sweeps}"
+        )
+        return Detection([], [NotJudged(None, n, reason) for n in networks or ["host"]])
+    findings: list[Finding] = []
+    not_judged: list[NotJudged] = []
+    metrics = judged_metrics(latest.task)
+    for network in networks:  # each profile is its own configuration
+        found, skipped = _network_findings(conn, sweep_id, baseline_ids, network, rule, metrics)
+        findings += found
+        not_judged += skipped
+    return Detection(findings, not_judged)
 
 
 def _hardware(conn: Connection, sweep_id: str, network: str) -> str | None:
@@ -356,9 +399,24 @@ def left_out_text(latest_contended: int, baseline_contended: int, other_hardware
 _Values = tuple[dict[int, list[float]], dict[int, list[float]]]
 
 
+def judged_metrics(task: str) -> dict[str, bool]:
+    """The metrics of :data:`METRICS` that a sweep of ``task`` measures: the all-reduce's for
+    the all-reduce task, the training ones for a training task (all, for a task not known)."""
+    spec = TASKS.get(task)
+    if spec is None:
+        return METRICS
+    allreduce = isinstance(spec, AllReduceSpec)
+    return {m: b for m, b in METRICS.items() if (m == "allreduce_largest_s") == allreduce}
+
+
 def _network_findings(
-    conn: Connection, sweep_id: str, baseline_ids: list[str], network: str, rule: Rule
-) -> list[Finding]:
+    conn: Connection,
+    sweep_id: str,
+    baseline_ids: list[str],
+    network: str,
+    rule: Rule,
+    metrics: dict[str, bool],
+) -> tuple[list[Finding], list[NotJudged]]:
     attempted = set(
         conn.execute(
             select(Run.world_size).where(Run.sweep_id == sweep_id, Run.network == network)
@@ -381,19 +439,30 @@ def _network_findings(
         )
 
     findings = []
-    for judged, higher_is_better in METRICS.items():
+    not_judged: list[NotJudged] = []
+    for judged, higher_is_better in metrics.items():
         judged_values = values(judged)
         in_seconds = values(PER_REFERENCE[judged]) if judged in PER_REFERENCE else None
-        sizes = set(judged_values[0]) | (attempted & set(judged_values[1]))
-        if in_seconds is not None:
-            sizes |= set(in_seconds[0]) | (attempted & set(in_seconds[1]))
-        for world_size in sorted(sizes):
+        for world_size in sorted(attempted):
             metric, (latest_values, baseline_values) = _compared_metric(
                 judged, judged_values, in_seconds, world_size
             )
             base = baseline_values.get(world_size, [])
             now = latest_values.get(world_size, [])
             if len(base) < MIN_BASELINE_RUNS:
+                unjudged = NotJudged(
+                    world_size,
+                    network,
+                    _too_few_text(
+                        len(base),
+                        len(now),
+                        latest_taken.left_out(conn, [sweep_id], world_size)[0],
+                        *baseline_taken.left_out(conn, baseline_ids, world_size),
+                        len(baseline_ids),
+                    ),
+                )
+                if unjudged not in not_judged:  # the same counts for every metric
+                    not_judged.append(unjudged)
                 continue
             if not now:
                 # The nightly ran this size but no run produced the metric (failed,
@@ -419,7 +488,32 @@ def _network_findings(
                     left_out=left_out(world_size)[1],
                 )
             )
-    return findings
+    return findings, not_judged
+
+
+def _too_few_text(
+    baseline_runs: int,
+    latest_runs: int,
+    latest_contended: int,
+    baseline_contended: int,
+    other_hardware: int,
+    nights: int,
+) -> str:
+    """Why a worker count was not judged: its usable baseline runs over ``nights`` earlier
+    nights are fewer than :data:`MIN_BASELINE_RUNS`, and what was left out of them."""
+    considered = baseline_runs + baseline_contended + other_hardware
+    why = [
+        f"{baseline_contended} contended" if baseline_contended else "",
+        f"{other_hardware} on other hardware" if other_hardware else "",
+    ]
+    left = f" ({', '.join(w for w in why if w)} left out)" if any(why) else ""
+    latest = f"; this night: {latest_runs} usable run(s)"
+    if latest_contended:
+        latest += f", {latest_contended} contended left out"
+    return (
+        f"{baseline_runs} of {considered} successful baseline run(s) of {nights} earlier "
+        f"night(s) usable{left}, the comparison needs {MIN_BASELINE_RUNS}{latest}"
+    )
 
 
 def judged_in_seconds(baseline_runs: int, latest_runs: int, latest_runs_in_seconds: int) -> bool:

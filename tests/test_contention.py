@@ -264,3 +264,40 @@ def test_a_run_beside_a_core_burner_is_stored_contended_and_marked_in_chromium(
         httpd.shutdown()
         thread.join(timeout=10)
         app.server.extensions["scalebench"].dispose()
+
+
+def test_a_night_whose_baseline_was_all_contended_says_so_not_too_few_nights(
+    engine: Engine, database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A sixth night with five finished earlier nights whose 15 runs were all contended: the
+    message says how many baseline runs were usable and why the others were left out, not
+    that earlier nights are missing."""
+    from results_db.service import check_regressions
+
+    for night in range(1, 6):
+        nightly(tmp_path, night, [100.0, 101.0, 99.0], others_cores=1.6)
+    latest = nightly(tmp_path, 6, [100.0, 100.5, 99.5], others_cores=0.05)
+    ingest_location(engine, str(tmp_path))
+    assert check_regressions(database_url, latest) == []
+    out = capsys.readouterr().out
+    assert "earlier scheduled" not in out and "not enough" not in out, out
+    assert (
+        "not judged   2 worker(s): 0 of 15 successful baseline run(s) of 5 earlier night(s) "
+        "usable (15 contended left out), the comparison needs 3; this night: 3 usable run(s)"
+    ) in out, out
+
+
+def test_a_night_without_enough_earlier_nights_says_how_many_it_needs(
+    engine: Engine, database_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from results_db.service import check_regressions
+
+    nightly(tmp_path, 1, [100.0, 101.0, 99.0])
+    latest = nightly(tmp_path, 2, [100.0, 100.5, 99.5])
+    ingest_location(engine, str(tmp_path))
+    assert check_regressions(database_url, latest) == []
+    out = capsys.readouterr().out
+    assert (
+        "not judged every size: 1 earlier scheduled night(s) of this configuration; the "
+        "comparison needs 2"
+    ) in out, out

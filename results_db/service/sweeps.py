@@ -24,13 +24,16 @@ def check_regressions(url: str | None, sweep_id: str, rule: Rule = RULE) -> list
         if sweep_info(conn, sweep_id) is None:
             engine.dispose()
             raise CommandError(f"sweep: no sweep {sweep_id!r} in the results database")
-        findings = detector.detect(conn, sweep_id, rule)
+        detection = detector.judge(conn, sweep_id, rule)
+        findings = detection.findings
         detector.record(conn, sweep_id, findings)
     engine.dispose()
-    if not findings:
-        print(f"{sweep_id}: not enough earlier scheduled sweeps of this configuration to compare")
     for finding in findings:
         print(describe_finding(finding))
+    for skipped in detection.not_judged:  # what is missing, and why
+        print(skipped.describe())
+    if not findings and not detection.not_judged:
+        print(f"{sweep_id}: nothing to judge: the sweep stored no run")
     return findings
 
 
