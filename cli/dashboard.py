@@ -8,6 +8,7 @@ import sys
 from results_db import service
 from scalebench import config
 from scalebench.request_fields import InvalidParameter
+from scalebench.whole_numbers import NotWholeNumber, parse_whole
 
 
 def _check_can_listen(host: str, port: int) -> None:
@@ -35,9 +36,9 @@ def _check_can_listen(host: str, port: int) -> None:
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """Serve the dashboard (read-only) with Dash's own server until Ctrl-C."""
     try:
-        port = int(args.port)
-    except ValueError:
-        raise InvalidParameter("port", f"must be a whole number, got {args.port!r}") from None
+        port = parse_whole(str(args.port))
+    except NotWholeNumber as exc:
+        raise InvalidParameter("port", str(exc)) from None
     if not 1 <= port <= 65535:
         raise InvalidParameter("port", f"must be from 1 to 65535, got {port}")
     _check_can_listen(args.host, port)

@@ -31,6 +31,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from scalebench.whole_numbers import NotWholeNumber, parse_whole
+
 VAR = Path("var")
 
 
@@ -80,9 +82,9 @@ def max_workers() -> int:
     """The largest worker count a sweep may ask for (bad values raise, naming the variable)."""
     raw = os.environ.get("SCALEBENCH_MAX_WORKERS", "32")
     try:
-        value = int(raw)
-    except ValueError:
-        raise BadSetting(f"SCALEBENCH_MAX_WORKERS must be a whole number, got {raw!r}") from None
+        value = parse_whole(raw)
+    except NotWholeNumber as exc:
+        raise BadSetting(f"SCALEBENCH_MAX_WORKERS {exc}") from None
     if value < 1:
         raise BadSetting(f"SCALEBENCH_MAX_WORKERS must be at least 1, got {value}")
     return value

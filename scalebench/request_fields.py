@@ -19,6 +19,7 @@ from typing import Any
 
 from scalebench.network import BadProfile, NetworkProfile, listed, parse_profiles
 from scalebench.quantities import MAX_WORLD_SIZE
+from scalebench.whole_numbers import MAX_DIGITS, NotWholeNumber, parse_whole
 
 
 class InvalidParameter(ValueError):
@@ -123,11 +124,6 @@ def ask(**declaration: Any) -> Any:
 # -- reading one value ----------------------------------------------------------------------
 
 
-# The most digits a whole number of a request may have: every field's range ends far below
-# (Python refuses to convert more than 4,300 digits at all, and the databases hold 64 bits).
-MAX_DIGITS = 40
-
-
 def _whole_number(field: RequestField, value: Any) -> int:
     if isinstance(value, bool):
         raise InvalidParameter(field.name, f"must be a whole number, got {value!r}")
@@ -142,14 +138,10 @@ def _whole_number(field: RequestField, value: Any) -> int:
     if isinstance(value, float) and value.is_integer():
         return _whole_number(field, int(value))
     if isinstance(value, str) and re.fullmatch(r"[+-]?[0-9]+", value.strip()):
-        digits = value.strip().lstrip("+-").lstrip("0")
-        if len(digits) > MAX_DIGITS:
-            raise InvalidParameter(
-                field.name,
-                f"must be a whole number of at most {MAX_DIGITS} digits, got one of "
-                f"{len(digits):,}",
-            )
-        return int(value.strip())
+        try:  # only the significant digits are converted: leading zeros are never counted
+            return parse_whole(value, MAX_DIGITS)
+        except NotWholeNumber as exc:
+            raise InvalidParameter(field.name, str(exc)) from None
     shown = (
         repr(value) if not isinstance(value, str) or len(value) < 60 else repr(value[:57]) + "..."
     )
