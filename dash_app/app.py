@@ -122,7 +122,7 @@ def refused_request(exc: Exception) -> Any:
         return "no such file\n", 404, {"Content-Type": "text/plain; charset=utf-8"}
     if not request.path.startswith("/_dash-update-component"):
         raise exc
-    body = request.get_json(silent=True)
+    body = _readable_body(request)
     in_pages = any(
         "/dash_app/" in frame.f_code.co_filename for frame, _ in walk_tb(exc.__traceback__)
     )
@@ -135,6 +135,17 @@ def refused_request(exc: Exception) -> Any:
         described_inputs(body),
     )
     return {"error": "not a callback request this dashboard answers"}, 400
+
+
+def _readable_body(request: Any) -> Any:
+    """The request's JSON body, or ``None`` where it cannot be read. ``silent=True`` only
+    absorbs what the decoder calls malformed (``ValueError``): a body nested deeper than
+    Python's recursion limit raises ``RecursionError`` (and a huge one ``MemoryError``),
+    which here would turn one refused request into a 500 and a second traceback."""
+    try:
+        return request.get_json(silent=True)
+    except (RecursionError, MemoryError):
+        return None
 
 
 def described_inputs(body: Any) -> str:

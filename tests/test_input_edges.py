@@ -3,11 +3,13 @@ naming the field, file or setting, never a traceback, a silent drop or a row one
 keeps and the other refuses.
 
 - whole numbers typed with thousands of leading zeros (options, settings, the form);
+- a dashboard callback request whose JSON is nested deeper than Python can decode;
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 import pytest
@@ -113,3 +115,37 @@ def test_settings_and_the_dashboards_port_read_leading_zeros_alike(
     for bad in ("", "+", "-", "1e3", "0x10", "٣", "1 2", "+-1"):
         with pytest.raises(NotWholeNumber, match="must be a whole number, got"):
             parse_whole(bad)
+
+
+# --- the dashboard: bodies no decoder can read ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,
+        b'{"a":' * 100_000 + b"1" + b"}" * 100_000,
+        b'{"output": "x.children", "inputs": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        b'{"output": "x.children", "inputs": [{"id": "x", "property": "value", "value": '
+        + b"[" * 50_000
+        + b"]" * 50_000
+        + b"}]}",
+    ],
+    ids=["lists", "objects", "inputs", "a value"],
+)
+def test_a_callback_body_nested_beyond_the_recursion_limit_gets_a_400_and_one_log_line(
+    body: bytes, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from dash_app.app import create_app
+
+    server = create_app(f"sqlite:///{tmp_path / 'r.db'}", stylesheets=[]).server
+    caplog.set_level(logging.WARNING)
+    caplog.clear()
+    answer = server.test_client().post(
+        "/_dash-update-component", data=body, content_type="application/json"
+    )
+    assert answer.status_code == 400
+    assert "Traceback" not in answer.get_data(as_text=True)
+    lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(lines) == 1 and not lines[0].exc_info, [r.getMessage()[:200] for r in lines]
+    assert "callback request refused (RecursionError" in lines[0].getMessage()
