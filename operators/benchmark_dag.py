@@ -279,9 +279,15 @@ def _plan_step(trigger: str | None) -> Any:
         from scalebench import config
         from scalebench.sweep import SweepRequest, start_sweep
 
-        run_type = str(getattr(context["dag_run"], "run_type", "manual"))
+        dag_run = context["dag_run"]
+        run_type = str(getattr(dag_run, "run_type", "manual"))
         kind = trigger or ("scheduled" if "scheduled" in run_type else "manual")
-        sweep = start_sweep(SweepRequest.from_fields(request), config.results_path(), kind)
+        # A scheduled sweep stands for its run's night (a backfill runs past nights today).
+        logical_date = getattr(dag_run, "logical_date", None)
+        night = logical_date.isoformat() if kind == "scheduled" and logical_date else None
+        sweep = start_sweep(
+            SweepRequest.from_fields(request), config.results_path(), kind, night=night
+        )
         print(f"sweep {sweep.sweep_id}: {len(sweep.groups)} group(s) planned in {sweep.sweep_dir}")
         store_plan(sweep.sweep_dir)
         return [group.to_xcom() for group in sweep.groups]

@@ -1,8 +1,14 @@
 """The nightly regression DAG: the suite's sweeps with fixed settings, then the detector.
 
-    <task>.validate → … → <task>.ingest → <task>.summarize
-                                        → <task>.check_regressions
+    earlier_night_done → <task>.validate → … → <task>.ingest → <task>.summarize
+                                                             → <task>.check_regressions
     (one task of the suite after the other: sweeps never share the machines)
+
+Nights never run at once, and run in the order of their nights: a scheduled or backfilled
+night first waits (``earlier_night_done``, a sensor that gives its worker slot back between
+looks) until the night before it has ended. The scheduler's ``max_active_runs=1`` does that
+for scheduled nights alone; ``airflow backfill create`` runs up to ten nights at once by
+default, in any order. A run started by hand does not wait.
 
 Every task of this DAG calls :func:`operators.notify.notify_failure` when
 it fails, so a flagged regression, a sweep without any result, or a broken
@@ -13,6 +19,8 @@ baseline of the nights that follow.
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow.sdk import DAG, CronTriggerTimetable, TaskGroup, task
 
 from operators.benchmark_dag import dag_id, judge_step, sweep_steps
@@ -22,6 +30,19 @@ from scalebench.nightly import NightlySettings
 from scalebench.tasks import get_task
 
 NIGHTLY_DAG_ID = "scalebench_nightly"
+# How long a night waits for the night before it to end, and how often it looks (seconds).
+EARLIER_NIGHT_TIMEOUT_S = 24 * 3600
+EARLIER_NIGHT_POKE_S = 30
+# The runs that wait for the night before them: the scheduler's and a backfill's.
+WAITING_RUN_TYPES = ("scheduled", "backfill")
+
+
+def earlier_night_pending(run_type: str, previous_state: str | None) -> bool:
+    """Whether a night of ``run_type`` must wait: it is scheduled or backfilled, and the run
+    of the night before it (``previous_state``: its state, None when there is none) has not
+    ended (queued or running)."""
+    waits = any(kind in run_type.lower() for kind in WAITING_RUN_TYPES)
+    return waits and previous_state is not None and previous_state not in ("success", "failed")
 
 
 def doc(settings: NightlySettings) -> str:
@@ -71,7 +92,30 @@ def build_nightly_dag(settings: NightlySettings) -> DAG:
 
             return check(sweep_id)
 
-        previous = None
+        @task.sensor(
+            poke_interval=EARLIER_NIGHT_POKE_S,
+            timeout=EARLIER_NIGHT_TIMEOUT_S,
+            mode="reschedule",
+        )
+        def earlier_night_done(**context: Any) -> bool:
+            """Wait until the run of the night before this one has ended."""
+            dag_run = context["dag_run"]
+            run_type = str(getattr(dag_run, "run_type", "manual"))
+            if not any(kind in run_type.lower() for kind in WAITING_RUN_TYPES):
+                return True  # started by hand: it does not wait
+            previous = context["ti"].get_previous_dagrun()
+            state = (
+                None if previous is None else str(getattr(previous.state, "value", previous.state))
+            )
+            if earlier_night_pending(run_type, state):
+                print(
+                    f"night {dag_run.logical_date}: waiting for the night before, "
+                    f"{previous.run_id} ({state}), to end: nights never share the machines"
+                )
+                return False
+            return True
+
+        previous = earlier_night_done()
         for task_id in settings.tasks:
             spec = get_task(task_id)
             with TaskGroup(dag_id(spec), tooltip=spec.title):

@@ -74,6 +74,9 @@ class Sweep(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     outcome: Mapped[str | None] = mapped_column(String(20))
+    # The night a scheduled sweep stands for: its Airflow run's logical date (None: a sweep
+    # started by hand, ordered by created_at).
+    night: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Run(Base):

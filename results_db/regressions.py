@@ -108,6 +108,11 @@ class Rule:
 
 RULE = Rule()
 
+# When a sweep happened, for the nightly's history: the night a scheduled sweep stands for
+# (its run's logical date: a backfilled night sits among the nights, not at today), else
+# when it was created.
+NIGHT = func.coalesce(Sweep.night, Sweep.created_at)
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -337,7 +342,7 @@ def judge(conn: Connection, sweep_id: str, rule: Rule = RULE) -> Detection:
     say what could not be compared and why (too few earlier nights, or too few usable runs
     at a worker count: how many were contended or on other hardware)."""
     latest = conn.execute(
-        select(Sweep.task, Sweep.config_hash, Sweep.created_at).where(Sweep.id == sweep_id)
+        select(Sweep.task, Sweep.config_hash, NIGHT.label("night")).where(Sweep.id == sweep_id)
     ).one()
     baseline_ids = list(
         conn.execute(
@@ -346,10 +351,10 @@ def judge(conn: Connection, sweep_id: str, rule: Rule = RULE) -> Detection:
                 Sweep.task == latest.task,
                 Sweep.config_hash == latest.config_hash,
                 Sweep.trigger == "scheduled",
-                Sweep.created_at < latest.created_at,
+                latest.night > NIGHT,
                 Sweep.id != sweep_id,
             )
-            .order_by(Sweep.created_at.desc())
+            .order_by(NIGHT.desc())
             .limit(rule.window)
         ).scalars()
     )

@@ -458,9 +458,11 @@ def new_manifest(
     trigger: str,
     created_at: str | None = None,
     runner: dict[str, Any] | None = None,
+    night: str | None = None,
 ) -> manifest.Manifest:
     """The manifest of a new sweep of ``request`` (``created_at``: ISO 8601, default now;
-    ``runner``: the process that runs it, :func:`scalebench.manifest.this_process`)."""
+    ``runner``: the process that runs it, :func:`scalebench.manifest.this_process`;
+    ``night``: the logical date, ISO 8601, of the scheduled run it stands for)."""
     config = request.to_fields()
     return manifest.Manifest(
         sweep_id=sweep_id,
@@ -470,6 +472,7 @@ def new_manifest(
         config_hash=configuration_hash(config),
         request=config,
         groups=tuple(groups),
+        night=night,
         extra={} if runner is None else {"runner": runner},
     )
 
@@ -479,12 +482,14 @@ def start_sweep(
     results_root: Path,
     trigger: str,
     runner: dict[str, Any] | None = None,
+    night: str | None = None,
 ) -> SweepPlan:
     """Plan the sweep and write its manifest into a new directory below ``results_root``.
 
     ``trigger`` is ``manual`` (a person, e.g. the Airflow form), ``scheduled``
     (the nightly run) or ``cli``; ``runner`` names the process that runs every group
-    (the command line's), so that a sweep it left open can be closed once it is gone.
+    (the command line's), so that a sweep it left open can be closed once it is gone;
+    ``night`` the logical date (ISO 8601) of the scheduled Airflow run it stands for.
     """
     sweep_id = new_sweep_id(request.task)
     sweep_dir = results_root / sweep_id
@@ -493,5 +498,7 @@ def start_sweep(
         manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.network.name)
         for g in groups
     ]
-    manifest.create(sweep_dir, new_manifest(request, sweep_id, entries, trigger, runner=runner))
+    manifest.create(
+        sweep_dir, new_manifest(request, sweep_id, entries, trigger, runner=runner, night=night)
+    )
     return SweepPlan(sweep_id, sweep_dir, request, groups)

@@ -64,6 +64,7 @@ def write_training_sweep(
     light: bool = True,
     ranks_per_node: int = 1,
     finished: bool | None = None,
+    night: str | None = None,
 ) -> Path:
     """A sweep's folder as a run of ``runs`` leaves it; closed (its ``finished_at`` set, as
     the command line and the DAG's ingest close it) unless ``finished`` is false, or, when
@@ -89,7 +90,9 @@ def write_training_sweep(
         )
         for r in runs
     ]
-    manifest.create(sweep_dir, new_manifest(request, sweep_id, groups, trigger, created_at))
+    manifest.create(
+        sweep_dir, new_manifest(request, sweep_id, groups, trigger, created_at, night=night)
+    )
     for entry, run in zip(groups, runs, strict=True):
         for rank in range(run.world_size):
             write_rank(sweep_dir / entry.run_id, entry.run_id, rank, run, request.spec.goal.metric)

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, select
 
 from cli import main as cli
 from dash_app.pages.trend.figures import trend_figure
-from results_db import regressions, service
+from results_db import models, regressions, service
 from results_db.ingest import ingest_location
 from results_db.models import Regression
 from results_db.queries.costs import costs, prices_in_force
@@ -460,3 +460,37 @@ def test_a_price_file_that_is_not_utf8_is_refused_in_one_line(
     url = f"sqlite:///{tmp_path / 'r.db'}"
     assert cli.main(["prices", "load", str(prices), "--database", url]) == 2
     assert "is not UTF-8 text" in capsys.readouterr().err
+
+
+def test_backfilled_nights_are_taken_in_the_order_of_their_nights(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """Three past nights backfilled this morning, after tonight's sweep ran: they are the
+    nights before tonight, so tonight is compared with them (in the order it was created,
+    it would have no earlier night at all)."""
+    tonight = "tonight"
+    runs = [FakeRun(2, repeat=i, time_to_accuracy_s=v) for i, v in enumerate([110.0, 111.0, 109.5])]
+    write_training_sweep(
+        tmp_path,
+        tonight,
+        runs,
+        trigger="scheduled",
+        created_at="2026-11-20T02:00:00+00:00",
+        night="2026-11-20T02:00:00+00:00",
+    )
+    for day, values in zip((17, 18, 19), BASELINE, strict=False):
+        runs = [FakeRun(2, repeat=i, time_to_accuracy_s=v) for i, v in enumerate(values)]
+        write_training_sweep(
+            tmp_path,
+            f"backfilled-{day}",
+            runs,
+            trigger="scheduled",
+            created_at=f"2026-11-20T{day - 10:02d}:00:00+00:00",  # this morning, after tonight
+            night=f"2026-11-{day}T02:00:00+00:00",
+        )
+    ingest_location(engine, str(tmp_path))
+    (finding,) = detect(engine, tonight)
+    assert finding.baseline_runs == 9 and finding.flagged
+    with engine.connect() as conn:
+        nights = dict(conn.execute(select(models.Sweep.id, models.Sweep.night)).all())
+    assert nights[tonight].day == 20 and nights["backfilled-17"].day == 17

@@ -126,4 +126,5 @@ def sweep_values(manifest: Manifest) -> dict[str, Any]:
         "code_version": manifest.code_version,
         "created_at": parse_time(manifest.created_at) or datetime.now(UTC),
         "finished_at": parse_time(manifest.finished_at),
+        "night": parse_time(manifest.night),
     }

@@ -15,6 +15,7 @@ from results_db.models import (
     Run,
     Sweep,
 )
+from results_db.regressions import NIGHT
 
 if TYPE_CHECKING:
     pass
@@ -83,15 +84,21 @@ class TrendPoint:
     time_to_accuracy_s: float | None
     samples_per_s: float | None
     network: str = "host"  # the link profile: each is a trend of its own
+    night: datetime | None = None  # the night it stands for (None: when it was created)
+
+    @property
+    def when(self) -> datetime:
+        """Where the point sits in the trend: its night, or when it was created."""
+        return self.night or self.created_at
 
 
 def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPoint]:
     """Per scheduled sweep of ``task`` (the newest ``nights``), worker count and network
     profile, oldest first."""
     sweeps = (
-        select(Sweep.id, Sweep.created_at, Sweep.config_hash)
+        select(Sweep.id, Sweep.created_at, Sweep.config_hash, Sweep.night)
         .where(Sweep.task == task, Sweep.trigger == "scheduled")
-        .order_by(Sweep.created_at.desc())
+        .order_by(NIGHT.desc())
         .limit(nights)
         .subquery()
     )
@@ -100,6 +107,7 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
             sweeps.c.id,
             sweeps.c.created_at,
             sweeps.c.config_hash,
+            sweeps.c.night,
             Run.world_size,
             Run.status,
             Run.goal_reached,
@@ -132,6 +140,7 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
                 time_to_accuracy_s=tta.mean if tta else None,
                 samples_per_s=sum(rate) / len(rate) if rate else None,
                 network=network,
+                night=runs[0].night,
             )
         )
-    return sorted(points, key=lambda p: (p.created_at, p.sweep_id, p.world_size))
+    return sorted(points, key=lambda p: (p.when, p.sweep_id, p.world_size))

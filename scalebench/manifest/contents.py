@@ -73,6 +73,7 @@ class Manifest:
     request: dict[str, Any]
     groups: tuple[GroupEntry, ...]
     finished_at: str | None = None
+    night: str | None = None  # a scheduled sweep's Airflow logical date (ISO 8601)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -95,6 +96,8 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         extra = data.pop("extra")
+        if data["night"] is None:  # only a scheduled sweep has one
+            del data["night"]
         data["groups"] = [asdict(g) for g in self.groups]
         return {**data, **extra}
 
@@ -112,6 +115,7 @@ class Manifest:
             "request",
             "groups",
             "finished_at",
+            "night",
         }
         groups: list[GroupEntry] = []
         for index, raw in enumerate(data["groups"]):
@@ -130,6 +134,7 @@ class Manifest:
             request=data["request"],
             groups=tuple(groups),
             finished_at=data.get("finished_at"),
+            night=data.get("night"),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -144,10 +149,10 @@ def _check_sweep_fields(data: Any) -> None:
     for name, kind in (("sweep_id", str), ("request", dict), ("groups", list)):
         if not isinstance(data.get(name), kind):
             raise BadManifest(f"{name!r} missing or not a {kind.__name__}")
-    for name in ("trigger", "created_at", "finished_at", "code_version", "config_hash"):
+    for name in ("trigger", "created_at", "finished_at", "night", "code_version", "config_hash"):
         if data.get(name) is not None and not isinstance(data[name], str):
             raise BadManifest(f"{name!r} is not text: {data[name]!r}")
-    for name in ("created_at", "finished_at"):
+    for name in ("created_at", "finished_at", "night"):
         if data.get(name):
             try:
                 moment = datetime.fromisoformat(data[name])

@@ -165,7 +165,7 @@ def update(
         if rows
         else html.P("None in these nights.")
     )
-    newest = max(points, key=lambda p: p.created_at, default=None)
+    newest = max(points, key=lambda p: p.when, default=None)
     running = (
         newest is not None
         and (sweep := source.sweep(newest.sweep_id)) is not None

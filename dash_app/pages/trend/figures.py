@@ -35,7 +35,7 @@ def trend_figure(
         suffix += f" (configuration {config[:6]})" if len(configs) > 1 else ""
         traces.append(
             go.Scatter(
-                x=[p.created_at for p in group],
+                x=[p.when for p in group],
                 y=[getattr(p, metric) for p in group],
                 mode="lines+markers",
                 marker={"size": 5},
@@ -58,7 +58,7 @@ def trend_figure(
     if marked:
         traces.append(
             go.Scatter(
-                x=[p.created_at for p in marked],
+                x=[p.when for p in marked],
                 y=[getattr(p, metric) for p in marked],
                 mode="markers",
                 marker={"size": 14, "symbol": "x", "color": "#d62728"},
