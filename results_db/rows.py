@@ -12,6 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, insert
 
 from results_db import pg_copy
+from results_db.schema_limits import column_problems
 from workers.records import (
     PHASES,
     RankRecords,
@@ -168,9 +169,15 @@ class BulkLoader:
         self._pending: list[Future[None]] = []
 
     def load(self, table: Table, columns: dict[str, list[Any]]) -> int:
-        """Queue (PostgreSQL) or insert rows given as equal-length columns; returns how many."""
+        """Queue (PostgreSQL) or insert rows given as equal-length columns; returns how many.
+        A column holding a value the table cannot store on PostgreSQL (which SQLite would
+        store) raises :class:`ValueError` naming it, on either database, before any row is
+        written (:func:`results_db.schema_limits.column_problems`)."""
         if not columns or not next(iter(columns.values())):
             return 0
+        unstorable = column_problems(table, columns)
+        if unstorable:
+            raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
         names = list(columns)
         if self._pool is None:
             rows = [

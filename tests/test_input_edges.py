@@ -4,19 +4,28 @@ keeps and the other refuses.
 
 - whole numbers typed with thousands of leading zeros (options, settings, the form);
 - a dashboard callback request whose JSON is nested deeper than Python can decode;
+- values only PostgreSQL bounds (an integer beyond its column, a text longer than its
+  ``VARCHAR``): held to the same bounds on SQLite, checked before anything is written;
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from records_factory import FakeRun, write_training_sweep
+from sqlalchemy import Engine, Integer, String, select, text
+from sqlalchemy.exc import DBAPIError
 
-from scalebench import config
+from results_db import models, schema_limits
+from results_db.ingest import ingest_location
+from results_db.models import Run
+from scalebench import config, manifest
 from scalebench.request import SweepRequest
 from scalebench.request_fields import InvalidParameter, RequestField
 from scalebench.whole_numbers import NotWholeNumber, parse_whole
@@ -149,3 +158,142 @@ def test_a_callback_body_nested_beyond_the_recursion_limit_gets_a_400_and_one_lo
     lines = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(lines) == 1 and not lines[0].exc_info, [r.getMessage()[:200] for r in lines]
     assert "callback request refused (RecursionError" in lines[0].getMessage()
+
+
+# --- bounds only PostgreSQL enforces --------------------------------------------------------
+
+
+def rewrite(path: Path, change) -> None:  # type: ignore[no-untyped-def]
+    """Rewrite the records of a rank file after ``change`` (a function of their list)."""
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    change(records)
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def stored_runs(engine: Engine) -> dict[str, tuple]:
+    """Every stored run: its status, recompilations and network."""
+    with engine.connect() as conn:
+        rows = conn.execute(select(Run.id, Run.status, Run.recompilations, Run.network))
+        return {r.id: (r.status, r.recompilations, r.network) for r in rows}
+
+
+def finished(records: list[dict]) -> dict:
+    return next(r for r in records if r.get("event") == "finished")
+
+
+def start(records: list[dict]) -> dict:
+    return next(r for r in records if r.get("event") == "start")
+
+
+def test_an_integer_or_a_text_beyond_its_column_is_held_alike_on_both_databases(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """recompilations = 2**40 (an INTEGER column) and a network of 100 characters (a
+    VARCHAR(40)): PostgreSQL refused both, SQLite stored both. Now both quarantine the record
+    line, or refuse the run naming the column, and keep what was stored."""
+    records = tmp_path / "records"
+    write_training_sweep(records, "ok", [FakeRun(1)])
+    many = write_training_sweep(records, "many", [FakeRun(1)])
+    rewrite(
+        many / "many-w1-r1" / "rank-0.jsonl", lambda rs: finished(rs).update(recompilations=2**40)
+    )
+    named = write_training_sweep(records, "named", [FakeRun(1)])
+    rewrite(named / "named-w1-r1" / "rank-0.jsonl", lambda rs: start(rs).update(network="n" * 100))
+    long = write_training_sweep(records, "long", [FakeRun(1)])
+    data = json.loads((long / manifest.MANIFEST).read_text())
+    data["groups"][0]["network"] = "x" * 100
+    (long / manifest.MANIFEST).write_text(json.dumps(data))
+
+    report = ingest_location(engine, str(records))
+    assert report.refused == [
+        "long-w1-r1: the run cannot be stored: run.network is 100 characters long; the "
+        "database keeps at most 40"
+    ], report.refused
+    assert sorted(report.problems) == [
+        "rank-0.jsonl:19: field 'recompilations' is 1099511627776, outside the database's "
+        "range -2147483648..2147483647",
+        "rank-0.jsonl:2: field 'network' is 100 characters long; the database keeps at most 40",
+    ], report.problems
+    runs = stored_runs(engine)
+    assert "long-w1-r1" not in runs and runs["ok-w1-r1"] == ("succeeded", None, "host")
+    assert runs["many-w1-r1"][1] is None and runs["named-w1-r1"][2] == "host"
+
+
+def test_a_stored_run_stays_when_its_reading_again_cannot_be_stored(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1)])
+    assert ingest_location(engine, str(tmp_path)).refused == []
+    before = stored_runs(engine)
+    data = json.loads((sweep_dir / manifest.MANIFEST).read_text())
+    data["groups"][0]["network"] = "y" * 41
+    (sweep_dir / manifest.MANIFEST).write_text(json.dumps(data))
+    report = ingest_location(engine, str(tmp_path), replace=True)
+    assert any("run.network is 41 characters long" in r for r in report.refused), report
+    assert stored_runs(engine) == before
+
+
+def bounded_columns() -> list[tuple[str, str]]:
+    """Every column of the schema that PostgreSQL bounds: integers and VARCHAR(n)."""
+    return [
+        (table.name, column.name)
+        for table in models.Base.metadata.sorted_tables
+        for column in table.columns
+        if isinstance(column.type, Integer)
+        or (isinstance(column.type, String) and column.type.length is not None)
+    ]
+
+
+def test_every_bounded_column_is_checked_to_the_bound_postgresql_enforces(
+    postgres_admin,
+) -> None:
+    """For each integer and VARCHAR(n) column of the schema, a value at its bound and one
+    beyond: the check lets the first through and refuses the second, exactly as PostgreSQL
+    does (each tried in a temporary column of the same type)."""
+    from sqlalchemy.dialects import postgresql
+
+    columns = bounded_columns()
+    assert ("run", "recompilations") in columns and ("run", "network") in columns
+    with postgres_admin.connect() as conn:
+        for table_name, name in columns:
+            table = models.Base.metadata.tables[table_name]
+            kind = table.c[name].type
+            spelled = kind.compile(dialect=postgresql.dialect())
+            conn.execute(text(f"CREATE TEMP TABLE bound_probe (v {spelled})"))
+            try:
+                if isinstance(kind, String):
+                    fits, beyond = ["a" * kind.length], ["a" * (kind.length + 1)]
+                else:
+                    low, high = schema_limits.integer_range(kind)  # type: ignore[misc]
+                    fits, beyond = [low, high], [low - 1, high + 1]
+                for value in fits:
+                    assert schema_limits.value_problem(table, name, value) is None
+                    conn.execute(text("INSERT INTO bound_probe VALUES (:v)"), {"v": value})
+                for value in beyond:
+                    problem = schema_limits.value_problem(table, name, value)
+                    assert problem and problem.startswith(name), (table_name, name, value)
+                    with pytest.raises(DBAPIError, match=r"out of range|too long"):
+                        conn.execute(text("INSERT INTO bound_probe VALUES (:v)"), {"v": value})
+            finally:
+                conn.execute(text("DROP TABLE bound_probe"))
+
+
+@pytest.mark.parametrize(("table_name", "name"), bounded_columns())
+def test_bulk_rows_beyond_any_bounded_column_are_refused_naming_it(
+    table_name: str, name: str
+) -> None:
+    table = models.Base.metadata.tables[table_name]
+    kind = table.c[name].type
+    if isinstance(kind, String):
+        beyond = "a" * (kind.length + 1)
+        fine = ["a", None, "b" * kind.length]
+    else:
+        beyond = schema_limits.integer_range(kind)[1] + 1  # type: ignore[index]
+        fine = [0, None, 1]
+    assert schema_limits.column_problems(table, {name: fine}) == []
+    problems = schema_limits.column_problems(table, {name: [*fine, beyond, *fine]})
+    assert len(problems) == 1 and problems[0].startswith(f"{table_name}.{name} is "), problems
+    nul = (
+        schema_limits.column_problems(table, {name: ["a\x00b"]}) if isinstance(kind, String) else []
+    )
+    assert not isinstance(kind, String) or "NUL character" in nul[0]

@@ -16,6 +16,7 @@ from results_db.ingest.run_checks import goal_target
 from results_db.ingest.times import parse_time
 from results_db.rows import allreduce_curves, env_row, eval_row, event_details
 from results_db.run_summary import RunSummary
+from results_db.schema_limits import rows_problems
 from scalebench import config
 from scalebench.config_hash import configuration_hash
 from scalebench.manifest import GroupEntry
@@ -156,16 +157,13 @@ def write_run(
     shared_node: bool = False,
 ) -> int:
     """The run row and its small tables (evaluations, events, environments); the rows
-    written."""
+    written. Every value is first held to its column's type as PostgreSQL enforces it on
+    either database (:mod:`results_db.schema_limits`): a row that cannot be stored raises
+    :class:`ValueError` naming the column, before anything is written."""
     run_id = group.run_id
     spec = TASKS.get(request["task"])
     goal = spec.goal if isinstance(spec, TrainingSpec) else None
-    conn.execute(
-        insert(models.Run).values(
-            **_run_values(sweep_id, request, group, summary, ranks, shared_node)
-        )
-    )
-    rows = 1
+    run_row = _run_values(sweep_id, request, group, summary, ranks, shared_node)
     leader = ranks[0].of_kind("eval") if ranks else []
     evals = [eval_row(run_id, r, goal.metric if goal else None) for r in leader]
     events = [
@@ -180,12 +178,20 @@ def write_run(
         for r in rank.of_kind("event")
     ]
     envs = [env_row(run_id, r) for rank in ranks for r in rank.of_kind("env")]
-    for table, table_rows in (
+    tables = (
+        (models.Run.__table__, [run_row]),
         (models.EpochEval.__table__, evals),
         (models.RunEvent.__table__, events),
         (models.RunEnvironment.__table__, envs),
         (models.AllReduceCurve.__table__, allreduce_curves(run_id, ranks)),
-    ):
+    )
+    unstorable = [
+        problem for table, table_rows in tables for problem in rows_problems(table, table_rows)
+    ]
+    if unstorable:
+        raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
+    rows = 0
+    for table, table_rows in tables:
         if table_rows:
             conn.execute(insert(table), table_rows)
             rows += len(table_rows)

@@ -17,11 +17,11 @@ from results_db.ingest.run_checks import (
     shared_nodes,
     stored_extent,
 )
-from results_db.ingest.run_rows import delete_run, run_strings, write_run
+from results_db.ingest.run_rows import delete_run, write_run
 from results_db.models import AllReduceSample, Run, StepTiming
 from results_db.rows import BulkLoader, allreduce_columns, step_columns
 from results_db.run_summary import RunSummary, summarise
-from results_db.schema_limits import check_record, row_problems
+from results_db.schema_limits import check_record
 from scalebench import folders
 from scalebench.diskspace import NO_SPACE
 from scalebench.manifest import GroupEntry
@@ -98,9 +98,6 @@ def load_run(
         shortfall = extent_of(summary, ranks).shortfall(stored)
         if shortfall:
             raise KeptStoredRun(shortfall, stored.status)
-    unstorable = row_problems(Run.__table__, run_strings(summary, request))
-    if unstorable:
-        raise ValueError(f"the run cannot be stored: {'; '.join(unstorable)}")
     rows += write_run(conn, sweep_id, request, group, summary, ranks, shared)
     if left_out:  # said with the run's problems; nothing of them is read
         outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
