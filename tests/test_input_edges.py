@@ -6,14 +6,17 @@ keeps and the other refuses.
 - a dashboard callback request whose JSON is nested deeper than Python can decode;
 - values only PostgreSQL bounds (an integer beyond its column, a text longer than its
   ``VARCHAR``): held to the same bounds on SQLite, checked before anything is written;
+- a rank file's line cut at the line limit: quarantined with its line number, even when what
+  is left of it is white space;
 """
 
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import logging
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -29,6 +32,7 @@ from scalebench import config, manifest
 from scalebench.request import SweepRequest
 from scalebench.request_fields import InvalidParameter, RequestField
 from scalebench.whole_numbers import NotWholeNumber, parse_whole
+from workers.records import MAX_LINE_BYTES, bounded_lines, parse_rank_lines
 
 
 def examples(count: int) -> settings:
@@ -297,3 +301,61 @@ def test_bulk_rows_beyond_any_bounded_column_are_refused_naming_it(
         schema_limits.column_problems(table, {name: ["a\x00b"]}) if isinstance(kind, String) else []
     )
     assert not isinstance(kind, String) or "NUL character" in nul[0]
+
+
+# --- a rank file's lines cut at the line limit ---------------------------------------------
+
+
+def step_line(step: int) -> bytes:
+    """One valid step record of rank 0 of 1, as a line without its end."""
+    phases = dict.fromkeys(
+        ("data", "forward", "loss", "backward", "gradient_packing", "communication", "optimizer"),
+        0.01,
+    )
+    record = {
+        "v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "step", "t": 1.0 + step,
+        "epoch": 0, "step": step, "samples": 8, "loss": 1.0, "lr": 0.1, "phases": phases,
+    }  # fmt: skip
+    return json.dumps(record).encode()
+
+
+@examples(25)
+@given(
+    padding=st.one_of(
+        st.integers(0, 64),
+        st.integers(MAX_LINE_BYTES - 400, MAX_LINE_BYTES + 400),
+        st.integers(MAX_LINE_BYTES + 400, 2 * MAX_LINE_BYTES),
+    ),
+    blank=st.sampled_from([b" ", b"\t", b"\r"]),
+    before=st.booleans(),
+)
+def test_a_line_cut_at_the_limit_is_quarantined_by_number_whatever_it_is_padded_with(
+    padding: int, blank: bytes, before: bool
+) -> None:
+    """White space around a step record: read while the line fits the limit, else the line
+    is cut, and then quarantined with its number, never skipped as blank nor lost."""
+    middle = blank * padding + step_line(1) if before else step_line(1) + blank * padding
+    text = b"\n".join([step_line(0), middle, step_line(2)]) + b"\n"
+    rank = parse_rank_lines(PurePath("rank-0.jsonl"), bounded_lines(io.BytesIO(text)))
+    assert len(rank.records) + rank.bad_lines == 3, (len(rank.records), rank.bad_lines)
+    if len(middle) > MAX_LINE_BYTES:
+        assert rank.bad_lines == 1
+        assert rank.problems == ["rank-0.jsonl:2: a line longer than 4,194,304 bytes"]
+    else:
+        assert rank.bad_lines == 0 and [r["step"] for r in rank.records] == [0, 1, 2]
+
+
+def test_megabytes_of_spaces_before_a_step_quarantine_its_line_on_ingest(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1)])
+    rank_file = sweep_dir / "sid-w1-r1" / "rank-0.jsonl"
+    lines = rank_file.read_bytes().split(b"\n")
+    assert b'"step"' in lines[3]
+    lines[3] = b" " * (MAX_LINE_BYTES + 10) + lines[3]
+    rank_file.write_bytes(b"\n".join(lines))
+    report = ingest_location(engine, str(tmp_path))
+    assert report.refused == [] and report.quarantined_lines == 1, report
+    assert report.problems == ["rank-0.jsonl:4: a line longer than 4,194,304 bytes"]
+    with engine.connect() as conn:
+        assert conn.execute(select(Run.quarantined_lines)).scalar() == 1

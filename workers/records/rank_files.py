@@ -102,15 +102,19 @@ def parse_rank_lines(
 
     A truncated last line (a rank killed mid-write) is one bad line; so is a
     record that repeats an earlier one of the same attempt (the first stands),
-    and one that ``check`` (e.g. the database's column limits) raises
-    :class:`BadRecord` for. ``check`` sees every record but the steps.
+    one that ``check`` (e.g. the database's column limits) raises
+    :class:`BadRecord` for, and a line longer than :data:`MAX_LINE_BYTES`, whatever it
+    holds: :func:`bounded_lines` gives it cut, and a cut line may be all white space
+    (megabytes of spaces before a record) yet never blank. ``check`` sees every record
+    but the steps. Blank lines (of at most the limit) are skipped.
     """
     result = RankRecords(path=path)
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
+        overlong = len(line) > MAX_LINE_BYTES
+        if not overlong and not line.strip():
             continue
         try:
-            if len(line) > MAX_LINE_BYTES:
+            if overlong:
                 raise BadRecord(f"a line longer than {MAX_LINE_BYTES:,} bytes")
             record = parse_line(line)
             if check is not None and type(record) is dict:
