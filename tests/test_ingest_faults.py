@@ -546,3 +546,46 @@ def test_the_command_line_refuses_a_damaged_sweep_json_in_one_line(
     assert cli.main(["report", str(sweep_dir), "--database", url]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "sweep.json: not JSON" in err and "Traceback" not in err
+
+
+def _world_size(size: int) -> Callable[[dict], None]:
+    def change(data: dict) -> None:
+        data["groups"][1]["world_size"] = size
+
+    return change
+
+
+def _planned_again(data: dict) -> None:
+    data["groups"][1].update(status="planned", reason="", seconds=None)
+
+
+@pytest.mark.parametrize(
+    "rewrite",
+    [_world_size(1), _world_size(3), _planned_again],
+    ids=["world size 1", "world size 3", "planned again"],
+)
+def test_a_refused_reading_changes_no_stored_row_not_even_the_sweeps_outcome(
+    engine: Engine, tmp_path: Path, rewrite: Callable[[dict], None]
+) -> None:
+    """A ``sweep.json`` rewritten after a good ingest, its 2-worker group now of another size
+    or planned again: that run is refused (or kept), and the stored sweep still reads as it
+    did: its outcome was counted from what is stored, not from the refused reading."""
+    sweep = write_training_sweep(tmp_path, "d", [FakeRun(1), FakeRun(2)])
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        before = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
+        runs_before = conn.execute(
+            select(Run.id, Run.status, Run.world_size).order_by(Run.id)
+        ).all()
+    assert before.outcome == "succeeded"
+    record = sweep / "sweep.json"
+    data = json.loads(record.read_text())
+    rewrite(data)
+    record.write_text(json.dumps(data))
+
+    report = ingest_location(engine, str(tmp_path))
+    assert report.refused or report.conflicts
+    with engine.connect() as conn:
+        assert conn.execute(select(Sweep.outcome, Sweep.finished_at)).one() == before
+        runs = conn.execute(select(Run.id, Run.status, Run.world_size).order_by(Run.id)).all()
+        assert runs == runs_before
