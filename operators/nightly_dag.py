@@ -32,7 +32,7 @@ from scalebench.tasks import get_task
 NIGHTLY_DAG_ID = "scalebench_nightly"
 # How long a night waits for the night before it to end, and how often it looks (seconds).
 EARLIER_NIGHT_TIMEOUT_S = 24 * 3600
-EARLIER_NIGHT_POKE_S = 30
+EARLIER_NIGHT_POKE_S = 15
 # The runs that wait for the night before them: the scheduler's and a backfill's.
 WAITING_RUN_TYPES = ("scheduled", "backfill")
 
