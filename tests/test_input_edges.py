@@ -8,12 +8,14 @@ keeps and the other refuses.
   ``VARCHAR``): held to the same bounds on SQLite, checked before anything is written;
 - a rank file's line cut at the line limit: quarantined with its line number, even when what
   is left of it is white space;
+- epochs of steps or evaluations that count down while time goes on: the run is refused;
 """
 
 from __future__ import annotations
 
 import dataclasses
 import io
+import itertools
 import json
 import logging
 from pathlib import Path, PurePath
@@ -32,7 +34,13 @@ from scalebench import config, manifest
 from scalebench.request import SweepRequest
 from scalebench.request_fields import InvalidParameter, RequestField
 from scalebench.whole_numbers import NotWholeNumber, parse_whole
-from workers.records import MAX_LINE_BYTES, bounded_lines, parse_rank_lines
+from workers.records import (
+    MAX_LINE_BYTES,
+    InconsistentRun,
+    bounded_lines,
+    check_consistent,
+    parse_rank_lines,
+)
 
 
 def examples(count: int) -> settings:
@@ -306,15 +314,17 @@ def test_bulk_rows_beyond_any_bounded_column_are_refused_naming_it(
 # --- a rank file's lines cut at the line limit ---------------------------------------------
 
 
-def step_line(step: int) -> bytes:
-    """One valid step record of rank 0 of 1, as a line without its end."""
+def step_line(step: int, epoch: int = 0, t: float | None = None) -> bytes:
+    """One valid step record of rank 0 of 1 (at ``t`` seconds, default 1 + ``step``), as a
+    line without its end."""
     phases = dict.fromkeys(
         ("data", "forward", "loss", "backward", "gradient_packing", "communication", "optimizer"),
         0.01,
     )
     record = {
-        "v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "step", "t": 1.0 + step,
-        "epoch": 0, "step": step, "samples": 8, "loss": 1.0, "lr": 0.1, "phases": phases,
+        "v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "step",
+        "t": 1.0 + step if t is None else t, "epoch": epoch, "step": step,
+        "samples": 8, "loss": 1.0, "lr": 0.1, "phases": phases,
     }  # fmt: skip
     return json.dumps(record).encode()
 
@@ -359,3 +369,74 @@ def test_megabytes_of_spaces_before_a_step_quarantine_its_line_on_ingest(
     assert report.problems == ["rank-0.jsonl:4: a line longer than 4,194,304 bytes"]
     with engine.connect() as conn:
         assert conn.execute(select(Run.quarantined_lines)).scalar() == 1
+
+
+# --- epochs that count down while time goes on ---------------------------------------------
+
+
+def eval_line(epoch: int, t: float) -> bytes:
+    """One valid evaluation record of rank 0 of 1 after ``epoch``, at ``t`` seconds."""
+    record = {
+        "v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "eval", "t": t,
+        "epoch": epoch, "metrics": {"top1_accuracy": 50.0, "loss": 1.0},
+        "eval_s": 0.1, "train_s": t / 2, "wall_s": t,
+    }  # fmt: skip
+    return json.dumps(record).encode()
+
+
+@examples(150)
+@given(
+    epochs=st.lists(st.integers(0, 6), min_size=1, max_size=7),
+    steps_per_epoch=st.integers(1, 3),
+    evaluated=st.booleans(),
+)
+def test_epochs_that_count_down_while_time_goes_on_refuse_the_run(
+    epochs: list[int], steps_per_epoch: int, evaluated: bool
+) -> None:
+    """A rank's epochs in record order, each trained for some steps and maybe evaluated,
+    time always going on: read as one run exactly when no epoch comes after a later one
+    (an evaluation of an epoch twice is a repeat, quarantined as ever)."""
+    lines, t, step = [], 0.0, 0
+    for epoch in epochs:
+        for _ in range(steps_per_epoch):
+            t += 1.0
+            lines.append(step_line(step, epoch, t))
+            step += 1
+        if evaluated:
+            t += 1.0
+            lines.append(eval_line(epoch, t))
+    rank = parse_rank_lines(PurePath("rank-0.jsonl"), bounded_lines(io.BytesIO(b"\n".join(lines))))
+    counting_down = any(later < earlier for earlier, later in itertools.pairwise(epochs))
+    if not counting_down:
+        check_consistent([rank])
+        return
+    with pytest.raises(InconsistentRun, match=r"epochs count down, from epoch [0-9]+ at line"):
+        check_consistent([rank])
+
+
+@pytest.mark.parametrize("kind", ["step", "eval"])
+def test_a_run_whose_epochs_count_down_is_refused_and_a_stored_one_kept(
+    kind: str, engine: Engine, tmp_path: Path
+) -> None:
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1), FakeRun(2)])
+    assert ingest_location(engine, str(tmp_path)).refused == []
+    before = stored_runs(engine)
+
+    def count_down(records: list[dict]) -> None:
+        for record in records:
+            if record["kind"] == kind:
+                record["epoch"] = 2 - record["epoch"]  # epochs 2, 1, 0 as time goes on
+
+    rewrite(sweep_dir / "sid-w1-r1" / "rank-0.jsonl", count_down)
+    report = ingest_location(engine, str(tmp_path))
+    what = "step" if kind == "step" else "evaluation"
+    assert report.refused == [] and len(report.conflicts) == 1, report
+    assert f"rank-0.jsonl: {what} epochs count down, from epoch 2 at line" in report.conflicts[0]
+    assert stored_runs(engine) == before  # the stored run stands
+
+    fresh = tmp_path / "fresh"
+    write_training_sweep(fresh, "new", [FakeRun(1)])
+    rewrite(fresh / "new" / "new-w1-r1" / "rank-0.jsonl", count_down)
+    report = ingest_location(engine, str(fresh))
+    assert len(report.refused) == 1 and "the run's epochs cannot be trusted" in report.refused[0]
+    assert "new-w1-r1" not in stored_runs(engine)

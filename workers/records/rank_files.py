@@ -35,6 +35,11 @@ class RankRecords:
     # back (a clock no run can have: the run's timings cannot be trusted).
     last_step: tuple[float, int] = (0.0, 0)
     clock_problem: str | None = None
+    # The epoch and line of this attempt's latest step and latest evaluation, and the first
+    # record whose epoch counts down from its kind's latest (no run trains or evaluates an
+    # epoch after a later one: the run's epochs, and so its curves, cannot be trusted).
+    last_epoch: dict[str, tuple[int, int]] = field(default_factory=dict)
+    epoch_problem: str | None = None
 
     def add(self, record: dict[str, Any] | StepRecord, line: int = 0) -> None:
         """Keep ``record`` (read from line ``line``); :class:`BadRecord` if it repeats one."""
@@ -47,6 +52,7 @@ class RankRecords:
             self.records.clear()
             self.seen.clear()
             self.last_step = (0.0, 0)
+            self.last_epoch.clear()
             for records in self.by_kind.values():
                 records.clear()
         identity = _identity(kind, record)
@@ -68,8 +74,29 @@ class RankRecords:
                     f"{before_line} and {line}"
                 )
             self.last_step = (max(t, before), line if t >= before else before_line)
+            epoch = record.epoch if type(record) is StepRecord else record["epoch"]
+            latest = self.last_epoch.get(kind)
+            if latest is None or epoch != latest[0]:  # steps change epoch rarely
+                self._note_epoch(kind, epoch, line)
+        elif kind == "eval":
+            self._note_epoch(kind, record["epoch"], line)
         self.records.append(record)
         self.by_kind[kind].append(record)
+
+    def _note_epoch(self, kind: str, epoch: int, line: int) -> None:
+        """Note the epoch of a step or evaluation record read from ``line`` (the line kept is
+        the first of the epoch); the first that counts down from its kind's latest sets
+        :attr:`epoch_problem`."""
+        latest, latest_line = self.last_epoch.get(kind, (epoch, line))
+        if epoch < latest:
+            if self.epoch_problem is None:
+                what = "step" if kind == "step" else "evaluation"
+                self.epoch_problem = (
+                    f"{self.path.name}: {what} epochs count down, from epoch {latest} at line "
+                    f"{latest_line} to epoch {epoch} at line {line}"
+                )
+            return
+        self.last_epoch[kind] = (epoch, line)
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return self.by_kind[kind]

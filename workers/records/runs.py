@@ -112,6 +112,8 @@ def check_consistent(ranks: Iterable[RankRecords]) -> None:
     for rank in ranks:
         if rank.clock_problem:
             raise InconsistentRun(f"{rank.clock_problem}; the run's timings cannot be trusted")
+        if rank.epoch_problem:
+            raise InconsistentRun(f"{rank.epoch_problem}; the run's epochs cannot be trusted")
         identities = _identities(rank)
         run_ids.update(i[0] for i in identities)
         world_sizes.update(i[1] for i in identities)
