@@ -17,6 +17,10 @@ from typing import Any
 # The largest group a sweep can plan or store: far beyond any cluster these benchmarks
 # describe (the seeds' largest is 64 GPUs), small enough that a per-rank message stays short.
 MAX_WORLD_SIZE = 4096
+# The most CPUs (logical processors) one machine or one rank can have: twice the most a
+# Linux kernel is built for (8,192 with CONFIG_MAXSMP on x86-64; the largest machines have a
+# few thousand). A count beyond it is damage, and the contention analytics divide by it.
+MAX_CPUS = 16_384
 
 
 @dataclass(frozen=True)
@@ -81,9 +85,9 @@ METRICS: dict[str, Quantity] = {
 FIELDS: dict[tuple[str, str], Quantity] = {
     ("step", "loss"): Quantity("loss", "1", 0.0, None, "a training loss"),
     ("step", "lr"): Quantity("lr", "1", 0.0, None, "a learning rate"),
-    ("env", "cpu_count"): Quantity("cpu_count", "CPUs", 1, None, "a machine's CPU count"),
-    ("env", "cpus_allowed"): Quantity("cpus_allowed", "CPUs", 1, None, "a rank's CPU count"),
-    ("env", "torch_threads"): Quantity("torch_threads", "threads", 1, None, "a thread count"),
+    ("env", "cpu_count"): Quantity("cpu_count", "CPUs", 1, MAX_CPUS, "a machine's CPU count"),
+    ("env", "cpus_allowed"): Quantity("cpus_allowed", "CPUs", 1, MAX_CPUS, "a rank's CPU count"),
+    ("env", "torch_threads"): Quantity("torch_threads", "threads", 1, MAX_CPUS, "a thread count"),
     ("env", "node_rank"): Quantity("node_rank", "index", 0, MAX_WORLD_SIZE - 1, "a node index"),
     ("env", "local_rank"): Quantity("local_rank", "index", 0, MAX_WORLD_SIZE - 1, "a local rank"),
     ("env", "local_world_size"): Quantity(

@@ -9,6 +9,8 @@ keeps and the other refuses.
 - a rank file's line cut at the line limit: quarantined with its line number, even when what
   is left of it is white space;
 - epochs of steps or evaluations that count down while time goes on: the run is refused;
+- a machine's or a rank's CPU count beyond any machine's: the environment record is
+  quarantined;
 """
 
 from __future__ import annotations
@@ -31,15 +33,18 @@ from results_db import models, schema_limits
 from results_db.ingest import ingest_location
 from results_db.models import Run
 from scalebench import config, manifest
+from scalebench.quantities import MAX_CPUS
 from scalebench.request import SweepRequest
 from scalebench.request_fields import InvalidParameter, RequestField
 from scalebench.whole_numbers import NotWholeNumber, parse_whole
 from workers.records import (
     MAX_LINE_BYTES,
+    BadRecord,
     InconsistentRun,
     bounded_lines,
     check_consistent,
     parse_rank_lines,
+    validate_record,
 )
 
 
@@ -440,3 +445,46 @@ def test_a_run_whose_epochs_count_down_is_refused_and_a_stored_one_kept(
     report = ingest_location(engine, str(fresh))
     assert len(report.refused) == 1 and "the run's epochs cannot be trusted" in report.refused[0]
     assert "new-w1-r1" not in stored_runs(engine)
+
+
+# --- CPU counts no machine has ---------------------------------------------------------------
+
+
+def env_record(**fields: object) -> dict:
+    """An environment record of rank 0 of 1 with ``fields``."""
+    record = {"v": 3, "run_id": "r", "rank": 0, "world_size": 1, "kind": "env", "t": 0.0}
+    return {**record, "host": "node-0", "cpu": "some CPU", **fields}
+
+
+@examples(120)
+@given(
+    name=st.sampled_from(["cpu_count", "cpus_allowed", "torch_threads"]),
+    count=st.integers(-(2**63), 2**63),
+)
+def test_a_cpu_or_thread_count_is_read_only_within_what_a_machine_can_have(
+    name: str, count: int
+) -> None:
+    try:
+        validate_record(env_record(**{name: count}))
+    except BadRecord as exc:
+        assert not 1 <= count <= MAX_CPUS, (name, count)
+        assert str(exc).startswith(f"{name} is ") and f"from 1 to {MAX_CPUS}" in str(exc)
+    else:
+        assert 1 <= count <= MAX_CPUS, (name, count)
+
+
+def test_an_environment_record_of_2_to_the_40_cpus_is_quarantined_not_stored(
+    engine: Engine, tmp_path: Path
+) -> None:
+    sweep_dir = write_training_sweep(tmp_path, "sid", [FakeRun(1)])
+    rewrite(sweep_dir / "sid-w1-r1" / "rank-0.jsonl", lambda rs: rs[0].update(cpu_count=2**40))
+    report = ingest_location(engine, str(tmp_path))
+    assert report.refused == [] and report.quarantined_lines == 1, report
+    assert report.problems == [
+        f"rank-0.jsonl:1: cpu_count is 1099511627776: a machine's CPU count lies from 1 to "
+        f"{MAX_CPUS} CPUs"
+    ]
+    with engine.connect() as conn:
+        details = conn.execute(select(models.RunEnvironment.details)).scalars().all()
+        hardware = conn.execute(select(Run.hardware)).scalar()
+    assert details == [] and hardware is None
