@@ -11,6 +11,7 @@ keeps and the other refuses.
 - epochs of steps or evaluations that count down while time goes on: the run is refused;
 - a machine's or a rank's CPU count beyond any machine's: the environment record is
   quarantined;
+- a sweep or run folder this process may not enter, beside readable ones: refused by name;
 """
 
 from __future__ import annotations
@@ -20,6 +21,10 @@ import io
 import itertools
 import json
 import logging
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path, PurePath
 
 import pytest
@@ -488,3 +493,65 @@ def test_an_environment_record_of_2_to_the_40_cpus_is_quarantined_not_stored(
         details = conn.execute(select(models.RunEnvironment.details)).scalars().all()
         hardware = conn.execute(select(Run.hardware)).scalar()
     assert details == [] and hardware is None
+
+
+# --- folders this process may not enter ------------------------------------------------------
+
+# A process of this user without the capabilities that let root pass any permission: what a
+# user other than root meets (the tests run as root, whose reads nothing refuses).
+WITHOUT_OVERRIDE = [
+    "setpriv",
+    "--bounding-set=-dac_override,-dac_read_search",
+    "--inh-caps=-dac_override,-dac_read_search",
+]
+
+
+def as_a_user(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` (a Python module's command line) as a user whom permissions bind."""
+    prefix = WITHOUT_OVERRIDE if os.geteuid() == 0 else []
+    if prefix and shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is needed to read as a user that is not root")
+    return subprocess.run(
+        [*prefix, sys.executable, *argv], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_a_folder_that_may_not_be_entered_is_refused_by_name_not_skipped(
+    tmp_path: Path,
+) -> None:
+    """Mode 000 folders beside readable ones, read by a user: a sweep's folder (its manifest
+    cannot even be looked for), a run folder of a readable sweep, and a folder its manifest
+    does not list. Each is named; the readable sweep is stored."""
+    from results_db.database import make_engine, upgrade
+
+    results = tmp_path / "results"
+    write_training_sweep(results, "readable", [FakeRun(1), FakeRun(2)])
+    write_training_sweep(results, "locked", [FakeRun(1)])
+    (results / "readable" / "stray").mkdir()
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    upgrade(url)
+    locked = [
+        results / "locked",
+        results / "readable" / "readable-w2-r1",
+        results / "readable" / "stray",
+    ]
+    for folder in locked:
+        folder.chmod(0)
+    try:
+        probe = as_a_user(["-c", f"import os; os.lstat({str(locked[0] / 'sweep.json')!r})"])
+        if "PermissionError" not in probe.stderr:
+            pytest.skip(f"permissions do not bind here: {probe.stderr[-200:]}")
+        done = as_a_user(["-m", "cli.main", "ingest", str(results), "--database", url])
+    finally:
+        for folder in locked:
+            folder.chmod(0o755)
+    out = done.stdout + done.stderr
+    assert done.returncode == 1 and "Traceback" not in out, out[-2000:]
+    assert f"refused: sweep {results}/locked/sweep.json: cannot be read (Permission denied)" in out
+    assert "refused: readable-w2-r1: " in out and "Permission denied" in out, out
+    assert "refused: stray: a run folder that sweep.json does not list; not read" in out, out
+    engine = make_engine(url)
+    try:
+        assert stored_runs(engine) == {"readable-w1-r1": ("succeeded", None, "host")}
+    finally:
+        engine.dispose()

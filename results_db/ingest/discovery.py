@@ -5,6 +5,7 @@ sweep folders (:func:`find_sweeps`), the run folders no manifest lists
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -24,32 +25,59 @@ RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def find_sweeps(fs: Any, root: str) -> list[str]:
-    """Sweep directories at ``root``: ``root`` itself, or its sub-directories with a manifest.
-    ``root`` is a path, never a pattern: ``exp[1]`` is the folder of that name."""
+    """Sweep directories at ``root``: ``root`` itself, or its sub-directories with a manifest,
+    and those whose manifest this process is not allowed to look for (a folder it may not
+    enter): reading one then refuses it by name (``cannot be read``), where skipping it
+    would lose a sweep without a word. ``root`` is a path, never a pattern: ``exp[1]`` is
+    the folder of that name."""
     root = root.rstrip("/") or "/"
-    if folders.lexists(fs, f"{root}/{MANIFEST}"):
+    if _manifest_there(fs, f"{root}/{MANIFEST}"):
         return [root]
     return [
         f"{root}/{name}"
         for name in folders.names(fs, root)
-        if folders.lexists(fs, f"{root}/{name}/{MANIFEST}")
+        if _manifest_there(fs, f"{root}/{name}/{MANIFEST}")
     ]
+
+
+def _manifest_there(fs: Any, path: str) -> bool:
+    """Whether there is an entry at ``path``, or may be one that this process is not allowed
+    to see (on this machine: a folder on its way it may not search, where ``lexists`` says
+    no)."""
+    if folders.lexists(fs, path):
+        return True
+    if not folders.is_local(fs):
+        return False
+    try:
+        os.lstat(path)
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def unlisted_runs(fs: Any, sweep_path: str, groups: Sequence[GroupEntry]) -> list[str]:
     """Folders of the sweep that hold rank files but are no group of its manifest (a
-    manifest that lies, or records copied into the wrong sweep): never read, but said."""
+    manifest that lies, or records copied into the wrong sweep): never read, but said; and
+    so are those this process may not list, which may hold some."""
     listed = {group.run_id for group in groups}
     return [
         name
         for name in folders.names(fs, sweep_path)
         if name not in listed
         and fs.isdir(f"{sweep_path}/{name}")
-        and any(
-            f.startswith("rank-") and f.endswith(".jsonl")
-            for f in folders.names(fs, f"{sweep_path}/{name}")
-        )
+        and _may_hold_rank_files(fs, f"{sweep_path}/{name}")
     ]
+
+
+def _may_hold_rank_files(fs: Any, folder: str) -> bool:
+    """Whether ``folder`` holds files named like rank files, or may: it cannot be listed."""
+    try:
+        names = folders.names(fs, folder)
+    except PermissionError:
+        return True
+    return any(f.startswith("rank-") and f.endswith(".jsonl") for f in names)
 
 
 def run_id_problem(run_id: Any) -> str | None:
