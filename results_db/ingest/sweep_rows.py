@@ -99,9 +99,11 @@ def upsert_sweep(conn: Connection, manifest: Manifest) -> None:
     # record read before it was closed): a sweep once closed is not reopened by a reading.
     changing = {"finished_at": values["finished_at"]} if values["finished_at"] else {}
     sweep_id = manifest.sweep_id
+    # A new row's outcome until its runs are counted: running, unless its record is closed.
+    first_outcome = None if values["finished_at"] else "running"
     dialect = {"postgresql": postgresql, "sqlite": sqlite}.get(conn.dialect.name)
     if dialect is not None:
-        statement = dialect.insert(Sweep).values(id=sweep_id, **values)
+        statement = dialect.insert(Sweep).values(id=sweep_id, outcome=first_outcome, **values)
         conn.execute(
             statement.on_conflict_do_update(index_elements=[Sweep.id], set_=changing)
             if changing
@@ -111,7 +113,7 @@ def upsert_sweep(conn: Connection, manifest: Manifest) -> None:
         if changing:
             conn.execute(update(Sweep).where(Sweep.id == sweep_id).values(**changing))
     else:
-        conn.execute(insert(Sweep).values(id=sweep_id, **values))
+        conn.execute(insert(Sweep).values(id=sweep_id, outcome=first_outcome, **values))
 
 
 def sweep_values(manifest: Manifest) -> dict[str, Any]:
