@@ -28,6 +28,8 @@ those that are set into the pods'. Empty means unset.
 from __future__ import annotations
 
 import os
+import re
+import unicodedata
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -41,9 +43,37 @@ class BadSetting(ValueError):
     and what it must be (the command line says it in one line, exit status 2)."""
 
 
+def _location(name: str, default: str) -> str:
+    """Setting ``name``, a URL or a path (``default`` when unset), refused by name when it
+    holds what no location the user meant has: white space at either end, or a control or
+    formatting character anywhere (a line end copied with the value, a NUL, a zero-width
+    space). Taken as it is, such a value names another file or folder (``results.db\n``),
+    which would be created without a word."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    odd = next((c for c in raw if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
+    if odd is not None:
+        problem = f"holds the control character U+{ord(odd):04X}"
+    elif raw != raw.strip():
+        problem = "begins or ends with white space"
+    else:
+        return raw
+    shown = _PASSWORD.sub(r"\1***@", raw)
+    shown = repr(shown) if len(shown) <= 200 else repr(shown[:197]) + "..."
+    raise BadSetting(
+        f"{name}={shown} {problem}, which would name another location than the one meant; "
+        f"set it without, or unset it for {default}"
+    )
+
+
+# A URL's password (``scheme://user:password@host``), left out of messages.
+_PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
+
+
 def data_dir() -> Path:
     """Where full data sets are kept. Empty is refused: it would mean whatever folder the
-    process runs in."""
+    process runs in; so is a path with white space at its ends or a control character."""
     raw = os.environ.get("SCALEBENCH_DATA_DIR")
     if raw is None:
         return VAR / "data"
@@ -52,11 +82,13 @@ def data_dir() -> Path:
             f"SCALEBENCH_DATA_DIR={raw!r} names no folder; name the folder data sets are kept "
             f"in, or unset it for {VAR / 'data'}"
         )
-    return Path(raw)
+    return Path(_location("SCALEBENCH_DATA_DIR", str(VAR / "data")))
 
 
 def results_uri() -> str:
-    return os.environ.get("SCALEBENCH_RESULTS_URI", str(VAR / "results"))
+    """Where ranks write their records (``SCALEBENCH_RESULTS_URI``, default ``var/results``);
+    white space at its ends or a control character is refused, naming the setting."""
+    return _location("SCALEBENCH_RESULTS_URI", str(VAR / "results"))
 
 
 def results_path(uri: str | None = None) -> Path:
@@ -198,4 +230,7 @@ def pool() -> str:
 
 
 def database_url() -> str:
-    return os.environ.get("SCALEBENCH_DATABASE_URL", f"sqlite:///{VAR / 'scalebench.db'}")
+    """The results database (``SCALEBENCH_DATABASE_URL``, default the SQLite file
+    ``var/scalebench.db``); white space at its ends or a control character is refused,
+    naming the setting (its password left out)."""
+    return _location("SCALEBENCH_DATABASE_URL", f"sqlite:///{VAR / 'scalebench.db'}")

@@ -12,6 +12,8 @@ keeps and the other refuses.
 - a machine's or a rank's CPU count beyond any machine's: the environment record is
   quarantined;
 - a sweep or run folder this process may not enter, beside readable ones: refused by name;
+- a URL or path setting with a line end or other white space around it, or a control
+  character in it: refused naming the setting, before anything is created.
 """
 
 from __future__ import annotations
@@ -555,3 +557,63 @@ def test_a_folder_that_may_not_be_entered_is_refused_by_name_not_skipped(
         assert stored_runs(engine) == {"readable-w1-r1": ("succeeded", None, "host")}
     finally:
         engine.dispose()
+
+
+# --- URL and path settings with white space or control characters --------------------------
+
+LOCATIONS = {
+    "SCALEBENCH_DATABASE_URL": config.database_url,
+    "SCALEBENCH_RESULTS_URI": config.results_uri,
+    "SCALEBENCH_DATA_DIR": config.data_dir,
+}
+# What may come with a value: line ends, other white space, control and formatting
+# characters (an environment cannot hold NUL); at the ends only, any white space.
+CONTROL = ["\n", "\r\n", "\t", "\x1b", "\x7f", "\x85", "\u200b", "\ufeff"]
+ODD = st.sampled_from(CONTROL)
+AROUND = st.sampled_from([*CONTROL, " ", "\u00a0", "\u3000"])
+
+
+@examples(150)
+@given(
+    name=st.sampled_from(sorted(LOCATIONS)),
+    core=st.text("abcxyz/._-:0123456789", min_size=1, max_size=30).filter(lambda t: t.strip()),
+    before=st.lists(AROUND, max_size=2),
+    inside=st.lists(ODD, max_size=1),
+    after=st.lists(AROUND, max_size=2),
+)
+def test_a_location_setting_with_odd_characters_is_refused_naming_it(
+    name: str, core: str, before: list[str], inside: list[str], after: list[str]
+) -> None:
+    middle = len(core) // 2
+    value = "".join(before) + core[:middle] + "".join(inside) + core[middle:] + "".join(after)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(name, value)
+        try:
+            read = LOCATIONS[name]()
+        except config.BadSetting as exc:
+            message = str(exc)
+            assert message.startswith(f"{name}=") and "\n" not in message, message
+            assert before or inside or after
+            return
+    assert value == core and str(read) == core  # nothing odd: taken as it is
+
+
+def test_a_database_url_ending_in_a_line_end_creates_no_file_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli import main as cli
+
+    folder = tmp_path / "db"
+    folder.mkdir()
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", f"sqlite:///{folder / 'results.db'}\n")
+    for argv in (["db", "upgrade"], ["report", "some-sweep"]):
+        assert cli.main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err, err
+        assert "error: SCALEBENCH_DATABASE_URL='sqlite:///" in err
+        assert "results.db\\n' holds the control character U+000A" in err, err
+    assert list(folder.iterdir()) == []
+    monkeypatch.setenv("SCALEBENCH_DATABASE_URL", "postgresql://me:secret@127.0.0.1/x ")
+    assert cli.main(["report", "some-sweep"]) == 2
+    err = capsys.readouterr().err
+    assert "begins or ends with white space" in err and "secret" not in err, err
