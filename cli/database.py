@@ -39,6 +39,7 @@ from results_db.service import (
     upgrade,
 )
 from scalebench import config
+from scalebench.whole_numbers import NotWholeNumber, parse_whole
 
 # -- argument parsing ---------------------------------------------------------------------------
 
@@ -196,11 +197,22 @@ def set_price(a: argparse.Namespace) -> int:
     return print_count(set_prices(a.database, [price_values(row, "")]))
 
 
+def _whole_number(text: str) -> int:
+    """An option's whole number, leading zeros and all (``int`` refuses more than 4,300
+    digits, and argparse would then print them all): its number, or one short reason."""
+    try:
+        return parse_whole(text)
+    except NotWholeNumber as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _add_regressions(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """``regressions``: a nightly compared with its baseline."""
     detect = _with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
     detect.add_argument("sweep")
-    detect.add_argument("--window", type=int, default=RULE.window, help="earlier nightlies")
+    detect.add_argument(
+        "--window", type=_whole_number, default=RULE.window, help="earlier nightlies"
+    )
     detect.add_argument("--alpha", type=float, default=RULE.alpha, help="significance level")
     detect.add_argument(
         "--min-change",

@@ -144,6 +144,13 @@ def test_settings_and_the_dashboards_port_read_leading_zeros_alike(
     assert cli.main(["dashboard", "--port", "0" * 5000 + "70000", "--database", "sqlite://"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "port: must be from 1 to 65535, got 70000" in err, err[:300]
+    args = cli.build_parser().parse_args(["regressions", "s", "--window", "0" * 5000 + "5"])
+    assert args.window == 5
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["regressions", "s", "--window", "9" * 5000])
+    err = capsys.readouterr().err
+    assert "--window: must be a whole number of at most 40 digits, got one of 5,000" in err
+    assert len(err) < 1000, err[:300]
     assert parse_whole(" -0007 ") == -7 and parse_whole("0" * 10000) == 0
     for bad in ("", "+", "-", "1e3", "0x10", "٣", "1 2", "+-1"):
         with pytest.raises(NotWholeNumber, match="must be a whole number, got"):
