@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow.sdk import DAG, CronTriggerTimetable, TaskGroup, task
+from airflow.sdk import DAG, CronTriggerTimetable, TaskGroup, TriggerRule, task
 
 from operators.benchmark_dag import dag_id, judge_step, sweep_steps
 from operators.notify import notify_failure
@@ -115,14 +115,17 @@ def build_nightly_dag(settings: NightlySettings) -> DAG:
                 return False
             return True
 
-        previous = earlier_night_done()
+        previous = wait = earlier_night_done()
         for task_id in settings.tasks:
             spec = get_task(task_id)
             with TaskGroup(dag_id(spec), tooltip=spec.title):
                 first, loaded = sweep_steps(spec, fixed=settings.request(), trigger="scheduled")
                 judge_step(first, loaded, fail_when_cancelled=True)
                 check_regressions(loaded)
-            if previous is not None:
-                previous >> first  # one sweep at a time: they share the machines
+            if previous is wait:
+                # The night's first sweep starts only once the night before has ended: a
+                # wait that failed (timed out) fails the night rather than share the machines.
+                first.operator.trigger_rule = TriggerRule.ALL_SUCCESS
+            previous >> first  # one sweep at a time: they share the machines
             previous = loaded
     return nightly

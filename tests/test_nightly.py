@@ -110,6 +110,10 @@ def test_the_dag_runs_the_suite_one_sweep_after_the_other_every_night() -> None:
     wait = dag.get_task("earlier_night_done")
     assert "task1a_resnet20_cifar10.validate" in wait.downstream_task_ids
     assert wait.mode == "reschedule" and not wait.upstream_task_ids
+    # a wait that failed fails the night; a later sweep of the night follows the one before
+    # it whatever that one did
+    assert dag.get_task("task1a_resnet20_cifar10.validate").trigger_rule == "all_success"
+    assert dag.get_task("task0_allreduce.validate").trigger_rule == "all_done"
 
 
 @pytest.mark.parametrize(
