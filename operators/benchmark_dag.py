@@ -285,26 +285,47 @@ def _plan_step(trigger: str | None) -> Any:
         # A scheduled sweep stands for its run's night (a backfill runs past nights today).
         logical_date = getattr(dag_run, "logical_date", None)
         night = logical_date.isoformat() if kind == "scheduled" and logical_date else None
+        database = results_database()  # migrated first: the plan is stored the moment it is made
         sweep = start_sweep(
             SweepRequest.from_fields(request), config.results_path(), kind, night=night
         )
         print(f"sweep {sweep.sweep_id}: {len(sweep.groups)} group(s) planned in {sweep.sweep_dir}")
-        store_plan(sweep.sweep_dir)
+        if database is not None:
+            store_plan(database, sweep.sweep_dir)
         return [group.to_xcom() for group in sweep.groups]
 
     return plan
 
 
-def store_plan(sweep_dir: Path) -> None:
-    """Store the sweep just planned, every group a ``planned`` row, so that the dashboard
-    shows the whole sweep from its start. A database that cannot take it now only delays
-    it: each group is loaded as it starts and ends, and ``ingest`` loads the whole sweep."""
-    from results_db.service import load_plan
+def results_database() -> str | None:
+    """The results database's URL, its schema migrated; ``None`` (said in the task log) when
+    it cannot be used now: the groups still run, and their loads and ``ingest`` try again."""
+    from results_db.service import upgrade
     from scalebench import config
     from scalebench.errors import describe
 
     try:
-        load_plan(config.database_url(), sweep_dir)
+        url = config.database_url()
+        upgrade(url)
+    except Exception as exc:
+        logging.getLogger("airflow.task").warning(
+            "the results database cannot take the plan now (%s); the groups' loads and the "
+            "sweep's ingest will store it",
+            describe(exc),
+        )
+        return None
+    return url
+
+
+def store_plan(url: str, sweep_dir: Path) -> None:
+    """Store the sweep just planned, every group a ``planned`` row, so that the dashboard
+    shows the whole sweep from its start. A database that cannot take it now only delays
+    it: each group is loaded as it starts and ends, and ``ingest`` loads the whole sweep."""
+    from results_db.service import load_plan
+    from scalebench.errors import describe
+
+    try:
+        load_plan(url, sweep_dir)
     except Exception as exc:
         logging.getLogger("airflow.task").warning(
             "the plan is not in the results database yet (%s); the groups' loads and the "
