@@ -16,13 +16,26 @@ temporary folder. The scenarios, each a real DAG run triggered through the REST 
    again;
 6. ``nightly``: ``scalebench_nightly``, its suite shrunk to light Task 2a at 1 worker;
 7. ``two sweeps, 2 slots``: two sweeps at 1 and 2 workers at once on a pool of 2 slots;
-8. ``UI endpoints``: the REST and UI endpoints the web UI reads for the runs above.
+8. ``UI endpoints``: the REST and UI endpoints the web UI reads for the runs above;
+9. ``stop a repeat``: light Task 2a at 2 workers, 3 repeats, on a pool of 2 slots; about 20 s
+   after its ranks appear, the running repeat's task instance is PATCHed ``failed`` (as a person
+   marks one task failed): the other two repeats never start, never more than 2 ranks at once;
+10. ``planned rows``: light Task 2a at 1 and 2 workers, 2 repeats: every group is a ``planned``
+    row within a second of the plan, and the 2-worker groups stay rows while the 1-worker ones
+    train;
+11. ``nightly backfill``: ``airflow backfill create`` of six nights of ``scalebench_nightly``
+    (its suite shrunk to light Task 2a at 1 worker) with Airflow's defaults: the nights run one
+    at a time in the order of their logical dates, and the sixth night's regression check says
+    what it judged, or how many runs were usable and why the others were left out.
 
 What is checked, while it runs (sampled every 0.5 s):
 
 - a group whose ranks are alive is never stored with a final status (it is ``planned`` or
   ``running``; a superseded try's late ``cancelled`` must not show);
 - a sweep is stored ``cancelled`` only when its record has a cancelled or skipped group;
+
+- every group of a sweep's record is a row of the database within ``grace_s`` of its plan;
+- a sweep is stored as ended (any outcome but ``running``) only with its ``finished_at``;
 
 and once each DAG run ended and its teardowns ran: the sweep is closed (``finished_at``) in
 its record and in the database, every group of the record is a row, with the record's status
@@ -43,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import secrets
@@ -275,24 +289,32 @@ class Watcher:
         readonly = sqlite3.connect(f"file:{self.database}?mode=ro", uri=True)
         with contextlib.closing(readonly) as db, contextlib.suppress(sqlite3.OperationalError):
             runs = db.execute("select id, status from run").fetchall()  # no tables yet: raises
-            sweeps = db.execute("select id, outcome from sweep").fetchall()
-            self.check(alive, dict(runs), dict(sweeps))
+            sweeps = db.execute("select id, outcome, finished_at from sweep").fetchall()
+            self.check(alive, dict(runs), {s[0]: (s[1], s[2]) for s in sweeps})
         self.samples += 1
 
-    def check(self, alive: list[str], runs: dict[str, str], sweeps: dict[str, str]) -> None:
+    def check(
+        self, alive: list[str], runs: dict[str, str], sweeps: dict[str, tuple[str, str | None]]
+    ) -> None:
         now = time.monotonic()
         problems = set()
         for run_id, status in runs.items():
             if status in FINAL and any(run_id in cmdline for cmdline in alive):
                 problems.add(f"{run_id} is stored {status} while its ranks run")
-        for sweep_id, outcome in sweeps.items():
-            if outcome != "cancelled":
+        for sweep_id, (outcome, finished_at) in sweeps.items():
+            if outcome not in (None, "running") and not finished_at:
+                problems.add(f"sweep {sweep_id} is stored {outcome} without its finished_at")
+        for sweep_dir in self.results.glob("*"):
+            if not (sweep_dir / "sweep.json").exists():
                 continue
-            record = self.results / sweep_id / "sweep.json"
-            groups = group_statuses(self.results / sweep_id) if record.exists() else {}
-            statuses = {status for status, _ in groups.values()}
-            if statuses and not {"cancelled", "skipped"} & statuses:
-                problems.add(f"sweep {sweep_id} is stored cancelled; no group of it was")
+            groups = group_statuses(sweep_dir)
+            missing = sorted(set(groups) - set(runs))
+            if missing:
+                problems.add(f"sweep {sweep_dir.name}: group(s) {', '.join(missing)} have no row")
+            if sweeps.get(sweep_dir.name, ("",))[0] == "cancelled":
+                statuses = {status for status, _ in groups.values()}
+                if statuses and not {"cancelled", "skipped"} & statuses:
+                    problems.add(f"sweep {sweep_dir.name} is stored cancelled; no group of it was")
         for problem in problems:
             began = self._since.setdefault(problem, now)
             if now - began > self.grace_s and problem not in self.broken:
@@ -373,6 +395,14 @@ def error_lines(log: Any) -> list[str]:
             if isinstance(entry, dict) and str(entry.get("level", "")).lower() == "error"
         ]
     return [line for line in str(content).splitlines() if "error" in line.lower()]
+
+
+def log_lines(log: Any) -> list[str]:
+    """Every record of a task log as the REST API returns it, as text."""
+    content = log.get("content", log) if isinstance(log, dict) else log
+    if isinstance(content, list):
+        return [str(e.get("event", "")) if isinstance(e, dict) else str(e) for e in content]
+    return str(content).splitlines()
 
 
 def sweeps_of(results: Path) -> set[str]:
@@ -558,6 +588,165 @@ class Probe:
         assert not bad, bad
         return f"{len(paths)} endpoints answered 200"
 
+    def stop_a_repeat(self) -> str:
+        """A person marks the running repeat's task failed (not the DAG run): the sweep stops,
+        its other repeats never start, and no more ranks run than the pool has slots."""
+        self.airflow.cli("pools", "set", "--include-deferred", "scalebench_workers", "2", "probe")
+        self.watcher.most_ranks_alive = 0
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger(TASK2A, {"workers": [2], "light": True, "repeats": 3})
+        wait_until(lambda: len(self.new_sweeps(before)) == 1, 300, "the sweep planned")
+        (sweep,) = self.new_sweeps(before)
+        mine = lambda: [c for c in ranks_alive(self.results) if sweep in c]  # noqa: E731
+        wait_until(lambda: bool(mine()), 300, "the first repeat's ranks")
+        appeared = time.monotonic()
+        # About 20 s after the ranks appeared (sooner if the light group nears its end).
+        wait_until(
+            lambda: time.monotonic() - appeared >= 20 or epochs_done(self.results / sweep) >= 10,
+            60,
+            "20 s of training",
+        )
+        assert mine(), "the first repeat ended before it could be stopped"
+        task = "workers_02.train"
+        states = self.airflow.task_states(TASK2A, run_id)
+        assert states.get(f"{task}[0]") == "running", states
+        status, answer = self.airflow.call(
+            "PATCH",
+            f"/api/v2/dags/{TASK2A}/dagRuns/{quote(run_id)}/taskInstances/{task}/0",
+            {"new_state": "failed"},
+        )
+        patched = time.monotonic()
+        assert status == 200, (status, answer)
+        state = self.airflow.wait_for_run(TASK2A, run_id)
+        groups = manifest_groups(self.results / sweep)
+        statuses = [g.status for g in sorted(groups, key=lambda g: g.repeat)]
+        assert statuses == ["cancelled", "skipped", "skipped"], statuses
+        started = [
+            g.run_id for g in groups[1:] if list((self.results / sweep).glob(f"{g.run_id}/rank-*"))
+        ]
+        assert not started, f"repeat(s) started after the stop: {started}"
+        most = self.watcher.most_ranks_alive
+        assert most <= 2, f"{most} ranks ran at once on a pool of 2 slots"
+        problems = self.ended([sweep])
+        assert not problems, problems
+        return (
+            f"run {state}; PATCHed {patched - appeared:.0f} s after the ranks appeared: repeat 1 "
+            f"cancelled, 2 and 3 skipped, none started; at most {most} ranks at once"
+        )
+
+    def planned_rows(self) -> str:
+        """Every group a row within a second of the plan, and still a row while others train."""
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger(TASK2A, {"workers": [1, 2], "light": True, "repeats": 2})
+        deadline = time.monotonic() + 300
+        while not self.new_sweeps(before) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (sweep,) = self.new_sweeps(before)
+        planned_at = (self.results / sweep / "sweep.json").stat().st_mtime
+        groups = set(group_statuses(self.results / sweep))
+        while time.monotonic() < deadline:
+            rows = stored_runs(self.database, sweep)
+            if groups <= set(rows):
+                break
+            time.sleep(0.02)
+        delay_s = time.time() - planned_at
+        later = {g.run_id for g in manifest_groups(self.results / sweep) if g.world_size == 2}
+        seen_while_training = False
+        while self.airflow.run_state(TASK2A, run_id) not in ("success", "failed"):
+            training_now = [c for c in ranks_alive(self.results) if sweep in c]
+            if training_now and all("-w1-" in c for c in training_now):
+                rows = stored_runs(self.database, sweep)
+                assert later <= set(rows), f"2-worker groups without a row: {later - set(rows)}"
+                seen_while_training = True
+            time.sleep(0.5)
+        state = self.airflow.wait_for_run(TASK2A, run_id)
+        problems = self.ended([sweep])
+        assert not problems, problems
+        assert delay_s <= 1.0, f"the groups were rows {delay_s:.2f} s after the plan"
+        assert seen_while_training, "never sampled while a 1-worker group trained"
+        return (
+            f"run {state}; {len(groups)} planned rows {delay_s:.2f} s after the plan; the "
+            "2-worker groups were rows while the 1-worker ones trained"
+        )
+
+    def nightly_backfill(self) -> str:
+        """Six nights backfilled with Airflow's defaults run one at a time, in the order of
+        their nights; the sixth night's check says what it judged or what was missing."""
+        dag = "scalebench_nightly"
+        before = sweeps_of(self.results)
+        done = self.airflow.cli(
+            "backfill", "create", "--dag-id", dag,
+            "--from-date", BACKFILL_FROM, "--to-date", BACKFILL_TO,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+        def backfilled() -> list[dict[str, Any]]:
+            _, answer = self.airflow.call("GET", f"/api/v2/dags/{dag}/dagRuns?limit=100")
+            runs = [r for r in answer.get("dag_runs", []) if r.get("run_type") == "backfill"]
+            return sorted(runs, key=lambda r: r["logical_date"])
+
+        wait_until(lambda: len(backfilled()) == BACKFILL_NIGHTS, 120, "the backfill's runs")
+        wait_until(
+            lambda: all(r["state"] in ("success", "failed") for r in backfilled()),
+            BACKFILL_NIGHTS * 600,
+            "the backfilled nights",
+        )
+        runs = backfilled()
+        sweeps = [
+            json.loads((self.results / s / "sweep.json").read_text())
+            for s in self.new_sweeps(before)
+        ]
+        sweeps = sorted((s for s in sweeps if s.get("night")), key=lambda s: s["created_at"])
+        assert len(sweeps) == BACKFILL_NIGHTS, [s["sweep_id"] for s in sweeps]
+        nights = [s["night"] for s in sweeps]
+        assert nights == sorted(nights), (
+            f"sweeps created in another order than their nights: {nights}"
+        )
+        for earlier, later in itertools.pairwise(sweeps):
+            assert earlier["finished_at"] <= later["created_at"], (
+                f"{earlier['sweep_id']} and {later['sweep_id']} ran at once"
+            )
+        problems = self.ended([s["sweep_id"] for s in sweeps])
+        assert not problems, problems
+        sixth = runs[-1]["dag_run_id"]
+        _, log = self.airflow.call(
+            "GET",
+            f"/api/v2/dags/{dag}/dagRuns/{quote(sixth)}/taskInstances/"
+            "task2a_logreg_epsilon.check_regressions/logs/1",
+        )
+        lines = [line for line in log_lines(log) if "worker(s)" in line or "judge" in line]
+        assert lines, f"the sixth night's check printed nothing about what it judged: {log}"[:2000]
+        wrong = [line for line in lines if "not enough earlier" in line]
+        assert not wrong, wrong
+        return f"{BACKFILL_NIGHTS} nights one at a time, in order; the sixth: {lines[0][:110]}"
+
+
+# Six nights of the nightly's 02:00 schedule: the backfill's window, both ends included.
+BACKFILL_FROM, BACKFILL_TO, BACKFILL_NIGHTS = "2026-10-01T00:00:00", "2026-10-06T03:00:00", 6
+
+
+def epochs_done(sweep_dir: Path) -> int:
+    """The most epochs any rank 0 of the sweep has evaluated."""
+    most = 0
+    for path in sweep_dir.glob("*/rank-0.jsonl"):
+        for line in path.read_text(errors="replace").splitlines():
+            if '"kind":"eval"' in line:
+                with contextlib.suppress(ValueError):
+                    most = max(most, int(json.loads(line).get("epoch", 0)))
+    return most
+
+
+def stored_runs(database: Path, sweep_id: str) -> dict[str, str]:
+    """The stored runs of a sweep and their status (none while the database is not there)."""
+    if not database.exists():
+        return {}
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+            rows = db.execute("select id, status from run where sweep_id = ?", (sweep_id,))
+            return dict(rows.fetchall())
+    except sqlite3.Error:
+        return {}
+
 
 SCENARIOS = {
     "success": Probe.success,
@@ -568,6 +757,9 @@ SCENARIOS = {
     "nightly": Probe.nightly,
     "two-sweeps": Probe.two_sweeps,
     "ui-endpoints": Probe.ui_endpoints,
+    "stop-a-repeat": Probe.stop_a_repeat,
+    "planned-rows": Probe.planned_rows,
+    "nightly-backfill": Probe.nightly_backfill,
 }
 
 
@@ -661,7 +853,7 @@ def main() -> int:
             return 1
         # The nightly DAG is scheduled: unpaused, the scheduler starts its latest interval at
         # once and trains beside the endings. Only the nightly ending unpauses it.
-        nightly = ("scalebench_nightly",) if "nightly" in chosen else ()
+        nightly = ("scalebench_nightly",) if {"nightly", "nightly-backfill"} & set(chosen) else ()
         for dag_id in (TASK2A, TASK1A, *nightly):
             wait_until(
                 lambda d=dag_id: airflow.call("GET", f"/api/v2/dags/{d}")[0] == 200,
