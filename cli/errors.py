@@ -11,6 +11,7 @@ import argparse
 import errno
 import os
 
+from scalebench.config import location_problem, shown_location
 from scalebench.request_fields import InvalidParameter
 
 
@@ -54,12 +55,23 @@ PLACE_OPTIONS = {
 
 
 def refuse_empty_places(args: argparse.Namespace) -> None:
-    """Raise :class:`InvalidParameter` for a place of :data:`PLACE_OPTIONS` given empty."""
+    """Raise :class:`InvalidParameter` for a place of :data:`PLACE_OPTIONS` given empty, or
+    with white space at either end or a control character (a line end pasted with it), which
+    would name another file or folder than the one meant (the rule of the settings,
+    :func:`scalebench.config.location_problem`)."""
     places = dict(PLACE_OPTIONS)
     if args.command == "data":  # ``run``'s --data-dir is a request field, checked with it
         places["data_dir"] = "--data-dir"
     for name, shown in places.items():
         value = getattr(args, name, None)
+        if value is not None and str(value).strip():
+            problem = location_problem(str(value))
+            if problem is not None:
+                raise InvalidParameter(
+                    name,
+                    f"{shown} {shown_location(str(value))} {problem}, which would name another "
+                    "place than the one meant; give it without",
+                )
         if value is None or str(value).strip():
             continue
         if shown.startswith("--"):

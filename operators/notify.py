@@ -20,6 +20,8 @@ import urllib.request
 from collections.abc import Mapping
 from typing import Any
 
+from scalebench.config import location_problem, shown_location
+
 log = logging.getLogger(__name__)
 
 
@@ -66,7 +68,14 @@ def notify_failure(context: Mapping[str, Any]) -> None:
     text = failure_message(context)
     log.error("%s", text)
     webhook = os.environ.get("SCALEBENCH_NOTIFY_WEBHOOK")
-    if webhook:
+    problem = location_problem(webhook) if webhook else None
+    if problem is not None:
+        log.error(
+            "SCALEBENCH_NOTIFY_WEBHOOK=%s %s: not posted; set it without",
+            shown_location(webhook),
+            problem,
+        )
+    elif webhook:
         body = json.dumps({"text": text}).encode()
         request = urllib.request.Request(
             webhook, data=body, headers={"Content-Type": "application/json"}, method="POST"

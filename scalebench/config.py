@@ -52,19 +52,31 @@ def _location(name: str, default: str) -> str:
     raw = os.environ.get(name)
     if raw is None:
         return default
+    problem = location_problem(raw)
+    if problem is None:
+        return raw
+    raise BadSetting(
+        f"{name}={shown_location(raw)} {problem}, which would name another location than the "
+        f"one meant; set it without, or unset it for {default}"
+    )
+
+
+def location_problem(raw: str) -> str | None:
+    """What is wrong with ``raw`` as a URL or a path a user meant (white space at either end,
+    a control or formatting character anywhere), or None: the same rule for a setting and for
+    a command-line option."""
     odd = next((c for c in raw if unicodedata.category(c) in ("Cc", "Cf", "Cs")), None)
     if odd is not None:
-        problem = f"holds the control character U+{ord(odd):04X}"
-    elif raw != raw.strip():
-        problem = "begins or ends with white space"
-    else:
-        return raw
+        return f"holds the control character U+{ord(odd):04X}"
+    if raw != raw.strip():
+        return "begins or ends with white space"
+    return None
+
+
+def shown_location(raw: str) -> str:
+    """``raw`` as a message shows it: quoted, its password left out, at most 200 characters."""
     shown = _PASSWORD.sub(r"\1***@", raw)
-    shown = repr(shown) if len(shown) <= 200 else repr(shown[:197]) + "..."
-    raise BadSetting(
-        f"{name}={shown} {problem}, which would name another location than the one meant; "
-        f"set it without, or unset it for {default}"
-    )
+    return repr(shown) if len(shown) <= 200 else repr(shown[:197]) + "..."
 
 
 # A URL's password (``scheme://user:password@host``), left out of messages.

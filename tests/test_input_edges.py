@@ -624,3 +624,58 @@ def test_a_database_url_ending_in_a_line_end_creates_no_file_and_says_so(
     assert cli.main(["report", "some-sweep"]) == 2
     err = capsys.readouterr().err
     assert "begins or ends with white space" in err and "secret" not in err, err
+
+
+# --- places given on the command line, and the settings read by the operators -------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "option"),
+    [
+        (["report", "some-sweep", "--database", "sqlite:///{tmp}/r.db\n"], "--database"),
+        (["ingest", "{tmp}/results", "--database", " sqlite:///{tmp}/r.db"], "--database"),
+        (["run", "task2a-logreg-epsilon", "--light", "--results", "{tmp}/results\n"], "--results"),
+        (["export", "some-sweep", "--out", "{tmp}/out\u200b"], "--out"),
+    ],
+    ids=["line end", "leading space", "results", "zero-width space"],
+)
+def test_a_place_option_with_odd_characters_is_refused_naming_it(
+    argv: list[str], option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The settings' rule holds for the options that name the same places: a value that would
+    name another file than the one meant is refused in one line, and nothing is created."""
+    from cli import main as cli
+
+    assert cli.main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{option} " in err and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_kubernetes_whole_number_setting_reads_leading_zeros_as_its_number(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from operators.kubernetes import KubernetesSettings
+
+    monkeypatch.setenv("SCALEBENCH_K8S_PREEMPTION_RETRIES", "0" * 5000 + "3")
+    assert KubernetesSettings.from_env().preemption_retries == 3
+    monkeypatch.setenv("SCALEBENCH_K8S_PREEMPTION_RETRIES", "9" * 5000)
+    with pytest.raises(ValueError, match="SCALEBENCH_K8S_PREEMPTION_RETRIES=") as refused:
+        KubernetesSettings.from_env()
+    assert len(str(refused.value)) < 300
+
+
+def test_a_webhook_setting_with_a_line_end_is_said_and_not_posted(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A notifier that cannot post says why and never hides the task's own failure."""
+    from types import SimpleNamespace
+
+    from operators.notify import notify_failure
+
+    monkeypatch.setenv("SCALEBENCH_NOTIFY_WEBHOOK", "http://127.0.0.1:9/hook\n")
+    ti = SimpleNamespace(dag_id="d", task_id="t", run_id="r", log_url="http://x/log")
+    with caplog.at_level("ERROR"):
+        notify_failure({"ti": ti, "exception": RuntimeError("boom")})
+    said = [r.getMessage() for r in caplog.records if "SCALEBENCH_NOTIFY_WEBHOOK" in r.getMessage()]
+    assert said and "U+000A" in said[0] and "not posted" in said[0], said

@@ -19,6 +19,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from scalebench.whole_numbers import NotWholeNumber, parse_whole, shown
+
 # What each suffix of a Kubernetes quantity multiplies by.
 _SUFFIXES = {
     "": 1,
@@ -155,9 +157,9 @@ def _read_seconds(setting: Setting, raw: str) -> float:
 
 def _read_whole(setting: Setting, raw: str) -> int:
     try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{setting.variable}={raw!r}: must be {setting.must_be}") from None
+        return parse_whole(raw)
+    except NotWholeNumber:
+        raise ValueError(f"{setting.variable}={shown(raw)}: must be {setting.must_be}") from None
 
 
 def _read_flag(setting: Setting, raw: str) -> bool:
