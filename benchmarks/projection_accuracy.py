@@ -4,12 +4,13 @@
     sudo .venv/bin/python benchmarks/projection_accuracy.py --nodes    # both node shapes: 14-27 min
     .venv/bin/python benchmarks/projection_accuracy.py --smoke         # seconds: recorded sweeps
 
-Real groups through the command line: light Task 0 at 2 workers and light Task 1a at 1 and 2
-workers, each on host and on an emulated 10mbit link (``--network``). Every (workers, link)
-point of Task 1a is predicted from the other three and the Task 0 fits. Goal: step seconds
-within 20 % of the measurement, and communication seconds too where they are at least a
-tenth of the step (``results_db.report.leave_one_out_misses``). Prints the leave-one-out
-table of each measurement and exits 1 when the goal is missed.
+Real sweeps, run group after group as ``scalebench run`` runs them: light Task 0 at 2
+workers and light Task 1a at 1 and 2 workers, each on host and on an emulated 10mbit link
+(the request's ``network``). Every (workers, link) point of Task 1a is predicted from the
+other three and the Task 0 fits. Goal: step seconds within 20 % of the measurement, and
+communication seconds too where they are at least a tenth of the step
+(``results_db.report.leave_one_out_misses``). Prints the leave-one-out table of each
+measurement and exits 1 when the goal is missed.
 
 Two rules for a shared machine, each reading only what other processes and the 1-worker
 control runs did, never the errors being judged:
@@ -47,15 +48,20 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from cli import main as cli
+from operators.group import LauncherFailed, record_verdict, run_group
+from operators.launcher import launcher_for
+from results_db import service
 from results_db.database import make_engine, upgrade
 from results_db.ingest import ingest_location
 from results_db.projection import MeasuredPoint, TrainingSweep, leave_one_out
 from results_db.queries.projection import allreduce_fits, training_sweeps
 from results_db.report import leave_one_out_misses, leave_one_out_table
+from scalebench import manifest
 from scalebench.host import shaping_problems
 from scalebench.network import parse_profile
+from scalebench.sweep import start_sweep, validate_request
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDED = ROOT / "tests" / "data" / "projection-pair"
@@ -81,14 +87,31 @@ def least_contended(sweeps: list[TrainingSweep]) -> TrainingSweep:
     return replace(sweeps[-1], points=tuple(best[key] for key in sorted(best)))
 
 
-def run_cli(argv: list[str]) -> str:
-    """Run ``scalebench`` with ``argv``; the id of the sweep it made."""
-    results = Path(argv[argv.index("--results") + 1])
-    before = {p.name for p in results.iterdir()} if results.is_dir() else set()
-    if cli.main(argv) != 0:
-        raise SystemExit(f"scalebench {' '.join(argv[:2])} failed")
-    (sweep_id,) = {p.name for p in results.iterdir()} - before
-    return sweep_id
+def run_sweep(task: str, fields: dict[str, Any], results: Path, url: str) -> str:
+    """Run a sweep of ``task`` with the request ``fields`` as ``scalebench run`` does (its
+    groups one after the other, each verdict in the manifest), then load it into the results
+    database at ``url``; the id of the sweep it made. A group that did not succeed ends the
+    benchmark."""
+    request = validate_request(task=task, **fields)
+    service.upgrade(url)
+    plan = start_sweep(request, results, trigger="cli", runner=manifest.this_process())
+    failed: list[str] = []
+    try:
+        for group in plan.groups:
+            try:
+                result = run_group(group, lambda group=group: launcher_for(group))
+                (status, reason), seconds = record_verdict(group, result), result.seconds
+            except LauncherFailed as exc:  # recorded failed by run_group
+                status, reason, seconds = "failed", str(exc), 0.0
+            print(f"   {group.run_id}: {status} in {seconds:.1f} s", flush=True)
+            if status != "succeeded":
+                failed.append(f"{group.run_id} {status}: {reason}")
+    finally:
+        manifest.finish(plan.sweep_dir)
+    service.ingest(url, str(plan.sweep_dir), say=None)
+    if failed:
+        raise SystemExit(f"sweep {plan.sweep_id} of {task} failed: {'; '.join(failed)}")
+    return plan.sweep_id
 
 
 def judge(
@@ -130,20 +153,24 @@ BOTH_SHAPES = Plan("2,4", "1,2,4", ranks_per_node=2)
 def measure(work: Path, plan: Plan = ONE_RANK_A_NODE) -> list[str]:
     """The real runs and the judgement; the misses of the last judgement."""
     url = f"sqlite:///{work / 'results.db'}"
-    common = ["--light", "--repeats", "1", "--network", "host,10mbit", "--device", "cpu"]
-    common += ["--ranks-per-node", str(plan.ranks_per_node)]
-    where = ["--results", str(work / "results"), "--database", url]
+    results = work / "results"
+    common: dict[str, Any] = {
+        "light": True,
+        "repeats": 1,
+        "network": "host,10mbit",
+        "device": "cpu",
+        "ranks_per_node": plan.ranks_per_node,
+    }
     print(f"Task 0 at {plan.allreduce_workers} workers, host and 10mbit", flush=True)
-    allreduce = run_cli(
-        ["run", "task0-allreduce", "--workers", plan.allreduce_workers, *common, *where]
+    allreduce = run_sweep(
+        "task0-allreduce", {"workers": plan.allreduce_workers, **common}, results, url
     )
-    training = ["run", "task1a-resnet20-cifar10", "--workers", plan.training_workers]
-    training += ["--compile", "off"]
+    training = {"workers": plan.training_workers, "compile": "off", **common}
     trained: list[str] = []
     missed: list[str] = []
     for attempt in (1, 2):
         print(f"{plan.describe()} (measurement {attempt})", flush=True)
-        trained.append(run_cli([*training, *common, *where]))
+        trained.append(run_sweep("task1a-resnet20-cifar10", training, results, url))
         held, table, sweep = judge(url, [[sweep_id] for sweep_id in trained], [allreduce])
         print(table, flush=True)
         missed = leave_one_out_misses(held)
