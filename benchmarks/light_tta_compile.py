@@ -16,9 +16,9 @@ this is the measurement behind ``auto``'s choice.
 ``--task`` measures another task's light variant the same way (default Task 1a).
 ``--smoke`` runs one round at 1 worker with 1 repeat of light Task 2a, the cheapest task,
 comparing ``off`` with ``auto`` (which leaves light runs eager): two real light runs of one
-epoch each (``benchmarks/smoke_epochs`` on their ``PYTHONPATH``; the target is not reached
-in one, and the table says so), sweeps, ingest and the table, in seconds, with no
-compilation (the minutes of this benchmark).
+epoch each (the request's ``--max-epochs 1``; the target is not reached in one, and the
+table says so), sweeps, ingest and the table, in seconds, with no compilation (the minutes
+of this benchmark).
 
     .venv/bin/python benchmarks/light_tta_compile.py [--workers 1,2] [--rounds 2] [--repeats 3]
     .venv/bin/python benchmarks/light_tta_compile.py --smoke
@@ -27,7 +27,6 @@ compilation (the minutes of this benchmark).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -40,8 +39,6 @@ from sqlalchemy import select
 from results_db.database import make_engine
 from results_db.models import Run
 
-ROOT = Path(__file__).resolve().parents[1]
-SMOKE_EPOCHS_PATH = Path(__file__).resolve().with_name("smoke_epochs")
 TASK = "task1a-resnet20-cifar10"
 # Smoke size: one sweep of each setting, one worker count, one run each, of the cheapest task.
 SMOKE_TASK = "task2a-logreg-epsilon"
@@ -63,10 +60,6 @@ def sweep(
     """Run one light sweep of ``task`` with ``repeats`` runs per worker count (None: the
     command line's default), each training ending after ``max_epochs`` epochs (None: at
     its target or the task's limit); returns its wall-clock seconds (compilation included)."""
-    env = dict(os.environ)
-    if max_epochs is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(SMOKE_EPOCHS_PATH), str(ROOT)])
-        env["SCALEBENCH_BENCH_MAX_EPOCHS"] = str(max_epochs)
     began = time.perf_counter()
     done = subprocess.run(
         [
@@ -85,11 +78,11 @@ def sweep(
             "--database",
             database,
             *(["--repeats", str(repeats)] if repeats is not None else []),
+            *(["--max-epochs", str(max_epochs)] if max_epochs is not None else []),
         ],
         capture_output=True,
         text=True,
         timeout=1800,
-        env=env,
     )
     if done.returncode != 0:
         raise SystemExit(f"sweep with --compile {setting} failed:\n{done.stdout[-3000:]}")
