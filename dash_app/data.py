@@ -303,7 +303,7 @@ class Source:
     def costs(
         self, sweep_id: str, instance: str, gpu: str | None, network: str | None = None
     ) -> list[costs_queries.CostRow]:
-        """Raises :class:`results_db.costs_queries.PriceMissing` when a price is missing."""
+        """Raises :class:`results_db.queries.costs.PriceMissing` when a price is missing."""
         return self.call(costs_queries.costs, sweep_id, instance=instance, gpu=gpu, network=network)
 
     def prices(self) -> list[costs_queries.PriceRow]:

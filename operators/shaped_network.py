@@ -28,7 +28,7 @@ launcher that no longer runs left behind (killed with SIGKILL, say): namespaces,
 links, ``/etc/netns`` entries and firewall rules. Every new group calls it
 first, and so do ``scalebench run``, ``scalebench ingest`` and
 ``scalebench network clean``. What this machine lacks to shape at all is
-:func:`scalebench.host.network_emulation_problems`, which validation reads.
+:func:`scalebench.host.shaping_problems`, which validation reads.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Kubernetes sets ``JOB_COMPLETION_INDEX``, which ``workers.distributed`` reads
 as the rank.
 
 :class:`KubernetesGroup` has the interface of the local launcher
-(``start`` / ``wait`` / ``stop``, a :class:`~operators.launcher.GroupResult`
+(``start`` / ``wait`` / ``stop``, a :class:`~operators.group.GroupResult`
 verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 
 - a pod still ``Pending`` after ``SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S`` fails the

@@ -100,8 +100,8 @@ def communication_ratio_figure(
 
 def phase_figure(rows: Sequence[PhaseRow], to_goal: bool = False) -> go.Figure:
     """Seconds in each phase, stacked, per worker count: per step and rank
-    (:func:`results_db.queries.phase_means`), or with ``to_goal`` per rank over a whole run
-    to the goal (:func:`results_db.queries.phase_totals`)."""
+    (:func:`results_db.queries.communication.phase_means`), or with ``to_goal`` per rank
+    over a whole run to the goal (:func:`results_db.queries.communication.phase_totals`)."""
     title = "Time in each phase to reach the goal" if to_goal else "Where a step's time goes"
     unit = "rank, to the goal" if to_goal else "step and rank"
     if not rows:
