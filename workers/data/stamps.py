@@ -21,8 +21,8 @@ STAMP = ".scalebench-verified.json"
 
 @dataclass
 class Prepared:
-    """What :func:`prepare` found: ``status`` is ``fresh`` (stamp still valid),
-    ``verified`` (checked now) or ``downloaded`` (fetched, then checked)."""
+    """What :func:`~workers.data.prepare.prepare` found: ``status`` is ``fresh`` (stamp still
+    valid), ``verified`` (checked now) or ``downloaded`` (fetched, then checked)."""
 
     name: str
     status: str
