@@ -199,7 +199,8 @@ def job_manifest(
     its node from the completion index and ``LOCAL_WORLD_SIZE`` and starts the node's ranks
     (global rank = index × ranks per node + local rank).
 
-    ``worker_args`` are the pod-side arguments (see :func:`pod_argv`).
+    ``worker_args`` are the pod-side arguments (see
+    :func:`~operators.kubernetes.arguments.pod_argv`).
     ``timeout_s`` (seconds) becomes ``activeDeadlineSeconds``, rounded up;
     ``gpus_per_worker`` GPUs for each rank: a pod's ``nvidia.com/gpu`` limit is that times its
     ranks (none when 0), and its CPU and memory the settings' per rank, times its ranks too.

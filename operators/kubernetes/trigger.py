@@ -5,8 +5,9 @@ The training task creates the group's Service and Job
 trigger, so no Airflow worker slot is held while the group trains (hours for
 the larger tasks). The trigger only waits, as the Kubernetes provider's own
 triggers do: every ``poll_interval_s`` seconds it reads the Job and its pods
-through the provider's :class:`AsyncKubernetesHook` (one API call while a
-queued Job waits for admission, two after) and applies the rules of
+through the provider's
+:class:`~airflow.providers.cncf.kubernetes.hooks.kubernetes.AsyncKubernetesHook` (one API
+call while a queued Job waits for admission, two after) and applies the rules of
 :class:`~operators.kubernetes.watch.GroupWatch`. It fires one event, of two kinds:
 
 - ``status`` ``running``, every ``live_ingest_s`` seconds while the group's pods
