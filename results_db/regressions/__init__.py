@@ -49,6 +49,10 @@ The package, each module resting only on those listed after it:
   :class:`Detection`, plain values;
 - :mod:`~results_db.regressions.statistics`: :func:`compare` and :func:`judged_in_seconds`,
   arithmetic on values already read;
+- :mod:`~results_db.regressions.paired`: a paired nightly's rounds, tonight's stack against a
+  pinned reference stack: :func:`paired_log_ratios` and :func:`ratio_interval`;
+- :mod:`~results_db.regressions.segments`: :func:`change_points` of a nightly series and
+  :func:`min_nights_to_judge`;
 - :mod:`~results_db.regressions.rules`: :class:`Rule`, :data:`RULE` and the metrics.
 
 Every name is re-exported here: ``from results_db import regressions`` and
@@ -60,6 +64,7 @@ from __future__ import annotations
 from results_db.regressions.comparable import NIGHT, Comparable
 from results_db.regressions.detection import detect, judge
 from results_db.regressions.findings import Detection, Finding, NotJudged
+from results_db.regressions.paired import RatioInterval, paired_log_ratios, ratio_interval
 from results_db.regressions.rules import (
     MEASURES,
     METRICS,
@@ -69,6 +74,7 @@ from results_db.regressions.rules import (
     Rule,
     judged_metrics,
 )
+from results_db.regressions.segments import Segment, change_points, min_nights_to_judge
 from results_db.regressions.statistics import compare, judged_in_seconds
 from results_db.regressions.storing import record
 from results_db.regressions.values import WARMUP_STEPS, RunValue, metric_values, run_values
@@ -86,8 +92,11 @@ __all__ = [
     "Detection",
     "Finding",
     "NotJudged",
+    "RatioInterval",
     "Rule",
     "RunValue",
+    "Segment",
+    "change_points",
     "compare",
     "detect",
     "judge",
@@ -95,6 +104,9 @@ __all__ = [
     "judged_metrics",
     "left_out_text",
     "metric_values",
+    "min_nights_to_judge",
+    "paired_log_ratios",
+    "ratio_interval",
     "record",
     "run_values",
 ]
