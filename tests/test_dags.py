@@ -565,14 +565,19 @@ def test_marking_the_dag_run_failed_still_closes_and_loads_the_sweep(
     rank = rank_of_run(running)
     rank.suspend()
     go.touch()
-    # Live results: each group is in the database as soon as it ended, mid-sweep (read
-    # while the PATCH goes out).
+    # Live results: every group is in the database from the plan on, each as soon as it
+    # ended, the one training as running, the one not started as planned (read while the
+    # PATCH goes out).
     engine = make_engine(url)
     with engine.connect() as conn:
         live = dict(conn.execute(select(Run.id, Run.status)).all())
         outcome = conn.execute(select(Sweep.outcome)).scalar_one()
     engine.dispose()
-    assert [(k[-5:], v) for k, v in live.items()] == [(done, "succeeded")]
+    assert {k[-5:]: v for k, v in live.items()} == {
+        done: "succeeded",
+        stopped: "running",
+        unstarted_id: "planned",
+    }
     assert outcome == "running"
     answer = output_when_done(patch, patch_log, timeout=180)
     assert "PATCHED 200" in answer, answer[-3000:]
