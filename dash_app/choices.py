@@ -30,6 +30,11 @@ def _offered(source: Source, want_allreduce: bool) -> list[SweepInfo]:
     return [s for s in source.sweeps(limit=OFFERED) if is_allreduce(s.task) == want_allreduce]
 
 
+def offered(source: Source, kind: str) -> list[SweepInfo]:
+    """The newest ``kind`` ("training" or "allreduce") sweeps a picker lists."""
+    return _offered(source, kind == "allreduce")
+
+
 def _look_up(
     source: Source, offered: list[SweepInfo], requested: str, want_allreduce: bool, name: str
 ) -> tuple[SweepInfo | None, str | None]:
@@ -103,5 +108,5 @@ def _newest_with_results(source: Source, offered: list[SweepInfo]) -> tuple[Swee
     others = f" and {len(skipped) - 1} newer one(s)" if len(skipped) > 1 else ""
     return offered[index], (
         f"Showing {offered[index].id}, the newest sweep with results: the newest, "
-        f"{newest.id} ({newest.outcome or 'no outcome'}){others}, has none to show."
+        f"{newest.id} ({newest.outcome or 'outcome not recorded'}){others}, has none to show."
     )

@@ -14,7 +14,7 @@ import dash_ag_grid as dag
 import dash_bootstrap_components as dbc
 from dash import dcc, html
 
-from dash_app import plots
+from dash_app import plots, reasons
 from dash_app.data import FIRST_SWEEP, QUICKSTART
 from results_db import regressions
 from results_db.queries.sweeps import SweepInfo
@@ -121,10 +121,17 @@ def sweep_label(sweep: SweepInfo) -> str:
     )
 
 
-NO_ALLREDUCE_SWEEP = (
-    "No all-reduce sweep to give communication. To measure one on the sweep's links: "
+MEASURE_ALLREDUCE = (
+    "To measure one on the sweep's links: "
     "scalebench run task0-allreduce --light --workers 2 --network <profiles>"
 )
+
+
+def no_allreduce_sweep(stored: int) -> str:
+    """Why a projection has no all-reduce sweep to give it communication (``stored``: how
+    many the database holds), and how to measure one."""
+    missing = reasons.no_sweep("all-reduce", [], [], stored)
+    return f"{missing} Its fits give the projection its communication. {MEASURE_ALLREDUCE}"
 
 
 def allreduce_picker(element_id: str, offered: Sequence[SweepInfo], newest: str | None) -> dbc.Col:

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
+from dash_app import reasons
 from results_db import regressions
 from results_db.analytics import ScalingRow
 from results_db.queries.costs import PriceRow
@@ -262,6 +263,9 @@ def compare_rows(
     Mann–Whitney U, p < 0.01, and at least 5 % worse) applied to A's runs against B's.
     Rows and runs are of one ``network`` profile; runs of others are left out, and so are
     contended runs from the throughputs and the test (:attr:`Delta.contended` counts them).
+    Where a side has no time to test, the verdict says why (:func:`reasons.compare_gap`):
+    no runs at that worker count, runs that failed or did not reach the goal, or contended
+    runs left out.
     """
     a_runs = [r for r in a_runs if r.network == network]
     b_runs = [r for r in b_runs if r.network == network]
@@ -279,10 +283,12 @@ def compare_rows(
         latest = _values(a_runs, size, "time_to_accuracy_s")
         baseline = _values(b_runs, size, "time_to_accuracy_s")
         p_value = None
-        if not a or not b:
-            verdict = "only in " + ("A" if a else "B")
-        elif not latest or not baseline:
-            verdict = "no time to accuracy in " + ("A" if not latest else "B")
+        if not latest or not baseline:  # say why each side without a time has none
+            verdict = "; ".join(
+                reasons.compare_gap(side, runs, size)
+                for side, runs, values in (("A", a_runs, latest), ("B", b_runs, baseline))
+                if not values
+            )
         else:
             rule = regressions.RULE
             change, p_value, flagged = regressions.compare(baseline, latest, False, rule)

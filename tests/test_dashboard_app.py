@@ -140,7 +140,11 @@ def test_scaling_lists_failed_runs_with_their_reason(client: Client) -> None:
     out = client.call("scaling-tta.figure", {"scaling-sweep.value": BAD})
     shown = text_of(out["scaling-summary"]["children"])
     assert "peer went away" in shown and "diverged" in shown
-    assert "No run of this sweep reached its goal" in json.dumps(out["scaling-tta"]["figure"])
+    # every figure says why it is empty: one run failed, the other diverged
+    why = "No time to accuracy in this sweep: of its 2 runs, 1 failed and 1 diverged."
+    assert why in json.dumps(out["scaling-tta"]["figure"])
+    speedup = "No speedup without the time to accuracy of 1 worker: its run at 1 worker failed."
+    assert speedup in json.dumps(out["scaling-speedup"]["figure"])
 
 
 def test_communication_figures(client: Client) -> None:

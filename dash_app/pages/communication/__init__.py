@@ -17,8 +17,8 @@ import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
 from dash_app import components as ui
-from dash_app import data, plots
-from dash_app.choices import pick_sweep, pick_sweeps
+from dash_app import data, plots, reasons
+from dash_app.choices import offered, pick_sweep, pick_sweeps
 from dash_app.pages.communication import figures
 from dash_app.state import MAX_OVERLAID, Query, to_search
 from dash_app.wiring import Outputs, Page, blank_figure, kept, message, tick, values
@@ -31,10 +31,7 @@ PAGE = Page(
     "each phase of a step, and the all-reduce benchmark (Task 0).",
     order=2,
 )
-NO_ALLREDUCE = (
-    "No all-reduce sweep chosen.<br>To measure one: "
-    "scalebench run task0-allreduce --light --workers 2"
-)
+TO_MEASURE = "To measure one: scalebench run task0-allreduce --light --workers 2"
 
 
 # -- the page's URL state -----------------------------------------------------------
@@ -176,28 +173,34 @@ def update(
                 for name in shown
             }
         )
-        phases = figures.phase_figure(source.phases(sweep_id, shown[0]))
-        to_goal = figures.phase_figure(source.phase_totals(sweep_id, shown[0]), to_goal=True)
+        first = [r for r in runs if r.network == shown[0]]
+        phases = figures.phase_figure(source.phases(sweep_id, shown[0]), runs=first)
+        to_goal = figures.phase_figure(source.phase_totals(sweep_id, shown[0]), True, first)
         if networks.several:  # the stacked bars show one profile
             for figure in (phases, to_goal):
                 figure.update_layout(title_text=f"{figure.layout.title.text} · {shown[0]}")
         running = sweep.outcome == "running"
     else:
-        ratio = phases = to_goal = plots.empty_figure("No training sweep chosen.")
+        stored = len(offered(source, "training"))
+        ratio = phases = to_goal = plots.empty_figure(
+            reasons.no_sweep("training", [sweep_id] if sweep_id else [], [], stored)
+        )
     state = CommunicationState(
         sweep=sweep_id, allreduce=chosen, dtype=dtype or "all", network=networks.picked
     )
     sweeps = [s for s in (source.sweep(i) for i in chosen) if s is not None]
     if sweeps:
         rows = [row for s in sweeps for row in source.allreduce(s.id)]
-        latency = figures.allreduce_latency_figure(rows, state.dtype)
-        busbw = figures.allreduce_busbw_figure(rows, state.dtype)
+        measured = [r for s in sweeps for r in source.sweep_runs(s.id)]
+        latency = figures.allreduce_latency_figure(rows, state.dtype, measured)
+        busbw = figures.allreduce_busbw_figure(rows, state.dtype, measured)
         fits = figures.fits_section(
             [f for s in sweeps for f in source.allreduce_fits(s.id)], state.dtype, len(sweeps)
         )
         running = running or any(s.outcome == "running" for s in sweeps)
     else:
-        latency = busbw = plots.empty_figure(NO_ALLREDUCE)
+        missing = reasons.no_sweep("all-reduce", chosen, [], len(offered(source, "allreduce")))
+        latency = busbw = plots.empty_figure(f"{missing}<br>{TO_MEASURE}")
         fits = None
     if running:
         notes.append("A shown sweep is still running; this page refreshes itself.")

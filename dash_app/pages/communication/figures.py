@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from dash_app import components as ui
+from dash_app import reasons
 from dash_app.plots import (
     CATEGORY_WORKERS,
     PHASE_COLOURS,
@@ -37,11 +38,12 @@ def communication_ratio_figure(
     """Communication ratio = communication / total step time per worker count (mean of the
     sweep's runs, and each run), and, from the phase means, communication / computation
     (forward, loss, backward and optimizer): the text uses both. Where the runs' nodes held
-    several ranks, each count's shape and the node boundary, where the ratio jumps."""
+    several ranks, each count's shape and the node boundary, where the ratio jumps. Without
+    a ratio, why (from the ``runs``)."""
     title = "Communication ratio: communication / step time"
     shown = [r for r in rows if r.communication_ratio is not None]
     if not shown:
-        return empty_figure("No step timings with a communication phase in this sweep.", title)
+        return empty_figure(reasons.no_step_timings(runs), title)
     if any(r.communication_includes_packing for r in runs):
         title += "<br><sup>Some runs were " + RECORDS_NOTE + "</sup>"
     traces = [
@@ -98,19 +100,18 @@ def communication_ratio_figure(
     return base_figure(title, traces, workers_axis(sizes, per_node), yaxis, marks)
 
 
-def phase_figure(rows: Sequence[PhaseRow], to_goal: bool = False) -> go.Figure:
+def phase_figure(
+    rows: Sequence[PhaseRow], to_goal: bool = False, runs: Sequence[RunInfo] = ()
+) -> go.Figure:
     """Seconds in each phase, stacked, per worker count: per step and rank
     (:func:`results_db.queries.communication.phase_means`), or with ``to_goal`` per rank
-    over a whole run to the goal (:func:`results_db.queries.communication.phase_totals`)."""
+    over a whole run to the goal (:func:`results_db.queries.communication.phase_totals`).
+    Without rows, why (from the ``runs`` of the profile shown)."""
     title = "Time in each phase to reach the goal" if to_goal else "Where a step's time goes"
     unit = "rank, to the goal" if to_goal else "step and rank"
     if not rows:
-        return empty_figure(
-            "No run of this sweep reached its goal yet."
-            if to_goal
-            else "No step timings recorded for this sweep.",
-            title,
-        )
+        why = reasons.no_phase_totals(runs) if to_goal else reasons.no_step_timings(runs)
+        return empty_figure(why, title)
     sizes = [str(r.world_size) for r in rows]
     totals = [sum(getattr(r, f"{p}_s") for p in PHASE_NAMES) for r in rows]
     traces = []
@@ -222,13 +223,16 @@ def _size_traces(
     ]
 
 
-def allreduce_latency_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -> go.Figure:
+def allreduce_latency_figure(
+    rows: Sequence[AllReduceRow], dtype: str = "all", runs: Sequence[RunInfo] = ()
+) -> go.Figure:
     """All-reduce p50 latency (s) vs message size (bytes), log–log, one line per backend,
-    dtype and world size; the hover gives p50, mean and p95."""
+    dtype and world size; the hover gives p50, mean and p95. Without samples of ``dtype``,
+    why (from the rows of other dtypes, or the sweeps' ``runs``)."""
     title = "All-reduce latency (p50)"
     groups = _allreduce_groups(rows, dtype)
     if not groups:
-        return empty_figure("No all-reduce samples for this choice.", title)
+        return empty_figure(reasons.no_allreduce_samples(rows, dtype, runs), title)
     traces = _size_traces(
         groups,
         lambda r: r.p50_s,
@@ -249,12 +253,15 @@ def allreduce_latency_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -
     return base_figure(title, traces, _bytes_axis(shown), yaxis)
 
 
-def allreduce_busbw_figure(rows: Sequence[AllReduceRow], dtype: str = "all") -> go.Figure:
-    """All-reduce bus bandwidth (GB/s) = algbw × 2(n−1)/n vs message size, log–log."""
+def allreduce_busbw_figure(
+    rows: Sequence[AllReduceRow], dtype: str = "all", runs: Sequence[RunInfo] = ()
+) -> go.Figure:
+    """All-reduce bus bandwidth (GB/s) = algbw × 2(n−1)/n vs message size, log–log; without
+    samples, why (as :func:`allreduce_latency_figure`)."""
     title = "All-reduce bus bandwidth"
     groups = _allreduce_groups(rows, dtype)
     if not groups:
-        return empty_figure("No all-reduce samples for this choice.", title)
+        return empty_figure(reasons.no_allreduce_samples(rows, dtype, runs), title)
     traces = _size_traces(
         groups,
         lambda r: r.busbw / 1e9,

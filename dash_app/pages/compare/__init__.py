@@ -108,7 +108,14 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict
         a_rows = source.scaling(a_id, network) if network in a_networks else []
         b_rows = source.scaling(b_id, network) if network in b_networks else []
         deltas += tables.compare_rows(a_rows, b_rows, a_runs, b_runs, network)
-        drawn[network] = figures.compare_figure(a_rows, b_rows, a_id, b_id)
+        drawn[network] = figures.compare_figure(
+            a_rows,
+            b_rows,
+            a_id,
+            b_id,
+            [r for r in a_runs if r.network == network],
+            [r for r in b_runs if r.network == network],
+        )
     flags = source.regressions(sweep_ids=[a_id])
     return OUTPUTS.answer(
         search=to_search(CompareState(a=a_id, b=b_id)),

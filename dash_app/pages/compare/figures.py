@@ -10,7 +10,7 @@ import dash_bootstrap_components as dbc
 import plotly.graph_objects as go
 from dash import html
 
-from dash_app import tables
+from dash_app import reasons, tables
 from dash_app.plots import CATEGORY_WORKERS, SECONDS_AXIS, base_figure, empty_figure, spread_of
 from results_db.analytics import ScalingRow
 from results_db.queries.nightly import RegressionRow
@@ -108,13 +108,38 @@ def verdict(
     return html.Div(parts)
 
 
+def neither_has_time(
+    a_rows: Sequence[ScalingRow],
+    b_rows: Sequence[ScalingRow],
+    a_runs: Sequence[RunInfo] = (),
+    b_runs: Sequence[RunInfo] = (),
+) -> str:
+    """Why neither sweep has a time to accuracy to draw: what became of each one's runs."""
+    parts = []
+    for side, rows, runs in (("A", a_rows, a_runs), ("B", b_rows, b_runs)):
+        if runs:
+            parts.append(f"{side}: {reasons.no_time_to_accuracy(runs)}")
+        else:
+            total = sum(r.runs for r in rows)
+            parts.append(
+                f"{side}: " + (f"none of its {total} runs reached the goal" if total else "no runs")
+            )
+    return "No time to accuracy in either sweep. " + "; ".join(parts) + "."
+
+
 def compare_figure(
-    a_rows: Sequence[ScalingRow], b_rows: Sequence[ScalingRow], a_name: str, b_name: str
+    a_rows: Sequence[ScalingRow],
+    b_rows: Sequence[ScalingRow],
+    a_name: str,
+    b_name: str,
+    a_runs: Sequence[RunInfo] = (),
+    b_runs: Sequence[RunInfo] = (),
 ) -> go.Figure:
-    """Time to accuracy (s) of two sweeps side by side, per worker count."""
+    """Time to accuracy (s) of two sweeps side by side, per worker count; when neither has
+    one, why (from each sweep's ``runs`` drawn, or its ``rows``)."""
     title = "Time to accuracy, side by side"
     if not any(r.time_to_accuracy_s for r in [*a_rows, *b_rows]):
-        return empty_figure("Neither sweep has a run that reached its goal.", title)
+        return empty_figure(neither_has_time(a_rows, b_rows, a_runs, b_runs), title)
     traces = []
     for rows, name in ((b_rows, f"B: {b_name}"), (a_rows, f"A: {a_name}")):
         done = [r for r in rows if r.time_to_accuracy_s is not None]

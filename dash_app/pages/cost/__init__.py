@@ -15,8 +15,8 @@ import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
 from dash_app import components as ui
-from dash_app import data, plots, tables
-from dash_app.choices import pick_sweep, pick_sweeps
+from dash_app import data, plots, reasons, tables
+from dash_app.choices import offered, pick_sweep, pick_sweeps
 from dash_app.pages.cost import figures
 from dash_app.state import Query, to_search
 from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
@@ -210,26 +210,29 @@ def update(
             refresh_off=True,
             **networks.values(),
         )
-    per_node = plots.ranks_per_node_of(source.sweep_runs(sweep_id))  # its node boundary
+    runs = source.sweep_runs(sweep_id)
+    per_node = plots.ranks_per_node_of(runs)  # its node boundary
+    why = {  # each profile's reason for having no costs (none without a 1-worker time)
+        n: reasons.no_baseline(
+            "costs", source.scaling(sweep_id, n), [r for r in runs if r.network == n]
+        )
+        for n in shown
+    }
     status = None
     if not any(rows.values()):
-        status = dbc.Alert(
-            "Costs are relative to one worker: this sweep has no 1-worker run "
-            "that reached the goal.",
-            color="secondary",
-        )
+        status = dbc.Alert(why[shown[0]], color="secondary", className="cost-status")
     return OUTPUTS.answer(
         search=to_search(state),
         status=status,
         published_note=note,
         cost=plots.per_network(
-            {n: figures.cost_figure(rows[n], drawn_with[n], per_node) for n in shown}
+            {n: figures.cost_figure(rows[n], drawn_with[n], per_node, why[n]) for n in shown}
         ),
         price_index=plots.per_network(
-            {n: figures.price_index_figure(rows[n], per_node) for n in shown}
+            {n: figures.price_index_figure(rows[n], per_node, why[n]) for n in shown}
         ),
         cost_time=plots.per_network(
-            {n: figures.cost_time_figure(rows[n], drawn_with[n]) for n in shown}
+            {n: figures.cost_time_figure(rows[n], drawn_with[n], why[n]) for n in shown}
         ),
         prices=prices,
         refresh_off=sweep.outcome != "running",
@@ -256,7 +259,10 @@ def update_projection(
     allreduce = ui.picked(allreduce_ids)
     if not allreduce:
         return PROJECTION_OUTPUTS.answer(
-            figure=plots.empty_figure(ui.NO_ALLREDUCE_SWEEP, "Projected cost to reach the goal"),
+            figure=plots.empty_figure(
+                ui.no_allreduce_sweep(len(offered(data.current(), "allreduce"))),
+                "Projected cost to reach the goal",
+            ),
             note=None,
         )
     view = data.current().projection(

@@ -29,17 +29,22 @@ PRICE_KINDS = (
     ("preemptible", "cost_preemptible", "price_index_preemptible"),
 )
 DOLLARS_AXIS = {"tickprefix": "$", "rangemode": "tozero", "title": {"text": "cost (US$)"}}
+# Without a cause given (reasons.no_baseline says which), why a cost figure is empty.
+NO_BASELINE = "No costs without the time to accuracy of 1 worker."
 
 
 def cost_figure(
-    rows: Sequence[CostRow], published: Sequence[PublishedPoint] = (), ranks_per_node: int = 1
+    rows: Sequence[CostRow],
+    published: Sequence[PublishedPoint] = (),
+    ranks_per_node: int = 1,
+    why: str = NO_BASELINE,
 ) -> go.Figure:
-    """Dollars to reach the goal per worker count, at regular and preemptible prices, and
-    the ``published`` costs; with several ranks per node, each count's shape and the node
-    boundary."""
+    """Dollars to reach the goal per worker count, at regular and preemptible prices, each
+    bar labelled inside the plot, and the ``published`` costs; with several ranks per node,
+    each count's shape and the node boundary. Without rows, ``why``."""
     title = "Cost to reach the goal"
     if not rows:
-        return empty_figure("Costs need a 1-worker run that reached the goal.", title)
+        return empty_figure(why, title)
     traces = [
         go.Bar(
             x=[str(r.world_size) for r in rows],
@@ -58,12 +63,14 @@ def cost_figure(
     return base_figure(title, traces, axis, DOLLARS_AXIS, marks, barmode="group")
 
 
-def price_index_figure(rows: Sequence[CostRow], ranks_per_node: int = 1) -> go.Figure:
+def price_index_figure(
+    rows: Sequence[CostRow], ranks_per_node: int = 1, why: str = NO_BASELINE
+) -> go.Figure:
     """Price index = (cost(k)/cost(1)) / speedup(k) per worker count, with the 1.0 line (and
-    the node boundary, with several ranks per node)."""
+    the node boundary, with several ranks per node). Without rows, ``why``."""
     title = "Price index"
     if not rows:
-        return empty_figure("The price index needs a 1-worker run that reached the goal.", title)
+        return empty_figure(why, title)
     kinds = list(PRICE_KINDS)
     # Cost grows linearly with the workers at both prices, so the two indices are the same
     # numbers whenever prices are per worker: draw that line once, and say so.
@@ -103,14 +110,15 @@ def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
 
 
 def cost_time_figure(
-    rows: Sequence[CostRow], published: Sequence[PublishedPoint] = ()
+    rows: Sequence[CostRow], published: Sequence[PublishedPoint] = (), why: str = NO_BASELINE
 ) -> go.Figure:
-    """Cost ($) against time to accuracy (s) per worker count and price kind; the Pareto
-    front (no configuration is both faster and cheaper) drawn as a line; the ``published``
-    results that give both."""
+    """Cost ($) against time to accuracy (s) per worker count and price kind, each point
+    labelled with its workers inside the plot; the Pareto front (no configuration is both
+    faster and cheaper) drawn as a line; the ``published`` results that give both. Without
+    rows, ``why``."""
     title = "Cost against time to accuracy"
     if not rows:
-        return empty_figure("Costs need a 1-worker run that reached the goal.", title)
+        return empty_figure(why, title)
     colours = {"regular": "#1f77b4", "preemptible": "#2ca02c"}
     traces = []
     for name, cost, _ in PRICE_KINDS:

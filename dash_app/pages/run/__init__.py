@@ -15,7 +15,7 @@ import dash_bootstrap_components as dbc
 from dash import Dash, dcc, html
 
 from dash_app import components as ui
-from dash_app import data, downloads, tables
+from dash_app import data, downloads, reasons, tables
 from dash_app.choices import is_allreduce
 from dash_app.pages.communication.figures import allreduce_busbw_figure, allreduce_latency_figure
 from dash_app.pages.run import figures
@@ -151,20 +151,22 @@ def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
     )
     if is_allreduce(run.task):  # no training: the run's own all-reduce curves instead
         measured = source.run_allreduce(run.sweep_id, run.id)
-        left = allreduce_latency_figure(measured)
-        right = allreduce_busbw_figure(measured)
+        left = allreduce_latency_figure(measured, runs=[run])
+        right = allreduce_busbw_figure(measured, runs=[run])
     else:
-        left = figures.loss_figure(series, events)
-        right = figures.metric_figure(series, run.goal_metric, run.goal_target, events)
+        left = figures.loss_figure(series, events, run)
+        right = figures.metric_figure(series, run.goal_metric, run.goal_target, events, run)
     return OUTPUTS.answer(
         search=to_search(RunState(id=run.id)),
         facts=figures.facts(run, next((e.metric_value for e in reversed(curves[run.id][1])), None)),
         loss=left,
         metric=right,
-        events=ui.table("run-events-table", event_rows) if event_rows else html.P("No events."),
+        events=ui.table("run-events-table", event_rows)
+        if event_rows
+        else html.P(reasons.run_without(run, "event"), className="text-muted"),
         environment=ui.table("run-env-table", environment)
         if environment
-        else html.P("Not recorded."),
+        else html.P(reasons.run_without(run, "environment"), className="text-muted"),
         downloads=files,
         refresh_off=sweep is None or sweep.outcome != "running",
     )

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from dash_app import components as ui
-from dash_app import tables
+from dash_app import reasons, tables
 from dash_app.choices import is_allreduce
 from dash_app.plots import SECONDS_AXIS, base_figure, empty_figure, level_line, moment_line, thin
 from results_db.queries.runs import CurvePoint, EvalPoint, EventRow, RunInfo
@@ -53,11 +53,15 @@ def _line(selected: bool) -> dict[str, Any]:
     return {"width": 3 if selected else 1.5}
 
 
-def loss_figure(series: Sequence[RunSeries], events: Sequence[EventRow] = ()) -> go.Figure:
-    """Rank 0's training loss vs seconds since the common start, one line per run."""
+def loss_figure(
+    series: Sequence[RunSeries], events: Sequence[EventRow] = (), run: RunInfo | None = None
+) -> go.Figure:
+    """Rank 0's training loss vs seconds since the common start, one line per run; without
+    any, why (from the selected ``run``)."""
     title = "Training loss"
     if not any(s.loss for s in series):
-        return empty_figure("No training steps recorded.", title)
+        why = reasons.run_without(run, "training step") if run else "No training step recorded."
+        return empty_figure(why, title)
     traces = []
     for s in series:
         points = thin(s.loss)
@@ -85,13 +89,15 @@ def metric_figure(
     metric: str | None,
     target: float | None,
     events: Sequence[EventRow] = (),
+    run: RunInfo | None = None,
 ) -> go.Figure:
     """The goal metric at each evaluation vs seconds since the common start, the target line,
-    and the selected run's events."""
+    and the selected run's events; without any evaluation, why (from the selected ``run``)."""
     name = (metric or "validation metric").replace("_", " ")
     title = f"Validation {name}"
     if not any(s.evals for s in series):
-        return empty_figure("No evaluation recorded.", title)
+        why = reasons.run_without(run, "evaluation") if run else "No evaluation recorded."
+        return empty_figure(why, title)
     traces = []
     for s in series:
         points = thin([p for p in s.evals if p.metric_value is not None])

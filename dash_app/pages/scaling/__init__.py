@@ -20,7 +20,7 @@ from dash import Dash, html
 
 from dash_app import components as ui
 from dash_app import data, plots
-from dash_app.choices import pick_sweep, pick_sweeps
+from dash_app.choices import offered, pick_sweep, pick_sweeps
 from dash_app.pages.scaling import figures
 from dash_app.state import Query, to_search
 from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
@@ -156,10 +156,10 @@ def update(
             {n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n], per_node) for n in shown}
         ),
         speedup=plots.per_network(
-            {n: figures.speedup_figure(rows[n], drawn_with[n], per_node) for n in shown}
+            {n: figures.speedup_figure(rows[n], drawn_with[n], per_node, runs_on[n]) for n in shown}
         ),
         efficiency=plots.per_network(
-            {n: figures.efficiency_figure(rows[n], per_node) for n in shown}
+            {n: figures.efficiency_figure(rows[n], per_node, runs_on[n]) for n in shown}
         ),
         refresh_off=sweep.outcome != "running",
         **networks.values(),
@@ -198,7 +198,10 @@ def update_projection(
     allreduce = ui.picked(allreduce_ids)
     if not allreduce:
         return PROJECTION_OUTPUTS.answer(
-            figure=plots.empty_figure(ui.NO_ALLREDUCE_SWEEP, "Projected time per step"),
+            figure=plots.empty_figure(
+                ui.no_allreduce_sweep(len(offered(data.current(), "allreduce"))),
+                "Projected time per step",
+            ),
             table=None,
             note=None,
         )

@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from dash import html
 
 from dash_app import components as ui
+from dash_app import reasons
 from dash_app.plots import (
     SINGLE_RUN,
     THEME_COLOURS,
@@ -51,7 +52,7 @@ def tta_figure(
     )
     if not done:
         if not any(r.reached for r in rows):
-            return empty_figure("No run of this sweep reached its goal yet.", title)
+            return empty_figure(reasons.sweep_without_time(runs, rows), title)
         return empty_figure(f"Too few repeats reached the goal. {short}", title)
     if short:
         title += f"<br><sup>no time to accuracy for {short}</sup>"
@@ -134,15 +135,18 @@ def _dashed_trace(
 
 
 def speedup_figure(
-    rows: Sequence[ScalingRow], published: Sequence[PublishedPoint] = (), ranks_per_node: int = 1
+    rows: Sequence[ScalingRow],
+    published: Sequence[PublishedPoint] = (),
+    ranks_per_node: int = 1,
+    runs: Sequence[RunInfo] = (),
 ) -> go.Figure:
     """Speedup and compute-only speedup against ideal linear scaling (log–log), and the
     ``published`` speedups; with several ranks per node, each count's shape and the node
-    boundary."""
+    boundary. Without a speedup, why (from the sweep's ``runs``)."""
     title = "Speedup against one worker"
     with_speedup = [r for r in rows if r.speedup is not None]
     if not with_speedup:
-        return empty_figure("Speedup needs a 1-worker run that reached the goal.", title)
+        return empty_figure(reasons.no_baseline("speedup", rows, runs), title)
     shown = published_traces(published, "speedup", "×")
     sizes = sorted({r.world_size for r in rows} | {x for trace in shown for x in trace.x})
     traces = [
@@ -193,13 +197,16 @@ def speedup_figure(
     return base_figure(title, traces, workers_axis(sizes, ranks_per_node), yaxis, marks)
 
 
-def efficiency_figure(rows: Sequence[ScalingRow], ranks_per_node: int = 1) -> go.Figure:
+def efficiency_figure(
+    rows: Sequence[ScalingRow], ranks_per_node: int = 1, runs: Sequence[RunInfo] = ()
+) -> go.Figure:
     """Scaling efficiency = speedup(k) / k, as a percentage, with the 100 % line (and the
-    node boundary, with several ranks per node)."""
+    node boundary, with several ranks per node), each bar labelled inside the plot. Without
+    an efficiency, why (from the sweep's ``runs``)."""
     title = "Scaling efficiency"
     shown = [r for r in rows if r.efficiency is not None]
     if not shown:
-        return empty_figure("Efficiency needs a 1-worker run that reached the goal.", title)
+        return empty_figure(reasons.no_baseline("efficiency", rows, runs), title)
     bars = go.Bar(
         x=[str(r.world_size) for r in shown],
         y=[r.efficiency for r in shown],

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from dash_app import reasons
 from dash_app.plots import SECONDS_AXIS, base_figure, empty_figure, thin
 from results_db import regressions
 from results_db.queries.nightly import RegressionRow, TrendPoint
@@ -17,12 +18,13 @@ def trend_figure(
     points: Sequence[TrendPoint], flags: Sequence[RegressionRow], metric: str
 ) -> go.Figure:
     """A metric of every nightly (``time_to_accuracy_s`` or ``samples_per_s``) per worker
-    count over time; nights the detector flagged are marked with a red cross."""
+    count over time; nights the detector flagged are marked with a red cross. Without a
+    value of the metric, why (:func:`dash_app.reasons.no_trend`)."""
     measure, unit = units.MEASURES[metric]
     title = f"Nightly {measure}"
     shown = [p for p in points if getattr(p, metric) is not None]
     if not shown:
-        return empty_figure("No scheduled sweep with this measure yet.", title)
+        return empty_figure(reasons.no_trend(points, metric), title)
     configs = sorted({p.config_hash for p in shown})
     networks = {p.network for p in shown}
     series: dict[tuple[int, str, str], list[TrendPoint]] = defaultdict(list)
