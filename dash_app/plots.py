@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import math
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import plotly.graph_objects as go
@@ -125,6 +125,28 @@ def base_figure(
             **layout,
         },
     )
+
+
+# Room kept for a point's or a bar's label: a share of the axis's span above the highest
+# labelled value (a label of 11-12 px above its marker or bar, in a plot area of about 250 px)
+# and beside the outermost ones (half a label's width, centred on its marker).
+LABEL_ROOM_ABOVE = 0.16
+LABEL_ROOM_BESIDE = 0.08
+
+
+def labelled_range(
+    values: Sequence[float], above: float = 0.0, beside: float = 0.0, zero: bool = False
+) -> list[float]:
+    """A linear axis's range over ``values`` with room for their labels: ``above`` (a share
+    of the span) past the highest, ``beside`` past both ends; with ``zero``, from 0 (the
+    values are not negative). Plotly's autorange leaves no room for text, which the plot
+    area then clips; an explicit range keeps every label inside it."""
+    low, high = min(values), max(values)
+    if zero:
+        low = min(low, 0.0)
+    span = (high - low) or abs(high) or 1.0
+    start = low if zero else low - beside * span
+    return [start, high + max(above, beside) * span]
 
 
 def empty_figure(message: str, title: str = "") -> go.Figure:
@@ -367,5 +389,17 @@ def per_network(figures: Mapping[str, go.Figure]) -> go.Figure:
             if trace.hovertemplate:
                 trace.hovertemplate = f"{network}: {trace.hovertemplate}"
             combined.add_trace(trace)
-    combined.update_layout(legend={"groupclick": "toggleitem"})
+    combined.update_layout(legend={"groupclick": "toggleitem"}, **_shared_ranges(drawn.values()))
     return combined
+
+
+def _shared_ranges(figures: Iterable[go.Figure]) -> dict[str, Any]:
+    """The axes whose range the figures set (to keep their labels inside the plot), each
+    widened to hold every figure's range: the combined figure draws every profile's points."""
+    shared: dict[str, Any] = {}
+    shown = list(figures)
+    for axis in ("xaxis", "yaxis"):
+        ranges = [list(f.layout[axis].range) for f in shown if f.layout[axis].range]
+        if ranges:
+            shared[f"{axis}_range"] = [min(r[0] for r in ranges), max(r[1] for r in ranges)]
+    return shared

@@ -6,6 +6,7 @@ import math
 from dataclasses import replace
 from datetime import datetime
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from dash_app.pages.trend import figures as trend_figures
 from results_db.analytics import scaling_rows
 from results_db.queries.communication import AllReduceRow, PhaseRow
 from results_db.queries.costs import CostRow
-from results_db.queries.runs import CurvePoint, EventRow, RunInfo
+from results_db.queries.runs import CurvePoint, EvalPoint, EventRow, RunInfo
 from scalebench import units
 
 
@@ -417,3 +418,94 @@ def test_runs_recorded_before_packing_was_timed_apart_are_labelled() -> None:
         runs = [run_info("a", 2, 1.0), run_info("b", 2, 1.0, records_version=old_version)]
         old = communication_figures.communication_ratio_figure(rows, runs)
         assert "includes packing and unpacking the gradients" in old.layout.title.text
+
+
+# -- labels inside the plot ----------------------------------------------------------------
+
+COSTS = [
+    CostRow(1, 100.0, 1.0, 0.3, 1.0, 1.0, 1.0),
+    CostRow(2, 60.0, 1.2, 0.2, 1.67, 0.72, 0.4),
+    CostRow(4, 31.0, 2.4, 0.5, 3.2, 0.75, 0.5),
+]
+
+
+def room_above(figure: Any, values: list[float], axis: str = "yaxis") -> float:
+    """How far the axis reaches past the highest of ``values``, as a share of the range
+    (:func:`dash_app.plots.labelled_range` adds its room as a share of the values' span, so a
+    share of the whole range is a little less: hence the tests' ``/ 1.25``)."""
+    low, high = figure.layout[axis].range
+    return (high - max(values)) / (high - low)
+
+
+def labelled(figure: Any) -> list[Any]:
+    """The traces that write text beside their points or bars."""
+    return [t for t in figure.data if t.textposition or "text" in (t.mode or "")]
+
+
+def test_bar_labels_have_room_above_the_highest_bar() -> None:
+    """Efficiency and cost bars are labelled above their tops: the axis reaches past the
+    highest bar far enough for its label, and past the 100 % line's label."""
+    rows = scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(2, 40.0), FakeRunRow(4, 30.0)])
+    efficiency = scaling_figures.efficiency_figure(rows)
+    (bars,) = labelled(efficiency)
+    assert bars.textposition == "outside"
+    assert max(bars.y) == pytest.approx(1.25)  # superlinear at 2 workers: above the line
+    assert efficiency.layout.yaxis.range[0] == 0
+    assert room_above(efficiency, list(bars.y)) >= plots.LABEL_ROOM_ABOVE / 1.25
+    flat = scaling_figures.efficiency_figure(
+        scaling_rows([FakeRunRow(1, 100.0), FakeRunRow(2, 90.0)])
+    )
+    assert room_above(flat, [1.0]) >= plots.LABEL_ROOM_ABOVE / 1.25  # the "linear" label's
+    cost = cost_figures.cost_figure(COSTS)
+    regular, preemptible = labelled(cost)
+    assert [t.textposition for t in (regular, preemptible)] == ["outside", "outside"]
+    assert list(regular.text)[-1] == "$2.40"
+    assert room_above(cost, [*regular.y, *preemptible.y]) >= plots.LABEL_ROOM_ABOVE / 1.25
+
+
+def test_cost_against_time_labels_every_point_inside_the_plot() -> None:
+    """Each point's label ("2w") sits above it, centred: the y axis reaches past the highest
+    point, the x axis past the first and the last, published points included."""
+    from scalebench.tasks.published import published_points
+
+    figure = cost_figures.cost_time_figure(COSTS, published_points("task4a-gnmt-wmt16"))
+    texts = labelled(figure)
+    assert {t.textposition for t in texts} == {"top center"}
+    assert sorted(t.name for t in texts)[:2] == ["preemptible prices", "regular prices"]
+    xs = [x for t in texts for x in t.x]
+    ys = [y for t in texts for y in t.y]
+    assert room_above(figure, ys) >= plots.LABEL_ROOM_ABOVE / 1.25
+    low, high = figure.layout.xaxis.range
+    span = high - low
+    assert (min(xs) - low) / span >= plots.LABEL_ROOM_BESIDE / 1.25
+    assert (high - max(xs)) / span >= plots.LABEL_ROOM_BESIDE / 1.25
+    assert figure.layout.yaxis.range[0] == 0
+
+
+def test_level_line_labels_have_room_above_their_line() -> None:
+    """The price index's 1.0 line and a run's target line are labelled above the line: the
+    axis reaches past it whatever the curves do."""
+    index = cost_figures.price_index_figure(COSTS)
+    assert room_above(index, [1.0]) >= plots.LABEL_ROOM_ABOVE / 1.25
+    evals = [EvalPoint(e, 10.0 * (e + 1), 20.0 + 25.0 * e, None) for e in range(3)]  # 20 → 70
+    series = [run_figures.RunSeries("1 worker", "r", True, [], evals)]
+    metric = run_figures.metric_figure(series, "top1_accuracy", 70.0)
+    assert room_above(metric, [70.0]) >= plots.LABEL_ROOM_ABOVE / 1.25
+    assert metric.layout.yaxis.range[0] < 20.0  # the lowest evaluation inside too
+
+
+def test_per_network_figures_keep_every_profiles_points_inside_the_ranges() -> None:
+    """One figure of two profiles takes the ranges that hold both profiles' labels."""
+    dearer = [replace(r, cost_regular=r.cost_regular * 3) for r in COSTS]
+    combined = plots.per_network(
+        {
+            "host": cost_figures.cost_time_figure(COSTS),
+            "slow": cost_figures.cost_time_figure(dearer),
+        }
+    )
+    ys = [y for t in labelled(combined) for y in t.y]
+    assert max(ys) == pytest.approx(7.2)
+    assert room_above(combined, ys) >= plots.LABEL_ROOM_ABOVE / 1.25
+    assert plots.labelled_range([2.0, 4.0], above=0.5, zero=True) == [0.0, 6.0]
+    assert plots.labelled_range([2.0, 4.0], beside=0.25) == [1.5, 4.5]
+    assert plots.labelled_range([3.0], beside=0.1) == pytest.approx([2.7, 3.3])

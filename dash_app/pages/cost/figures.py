@@ -9,11 +9,14 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from dash_app.plots import (
+    LABEL_ROOM_ABOVE,
+    LABEL_ROOM_BESIDE,
     SECONDS_AXIS,
     THEME_COLOURS,
     base_figure,
     category_workers,
     empty_figure,
+    labelled_range,
     level_line,
     node_boundary,
     published_traces,
@@ -60,7 +63,9 @@ def cost_figure(
     sizes = [r.world_size for r in rows]
     marks = node_boundary(sizes, ranks_per_node, category=True)
     axis = category_workers(sizes, ranks_per_node)
-    return base_figure(title, traces, axis, DOLLARS_AXIS, marks, barmode="group")
+    costs = [y for trace in traces for y in trace.y if y is not None]
+    yaxis = {**DOLLARS_AXIS, "range": labelled_range(costs, above=LABEL_ROOM_ABOVE, zero=True)}
+    return base_figure(title, traces, axis, yaxis, marks, barmode="group")
 
 
 def price_index_figure(
@@ -89,7 +94,11 @@ def price_index_figure(
         )
         for name, _, index in kinds
     ]
-    yaxis = {"rangemode": "tozero", "title": {"text": "price index (1.0: cost grows as speed)"}}
+    indices = [y for trace in traces for y in trace.y if y is not None]
+    yaxis = {  # room above the 1.0 line for its label
+        "range": labelled_range([*indices, 1.0], above=LABEL_ROOM_ABOVE, zero=True),
+        "title": {"text": "price index (1.0: cost grows as speed)"},
+    }
     line = level_line(1.0, "1.0: below it the extra workers pay for themselves")
     sizes = [r.world_size for r in rows]
     marks = [line, *node_boundary(sizes, ranks_per_node)]
@@ -167,8 +176,16 @@ def cost_time_figure(
                     ),
                 )
             )
-    xaxis = {**SECONDS_AXIS, "title": {"text": "time to accuracy (s)"}}
-    return base_figure(title, traces, xaxis, DOLLARS_AXIS)
+    # every point's label (above it, centred) inside the plot
+    times = [x for trace in traces for x in trace.x]
+    costs = [y for trace in traces for y in trace.y]
+    xaxis = {
+        **SECONDS_AXIS,
+        "range": labelled_range(times, beside=LABEL_ROOM_BESIDE),
+        "title": {"text": "time to accuracy (s)"},
+    }
+    yaxis = {**DOLLARS_AXIS, "range": labelled_range(costs, above=LABEL_ROOM_ABOVE, zero=True)}
+    return base_figure(title, traces, xaxis, yaxis)
 
 
 def projected_cost_figure(points: Sequence[ProjectedPoint], message: str = "") -> go.Figure:

@@ -14,7 +14,16 @@ from dash import html
 from dash_app import components as ui
 from dash_app import reasons, tables
 from dash_app.choices import is_allreduce
-from dash_app.plots import SECONDS_AXIS, base_figure, empty_figure, level_line, moment_line, thin
+from dash_app.plots import (
+    LABEL_ROOM_ABOVE,
+    SECONDS_AXIS,
+    base_figure,
+    empty_figure,
+    labelled_range,
+    level_line,
+    moment_line,
+    thin,
+)
 from results_db.queries.runs import CurvePoint, EvalPoint, EventRow, RunInfo
 from scalebench import units
 
@@ -117,9 +126,12 @@ def metric_figure(
             )
         )
     marks = _event_marks(events)
+    yaxis: dict[str, Any] = {"title": {"text": name}}
     if target is not None:
         marks.append(level_line(target, f"target {target:g}"))
-    yaxis = {"title": {"text": name}}
+        values = [y for trace in traces for y in trace.y]
+        # room above the target line for its label, wherever the curves end
+        yaxis["range"] = labelled_range([*values, target], LABEL_ROOM_ABOVE, 0.05)
     return base_figure(title, traces, TIME_AXIS, yaxis, marks, hovermode="x unified")
 
 

@@ -12,11 +12,13 @@ from dash import html
 from dash_app import components as ui
 from dash_app import reasons
 from dash_app.plots import (
+    LABEL_ROOM_ABOVE,
     SINGLE_RUN,
     THEME_COLOURS,
     base_figure,
     category_workers,
     empty_figure,
+    labelled_range,
     level_line,
     node_boundary,
     published_traces,
@@ -217,7 +219,12 @@ def efficiency_figure(
     )
     yaxis = {
         "tickformat": ".0%",
-        "rangemode": "tozero",
+        # room above the highest bar's label and the 100 % line's
+        "range": labelled_range(
+            [r.efficiency for r in shown if r.efficiency is not None] + [1.0],
+            above=LABEL_ROOM_ABOVE,
+            zero=True,
+        ),
         "title": {"text": "efficiency = speedup / workers"},
     }
     sizes = [r.world_size for r in shown]
