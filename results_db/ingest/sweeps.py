@@ -141,7 +141,11 @@ def ingest_sweep(
             conn.execute(
                 update(Sweep)
                 .where(Sweep.id == sweep_id)
-                .values(outcome=sweep_outcome(statuses, finished=finished_at is not None))
+                .values(
+                    outcome=sweep_outcome(
+                        statuses, finished=finished_at is not None or manifest.closed
+                    )
+                )
             )
             if isinstance(TASKS.get(manifest.request["task"]), AllReduceSpec):
                 refit_sweep(conn, sweep_id)  # the ring model of every configuration

@@ -75,6 +75,15 @@ class Manifest:
     finished_at: str | None = None
     night: str | None = None  # a scheduled sweep's Airflow logical date (ISO 8601)
     extra: dict[str, Any] = field(default_factory=dict)
+    # Finished before finishing times were written: no ``finished_at``, every group decided
+    # in sweep.json itself (read, never written).
+    closed_untimed: bool = False
+
+    @property
+    def closed(self) -> bool:
+        """Whether the sweep has ended: its record was closed (``finished_at``), or it is a
+        record from before finishing times whose groups were all decided in it."""
+        return self.finished_at is not None or self.closed_untimed
 
     @property
     def cancelled(self) -> bool:
@@ -96,6 +105,7 @@ class Manifest:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         extra = data.pop("extra")
+        del data["closed_untimed"]
         if data["night"] is None:  # only a scheduled sweep has one
             del data["night"]
         data["groups"] = [asdict(g) for g in self.groups]
@@ -124,6 +134,10 @@ class Manifest:
                 raise BadManifest(f"groups[{index}]: run {entry.run_id!r} is listed twice")
             groups.append(entry)
         verdicts = _verdicts(verdict_lines)
+        # Every group decided in sweep.json itself, no verdict line, no finishing time: a
+        # record finished before finishing times were written (finish folds the verdicts
+        # in; a sweep that runs plans every group and appends its verdicts).
+        decided = not verdicts and all(g.status != "planned" for g in groups)
         groups = [_folded(g, verdicts[g.run_id]) if g.run_id in verdicts else g for g in groups]
         return cls(
             sweep_id=data["sweep_id"],
@@ -136,6 +150,7 @@ class Manifest:
             finished_at=data.get("finished_at"),
             night=data.get("night"),
             extra={k: v for k, v in data.items() if k not in known},
+            closed_untimed=decided and not data.get("finished_at"),
         )
 
 
