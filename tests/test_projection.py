@@ -431,7 +431,7 @@ def test_several_sweeps_of_one_configuration_are_projected_as_one(
         ("train", f"{ALLREDUCE},nosuch", "allreduce: no sweep 'nosuch'"),
         ("train,nosuch", ALLREDUCE, "sweep 'nosuch' is not in the results database"),
         ("train, train10", ALLREDUCE, "' train10' holds white space, which no sweep id does"),
-        ("train\n", ALLREDUCE, "'train\\n' holds white space"),
+        ("train\n", ALLREDUCE, "'train\\n' holds the control character U+000A"),
     ):
         assert cli.main(["project", sweeps, "--allreduce", allreduce, *argv]) == 2
         assert words in capsys.readouterr().err
