@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import copy
 import math
+import textwrap
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -100,6 +101,24 @@ def thin(values: Sequence[T], limit: int = MAX_POINTS) -> list[T]:
     return kept
 
 
+SUBTITLE_CHARS = 80  # a subtitle's line: it fits a half-width figure at 1,280 px
+
+
+def wrap_subtitles(title: str, width: int = SUBTITLE_CHARS) -> str:
+    """``title`` with each ``<sup>`` line (a subtitle: what the figure leaves out, or rests
+    on) longer than ``width`` characters broken between words onto more lines: Plotly draws
+    a title on one line however wide, past the figure's edge."""
+    lines = []
+    for line in title.split("<br>"):
+        inner = line.removeprefix("<sup>").removesuffix("</sup>")
+        if inner == line or len(inner) <= width:
+            lines.append(line)
+            continue
+        wrapped = textwrap.wrap(inner, width, break_long_words=False, break_on_hyphens=False)
+        lines += [f"<sup>{part}</sup>" for part in wrapped]
+    return "<br>".join(lines)
+
+
 def base_figure(
     title: str,
     traces: Sequence[Any],
@@ -108,14 +127,17 @@ def base_figure(
     marks: Sequence[tuple[dict[str, Any], dict[str, Any]]] = (),
     **layout: Any,
 ) -> go.Figure:
-    """A figure in one constructor call: traces, axes, lines with their labels (``marks``)."""
+    """A figure in one constructor call: traces, axes, lines with their labels (``marks``);
+    a long subtitle wrapped (:func:`wrap_subtitles`), the top margin taller for each line
+    past the second."""
+    title = wrap_subtitles(title)
     return go.Figure(
         data=list(traces),
         layout={
             "title": {"text": title, "x": 0.01, "font": {"size": 15}},
             "template": THEME,
             "height": HEIGHT,
-            "margin": {"l": 60, "r": 20, "t": 50, "b": 50},
+            "margin": {"l": 60, "r": 20, "t": 50 + 12 * max(0, title.count("<br>") - 1), "b": 50},
             "legend": {"orientation": "h", "y": -0.22, "x": 0},
             "hovermode": "closest",
             "xaxis": xaxis,

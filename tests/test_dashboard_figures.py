@@ -417,7 +417,8 @@ def test_runs_recorded_before_packing_was_timed_apart_are_labelled() -> None:
     for old_version in (None, 2):
         runs = [run_info("a", 2, 1.0), run_info("b", 2, 1.0, records_version=old_version)]
         old = communication_figures.communication_ratio_figure(rows, runs)
-        assert "includes packing and unpacking the gradients" in old.layout.title.text
+        said = old.layout.title.text.replace("</sup><br><sup>", " ")  # wrapped: one sentence
+        assert "includes packing and unpacking the gradients" in said
 
 
 # -- labels inside the plot ----------------------------------------------------------------
@@ -509,3 +510,17 @@ def test_per_network_figures_keep_every_profiles_points_inside_the_ranges() -> N
     assert plots.labelled_range([2.0, 4.0], above=0.5, zero=True) == [0.0, 6.0]
     assert plots.labelled_range([2.0, 4.0], beside=0.25) == [1.5, 4.5]
     assert plots.labelled_range([3.0], beside=0.1) == pytest.approx([2.7, 3.3])
+
+
+def test_long_subtitles_are_wrapped_between_words() -> None:
+    """Plotly draws a title on one line however wide: a subtitle longer than a half-width
+    figure holds is broken onto more lines, and the top margin grows with them."""
+    note = "Some runs were recorded before records version 3: " + "x " * 40
+    title = plots.wrap_subtitles(f"Ratio<br><sup>{note}</sup>", width=50)
+    lines = title.split("<br>")
+    assert lines[0] == "Ratio" and len(lines) > 2
+    assert all(line.startswith("<sup>") and len(line) <= 50 + 11 for line in lines[1:])
+    assert plots.wrap_subtitles("Ratio<br><sup>short</sup>") == "Ratio<br><sup>short</sup>"
+    figure = plots.base_figure(f"Ratio<br><sup>{note}</sup>", [], {}, {})
+    assert figure.layout.margin.t > 50
+

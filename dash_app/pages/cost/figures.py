@@ -231,5 +231,14 @@ def projected_cost_figure(points: Sequence[ProjectedPoint], message: str = "") -
         )
     if message:
         title += f"<br><sup>{message}</sup>"
-    yaxis = {**DOLLARS_AXIS, "type": "log", "rangemode": "normal"}
+    # ticks of our own, each labelled in dollars: Plotly's own on a log axis of less than a
+    # few decades write every minor tick's digit, over one another
+    costs = [y for trace in traces for y in trace.y if y]
+    ticks, labels = units.log_ticks(min(costs), max(costs), units.dollars)
+    yaxis = {
+        "type": "log",
+        "tickvals": ticks,
+        "ticktext": labels,
+        "title": DOLLARS_AXIS["title"],
+    }
     return base_figure(title, traces, workers_axis([p.world_size for p in priced]), yaxis)
