@@ -274,12 +274,12 @@ def published_for(sweep: SweepInfo, wanted: bool) -> tuple[tuple[PublishedPoint,
     return points, published_note(sweep.task, sweep.light, points)
 
 
-# Every grid: rows as tall as their wrapped text, the grid as tall as its rows, every row and
-# every column drawn (none left out of the page for being off screen: the grids hold a page of
-# runs or a short table, and the browser's find sees all of it), cells drawn as soon as their rows
-# arrive (not in later animation frames, which a busy or hidden browser tab delays), field
-# names taken literally (a column may be named "p (95 %)" or "v1.2"), one sorted column at a
-# time.
+# Every grid: the grid as tall as its rows, every row and every column drawn (none left out of
+# the page for being off screen: the grids hold a page of runs or a short table, and the
+# browser's find sees all of it), cells drawn as soon as their rows arrive (not in later
+# animation frames, which a busy or hidden browser tab delays), field names taken literally (a
+# column may be named "p (95 %)" or "v1.2"), one sorted column at a time, and a cell's full
+# text on hover where it is cut (a column dragged narrower than its text).
 GRID_OPTIONS: dict[str, Any] = {
     "domLayout": "autoHeight",
     "suppressColumnVirtualisation": True,
@@ -288,21 +288,50 @@ GRID_OPTIONS: dict[str, Any] = {
     "suppressFieldDotNotation": True,
     "suppressMultiSort": True,
     "enableCellTextSelection": True,
+    "tooltipShowMode": "whenTruncated",
+    "tooltipShowDelay": 300,
+    "animateRows": False,  # rows take their place at once as the columns are fitted
 }
+# Headers wrap rather than being cut, the header row as tall as the tallest.
 COLUMN_DEFAULTS: dict[str, Any] = {
     "sortable": True,
     "resizable": True,
-    "wrapText": True,
-    "autoHeight": True,
+    "wrapHeaderText": True,
+    "autoHeaderHeight": True,
 }
+# Columns are sized to their text in the browser, each as wide as its widest cell and its
+# header: once the grid is ready (columnSize "autoSize"), and again when its rows change, its
+# columns are set anew or its width changes; then fitted to the grid's width
+# (assets/dashAgGridFunctions.js, fitColumns): too wide, a column of long text and a header of
+# several words give way first, their text wrapping; too narrow, every column grows in
+# proportion to its width.
+FIT_COLUMNS = ["fitColumns(params)"]
+FIT_ON = {
+    event: FIT_COLUMNS
+    for event in ("rowDataUpdated", "newColumnsLoaded", "gridSizeChanged", "columnResized")
+}
+# A column of long text (a failure's reason, a projection's basis) wraps where the grid is too
+# narrow for every column's text on one line, down to WRAP_NARROWEST pixels, its rows as tall
+# as their lines. A table's column wraps where a value is words longer than LONG_TEXT
+# characters (an identifier is never broken).
+WRAP_NARROWEST = 160
+LONG_TEXT = 24
 
 
-def column(field: str, header: str | None = None, link: bool = False) -> dict[str, Any]:
-    """A grid column showing ``field``; with ``link``, its value is a Markdown link
-    (``[text](href)``) followed in the same tab."""
+def column(
+    field: str, header: str | None = None, link: bool = False, wrap: bool = False
+) -> dict[str, Any]:
+    """A grid column showing ``field``, as wide as its text and its header; with ``link``,
+    its value is a Markdown link (``[text](href)``) followed in the same tab; with ``wrap``,
+    long text that wraps where the grid is too narrow (down to :data:`WRAP_NARROWEST`). A
+    cell's full text shows on hover where it is cut."""
     definition: dict[str, Any] = {"field": field, "headerName": header or field}
     if link:
         definition["cellRenderer"] = "markdown"
+    else:
+        definition["tooltipField"] = field
+    if wrap:
+        definition.update(wrapText=True, autoHeight=True, minWidth=WRAP_NARROWEST)
     return definition
 
 
@@ -312,25 +341,40 @@ def grid(
     rows: list[dict[str, Any]],
     **options: Any,
 ) -> dag.AgGrid:
-    """An AG Grid of ``rows`` under ``columns`` (see :func:`column`), sized to its rows and
-    the page's width; ``options`` are further :class:`dash_ag_grid.AgGrid` properties."""
+    """An AG Grid of ``rows`` under ``columns`` (see :func:`column`), as tall as its rows, its
+    columns fitted to their text in the browser (:data:`FIT_ON`) and filling the page's
+    width; ``options`` are further :class:`dash_ag_grid.AgGrid` properties."""
     grid_options = {**GRID_OPTIONS, **options.pop("dashGridOptions", {})}
     return dag.AgGrid(
         id=element_id,
         columnDefs=columns,
         rowData=rows,
         defaultColDef=COLUMN_DEFAULTS,
-        columnSize="responsiveSizeToFit",
+        columnSize="autoSize",
         dashGridOptions=grid_options,
+        eventListeners=FIT_ON,
         style={"height": None, "width": "100%"},
         **options,
     )
 
 
+def long_text(rows: Sequence[dict[str, Any]], name: str) -> bool:
+    """Whether column ``name`` of ``rows`` holds words longer than :data:`LONG_TEXT`
+    characters in all (text that may wrap between them)."""
+    return any(
+        len(text := str(row.get(name, ""))) > LONG_TEXT and " " in text.strip() for row in rows
+    )
+
+
 def table(element_id: str, rows: list[dict[str, Any]], links: Sequence[str] = ()) -> dag.AgGrid:
     """A plain, compact grid of ``rows`` (dicts with the same keys), sortable by any column
-    in the browser; the columns named in ``links`` hold Markdown links."""
-    columns = [column(name, link=name in links) for name in (rows[0] if rows else [])]
+    in the browser; the columns named in ``links`` hold Markdown links, and a column of long
+    text wraps (:func:`long_text`)."""
+    names = list(rows[0]) if rows else []
+    columns = [
+        column(name, link=name in links, wrap=name not in links and long_text(rows, name))
+        for name in names
+    ]
     return grid(element_id, columns, rows)
 
 

@@ -6,7 +6,8 @@ installs them. Without them the tests that use them fail, saying so: they do not
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -41,6 +42,78 @@ TRACES = """
 const plot = document.querySelector('#' + arguments[0] + ' .js-plotly-plot');
 return plot && plot.data ? plot.data.map(t => ({name: t.name || '', y: Array.from(t.y || [])}))
                          : null;
+"""
+
+# Every grid's cells and headers and every figure's labels, as drawn: a text drawn outside its
+# cell (wider or taller than it: cut, or over its neighbour; a cell whose column shows the full
+# value on hover may be cut), two cells or headers over one another, a point's or a bar's label
+# outside the plot area, an annotation or a title outside the figure. Returns the grids and
+# figures checked and what is wrong, each in words.
+LAYOUT = """
+const near = 1;  // px of rounding allowed
+const box = e => e.getBoundingClientRect();
+const drawn = e => { const r = document.createRange(); r.selectNodeContents(e);
+                     return r.getBoundingClientRect(); };
+const inside = (a, b) => a.left >= b.left - near && a.right <= b.right + near
+                         && a.top >= b.top - near && a.bottom <= b.bottom + near;
+const over = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > near
+                       && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > near;
+const owner = e => (e.parentElement.closest('[id]') || {id: '?'}).id;
+const size = r => `${Math.round(r.width)}×${Math.round(r.height)}`;
+const pen = document.createElement('canvas').getContext('2d');
+const widest = e => { pen.font = getComputedStyle(e).font;  // a word broken across lines
+                      return Math.max(0, ...e.textContent.split(/\\s+/)
+                                               .map(w => pen.measureText(w).width)); };
+const found = {grids: [], plots: [], problems: []};
+for (const grid of document.querySelectorAll('.ag-root-wrapper')) {
+  const id = owner(grid);
+  found.grids.push(id);
+  const api = dash_ag_grid.getApi(id);
+  const hover = colId => { const c = api.getColumn(colId); const d = c && c.getColDef();
+                           return !!(d && (d.tooltipField || d.tooltipValueGetter)); };
+  const cells = [];
+  for (const cell of grid.querySelectorAll('.ag-header-cell, .ag-cell')) {
+    const header = cell.classList.contains('ag-header-cell');
+    const text = cell.querySelector(header ? '.ag-header-cell-text' : '.ag-cell-value') || cell;
+    const colId = cell.getAttribute('col-id');
+    const row = header ? 'header' : 'row ' + cell.closest('.ag-row').getAttribute('row-index');
+    const what = `${id} ${row} "${colId}" (${text.textContent.slice(0, 40)})`;
+    const outer = box(cell);
+    if (!outer.width || !outer.height) continue;
+    cells.push([outer, what]);
+    const ink = drawn(text);
+    const cut = text.scrollWidth > text.clientWidth + near
+                || text.scrollHeight > text.clientHeight + near
+                || (header && widest(text) > text.clientWidth + near);
+    if ((cut || (ink.width && !inside(ink, outer))) && (header || !hover(colId))) {
+      found.problems.push(`text outside its cell: ${what}: text ${size(ink)} in ${size(outer)}`);
+    }
+  }
+  for (let i = 0; i < cells.length; i++) {
+    for (let j = i + 1; j < cells.length; j++) {
+      if (over(cells[i][0], cells[j][0])) {
+        found.problems.push(`cells over one another: ${cells[i][1]} and ${cells[j][1]}`);
+      }
+    }
+  }
+}
+for (const plot of document.querySelectorAll('.js-plotly-plot')) {
+  const id = owner(plot);
+  found.plots.push(id);
+  const area = plot.querySelector('.draglayer .nsewdrag');  // the plot area
+  const figure = box(plot.querySelector('svg.main-svg'));
+  for (const label of plot.querySelectorAll('.textpoint text, text.bartext')) {
+    if (label.textContent && area && !inside(box(label), box(area))) {
+      found.problems.push(`label outside the plot: ${id} "${label.textContent}"`);
+    }
+  }
+  for (const text of plot.querySelectorAll('.annotation-text, .gtitle')) {
+    if (text.textContent && !inside(box(text), figure)) {
+      found.problems.push(`text outside the figure: ${id} "${text.textContent.slice(0, 60)}"`);
+    }
+  }
+}
+return found;
 """
 
 
@@ -157,6 +230,18 @@ class Page:
 
     def traces(self, graph_id: str) -> list[dict[str, Any]]:
         return self.until(lambda: self.driver.execute_script(TRACES, graph_id), f"graph {graph_id}")
+
+    def layout(self, grids: Sequence[str], timeout_s: float = 8.0) -> dict[str, Any]:
+        """What :data:`LAYOUT` finds once the grids ``grids`` are drawn and nothing is wrong,
+        or, after ``timeout_s`` (columns are fitted to their text after the rows are drawn,
+        and rows grow as their text wraps), what is still wrong."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            found: dict[str, Any] = self.driver.execute_script(LAYOUT)
+            ready = set(grids) <= set(found["grids"])
+            if (ready and not found["problems"]) or time.monotonic() > deadline:
+                return found
+            time.sleep(0.1)
 
     def severe_logs(self) -> list[str]:
         return [e["message"] for e in self.driver.get_log("browser") if e["level"] == "SEVERE"]

@@ -17,8 +17,8 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from browser import Page, chromium
-from dashboard_seed import KNOWN, LATEST_NIGHT, LIGHT, NODES, seeded_database
+from browser import LAYOUT, Page, chromium
+from dashboard_seed import BAD, KNOWN, LATEST_NIGHT, LIGHT, NODES, seeded_database
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -337,3 +337,59 @@ def test_the_projection_draws_to_64_workers_with_its_check(page: Page) -> None:
     page.shows("scaling-projection-table", "projected: compute from 2 worker(s) on host")
     page.navigate(f"/communication?sweep={LIGHT}")
     page.shows("comm-fits", "α (per ring step)", "β (per link)", "gloo cpu float32, 2 workers")
+
+
+# Every page, with the grids each must show: no text outside its cell or over another's, no
+# label outside its plot (Compare of the failed sweep against the known one: its verdicts say
+# why, in sentences that wrap; Scaling's projection table: its basis of several lines).
+LAYOUT_PAGES = {
+    "/": [],
+    f"/scaling?sweep={KNOWN}": ["scaling-table", "scaling-projection-rows"],
+    f"/communication?sweep={LIGHT}": ["comm-fits-table"],
+    f"/cost?sweep={KNOWN}": ["cost-price-table"],
+    "/runs": ["runs-table"],
+    f"/run?id={KNOWN}-w2-r2": ["run-events-table"],
+    f"/compare?a={BAD}&b={KNOWN}": ["compare-deltas"],
+    "/trend": ["trend-flag-table"],
+}
+
+
+@pytest.mark.slow  # eight page renders
+@pytest.mark.parametrize("width", [1280, 1920])
+def test_grids_and_figures_keep_their_text_inside_them(page: Page, width: int) -> None:
+    """At a laptop's and a desktop's width, every grid's columns fit their text and headers
+    (or wrap it, rows as tall as their lines), no two cells overlap, and every figure's
+    labels lie inside its plot."""
+    page.driver.set_window_size(width, 1000)
+    try:
+        for path, grids in LAYOUT_PAGES.items():
+            page.open(path)
+            found = page.layout(grids)
+            assert set(grids) <= set(found["grids"]), (path, found["grids"])
+            assert found["problems"] == [], (width, path)
+        assert "cost-pareto" in found["plots"] or path != f"/cost?sweep={KNOWN}"
+    finally:
+        page.driver.set_window_size(1400, 1000)
+
+
+def test_the_layout_check_sees_a_cut_header_and_a_label_outside(page: Page) -> None:
+    """The check above is not blind: a column dragged narrower than its header's word (the
+    grid leaves a column a reader resized as it is), and a figure zoomed in below its highest
+    label, are reported."""
+    page.open(f"/cost?sweep={KNOWN}")
+    assert page.layout(["cost-price-table"])["problems"] == []
+    page.driver.execute_script(
+        "dash_ag_grid.getApi('cost-price-table')"
+        ".setColumnWidths([{key: 'preemptible', newWidth: 40}], true, 'uiColumnResized');"
+        "const plot = document.querySelector('#cost-pareto .js-plotly-plot');"
+        "return Plotly.relayout(plot, {'yaxis.range': [0, 0.0065]});"
+    )
+
+    def broken() -> list[str] | None:
+        problems: list[str] = page.driver.execute_script(LAYOUT)["problems"]
+        header = any('header "preemptible"' in p for p in problems)
+        label = any(p.startswith("label outside the plot: cost-pareto") for p in problems)
+        return problems if header and label else None
+
+    problems = page.until(broken, "the check to report the narrowed header and the zoomed plot")
+    assert len(problems) == 3, problems  # the header, and the labels of 4 and 2 workers

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from datetime import datetime
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -524,3 +525,35 @@ def test_long_subtitles_are_wrapped_between_words() -> None:
     figure = plots.base_figure(f"Ratio<br><sup>{note}</sup>", [], {}, {})
     assert figure.layout.margin.t > 50
 
+
+def test_grids_fit_their_text_and_wrap_only_long_text() -> None:
+    """Every grid sizes its columns to their text in the browser (autosize when ready, then
+    fitted on its rows, columns and width changing), wraps its headers rather than cutting
+    them, and shows a cell's full value on hover; a column of long words wraps, an
+    identifier never does."""
+    from dash_app import components
+
+    rows = [
+        {"run": "[r1](/run?id=r1)", "name": "task1a-resnet20-cifar10-20261122T021829Z-37f8",
+         "basis": "projected: compute from 4 worker(s) on host; packing from 4 worker(s)",
+         "workers": 2},
+    ]  # fmt: skip
+    grid = components.table("t", rows, links=("run",))
+    columns = {c["field"]: c for c in grid.columnDefs}
+    assert columns["run"]["cellRenderer"] == "markdown" and "tooltipField" not in columns["run"]
+    assert all(columns[f]["tooltipField"] == f for f in ("name", "basis", "workers"))
+    assert columns["basis"]["wrapText"] and columns["basis"]["autoHeight"]
+    assert columns["basis"]["minWidth"] == components.WRAP_NARROWEST
+    assert not any(columns[f].get("wrapText") for f in ("run", "name", "workers"))
+    assert grid.columnSize == "autoSize"
+    assert set(grid.eventListeners) == {
+        "rowDataUpdated",
+        "newColumnsLoaded",
+        "gridSizeChanged",
+        "columnResized",
+    }
+    assert grid.defaultColDef["wrapHeaderText"] and grid.defaultColDef["autoHeaderHeight"]
+    assert grid.dashGridOptions["tooltipShowMode"] == "whenTruncated"
+    # the function the listeners name, in the assets Dash serves
+    script = Path(components.__file__).with_name("assets") / "dashAgGridFunctions.js"
+    assert "dagfuncs.fitColumns = function (params)" in script.read_text(encoding="utf-8")

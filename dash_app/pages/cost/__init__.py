@@ -117,14 +117,10 @@ def build(state: CostState, problems: list[str]) -> html.Div:
         ui.help_text("cost"),
         html.Div(id="cost-status"),
         dbc.Row([dbc.Col(ui.graph("cost-bars"), lg=6), dbc.Col(ui.graph("cost-index"), lg=6)]),
-        dbc.Row(
-            [
-                dbc.Col(ui.graph("cost-pareto"), lg=6),
-                dbc.Col(
-                    [html.H5("Prices in force", className="mt-3"), html.Div(id="cost-prices")], lg=6
-                ),
-            ]
-        ),
+        dbc.Row([dbc.Col(ui.graph("cost-pareto"), lg=12)]),
+        # the price table across the page: its six columns of text fit at 1,280 px
+        html.H5("Prices in force", className="mt-3"),
+        html.Div(id="cost-prices"),
         html.H5("Projected cost at more workers", className="mt-4"),
         dbc.Row(
             [

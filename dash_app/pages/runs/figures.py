@@ -18,7 +18,7 @@ STATUS_STYLE = {
 }
 COLUMNS = [
     {
-        **ui.column(field, header, link=field == "run"),
+        **ui.column(field, header, link=field == "run", wrap=field == "reason"),
         **KEEP_ORDER,
         **({"cellStyle": STATUS_STYLE} if field == "status" else {}),
     }
