@@ -222,6 +222,17 @@ def no_trend(points: Sequence[Any], metric: str) -> str:
     return f"No {measure}: this task's runs record no {measure} in {unit} ({counted})."
 
 
+def projection_gap(missing: Sequence[str], runs: Sequence[Any], projected: bool) -> str:
+    """What a projection could not do (``missing``: the query's sentences), and, where it
+    projected nothing (``projected`` false) from a sweep none of whose ``runs`` succeeded,
+    what became of them."""
+    said = " ".join(missing)
+    if projected or any(r.status == "succeeded" for r in runs):
+        return said
+    fates = runs_phrase(runs, goal=False) if runs else "this sweep has no runs"
+    return f"{said.rstrip('.')}: {fates}." if said else f"Nothing to project: {fates}."
+
+
 def no_sweep(kind: str, chosen: Sequence[str], found: Sequence[str], stored: int) -> str:
     """Why no ``kind`` sweep ("all-reduce", "training") is shown: none in the database yet,
     none chosen, or the chosen ones are not in it."""

@@ -353,3 +353,17 @@ def test_the_trend_says_why_it_has_no_value() -> None:
     assert reasons.no_trend([point(3, 3)], "samples_per_s") == (
         "No throughput: this task's runs record no throughput in samples/s (1 night(s), 3 run(s))."
     )
+
+
+def test_a_projection_of_a_sweep_without_a_successful_run_says_what_became_of_them() -> None:
+    missing = ["sweep bad-runs has no successful run to project from"]
+    bad = [run(1, None, "failed"), run(2, None, "diverged")]
+    assert reasons.projection_gap(missing, bad, projected=False) == (
+        "sweep bad-runs has no successful run to project from: of its 2 runs, 1 failed and 1 "
+        "diverged."
+    )
+    assert reasons.projection_gap([], [], projected=False) == (
+        "Nothing to project: this sweep has no runs."
+    )
+    priced = ["no price in force for n1-standard-4: costs left out"]
+    assert reasons.projection_gap(priced, [run(1)], projected=True) == priced[0]

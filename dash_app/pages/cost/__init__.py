@@ -264,7 +264,8 @@ def update_projection(
     view = data.current().projection(
         [sweep_id], allreduce, instance, None if gpu == NO_GPU else gpu
     )
-    message = " ".join(view.missing)
+    runs = [] if view.points else data.current().sweep_runs(sweep_id)
+    message = reasons.projection_gap(view.missing, runs, bool(view.points))
     return PROJECTION_OUTPUTS.answer(
         figure=figures.projected_cost_figure(view.points, message),
         note=html.P(message, className="small text-warning-emphasis") if message else None,

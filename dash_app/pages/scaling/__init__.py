@@ -19,7 +19,7 @@ import dash_bootstrap_components as dbc
 from dash import Dash, html
 
 from dash_app import components as ui
-from dash_app import data, plots
+from dash_app import data, plots, reasons
 from dash_app.choices import offered, pick_sweep, pick_sweeps
 from dash_app.pages.scaling import figures
 from dash_app.state import Query, to_search
@@ -206,7 +206,8 @@ def update_projection(
             note=None,
         )
     view = data.current().projection([sweep_id, *ui.picked(also_measured)], allreduce)
-    message = " ".join(view.missing)
+    runs = [] if view.points else data.current().sweep_runs(sweep_id)
+    message = reasons.projection_gap(view.missing, runs, bool(view.points))
     return PROJECTION_OUTPUTS.answer(
         figure=figures.projection_figure(view.points, view.held, message),
         table=ui.table(
