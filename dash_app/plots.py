@@ -138,7 +138,15 @@ def base_figure(
             "template": THEME,
             "height": HEIGHT,
             "margin": {"l": 60, "r": 20, "t": 50 + 12 * max(0, title.count("<br>") - 1), "b": 50},
-            "legend": {"orientation": "h", "y": -0.22, "x": 0},
+            # the legend at the figure's foot, below the x axis's title (a share of the plot
+            # height put it over a title pushed down by two-line ticks)
+            "legend": {
+                "orientation": "h",
+                "yref": "container",
+                "y": 0,
+                "yanchor": "bottom",
+                "x": 0,
+            },
             "hovermode": "closest",
             "xaxis": xaxis,
             "yaxis": yaxis,

@@ -46,8 +46,9 @@ return plot && plot.data ? plot.data.map(t => ({name: t.name || '', y: Array.fro
 
 # Every grid's cells and headers and every figure's labels, as drawn: a text drawn outside its
 # cell (wider or taller than it: cut, or over its neighbour; a cell whose column shows the full
-# value on hover may be cut), two cells or headers over one another, a point's or a bar's label
-# outside the plot area, an annotation or a title outside the figure. Returns the grids and
+# value on hover may be cut), a header's word broken across lines, two cells or headers over
+# one another, a point's or a bar's label outside the plot area, the legend over an axis's
+# title, an annotation or a title outside the figure. Returns the grids and
 # figures checked and what is wrong, each in words.
 LAYOUT = """
 const near = 1;  // px of rounding allowed
@@ -105,6 +106,12 @@ for (const plot of document.querySelectorAll('.js-plotly-plot')) {
   for (const label of plot.querySelectorAll('.textpoint text, text.bartext')) {
     if (label.textContent && area && !inside(box(label), box(area))) {
       found.problems.push(`label outside the plot: ${id} "${label.textContent}"`);
+    }
+  }
+  const legend = plot.querySelector('.legend .bg');
+  for (const title of plot.querySelectorAll('.xtitle, .ytitle')) {
+    if (legend && title.textContent && over(box(legend), box(title))) {
+      found.problems.push(`legend over an axis title: ${id} "${title.textContent}"`);
     }
   }
   for (const text of plot.querySelectorAll('.annotation-text, .gtitle')) {
