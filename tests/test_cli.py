@@ -61,9 +61,12 @@ def test_run_light_training_sweep_prints_time_to_accuracy_and_speedup(
 
     sweep, out, database = light_2a_cli_sweep, light_2a_cli_sweep.out, light_2a_cli_sweep.database
     assert sweep.status == 0, out
-    # Each group is loaded as soon as it ends, while the sweep goes on: what the dashboard
-    # would show as each group starts is the groups before it.
-    assert sweep.stored_before_each_group == [[], [[1, "succeeded"]]]
+    # Every group is stored from the plan on, running from its start, and loaded as soon as
+    # it ends while the sweep goes on: what the dashboard shows as each group starts.
+    assert sweep.stored_before_each_group == [
+        [[1, "running"], [2, "planned"]],
+        [[1, "succeeded"], [2, "running"]],
+    ]
     assert out.count("loaded into the results database") == 2
     sweep_dir = sweep.sweep_dir
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
