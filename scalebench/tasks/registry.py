@@ -149,8 +149,11 @@ TASK2A_LOGREG_EPSILON = TrainingSpec(
     batch_per_worker=128,
     optimizer=OptimizerSpec(name="sgd", lr=4.0),
     schedule=ScheduleSpec(warmup="scale-k", plateau_patience=2, plateau_factor=0.1),
+    # light 85 %: of 15 light runs (seeds 0-4 at 1, 2 and 4 workers), the lowest best accuracy
+    # within the 60 light epochs (86.03 %, 4 workers, seed 3) less one point, rounded down
+    # (docs/benchmarks.md, "Every light run reaches its target")
     goal=Goal(
-        metric="accuracy", direction="max", threshold=89.0, light_threshold=89.0, percent=True
+        metric="accuracy", direction="max", threshold=89.0, light_threshold=85.0, percent=True
     ),
     max_epochs=164,
     time_limit_s=6 * 3600.0,  # a linear model: hours at most on a CPU
@@ -164,11 +167,14 @@ TASK2A_LOGREG_EPSILON = TrainingSpec(
         "the rate scaled from 4 to 4×k from the first step (the text gives no "
         "warm-up), cut by 0.1 (the text gives no factor) after 2 epochs without "
         "a better validation loss. Goal: 89 % validation accuracy. The light "
-        "variant trains the same model, to the same 89 %, on 40,000 generated "
-        "rows shaped like epsilon's (2,000 dense features, each row of unit "
-        "length; features of falling scale, labels of a noisy hyperplane that "
-        "itself scores about 97 %), tested on 10,000 more; one worker on two CPU "
-        "cores needs about 30 epochs, 10 s."
+        "variant trains the same model on 40,000 generated rows shaped like "
+        "epsilon's (2,000 dense features, each row of unit length; features of "
+        "falling scale, labels of a noisy hyperplane that itself scores about "
+        "97 %), tested on 10,000 more, to 85 %: there the rate of 4×k cut early "
+        "by the plateau rule levels accuracy off below 89 % (86.0–86.7 % at 4 "
+        "workers, 88.0–88.3 % in 3 of 5 seeds at 2), and 85 % is the lowest "
+        "level measured less one point. One worker on two CPU cores needs 6–8 "
+        "epochs; 4 workers 8–31."
     ),
 )
 
