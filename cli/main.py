@@ -20,7 +20,7 @@ import signal
 import sys
 import threading
 
-from cli import dashboard, data, database, network, report, run, tasks
+from cli import compare, dashboard, data, database, network, report, run, tasks
 from cli.errors import debugging, path_problem, refuse_empty_places
 from cli.network import clean_network_leftovers
 from results_db import service
@@ -43,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_commands(commands)
     run.add_commands(commands)
     report.add_commands(commands)
+    compare.add_commands(commands)
     data.add_commands(commands)
     database.add_commands(commands)
     network.add_commands(commands)

@@ -13,6 +13,7 @@ import argparse
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cli.data import prepare_data
 from cli.report import print_report, print_sweep_directory
@@ -24,6 +25,7 @@ from scalebench.launchers import LAUNCHERS
 from scalebench.rank import EXIT_FAILED, EXIT_OK
 from scalebench.request import FIELDS
 from scalebench.request_fields import InvalidParameter, RequestField
+from scalebench.stacks import BadStack, stacks_from_options
 from scalebench.sweep import GroupPlan, SweepRequest, start_sweep, validate_request
 from scalebench.tasks import TrainingSpec
 
@@ -70,7 +72,9 @@ def run_sweep(
             eta = f", about {clock(elapsed / index * (len(groups) - index))} to go" if index else ""
             print(
                 f"── group {index + 1}/{len(groups)}: {group.world_size} worker(s), "
-                f"repeat {group.repeat + 1}/{request.repeats} (elapsed {clock(elapsed)}{eta})",
+                f"repeat {group.repeat + 1}/{request.repeats}"
+                f"{', stack ' + group.stack_name if group.stack else ''} "
+                f"(elapsed {clock(elapsed)}{eta})",
                 flush=True,
             )
             if LAUNCHERS[group.request.launcher].on_this_host and group.world_size > 2:
@@ -186,6 +190,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Validate the request, run the sweep and print its report; the results are loaded into
     the database as groups end, unless ``--no-ingest``."""
     given = {field.name: getattr(args, field.name) for field in FIELDS}
+    given["stacks"] = _stacks_given(args)
     request = validate_request(task=args.task, **{k: v for k, v in given.items() if v is not None})
     try:
         results_root = config.results_path(args.results)
@@ -216,8 +221,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     return status
 
 
+def _stacks_given(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The request's stacks from ``--stack`` and ``--stack-env`` (None: none given): each an
+    image where the launcher runs images, else an interpreter."""
+    if not args.stacks and not args.stack_env:
+        return None
+    runs_images = LAUNCHERS[args.launcher or "local"].runs_images
+    try:
+        return stacks_from_options(args.stacks or [], args.stack_env or [], image=runs_images)
+    except BadStack as exc:
+        raise InvalidParameter("stacks", str(exc)) from None
+
+
 def add_request_option(parser: argparse.ArgumentParser, field: RequestField) -> None:
-    """A request field as a ``scalebench run`` option, with the field's default."""
+    """A request field as a ``scalebench run`` option, with the field's default; the stacks
+    as ``--stack NAME=VALUE`` and ``--stack-env NAME:KEY=VALUE``, each repeatable."""
+    if field.kind == "stacks":
+        parser.add_argument(
+            field.option,
+            dest=field.name,
+            action="append",
+            metavar="NAME=PYTHON_OR_IMAGE",
+            help=field.describe(),
+        )
+        parser.add_argument(
+            "--stack-env",
+            dest="stack_env",
+            action="append",
+            metavar="NAME:KEY=VALUE",
+            help="an environment variable of the stack NAME (repeatable), e.g. "
+            "tonight:PYTHONPATH=/opt/tonight/src",
+        )
+        return
     shown = field.default
     if isinstance(shown, tuple):
         shown = ",".join(map(str, shown))

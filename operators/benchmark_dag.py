@@ -38,6 +38,7 @@ from scalebench.config import default_compile
 from scalebench.datasets import downloadable, published_checksums
 from scalebench.request import FIELDS
 from scalebench.request_fields import RequestField
+from scalebench.stacks import STACK_NAME, STACK_SCHEMA
 from scalebench.tasks import AllReduceSpec, TaskSpec
 
 # Why ingest closes a group that has no verdict of its own.
@@ -123,6 +124,15 @@ def param(field: RequestField, spec: TaskSpec) -> Param:
             minItems=1,
             maxItems=field.maximum,
             uniqueItems=True,
+            **common,
+        )
+    if field.kind == "stacks":
+        return Param(
+            {},
+            type="object",
+            maxProperties=field.maximum,
+            propertyNames={"pattern": f"^{STACK_NAME}$"},
+            additionalProperties=STACK_SCHEMA,
             **common,
         )
     if field.kind == "choice":

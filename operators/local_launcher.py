@@ -38,6 +38,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +52,7 @@ from scalebench.host import visible_gpus
 from scalebench.network import NetworkProfile
 from scalebench.nodes import NodeShape
 from scalebench.rank import EXIT_DIVERGED, EXIT_NO_SPACE, LAUNCHER_PID_VARIABLE
+from scalebench.stacks import rank_environment
 from workers.node import Node, available_cpus, describe_exit, shares, stop_ranks
 
 if TYPE_CHECKING:
@@ -82,6 +84,7 @@ class LocalGroup:
         run_dir: Path | None = None,
         network: NetworkProfile | None = None,
         gpus: Sequence[str] | None = None,
+        python: str | None = None,
     ) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be at least 1, got {world_size}")
@@ -95,6 +98,7 @@ class LocalGroup:
         self.run_dir = run_dir  # where the ranks write (to tell which one fell silent)
         self.network = network or NetworkProfile()
         self.gpus = None if gpus is None else list(gpus)
+        self.python = python  # None: this interpreter
         self._shaped: ShapedNetwork | None = None
         self._store: Any = None  # the rendezvous store this process holds, unshaped
         self.nodes: list[Node] = []
@@ -107,6 +111,9 @@ class LocalGroup:
         argv = group.worker_argv(results_dir=str(group.run_dir), data_dir=group.data_dir)
         ids = visible_gpus() if group.request.gpus_per_worker else []
         options.setdefault("gpus", ids if len(ids) >= group.world_size else None)
+        if group.stack is not None:  # its interpreter, with its variables
+            options["env"] = rank_environment(group.stack, options.get("env") or os.environ)
+            options["python"] = shutil.which(group.stack.python) or group.stack.python
         return cls(
             argv,
             group.world_size,
@@ -166,6 +173,7 @@ class LocalGroup:
                     if self.gpus is None
                     else [self.gpus[r] for r in shape.ranks_of(index)],
                     wrap=None if self._shaped is None else self._wrap_for(index),
+                    python=self.python,
                 )
                 self.nodes.append(node)
                 node.start()

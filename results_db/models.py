@@ -144,6 +144,9 @@ class Run(Base):
     # The link profile the ranks talked over (scalebench.network): host (unshaped), or an
     # emulated rate with an optional delay, e.g. 100mbit, 1gbit+2ms.
     network: Mapped[str] = mapped_column(String(40), server_default="host")
+    # The stack its ranks ran (scalebench.stacks); empty where the request named none. What
+    # the stack was (interpreter, versions, variables) is each rank's run_environment.details.
+    stack: Mapped[str] = mapped_column(String(40), server_default="")
     records_version: Mapped[int | None] = mapped_column(Integer)
     # the share of the group's cores other processes took while it ran (None: not measured)
     contention_share: Mapped[float | None] = mapped_column(Float)

@@ -46,6 +46,7 @@ from scalebench.rank import (
     PRECISIONS,
 )
 from scalebench.request_fields import RequestField, ask, read_counts
+from scalebench.stacks import IMAGE_REFERENCE, MAX_STACKS, Stack, parse_stacks
 from scalebench.tasks.specs import COMPILE_SETTINGS, TRAINING_VARIANTS
 
 DEVICES = ("auto", "cpu", "cuda")  # where the ranks' tensors live
@@ -65,8 +66,6 @@ MAX_ELEMENTS = 2**31 - 1  # one message of Task 0: a tensor index torch takes an
 MAX_REPETITIONS = 100_000
 MAX_EPOCHS = 10_000  # an epoch limit: far above any task's own (the longest, Task 3a's, is 750)
 MAX_THREADS_PER_WORKER = 256
-# A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.
-IMAGE_REFERENCE = r"[a-z0-9][a-zA-Z0-9._/:-]*(@sha256:[0-9a-f]{64})?"
 
 
 @dataclass(frozen=True)
@@ -362,6 +361,31 @@ class SweepRequest:
         compared=True,
         usual="host",  # a run's profile, or a sweep's list of them
     )
+    # What the ranks run: not part of the configuration, which the stacks are compared within.
+    stacks: tuple[Stack, ...] = ask(
+        name="stacks",
+        title="Stacks",
+        help='Named ways a rank is started, each run in turn: {"name": {"python": '
+        '"/path/bin/python"}} (local launcher) or {"name": {"image": "repo/name:tag"}} '
+        '(Kubernetes), each with an optional "env": {"KEY": "VALUE"} (PYTHONPATH '
+        "among them); every group runs once per stack. On the command line: --stack "
+        "NAME=PYTHON_OR_IMAGE, repeated, and --stack-env NAME:KEY=VALUE. Empty: the "
+        "launcher's own interpreter or image.",
+        kind="stacks",
+        default=(),
+        maximum=MAX_STACKS,
+        flag="--stack",
+    )
+    pairs: int | None = ask(
+        name="pairs",
+        title="Paired rounds",
+        help="With two or more stacks: rounds of one run of every stack each, in an order "
+        "drawn from the seed, at the round's seed (so each round pairs the stacks on the same "
+        "machine and data); replaces repeats. Not given: repeats.",
+        kind="int",
+        minimum=1,
+        maximum=MAX_REPEATS,
+    )
     # Where a shared cluster schedules the groups (Kubernetes): not part of the configuration.
     queue_name: str = ask(
         name="queue_name",
@@ -399,11 +423,18 @@ class SweepRequest:
 
     def to_fields(self) -> dict[str, Any]:
         """The request as plain JSON values (the manifest's ``request``, the hashed
-        configuration, Airflow's XCom). Worker counts are stored as ``world_sizes``."""
+        configuration, Airflow's XCom). Worker counts are stored as ``world_sizes``, stacks
+        as a list (:meth:`~scalebench.stacks.Stack.stored`)."""
         values = dataclasses.asdict(self)
         values["world_sizes"] = list(values.pop("workers"))
         network = [profile.name for profile in self.network]
-        return {**values, "data_dir": str(self.data_dir), "network": network}
+        stacks = [stack.stored() for stack in self.stacks]  # a list keeps their order
+        return {
+            **values,
+            "data_dir": str(self.data_dir),
+            "network": network,
+            "stacks": stacks,
+        }
 
     @classmethod
     def from_fields(cls, fields: dict[str, Any]) -> SweepRequest:
@@ -415,6 +446,7 @@ class SweepRequest:
                 "workers": tuple(fields["world_sizes"]),
                 "data_dir": Path(fields["data_dir"]),
                 "network": parse_profiles(fields.get("network")),
+                "stacks": parse_stacks(fields.get("stacks")),
             }
         )
 

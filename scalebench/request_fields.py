@@ -19,6 +19,7 @@ from typing import Any
 
 from scalebench.network import BadProfile, NetworkProfile, listed, parse_profiles
 from scalebench.quantities import MAX_WORLD_SIZE
+from scalebench.stacks import BadStack, Stack, parse_stacks
 from scalebench.whole_numbers import MAX_DIGITS, NotWholeNumber, parse_whole
 
 
@@ -33,8 +34,9 @@ class InvalidParameter(ValueError):
 
 # What a field holds, and so how a value is read and how the form and the command line ask
 # for it: a whole number, seconds, true/false, one of ``choices``, free text (matching
-# ``pattern``), a folder, worker counts ("1,2,4") or network profiles ("host,1gbit").
-KINDS = ("int", "seconds", "bool", "choice", "text", "path", "counts", "profiles")
+# ``pattern``), a folder, worker counts ("1,2,4"), network profiles ("host,1gbit") or stacks
+# (``{"tonight": {"python": "/opt/tonight/bin/python"}}``).
+KINDS = ("int", "seconds", "bool", "choice", "text", "path", "counts", "profiles", "stacks")
 
 
 # The ``usual`` of a compared field without one: the field enters every configuration hash.
@@ -232,6 +234,13 @@ def _read_profiles(field: RequestField, value: Any) -> tuple[NetworkProfile, ...
         raise InvalidParameter(field.name, str(exc)) from None
 
 
+def _read_stacks(field: RequestField, value: Any) -> tuple[Stack, ...]:
+    try:
+        return parse_stacks(value)
+    except BadStack as exc:
+        raise InvalidParameter(field.name, str(exc)) from None
+
+
 _READERS = {
     "int": _read_int,
     "seconds": _read_seconds,
@@ -241,5 +250,6 @@ _READERS = {
     "path": _read_path,
     "counts": read_counts,
     "profiles": _read_profiles,
+    "stacks": _read_stacks,
 }
 assert set(_READERS) == set(KINDS)

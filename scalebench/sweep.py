@@ -15,6 +15,8 @@ backend needs them.
 
 from __future__ import annotations
 
+import functools
+import os
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +41,7 @@ from scalebench.request import (
 )
 from scalebench.request_checks import check_implemented
 from scalebench.request_fields import InvalidParameter
+from scalebench.stacks import BadStack, Stack, probe_interpreter, rank_environment, round_order
 from scalebench.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
 
 
@@ -74,6 +77,7 @@ def validate_request(
         )
     spec = get_task(task)
     values = {name: field.read(given.get(name)) for name, field in FIELD.items()}
+    _pairs_to_rounds(values, repeats_given="repeats" in given and given["repeats"] is not None)
     _check_against_task(spec, values)
     if values["group_timeout_s"] is None:  # the task's own limit, full or light
         values["group_timeout_s"] = spec.group_time_limit_s(values["light"])
@@ -88,6 +92,7 @@ def validate_request(
             raise InvalidParameter(name, f"only the {able} launcher takes {name}")
     if values["device"] == "cpu" and values["backend"] == "nccl":
         raise InvalidParameter("device", "nccl all-reduces GPU tensors only; use gloo for cpu")
+    _check_stacks(runner, values["stacks"])
     profiles = values["network"]
     values["placement"] = _refuse_what_the_launcher_cannot_run(
         runner, values, max(values["workers"]), profiles, gpus
@@ -98,6 +103,61 @@ def validate_request(
         )
     values["data_dir"], values["download"] = _data_set(spec, values)
     return SweepRequest(task=task, **values)
+
+
+def _pairs_to_rounds(values: dict[str, Any], repeats_given: bool) -> None:
+    """``pairs`` needs two stacks and stands for the repeats: each round (a repeat) runs
+    every stack once, so a pair of arms is one repeat of each."""
+    pairs, stacks = values["pairs"], values["stacks"]
+    if pairs is None:
+        return
+    if len(stacks) < 2:
+        raise InvalidParameter(
+            "pairs",
+            f"pairs compare two or more stacks, and {len(stacks)} is named; name them with "
+            "--stack NAME=PYTHON (the stacks field), or ask for repeats instead",
+        )
+    if repeats_given and values["repeats"] != pairs:
+        raise InvalidParameter(
+            "pairs",
+            f"give pairs or repeats, not both: {pairs} pairs are {pairs} repeats of every "
+            f"stack, and repeats asks {values['repeats']}",
+        )
+    values["repeats"] = pairs
+
+
+def _check_stacks(runner: LauncherSpec, stacks: Sequence[Stack]) -> None:
+    """Each stack is what the launcher starts (an interpreter here, an image on a cluster),
+    and a local interpreter starts and imports torch as a rank of it would."""
+    for stack in stacks:
+        if stack.python and not runner.on_this_host:
+            raise InvalidParameter(
+                "stacks",
+                f"{stack.name}: the {runner.name} launcher runs container images; give "
+                '{"image": "repo/name:tag"} instead of an interpreter',
+            )
+        if stack.image and not runner.runs_images:
+            images = " or ".join(n for n, spec in LAUNCHERS.items() if spec.runs_images)
+            raise InvalidParameter(
+                "stacks",
+                f"{stack.name}: only the {images} launcher runs images; the {runner.name} "
+                'launcher takes {"python": "/path/to/bin/python"}',
+            )
+        if stack.python:
+            problem = _interpreter_problem(stack, os.environ.get("PYTHONPATH", ""))
+            if problem:
+                raise InvalidParameter("stacks", problem)
+
+
+@functools.lru_cache(maxsize=64)
+def _interpreter_problem(stack: Stack, pythonpath: str) -> str:
+    """Why ``stack``'s interpreter cannot run a rank here (empty: it can), asked once a
+    process for each stack and ``PYTHONPATH`` (starting it imports torch: seconds)."""
+    try:
+        probe_interpreter(stack, rank_environment(stack, {**os.environ, "PYTHONPATH": pythonpath}))
+    except BadStack as exc:
+        return str(exc)
+    return ""
 
 
 def _check_against_task(spec: TaskSpec, values: dict[str, Any]) -> None:
@@ -155,14 +215,15 @@ def _check_size(values: dict[str, Any], max_workers: int | None) -> None:
             f"{largest} workers asked, but the cluster allows at most {max_workers} "
             "(SCALEBENCH_MAX_WORKERS)",
         )
-    profiles = len(values["network"])
-    planned = repeats * len(values["workers"]) * profiles
+    profiles, stacks = len(values["network"]), max(1, len(values["stacks"]))
+    planned = repeats * len(values["workers"]) * profiles * stacks
     if planned > MAX_GROUPS:
         per_profile = f" × {profiles} network profiles" if profiles > 1 else ""
+        per_stack = f" × {stacks} stacks" if stacks > 1 else ""
         raise InvalidParameter(
-            "repeats",
-            f"{len(values['workers'])} worker count(s) × {repeats} repeats{per_profile} = "
-            f"{planned} groups; a sweep plans at most {MAX_GROUPS}",
+            "pairs" if values["pairs"] is not None else "repeats",
+            f"{len(values['workers'])} worker count(s) × {repeats} repeats{per_profile}"
+            f"{per_stack} = {planned} groups; a sweep plans at most {MAX_GROUPS}",
         )
     if values["seed"] + repeats - 1 > MAX_SEED:  # repeat r runs with seed + r
         raise InvalidParameter(
@@ -312,6 +373,12 @@ class GroupPlan:
     repeat: int
     network: NetworkProfile
     sweep_dir: str
+    stack: Stack | None = None  # None: the launcher's own interpreter or image
+
+    @property
+    def stack_name(self) -> str:
+        """The stack's name, empty where the request names none."""
+        return "" if self.stack is None else self.stack.name
 
     @property
     def run_dir(self) -> Path:
@@ -367,16 +434,21 @@ class GroupPlan:
             "repeat": self.repeat,
             "network": self.network.name,
             "sweep_dir": self.sweep_dir,
+            "stack": None if self.stack is None else self.stack.name,
         }
 
     @classmethod
     def from_xcom(cls, data: dict[str, Any]) -> GroupPlan:
         """The plan back from :meth:`to_xcom`."""
+        request = SweepRequest.from_fields(data["request"])
+        named = {stack.name: stack for stack in request.stacks}
+        stack = None if data.get("stack") is None else named[data["stack"]]
         return cls(
             **{
                 **data,
-                "request": SweepRequest.from_fields(data["request"]),
+                "request": request,
                 "network": parse_profile(data["network"]),
+                "stack": stack,
             }
         )
 
@@ -392,34 +464,49 @@ class SweepPlan:
 
 
 def run_id(
-    sweep_id: str, world_size: int, repeat: int, network: NetworkProfile = HOST_PROFILE
+    sweep_id: str,
+    world_size: int,
+    repeat: int,
+    network: NetworkProfile = HOST_PROFILE,
+    stack: str = "",
 ) -> str:
     """``<sweep>-w<k>-r<repeat + 1>``, with the network profile's token before the repeat
-    when it is shaped (``<sweep>-w2-n100mbit-r1``). Repeats count from 1 in run ids, as
+    when it is shaped (``<sweep>-w2-n100mbit-r1``) and then the stack's name, where the
+    request names stacks (``<sweep>-w2-stonight-r1``). Repeats count from 1 in run ids, as
     every table and log line does; ``repeat`` from 0."""
-    token = network.token
-    return f"{sweep_id}-w{world_size}{'-' + token if token else ''}-r{repeat + 1}"
+    tokens = [token for token in (network.token, f"s{stack}" if stack else "") if token]
+    return f"{sweep_id}-w{world_size}{''.join('-' + t for t in tokens)}-r{repeat + 1}"
 
 
 def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[GroupPlan, ...]:
-    """Every (world size, network profile, repeat) of the sweep, interleaved.
+    """Every (world size, network profile, repeat, stack) of the sweep, interleaved.
 
     Interleaving (1, 2, 4, 1, 2, 4, ...; each profile in turn within a
     repeat) spreads slow drifts of the machine over all sizes and profiles
-    instead of charging them to one. Repeat ``r`` runs with seed ``seed + r``.
+    instead of charging them to one. Repeat ``r`` runs with seed ``seed + r``. With
+    stacks, a repeat is a round: each group runs once per stack, one stack right after the
+    other, in the round's order (:func:`~scalebench.stacks.round_order`), so that the
+    runs of a pair are as close in time as they can be.
     """
+    orders: list[tuple[Stack | None, ...]] = (
+        list(round_order(request.stacks, request.seed, request.repeats))
+        if request.stacks
+        else [(None,)] * request.repeats
+    )
     return tuple(
         GroupPlan(
             request=request,
-            run_id=run_id(sweep_id, k, repeat, network),
+            run_id=run_id(sweep_id, k, repeat, network, "" if stack is None else stack.name),
             world_size=k,
             repeat=repeat,
             network=network,
             sweep_dir=str(sweep_dir),
+            stack=stack,
         )
         for repeat in range(request.repeats)
         for network in request.network
         for k in request.world_sizes
+        for stack in orders[repeat]
     )
 
 
@@ -495,7 +582,9 @@ def start_sweep(
     sweep_dir = results_root / sweep_id
     groups = plan_groups(request, sweep_id, sweep_dir)
     entries = [
-        manifest.GroupEntry(g.run_id, g.world_size, g.repeat, network=g.network.name)
+        manifest.GroupEntry(
+            g.run_id, g.world_size, g.repeat, network=g.network.name, stack=g.stack_name
+        )
         for g in groups
     ]
     manifest.create(

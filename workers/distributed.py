@@ -13,7 +13,9 @@ With none of them set the worker runs alone (rank 0 of 1).
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -132,6 +134,28 @@ def _int_or(text: str | None, default: int | None) -> int | None:
         return default
 
 
+def _numpy_version() -> str | None:
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return str(numpy.__version__)
+
+
+def _stack() -> dict[str, object] | None:
+    """The stack of this rank, from its launcher's :data:`~scalebench.stacks.STACK_VARIABLE`."""
+    from scalebench.stacks import STACK_VARIABLE
+
+    text = os.environ.get(STACK_VARIABLE)
+    if not text:
+        return None
+    try:
+        stack = json.loads(text)
+    except ValueError:
+        return {"name": "?", "unreadable": text[:200]}
+    return stack if isinstance(stack, dict) else {"name": "?", "unreadable": text[:200]}
+
+
 def environment(backend: str) -> dict[str, object]:
     """Versions, devices and host of this rank, for the ``env`` record."""
     import platform
@@ -151,6 +175,8 @@ def environment(backend: str) -> dict[str, object]:
         "local_rank": _int_or(os.environ.get("LOCAL_RANK"), 0),
         "local_world_size": _int_or(os.environ.get("LOCAL_WORLD_SIZE"), 1),
         "python": platform.python_version(),
+        "executable": sys.executable,
+        "numpy": _numpy_version(),
         "torch": torch.__version__,
         "cuda": torch.version.cuda,
         "cpu": cpu_model(),
@@ -167,6 +193,9 @@ def environment(backend: str) -> dict[str, object]:
         # host has); the rank takes the node's cuda:LOCAL_RANK among them.
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "nccl": None,
+        # The stack the launcher started this rank as (scalebench.stacks): its name and the
+        # variables it set; None where the request named no stack.
+        "stack": _stack(),
     }
     if torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

@@ -99,7 +99,8 @@ class Node:
     environment they share (the rank's variables are added); ``cpus`` the cores the
     node may use (default: this process's); ``gpus`` the host's GPU ids the node owns,
     one per rank, set as ``CUDA_VISIBLE_DEVICES`` (None: the environment's as it is);
-    ``wrap`` how each rank's command runs (None: as it is). ``procs``, ``tails`` and
+    ``wrap`` how each rank's command runs (None: as it is); ``python`` the interpreter
+    (None: this one; a stack's, see :mod:`scalebench.stacks`). ``procs``, ``tails`` and
     ``ranks`` hold the started ranks, in global-rank order.
     """
 
@@ -116,8 +117,10 @@ class Node:
         cpus: Sequence[int] | None = None,
         gpus: Sequence[str] | None = None,
         wrap: Wrap | None = None,
+        python: str | None = None,
     ) -> None:
         self.shape, self.node = shape, node
+        self.python = python or sys.executable
         self.argv = list(argv)
         self.master_addr, self.master_port = master_addr, master_port
         self.env = dict(os.environ if env is None else env)
@@ -140,7 +143,7 @@ class Node:
 
     def start(self) -> None:
         """Launch every rank of the node (a rank that cannot start stops those started)."""
-        command = [sys.executable, "-m", "workers.run", *self.argv]
+        command = [self.python, "-m", "workers.run", *self.argv]
         try:
             for local_rank, cpus in enumerate(self.rank_cpus()):
                 self._start_rank(local_rank, cpus, command)

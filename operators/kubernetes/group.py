@@ -44,6 +44,7 @@ from operators.kubernetes.watch import (
     Verdict,
     log_tail,
 )
+from scalebench.stacks import STACK_VARIABLE
 
 if TYPE_CHECKING:
     from operators.kubernetes.trigger import GroupTrigger
@@ -117,7 +118,8 @@ class KubernetesGroup(GroupObjects):
         self.attempt = attempt
         settings = settings.with_request(group.request.queue_name, group.request.priority_class)
         self.run_id = group.run_id
-        image = group.request.worker_image or None
+        stack = group.stack  # its image and variables, over the request's image
+        image = (stack.image if stack is not None else "") or group.request.worker_image or None
         timeout_s = group.timeout_s
         self.world_size = world_size
         self.ranks_per_node = shape.local_world_size  # ranks in each pod (one pod per node)
@@ -127,6 +129,9 @@ class KubernetesGroup(GroupObjects):
         self.placement = group.request.placement
         self.network = group.network  # a shaped profile: the pods' bandwidth limits
         self.image = image
+        self.stack_env = (
+            {} if stack is None else {**dict(stack.env), STACK_VARIABLE: stack.variable()}
+        )
         self.timeout_s = timeout_s
         self.sink = sink or (lambda line: print(line, flush=True))
         self.poll_interval_s = poll_interval_s or settings.poll_interval_s

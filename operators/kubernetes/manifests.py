@@ -9,7 +9,7 @@ the run id and the site's extra labels.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from operators.kubernetes.constants import (
@@ -187,6 +187,7 @@ def job_manifest(
     ranks_per_node: int = 1,
     gpus_per_worker: int = 1,
     image: str | None = None,
+    stack_env: Mapping[str, str] | None = None,
     timeout_s: float | None = None,
     run_id: str = "",
     placement: str = "spread",
@@ -228,6 +229,7 @@ def job_manifest(
         ranks_per_node=ranks_per_node,
         gpus_per_worker=gpus_per_worker,
         image=image,
+        stack_env=stack_env or {},
     )
     pod_spec = _pod_spec(names, settings, container, ranks_per_node, placement)
     annotations = {**settings.annotations, **bandwidth_annotations(network).get("annotations", {})}
@@ -250,11 +252,15 @@ def job_manifest(
 
 
 def _environment(
-    names: GroupNames, world_size: int, ranks_per_node: int, settings: KubernetesSettings
+    names: GroupNames,
+    world_size: int,
+    ranks_per_node: int,
+    settings: KubernetesSettings,
+    stack_env: Mapping[str, str],
 ) -> list[dict[str, Any]]:
     """A worker container's environment: the rendezvous, the node's size where a pod holds
-    several ranks, the MLPerf log's settings and the passed-on variables, the writable
-    homes, and the node the pod runs on."""
+    several ranks, the MLPerf log's settings and the passed-on variables, the stack's
+    variables, the writable homes, and the node the pod runs on."""
     node = {"LOCAL_WORLD_SIZE": str(ranks_per_node)} if ranks_per_node > 1 else {}
     env = {
         "WORLD_SIZE": str(world_size),
@@ -266,6 +272,7 @@ def _environment(
         **mlperf_environment(),
         # NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...: the site's choice, as set for the launcher
         **settings.passed_environment(),
+        **stack_env,  # a stack may not set the rendezvous (scalebench.stacks.RESERVED_ENV)
     }
     return [{"name": k, "value": v} for k, v in {**env, **WRITABLE_HOMES}.items()] + [
         # The node each rank runs on, for its environment record (placement is checked).
@@ -317,6 +324,7 @@ def _container(
     ranks_per_node: int,
     gpus_per_worker: int,
     image: str | None,
+    stack_env: Mapping[str, str],
 ) -> dict[str, Any]:
     """The worker container of a pod of ``ranks_per_node`` ranks: ``workers.run`` for one
     rank, the node starter ``workers.node`` for several; non-root, read-only, every
@@ -331,7 +339,7 @@ def _container(
             "workers.run" if ranks_per_node == 1 else "workers.node",
             *worker_args,
         ],
-        "env": _environment(names, world_size, ranks_per_node, settings),
+        "env": _environment(names, world_size, ranks_per_node, settings, stack_env),
         "ports": [{"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}],
         "volumeMounts": _mounts(settings),
         "securityContext": {

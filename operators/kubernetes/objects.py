@@ -36,6 +36,7 @@ class GroupObjects:
     ranks_per_node: int
     gpus_per_worker: int
     image: str | None
+    stack_env: dict[str, str]
     timeout_s: float | None
     run_id: str
     placement: str
@@ -62,6 +63,7 @@ class GroupObjects:
             ranks_per_node=self.ranks_per_node,
             gpus_per_worker=self.gpus_per_worker,
             image=self.image,
+            stack_env=self.stack_env,
             timeout_s=self.timeout_s,
             run_id=self.run_id,
             placement=self.placement,

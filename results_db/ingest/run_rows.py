@@ -137,6 +137,7 @@ def _run_values(
         # checked with the rest of the stored request; absent before it could be asked
         ranks_per_node=request.get("ranks_per_node", 1),
         network=network,
+        stack=group.stack,
         records_version=summary.records_version,
         contention_share=summary.contention_share,
         contended=summary.contention_share is not None

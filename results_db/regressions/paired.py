@@ -7,15 +7,19 @@ of a round alike. Each round gives one ratio tonight / reference of a lower-is-b
 cancels in the ratio, our software's change does not. The ratios are averaged on a log
 scale (a geometric mean), where 2× slower and 2× faster are the same distance from 1.
 
+A sweep of several stacks (``scalebench run --stack … --pairs N``) is compared the same way,
+each stack against the sweep's first (:func:`compare_stacks`).
+
 No SQL, no I/O: values already read.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from statistics import fmean, stdev
+from typing import Protocol
 
 
 def paired_log_ratios(tonight: Sequence[float], reference: Sequence[float]) -> list[float]:
@@ -105,3 +109,75 @@ def _exp(x: float) -> float:
         return math.exp(x)
     except OverflowError:
         return math.inf
+
+
+class ArmValues(Protocol):
+    """One run of one stack in a paired sweep (``results_db.queries.stacks.ArmRun``)."""
+
+    @property
+    def stack(self) -> str: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def network(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def seconds(self) -> Mapping[str, float]: ...
+
+
+@dataclass(frozen=True)
+class StackComparison:
+    """``stack`` against ``against`` (the sweep's first stack) at ``world_size`` workers on
+    ``network``: per metric, the ratio stack / against over the rounds both ran, with its
+    interval (a metric neither measured in any round is absent)."""
+
+    world_size: int
+    network: str
+    stack: str
+    against: str
+    metrics: dict[str, RatioInterval]
+
+
+def compare_stacks(
+    arms: Sequence[ArmValues], stacks: Sequence[str], metrics: Sequence[str]
+) -> list[StackComparison]:
+    """Every stack after the first of ``stacks`` against the first, per worker count and
+    link, each of ``metrics`` (seconds, lower is better) as :func:`ratio_interval` of the
+    rounds (``repeat``) in which both stacks ran and measured it.
+
+    ``stacks`` in the request's order; a stack no arm ran is left out, and with no run of
+    the first there is nothing to compare against (empty list).
+    """
+    runs = {(a.stack, a.world_size, a.network, a.repeat): a for a in arms}
+    if not stacks:
+        return []
+    first = stacks[0]
+    cells = sorted({(a.world_size, a.network) for a in arms})
+    found = []
+    for world_size, network in cells:
+        for stack in stacks[1:]:
+            rounds = sorted(
+                repeat
+                for (name, k, link, repeat) in runs
+                if name == stack
+                and k == world_size
+                and link == network
+                and (first, k, link, repeat) in runs
+            )
+            intervals = {}
+            for metric in metrics:
+                pairs = [
+                    (
+                        runs[(stack, world_size, network, r)].seconds.get(metric),
+                        runs[(first, world_size, network, r)].seconds.get(metric),
+                    )
+                    for r in rounds
+                ]
+                measured = [(t, f) for t, f in pairs if t and f and t > 0 and f > 0]
+                if measured:
+                    logs = paired_log_ratios([t for t, _ in measured], [f for _, f in measured])
+                    intervals[metric] = ratio_interval(logs)
+            if intervals:
+                found.append(StackComparison(world_size, network, stack, first, intervals))
+    return found

@@ -15,7 +15,8 @@ these modules check the input, word the errors and print the results, one subjec
 - :mod:`results_db.service.export`: a sweep's files and official results;
 - :mod:`results_db.service.prices`: the price table;
 - :mod:`results_db.service.sweeps`: regressions, a sweep's outcome and summary;
-- :mod:`results_db.service.projection`: the scaling projection and the fits it rests on.
+- :mod:`results_db.service.projection`: the scaling projection and the fits it rests on;
+- :mod:`results_db.service.stacks`: a sweep's stacks compared, round by round.
 
 Every public name is importable from this package.
 """
@@ -55,6 +56,12 @@ from results_db.service.prices import (
     set_prices,
 )
 from results_db.service.projection import project, refit
+from results_db.service.stacks import (
+    StackReport,
+    compare_sweep,
+    comparison_json,
+    comparison_table,
+)
 from results_db.service.sweeps import (
     MAX_WINDOW,
     NoResult,
@@ -78,9 +85,13 @@ __all__ = [
     "SUPPORTED_DATABASES",
     "CommandError",
     "NoResult",
+    "StackReport",
     "check_location",
     "check_regressions",
     "close_vanished_sweeps",
+    "compare_sweep",
+    "comparison_json",
+    "comparison_table",
     "database_problem",
     "describe_finding",
     "engine_for",

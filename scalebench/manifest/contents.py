@@ -51,6 +51,7 @@ class GroupEntry:
     reason: str = ""
     seconds: float | None = None
     network: str = "host"  # the link profile the group runs on (scalebench.network)
+    stack: str = ""  # the stack it runs (scalebench.stacks); empty: the launcher's own
     qos_class: str = ""
     attempts: tuple[dict[str, Any], ...] = ()
     owner: dict[str, Any] | None = None
@@ -201,8 +202,9 @@ def _group_entry(raw: Any, where: str) -> GroupEntry:
                 f"{where}: {name!r} must be a whole number from {lowest} to {MAX_WORLD_SIZE}, "
                 f"got {value!r}"
             )
-    if "network" in raw and not isinstance(raw["network"], str):
-        raise BadManifest(f"{where}: 'network' is not text: {raw['network']!r}")
+    for name in ("network", "stack"):
+        if name in raw and not isinstance(raw[name], str):
+            raise BadManifest(f"{where}: {name!r} is not text: {raw[name]!r}")
     _check_owner(raw.get("owner"), where)
     _check_verdict(raw, where)
     attempts = raw.get("attempts", [])

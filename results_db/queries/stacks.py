@@ -1,0 +1,146 @@
+"""A sweep's runs by stack: what each arm of each paired round measured.
+
+A sweep that names stacks (:mod:`scalebench.stacks`) runs every group once per stack in
+rounds; :func:`arm_runs` reads, for each succeeded run, its stack, round (repeat), worker
+count and link, and the values the stacks are compared by (:data:`ARM_METRICS`), in seconds.
+:func:`sweep_stacks` gives the stacks in the order the request named them (the first is the
+one the others are compared against).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Connection, func, select
+
+from results_db.models import Run, RunEnvironment, StepTiming, Sweep
+from results_db.regressions import WARMUP_STEPS
+
+# What the arms are compared by, each in seconds, lower is better: a step's medians after
+# warm-up (a step's time is its slowest rank's; each phase the slowest rank's), the whole
+# run's evaluation seconds and its time to accuracy.
+ARM_METRICS = (
+    "steady_step_s",  # every phase of the step
+    "compute_s",  # forward + loss + backward + optimizer
+    "communication_s",
+    "data_s",
+    "eval_s",
+    "time_to_accuracy_s",
+)
+
+
+@dataclass(frozen=True)
+class ArmRun:
+    """One succeeded run of a stack: its round (``repeat``, from 0), worker count, link, and
+    each of :data:`ARM_METRICS` it measured (seconds; a metric it has none of is absent:
+    a run without steps, or one that did not reach its goal, has no time to accuracy)."""
+
+    run_id: str
+    stack: str
+    world_size: int
+    network: str
+    repeat: int
+    seconds: dict[str, float]
+
+
+def sweep_stacks(conn: Connection, sweep_id: str) -> list[str]:
+    """The sweep's stacks' names in the order its request named them (empty: it named
+    none); LookupError for a sweep not in the database."""
+    config = conn.execute(select(Sweep.config).where(Sweep.id == sweep_id)).scalar()
+    if config is None:
+        raise LookupError(f"no sweep {sweep_id!r} in the results database")
+    stacks = config.get("stacks") or []
+    return [str(s["name"]) for s in stacks if isinstance(s, dict) and "name" in s]
+
+
+def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
+    """Every succeeded run of the sweep that ran a stack, in the order of their ids."""
+    runs = conn.execute(
+        select(
+            Run.id,
+            Run.stack,
+            Run.world_size,
+            Run.network,
+            Run.repeat,
+            Run.eval_s,
+            Run.time_to_accuracy_s,
+        )
+        .where(Run.sweep_id == sweep_id, Run.stack != "", Run.status == "succeeded")
+        .order_by(Run.id)
+    ).all()
+    arms = []
+    for run_id, stack, world_size, network, repeat, eval_s, tta_s in runs:
+        seconds = _step_medians(conn, run_id)
+        if eval_s:
+            seconds["eval_s"] = float(eval_s)
+        if tta_s is not None:
+            seconds["time_to_accuracy_s"] = float(tta_s)
+        arms.append(ArmRun(run_id, stack, world_size, network, repeat, seconds))
+    return arms
+
+
+def _step_medians(conn: Connection, run_id: str) -> dict[str, float]:
+    """The run's median step and phases (seconds) over its steps after warm-up, each step's
+    slowest rank's; empty for a run without steps."""
+    compute = StepTiming.forward_s + StepTiming.loss_s + StepTiming.backward_s
+    compute = compute + StepTiming.optimizer_s
+    phases = {
+        "steady_step_s": compute
+        + StepTiming.data_s
+        + StepTiming.gradient_packing_s
+        + StepTiming.communication_s,
+        "compute_s": compute,
+        "communication_s": StepTiming.communication_s,
+        "data_s": StepTiming.data_s,
+    }
+    rows = conn.execute(
+        select(*(func.max(column) for column in phases.values()))
+        .where(StepTiming.run_id == run_id)
+        .group_by(StepTiming.epoch, StepTiming.step)
+        .order_by(StepTiming.epoch, StepTiming.step)
+    ).all()
+    steady: Sequence[Sequence[float]] = rows[WARMUP_STEPS:] or rows
+    if not steady:
+        return {}
+    return {
+        name: float(statistics.median(row[i] for row in steady)) for i, name in enumerate(phases)
+    }
+
+
+def stack_identities(conn: Connection, sweep_id: str) -> dict[str, dict[str, object]]:
+    """Per stack, what its first run's rank 0 ran: the interpreter (``executable``), the
+    versions of Python, torch, CUDA, NCCL and numpy, and the variables the stack set
+    (``env``)."""
+    first_runs = conn.execute(
+        select(Run.stack, func.min(Run.id))
+        .where(Run.sweep_id == sweep_id, Run.stack != "")
+        .group_by(Run.stack)
+    ).all()
+    identities: dict[str, dict[str, object]] = {}
+    for stack, run_id in first_runs:
+        row = conn.execute(
+            select(
+                RunEnvironment.python,
+                RunEnvironment.torch,
+                RunEnvironment.cuda,
+                RunEnvironment.nccl,
+                RunEnvironment.details,
+            ).where(RunEnvironment.run_id == run_id, RunEnvironment.rank == 0)
+        ).first()
+        if row is None:
+            continue
+        python, torch, cuda, nccl, details = row
+        details = details if isinstance(details, dict) else {}
+        named = details.get("stack")
+        identities[stack] = {
+            "executable": details.get("executable"),
+            "python": python,
+            "torch": torch,
+            "cuda": cuda,
+            "nccl": nccl,
+            "numpy": details.get("numpy"),
+            "env": named.get("env", {}) if isinstance(named, dict) else {},
+        }
+    return identities

@@ -1,0 +1,266 @@
+"""Stacks, a dimension of a request: how they are asked, checked, planned in paired rounds,
+started, recorded, and compared (``scalebench compare``)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli import main as cli
+from cli.run import add_commands
+from results_db.regressions.paired import compare_stacks
+from scalebench.request_fields import InvalidParameter
+from scalebench.stacks import (
+    STACK_VARIABLE,
+    BadStack,
+    Stack,
+    parse_stacks,
+    rank_environment,
+    round_order,
+    stacks_from_options,
+)
+from scalebench.sweep import GroupPlan, plan_groups, start_sweep, validate_request
+
+TASK = "task2a-logreg-epsilon"
+HERE = sys.executable
+SLOWDOWN = Path(__file__).resolve().parents[1] / "benchmarks" / "slowdown"
+
+
+def two_stacks(**slow_env: str) -> dict:
+    return {"base": {"python": HERE}, "slow": {"python": HERE, "env": slow_env}}
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def test_stacks_are_read_from_a_mapping_json_text_or_their_stored_list_in_order() -> None:
+    mapping = {"tonight": {"python": HERE, "env": {"A": "1"}}, "ref": {"image": "repo/w:1"}}
+    stacks = parse_stacks(mapping)
+    assert [s.name for s in stacks] == ["tonight", "ref"]
+    assert stacks[0].env == (("A", "1"),) and stacks[1].image == "repo/w:1"
+    assert parse_stacks(json.dumps(mapping)) == stacks
+    stored = [s.stored() for s in stacks]
+    assert stored[0] == {"name": "tonight", "python": HERE, "env": {"A": "1"}}
+    assert parse_stacks(list(reversed(stored))) == tuple(reversed(stacks))
+    assert parse_stacks(None) == parse_stacks({}) == parse_stacks("") == ()
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ({"Tonight": {"python": HERE}}, "stack name 'Tonight'"),
+        ({"a": {"python": HERE, "image": "x"}}, "got both"),
+        ({"a": {"env": {}}}, "got neither"),
+        ({"a": {"python": HERE, "env": {"RANK": "3"}}}, "set by the launcher"),
+        ({"a": {"python": HERE, "env": {"A": 3}}}, "env A must be text"),
+        ({"a": {"python": HERE, "env": {"1A": "x"}}}, "not a variable's name"),
+        ({"a": {"image": "Bad Image"}}, "image must be a container image reference"),
+        ({"a": {"python": HERE, "shell": "x"}}, "unknown key 'shell'"),
+        ({f"s{i}": {"python": HERE} for i in range(5)}, "at most 4 stacks"),
+        ("{not json", "must be JSON"),
+        (["a", "b"], "must map each stack's name"),
+    ],
+)
+def test_a_bad_stack_is_refused_in_one_line_naming_it(value: object, words: str) -> None:
+    with pytest.raises(BadStack, match=words.replace("(", r"\(")):
+        parse_stacks(value)
+
+
+def test_the_command_lines_options_make_the_same_mapping() -> None:
+    mapping = stacks_from_options(
+        ["base=/usr/bin/python3", "slow=/opt/bin/python"],
+        ["slow:PYTHONPATH=/opt/src", "slow:X=a=b"],
+        image=False,
+    )
+    assert mapping == {
+        "base": {"python": "/usr/bin/python3"},
+        "slow": {"python": "/opt/bin/python", "env": {"PYTHONPATH": "/opt/src", "X": "a=b"}},
+    }
+    assert stacks_from_options(["ref=repo/w:1"], [], image=True) == {"ref": {"image": "repo/w:1"}}
+    with pytest.raises(BadStack, match="write NAME=PYTHON"):
+        stacks_from_options(["base"], [], image=False)
+    with pytest.raises(BadStack, match="no stack 'other'"):
+        stacks_from_options(["base=x"], ["other:A=1"], image=False)
+    with pytest.raises(BadStack, match="given twice"):
+        stacks_from_options(["a=x", "a=y"], [], image=False)
+
+
+# -- checked before anything starts ----------------------------------------------------------
+
+
+def test_pairs_need_two_stacks_and_stand_for_the_repeats() -> None:
+    request = validate_request(task=TASK, light=True, stacks=two_stacks(), pairs=4)
+    assert request.repeats == 4 and request.pairs == 4
+    with pytest.raises(InvalidParameter, match="pairs compare two or more stacks") as refused:
+        validate_request(task=TASK, light=True, pairs=3)
+    assert refused.value.field == "pairs"
+    with pytest.raises(InvalidParameter, match="give pairs or repeats, not both"):
+        validate_request(task=TASK, light=True, stacks=two_stacks(), pairs=3, repeats=5)
+    with pytest.raises(InvalidParameter, match=r"× 2 stacks = 600 groups") as refused:
+        validate_request(task=TASK, light=True, workers="1,2,4", stacks=two_stacks(), pairs=100)
+    assert refused.value.field == "pairs"
+
+
+def test_an_interpreter_that_is_missing_or_has_no_torch_is_refused_naming_the_stack(
+    tmp_path: Path,
+) -> None:
+    with pytest.raises(InvalidParameter, match="slow: no interpreter") as refused:
+        validate_request(task=TASK, light=True, stacks={"slow": {"python": str(tmp_path / "py")}})
+    assert refused.value.field == "stacks"
+    (tmp_path / "torch.py").write_text("raise ImportError('a broken build')\n")
+    broken = {"slow": {"python": HERE, "env": {"PYTHONPATH": str(tmp_path)}}}
+    with pytest.raises(InvalidParameter, match=r"slow: .* cannot import torch .*a broken build"):
+        validate_request(task=TASK, light=True, stacks=broken)
+    with pytest.raises(InvalidParameter, match="is not a Python interpreter"):
+        validate_request(task=TASK, light=True, stacks={"sh": {"python": "/bin/true"}})
+
+
+def test_an_image_needs_a_launcher_that_runs_images_and_an_interpreter_one_that_runs_here() -> None:
+    with pytest.raises(InvalidParameter, match="only the kubernetes launcher runs images"):
+        validate_request(task=TASK, light=True, stacks={"ref": {"image": "repo/w:1"}})
+    with pytest.raises(InvalidParameter, match="the kubernetes launcher runs container images"):
+        validate_request(
+            task=TASK, light=True, launcher="kubernetes", stacks={"ref": {"python": HERE}}
+        )
+
+
+# -- planned in rounds ------------------------------------------------------------------------
+
+
+def test_each_round_runs_every_stack_once_at_its_seed_in_an_order_drawn_from_the_seed(
+    tmp_path: Path,
+) -> None:
+    request = validate_request(
+        task=TASK, light=True, workers="1,2", stacks=two_stacks(), pairs=6, seed=7
+    )
+    groups = plan_groups(request, "sw", tmp_path)
+    assert len(groups) == 6 * 2 * 2
+    for repeat in range(6):
+        for k in (1, 2):
+            pair = [g for g in groups if g.repeat == repeat and g.world_size == k]
+            assert sorted(g.stack_name for g in pair) == ["base", "slow"]
+            assert {g.seed for g in pair} == {7 + repeat}
+            assert pair[0].run_id == f"sw-w{k}-s{pair[0].stack_name}-r{repeat + 1}"
+            first, second = groups.index(pair[0]), groups.index(pair[1])
+            assert second == first + 1  # the two arms of a pair one right after the other
+    firsts = [g.stack_name for g in groups if g.world_size == 1][::2]
+    assert set(firsts) == {"base", "slow"}  # neither always first
+    assert plan_groups(request, "sw", tmp_path) == groups  # the same request draws the same
+    stacks = request.stacks
+    assert round_order(stacks, 7, 6) != round_order(stacks, 8, 6)
+
+
+def test_a_planned_stack_crosses_xcom_and_the_manifest_by_name(tmp_path: Path) -> None:
+    request = validate_request(task=TASK, light=True, workers="1", stacks=two_stacks(A="1"))
+    plan = start_sweep(request, tmp_path, trigger="cli")
+    group = plan.groups[0]
+    assert GroupPlan.from_xcom(json.loads(json.dumps(group.to_xcom()))) == group
+    stored = json.loads((plan.sweep_dir / "sweep.json").read_text())
+    assert [s["name"] for s in stored["request"]["stacks"]] == ["base", "slow"]
+    assert {g["stack"] for g in stored["groups"]} == {"base", "slow"}
+
+
+def test_a_ranks_environment_puts_the_stacks_variables_and_path_first() -> None:
+    stack = Stack("slow", python=HERE, env=(("PYTHONPATH", "/opt/slow"), ("X", "1")))
+    env = rank_environment(stack, {"PYTHONPATH": "/base", "X": "0", "HOME": "/h"})
+    paths = env["PYTHONPATH"].split(":")
+    assert paths[0] == "/opt/slow" and paths[-1] == "/base"
+    assert (Path(paths[1]) / "workers" / "run.py").is_file()  # this checkout's workers
+    assert env["X"] == "1" and env["HOME"] == "/h"
+    assert json.loads(env[STACK_VARIABLE]) == {"name": "slow", "env": dict(stack.env)}
+    assert rank_environment(None, {"X": "0"}) == {"X": "0"}
+
+
+# -- compared ---------------------------------------------------------------------------------
+
+
+class Arm:
+    def __init__(self, stack: str, repeat: int, seconds: dict[str, float], k: int = 1) -> None:
+        self.stack, self.repeat, self.seconds = stack, repeat, seconds
+        self.world_size, self.network = k, "host"
+
+
+def test_each_stack_is_compared_with_the_first_round_by_round() -> None:
+    drift = [1.0, 1.3, 0.8, 1.1, 0.9]  # the machine's speed each round, both arms alike
+    arms = [Arm("base", r, {"steady_step_s": 0.01 * d}) for r, d in enumerate(drift)]
+    arms += [Arm("slow", r, {"steady_step_s": 0.0103 * d}) for r, d in enumerate(drift)]
+    arms += [
+        Arm("same", r, {"steady_step_s": 0.01 * d * (1.001 if r % 2 else 0.999)})
+        for r, d in enumerate(drift)
+    ]
+    arms.append(Arm("slow", 5, {"steady_step_s": 0.5}))  # no base in round 5: not a pair
+    found = {c.stack: c for c in compare_stacks(arms, ["base", "slow", "same"], ["steady_step_s"])}
+    slow = found["slow"].metrics["steady_step_s"]
+    assert slow.pairs == 5 and math.isclose(slow.ratio, 1.03) and slow.low > 1
+    same = found["same"].metrics["steady_step_s"]
+    assert same.low < 1 < same.high
+    assert found["slow"].against == "base"
+    assert compare_stacks(arms, ["gone", "slow"], ["steady_step_s"]) == []
+
+
+@pytest.mark.slow
+def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_in_json(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The user's calls: two stacks of this interpreter, one with a ``sitecustomize`` on its
+    ``PYTHONPATH`` that doubles every step; three pairs of one epoch; then ``compare``."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    database = f"sqlite:///{tmp_path / 'results.db'}"
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        status = cli.main(
+            [
+                *("run", TASK, "--light", "--workers", "1", "--max-epochs", "1"),
+                *("--stack", f"base={HERE}", "--stack", f"slow={HERE}"),
+                *("--stack-env", f"slow:PYTHONPATH={SLOWDOWN}"),
+                *("--stack-env", "slow:SCALEBENCH_BENCH_SLOWDOWN=1.0"),
+                *("--pairs", "3", "--results", str(tmp_path / "results")),
+                *("--database", database),
+            ]
+        )
+    assert status == 0, printed.getvalue()[-2000:]
+    assert "repeat 1/3, stack base" in printed.getvalue()
+    sweep_id = next((tmp_path / "results").iterdir()).name
+    with contextlib.redirect_stdout(io.StringIO()) as shown:
+        assert cli.main(["compare", sweep_id, "--database", database, "--json"]) == 0
+    report = json.loads(shown.getvalue())
+    assert report["stacks"] == ["base", "slow"] and report["against"] == "base"
+    assert report["identities"]["slow"]["env"]["SCALEBENCH_BENCH_SLOWDOWN"] == "1.0"
+    assert report["identities"]["base"]["executable"] and report["identities"]["base"]["torch"]
+    (only,) = report["comparisons"]
+    assert (only["workers"], only["stack"], only["against"]) == (1, "slow", "base")
+    step = only["metrics"]["steady_step_s"]
+    assert set(step) == {"ratio", "low", "high", "pairs"} and step["pairs"] == 3
+    assert step["ratio"] > 1.3  # each step spins as long again as the step before
+    with contextlib.redirect_stdout(io.StringIO()) as table:
+        assert cli.main(["compare", sweep_id, "--database", database]) == 0
+    assert "each stack against base" in table.getvalue()
+
+
+def test_compare_refuses_a_sweep_it_cannot_compare_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = f"sqlite:///{tmp_path / 'results.db'}"
+    from results_db import service
+
+    service.upgrade(database)
+    status = cli.main(["compare", "no-such-sweep", "--database", database])
+    err = capsys.readouterr().err
+    assert status != 0 and "no sweep 'no-such-sweep'" in err and "Traceback" not in err
+    assert err.count("\n") == 1
+
+
+def test_the_run_command_offers_stack_and_stack_env() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(
+        ["run", TASK, "--stack", "a=x", "--stack", "b=y", "--stack-env", "b:K=V"]
+    )
+    assert args.stacks == ["a=x", "b=y"] and args.stack_env == ["b:K=V"]
