@@ -7,9 +7,13 @@ import pytest
 from workers.bleu import corpus_bleu
 
 
-def test_a_perfect_translation_scores_100() -> None:
+def test_a_perfect_translation_scores_100_and_not_a_rounding_above() -> None:
+    """sacrebleu alone gives 100.00000000000004, which the records refuse as no BLEU score:
+    a light Task 4a run that translated its test set perfectly failed so."""
     score, signature = corpus_bleu(["the cat sat on the mat ."], ["the cat sat on the mat ."])
-    assert score == pytest.approx(100.0)
+    assert score == 100.0
+    texts = ["fast dog cat over tree", "cat house slow fast", "the red tree runs over a house"]
+    assert corpus_bleu(texts, texts)[0] == 100.0
     assert signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
 
 
