@@ -20,7 +20,7 @@ is less noisy is read from the spreads: a smaller spread needs fewer pairs for t
 interval, and duet runs a round in about half the time.
 
     .venv/bin/python benchmarks/stack_pairs.py [--pairs 10] [--epochs 2] [--slowdown 0.10]
-    .venv/bin/python benchmarks/stack_pairs.py --smoke   # 2 pairs of 1 epoch, interleaved
+    .venv/bin/python benchmarks/stack_pairs.py --smoke   # A/A: 2 pairs of 1 epoch, interleaved
 """
 
 from __future__ import annotations
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=10, help="rounds of each sweep")
     parser.add_argument("--epochs", type=int, default=2, help="epochs of each run")
     parser.add_argument("--slowdown", type=float, default=0.10, help="the slowed stack's share")
-    parser.add_argument("--smoke", action="store_true", help="2 pairs of 1 epoch, interleaved")
+    parser.add_argument("--smoke", action="store_true", help="A/A: 2 pairs of 1 epoch, interleaved")
     args = parser.parse_args(argv)
     pairs, epochs = (2, 1) if args.smoke else (args.pairs, args.epochs)
     ways = (
@@ -201,10 +201,13 @@ def main(argv: list[str] | None = None) -> int:
         f"{cpu_model()}, {cores} CPUs; ways: {', '.join(ways)}",
         flush=True,
     )
+    comparisons: list[tuple[str, float | None]] = [("A/A", None)]
+    if not args.smoke:
+        comparisons.append((f"+{args.slowdown:.0%}", args.slowdown))
     measured = []
     with tempfile.TemporaryDirectory(prefix="stack-pairs-") as tmp:
         for way in ways:
-            for comparison, slowdown in (("A/A", None), (f"+{args.slowdown:.0%}", args.slowdown)):
+            for comparison, slowdown in comparisons:
                 measured.append(measure(way, comparison, slowdown, pairs, epochs, Path(tmp)))
     print(
         f"\n{'way':<12} {'other stack':<11} {'pairs':>5} {'ratio':>7}  {'95 % interval':<17} "

@@ -160,17 +160,24 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
     out.append(f"goal: {spec.goal.describe(info.light)}; TTA = time to accuracy, seconds\n")
     networks = sweeps_queries.sweep_networks(conn, sweep_id)
     last_metric = sweeps_queries.last_metric_values(conn, sweep_id)
-    for network in networks:  # one table per link profile: speedups are within a profile
-        if len(networks) > 1:
-            out.append(f"network {network}:")
-        out.append(
-            training_table(
-                sweeps_queries.scaling(conn, sweep_id, network),
-                [r for r in runs if r.network == network],
-                last_metric,
-                spec.goal.metric,
+    stacks: list[str | None] = [*sweeps_queries.sweep_stacks_run(conn, sweep_id)] or [None]
+    # one table per link profile and stack: speedups are within a profile, on one stack
+    for network in networks:
+        for stack in stacks:
+            heading = [f"network {network}"] if len(networks) > 1 else []
+            heading += [f"stack {stack}"] if stack is not None else []
+            if heading:
+                out.append(", ".join(heading) + ":")
+            out.append(
+                training_table(
+                    sweeps_queries.scaling(conn, sweep_id, network, stack),
+                    [r for r in runs if r.network == network and r.stack == (stack or "")],
+                    last_metric,
+                    spec.goal.metric,
+                )
             )
-        )
+    if stacks != [None]:
+        out.append(f"each stack against the first, round by round: scalebench compare {sweep_id}")
     for run in runs:
         if run.status != "succeeded":
             out.append(f"{run.id}: {run.status}: {run.reason}")

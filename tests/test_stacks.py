@@ -8,6 +8,7 @@ import io
 import json
 import math
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -204,28 +205,46 @@ def test_each_stack_is_compared_with_the_first_round_by_round() -> None:
     assert compare_stacks(arms, ["gone", "slow"], ["steady_step_s"]) == []
 
 
-@pytest.mark.slow
-def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_in_json(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@dataclass(frozen=True)
+class SlowedSweep:
+    status: int
+    printed: str
+    sweep_dir: Path
+    database: str
+
+
+@pytest.fixture(scope="module")
+def slowed_sweep(tmp_path_factory: pytest.TempPathFactory) -> SlowedSweep:
     """The user's calls: two stacks of this interpreter, one with a ``sitecustomize`` on its
-    ``PYTHONPATH`` that doubles every step; three pairs of one epoch; then ``compare``."""
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    database = f"sqlite:///{tmp_path / 'results.db'}"
-    with contextlib.redirect_stdout(io.StringIO()) as printed:
+    ``PYTHONPATH`` that doubles every step; three pairs of one epoch, into SQLite."""
+    tmp = tmp_path_factory.mktemp("slowed")
+    database = f"sqlite:///{tmp / 'results.db'}"
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as out:
+        patch.setenv("OMP_NUM_THREADS", "1")
         status = cli.main(
             [
                 *("run", TASK, "--light", "--workers", "1", "--max-epochs", "1"),
                 *("--stack", f"base={HERE}", "--stack", f"slow={HERE}"),
                 *("--stack-env", f"slow:PYTHONPATH={SLOWDOWN}"),
                 *("--stack-env", "slow:SCALEBENCH_BENCH_SLOWDOWN=1.0"),
-                *("--pairs", "3", "--results", str(tmp_path / "results")),
+                *("--pairs", "3", "--results", str(tmp / "results")),
                 *("--database", database),
             ]
         )
-    assert status == 0, printed.getvalue()[-2000:]
-    assert "repeat 1/3, stack base" in printed.getvalue()
-    sweep_id = next((tmp_path / "results").iterdir()).name
+    return SlowedSweep(status, out.getvalue(), next((tmp / "results").iterdir()), database)
+
+
+@pytest.mark.slow
+def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_in_json(
+    slowed_sweep: SlowedSweep,
+) -> None:
+    printed, database = slowed_sweep.printed, slowed_sweep.database
+    assert slowed_sweep.status == 0, printed[-2000:]
+    assert "repeat 1/3, stack base" in printed
+    # the report: a table per stack (a speedup is within one stack), then where to compare
+    assert "stack base:" in printed and "stack slow:" in printed
+    assert "scalebench compare" in printed
+    sweep_id = slowed_sweep.sweep_dir.name
     with contextlib.redirect_stdout(io.StringIO()) as shown:
         assert cli.main(["compare", sweep_id, "--database", database, "--json"]) == 0
     report = json.loads(shown.getvalue())
@@ -240,6 +259,22 @@ def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_in_js
     with contextlib.redirect_stdout(io.StringIO()) as table:
         assert cli.main(["compare", sweep_id, "--database", database]) == 0
     assert "each stack against base" in table.getvalue()
+
+
+@pytest.mark.slow
+def test_both_databases_keep_the_stacks_order_and_compare_alike(
+    slowed_sweep: SlowedSweep, database_url: str
+) -> None:
+    """PostgreSQL's JSONB keeps no key order: the stacks are stored as a list."""
+    from results_db import service
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        service.ingest(database_url, str(slowed_sweep.sweep_dir))
+    report = service.compare_sweep(database_url, slowed_sweep.sweep_dir.name)
+    assert report.stacks == ["base", "slow"]
+    (only,) = report.comparisons
+    assert only.metrics["steady_step_s"].pairs == 3 and only.stack == "slow"
+    assert set(only.metrics) >= {"steady_step_s", "compute_s", "data_s", "eval_s"}
 
 
 def test_compare_refuses_a_sweep_it_cannot_compare_in_one_line(

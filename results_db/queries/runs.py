@@ -71,6 +71,7 @@ class RunInfo:
     hardware: str | None = None  # processor (+ GPUs) the ranks ran on
     ingested_at: datetime | None = None  # when it was last loaded (a running run: how far)
     ranks_per_node: int = 1  # as asked: the run's shape is shape_label(world_size, it)
+    stack: str = ""  # the stack it ran (scalebench.stacks); empty: the sweep named none
     metrics: Mapping[str, float | int | None] = field(default_factory=dict, hash=False)
 
     @property
@@ -162,6 +163,16 @@ class EnvironmentRow:
     gpus: tuple[str, ...]
     cpu: str | None = None  # the processor (recorded since the CPU model was)
     torch_threads: int | None = None
+    executable: str | None = None  # the interpreter (recorded since stacks were)
+    numpy: str | None = None
+    # the variables the rank's stack set (scalebench.stacks); empty: it ran no stack
+    stack_env: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+def _stack_env(details: Mapping[str, Any]) -> dict[str, str]:
+    stack = details.get("stack")
+    env = stack.get("env") if isinstance(stack, dict) else None
+    return {str(k): str(v) for k, v in env.items()} if isinstance(env, dict) else {}
 
 
 def run_environments(conn: Connection, run_id: str) -> list[EnvironmentRow]:
@@ -186,6 +197,9 @@ def run_environments(conn: Connection, run_id: str) -> list[EnvironmentRow]:
             tuple(str(g) for g in (r.gpus or ())),
             cpu=str((r.details or {}).get("cpu") or "") or None,
             torch_threads=(r.details or {}).get("torch_threads"),
+            executable=(r.details or {}).get("executable"),
+            numpy=(r.details or {}).get("numpy"),
+            stack_env=_stack_env(r.details or {}),
         )
         for r in rows
     ]

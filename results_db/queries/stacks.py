@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, select
 
-from results_db.models import Run, RunEnvironment, StepTiming, Sweep
+from results_db.models import Run, StepTiming, Sweep
+from results_db.queries.runs import run_environments
 from results_db.regressions import WARMUP_STEPS
 
 # What the arms are compared by, each in seconds, lower is better: a step's medians after
@@ -120,27 +121,17 @@ def stack_identities(conn: Connection, sweep_id: str) -> dict[str, dict[str, obj
     ).all()
     identities: dict[str, dict[str, object]] = {}
     for stack, run_id in first_runs:
-        row = conn.execute(
-            select(
-                RunEnvironment.python,
-                RunEnvironment.torch,
-                RunEnvironment.cuda,
-                RunEnvironment.nccl,
-                RunEnvironment.details,
-            ).where(RunEnvironment.run_id == run_id, RunEnvironment.rank == 0)
-        ).first()
-        if row is None:
+        ranks = run_environments(conn, run_id)
+        if not ranks:
             continue
-        python, torch, cuda, nccl, details = row
-        details = details if isinstance(details, dict) else {}
-        named = details.get("stack")
+        rank0 = ranks[0]
         identities[stack] = {
-            "executable": details.get("executable"),
-            "python": python,
-            "torch": torch,
-            "cuda": cuda,
-            "nccl": nccl,
-            "numpy": details.get("numpy"),
-            "env": named.get("env", {}) if isinstance(named, dict) else {},
+            "executable": rank0.executable,
+            "python": rank0.python,
+            "torch": rank0.torch,
+            "cuda": rank0.cuda,
+            "nccl": rank0.nccl,
+            "numpy": rank0.numpy,
+            "env": dict(rank0.stack_env),
         }
     return identities

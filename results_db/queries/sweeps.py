@@ -22,10 +22,12 @@ if TYPE_CHECKING:
 
 
 def scaling(
-    conn: Connection, sweep_id: str, network: str | None = None
+    conn: Connection, sweep_id: str, network: str | None = None, stack: str | None = None
 ) -> list[analytics.ScalingRow]:
     """Time-to-accuracy, speedup, compute speedup and efficiency per worker count, of the
-    runs on one ``network`` profile (None: the sweep's first, see :func:`sweep_networks`)."""
+    runs on one ``network`` profile (None: the sweep's first, see :func:`sweep_networks`) and,
+    where given, of one ``stack`` (None: every run, whatever its stack)."""
+    same_stack = () if stack is None else (Run.stack == stack,)
     runs = conn.execute(
         select(
             Run.world_size,
@@ -36,7 +38,11 @@ def scaling(
             Run.compute_s,
             Run.communication_ratio,
             Run.contended,
-        ).where(Run.sweep_id == sweep_id, Run.network == profile_shown(conn, sweep_id, network))
+        ).where(
+            Run.sweep_id == sweep_id,
+            Run.network == profile_shown(conn, sweep_id, network),
+            *same_stack,
+        )
     ).all()
     return analytics.scaling_rows(runs)
 
@@ -48,6 +54,19 @@ def scaling_by_network(conn: Connection, sweep_id: str) -> list[tuple[str, analy
         for network in sweep_networks(conn, sweep_id)
         for row in scaling(conn, sweep_id, network)
     ]
+
+
+def sweep_stacks_run(conn: Connection, sweep_id: str) -> list[str]:
+    """The stacks a sweep's runs ran, in the order its request names them (empty: it named
+    none)."""
+    stored = set(
+        conn.execute(
+            select(Run.stack).where(Run.sweep_id == sweep_id, Run.stack != "").distinct()
+        ).scalars()
+    )
+    config = conn.execute(select(Sweep.config).where(Sweep.id == sweep_id)).scalar()
+    named = [s.get("name") for s in (config or {}).get("stacks") or [] if isinstance(s, dict)]
+    return [n for n in named if n in stored] + sorted(stored - set(named))
 
 
 def sweep_networks(conn: Connection, sweep_id: str) -> list[str]:
