@@ -77,7 +77,8 @@ def validate_request(
         )
     spec = get_task(task)
     values = {name: field.read(given.get(name)) for name, field in FIELD.items()}
-    _pairs_to_rounds(values, repeats_given="repeats" in given and given["repeats"] is not None)
+    # a form always gives repeats (its default); only another count competes with pairs
+    _pairs_to_rounds(values, repeats_given=values["repeats"] != FIELD["repeats"].default)
     _check_against_task(spec, values)
     if values["group_timeout_s"] is None:  # the task's own limit, full or light
         values["group_timeout_s"] = spec.group_time_limit_s(values["light"])

@@ -101,6 +101,9 @@ def test_pairs_need_two_stacks_and_stand_for_the_repeats() -> None:
     with pytest.raises(InvalidParameter, match="pairs compare two or more stacks") as refused:
         validate_request(task=TASK, light=True, pairs=3)
     assert refused.value.field == "pairs"
+    # the trigger form always gives repeats, at its default: pairs win over that
+    form = validate_request(task=TASK, light=True, stacks=two_stacks(), pairs=4, repeats=3)
+    assert form.repeats == 4
     with pytest.raises(InvalidParameter, match="give pairs or repeats, not both"):
         validate_request(task=TASK, light=True, stacks=two_stacks(), pairs=3, repeats=5)
     with pytest.raises(InvalidParameter, match=r"× 2 stacks = 600 groups") as refused:
