@@ -36,6 +36,14 @@ PREFIX = "SCALEBENCH_NIGHTLY_"
 # Where the nightly's request differs from a manual one's defaults: light tasks.
 NIGHTLY_DEFAULTS: dict[str, Any] = {"light": True}
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+# Request fields the nightly does not take: it judges tonight's runs against earlier nights
+# of the same configuration, and would pool the runs of several stacks into one series.
+NOT_NIGHTLY = {
+    "stacks": "the nightly judges one stack against its earlier nights and would pool several "
+    "stacks' runs; compare stacks within one sweep instead: scalebench run TASK --stack "
+    "A=PYTHON --stack B=PYTHON --pairs N, then scalebench compare SWEEP",
+    "pairs": "pairs need two or more stacks, which the nightly does not take",
+}
 
 
 @dataclass(frozen=True)
@@ -77,6 +85,8 @@ class NightlySettings:
             text = env.get(PREFIX + name)
             if text is None:
                 continue
+            if declared.name in NOT_NIGHTLY:
+                raise bad(name, NOT_NIGHTLY[declared.name])
             value: Any = text.strip()
             if declared.kind == "bool":
                 value = _truth(value, lambda m, name=name: bad(name, m))

@@ -92,6 +92,20 @@ def test_a_bad_setting_names_its_variable(variable: str, value: str) -> None:
         NightlySettings.from_env({f"SCALEBENCH_NIGHTLY_{variable}": value})
 
 
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("STACKS", '{"a": {"python": "/usr/bin/python3"}}', "would pool several stacks' runs"),
+        ("PAIRS", "5", "pairs need two or more stacks"),
+    ],
+)
+def test_the_nightly_refuses_stacks_it_cannot_judge_and_says_where_to_compare_them(
+    variable: str, value: str, words: str
+) -> None:
+    with pytest.raises(ValueError, match=f"SCALEBENCH_NIGHTLY_{variable}: .*{words}"):
+        NightlySettings.from_env({f"SCALEBENCH_NIGHTLY_{variable}": value})
+
+
 def test_the_dag_runs_the_suite_one_sweep_after_the_other_every_night() -> None:
     from operators.nightly_dag import build_nightly_dag
 
