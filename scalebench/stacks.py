@@ -20,7 +20,7 @@ import json
 import os
 import random
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -311,11 +311,6 @@ def rank_environment(stack: Stack | None, base: Mapping[str, str]) -> dict[str, 
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     env[STACK_VARIABLE] = stack.variable()
     return env
-
-
-def stack_names(stacks: Iterable[Stack]) -> list[str]:
-    """The stacks' names, in order."""
-    return [stack.name for stack in stacks]
 
 
 def _shown(value: Any) -> str:
