@@ -15,9 +15,11 @@ backend needs them.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import secrets
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -93,7 +95,7 @@ def validate_request(
             raise InvalidParameter(name, f"only the {able} launcher takes {name}")
     if values["device"] == "cpu" and values["backend"] == "nccl":
         raise InvalidParameter("device", "nccl all-reduces GPU tensors only; use gloo for cpu")
-    _check_stacks(runner, values["stacks"])
+    values["stacks"] = _check_stacks(runner, values["stacks"])
     profiles = values["network"]
     values["placement"] = _refuse_what_the_launcher_cannot_run(
         runner, values, max(values["workers"]), profiles, gpus
@@ -127,9 +129,11 @@ def _pairs_to_rounds(values: dict[str, Any], repeats_given: bool) -> None:
     values["repeats"] = pairs
 
 
-def _check_stacks(runner: LauncherSpec, stacks: Sequence[Stack]) -> None:
+def _check_stacks(runner: LauncherSpec, stacks: Sequence[Stack]) -> tuple[Stack, ...]:
     """Each stack is what the launcher starts (an interpreter here, an image on a cluster),
-    and a local interpreter starts and imports torch as a rank of it would."""
+    and a local interpreter starts and imports torch as a rank of it would; returns the
+    stacks with each interpreter as an absolute path (a later task may run elsewhere)."""
+    checked = []
     for stack in stacks:
         if stack.python and not runner.on_this_host:
             raise InvalidParameter(
@@ -148,6 +152,10 @@ def _check_stacks(runner: LauncherSpec, stacks: Sequence[Stack]) -> None:
             problem = _interpreter_problem(stack, os.environ.get("PYTHONPATH", ""))
             if problem:
                 raise InvalidParameter("stacks", problem)
+            found = shutil.which(stack.python) or stack.python
+            stack = dataclasses.replace(stack, python=os.path.abspath(found))
+        checked.append(stack)
+    return tuple(checked)
 
 
 @functools.lru_cache(maxsize=64)

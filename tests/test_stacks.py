@@ -302,3 +302,13 @@ def test_the_run_command_offers_stack_and_stack_env() -> None:
         ["run", TASK, "--stack", "a=x", "--stack", "b=y", "--stack-env", "b:K=V"]
     )
     assert args.stacks == ["a=x", "b=y"] and args.stack_env == ["b:K=V"]
+
+
+def test_an_interpreter_given_relative_to_here_is_stored_absolute(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The DAG's tasks need not share the working folder of the one that validated."""
+    here = Path(HERE)
+    monkeypatch.chdir(here.parent)
+    request = validate_request(task=TASK, light=True, stacks={"a": {"python": f"./{here.name}"}})
+    assert request.stacks[0].python == str(here.parent / here.name)
