@@ -96,6 +96,26 @@ def test_job_and_service_pass_the_official_schemas() -> None:
     assert kubernetes_validate.validate(service, K8S_VERSION, strict=True) == K8S_VERSION
 
 
+def test_a_stacks_image_and_variables_are_the_pods_and_pass_the_schema() -> None:
+    """A sweep of stacks on Kubernetes: each group's pods run its stack's image, with the
+    stack's variables and its name for the rank's environment record."""
+    from scalebench.stacks import STACK_VARIABLE, Stack
+
+    stack = Stack("tonight", image="registry.example/worker:tonight", env=(("X", "1"),))
+    plan = replace(planned(), stack=stack)
+    cluster = FakeCluster([({"active": 4}, [running_pod(r) for r in range(4)])])
+    group = make_group(cluster, plan=plan)
+    (job,) = cluster.jobs.values()
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/worker:tonight"
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["X"] == "1"
+    assert json.loads(env[STACK_VARIABLE]) == {"name": "tonight", "env": {"X": "1"}}
+    assert env["MASTER_ADDR"]  # the launcher's rendezvous is the launcher's, whatever the stack
+    assert kubernetes_validate.validate(job, K8S_VERSION, strict=True) == K8S_VERSION
+    group.stop()
+
+
 def test_the_schemas_do_catch_a_broken_manifest() -> None:
     job, _ = render()
     job["spec"]["template"]["spec"]["containers"][0]["imagePullPolicy"] = 7
