@@ -40,6 +40,7 @@ from scalebench.tasks.published import PublishedPoint
 from workers.records import PHASES
 
 if TYPE_CHECKING:
+    from results_db.projection import ProjectedPoint
     from results_db.queries.runs import RunInfo
 
 T = TypeVar("T")
@@ -377,6 +378,25 @@ def published_traces(
         )
         for i, (hardware, group) in enumerate(by_hardware.items())
     ]
+
+
+def measured_markers(
+    row: Sequence[ProjectedPoint], network: str, value: str, colour: str, name: str, hover: str
+) -> go.Scatter:
+    """The measured points of ``network``'s projection (``row``, that link profile's
+    points) as markers of ``colour`` at their ``value`` (a :class:`ProjectedPoint` field), in
+    the profile's legend group, named ``<network>: <name>``; ``hover`` is the value as the
+    hover writes it."""
+    measured = [p for p in row if p.measured]
+    return go.Scatter(
+        x=[p.world_size for p in measured],
+        y=[getattr(p, value) for p in measured],
+        mode="markers",
+        marker={"color": colour, "size": 10},
+        name=f"{network}: {name}",
+        legendgroup=network,
+        hovertemplate=f"{network}, %{{x}} worker(s): {hover}, measured<extra></extra>",
+    )
 
 
 NETWORK_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")

@@ -557,3 +557,15 @@ def test_grids_fit_their_text_and_wrap_only_long_text() -> None:
     # the function the listeners name, in the assets Dash serves
     script = Path(components.__file__).with_name("assets") / "dashAgGridFunctions.js"
     assert "dagfuncs.fitColumns = function (params)" in script.read_text(encoding="utf-8")
+
+
+def test_the_measured_markers_of_a_projection_are_its_measured_points_only() -> None:
+    def point(world_size: int, measured: bool) -> SimpleNamespace:
+        return SimpleNamespace(world_size=world_size, measured=measured, step_s=0.5 * world_size)
+
+    row = [point(1, True), point(2, True), point(64, False)]
+    trace = plots.measured_markers(row, "host", "step_s", "#123456", "measured", "%{y:.4g} s")  # type: ignore[arg-type]
+    assert list(trace.x) == [1, 2] and list(trace.y) == [0.5, 1.0]
+    assert trace.mode == "markers" and trace.marker.color == "#123456"
+    assert trace.name == "host: measured" and trace.legendgroup == "host"
+    assert trace.hovertemplate == "host, %{x} worker(s): %{y:.4g} s, measured<extra></extra>"

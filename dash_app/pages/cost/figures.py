@@ -18,6 +18,7 @@ from dash_app.plots import (
     empty_figure,
     labelled_range,
     level_line,
+    measured_markers,
     node_boundary,
     published_traces,
     workers_axis,
@@ -217,16 +218,9 @@ def projected_cost_figure(points: Sequence[ProjectedPoint], message: str = "") -
                     ),
                 )
             )
-        measured = [p for p in row if p.measured]
         traces.append(
-            go.Scatter(
-                x=[p.world_size for p in measured],
-                y=[p.cost_regular for p in measured],
-                mode="markers",
-                marker={"color": colour, "size": 10},
-                name=f"{network}: measured, regular prices",
-                legendgroup=network,
-                hovertemplate=f"{network}, %{{x}} worker(s): $%{{y:.4g}}, measured<extra></extra>",
+            measured_markers(
+                row, network, "cost_regular", colour, "measured, regular prices", "$%{y:.4g}"
             )
         )
     if message:

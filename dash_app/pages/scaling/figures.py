@@ -20,6 +20,7 @@ from dash_app.plots import (
     empty_figure,
     labelled_range,
     level_line,
+    measured_markers,
     node_boundary,
     published_traces,
     spread_of,
@@ -277,18 +278,8 @@ def projection_figure(
                 ),
             )
         )
-        measured = [p for p in row if p.measured]
         traces.append(
-            go.Scatter(
-                x=[p.world_size for p in measured],
-                y=[p.step_s for p in measured],
-                mode="markers",
-                marker={"color": colour, "size": 10},
-                name=f"{network}: measured",
-                legendgroup=network,
-                hovertemplate=f"{network}, %{{x}} worker(s): %{{y:.4g}} s per step, measured"
-                "<extra></extra>",
-            )
+            measured_markers(row, network, "step_s", colour, "measured", "%{y:.4g} s per step")
         )
     sizes = [p.world_size for p in points]
     yaxis = {"type": "log", "title": {"text": "seconds per step and rank"}}
