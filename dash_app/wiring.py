@@ -167,20 +167,25 @@ class Outputs:
         self.slots = slots
 
     @classmethod
-    def of_page(cls, prefix: str, *, networks: str | None = None, **slots: Slot) -> Outputs:
+    def of_page(
+        cls, prefix: str, *, networks: bool = False, published: bool = False, **slots: Slot
+    ) -> Outputs:
         """The outputs of a page's main callback: its address bar (``search``,
-        :func:`address`), ``slots``, whether its refresher stops (``refresh_off``,
-        :func:`refresh`) and, where ``networks`` names the page's network picker
-        (:func:`~dash_app.components.network_picker`), the picker's options and visibility
-        (``network_options``, ``network_style``: both left as they are on failure; their
-        values are :meth:`~dash_app.components.NetworkChoice.values`)."""
+        :func:`address`), with ``published`` the note under its published-results switch
+        (``published_note``: ``<prefix>-published-note``, emptied on failure), ``slots``,
+        whether its refresher stops (``refresh_off``, :func:`refresh`) and, with
+        ``networks``, its network picker's (:func:`~dash_app.components.network_picker`,
+        ``<prefix>-network``) options and visibility (``network_options``,
+        ``network_style``: both left as they are on failure; their values are
+        :meth:`~dash_app.components.NetworkChoice.values`)."""
+        note = {"published_note": cleared(f"{prefix}-published-note")} if published else {}
         pickers: dict[str, Slot] = {}
-        if networks is not None:
+        if networks:
             pickers = {
-                "network_options": kept(networks, "options"),
-                "network_style": kept(f"{networks}-column", "style"),
+                "network_options": kept(f"{prefix}-network", "options"),
+                "network_style": kept(f"{prefix}-network-column", "style"),
             }
-        return cls(search=address(prefix), **slots, refresh_off=refresh(prefix), **pickers)
+        return cls(search=address(prefix), **note, **slots, refresh_off=refresh(prefix), **pickers)
 
     @property
     def outputs(self) -> dict[str, Output]:

@@ -123,7 +123,7 @@ def build(state: CommunicationState, problems: list[str]) -> html.Div:
 
 OUTPUTS = Outputs.of_page(
     "comm",
-    networks="comm-network",
+    networks=True,
     status=message("comm-status"),
     ratio=blank_figure("comm-ratio"),
     phases=blank_figure("comm-phases"),

@@ -149,9 +149,9 @@ PROJECTED_COST_HELP = (
 
 OUTPUTS = Outputs.of_page(
     "cost",
-    networks="cost-network",
+    networks=True,
+    published=True,
     status=message("cost-status"),
-    published_note=cleared("cost-published-note"),
     cost=blank_figure("cost-bars"),
     price_index=blank_figure("cost-index"),
     cost_time=blank_figure("cost-pareto"),

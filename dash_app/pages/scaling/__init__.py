@@ -114,9 +114,9 @@ def build(state: SweepState, problems: list[str]) -> html.Div:
 
 OUTPUTS = Outputs.of_page(
     "scaling",
-    networks="scaling-network",
+    networks=True,
+    published=True,
     summary=message("scaling-summary"),
-    published_note=cleared("scaling-published-note"),
     tta=blank_figure("scaling-tta"),
     speedup=blank_figure("scaling-speedup"),
     efficiency=blank_figure("scaling-efficiency"),
