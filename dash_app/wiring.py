@@ -18,6 +18,9 @@ A page (a package of ``dash_app/pages``) declares only what is its own::
         PAGE.register(parse_trend, build)
         OUTPUTS.wire(app, update, *values("trend-task", ...), tick("trend"))
 
+An update opens with what it shows: :func:`chosen` (a run, say) or, on a sweep's page,
+:func:`shown_sweep`; while none is chosen, or there is no such one, the page says so.
+
 The main callback of a page also sets its address (``search``: left as it is on failure) and
 whether its refresher stops (``refresh_off``: it stops on failure).
 
@@ -34,17 +37,22 @@ import inspect
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import dash
 from dash import Dash, Input, Output, ctx, html, no_update
 
 from dash_app import components as ui
-from dash_app import plots
+from dash_app import data, plots
 from dash_app.data import BadInput, DataUnavailable
+
+if TYPE_CHECKING:
+    from results_db.queries.sweeps import SweepInfo
+    from scalebench.tasks.published import PublishedPoint
 
 log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 UNEXPECTED = "The dashboard hit an unexpected error; the details are in the server's log."
 WRONG_KINDS = "This page was asked with inputs of a kind it never sends; reload the page."
@@ -85,11 +93,18 @@ def wrong_kinds(
     return found
 
 
+class NotShown(Exception):
+    """What a callback cannot show, said on its page instead (an input not chosen yet, a
+    sweep or run not in the database): the callback answers with its outputs' failure of
+    this message, and nothing is logged."""
+
+
 def guarded(fallback: Callable[[str], Any]) -> Callable[[F], F]:
     """Decorate a layout or callback: on failure return ``fallback(message)`` instead. A
     call whose inputs are not of the kinds the function declares (what no page of this
     dashboard sends) is refused before it runs, with one log line naming them; a query
-    refusing an argument (:class:`~dash_app.data.BadInput`) the same way."""
+    refusing an argument (:class:`~dash_app.data.BadInput`) the same way. What it cannot
+    show (:class:`NotShown`) or read (:class:`~dash_app.data.DataUnavailable`) is said."""
 
     def decorate(function: F) -> F:
         signature = inspect.signature(function)
@@ -101,7 +116,7 @@ def guarded(fallback: Callable[[str], Any]) -> Callable[[F], F]:
                 if odd:
                     raise BadInput(f"inputs of the wrong kind: {', '.join(odd)}")
                 return function(*args, **kwargs)
-            except DataUnavailable as exc:
+            except (DataUnavailable, NotShown) as exc:
                 return fallback(str(exc))
             except BadInput as exc:
                 log.warning("dashboard: %s refused: %s", function.__qualname__, str(exc)[:300])
@@ -224,6 +239,54 @@ class Outputs:
                 return safe(*values, triggered=ctx.triggered_id)
 
         app.callback(output=self.outputs, inputs=list(inputs))(callback)
+
+
+# -- the opening of a page's update -------------------------------------------------------
+
+
+def chosen(value: str | None, find: Callable[[str], T | None], kind: str, ask: str = "") -> T:
+    """What a page's callback shows: ``find(value)``, the ``kind`` ("sweep", "run") whose id
+    the picker's ``value`` is. :class:`NotShown` while none is chosen (``ask``, by default
+    "Choose a <kind>.") or where there is no such one."""
+    if not value:
+        raise NotShown(ask or f"Choose a {kind}.")
+    found = find(value)
+    if found is None:
+        raise NotShown(f"There is no {kind} {value!r} in the database.")
+    return found
+
+
+@dataclass(frozen=True)
+class SweepShown:
+    """The training sweep a page's callback shows (:func:`shown_sweep`): where it is read
+    from, its network profiles shown, and the published results drawn beside each of them
+    (``published[profile]``) with the note under the switch."""
+
+    source: data.Source
+    sweep: SweepInfo
+    networks: ui.NetworkChoice
+    published: dict[str, tuple[PublishedPoint, ...]]
+    note: Any
+
+    @property
+    def shown(self) -> list[str]:
+        """The network profiles drawn, in order."""
+        return self.networks.shown
+
+
+def shown_sweep(
+    sweep_id: str | None, network: str | None, published: str | None, ask: str = ""
+) -> SweepShown:
+    """The opening of a sweep page's callback: the sweep ``sweep_id`` (:func:`chosen`, with
+    ``ask``), its profiles as the picker's ``network`` shows them and, where ``published``
+    is "on", the published results (drawn once: they ran on real clusters' networks, so
+    beside the first profile shown only)."""
+    source = data.current()
+    sweep = chosen(sweep_id, source.sweep, "sweep", ask)
+    networks = ui.choose_networks(source.networks(sweep.id), network)
+    points, note = ui.published_for(sweep, published == "on")
+    beside = {name: points if i == 0 else () for i, name in enumerate(networks.shown)}
+    return SweepShown(source, sweep, networks, beside, note)
 
 
 # -- a callback's inputs -------------------------------------------------------------------

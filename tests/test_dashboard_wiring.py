@@ -120,3 +120,26 @@ def test_a_page_layout_is_parsed_then_built_and_a_failure_is_a_page() -> None:
     assert "hello" in shown and "x: not used" in shown
     failed = shown_text(layout(x="gone"))
     assert "Title" in failed and "no database" in failed
+
+
+def test_what_an_update_shows_is_chosen_or_said_why_not(caplog: pytest.LogCaptureFixture) -> None:
+    runs = {"r1": "the run"}
+    assert wiring.chosen("r1", runs.get, "run") == "the run"
+    with pytest.raises(wiring.NotShown, match=r"^Choose a run\.$"):
+        wiring.chosen(None, runs.get, "run")
+    with pytest.raises(wiring.NotShown, match=r"^Choose a sweep and a price\.$"):
+        wiring.chosen("", runs.get, "sweep", "Choose a sweep and a price.")
+    with pytest.raises(wiring.NotShown, match=r"^There is no run 'gone' in the database\.$"):
+        wiring.chosen("gone", runs.get, "run")
+
+    outputs = Outputs(note=wiring.message("t-note"), refresh_off=wiring.refresh("t"))
+
+    def update(run_id: str | None) -> dict[str, Any]:
+        return outputs.answer(note=wiring.chosen(run_id, runs.get, "run"))
+
+    safe = wiring.guarded(outputs.failure)(update)
+    with caplog.at_level(logging.DEBUG):
+        assert safe("r1") == {"note": "the run", "refresh_off": no_update}
+        missing = safe("gone")
+    assert "There is no run 'gone'" in shown_text(missing["note"])
+    assert missing["refresh_off"] is True and not caplog.records

@@ -20,7 +20,7 @@ from dash_app.choices import pick_sweep
 from dash_app.pages.compare import figures
 from dash_app.plots import per_network
 from dash_app.state import Query, to_search
-from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
+from dash_app.wiring import Outputs, Page, blank_figure, chosen, cleared, message, tick, values
 
 PAGE = Page(
     __name__,
@@ -96,9 +96,7 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict
     if not a_id or not b_id:
         return OUTPUTS.failure("Choose two sweeps.")
     source = data.current()
-    a, b = source.sweep(a_id), source.sweep(b_id)
-    if a is None or b is None:
-        return OUTPUTS.failure(f"There is no sweep {(b_id if a else a_id)!r} in the database.")
+    a, b = chosen(a_id, source.sweep, "sweep"), chosen(b_id, source.sweep, "sweep")
     # Each network profile is its own configuration: compared with the same profile only.
     a_networks, b_networks = source.networks(a_id), source.networks(b_id)
     networks = list(dict.fromkeys([*a_networks, *b_networks]))

@@ -19,7 +19,16 @@ from dash_app import data, plots, reasons, tables
 from dash_app.choices import offered, pick_sweep, pick_sweeps
 from dash_app.pages.cost import figures
 from dash_app.state import Query, to_search
-from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
+from dash_app.wiring import (
+    Outputs,
+    Page,
+    blank_figure,
+    cleared,
+    message,
+    shown_sweep,
+    tick,
+    values,
+)
 from results_db.queries.costs import PriceMissing, PriceRow
 
 PAGE = Page(
@@ -31,6 +40,7 @@ PAGE = Page(
     order=3,
 )
 NO_GPU = "none"
+CHOOSE = "Choose a sweep, a machine type and a GPU type."
 GPU_FOR_GPU_RUNS = "nvidia-tesla-t4"  # the published results' GPU
 
 
@@ -170,23 +180,18 @@ def update(
     """The named :data:`OUTPUTS`: URL search, status, published-results note, cost, price
     index, Pareto figures (each network profile shown apart), price table, refresh, the
     network picker's options and visibility."""
-    if not sweep_id or not instance or not gpu:
-        return OUTPUTS.failure("Choose a sweep, a machine type and a GPU type.")
-    source = data.current()
-    sweep = source.sweep(sweep_id)
-    if sweep is None:
-        return OUTPUTS.failure(f"There is no sweep {sweep_id!r} in the database.")
-    networks = ui.choose_networks(source.networks(sweep_id), network)
-    shown = networks.shown
+    if not instance or not gpu:
+        return OUTPUTS.failure(CHOOSE)
+    view = shown_sweep(sweep_id, network, published, CHOOSE)
+    source, sweep, shown, drawn_with = view.source, view.sweep, view.shown, view.published
+    sweep_id, note = sweep.id, view.note
     state = CostState(
         sweep=sweep_id,
         instance=instance,
         gpu=gpu,
         published=published or "off",
-        network=networks.picked,
+        network=view.networks.picked,
     )
-    points, note = ui.published_for(sweep, published == "on")
-    drawn_with = {name: points if i == 0 else () for i, name in enumerate(shown)}
     prices = ui.table("cost-price-table", tables.price_rows(source.prices()))
     try:
         rows = {
@@ -204,7 +209,7 @@ def update(
             cost_time=blank,
             prices=prices,
             refresh_off=True,
-            **networks.values(),
+            **view.networks.values(),
         )
     runs = source.sweep_runs(sweep_id)
     per_node = plots.ranks_per_node_of(runs)  # its node boundary
@@ -232,7 +237,7 @@ def update(
         ),
         prices=prices,
         refresh_off=sweep.outcome != "running",
-        **networks.values(),
+        **view.networks.values(),
     )
 
 
@@ -251,7 +256,7 @@ def update_projection(
     """The :data:`PROJECTION_OUTPUTS`: the sweep's projected cost at the chosen prices with the
     pooled fits of ``allreduce_ids``, and what could not be projected or priced."""
     if not sweep_id or not instance or not gpu:
-        return PROJECTION_OUTPUTS.failure("Choose a sweep, a machine type and a GPU type.")
+        return PROJECTION_OUTPUTS.failure(CHOOSE)
     allreduce = ui.picked(allreduce_ids)
     if not allreduce:
         return PROJECTION_OUTPUTS.answer(

@@ -20,7 +20,16 @@ from dash_app.choices import is_allreduce
 from dash_app.pages.communication.figures import allreduce_busbw_figure, allreduce_latency_figure
 from dash_app.pages.run import figures
 from dash_app.state import Query, to_search
-from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
+from dash_app.wiring import (
+    Outputs,
+    Page,
+    blank_figure,
+    chosen,
+    cleared,
+    message,
+    tick,
+    values,
+)
 from results_db.queries.runs import RunInfo
 from scalebench import units
 
@@ -120,12 +129,8 @@ OUTPUTS = Outputs.of_page(
 def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
     """The named :data:`OUTPUTS`: URL search, facts, loss and metric figures, events,
     environment, downloads, refresh disabled."""
-    if not run_id:
-        return OUTPUTS.failure("Choose a run.")
     source = data.current()
-    run = source.run(run_id)
-    if run is None:
-        return OUTPUTS.failure(f"There is no run {run_id!r} in the database.")
+    run = chosen(run_id, source.run, "run")
     sweep = source.sweep(run.sweep_id)
     shown = companions(run, source.sweep_runs(run.sweep_id))
     curves = source.curves(run.sweep_id, shown)

@@ -23,7 +23,16 @@ from dash_app import data, plots, reasons
 from dash_app.choices import offered, pick_sweep, pick_sweeps
 from dash_app.pages.scaling import figures
 from dash_app.state import Query, to_search
-from dash_app.wiring import Outputs, Page, blank_figure, cleared, message, tick, values
+from dash_app.wiring import (
+    Outputs,
+    Page,
+    blank_figure,
+    cleared,
+    message,
+    shown_sweep,
+    tick,
+    values,
+)
 
 PAGE = Page(
     __name__,
@@ -132,26 +141,17 @@ def update(
     """The :data:`OUTPUTS`: URL search, summary, published-results note, TTA, speedup and
     efficiency figures (a curve per network profile shown), whether refreshing stops, the
     network picker's options and visibility."""
-    if not sweep_id:
-        return OUTPUTS.failure("Choose a sweep.")
-    source = data.current()
-    sweep = source.sweep(sweep_id)
-    if sweep is None:
-        return OUTPUTS.failure(f"There is no sweep {sweep_id!r} in the database.")
-    networks = ui.choose_networks(source.networks(sweep_id), network)
-    shown = networks.shown
-    rows = {name: source.scaling(sweep_id, name) for name in shown}
-    runs = source.sweep_runs(sweep_id)
+    view = shown_sweep(sweep_id, network, published)
+    source, sweep, shown, drawn_with = view.source, view.sweep, view.shown, view.published
+    rows = {name: source.scaling(sweep.id, name) for name in shown}
+    runs = source.sweep_runs(sweep.id)
     runs_on = {name: [r for r in runs if r.network == name] for name in shown}
     per_node = plots.ranks_per_node_of(runs)  # the sweep's: its node boundary and shapes
-    points, note = ui.published_for(sweep, published == "on")
-    # Published results ran on real clusters' networks: drawn once, beside the first profile.
-    drawn_with = {name: points if i == 0 else () for i, name in enumerate(shown)}
-    state = SweepState(sweep=sweep_id, published=published or "off", network=networks.picked)
+    state = SweepState(sweep=sweep.id, published=published or "off", network=view.networks.picked)
     return OUTPUTS.answer(
         search=to_search(state),
         summary=figures.summary(sweep, rows, [r for name in shown for r in runs_on[name]]),
-        published_note=note,
+        published_note=view.note,
         tta=plots.per_network(
             {n: figures.tta_figure(rows[n], runs_on[n], drawn_with[n], per_node) for n in shown}
         ),
@@ -162,7 +162,7 @@ def update(
             {n: figures.efficiency_figure(rows[n], per_node, runs_on[n]) for n in shown}
         ),
         refresh_off=sweep.outcome != "running",
-        **networks.values(),
+        **view.networks.values(),
     )
 
 
