@@ -26,6 +26,7 @@ from scalebench.rank import EXIT_FAILED, EXIT_OK
 from scalebench.request import FIELDS
 from scalebench.request_fields import InvalidParameter, RequestField
 from scalebench.stacks import BadStack, stacks_from_options
+from scalebench.statuses import FAILED, SUCCEEDED
 from scalebench.sweep import GroupPlan, SweepRequest, start_sweep, validate_request
 from scalebench.tasks import TrainingSpec
 
@@ -90,19 +91,19 @@ def run_sweep(
                 result = run_group(group, lambda group=group: launcher_for(group))
                 (status, reason), seconds = record_verdict(group, result), result.seconds
             except LauncherFailed as exc:  # recorded failed; the sweep goes on
-                status, reason, seconds = "failed", str(exc), 0.0
+                status, reason, seconds = FAILED, str(exc), 0.0
             running = None
             line = f"   {status} in {seconds:.1f} s"
             print(line + (f": {reason}" if reason else ""), flush=True)
             if publish is not None:
                 publish(group)
-            if status != "succeeded":
+            if status != SUCCEEDED:
                 exit_status = EXIT_FAILED
             if reason.startswith(NO_SPACE):  # the next groups would only fill it further
                 later = groups[index + 1 :]
                 for entry in later:
                     manifest.record_verdict(
-                        plan.sweep_dir, entry.run_id, "failed", f"not started: {reason}"
+                        plan.sweep_dir, entry.run_id, FAILED, f"not started: {reason}"
                     )
                 if later:
                     print(f"   the {len(later)} other group(s) not started: {reason}", flush=True)

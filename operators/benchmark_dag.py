@@ -39,6 +39,7 @@ from scalebench.datasets import downloadable, published_checksums
 from scalebench.request import FIELDS
 from scalebench.request_fields import RequestField
 from scalebench.stacks import STACK_NAME, STACK_SCHEMA
+from scalebench.statuses import CANCELLED
 from scalebench.tasks import AllReduceSpec, TaskSpec
 
 # Why ingest closes a group that has no verdict of its own.
@@ -432,7 +433,7 @@ def judge_step(request: Any, loaded: Any, *, fail_when_cancelled: bool) -> Any:
         if sweep_id is None:
             raise RuntimeError("the sweep was not loaded into the results database; see ingest")
         rows = summarize_sweep(sweep_id)
-        if fail_when_cancelled and sweep_outcome(sweep_id) == "cancelled":
+        if fail_when_cancelled and sweep_outcome(sweep_id) == CANCELLED:
             raise RuntimeError(f"sweep {sweep_id} was cancelled; what it measured is kept")
         return rows
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from scalebench import manifest
+from scalebench.statuses import CANCELLED, FAILED, RANK_FAILURES
 
 if TYPE_CHECKING:
     from scalebench.sweep import GroupPlan
@@ -49,7 +50,7 @@ class GroupResult:
         """``reason``, followed for a failed rank by the last ``lines`` non-empty lines it
         wrote (at most ``limit`` characters): usually the exception that ended it."""
         rank = self.first_failed_rank
-        if self.status not in ("failed", "diverged") or rank is None:
+        if self.status not in RANK_FAILURES or rank is None:
             return self.reason
         prefix = f"[rank {rank}] "
         own = [
@@ -114,7 +115,7 @@ def run_group(
         reason = launcher_failed(group, exc)
         if not cancelled():
             manifest.record_verdict(
-                Path(group.sweep_dir), group.run_id, "failed", reason, attempt=attempt
+                Path(group.sweep_dir), group.run_id, FAILED, reason, attempt=attempt
             )
         raise LauncherFailed(reason) from exc
 
@@ -127,7 +128,7 @@ def record_verdict(
     group); returns the status and reason recorded."""
     status, reason = result.status, result.reason_with_log()
     if cancelled_reason:
-        status, reason = "cancelled", cancelled_reason
+        status, reason = CANCELLED, cancelled_reason
     manifest.record_verdict(
         Path(group.sweep_dir),
         group.run_id,

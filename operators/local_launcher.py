@@ -53,6 +53,7 @@ from scalebench.network import NetworkProfile
 from scalebench.nodes import NodeShape
 from scalebench.rank import EXIT_DIVERGED, EXIT_NO_SPACE, LAUNCHER_PID_VARIABLE
 from scalebench.stacks import rank_environment
+from scalebench.statuses import DIVERGED, FAILED, SUCCEEDED, TIMED_OUT
 from workers.node import Node, available_cpus, describe_exit, shares, stop_ranks
 
 if TYPE_CHECKING:
@@ -210,7 +211,7 @@ class LocalGroup:
 
     def wait(self, timeout_s: float) -> GroupResult:
         """Follow the group until it ends, a rank fails, or ``timeout_s`` passes."""
-        status, reason, failed_rank = "succeeded", "", None
+        status, reason, failed_rank = SUCCEEDED, "", None
         deadline = self._started + timeout_s
         exit_order: list[int] = []  # ranks in the order they were seen to exit
         try:
@@ -230,13 +231,13 @@ class LocalGroup:
                     silent = self._silent_ranks(codes)
                     status, reason, failed_rank = _classify(codes, exit_order, silent)
                     if EXIT_NO_SPACE in codes:  # the cause whatever the peers then did
-                        status, failed_rank = "failed", None  # its one line says it all
+                        status, failed_rank = FAILED, None  # its one line says it all
                         reason = no_space_reason(self.run_dir or Path.cwd())
                     break
                 if all(c == 0 for c in codes):
                     break
                 if time.monotonic() > deadline:
-                    status = "timed_out"
+                    status = TIMED_OUT
                     reason = f"the group did not finish within {timeout_s:g} s"
                     break
                 time.sleep(0.05)
@@ -349,9 +350,9 @@ def _classify(
     that exited first (the others usually fail because it did)."""
     nonzero = {rank: codes[rank] for rank in exit_order if codes[rank] not in (None, 0)}
     if all(code == EXIT_DIVERGED for code in nonzero.values()):
-        return "diverged", "the loss stopped being finite", next(iter(nonzero))
+        return DIVERGED, "the loss stopped being finite", next(iter(nonzero))
     culprits = {r: c for r, c in nonzero.items() if c != EXIT_DIVERGED}
     exits = [f"rank {r} exited with {describe_exit(c)}" for r, c in culprits.items()]
     if silent:
-        return "failed", "; ".join([*silent.values(), *exits]), next(iter(silent))
-    return "failed", "; ".join(exits), next(iter(culprits))
+        return FAILED, "; ".join([*silent.values(), *exits]), next(iter(silent))
+    return FAILED, "; ".join(exits), next(iter(culprits))

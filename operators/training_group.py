@@ -52,6 +52,7 @@ from operators.group import (
 )
 from operators.launcher import fits_one_pod, launcher_for
 from scalebench import config, manifest
+from scalebench.statuses import CANCELLED, FAILED, PLANNED, RUNNING, SKIPPED, SUCCEEDED
 from scalebench.sweep import GroupPlan
 
 CANCELLED_REASON = "the Airflow task was stopped"
@@ -83,11 +84,11 @@ class TrainingGroupOperator(BaseOperator):
         sweep_dir = Path(group.sweep_dir)
         sweep = self.wait_for_the_others(group)
         if self._cancelled.is_set():
-            manifest.record_verdict(sweep_dir, group.run_id, "skipped", STOPPED_BEFORE_START)
+            manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, STOPPED_BEFORE_START)
             raise AirflowException(f"{group.run_id}: {STOPPED_BEFORE_START}")
-        if sweep.cancelled and sweep.entry(group.run_id).status == "planned":
+        if sweep.cancelled and sweep.entry(group.run_id).status == PLANNED:
             reason = "the sweep was cancelled before this group started"
-            manifest.record_verdict(sweep_dir, group.run_id, "skipped", reason)
+            manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, reason)
             raise AirflowSkipException("the sweep was cancelled; this group does not start")
         # This try owns the group from now on: an earlier try still stopping (a scheduler that
         # restarted reset it) can no longer decide its verdict, then its files are set aside.
@@ -223,7 +224,7 @@ class TrainingGroupOperator(BaseOperator):
 
         group = self.plan
         self._attempt = attempt_name(context)
-        if event["status"] == "running":
+        if event["status"] == RUNNING:
             self.carry_on(context, event)
         names = GroupNames(job=event["job"], service=event["service"])
         attempt = event.get("attempt", 1)
@@ -247,7 +248,7 @@ class TrainingGroupOperator(BaseOperator):
         if event["status"] == "error":
             reason = launcher_failed(group, event["reason"])
             manifest.record_verdict(
-                Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
+                Path(group.sweep_dir), group.run_id, FAILED, reason, attempt=self._attempt
             )
             raise AirflowException(f"{group.run_id}: {reason}")
         if result is None:  # no launcher to conclude with: the event alone, without log tail
@@ -286,7 +287,7 @@ class TrainingGroupOperator(BaseOperator):
         try:
             launcher = self.launcher_for(group, context, names)
             launcher.resumed(event["started_s"], event.get("attempt", 1))
-            if event["status"] == "running":
+            if event["status"] == RUNNING:
                 self.publish(group, final=False)
             result = launcher.reentered(event)  # a running event: deferred again, mostly
             if launcher.may_retry(result.status):
@@ -305,7 +306,7 @@ class TrainingGroupOperator(BaseOperator):
             launcher.stop()
         reason = launcher_failed(group, error)
         manifest.record_verdict(
-            Path(group.sweep_dir), group.run_id, "failed", reason, attempt=self._attempt
+            Path(group.sweep_dir), group.run_id, FAILED, reason, attempt=self._attempt
         )
         raise AirflowException(f"{group.run_id}: {reason}") from error
 
@@ -314,7 +315,7 @@ class TrainingGroupOperator(BaseOperator):
         status, reason = record_verdict(
             group, result, CANCELLED_REASON if self._cancelled.is_set() else "", self._attempt
         )
-        log = self.log.info if status == "succeeded" else self.log.error
+        log = self.log.info if status == SUCCEEDED else self.log.error
         log("%s: %s %s", group.run_id, status, reason)
         self.publish(group)
         if self._cancelled.is_set():
@@ -392,7 +393,7 @@ class TrainingGroupOperator(BaseOperator):
         manifest.record_verdict(
             Path(group.sweep_dir),
             group.run_id,
-            "cancelled",
+            CANCELLED,
             CANCELLED_REASON,
             attempt=self._attempt,
         )

@@ -45,6 +45,7 @@ from operators.kubernetes.watch import (
     log_tail,
 )
 from scalebench.stacks import STACK_VARIABLE
+from scalebench.statuses import FAILED, PREEMPTED
 
 if TYPE_CHECKING:
     from operators.kubernetes.trigger import GroupTrigger
@@ -172,7 +173,7 @@ class KubernetesGroup(GroupObjects):
     def may_retry(self, status: str) -> bool:
         """Whether a group that ended with ``status`` is run again: ``preempted`` with
         retries left (``SCALEBENCH_K8S_PREEMPTION_RETRIES``)."""
-        return status == "preempted" and self.attempt <= self.settings.preemption_retries
+        return status == PREEMPTED and self.attempt <= self.settings.preemption_retries
 
     def next_attempt(self, result: GroupResult) -> None:
         """Run the group again after ``result`` (a preempted attempt, whose objects are
@@ -313,7 +314,7 @@ class KubernetesGroup(GroupObjects):
         api_errors = 0
         while True:
             if self._stopping.is_set():
-                return Verdict("failed", stopped), []
+                return Verdict(FAILED, stopped), []
             try:
                 job = self._batch.read_namespaced_job(job_name, namespace)
                 pods: list[Any] = []
@@ -324,7 +325,7 @@ class KubernetesGroup(GroupObjects):
             except (ApiException, HTTPError, OSError) as exc:
                 code = getattr(exc, "status", None)
                 if code == 404:
-                    return Verdict("failed", stopped if self._stopping.is_set() else deleted), []
+                    return Verdict(FAILED, stopped if self._stopping.is_set() else deleted), []
                 api_errors += 1
                 if code in (401, 403) or api_errors > MAX_API_ERRORS:
                     raise

@@ -58,6 +58,7 @@ from operators.kubernetes.pod_status import (
     qos_class,
 )
 from operators.kubernetes.trigger import record_cancelled
+from scalebench.statuses import FAILED, RUNNING, SUCCEEDED
 
 if TYPE_CHECKING:
     from operators.kubernetes.names import GroupNames
@@ -164,7 +165,7 @@ class GroupPodTrigger(KubernetesPodTrigger):
                 self._fired_event = True
                 yield TriggerEvent(
                     {
-                        "status": "running",
+                        "status": RUNNING,
                         "namespace": self.pod_namespace,
                         "name": self.pod_name,
                         "last_log_time": self.last_log_time,
@@ -374,7 +375,7 @@ class PodGroup(KubernetesGroup):
         (raises ``TaskDeferred``), unless the pod ended meanwhile: then as an ending one.
         The policy is deleted once the pod has ended, however it ended."""
         operator = self.operator()
-        if event["status"] == "running":
+        if event["status"] == RUNNING:
 
             def act() -> None:
                 operator.pod = operator.hook.get_pod(event["name"], event["namespace"])
@@ -401,7 +402,7 @@ class PodGroup(KubernetesGroup):
                 pod, self.ranks_per_node, schedule_timeout_s=self.settings.schedule_timeout_s
             )
         if verdict is None:
-            status = "failed" if message else "succeeded"
+            status = FAILED if message else SUCCEEDED
             verdict = (status, message.splitlines()[0] if message else "", None)
         status, reason, first_failed = verdict
         code = None if pod is None else exit_code(pod)

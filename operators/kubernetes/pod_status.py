@@ -27,6 +27,7 @@ from operators.kubernetes.constants import (
 )
 from scalebench.diskspace import NO_SPACE
 from scalebench.rank import EXIT_DIVERGED, EXIT_NO_SPACE
+from scalebench.statuses import DIVERGED, FAILED, NOT_ADMITTED, PREEMPTED, SUCCEEDED, TIMED_OUT
 
 # Container waiting reasons that never resolve without a change to the spec.
 HOPELESS_REASONS = ("InvalidImageName", "CreateContainerConfigError")
@@ -208,22 +209,22 @@ def job_verdict(
     disrupted = [p for p in pods if _disruption(p) is not None]
     if disrupted:
         described = (_describe_disruption(p, ranks_per_node) for p in disrupted)
-        return "preempted", "; ".join(described), None
+        return PREEMPTED, "; ".join(described), None
     failed_condition = conditions.get("Failed") or conditions.get("FailureTarget")
     if failed_condition is not None and get_field(failed_condition, "reason") == "DeadlineExceeded":
         deadline = get_field(job, "spec", "activeDeadlineSeconds")
-        return "timed_out", f"the Job's deadline of {deadline} s passed", None
+        return TIMED_OUT, f"the Job's deadline of {deadline} s passed", None
     failed = [p for p in pods if get_field(p, "status", "phase") == "Failed"]
     if failed:
         return _classify_failed(failed, ranks_per_node)
     if failed_condition is not None:
         reason = get_field(failed_condition, "reason") or "Failed"
         message = get_field(failed_condition, "message") or ""
-        return "failed", f"the Job failed: {reason}" + (f": {message}" if message else ""), None
+        return FAILED, f"the Job failed: {reason}" + (f": {message}" if message else ""), None
     completions = get_field(job, "spec", "completions") or 0
     succeeded = get_field(job, "status", "succeeded") or 0
     if "Complete" in conditions or (completions and succeeded >= completions):
-        return "succeeded", "", None
+        return SUCCEEDED, "", None
     return None
 
 
@@ -238,14 +239,14 @@ def _classify_failed(failed: list[Any], ranks_per_node: int = 1) -> tuple[str, s
 
     if all(exit_code(p) == EXIT_DIVERGED for p in own):
         ranks = ", ".join(str(rank(p)) for p in own)
-        return "diverged", f"the loss stopped being finite (rank {ranks})", rank(own[0])
+        return DIVERGED, f"the loss stopped being finite (rank {ranks})", rank(own[0])
     full = [p for p in own if exit_code(p) == EXIT_NO_SPACE]
     if full:  # the cause, whatever the other ranks did next
         ranks = ", ".join(str(rank(p)) for p in full)
-        return "failed", f"{NO_SPACE}{RESULTS_MOUNT} (the results volume; rank {ranks})", None
+        return FAILED, f"{NO_SPACE}{RESULTS_MOUNT} (the results volume; rank {ranks})", None
     culprits = [p for p in own if exit_code(p) != EXIT_DIVERGED]
     described = "; ".join(_describe_failure(p, ranks_per_node) for p in culprits)
-    return "failed", described, rank(culprits[0])
+    return FAILED, described, rank(culprits[0])
 
 
 def _describe_failure(pod: Any, ranks_per_node: int = 1) -> str:
@@ -307,23 +308,23 @@ def pod_verdict(
     scheduler's or the kubelet's words, as if ``schedule_timeout_s`` (s) had passed.
     """
     if _disruption(pod) is not None:
-        return "preempted", _describe_disruption(pod, ranks_per_node), None
+        return PREEMPTED, _describe_disruption(pod, ranks_per_node), None
     phase = get_field(pod, "status", "phase")
     if phase == "Failed" and get_field(pod, "status", "reason") == "DeadlineExceeded":
         deadline = get_field(pod, "spec", "activeDeadlineSeconds")
-        return "timed_out", f"the pod's deadline of {deadline} s passed", None
+        return TIMED_OUT, f"the pod's deadline of {deadline} s passed", None
     if phase == "Failed":
         return _classify_failed([pod], ranks_per_node)
     if phase == "Succeeded":
-        return "succeeded", "", None
+        return SUCCEEDED, "", None
     if phase == "Pending":
         for condition in get_field(pod, "status", "conditions") or []:
             if get_field(condition, "type") == "PodScheduled" and (
                 get_field(condition, "reason") == SCHEDULING_GATED
             ):
-                return "not_admitted", f"{_describe_pod(pod)} was never admitted by Kueue", None
+                return NOT_ADMITTED, f"{_describe_pod(pod)} was never admitted by Kueue", None
         problem = pending_problem(
             [pod], schedule_timeout_s, 0.0, schedule_timeout_s, image_pull_grace_s=0.0
         )
-        return "failed", problem or f"{_describe_pod(pod)} never started", None
+        return FAILED, problem or f"{_describe_pod(pod)} never started", None
     return None

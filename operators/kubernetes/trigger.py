@@ -56,6 +56,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from operators.kubernetes.constants import JOB_NAME_LABEL, MAX_API_ERRORS, SETTLE_S
 from operators.kubernetes.pod_status import get_field
 from operators.kubernetes.watch import SETTLE, GroupWatch, Verdict, rank0_pod
+from scalebench.statuses import CANCELLED, FAILED, RUNNING
 
 CANCELLED_REASON = "the Airflow task was stopped"
 
@@ -208,7 +209,7 @@ class GroupTrigger(BaseTrigger):
                 code = getattr(exc, "status", None)
                 if code == 404:
                     return Verdict(
-                        "failed", f"Job {self.namespace}/{self.job} was deleted by someone else"
+                        FAILED, f"Job {self.namespace}/{self.job} was deleted by someone else"
                     ), []
                 api_errors += 1
                 if code in (401, 403) or api_errors > MAX_API_ERRORS:
@@ -277,7 +278,7 @@ async def record_cancelled(group: dict[str, Any] | None, owner: str | None) -> N
         manifest.record_verdict,
         Path(plan.sweep_dir),
         plan.run_id,
-        "cancelled",
+        CANCELLED,
         CANCELLED_REASON,
         attempt=owner,
     )
@@ -288,7 +289,7 @@ def running_event(watch: GroupWatch, pods: list[Any]) -> dict[str, Any]:
     pod among ``pods`` (its name and phase, ``None`` while its log cannot be read)."""
     pod = rank0_pod(pods)
     return {
-        "status": "running",
+        "status": RUNNING,
         "reason": "",
         "watch": watch.state(),
         "rank0_pod": None if pod is None else get_field(pod, "metadata", "name"),

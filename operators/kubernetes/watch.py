@@ -29,6 +29,7 @@ from operators.kubernetes.pod_status import (
     pod_rank,
     qos_class,
 )
+from scalebench.statuses import FAILED, NOT_ADMITTED, PREEMPTED, RANK_FAILURES, TIMED_OUT
 
 ReadLog = Callable[..., "str | None"]
 """Reads a pod's log: ``read_log(pod_name, **options)`` with the options of the API's log
@@ -165,7 +166,7 @@ class GroupWatch:
             return None
         if self.admitted_s is not None:
             return Verdict(
-                "preempted",
+                PREEMPTED,
                 f"queue {self.queue_name} suspended the Job again after admitting it "
                 "(Kueue preempted or evicted its workload)",
             )
@@ -174,7 +175,7 @@ class GroupWatch:
             self.notes.append(f"waiting for admission in queue {self.queue_name}")
         if now_s - self.started_s > self.admission_timeout_s:
             return Verdict(
-                "not_admitted",
+                NOT_ADMITTED,
                 f"queue {self.queue_name} did not admit the Job within "
                 f"{self.admission_timeout_s:g} s (its ClusterQueue's quota is taken; "
                 f"kubectl -n {self.namespace} get workloads says why)",
@@ -191,7 +192,7 @@ class GroupWatch:
                 return None
         self.qos = qos_class(pods) or self.qos
         verdict = job_verdict(job, pods, self.ranks_per_node)
-        if verdict is not None and verdict[0] in ("failed", "diverged") and not self.settled:
+        if verdict is not None and verdict[0] in RANK_FAILURES and not self.settled:
             # Ranks that stop together (divergence) exit moments apart: let them.
             self.settled = True
             return SETTLE
@@ -201,9 +202,9 @@ class GroupWatch:
             pods, now_s, self.clock_start_s, self.schedule_timeout_s
         ) or self.missing_pods(pods, now_s)
         if problem:
-            return Verdict("failed", problem)
+            return Verdict(FAILED, problem)
         if now_s - self.clock_start_s > self.timeout_s:
-            return Verdict("timed_out", f"the group did not finish within {self.timeout_s:g} s")
+            return Verdict(TIMED_OUT, f"the group did not finish within {self.timeout_s:g} s")
         return None
 
     def missing_pods(self, pods: list[Any], now_s: float) -> str | None:

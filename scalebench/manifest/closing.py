@@ -15,6 +15,7 @@ from pathlib import Path
 from scalebench.manifest.contents import MANIFEST, GroupEntry, Manifest
 from scalebench.manifest.files import append_verdicts, finish, load
 from scalebench.manifest.processes import launcher_gone, this_or_gone
+from scalebench.statuses import CANCELLED, PLANNED, SKIPPED
 
 LAUNCHER_VANISHED = "launcher vanished: the process running the sweep ended without closing it"
 
@@ -62,10 +63,8 @@ def close(
         started, unstarted = undecided()
     append_verdicts(
         sweep_dir,
-        [{"run_id": g.run_id, "status": "cancelled", "reason": started_reason} for g in started]
-        + [
-            {"run_id": g.run_id, "status": "skipped", "reason": unstarted_reason} for g in unstarted
-        ],
+        [{"run_id": g.run_id, "status": CANCELLED, "reason": started_reason} for g in started]
+        + [{"run_id": g.run_id, "status": SKIPPED, "reason": unstarted_reason} for g in unstarted],
     )
     return finish(sweep_dir)
 
@@ -112,10 +111,10 @@ def as_closed_if_vanished(sweep: Manifest, sweep_dir: Path) -> Manifest:
     settled = tuple(
         replace(
             group,
-            status="cancelled" if (sweep_dir / group.run_id).exists() else "skipped",
+            status=CANCELLED if (sweep_dir / group.run_id).exists() else SKIPPED,
             reason=LAUNCHER_VANISHED,
         )
-        if group.status == "planned"
+        if group.status == PLANNED
         else group
         for group in sweep.groups
     )

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from scalebench.request import MAX_GROUP_TIMEOUT_S
-from scalebench.statuses import GROUP_STATUSES
+from scalebench.statuses import GROUP_STATUSES, PLANNED, STOPPED
 
 MANIFEST = "sweep.json"  # beside a sweep's run directories
 
@@ -47,7 +47,7 @@ class GroupEntry:
     run_id: str
     world_size: int
     repeat: int
-    status: str = "planned"
+    status: str = PLANNED
     reason: str = ""
     seconds: float | None = None
     network: str = "host"  # the link profile the group runs on (scalebench.network)
@@ -89,7 +89,7 @@ class Manifest:
     @property
     def cancelled(self) -> bool:
         """Whether the sweep was stopped (a group cancelled or skipped)."""
-        return any(g.status in ("cancelled", "skipped") for g in self.groups)
+        return any(g.status in STOPPED for g in self.groups)
 
     def entry(self, run_id: str) -> GroupEntry:
         """The group ``run_id`` (``KeyError`` when the sweep has none)."""
@@ -101,7 +101,7 @@ class Manifest:
     @property
     def planned(self) -> list[GroupEntry]:
         """The groups without a verdict yet."""
-        return [g for g in self.groups if g.status == "planned"]
+        return [g for g in self.groups if g.status == PLANNED]
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -138,7 +138,7 @@ class Manifest:
         # Every group decided in sweep.json itself, no verdict line, no finishing time: a
         # record finished before finishing times were written (finish folds the verdicts
         # in; a sweep that runs plans every group and appends its verdicts).
-        decided = not verdicts and all(g.status != "planned" for g in groups)
+        decided = not verdicts and all(g.status != PLANNED for g in groups)
         groups = [_folded(g, verdicts[g.run_id]) if g.run_id in verdicts else g for g in groups]
         return cls(
             sweep_id=data["sweep_id"],
@@ -237,7 +237,7 @@ def _check_owner(owner: Any, where: str) -> None:
 
 def _check_verdict(fields: dict[str, Any], where: str) -> None:
     """:class:`BadManifest` for a status that is no group's or seconds that are no duration."""
-    status = fields.get("status", "planned")
+    status = fields.get("status", PLANNED)
     if status not in GROUP_STATUSES:
         raise BadManifest(
             f"{where}: 'status' must be one of {', '.join(GROUP_STATUSES)}, got {status!r}"
@@ -291,7 +291,7 @@ def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
         if "owner" in verdict:  # an attempt starts: no verdict of its own yet
             _check_owner(verdict["owner"], where)
             owners[run_id] = verdict["owner"]
-            verdicts[run_id] = {"status": "planned", "reason": "", "seconds": None}
+            verdicts[run_id] = {"status": PLANNED, "reason": "", "seconds": None}
             verdicts[run_id]["owner"] = verdict["owner"]
             continue
         _check_verdict(verdict, where)

@@ -12,6 +12,8 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from scalebench.statuses import PLANNED
+
 if TYPE_CHECKING:
     from scalebench.manifest.contents import GroupEntry, Manifest
 
@@ -69,7 +71,7 @@ def still_running(sweep: Manifest, besides: str) -> list[GroupEntry]:
         group
         for group in sweep.groups
         if group.run_id != besides
-        and group.status == "planned"
+        and group.status == PLANNED
         and group.owner is not None
         and not this_or_gone(group.owner)
     ]

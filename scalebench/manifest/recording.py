@@ -11,7 +11,7 @@ from pathlib import Path
 
 from scalebench.manifest.files import append_verdicts, load
 from scalebench.manifest.processes import this_process
-from scalebench.statuses import GROUP_STATUSES
+from scalebench.statuses import CANCELLED, GROUP_STATUSES, PLANNED, SKIPPED
 
 
 def start_attempt(sweep_dir: Path, run_id: str, attempt: str) -> None:
@@ -21,7 +21,7 @@ def start_attempt(sweep_dir: Path, run_id: str, attempt: str) -> None:
     :func:`~scalebench.manifest.closing.close` waits for this process before it settles the
     group."""
     owner = {**this_process(), "attempt": attempt}
-    append_verdicts(sweep_dir, [{"run_id": run_id, "status": "planned", "owner": owner}])
+    append_verdicts(sweep_dir, [{"run_id": run_id, "status": PLANNED, "owner": owner}])
 
 
 def record_verdict(
@@ -62,7 +62,7 @@ def record_attempt(
         raise ValueError(f"unknown group status {status!r}")
     record = {"attempt": attempt, "status": status, "reason": reason, "seconds": seconds}
     append_verdicts(
-        sweep_dir, [{"run_id": run_id, "status": "planned", "attempt": {**record, "job": job}}]
+        sweep_dir, [{"run_id": run_id, "status": PLANNED, "attempt": {**record, "job": job}}]
     )
 
 
@@ -71,9 +71,9 @@ def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:
     planned = [g.run_id for g in load(sweep_dir).planned]
     verdicts = []
     if running is not None:
-        verdicts.append({"run_id": running, "status": "cancelled", "reason": reason})
+        verdicts.append({"run_id": running, "status": CANCELLED, "reason": reason})
     verdicts += [
-        {"run_id": run_id, "status": "skipped", "reason": reason}
+        {"run_id": run_id, "status": SKIPPED, "reason": reason}
         for run_id in planned
         if run_id != running
     ]
