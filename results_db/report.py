@@ -24,6 +24,7 @@ from results_db.queries import communication as communication_queries
 from results_db.queries import projection as projection_queries
 from results_db.queries import runs as runs_queries
 from results_db.queries import sweeps as sweeps_queries
+from scalebench.statuses import SUCCEEDED
 from scalebench.tasks import TASKS, AllReduceSpec
 from scalebench.units import byte_size
 
@@ -179,7 +180,7 @@ def sweep_report(conn: Connection, sweep_id: str) -> str:
     if stacks != [None]:
         out.append(f"each stack against the first, round by round: scalebench compare {sweep_id}")
     for run in runs:
-        if run.status != "succeeded":
+        if run.status != SUCCEEDED:
             out.append(f"{run.id}: {run.status}: {run.reason}")
         if run.quarantined_lines:
             out.append(f"{run.id}: {run.quarantined_lines} unreadable record line(s)")

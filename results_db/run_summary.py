@@ -21,6 +21,16 @@ from typing import Any
 
 from results_db import analytics
 from scalebench.run_metrics import RUN_METRICS
+from scalebench.statuses import (
+    CANCELLED,
+    CLUSTER_VERDICTS,
+    DIVERGED,
+    FAILED,
+    PLANNED,
+    RUNNING,
+    SUCCEEDED,
+    TIMED_OUT,
+)
 from workers.records import (
     CPU_USE_FIELDS,
     DDP_EXPOSED_WAIT,
@@ -82,15 +92,15 @@ def _run_status(
         if not set(FINAL_EVENTS) & set(records.events())
     ]
     if diverged:
-        return "diverged", str(diverged[0].get("reason", ""))
-    if launcher_status == "planned" and not failed:  # read while its ranks still write
-        return "running", ""
-    if launcher_status == "timed_out":
-        return "timed_out", "stopped by the launcher's time limit"
-    if launcher_status in ("preempted", "not_admitted"):  # the cluster's doing: no rank's
+        return DIVERGED, str(diverged[0].get("reason", ""))
+    if launcher_status == PLANNED and not failed:  # read while its ranks still write
+        return RUNNING, ""
+    if launcher_status == TIMED_OUT:
+        return TIMED_OUT, "stopped by the launcher's time limit"
+    if launcher_status in CLUSTER_VERDICTS:  # the cluster's doing: no rank's
         return launcher_status, ""
-    if launcher_status == "cancelled":
-        return "cancelled", "stopped on request"
+    if launcher_status == CANCELLED:
+        return CANCELLED, "stopped on request"
     if failed or unfinished or missing:
         reasons = []
         # A rank killed outright leaves no final record; say so first, since
@@ -98,8 +108,8 @@ def _run_status(
         reasons += [f"rank {rank} left no final record (killed?)" for rank in unfinished]
         reasons += [f"rank {rank} wrote no records" for rank in missing]
         reasons += [f"rank {e['rank']}: {e.get('reason', '')}" for e in failed]
-        return "failed", "; ".join(reasons)
-    return "succeeded", ""
+        return FAILED, "; ".join(reasons)
+    return SUCCEEDED, ""
 
 
 def final_event(rank: RankRecords) -> dict[str, Any] | None:

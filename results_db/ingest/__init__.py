@@ -64,7 +64,6 @@ from results_db.ingest.retries import (
     with_retries,
 )
 from results_db.ingest.run_checks import (
-    CLUSTER_VERDICTS,
     RunExtent,
     cluster_marks,
     extent_of,
@@ -106,7 +105,6 @@ from results_db.ingest.times import (
 _sweep_outcome = sweep_outcome
 
 __all__ = [
-    "CLUSTER_VERDICTS",
     "RETRY_DELAYS_S",
     "RUN_ID",
     "SWEEP_IDENTITY",

@@ -14,6 +14,7 @@ from sqlalchemy import Connection, func, select
 from results_db.models import AllReduceSample, Run, RunEvent
 from results_db.run_summary import RunSummary
 from scalebench.manifest import GroupEntry
+from scalebench.statuses import SUCCEEDED
 from scalebench.tasks import TASKS, Goal, TrainingSpec
 from workers.records import RankRecords, rank_of
 
@@ -30,7 +31,7 @@ class RunExtent:
 
     def shortfall(self, stored: RunExtent) -> str | None:
         """Why this reading must not replace ``stored`` (``None`` when it may)."""
-        if stored.status == "succeeded" and self.status != "succeeded":
+        if stored.status == SUCCEEDED and self.status != SUCCEEDED:
             return f"it is stored as succeeded, and the files now read as {self.status}"
         for name in ("step_records", "evaluations", "events", "allreduce_samples"):
             now, before = getattr(self, name), getattr(stored, name)
@@ -87,10 +88,6 @@ def run_problem(
                 "reached it"
             )
     return None
-
-
-# Verdicts only a cluster gives (scalebench.manifest): the launcher's reason is the run's.
-CLUSTER_VERDICTS = ("preempted", "not_admitted")
 
 
 def cluster_marks(group: GroupEntry) -> list[str]:

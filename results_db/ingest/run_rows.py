@@ -21,6 +21,7 @@ from scalebench import config
 from scalebench.config_hash import configuration_hash
 from scalebench.manifest import GroupEntry
 from scalebench.rank import DEFAULT_PRECISION
+from scalebench.statuses import RUNNING
 from scalebench.tasks import TASKS, TrainingSpec
 from workers.records import PHASES, RankRecords
 
@@ -44,11 +45,11 @@ def mark_running(conn: Connection, sweep_id: str, run_id: str) -> bool:
     marked = conn.execute(
         update(models.Run)
         .where(models.Run.id == run_id, models.Run.sweep_id == sweep_id)
-        .values(status="running", reason="")
+        .values(status=RUNNING, reason="")
     ).rowcount
     if marked:
         conn.execute(
-            update(models.Sweep).where(models.Sweep.id == sweep_id).values(outcome="running")
+            update(models.Sweep).where(models.Sweep.id == sweep_id).values(outcome=RUNNING)
         )
     return bool(marked)
 
@@ -70,7 +71,7 @@ def delete_run(conn: Connection, run_id: str) -> None:
 def _ended_at(started_at: datetime | None, summary: RunSummary) -> datetime | None:
     """When the run ended: its start plus its duration (seconds); NULL while it is running
     (a live load of a group that has not ended) or when it never started."""
-    if started_at is None or summary.status == "running":
+    if started_at is None or summary.status == RUNNING:
         return None
     return started_at + timedelta(seconds=summary.duration_s)
 

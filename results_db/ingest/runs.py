@@ -10,7 +10,6 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from results_db.ingest.run_checks import (
-    CLUSTER_VERDICTS,
     cluster_marks,
     extent_of,
     run_problem,
@@ -25,7 +24,14 @@ from results_db.schema_limits import check_record
 from scalebench import folders
 from scalebench.diskspace import NO_SPACE
 from scalebench.manifest import GroupEntry
-from scalebench.statuses import NOT_STARTED
+from scalebench.statuses import (
+    CANCELLED,
+    CLUSTER_VERDICTS,
+    FAILED,
+    NOT_STARTED,
+    SUCCEEDED,
+    TIMED_OUT,
+)
 from workers.records import (
     InconsistentRun,
     RankRecords,
@@ -177,16 +183,16 @@ def _settle_verdict(summary: RunSummary, group: GroupEntry) -> None:
     """The run's status and reason from its records and what its launcher said of it,
     with what the cluster did to it (:func:`cluster_marks`) at the end."""
     launcher_reason = group.reason
-    if group.status == "failed" and launcher_reason.removeprefix("not started: ").startswith(
+    if group.status == FAILED and launcher_reason.removeprefix("not started: ").startswith(
         NO_SPACE
     ):
         # A full disk: what the ranks could not write (no final record) is not news.
-        summary.status, summary.reason = "failed", launcher_reason
-    elif summary.status in ("cancelled", "timed_out", *CLUSTER_VERDICTS) and launcher_reason:
+        summary.status, summary.reason = FAILED, launcher_reason
+    elif summary.status in (CANCELLED, TIMED_OUT, *CLUSTER_VERDICTS) and launcher_reason:
         summary.reason = launcher_reason  # who stopped it, and when, is the launcher's to say
-    elif group.status == "failed" and summary.status == "succeeded":
-        summary.status, summary.reason = "failed", launcher_reason
-    elif summary.status == "failed" and launcher_reason and launcher_reason not in summary.reason:
+    elif group.status == FAILED and summary.status == SUCCEEDED:
+        summary.status, summary.reason = FAILED, launcher_reason
+    elif summary.status == FAILED and launcher_reason and launcher_reason not in summary.reason:
         # What the launcher saw (a pod that was never scheduled, a rank killed
         # by a signal) comes first; the ranks' own records add the detail.
         summary.reason = "; ".join(filter(None, [launcher_reason, summary.reason]))

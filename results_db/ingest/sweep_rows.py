@@ -16,6 +16,7 @@ from results_db.ingest.times import parse_time, utc
 from results_db.models import Run, Sweep
 from scalebench.config_hash import configuration_hash
 from scalebench.manifest import Manifest
+from scalebench.statuses import CANCELLED, FAILED, PARTIAL, RUNNING, STOPPED, SUCCEEDED, UNFINISHED
 
 
 def sweep_outcome(statuses: Sequence[str], finished: bool) -> str:
@@ -27,13 +28,13 @@ def sweep_outcome(statuses: Sequence[str], finished: bool) -> str:
     sweep never reads as ended without a finishing time; then ``cancelled`` when a group was
     stopped or skipped, ``succeeded`` when every group did, ``partial`` when some did,
     ``failed`` when none did."""
-    if not finished or any(s in ("planned", "running") for s in statuses):
-        return "running"
-    if any(s in ("cancelled", "skipped") for s in statuses):
-        return "cancelled"
-    if statuses and all(s == "succeeded" for s in statuses):
-        return "succeeded"
-    return "partial" if "succeeded" in statuses else "failed"
+    if not finished or any(s in UNFINISHED for s in statuses):
+        return RUNNING
+    if any(s in STOPPED for s in statuses):
+        return CANCELLED
+    if statuses and all(s == SUCCEEDED for s in statuses):
+        return SUCCEEDED
+    return PARTIAL if SUCCEEDED in statuses else FAILED
 
 
 # What identifies a stored sweep: a later reading of its sweep.json must agree on each
@@ -100,7 +101,7 @@ def upsert_sweep(conn: Connection, manifest: Manifest) -> None:
     changing = {"finished_at": values["finished_at"]} if values["finished_at"] else {}
     sweep_id = manifest.sweep_id
     # A new row's outcome until its runs are counted: running, unless its record is closed.
-    first_outcome = None if values["finished_at"] else "running"
+    first_outcome = None if values["finished_at"] else RUNNING
     dialect = {"postgresql": postgresql, "sqlite": sqlite}.get(conn.dialect.name)
     if dialect is not None:
         statement = dialect.insert(Sweep).values(id=sweep_id, outcome=first_outcome, **values)

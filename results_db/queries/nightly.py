@@ -16,6 +16,7 @@ from results_db.models import (
     Sweep,
 )
 from results_db.regressions import NIGHT
+from scalebench.statuses import SUCCEEDED
 
 if TYPE_CHECKING:
     pass
@@ -121,10 +122,10 @@ def nightly_trend(conn: Connection, task: str, nights: int = 90) -> list[TrendPo
         grouped[(row.id, row.world_size, row.network)].append(row)
     points = []
     for (sweep_id, world_size, network), runs in grouped.items():
-        ok = [r for r in runs if r.status == "succeeded"]
+        ok = [r for r in runs if r.status == SUCCEEDED]
         tta = analytics.converged_mean(
             [
-                r.time_to_accuracy_s if r.status == "succeeded" and r.goal_reached else None
+                r.time_to_accuracy_s if r.status == SUCCEEDED and r.goal_reached else None
                 for r in runs
             ]
         )

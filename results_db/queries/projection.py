@@ -26,6 +26,7 @@ from results_db.projection import (
     project,
 )
 from results_db.queries.costs import worker_prices
+from scalebench.statuses import SUCCEEDED
 from scalebench.tasks import TASKS, TrainingSpec
 from workers.records import PHASES
 
@@ -204,7 +205,7 @@ def _successful_runs(conn: Connection, sweep_ids: list[str]) -> list[Any]:
     runs = sorted(
         conn.execute(
             select(Run).where(
-                Run.sweep_id.in_(sweep_ids), Run.status == "succeeded", Run.step_records > 0
+                Run.sweep_id.in_(sweep_ids), Run.status == SUCCEEDED, Run.step_records > 0
             )
         ).all(),
         key=lambda r: (sweep_ids.index(r.sweep_id), r.id),  # in the order the sweeps are named

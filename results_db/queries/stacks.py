@@ -18,6 +18,7 @@ from sqlalchemy import Connection, func, select
 from results_db.models import Run, StepTiming, Sweep
 from results_db.queries.runs import run_environments
 from results_db.regressions import WARMUP_STEPS
+from scalebench.statuses import SUCCEEDED
 
 # What the arms are compared by, each in seconds, lower is better: a step's medians after
 # warm-up (a step's time is its slowest rank's; each phase the slowest rank's), the whole
@@ -68,7 +69,7 @@ def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
             Run.eval_s,
             Run.time_to_accuracy_s,
         )
-        .where(Run.sweep_id == sweep_id, Run.stack != "", Run.status == "succeeded")
+        .where(Run.sweep_id == sweep_id, Run.stack != "", Run.status == SUCCEEDED)
         .order_by(Run.id)
     ).all()
     arms = []

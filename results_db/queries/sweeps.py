@@ -16,6 +16,7 @@ from results_db.models import (
     Run,
     Sweep,
 )
+from scalebench.statuses import RUNNING, SUCCEEDED
 
 if TYPE_CHECKING:
     pass
@@ -108,7 +109,7 @@ def sweep_outcome(conn: Connection, sweep_id: str) -> str | None:
 def succeeded_runs(conn: Connection, sweep_id: str) -> int:
     """How many runs of the sweep succeeded."""
     return conn.execute(
-        select(func.count()).where(Run.sweep_id == sweep_id, Run.status == "succeeded")
+        select(func.count()).where(Run.sweep_id == sweep_id, Run.status == SUCCEEDED)
     ).scalar_one()
 
 
@@ -118,7 +119,7 @@ def sweeps_with_results(conn: Connection, sweep_ids: Sequence[str]) -> set[str]:
         return set()
     query = (
         select(Run.sweep_id)
-        .where(Run.sweep_id.in_(list(sweep_ids)), Run.status == "succeeded")
+        .where(Run.sweep_id.in_(list(sweep_ids)), Run.status == SUCCEEDED)
         .distinct()
     )
     return set(conn.execute(query).scalars())
@@ -284,7 +285,7 @@ def running_runs(conn: Connection) -> list[RunProgress]:
             Run.started_at,
             Run.ingested_at,
         )
-        .where(Run.status == "running")
+        .where(Run.status == RUNNING)
         .order_by(Run.started_at, Run.id)
     ).all()
     progress = []

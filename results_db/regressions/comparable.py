@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, Connection, func, or_, select
 
 from results_db.models import Run, Sweep
+from scalebench.statuses import SUCCEEDED
 
 # When a sweep happened, for the nightly's history: the night a scheduled sweep stands for
 # (its run's logical date: a backfilled night sits among the nights, not at today), else
@@ -25,7 +26,7 @@ class Comparable:
     hardware: str | None = None
 
     def conditions(self) -> list[ColumnElement[bool]]:
-        keep = [Run.status == "succeeded", Run.network == self.network, Run.contended.is_(False)]
+        keep = [Run.status == SUCCEEDED, Run.network == self.network, Run.contended.is_(False)]
         if self.hardware is not None:
             keep.append(or_(Run.hardware == self.hardware, Run.hardware.is_(None)))
         return keep
@@ -33,7 +34,7 @@ class Comparable:
     def left_out(self, conn: Connection, sweep_ids: list[str], world_size: int) -> tuple[int, int]:
         """(contended runs, runs on other hardware) of ``sweep_ids`` at ``world_size`` that
         succeeded on ``network`` but are not compared."""
-        base = (Run.sweep_id.in_(sweep_ids), Run.status == "succeeded")
+        base = (Run.sweep_id.in_(sweep_ids), Run.status == SUCCEEDED)
         base += (Run.network == self.network, Run.world_size == world_size)
         contended = conn.execute(
             select(func.count()).select_from(Run).where(*base, Run.contended.is_(True))
