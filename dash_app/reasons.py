@@ -16,22 +16,36 @@ from collections.abc import Sequence
 from typing import Any
 
 from scalebench import units
+from scalebench.statuses import (
+    CANCELLED,
+    DIVERGED,
+    FAILED,
+    NOT_ADMITTED,
+    NOT_STARTED,
+    PLANNED,
+    PREEMPTED,
+    RUNNING,
+    SKIPPED,
+    SUCCEEDED,
+    TIMED_OUT,
+    UNFINISHED,
+)
 
 # What became of a run, as a verb (one run, several runs). A run's status (scalebench.statuses)
 # other than "succeeded", then what a succeeded run can have come to.
 FATES: dict[str, tuple[str, str]] = {
-    "running": ("is still running", "are still running"),
-    "planned": ("has not started yet", "have not started yet"),
-    "skipped": (
+    RUNNING: ("is still running", "are still running"),
+    PLANNED: ("has not started yet", "have not started yet"),
+    SKIPPED: (
         "was never started (the sweep was stopped first)",
         "were never started (the sweep was stopped first)",
     ),
-    "failed": ("failed", "failed"),
-    "diverged": ("diverged", "diverged"),
-    "cancelled": ("was cancelled", "were cancelled"),
-    "timed_out": ("timed out", "timed out"),
-    "preempted": ("was preempted", "were preempted"),
-    "not_admitted": (
+    FAILED: ("failed", "failed"),
+    DIVERGED: ("diverged", "diverged"),
+    CANCELLED: ("was cancelled", "were cancelled"),
+    TIMED_OUT: ("timed out", "timed out"),
+    PREEMPTED: ("was preempted", "were preempted"),
+    NOT_ADMITTED: (
         "was never admitted by the cluster's queue",
         "were never admitted by the cluster's queue",
     ),
@@ -40,24 +54,22 @@ FATES: dict[str, tuple[str, str]] = {
         "was contended (other processes took its cores) and is left out",
         "were contended (other processes took their cores) and are left out",
     ),
-    "succeeded": ("succeeded", "succeeded"),
+    SUCCEEDED: ("succeeded", "succeeded"),
     "reached": ("reached the goal", "reached the goal"),
 }
-# Fates that end in no time to accuracy of its own accord (not a run left out or unfinished).
-UNFINISHED = ("running", "planned")
 
 
 def fate(run: Any, goal: bool = True, leave_out_contended: bool = False) -> str:
     """What became of ``run``, a key of :data:`FATES` (or its status when no wording
     exists): its status unless it succeeded; with ``goal``, whether a succeeded run reached
     the goal; with ``leave_out_contended``, whether it is left out as contended."""
-    if run.status != "succeeded":
+    if run.status != SUCCEEDED:
         return run.status
     if goal and not (run.goal_reached and run.time_to_accuracy_s is not None):
         return "unreached"
     if leave_out_contended and getattr(run, "contended", False):
         return "contended"
-    return "reached" if goal else "succeeded"
+    return "reached" if goal else SUCCEEDED
 
 
 def _verb(key: str, count: int) -> str:
@@ -98,7 +110,7 @@ def needed_repeats(count: int) -> int:
 def no_time_to_accuracy(runs: Sequence[Any], where: str = "") -> str:
     """Why ``runs`` (of one configuration) give no time to accuracy: what became of them,
     and, where some reached the goal, that MLPerf's rule needs more of them."""
-    started = [r for r in runs if r.status not in ("planned", "skipped")]
+    started = [r for r in runs if r.status not in NOT_STARTED]
     phrase = runs_phrase(runs, where)
     reached = sum(fate(r) == "reached" for r in runs)
     if reached and started:
@@ -191,11 +203,11 @@ def run_without(run: Any, what: str) -> str:
     reason = f" ({run.reason})" if getattr(run, "reason", "") else ""
     if what == "evaluation" and not getattr(run, "goal_metric", None):
         return "No evaluation: this run's task has no validation metric."
-    if status in ("planned", "skipped"):
+    if status in NOT_STARTED:
         return f"No {what}: the run {_verb(status, 1)}."
-    if status == "running":
+    if status == RUNNING:
         return f"No {what} recorded yet: the run is still running (the page refreshes)."
-    if status != "succeeded":
+    if status != SUCCEEDED:
         return f"No {what} recorded: the run {_verb(status, 1)} before recording one{reason}."
     return f"No {what} recorded by this run."
 
@@ -227,7 +239,7 @@ def projection_gap(missing: Sequence[str], runs: Sequence[Any], projected: bool)
     projected nothing (``projected`` false) from a sweep none of whose ``runs`` succeeded,
     what became of them."""
     said = " ".join(missing)
-    if projected or any(r.status == "succeeded" for r in runs):
+    if projected or any(r.status == SUCCEEDED for r in runs):
         return said
     fates = runs_phrase(runs, goal=False) if runs else "this sweep has no runs"
     return f"{said.rstrip('.')}: {fates}." if said else f"Nothing to project: {fates}."

@@ -21,6 +21,7 @@ from results_db.queries.costs import PriceRow
 from results_db.queries.runs import EnvironmentRow, EventRow, RunInfo
 from scalebench import units
 from scalebench.run_metrics import shown_on
+from scalebench.statuses import RUNNING, SUCCEEDED
 from workers.records import RECORDS_NOTE
 
 
@@ -152,7 +153,7 @@ def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str,
     if run.goal_metric:
         goal = f"{run.goal_metric.replace('_', ' ')} ≥ {run.goal_target:g}"
     status = run.status + (f": {run.reason}" if run.reason else "")
-    if run.status == "running":  # as its last load found it; the page refreshes
+    if run.status == RUNNING:  # as its last load found it; the page refreshes
         elapsed = (  # a running run has no end yet: how far it was when last loaded
             (run.ingested_at - run.started_at).total_seconds()
             if (run.started_at and run.ingested_at)
@@ -240,7 +241,7 @@ def _values(runs: Sequence[RunInfo], size: int, attribute: str) -> list[float]:
         getattr(r, attribute)
         for r in runs
         if r.world_size == size
-        and r.status == "succeeded"
+        and r.status == SUCCEEDED
         and not r.contended
         and getattr(r, attribute) is not None
     ]

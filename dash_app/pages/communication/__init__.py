@@ -22,6 +22,7 @@ from dash_app.choices import offered, pick_sweep, pick_sweeps
 from dash_app.pages.communication import figures
 from dash_app.state import MAX_OVERLAID, Query, to_search
 from dash_app.wiring import Outputs, Page, blank_figure, kept, message, tick, values
+from scalebench.statuses import RUNNING
 
 PAGE = Page(
     __name__,
@@ -179,7 +180,7 @@ def update(
         if networks.several:  # the stacked bars show one profile
             for figure in (phases, to_goal):
                 figure.update_layout(title_text=f"{figure.layout.title.text} · {shown[0]}")
-        running = sweep.outcome == "running"
+        running = sweep.outcome == RUNNING
     else:
         stored = len(offered(source, "training"))
         ratio = phases = to_goal = plots.empty_figure(
@@ -197,7 +198,7 @@ def update(
         fits = figures.fits_section(
             [f for s in sweeps for f in source.allreduce_fits(s.id)], state.dtype, len(sweeps)
         )
-        running = running or any(s.outcome == "running" for s in sweeps)
+        running = running or any(s.outcome == RUNNING for s in sweeps)
     else:
         missing = reasons.no_sweep("all-reduce", chosen, [], len(offered(source, "allreduce")))
         latency = busbw = plots.empty_figure(f"{missing}<br>{TO_MEASURE}")

@@ -21,6 +21,7 @@ from dash_app.pages.compare import figures
 from dash_app.plots import per_network
 from dash_app.state import Query, to_search
 from dash_app.wiring import Outputs, Page, blank_figure, chosen, cleared, message, tick, values
+from scalebench.statuses import RUNNING
 
 PAGE = Page(
     __name__,
@@ -120,7 +121,7 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict
         verdict=figures.verdict(a, b, flags, deltas, figures.hardware_warning(a_runs, b_runs)),
         table=ui.table("compare-deltas", tables.delta_rows(deltas)),
         figure=per_network(drawn),
-        refresh_off="running" not in (a.outcome, b.outcome),
+        refresh_off=RUNNING not in (a.outcome, b.outcome),
     )
 
 

@@ -30,6 +30,7 @@ from dash_app.wiring import (
     values,
 )
 from results_db.queries.costs import PriceMissing, PriceRow
+from scalebench.statuses import RUNNING
 
 PAGE = Page(
     __name__,
@@ -236,7 +237,7 @@ def update(
             {n: figures.cost_time_figure(rows[n], drawn_with[n], why[n]) for n in shown}
         ),
         prices=prices,
-        refresh_off=sweep.outcome != "running",
+        refresh_off=sweep.outcome != RUNNING,
         **view.networks.values(),
     )
 

@@ -16,6 +16,7 @@ from dash_app import data
 from dash_app.pages.overview import figures
 from dash_app.state import Query
 from dash_app.wiring import Outputs, Page, message, refresh, tick
+from scalebench.statuses import RUNNING
 
 PAGE = Page(
     __name__,
@@ -73,7 +74,7 @@ def update(_tick: int | None = None) -> dict[str, Any]:
             figures.latest_table(latest),
         ]
     )
-    live = bool(running) or any(s.outcome == "running" for s in [*latest, *nightly])
+    live = bool(running) or any(s.outcome == RUNNING for s in [*latest, *nightly])
     return OUTPUTS.answer(content=content, refresh_off=not live)
 
 

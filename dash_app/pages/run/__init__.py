@@ -32,6 +32,7 @@ from dash_app.wiring import (
 )
 from results_db.queries.runs import RunInfo
 from scalebench import units
+from scalebench.statuses import RUNNING
 
 PAGE = Page(
     __name__,
@@ -173,7 +174,7 @@ def update(run_id: str | None, _tick: int | None = None) -> dict[str, Any]:
         if environment
         else html.P(reasons.run_without(run, "environment"), className="text-muted"),
         downloads=files,
-        refresh_off=sweep is None or sweep.outcome != "running",
+        refresh_off=sweep is None or sweep.outcome != RUNNING,
     )
 
 

@@ -20,7 +20,7 @@ from dash_app import data, tables
 from dash_app.pages.runs import figures
 from dash_app.state import SORTABLE_RUN_COLUMNS, Query, to_search
 from dash_app.wiring import Outputs, Page, cleared, kept, message, tick, values
-from scalebench.statuses import RUN_STATUSES
+from scalebench.statuses import RUN_STATUSES, RUNNING
 
 PAGE = Page(
     __name__,
@@ -181,7 +181,7 @@ def update(
     state = RunsState(**{**state.__dict__, "page": min(state.page, pages - 1)})
     shown = f"{len(runs):,} run(s)" + (f" (the newest {LIMIT:,})" if len(runs) == LIMIT else "")
     count = f"{shown}; page {state.page + 1} of {pages}."
-    running = any(row["status"] == "running" for row in rows)
+    running = any(row["status"] == RUNNING for row in rows)
     return OUTPUTS.answer(
         search=to_search(state),
         count=count,

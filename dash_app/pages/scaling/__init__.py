@@ -33,6 +33,7 @@ from dash_app.wiring import (
     tick,
     values,
 )
+from scalebench.statuses import RUNNING
 
 PAGE = Page(
     __name__,
@@ -161,7 +162,7 @@ def update(
         efficiency=plots.per_network(
             {n: figures.efficiency_figure(rows[n], per_node, runs_on[n]) for n in shown}
         ),
-        refresh_off=sweep.outcome != "running",
+        refresh_off=sweep.outcome != RUNNING,
         **view.networks.values(),
     )
 

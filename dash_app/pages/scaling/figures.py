@@ -32,6 +32,7 @@ from results_db.projection import HeldOut, ProjectedPoint, largest_error
 from results_db.queries.runs import RunInfo
 from results_db.queries.sweeps import SweepInfo
 from scalebench import units
+from scalebench.statuses import SUCCEEDED
 from scalebench.tasks.published import PublishedPoint
 
 
@@ -321,7 +322,7 @@ def scaling_rows_table(rows: list[ScalingRow]) -> list[dict[str, str]]:
 
 def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunInfo]) -> html.Div:
     """The sweep in a line, the numbers of each shown network profile, what failed."""
-    failed = [r for r in runs if r.status != "succeeded"]
+    failed = [r for r in runs if r.status != SUCCEEDED]
     tables: list[Any] = []
     for network, network_rows in rows.items():
         if len(rows) > 1:

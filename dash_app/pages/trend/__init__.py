@@ -20,6 +20,7 @@ from dash_app.pages.trend import figures
 from dash_app.state import TREND_METRICS, Query, to_search
 from dash_app.wiring import Outputs, Page, blank_figure, message, tick, values
 from scalebench import units
+from scalebench.statuses import RUNNING
 
 PAGE = Page(
     __name__,
@@ -169,7 +170,7 @@ def update(
     running = (
         newest is not None
         and (sweep := source.sweep(newest.sweep_id)) is not None
-        and (sweep.outcome == "running")
+        and (sweep.outcome == RUNNING)
     )
     return OUTPUTS.answer(
         search=to_search(state),
