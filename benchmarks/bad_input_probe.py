@@ -52,6 +52,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from bad_input_cases import (
     BAD_RUN,
@@ -62,6 +64,9 @@ from bad_input_cases import (
     Case,
     prototypes,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Connection
 
 REPO = Path(__file__).resolve().parents[1]
 POSTGRES_URL = os.environ.get(
@@ -168,95 +173,117 @@ class Databases:
         self.admin.dispose()
 
 
+# Seconds no stored value may reach (nor be negative or not finite): a table's columns
+SECONDS_COLUMNS = (
+    (
+        "StepTiming",
+        (
+            "t_s",
+            "data_s",
+            "forward_s",
+            "loss_s",
+            "backward_s",
+            "gradient_packing_s",
+            "communication_s",
+            "optimizer_s",
+        ),
+    ),
+    (
+        "Run",
+        (
+            "compute_s",
+            "communication_s",
+            "step_s",
+            "eval_s",
+            "compile_s",
+            "time_to_accuracy_s",
+            "data_total_s",
+            "forward_total_s",
+            "backward_total_s",
+            "optimizer_total_s",
+            "samples_per_s",
+        ),
+    ),
+    ("EpochEval", ("t_s", "eval_s", "train_s", "wall_s")),
+    ("RunEvent", ("t_s",)),
+    ("AllReduceSample", ("seconds",)),
+)
+# Counts no stored value may fall below: (what it is shown as, table, column, the least)
+SMALLEST = (
+    ("step_timing.samples", "StepTiming", "samples", 0),
+    ("run.world_size", "Run", "world_size", 1),
+    ("run.repeat", "Run", "repeat", 0),
+    ("epoch_eval.epoch", "EpochEval", "epoch", 0),
+    ("step_timing.step", "StepTiming", "step", 0),
+)
+
+
+def wrong_seconds(conn: Connection, models: ModuleType) -> list[str]:
+    """A row's first column of seconds that cannot be true, in every row of every table."""
+    from sqlalchemy import select
+
+    wrong = []
+    for table_name, columns in SECONDS_COLUMNS:
+        table = getattr(models, table_name)
+        for row in conn.execute(select(*(getattr(table, c) for c in columns))).all():
+            for column, value in zip(columns, row, strict=True):
+                if value is not None and not (0 <= float(value) < 1e7):
+                    wrong.append(f"{table.__tablename__}.{column} = {value}")
+                    break
+    return wrong
+
+
+def wrong_counts(conn: Connection, models: ModuleType) -> list[str]:
+    """Every count below the least it can be."""
+    from sqlalchemy import func, select
+
+    wrong = []
+    for name, table_name, column, least in SMALLEST:
+        value = conn.execute(
+            select(func.min(getattr(getattr(models, table_name), column)))
+        ).scalar()
+        if value is not None and value < least:
+            wrong.append(f"{name} = {value}")
+    return wrong
+
+
+def wrong_prices(prices: list) -> list[str]:
+    """Every price that is negative or not finite, and every kind or name no price has."""
+    import math
+
+    wrong = []
+    for kind, name, regular, preemptible in prices:
+        values = [float(regular), float(preemptible)]
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            wrong.append(f"price {name!r}: {values}")
+        if kind not in ("instance", "gpu") or not name.strip() or "\n" in name:
+            wrong.append(f"price of kind {kind!r} named {name[:20]!r}")
+    return wrong
+
+
 def snapshot(url: str) -> tuple[dict, list[str]]:
     """What ``url``'s database holds (the verdict's rows), and every stored value that cannot
     be true: negative or non-finite seconds, ids that climb out of a folder, bad prices."""
-    import math
-
     from sqlalchemy import func, select
 
+    import results_db.models as models
     from results_db.database import make_engine
-    from results_db.models import (
-        AllReduceSample,
-        EpochEval,
-        Price,
-        Run,
-        RunEvent,
-        StepTiming,
-        Sweep,
-    )
 
     engine = make_engine(url)
-    wrong: list[str] = []
     try:
         with engine.connect() as conn:
-            sweeps = sorted(conn.execute(select(Sweep.id)).scalars())
-            runs = sorted(conn.execute(select(Run.id, Run.status)).all())
-            steps = conn.execute(select(func.count()).select_from(StepTiming)).scalar_one()
-            for table, columns in (
-                (
-                    StepTiming,
-                    (
-                        "t_s",
-                        "data_s",
-                        "forward_s",
-                        "loss_s",
-                        "backward_s",
-                        "gradient_packing_s",
-                        "communication_s",
-                        "optimizer_s",
-                    ),
-                ),
-                (
-                    Run,
-                    (
-                        "compute_s",
-                        "communication_s",
-                        "step_s",
-                        "eval_s",
-                        "compile_s",
-                        "time_to_accuracy_s",
-                        "data_total_s",
-                        "forward_total_s",
-                        "backward_total_s",
-                        "optimizer_total_s",
-                        "samples_per_s",
-                    ),
-                ),
-                (EpochEval, ("t_s", "eval_s", "train_s", "wall_s")),
-                (RunEvent, ("t_s",)),
-                (AllReduceSample, ("seconds",)),
-            ):
-                for row in conn.execute(select(*(getattr(table, c) for c in columns))).all():
-                    for column, value in zip(columns, row, strict=True):
-                        if value is not None and not (0 <= float(value) < 1e7):
-                            wrong.append(f"{table.__tablename__}.{column} = {value}")
-                            break
-            for name, value in (
-                (
-                    "step_timing.samples",
-                    conn.execute(select(func.min(StepTiming.samples))).scalar(),
-                ),
-                ("run.world_size", conn.execute(select(func.min(Run.world_size))).scalar()),
-                ("run.repeat", conn.execute(select(func.min(Run.repeat))).scalar()),
-                ("epoch_eval.epoch", conn.execute(select(func.min(EpochEval.epoch))).scalar()),
-                ("step_timing.step", conn.execute(select(func.min(StepTiming.step))).scalar()),
-            ):
-                if value is not None and value < (1 if name == "run.world_size" else 0):
-                    wrong.append(f"{name} = {value}")
+            sweeps = sorted(conn.execute(select(models.Sweep.id)).scalars())
+            runs = sorted(conn.execute(select(models.Run.id, models.Run.status)).all())
+            steps = conn.execute(select(func.count()).select_from(models.StepTiming)).scalar_one()
+            wrong = wrong_seconds(conn, models) + wrong_counts(conn, models)
             for ident in [*sweeps, *(r[0] for r in runs)]:
                 if "/" in ident or ident in ("", ".", ".."):
                     wrong.append(f"an id that is no folder name: {ident!r}")
+            price = models.Price
             prices = conn.execute(
-                select(Price.kind, Price.name, Price.regular_per_hour, Price.preemptible_per_hour)
+                select(price.kind, price.name, price.regular_per_hour, price.preemptible_per_hour)
             ).all()
-            for kind, name, regular, preemptible in prices:
-                values = [float(regular), float(preemptible)]
-                if not all(math.isfinite(v) and v >= 0 for v in values):
-                    wrong.append(f"price {name!r}: {values}")
-                if kind not in ("instance", "gpu") or not name.strip() or "\n" in name:
-                    wrong.append(f"price of kind {kind!r} named {name[:20]!r}")
-            wrong = wrong[:5]
+            wrong = (wrong + wrong_prices(prices))[:5]
         rows = {
             "sweeps": sweeps,
             "runs": [tuple(r) for r in runs],
@@ -423,7 +450,7 @@ def written_wrongly(case: Case, case_dir: Path) -> str:
     return ""
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2, help="cases at once (default 2)")
     parser.add_argument("--family", action="append", choices=list(FAMILIES), help="only these")
@@ -440,17 +467,27 @@ def main() -> int:
     args = parser.parse_args()
     if args.smoke:
         args.limit = 1
+    return args
 
+
+def chosen(args: argparse.Namespace) -> list[Case]:
+    """The cases the arguments choose, family by family (the prototypes made first)."""
+    cases = []
+    for name, make in FAMILIES.items():
+        if args.family and name not in args.family:
+            continue
+        made = [c for c in make() if not args.only or any(o in c.name for o in args.only)]
+        cases.extend(made[: args.limit] if args.limit else made)
+    return cases
+
+
+def main() -> int:
+    args = parse_args()
     started = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix="scalebench-probe-"))
     try:
         proto = prototypes(root)
-        cases = []
-        for name, make in FAMILIES.items():
-            if args.family and name not in args.family:
-                continue
-            made = [c for c in make() if not args.only or any(o in c.name for o in args.only)]
-            cases.extend(made[: args.limit] if args.limit else made)
+        cases = chosen(args)
         runs = sum(2 if c.both else 1 for c in cases)
         print(f"{len(cases)} bad inputs, {runs} commands; working under {root}", flush=True)
         databases = Databases(root, args.postgres, proto)
