@@ -74,6 +74,19 @@ def test_every_benchmark_has_a_smoke_here() -> None:
     assert scripts == set(SMOKES), "a benchmark without its smoke in this table"
 
 
+@pytest.mark.parametrize("script", ["bad_input_probe.py", "bad_input_cases.py"])
+def test_the_bad_input_probe_keeps_its_functions_short(script: str) -> None:
+    """Its cases are tables the probe reads: no function of it grows past 80 lines."""
+    tree = ast.parse((ROOT / "benchmarks" / script).read_text(encoding="utf-8"))
+    long = {
+        node.name: node.end_lineno - node.lineno + 1
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.end_lineno - node.lineno + 1 > 80
+    }
+    assert not long, f"functions over 80 lines: {long}"
+
+
 @pytest.mark.parametrize(
     "script",
     [pytest.param(name, marks=marks) for name, (_, _, marks) in sorted(SMOKES.items())],
