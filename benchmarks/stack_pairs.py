@@ -20,7 +20,7 @@ is less noisy is read from the spreads: a smaller spread needs fewer pairs for t
 interval, and duet runs a round in about half the time.
 
     .venv/bin/python benchmarks/stack_pairs.py [--pairs 10] [--epochs 2] [--slowdown 0.10]
-    .venv/bin/python benchmarks/stack_pairs.py --smoke   # A/A: 2 pairs of 1 epoch, interleaved
+    .venv/bin/python benchmarks/stack_pairs.py --smoke   # A/A: 1 pair of 1 epoch, interleaved
 """
 
 from __future__ import annotations
@@ -184,9 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=10, help="rounds of each sweep")
     parser.add_argument("--epochs", type=int, default=2, help="epochs of each run")
     parser.add_argument("--slowdown", type=float, default=0.10, help="the slowed stack's share")
-    parser.add_argument("--smoke", action="store_true", help="A/A: 2 pairs of 1 epoch, interleaved")
+    parser.add_argument("--smoke", action="store_true", help="A/A: 1 pair of 1 epoch, interleaved")
     args = parser.parse_args(argv)
-    pairs, epochs = (2, 1) if args.smoke else (args.pairs, args.epochs)
+    pairs, epochs = (1, 1) if args.smoke else (args.pairs, args.epochs)
     ways = (
         ["interleaved"]
         if args.smoke or len(os.sched_getaffinity(0)) < 2

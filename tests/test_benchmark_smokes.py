@@ -53,7 +53,7 @@ SMOKES: dict[str, tuple[tuple[str, ...], int, tuple[pytest.MarkDecorator, ...]]]
     "airflow_endings.py": ((), 400, (pytest.mark.slow,)),
     # one epoch of light Task 2a on one rank
     "light_targets.py": ((), 120, (pytest.mark.slow,)),
-    # two stacks of this interpreter (A/A), 2 pairs of one epoch of light Task 2a at 1 worker
+    # two stacks of this interpreter (A/A), 1 pair of one epoch of light Task 2a at 1 worker
     "stack_pairs.py": ((), 240, (pytest.mark.slow,)),
     # two light Task 2a trainings of one epoch (eager: the smoke compares off with auto)
     "light_tta_compile.py": ((), 240, (pytest.mark.slow,)),

@@ -219,7 +219,7 @@ class SlowedSweep:
 @pytest.fixture(scope="module")
 def slowed_sweep(tmp_path_factory: pytest.TempPathFactory) -> SlowedSweep:
     """The user's calls: two stacks of this interpreter, one with a ``sitecustomize`` on its
-    ``PYTHONPATH`` that doubles every step; three pairs of one epoch, into SQLite."""
+    ``PYTHONPATH`` that doubles every step; two pairs of one epoch, into SQLite."""
     tmp = tmp_path_factory.mktemp("slowed")
     database = f"sqlite:///{tmp / 'results.db'}"
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as out:
@@ -230,7 +230,7 @@ def slowed_sweep(tmp_path_factory: pytest.TempPathFactory) -> SlowedSweep:
                 *("--stack", f"base={HERE}", "--stack", f"slow={HERE}"),
                 *("--stack-env", f"slow:PYTHONPATH={SLOWDOWN}"),
                 *("--stack-env", "slow:SCALEBENCH_BENCH_SLOWDOWN=1.0"),
-                *("--pairs", "3", "--results", str(tmp / "results")),
+                *("--pairs", "2", "--results", str(tmp / "results")),
                 *("--database", database),
             ]
         )
@@ -243,7 +243,7 @@ def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_in_js
 ) -> None:
     printed, database = slowed_sweep.printed, slowed_sweep.database
     assert slowed_sweep.status == 0, printed[-2000:]
-    assert "repeat 1/3, stack base" in printed
+    assert "repeat 1/2, stack base" in printed
     # the report: a table per stack (a speedup is within one stack), then where to compare
     assert "stack base:" in printed and "stack slow:" in printed
     assert "scalebench compare" in printed
@@ -257,7 +257,7 @@ def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_in_js
     (only,) = report["comparisons"]
     assert (only["workers"], only["stack"], only["against"]) == (1, "slow", "base")
     step = only["metrics"]["steady_step_s"]
-    assert set(step) == {"ratio", "low", "high", "pairs"} and step["pairs"] == 3
+    assert set(step) == {"ratio", "low", "high", "pairs"} and step["pairs"] == 2
     assert step["ratio"] > 1.3  # each step spins as long again as the step before
     with contextlib.redirect_stdout(io.StringIO()) as table:
         assert cli.main(["compare", sweep_id, "--database", database]) == 0
@@ -276,7 +276,7 @@ def test_both_databases_keep_the_stacks_order_and_compare_alike(
     report = service.compare_sweep(database_url, slowed_sweep.sweep_dir.name)
     assert report.stacks == ["base", "slow"]
     (only,) = report.comparisons
-    assert only.metrics["steady_step_s"].pairs == 3 and only.stack == "slow"
+    assert only.metrics["steady_step_s"].pairs == 2 and only.stack == "slow"
     assert set(only.metrics) >= {"steady_step_s", "compute_s", "data_s", "eval_s"}
 
 
