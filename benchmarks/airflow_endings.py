@@ -17,9 +17,11 @@ temporary folder. The scenarios, each a real DAG run triggered through the REST 
 6. ``nightly``: ``scalebench_nightly``, its suite shrunk to light Task 2a at 1 worker;
 7. ``two sweeps, 2 slots``: two sweeps at 1 and 2 workers at once on a pool of 2 slots;
 8. ``UI endpoints``: the REST and UI endpoints the web UI reads for the runs above;
-9. ``stop a repeat``: light Task 2a at 2 workers, 3 repeats, on a pool of 2 slots; about 20 s
+9. ``stop a repeat``: light Task 1a at 2 workers, 3 repeats, on a pool of 2 slots; about 20 s
    after its ranks appear, the running repeat's task instance is PATCHed ``failed`` (as a person
-   marks one task failed): the other two repeats never start, never more than 2 ranks at once;
+   marks one task failed): the other two repeats never start, never more than 2 ranks at once
+   (light Task 2a, where this was first seen, now reaches its goal in seconds at 2 workers,
+   before anyone could stop it);
 10. ``planned rows``: light Task 2a at 1 and 2 workers, 2 repeats: every group is a ``planned``
     row within a second of the plan, and the 2-worker groups stay rows while the 1-worker ones
     train;
@@ -594,7 +596,7 @@ class Probe:
         self.airflow.cli("pools", "set", "--include-deferred", "scalebench_workers", "2", "probe")
         self.watcher.most_ranks_alive = 0
         before = sweeps_of(self.results)
-        run_id = self.airflow.trigger(TASK2A, {"workers": [2], "light": True, "repeats": 3})
+        run_id = self.airflow.trigger(TASK1A, {"workers": [2], "light": True, "repeats": 3})
         wait_until(lambda: len(self.new_sweeps(before)) == 1, 300, "the sweep planned")
         (sweep,) = self.new_sweeps(before)
         mine = lambda: [c for c in ranks_alive(self.results) if sweep in c]  # noqa: E731
@@ -608,16 +610,16 @@ class Probe:
         )
         assert mine(), "the first repeat ended before it could be stopped"
         task = "workers_02.train"
-        states = self.airflow.task_states(TASK2A, run_id)
+        states = self.airflow.task_states(TASK1A, run_id)
         assert states.get(f"{task}[0]") == "running", states
         status, answer = self.airflow.call(
             "PATCH",
-            f"/api/v2/dags/{TASK2A}/dagRuns/{quote(run_id)}/taskInstances/{task}/0",
+            f"/api/v2/dags/{TASK1A}/dagRuns/{quote(run_id)}/taskInstances/{task}/0",
             {"new_state": "failed"},
         )
         patched = time.monotonic()
         assert status == 200, (status, answer)
-        state = self.airflow.wait_for_run(TASK2A, run_id)
+        state = self.airflow.wait_for_run(TASK1A, run_id)
         groups = manifest_groups(self.results / sweep)
         statuses = [g.status for g in sorted(groups, key=lambda g: g.repeat)]
         assert statuses == ["cancelled", "skipped", "skipped"], statuses
