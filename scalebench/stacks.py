@@ -268,13 +268,14 @@ print("SCALEBENCH-PROBE " + json.dumps(found))
 def probe_interpreter(stack: Stack, env: Mapping[str, str]) -> dict[str, Any]:
     """Start ``stack.python`` with ``env`` (the rank's environment) and return what it runs:
     ``executable``, the versions of ``python``, ``torch``, ``cuda``, ``nccl`` and ``numpy``.
-    :class:`BadStack`, naming the stack, where it does not start or cannot import torch."""
+    :class:`BadStack` where it does not start or cannot import torch (the caller names the
+    stack)."""
     import shutil
     import subprocess
 
     found = shutil.which(stack.python)
     if found is None:
-        raise BadStack(f"{stack.name}: no interpreter {stack.python!r} here (not a file)")
+        raise BadStack(f"no interpreter {stack.python!r} here (not a file)")
     try:
         done = subprocess.run(
             [found, "-c", _PROBE],
@@ -284,15 +285,15 @@ def probe_interpreter(stack: Stack, env: Mapping[str, str]) -> dict[str, Any]:
             timeout=PROBE_TIMEOUT_S,
         )
     except (OSError, subprocess.SubprocessError) as exc:
-        raise BadStack(f"{stack.name}: {stack.python} did not start: {exc}") from None
+        raise BadStack(f"{stack.python} did not start: {exc}") from None
     lines = [line for line in done.stdout.splitlines() if line.startswith("SCALEBENCH-PROBE ")]
     if done.returncode != 0 or not lines:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise BadStack(f"{stack.name}: {stack.python} is not a Python interpreter here ({last})")
+        raise BadStack(f"{stack.python} is not a Python interpreter here ({last})")
     identity: dict[str, Any] = json.loads(lines[-1].removeprefix("SCALEBENCH-PROBE "))
     if "torch_error" in identity:
         raise BadStack(
-            f"{stack.name}: {stack.python} cannot import torch ({identity['torch_error']}); "
+            f"{stack.python} cannot import torch ({identity['torch_error']}); "
             "give an interpreter with torch installed"
         )
     return identity

@@ -149,9 +149,12 @@ def _check_stacks(runner: LauncherSpec, stacks: Sequence[Stack]) -> tuple[Stack,
                 'launcher takes {"python": "/path/to/bin/python"}',
             )
         if stack.python:
-            problem = _interpreter_problem(stack, os.environ.get("PYTHONPATH", ""))
+            # asked once per interpreter and variables, whatever the stack's name
+            problem = _interpreter_problem(
+                dataclasses.replace(stack, name=""), os.environ.get("PYTHONPATH", "")
+            )
             if problem:
-                raise InvalidParameter("stacks", problem)
+                raise InvalidParameter("stacks", f"{stack.name}: {problem}")
             found = shutil.which(stack.python) or stack.python
             stack = dataclasses.replace(stack, python=os.path.abspath(found))
         checked.append(stack)

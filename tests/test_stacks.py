@@ -8,7 +8,6 @@ import io
 import json
 import math
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -208,20 +207,20 @@ def test_each_stack_is_compared_with_the_first_round_by_round() -> None:
     assert compare_stacks(arms, ["gone", "slow"], ["steady_step_s"]) == []
 
 
-@dataclass(frozen=True)
-class SlowedSweep:
-    status: int
-    printed: str
-    sweep_dir: Path
-    database: str
-
-
-@pytest.fixture(scope="module")
-def slowed_sweep(tmp_path_factory: pytest.TempPathFactory) -> SlowedSweep:
+@pytest.mark.slow
+def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_on_both_databases(
+    tmp_path: Path, postgres_admin: object
+) -> None:
     """The user's calls: two stacks of this interpreter, one with a ``sitecustomize`` on its
-    ``PYTHONPATH`` that doubles every step; two pairs of one epoch, into SQLite."""
-    tmp = tmp_path_factory.mktemp("slowed")
-    database = f"sqlite:///{tmp / 'results.db'}"
+    ``PYTHONPATH`` that doubles every step; two pairs of one epoch into SQLite; ``compare
+    --json``; then the same sweep loaded into PostgreSQL, whose JSONB keeps no key order (the
+    stacks are stored as a list)."""
+    from conftest import POSTGRES_URL
+
+    from results_db import service
+    from results_db.scratch import scratch_database
+
+    database = f"sqlite:///{tmp_path / 'results.db'}"
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as out:
         patch.setenv("OMP_NUM_THREADS", "1")
         status = cli.main(
@@ -230,26 +229,19 @@ def slowed_sweep(tmp_path_factory: pytest.TempPathFactory) -> SlowedSweep:
                 *("--stack", f"base={HERE}", "--stack", f"slow={HERE}"),
                 *("--stack-env", f"slow:PYTHONPATH={SLOWDOWN}"),
                 *("--stack-env", "slow:SCALEBENCH_BENCH_SLOWDOWN=1.0"),
-                *("--pairs", "2", "--results", str(tmp / "results")),
+                *("--pairs", "2", "--results", str(tmp_path / "results")),
                 *("--database", database),
             ]
         )
-    return SlowedSweep(status, out.getvalue(), next((tmp / "results").iterdir()), database)
-
-
-@pytest.mark.slow
-def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_in_json(
-    slowed_sweep: SlowedSweep,
-) -> None:
-    printed, database = slowed_sweep.printed, slowed_sweep.database
-    assert slowed_sweep.status == 0, printed[-2000:]
+    printed = out.getvalue()
+    assert status == 0, printed[-2000:]
     assert "repeat 1/2, stack base" in printed
     # the report: a table per stack (a speedup is within one stack), then where to compare
     assert "stack base:" in printed and "stack slow:" in printed
     assert "scalebench compare" in printed
-    sweep_id = slowed_sweep.sweep_dir.name
+    sweep_dir = next((tmp_path / "results").iterdir())
     with contextlib.redirect_stdout(io.StringIO()) as shown:
-        assert cli.main(["compare", sweep_id, "--database", database, "--json"]) == 0
+        assert cli.main(["compare", sweep_dir.name, "--database", database, "--json"]) == 0
     report = json.loads(shown.getvalue())
     assert report["stacks"] == ["base", "slow"] and report["against"] == "base"
     assert report["identities"]["slow"]["env"]["SCALEBENCH_BENCH_SLOWDOWN"] == "1.0"
@@ -260,24 +252,18 @@ def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_in_js
     assert set(step) == {"ratio", "low", "high", "pairs"} and step["pairs"] == 2
     assert step["ratio"] > 1.3  # each step spins as long again as the step before
     with contextlib.redirect_stdout(io.StringIO()) as table:
-        assert cli.main(["compare", sweep_id, "--database", database]) == 0
+        assert cli.main(["compare", sweep_dir.name, "--database", database]) == 0
     assert "each stack against base" in table.getvalue()
-
-
-@pytest.mark.slow
-def test_both_databases_keep_the_stacks_order_and_compare_alike(
-    slowed_sweep: SlowedSweep, database_url: str
-) -> None:
-    """PostgreSQL's JSONB keeps no key order: the stacks are stored as a list."""
-    from results_db import service
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        service.ingest(database_url, str(slowed_sweep.sweep_dir))
-    report = service.compare_sweep(database_url, slowed_sweep.sweep_dir.name)
-    assert report.stacks == ["base", "slow"]
-    (only,) = report.comparisons
-    assert only.metrics["steady_step_s"].pairs == 2 and only.stack == "slow"
-    assert set(only.metrics) >= {"steady_step_s", "compute_s", "data_s", "eval_s"}
+    with (
+        scratch_database(POSTGRES_URL, "scalebench_test", False, None) as url,
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
+        service.ingest(url, str(sweep_dir))
+        stored = service.compare_sweep(url, sweep_dir.name)
+    assert stored.stacks == ["base", "slow"]
+    (again,) = stored.comparisons
+    assert again.metrics["steady_step_s"].pairs == 2 and again.stack == "slow"
+    assert set(again.metrics) >= {"steady_step_s", "compute_s", "data_s", "eval_s"}
 
 
 def test_compare_refuses_a_sweep_it_cannot_compare_in_one_line(
