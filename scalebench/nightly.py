@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalebench.stacks import Stack
-
 PREFIX = "SCALEBENCH_NIGHTLY_"
 # Where the nightly's request differs from a manual one's defaults: light tasks.
 NIGHTLY_DEFAULTS: dict[str, Any] = {"light": True}
@@ -116,10 +114,7 @@ def _truth(text: str, bad: Any) -> bool:
 
 
 def _plain(value: Any) -> Any:
-    """A read value as JSON: worker counts and profiles as lists, stacks as a mapping, a
-    folder as a string."""
-    if isinstance(value, tuple) and value and isinstance(value[0], Stack):
-        return {stack.name: stack.to_json() for stack in value}
+    """A read value as JSON: worker counts and profiles as lists, a folder as a string."""
     if isinstance(value, tuple):
         return [getattr(item, "name", item) for item in value]
     return str(value) if isinstance(value, Path) else value

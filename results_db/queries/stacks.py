@@ -9,20 +9,18 @@ one the others are compared against).
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, select
 
-from results_db.models import Run, StepTiming, Sweep
+from results_db.models import Run, Sweep
 from results_db.queries.runs import run_environments
-from results_db.regressions import WARMUP_STEPS
+from results_db.regressions.values import step_medians
 from scalebench.statuses import SUCCEEDED
 
 # What the arms are compared by, each in seconds, lower is better: a step's medians after
-# warm-up (a step's time is its slowest rank's; each phase the slowest rank's), the whole
-# run's evaluation seconds and its time to accuracy.
+# warm-up (results_db.regressions.values.step_medians), the whole run's evaluation seconds
+# and its time to accuracy.
 ARM_METRICS = (
     "steady_step_s",  # every phase of the step
     "compute_s",  # forward + loss + backward + optimizer
@@ -74,41 +72,13 @@ def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
     ).all()
     arms = []
     for run_id, stack, world_size, network, repeat, eval_s, tta_s in runs:
-        seconds = _step_medians(conn, run_id)
+        seconds = step_medians(conn, run_id)
         if eval_s:
             seconds["eval_s"] = float(eval_s)
         if tta_s is not None:
             seconds["time_to_accuracy_s"] = float(tta_s)
         arms.append(ArmRun(run_id, stack, world_size, network, repeat, seconds))
     return arms
-
-
-def _step_medians(conn: Connection, run_id: str) -> dict[str, float]:
-    """The run's median step and phases (seconds) over its steps after warm-up, each step's
-    slowest rank's; empty for a run without steps."""
-    compute = StepTiming.forward_s + StepTiming.loss_s + StepTiming.backward_s
-    compute = compute + StepTiming.optimizer_s
-    phases = {
-        "steady_step_s": compute
-        + StepTiming.data_s
-        + StepTiming.gradient_packing_s
-        + StepTiming.communication_s,
-        "compute_s": compute,
-        "communication_s": StepTiming.communication_s,
-        "data_s": StepTiming.data_s,
-    }
-    rows = conn.execute(
-        select(*(func.max(column) for column in phases.values()))
-        .where(StepTiming.run_id == run_id)
-        .group_by(StepTiming.epoch, StepTiming.step)
-        .order_by(StepTiming.epoch, StepTiming.step)
-    ).all()
-    steady: Sequence[Sequence[float]] = rows[WARMUP_STEPS:] or rows
-    if not steady:
-        return {}
-    return {
-        name: float(statistics.median(row[i] for row in steady)) for i, name in enumerate(phases)
-    }
 
 
 def stack_identities(conn: Connection, sweep_id: str) -> dict[str, dict[str, object]]:

@@ -16,6 +16,7 @@ from results_db.models import (
     Run,
     Sweep,
 )
+from results_db.queries.stacks import sweep_stacks
 from scalebench.statuses import RUNNING, SUCCEEDED
 
 if TYPE_CHECKING:
@@ -59,14 +60,13 @@ def scaling_by_network(conn: Connection, sweep_id: str) -> list[tuple[str, analy
 
 def sweep_stacks_run(conn: Connection, sweep_id: str) -> list[str]:
     """The stacks a sweep's runs ran, in the order its request names them (empty: it named
-    none)."""
+    none; see :func:`results_db.queries.stacks.sweep_stacks`)."""
     stored = set(
         conn.execute(
             select(Run.stack).where(Run.sweep_id == sweep_id, Run.stack != "").distinct()
         ).scalars()
     )
-    config = conn.execute(select(Sweep.config).where(Sweep.id == sweep_id)).scalar()
-    named = [s.get("name") for s in (config or {}).get("stacks") or [] if isinstance(s, dict)]
+    named = sweep_stacks(conn, sweep_id)
     return [n for n in named if n in stored] + sorted(stored - set(named))
 
 

@@ -47,44 +47,62 @@ def _allreduce_values(
     return values
 
 
-def _steady_step_values(
-    conn: Connection, sweep_ids: list[str], runs_taken: Comparable
-) -> list[RunValue]:
-    """Each compared run's median step time in seconds after warm-up.
+# A step's compute phase: forward, loss, backward and the optimizer's update.
+_COMPUTE = StepTiming.forward_s + StepTiming.loss_s + StepTiming.backward_s + StepTiming.optimizer_s
+# What :func:`step_medians` gives, each a column expression of one rank's step, seconds.
+STEP_PARTS = {
+    # every phase, in the order the step runs them
+    "steady_step_s": StepTiming.data_s
+    + StepTiming.forward_s
+    + StepTiming.loss_s
+    + StepTiming.backward_s
+    + StepTiming.gradient_packing_s
+    + StepTiming.communication_s
+    + StepTiming.optimizer_s,
+    "compute_s": _COMPUTE,
+    "communication_s": StepTiming.communication_s,
+    "data_s": StepTiming.data_s,
+}
 
-    A step's time is its slowest rank's sum of phase seconds (the group waits for that rank).
+
+def step_medians(conn: Connection, run_id: str) -> dict[str, float]:
+    """The run's median step and phases (seconds, :data:`STEP_PARTS`) after warm-up; empty
+    for a run without steps.
+
+    A step's time (and each phase's) is its slowest rank's: the group waits for that rank.
     The run's first :data:`WARMUP_STEPS` steps are left out (its very first step takes about a
     third longer than the rest), unless that would leave none. Unlike whole-run samples/s,
     the figure leaves out evaluation and the time between steps, and a median is not moved by
     a few steps that other work on the machine slowed down.
     """
+    rows = conn.execute(
+        select(*(func.max(part) for part in STEP_PARTS.values()))
+        .where(StepTiming.run_id == run_id)
+        .group_by(StepTiming.epoch, StepTiming.step)
+        .order_by(StepTiming.epoch, StepTiming.step)
+    ).all()
+    steady = rows[WARMUP_STEPS:] or rows
+    return {
+        name: float(statistics.median(row[i] for row in steady))
+        for i, name in enumerate(STEP_PARTS)
+        if steady
+    }
+
+
+def _steady_step_values(
+    conn: Connection, sweep_ids: list[str], runs_taken: Comparable
+) -> list[RunValue]:
+    """Each compared run's median step time in seconds after warm-up (:func:`step_medians`)."""
     runs = conn.execute(
         select(Run.id, Run.world_size)
         .where(Run.sweep_id.in_(sweep_ids), *runs_taken.conditions())
         .order_by(Run.id)
     ).all()
-    seconds = (
-        StepTiming.data_s
-        + StepTiming.forward_s
-        + StepTiming.loss_s
-        + StepTiming.backward_s
-        + StepTiming.gradient_packing_s
-        + StepTiming.communication_s
-        + StepTiming.optimizer_s
-    )
     values: list[RunValue] = []
     for run_id, world_size in runs:
-        steps = [
-            float(step_s)
-            for step_s in conn.execute(
-                select(func.max(seconds))
-                .where(StepTiming.run_id == run_id)
-                .group_by(StepTiming.epoch, StepTiming.step)
-                .order_by(StepTiming.epoch, StepTiming.step)
-            ).scalars()
-        ]
-        if steps:
-            values.append((run_id, world_size, statistics.median(steps[WARMUP_STEPS:] or steps)))
+        medians = step_medians(conn, run_id)
+        if medians:
+            values.append((run_id, world_size, medians["steady_step_s"]))
     return values
 
 
