@@ -588,7 +588,10 @@ def killed_builder() -> int:
     return builder.pid
 
 
+# Alone, with the timing tests: every `scalebench run` or `ingest` that another test process
+# starts beside it removes what a killed launcher left, this test's leftovers among them.
 @needs_shaping
+@pytest.mark.timing
 @pytest.mark.parametrize("command", ["network clean", "ingest", "run"])
 def test_what_a_killed_launcher_left_is_removed_by_the_next_command(
     tmp_path: Path, dropping_firewall: None, command: str
