@@ -23,6 +23,7 @@ from sqlalchemy.engine import make_url
 
 from results_db.database import sqlite_file
 from results_db.regressions import RULE
+from results_db.regressions.triage import STATES
 from results_db.service import (
     CommandError,
     export,
@@ -37,6 +38,15 @@ from results_db.service import (
     regressions,
     set_prices,
     upgrade,
+)
+from results_db.service.nightly import (
+    check_paired,
+    describe_finding_row,
+    describe_judgement,
+    finding_link,
+    findings,
+    is_paired_sweep,
+    triage,
 )
 from scalebench import config
 from scalebench.whole_numbers import NotWholeNumber, parse_whole
@@ -208,8 +218,22 @@ def _whole_number(text: str) -> int:
 
 def _add_regressions(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """``regressions``: a nightly compared with its baseline."""
-    detect = _with_database(commands.add_parser("regressions", help="nightly vs its baseline"))
-    detect.add_argument("sweep")
+    detect = _with_database(
+        commands.add_parser(
+            "regressions",
+            help="nightly vs its baseline; without a sweep, the paired nightly's findings",
+        )
+    )
+    detect.add_argument("sweep", nargs="?", help="judge this nightly sweep (omit: list findings)")
+    detect.add_argument("--finding", type=_whole_number, help="the finding --state sets")
+    detect.add_argument("--state", choices=STATES, help="give --finding this triage state")
+    detect.add_argument("--note", help="with --state: why (kept with the finding)")
+    detect.add_argument(
+        "--states",
+        default=",".join(s for s in STATES if s not in ("fixed", "false-alarm")),
+        help="the findings listed, by state (default: those still open to triage; 'all')",
+    )
+    detect.add_argument("--task", help="only the findings with a series of this task")
     detect.add_argument(
         "--window", type=_whole_number, default=RULE.window, help="earlier nightlies"
     )
@@ -220,11 +244,44 @@ def _add_regressions(commands: argparse._SubParsersAction) -> None:  # type: ign
         default=RULE.min_change,
         help="relative worsening of the mean, e.g. 0.05 = 5 %% worse",
     )
-    detect.set_defaults(
-        func=lambda a: regressions(
-            a.database, a.sweep, regression_rule(a.window, a.alpha, a.min_change)
-        )
-    )
+    detect.set_defaults(func=run_regressions)
+
+
+def run_regressions(args: argparse.Namespace) -> int:
+    """``regressions``: judge a sweep, list the paired nightly's findings, or triage one."""
+    if args.finding is not None or args.state is not None:
+        if args.sweep is not None or args.finding is None or args.state is None:
+            raise CommandError(
+                "regressions: --finding ID --state STATE together, without a sweep, "
+                "e.g. scalebench regressions --finding 3 --state acknowledged"
+            )
+        print(triage(args.database, args.finding, args.state, args.note))
+        return 0
+    if args.sweep is not None:
+        rule = regression_rule(args.window, args.alpha, args.min_change)
+        if is_paired_sweep(args.database, args.sweep):
+            return judge_paired(args.database, args.sweep)
+        return regressions(args.database, args.sweep, rule)
+    states = None if args.states == "all" else tuple(s.strip() for s in args.states.split(","))
+    unknown = [s for s in states or () if s not in STATES]
+    if unknown:
+        raise CommandError(f"states: unknown state {unknown[0]!r}; use {', '.join(STATES)} or all")
+    shown = findings(args.database, states, args.task)
+    for finding in shown:
+        print(describe_finding_row(finding, finding_link(finding.id)))
+    if not shown:
+        print("no finding" + (f" in state {', '.join(states)}" if states else ""))
+    return 0
+
+
+def judge_paired(url: str | None, sweep_id: str) -> int:
+    """A paired night judged from the command line; exit status 1 where a series moved."""
+    checked = check_paired(url, sweep_id)
+    for judged in checked.judgements:
+        print(describe_judgement(judged))
+    for finding in checked.new + checked.updated:
+        print(describe_finding_row(finding, finding_link(finding.id)))
+    return 1 if any(j.flagged for j in checked.judgements) else 0
 
 
 def run_upgrade(args: argparse.Namespace) -> int:

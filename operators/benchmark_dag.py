@@ -26,6 +26,7 @@ Nothing here imports torch.
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import asdict
 from datetime import timedelta
 from pathlib import Path
@@ -251,12 +252,49 @@ def _validate_step(spec: TaskSpec, fixed: dict[str, Any] | None) -> Any:
             if refusal:
                 refuse(f"request refused: {refusal}")
         chosen = dict(fixed if fixed is not None else context["params"])
+        if fixed is not None:  # a paired night: tonight's stack beside the pinned reference
+            chosen = _with_nightly_arms(spec.id, chosen)
         try:
             return request_from_form(spec.id, chosen).to_fields()
         except InvalidParameter as exc:  # the user's to fix: no retry, the field named
-            refuse(f"request refused: {exc}")
+            hint = ""
+            if fixed is not None and "reference" in str(exc) and "stacks" in str(exc):
+                hint = (
+                    "; the nightly's reference stack: pin one that is there with scalebench "
+                    "nightly pin PYTHON_OR_IMAGE, or unpin it (scalebench nightly unpin)"
+                )
+            refuse(f"request refused: {exc}{hint}")
 
     return validate
+
+
+def _with_nightly_arms(task: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """The nightly's request with its stacks and rounds where a reference stack is set or
+    pinned (``results_db.service.nightly_arms``): pairs replace the repeats."""
+    from results_db.service.engines import CommandError
+    from results_db.service.nightly import nightly_arms
+    from scalebench.nightly import NightlySettings
+
+    if fields.get("launcher") == "kubernetes":
+        from operators.kubernetes.settings import KubernetesSettings
+
+        this_stack = {"image": KubernetesSettings.from_env().image}
+    else:
+        this_stack = {"python": sys.executable}  # the interpreter the ranks start by default
+    try:
+        arms = nightly_arms(
+            results_database(), task, fields, NightlySettings.from_env(), this_stack
+        )
+    except (CommandError, ValueError) as exc:  # a pinned reference that is gone, say
+        refuse(f"request refused: {exc}")
+    if not arms:
+        print("no reference stack pinned: tonight runs unpaired (scalebench nightly pin)")
+        return fields
+    print(
+        f"paired night: stacks {', '.join(arms['stacks'])}, {arms['pairs']} round(s) "
+        "(reference: " + str(arms["stacks"]["reference"]) + ")"
+    )
+    return {**{k: v for k, v in fields.items() if k != "repeats"}, **arms}
 
 
 def _prepare_dataset_step(spec: TaskSpec) -> Any:

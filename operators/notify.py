@@ -26,12 +26,27 @@ log = logging.getLogger(__name__)
 
 
 class RegressionFlagged(RuntimeError):
-    """The nightly sweep is significantly slower than its baseline."""
+    """The nightly sweep is significantly slower than its baseline. ``messages``: one text
+    per finding that is new tonight (each sent alone); empty where every series that moved
+    belongs to a finding already sent."""
+
+    def __init__(self, text: str, messages: list[str] | None = None) -> None:
+        super().__init__(text)
+        self.paired = messages is not None  # a paired night's: one message per new finding
+        self.messages = messages or []
 
 
 def check(sweep_id: str, url: str | None = None) -> list[str]:
-    """Run the detector on ``sweep_id``; raise :class:`RegressionFlagged` naming what got worse."""
+    """Run the detector on ``sweep_id``; raise :class:`RegressionFlagged` naming what got worse.
+
+    A paired night (tonight's stack beside the pinned reference) is judged over the whole
+    history of each series (:func:`results_db.service.nightly.check_paired`); another night
+    against the recent nights' runs (:func:`results_db.service.check_regressions`)."""
     from results_db.service import check_regressions, describe_finding
+    from results_db.service.nightly import is_paired_sweep
+
+    if is_paired_sweep(url, sweep_id):
+        return check_paired_night(sweep_id, url)
 
     findings = check_regressions(url, sweep_id)
     flagged = [describe_finding(f) for f in findings if f.flagged]
@@ -41,6 +56,31 @@ def check(sweep_id: str, url: str | None = None) -> list[str]:
             "baseline:\n" + "\n".join(flagged)
         )
     return [describe_finding(f) for f in findings]
+
+
+def check_paired_night(sweep_id: str, url: str | None = None) -> list[str]:
+    """Judge a paired night; raise :class:`RegressionFlagged` where a series moved, with one
+    message per new finding (its link on the dashboard)."""
+    from results_db.service.nightly import (
+        check_paired,
+        describe_finding_row,
+        describe_judgement,
+        finding_link,
+    )
+
+    checked = check_paired(url, sweep_id)
+    lines = [describe_judgement(judged) for judged in checked.judgements]
+    for line in lines:
+        print(line)
+    messages = [describe_finding_row(f, finding_link(f.id)) for f in checked.new]
+    still = [describe_finding_row(f, finding_link(f.id)) for f in checked.updated]
+    if messages or still:
+        raise RegressionFlagged(
+            f"sweep {sweep_id}: {len(checked.new)} new finding(s), {len(checked.updated)} "
+            "finding(s) moving again:\n" + "\n".join(messages + still),
+            messages,
+        )
+    return lines
 
 
 def failure_message(context: Mapping[str, Any]) -> str:
@@ -67,6 +107,23 @@ def notify_failure(context: Mapping[str, Any]) -> None:
     """
     text = failure_message(context)
     log.error("%s", text)
+    error = context.get("exception")
+    texts = [text]
+    if isinstance(error, RegressionFlagged) and error.paired:  # one per new finding, none for old
+        texts = [f"scalebench: nightly {message}" for message in error.messages]
+    for message in texts:
+        _send(message)
+    callback = os.environ.get("SCALEBENCH_NOTIFY_CALLBACK")
+    if callback:
+        try:
+            module, _, name = callback.partition(":")
+            getattr(importlib.import_module(module), name)(context)
+        except Exception:
+            log.exception("SCALEBENCH_NOTIFY_CALLBACK=%s failed", callback)
+
+
+def _send(text: str) -> None:
+    """Post ``text`` to ``SCALEBENCH_NOTIFY_WEBHOOK`` (where set); a failure is logged."""
     webhook = os.environ.get("SCALEBENCH_NOTIFY_WEBHOOK")
     problem = location_problem(webhook) if webhook else None
     if problem is not None:
@@ -85,10 +142,3 @@ def notify_failure(context: Mapping[str, Any]) -> None:
                 reply.read()
         except OSError as exc:
             log.error("SCALEBENCH_NOTIFY_WEBHOOK: posting failed: %s", exc)
-    callback = os.environ.get("SCALEBENCH_NOTIFY_CALLBACK")
-    if callback:
-        try:
-            module, _, name = callback.partition(":")
-            getattr(importlib.import_module(module), name)(context)
-        except Exception:
-            log.exception("SCALEBENCH_NOTIFY_CALLBACK=%s failed", callback)

@@ -309,6 +309,52 @@ class Regression(Base):
     flagged_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
+class ReferencePin(Base):
+    """A reference stack pinned for the nightly (``scalebench nightly pin``): the nightly runs
+    it beside tonight's stack, round by round. The pin is the row not yet ``unpinned_at``
+    (at most one); pinning another unpins it."""
+
+    __tablename__ = "reference_pin"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # one stack as a request names it: {"python": ...} or {"image": ...}, with "env"
+    stack: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    note: Mapped[str] = mapped_column(Text, default="")
+    pinned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    unpinned_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class NightlyFinding(Base):
+    """One change a paired nightly found: the first night of a new level, and every series
+    (task × network × workers × metric, tonight/reference ratio or the reference arm) that
+    moved on it, attributed to the stack or the platform, and its triage state.
+
+    ``size``, ``low``, ``high``: the headline series' ratio after / before (1.05 = 5 %
+    slower) and its 95 % interval; ``series``: each moved series with its own; ``phases``:
+    the step's phases that moved; ``diff``: what changed across the change (the stacks'
+    identities, or the hardware and platform), each key's value before and after.
+    """
+
+    __tablename__ = "nightly_finding"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    first_night: Mapped[datetime] = mapped_column(DateTime(timezone=True), index=True)
+    first_sweep_id: Mapped[str] = mapped_column(String(200))
+    attribution: Mapped[str] = mapped_column(String(20))  # "stack" or "platform"
+    size: Mapped[float] = mapped_column(Float)
+    low: Mapped[float] = mapped_column(Float)
+    high: Mapped[float] = mapped_column(Float)
+    p_value: Mapped[float] = mapped_column(Float)
+    series: Mapped[list[dict[str, Any]]] = mapped_column(JSONType)
+    phases: Mapped[list[str]] = mapped_column(JSONType)
+    diff: Mapped[dict[str, Any]] = mapped_column(JSONType)
+    state: Mapped[str] = mapped_column(String(20), default="open")
+    note: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
+    state_changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class AllReduceFit(Base):
     """The ring model fitted to one Task 0 configuration of a sweep (``results_db.projection``):
     t(n, k) = 2(k − 1)·α + 2(k − 1)/k · n/β, on the median seconds of each message size.

@@ -83,6 +83,12 @@ def shown_location(raw: str) -> str:
 _PASSWORD = re.compile(r"(://[^/@:]*:)[^/@]*@")
 
 
+def dashboard_url() -> str:
+    """``SCALEBENCH_DASHBOARD_URL``: where people open the dashboard, for the links a
+    nightly's messages carry (default ``http://localhost:8050``, ``scalebench dashboard``'s)."""
+    return _location("SCALEBENCH_DASHBOARD_URL", "http://localhost:8050").rstrip("/")
+
+
 def data_dir() -> Path:
     """Where full data sets are kept. Empty is refused: it would mean whatever folder the
     process runs in; so is a path with white space at its ends or a control character."""

@@ -15,6 +15,18 @@ value is an import error that names the variable, shown in the Airflow UI):
   (``SCALEBENCH_NIGHTLY_FULL=1`` says the same). True and false are written
   ``1``/``true``/``yes``/``on`` and ``0``/``false``/``no``/``off``.
 
+Paired nights (tonight's stack against a pinned reference, round by round):
+
+- ``SCALEBENCH_NIGHTLY_REFERENCE_STACK``: the reference stack, an interpreter's path (local
+  launcher) or an image (Kubernetes), or one stack as JSON, ``{"python": …, "env": {…}}``;
+  unset: the stack pinned by ``scalebench nightly pin`` (none pinned: the nightly runs
+  unpaired and judges tonight against earlier nights alone)
+- ``SCALEBENCH_NIGHTLY_TONIGHT_STACK``: tonight's stack, the same forms; unset: the
+  interpreter the Airflow worker runs (local), or ``SCALEBENCH_WORKER_IMAGE`` (Kubernetes)
+- ``SCALEBENCH_NIGHTLY_BUDGET_S``: seconds of runs a task may take a night (default 900); the
+  rounds are as many as fit, by the runs of earlier nights (:data:`FIRST_NIGHT_PAIRS` the
+  first night), at least :data:`MIN_PAIRS`
+
 Whom a failure is told is :mod:`operators.notify`.
 
 Regressions are judged by the rule :data:`results_db.regressions.RULE`
@@ -37,11 +49,17 @@ _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 # Request fields the nightly does not take: it judges tonight's runs against earlier nights
 # of the same configuration, and would pool the runs of several stacks into one series.
 NOT_NIGHTLY = {
-    "stacks": "the nightly judges one stack against its earlier nights and would pool several "
-    "stacks' runs; compare stacks within one sweep instead: scalebench run TASK --stack "
-    "A=PYTHON --stack B=PYTHON --pairs N, then scalebench compare SWEEP",
-    "pairs": "pairs need two or more stacks, which the nightly does not take",
+    "stacks": "the nightly's stacks are tonight's and the pinned reference: set "
+    f"{PREFIX}REFERENCE_STACK (or run scalebench nightly pin PYTHON_OR_IMAGE) and "
+    f"{PREFIX}TONIGHT_STACK",
+    "pairs": f"the nightly runs as many rounds as {PREFIX}BUDGET_S allows",
 }
+# The nightly's two arms, by name (a paired night's request names exactly these stacks).
+TONIGHT, REFERENCE = "tonight", "reference"
+DEFAULT_BUDGET_S = 900.0
+# Rounds of a paired night: the fewest (a spread needs two), and the first night's, before
+# any earlier night's runs say how long a round takes.
+MIN_PAIRS, FIRST_NIGHT_PAIRS = 2, 3
 
 
 @dataclass(frozen=True)
@@ -51,6 +69,11 @@ class NightlySettings:
     schedule: str = "0 2 * * *"
     tasks: tuple[str, ...] = ("task1a-resnet20-cifar10", "task0-allreduce")
     fields: dict[str, Any] = field(default_factory=lambda: dict(NIGHTLY_DEFAULTS))
+    # the paired night's stacks as a request names one ({"python": …} or {"image": …});
+    # None: the pinned reference (or unpaired), the worker's own interpreter or image
+    reference: dict[str, Any] | None = None
+    tonight: dict[str, Any] | None = None
+    budget_s: float = DEFAULT_BUDGET_S
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> NightlySettings:
@@ -92,7 +115,21 @@ class NightlySettings:
                 fields[declared.name] = declared.read(value)
             except InvalidParameter as exc:
                 raise bad(name, exc.reason) from None
-        return cls(schedule=schedule, tasks=tasks, fields=fields)
+        images = fields.get("launcher") == "kubernetes"
+        arms = {
+            arm: stack_setting(env[PREFIX + f"{arm.upper()}_STACK"], arm, images, bad)
+            for arm in (REFERENCE, TONIGHT)
+            if env.get(PREFIX + f"{arm.upper()}_STACK", "").strip()
+        }
+        budget_s = _budget(env.get(PREFIX + "BUDGET_S"), bad)
+        return cls(
+            schedule=schedule,
+            tasks=tasks,
+            fields=fields,
+            reference=arms.get(REFERENCE),
+            tonight=arms.get(TONIGHT),
+            budget_s=budget_s,
+        )
 
     def value(self, name: str) -> Any:
         """The value of request field ``name`` the nightly asks for (set, or the default)."""
@@ -104,6 +141,48 @@ class NightlySettings:
         """The fixed request fields of every task in the suite (without ``task``), as a
         trigger form gives them."""
         return {name: _plain(value) for name, value in self.fields.items()}
+
+
+def stack_setting(text: str, arm: str, images: bool, bad: Any = None) -> dict[str, Any]:
+    """One arm's stack from a setting's ``text``: an interpreter's path (an image where
+    ``images``, the Kubernetes launcher), or one stack as JSON; checked as a request's
+    stack is (:func:`scalebench.stacks.parse_stacks`). ``bad(name, message)`` makes the
+    error (default ValueError naming the variable)."""
+    from scalebench.stacks import BadStack, parse_stacks
+
+    name = f"{arm.upper()}_STACK"
+    text = text.strip()
+    spec: Any = text if text.startswith("{") else {"image" if images else "python": text}
+    try:
+        if isinstance(spec, str):
+            import json
+
+            try:
+                spec = json.loads(spec)
+            except ValueError:
+                raise BadStack(
+                    "must be an interpreter's path, an image, or one stack as JSON like "
+                    f'{{"python": "/opt/ref/bin/python"}}, got {text[:60]!r}'
+                ) from None
+        (stack,) = parse_stacks({arm: spec})
+    except (BadStack, ValueError) as exc:
+        message = str(exc).removeprefix(f"{arm}: ")
+        if bad is not None:
+            raise bad(name, message) from None
+        raise ValueError(f"{PREFIX}{name}: {message}") from None
+    return stack.to_json()
+
+
+def _budget(text: str | None, bad: Any) -> float:
+    if text is None or not text.strip():
+        return DEFAULT_BUDGET_S
+    try:
+        budget = float(text)
+    except ValueError:
+        budget = float("nan")
+    if not 60 <= budget <= 24 * 3600:  # NaN fails this too
+        raise bad("BUDGET_S", f"seconds of runs a task may take a night, 60 to 86400, got {text!r}")
+    return budget
 
 
 def _truth(text: str, bad: Any) -> bool:

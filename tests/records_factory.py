@@ -52,6 +52,7 @@ class FakeRun:
     variant: str = "sync"
     start_details: dict[str, str] = field(default_factory=dict)  # more fields of the start
     parameters: int = 272_474  # the model's, as the start event records it
+    stack: str = ""  # the stack it ran as (a sweep of stacks names every run's)
 
 
 def write_training_sweep(
@@ -65,6 +66,7 @@ def write_training_sweep(
     ranks_per_node: int = 1,
     finished: bool | None = None,
     night: str | None = None,
+    stacks: dict[str, dict[str, object]] | None = None,
 ) -> Path:
     """A sweep's folder as a run of ``runs`` leaves it; closed (its ``finished_at`` set, as
     the command line and the DAG's ingest close it) unless ``finished`` is false, or, when
@@ -76,17 +78,19 @@ def write_training_sweep(
         download=not light,  # a full sweep's records without its data set
         repeats=max(r.repeat for r in runs) + 1,
         ranks_per_node=ranks_per_node,
+        **({"stacks": stacks} if stacks else {}),
     )
     networks = tuple(dict.fromkeys(parse_profile(r.network) for r in runs))
     request = replace(request, network=networks)  # recorded as asked, not emulated here
     sweep_dir = root / sweep_id
     groups = [
         manifest.GroupEntry(
-            run_id(sweep_id, r.world_size, r.repeat, parse_profile(r.network)),
+            run_id(sweep_id, r.world_size, r.repeat, parse_profile(r.network), r.stack),
             r.world_size,
             r.repeat,
             status=r.launcher_status,
             network=r.network,
+            stack=r.stack,
         )
         for r in runs
     ]
@@ -118,6 +122,7 @@ def write_rank(
         cpu_capability="AVX2",
         cpu_count=run.cpu_count,
         torch_threads=1,
+        **({"stack": {"name": run.stack, "env": {}}} if run.stack else {}),
     )
     compiled = (
         {}

@@ -95,11 +95,11 @@ def test_a_bad_setting_names_its_variable(variable: str, value: str) -> None:
 @pytest.mark.parametrize(
     ("variable", "value", "words"),
     [
-        ("STACKS", '{"a": {"python": "/usr/bin/python3"}}', "would pool several stacks' runs"),
-        ("PAIRS", "5", "pairs need two or more stacks"),
+        ("STACKS", '{"a": {"python": "/usr/bin/python3"}}', "set SCALEBENCH_NIGHTLY_REFERENCE"),
+        ("PAIRS", "5", "as many rounds as SCALEBENCH_NIGHTLY_BUDGET_S allows"),
     ],
 )
-def test_the_nightly_refuses_stacks_it_cannot_judge_and_says_where_to_compare_them(
+def test_the_nightly_takes_its_stacks_and_rounds_from_its_own_settings(
     variable: str, value: str, words: str
 ) -> None:
     with pytest.raises(ValueError, match=f"SCALEBENCH_NIGHTLY_{variable}: .*{words}"):

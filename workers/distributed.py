@@ -156,6 +156,18 @@ def _stack() -> dict[str, object] | None:
     return stack if isinstance(stack, dict) else {"name": "?", "unreadable": text[:200]}
 
 
+def _gpu_driver() -> str | None:
+    """The NVIDIA driver's version, as its kernel module reports it (None: no such driver)."""
+    try:
+        with open("/proc/driver/nvidia/version", encoding="utf-8") as version:
+            first = version.readline()
+    except OSError:
+        return None
+    words = first.split()
+    found = [w for w in words if w[:1].isdigit() and "." in w]
+    return found[0] if found else first.strip() or None
+
+
 def environment(backend: str) -> dict[str, object]:
     """Versions, devices and host of this rank, for the ``env`` record."""
     import platform
@@ -196,6 +208,11 @@ def environment(backend: str) -> dict[str, object]:
         # The stack the launcher started this rank as (scalebench.stacks): its name and the
         # variables it set; None where the request named no stack.
         "stack": _stack(),
+        # The platform beneath: the kernel, the GPU driver (None without one) and the NCCL
+        # variables set, so a nightly finding can say which of them changed.
+        "kernel": platform.release(),
+        "driver": _gpu_driver(),
+        "nccl_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")},
     }
     if torch.cuda.is_available():
         info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]

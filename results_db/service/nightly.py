@@ -1,0 +1,334 @@
+"""The paired nightly: its reference pin, the stacks and rounds of a night, its findings.
+
+- :func:`pin_reference`, :func:`unpin_reference`, :func:`shown_pin`: ``scalebench nightly
+  pin|unpin``, the reference stack stored in the results database;
+- :func:`nightly_arms`: the stacks and the rounds tonight's sweep of a task runs (the
+  nightly's ``validate`` adds them to its request);
+- :func:`check_paired`: a paired night judged, every series over its whole history, the
+  changes stored as findings (one per change) and the new ones returned for the messages;
+- :func:`findings`, :func:`triage`: ``scalebench regressions`` without a sweep, and
+  ``--finding ID --state STATE``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select, update
+
+from results_db.models import ReferencePin, Sweep
+from results_db.queries.paired_nights import (
+    FindingRow,
+    is_paired,
+    night_identity,
+    nightly_findings,
+    paired_nights,
+    pinned_reference,
+    round_seconds,
+)
+from results_db.regressions.paired_findings import (
+    PLATFORM,
+    SeriesJudgement,
+    changes,
+    comparable_nights,
+    identity_diff,
+    judge_series,
+    paired_series,
+)
+from results_db.regressions.shifts import PAIRED_RULE, PairedRule
+from results_db.regressions.triage import STATES, UnknownFinding, set_state, store_changes
+from results_db.service.engines import CommandError, engine_for, reader_for
+from scalebench.nightly import (
+    FIRST_NIGHT_PAIRS,
+    MIN_PAIRS,
+    REFERENCE,
+    TONIGHT,
+    NightlySettings,
+    stack_setting,
+)
+
+
+def pin_reference(url: str | None, value: str, env: list[str], images: bool, note: str) -> str:
+    """Pin ``value`` (an interpreter, an image where ``images``, or one stack as JSON) with
+    the variables ``env`` (``KEY=VALUE``) as the nightly's reference stack; returns the
+    sentence the command line prints. The interpreter is probed first: one that is not
+    there or cannot import torch is refused, and nothing is stored."""
+    text = value
+    if env:
+        variables = {}
+        for assignment in env:
+            key, equals, content = assignment.partition("=")
+            if not equals or not key:
+                raise CommandError(
+                    f"--env {assignment!r}: write KEY=VALUE, such as PYTHONPATH=/src"
+                )
+            variables[key] = content
+        base = stack_setting(value, REFERENCE, images, _refusal)
+        text = __import__("json").dumps({**base, "env": {**base.get("env", {}), **variables}})
+    stack = stack_setting(text, REFERENCE, images, _refusal)
+    if "python" in stack:
+        _probe(stack)
+    engine = engine_for(url)
+    try:
+        with engine.begin() as conn:
+            now = datetime.now(UTC)
+            conn.execute(
+                update(ReferencePin)
+                .where(ReferencePin.unpinned_at.is_(None))
+                .values(unpinned_at=now)
+            )
+            conn.execute(
+                ReferencePin.__table__.insert().values(stack=stack, note=note, pinned_at=now)
+            )
+    finally:
+        engine.dispose()
+    return f"pinned the nightly's reference stack: {_shown(stack)}"
+
+
+def _refusal(name: str, message: str) -> CommandError:
+    return CommandError(f"reference stack: {message}")
+
+
+def _probe(stack: Mapping[str, Any]) -> dict[str, Any]:
+    """What the stack's interpreter runs; :class:`CommandError` where it does not start or
+    cannot import torch."""
+    import os
+
+    from scalebench.stacks import BadStack, Stack, probe_interpreter, rank_environment
+
+    found = Stack(REFERENCE, python=stack["python"], env=tuple(stack.get("env", {}).items()))
+    try:
+        return probe_interpreter(found, rank_environment(found, os.environ))
+    except BadStack as exc:
+        raise CommandError(f"reference stack: {exc}") from None
+
+
+def unpin_reference(url: str | None) -> str:
+    """Unpin the reference stack: the nightly runs unpaired from the next night."""
+    engine = engine_for(url)
+    try:
+        with engine.begin() as conn:
+            done = conn.execute(
+                update(ReferencePin)
+                .where(ReferencePin.unpinned_at.is_(None))
+                .values(unpinned_at=datetime.now(UTC))
+            )
+    finally:
+        engine.dispose()
+    if done.rowcount == 0:
+        return "no reference stack was pinned"
+    return "unpinned the nightly's reference stack: the nightly runs unpaired from the next night"
+
+
+def shown_pin(url: str | None, env: Mapping[str, str] | None = None) -> str:
+    """The reference stack the next night runs, and where it comes from."""
+    settings = NightlySettings.from_env(env) if env is not None else NightlySettings.from_env()
+    if settings.reference is not None:
+        return f"reference stack (SCALEBENCH_NIGHTLY_REFERENCE_STACK): {_shown(settings.reference)}"
+    engine = reader_for(url)
+    try:
+        with engine.connect() as conn:
+            pinned = pinned_reference(conn)
+    finally:
+        engine.dispose()
+    if pinned is None:
+        return (
+            "no reference stack pinned: the nightly runs unpaired; pin one with "
+            "scalebench nightly pin PYTHON_OR_IMAGE"
+        )
+    return f"reference stack (pinned): {_shown(pinned)}"
+
+
+def _shown(stack: Mapping[str, Any]) -> str:
+    runs = stack.get("python") or stack.get("image")
+    env = stack.get("env") or {}
+    variables = "".join(f" {k}={v}" for k, v in env.items())
+    return f"{runs}{variables}"
+
+
+def nightly_arms(
+    url: str | None,
+    task: str,
+    fields: Mapping[str, Any],
+    settings: NightlySettings,
+    this_stack: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The fields tonight's sweep of ``task`` adds to the nightly's request: its stacks,
+    ``tonight`` and ``reference``, and ``pairs``, as many rounds as
+    ``settings.budget_s`` holds by the recent nights' rounds (at least :data:`MIN_PAIRS`;
+    :data:`FIRST_NIGHT_PAIRS` before any). Tonight's stack is ``settings.tonight``, else
+    ``this_stack`` (what the launcher runs where no stack is named). Empty where no
+    reference is set or pinned."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from scalebench.config_hash import configuration_hash
+    from scalebench.errors import describe
+    from scalebench.request import FIELD
+    from scalebench.sweep import request_from_form
+
+    reference, round_s = settings.reference, None
+    request = request_from_form(task, fields)  # a bad field is refused by validate itself
+    config_hash = configuration_hash(request.to_fields())
+    workers = list(request.world_sizes)
+    try:
+        engine = reader_for(url)
+        try:
+            with engine.connect() as conn:
+                if reference is None:
+                    reference = pinned_reference(conn)
+                if reference is not None:
+                    round_s = round_seconds(conn, task, config_hash, workers)
+        finally:
+            engine.dispose()
+    except (SQLAlchemyError, CommandError) as exc:  # no history to size the night by
+        print(
+            f"the results database cannot be read now ({describe(exc)}): no pinned "
+            "reference and no earlier round to size the night by"
+        )
+    if reference is None:
+        return {}
+    tonight = settings.tonight or dict(this_stack)
+    most = FIELD["pairs"].maximum or 50
+    pairs = (
+        FIRST_NIGHT_PAIRS
+        if round_s is None or round_s <= 0
+        else max(MIN_PAIRS, min(int(most), math.floor(settings.budget_s / round_s)))
+    )
+    return {"stacks": {TONIGHT: tonight, REFERENCE: dict(reference)}, "pairs": pairs}
+
+
+@dataclass(frozen=True)
+class PairedCheck:
+    """A paired night judged: every series' verdict, the findings it opened (new) and
+    those it moved again (updated), each as stored."""
+
+    sweep_id: str
+    judgements: list[SeriesJudgement]
+    new: list[FindingRow]
+    updated: list[FindingRow]
+    nights: int
+
+
+def is_paired_sweep(url: str | None, sweep_id: str) -> bool:
+    """Whether ``sweep_id`` ran tonight's stack beside the reference."""
+    engine = reader_for(url)
+    try:
+        with engine.connect() as conn:
+            config = conn.execute(select(Sweep.config).where(Sweep.id == sweep_id)).scalar()
+    finally:
+        engine.dispose()
+    return is_paired(config or {})
+
+
+def check_paired(url: str | None, sweep_id: str, rule: PairedRule = PAIRED_RULE) -> PairedCheck:
+    """Judge paired night ``sweep_id``: every series of its task over the nights with the
+    same reference stack, the changes found stored as findings (:func:`store_changes`)."""
+    engine = engine_for(url)
+    try:
+        with engine.begin() as conn:
+            task, config_hash = conn.execute(
+                select(Sweep.task, Sweep.config_hash).where(Sweep.id == sweep_id)
+            ).one()
+            nights = comparable_nights(paired_nights(conn, task, config_hash, until=sweep_id))
+            judged = judge_series(paired_series(task, nights, TONIGHT, REFERENCE), rule)
+            found = changes(judged)
+            order = [n.sweep_id for n in nights]
+            diffs = {}
+            for change in found:
+                at = order.index(change.first_sweep_id)
+                part = "platform" if change.attribution == PLATFORM else "stack"
+                before = night_identity(conn, order[at - 1])[part] if at > 0 else {}
+                after = night_identity(conn, change.first_sweep_id)[part]
+                diffs[change.first_sweep_id] = {
+                    "part": part,
+                    "before_sweep": order[at - 1] if at > 0 else None,
+                    "after_sweep": change.first_sweep_id,
+                    "changed": identity_diff(before, after),
+                }
+            new_ids, updated_ids = store_changes(conn, found, diffs, order)
+            stored = nightly_findings(conn)
+    finally:
+        engine.dispose()
+    new = [f for f in stored if f.id in new_ids]
+    updated = [f for f in stored if f.id in updated_ids]
+    return PairedCheck(sweep_id, judged, new, updated, len(nights))
+
+
+def describe_judgement(judged: SeriesJudgement, rule: PairedRule = PAIRED_RULE) -> str:
+    """One line per series: its ratio tonight / reference on the newest night with its
+    interval, the reference arm's move, and the verdict."""
+    nights = sum(1 for n in judged.nights if n.log_ratios)
+    if judged.ratio.shift is None:
+        return (
+            f"not judged {judged.key.describe()}: {nights} paired night(s), "
+            f"{rule.nights_needed()} needed (the newest and {rule.min_baseline_nights} before it)"
+        )
+    verdict = "REGRESSION" if judged.flagged else "ok"
+    ratio, reference = judged.ratio.shift, judged.reference.shift
+    moved = f", reference arm ×{reference.size:.3f}" if reference is not None else ""
+    return (
+        f"{verdict:10s} {judged.key.describe()}: tonight/reference ×{ratio.size:.3f} "
+        f"[{ratio.low:.3f}, {ratio.high:.3f}] against {ratio.baseline} night(s) "
+        f"(p={ratio.p_value:.2g}){moved}"
+    )
+
+
+def describe_finding_row(finding: FindingRow, link: str | None = None) -> str:
+    """A finding in a few lines, as a message sends it: what moved, by how much, on which
+    night, which phases, attributed to what, what changed, and where to see it."""
+    moved = ", ".join(
+        f"{s['task']} {s['world_size']}w {s['metric']} ({s['arm']} ×{s['size']:.3f})"
+        for s in finding.series[:6]
+    )
+    more = f" and {len(finding.series) - 6} more" if len(finding.series) > 6 else ""
+    phases = f"; phases: {', '.join(finding.phases)}" if finding.phases else ""
+    changed = (finding.diff or {}).get("changed") or {}
+    what = "; ".join(f"{k}: {b} → {a}" for k, (b, a) in list(changed.items())[:5])
+    lines = [
+        f"finding {finding.id} ({finding.state}): {finding.attribution} change from the night "
+        f"of {finding.first_night:%Y-%m-%d} (sweep {finding.first_sweep_id}): "
+        f"×{finding.size:.3f} [{finding.low:.3f}, {finding.high:.3f}]{phases}",
+        f"  moved: {moved}{more}",
+        f"  changed: {what or 'nothing recorded differs'}",
+    ]
+    if link:
+        lines.append(f"  {link}")
+    return "\n".join(lines)
+
+
+def finding_link(finding_id: int) -> str:
+    """The dashboard's page of one finding (``SCALEBENCH_DASHBOARD_URL``)."""
+    from scalebench.config import dashboard_url
+
+    return f"{dashboard_url()}/nightly?finding={finding_id}"
+
+
+def findings(url: str | None, states: tuple[str, ...] | None, task: str | None) -> list[FindingRow]:
+    """Stored findings (``scalebench regressions`` without a sweep)."""
+    engine = reader_for(url)
+    try:
+        with engine.connect() as conn:
+            return nightly_findings(conn, states=states, task=task)
+    finally:
+        engine.dispose()
+
+
+def triage(url: str | None, finding_id: int, state: str, note: str | None) -> str:
+    """Give a finding a triage state (``scalebench regressions --finding ID --state S``)."""
+    if state not in STATES:
+        raise CommandError(f"state: must be one of {', '.join(STATES)}, got {state!r}")
+    engine = engine_for(url)
+    try:
+        with engine.begin() as conn:
+            set_state(conn, finding_id, state, note)
+    except UnknownFinding as exc:
+        raise CommandError(f"{exc}; list them with scalebench regressions") from None
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    finally:
+        engine.dispose()
+    return f"finding {finding_id}: {state}"

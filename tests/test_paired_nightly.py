@@ -1,0 +1,357 @@
+"""The paired nightly: tonight's stack beside a pinned reference, judged over the whole history.
+
+The statistics are pure functions, checked on series drawn with known steps; the store and
+the triage on both databases; the pin on the command line; a whole paired night under
+``dag.test()`` with real runs of both arms.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from records_factory import PHASES, FakeRun, write_training_sweep
+from sqlalchemy import select
+
+from results_db.regressions.paired_findings import (
+    PLATFORM,
+    STACK,
+    changes,
+    comparable_nights,
+    identity_diff,
+    judge_series,
+    paired_series,
+)
+from results_db.regressions.shifts import PAIRED_RULE, judge_arm, level_shift
+from results_db.regressions.triage import FIXED, set_state, store_changes
+from scalebench.nightly import NightlySettings
+
+
+def nights_of(levels: list[float], rng: random.Random, sd: float, rounds: int = 10) -> list:
+    """Nights of ``rounds`` log values each around the given levels."""
+    return [[level + rng.gauss(0, sd) for _ in range(rounds)] for level in levels]
+
+
+# -- the test of a level -------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.lists(st.floats(-3, 3), min_size=2, max_size=8), min_size=2, max_size=6),
+    st.lists(st.lists(st.floats(-3, 3), min_size=1, max_size=8), min_size=1, max_size=3),
+    st.floats(-2, 2),
+)
+def test_a_shift_moves_with_the_recent_nights_and_its_interval_holds_its_size(
+    base: list[list[float]], recent: list[list[float]], offset: float
+) -> None:
+    shift = level_shift(base, recent)
+    assert shift.low <= shift.size <= shift.high
+    assert 0 <= shift.p_value <= 1
+    moved = level_shift(base, [[x + offset for x in night] for night in recent])
+    assert math.isclose(moved.size, shift.size * math.exp(offset), rel_tol=1e-6, abs_tol=1e-12)
+    if offset > 0:  # higher recent nights are never less significant
+        assert moved.p_value <= shift.p_value + 1e-9
+
+
+def test_a_flat_series_is_rarely_flagged_and_a_step_is_found_on_its_first_night() -> None:
+    flagged_flat = 0
+    found_step = 0
+    for seed in range(100):
+        rng = random.Random(seed)
+        flat = nights_of([0.0] * 12, rng, sd=0.05)
+        flagged_flat += judge_arm(flat, "ratio").flagged
+        step = nights_of([0.0] * 10 + [math.log(1.06)] * 2, rng, sd=0.05)
+        verdict = judge_arm(step, "ratio")
+        found_step += verdict.flagged and verdict.first_night == 10
+    assert flagged_flat <= 5  # the rule's 1 %, with room for 100 draws
+    assert found_step >= 80
+
+
+def test_the_nights_drift_makes_the_night_the_unit() -> None:
+    """Nights whose means spread far more than their rounds say: a night off by that much
+    is not a change (a test on rounds alone would flag most of them)."""
+    flagged = 0
+    for seed in range(100):
+        rng = random.Random(seed)
+        levels = [rng.gauss(0, 0.05) for _ in range(12)]
+        flagged += judge_arm(nights_of(levels, rng, sd=0.005), "reference").flagged
+    assert flagged <= 8
+
+
+def test_too_short_a_series_is_not_judged() -> None:
+    verdict = judge_arm(
+        nights_of([0.0] * PAIRED_RULE.min_baseline_nights, random.Random(1), 0.05), "ratio"
+    )
+    assert verdict.shift is None and not verdict.flagged
+    assert PAIRED_RULE.nights_needed() == PAIRED_RULE.min_baseline_nights + 1
+
+
+def test_a_change_weeks_ago_is_not_tonights() -> None:
+    rng = random.Random(3)
+    series = nights_of([0.0] * 8 + [math.log(1.2)] * 10, rng, sd=0.03)
+    verdict = judge_arm(series, "ratio")
+    assert not verdict.flagged
+    assert 8 in verdict.segment_starts  # the history shows where it moved
+
+
+# -- from nights to findings ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Arm:
+    stack: str
+    world_size: int
+    network: str
+    repeat: int
+    seconds: dict[str, float]
+
+
+@dataclass(frozen=True)
+class Night:
+    sweep_id: str
+    arms: list[Arm]
+    reference: dict = field(default_factory=lambda: {"python": "/ref/bin/python"})
+
+
+def paired_history(
+    nights: int, tonight_slower: dict[int, dict[str, float]], platform_slower: dict[int, float]
+) -> list[Night]:
+    """Nights of 8 rounds at one worker: phases of 10 ms compute and 2 ms data; from night
+    ``n`` on, tonight's arm's phases slowed by ``tonight_slower[n]``, both arms' steps by
+    ``platform_slower[n]``."""
+    rng = random.Random(7)
+    history = []
+    tonight_factor: dict[str, float] = {}
+    platform = 1.0
+    for n in range(nights):
+        tonight_factor.update(tonight_slower.get(n, {}))
+        platform = platform_slower.get(n, platform)
+        drift = math.exp(rng.gauss(0, 0.03))  # the machine tonight, both arms alike
+        arms = []
+        for r in range(8):
+            for stack in ("tonight", "reference"):
+                own = tonight_factor if stack == "tonight" else {}
+                compute = 0.010 * own.get("compute_s", 1.0) * math.exp(rng.gauss(0, 0.01))
+                data = 0.002 * own.get("data_s", 1.0) * math.exp(rng.gauss(0, 0.01))
+                scale = drift * platform
+                arms.append(
+                    Arm(
+                        stack,
+                        1,
+                        "host",
+                        r,
+                        {
+                            "compute_s": compute * scale,
+                            "data_s": data * scale,
+                            "steady_step_s": (compute + data) * scale,
+                        },
+                    )
+                )
+        history.append(Night(f"night-{n:02d}", arms))
+    return history
+
+
+def test_a_stack_change_is_one_finding_with_its_phase_and_the_stack_to_blame() -> None:
+    history = paired_history(12, {10: {"compute_s": 1.05}}, {})
+    series = paired_series("task2a", comparable_nights(history), "tonight", "reference")
+    found = changes(judge_series(series))
+    assert len(found) == 1
+    (change,) = found
+    assert change.first_sweep_id == "night-10"
+    assert change.attribution == STACK
+    assert change.phases[0] == "compute"
+    assert change.headline.key.metric == "steady_step_s"
+    assert 1.02 < change.headline.size < 1.07
+    assert {m.key.metric for m in change.moved} >= {"steady_step_s", "compute_s"}
+
+
+def test_a_platform_change_is_blamed_on_the_platform() -> None:
+    history = paired_history(12, {}, {10: 1.25})
+    found = changes(judge_series(paired_series("task2a", history, "tonight", "reference")))
+    assert [c.attribution for c in found] == [PLATFORM]
+    assert all(m.arm == "reference" for m in found[0].moved)
+
+
+def test_a_new_reference_starts_the_series_anew() -> None:
+    history = paired_history(6, {}, {})
+    repinned = [*history[:3], *(Night(n.sweep_id, n.arms, {"python": "/b"}) for n in history[3:])]
+    assert [n.sweep_id for n in comparable_nights(repinned)] == [n.sweep_id for n in history[3:]]
+
+
+def test_an_identity_diff_names_what_changed() -> None:
+    before = {"torch": "2.12.0", "numpy": "2.1", "env": {}}
+    after = {"torch": "2.13.0", "numpy": "2.1", "kernel": "6.8"}
+    assert identity_diff(before, after) == {
+        "env": [{}, None],
+        "kernel": [None, "6.8"],
+        "torch": ["2.12.0", "2.13.0"],
+    }
+
+
+# -- stored, and triaged -------------------------------------------------------------------
+
+
+def test_a_change_found_again_the_next_night_is_the_same_finding(engine) -> None:
+    from results_db.models import NightlyFinding, Sweep
+
+    history = paired_history(13, {10: {"compute_s": 1.08}}, {})
+    with engine.begin() as conn:
+        for i, night in enumerate(history):
+            conn.execute(
+                Sweep.__table__.insert().values(
+                    id=night.sweep_id,
+                    task="task2a",
+                    trigger="scheduled",
+                    config={},
+                    config_hash="h",
+                    code_version="1",
+                    created_at=datetime(2026, 11, i + 1, 2, tzinfo=UTC),
+                )
+            )
+    order = [n.sweep_id for n in history]
+    ids = []
+    for last in (11, 12, 13):
+        found = changes(
+            judge_series(paired_series("task2a", history[:last], "tonight", "reference"))
+        )
+        with engine.begin() as conn:
+            ids.append(store_changes(conn, found, {}, order))
+    assert len(ids[0][0]) == 1  # new on the first night it is seen
+    assert ids[1][0] == [] and ids[1][1] == ids[0][0]  # the same finding, updated
+    with engine.begin() as conn:
+        set_state(conn, ids[0][0][0], FIXED, "reverted the optimizer change")
+        with pytest.raises(ValueError, match="state: must be one of"):
+            set_state(conn, ids[0][0][0], "gone")
+        rows = conn.execute(select(NightlyFinding.state, NightlyFinding.note)).all()
+    assert rows == [(FIXED, "reverted the optimizer change")]
+
+
+# -- settings and the command line ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("REFERENCE_STACK", '{"python": "/a", "image": "b"}', "exactly one of python"),
+        ("REFERENCE_STACK", "{not json", "JSON"),
+        ("TONIGHT_STACK", '{"python": "/a", "env": {"RANK": "1"}}', "set by the launcher"),
+        ("BUDGET_S", "10", "60 to 86400"),
+        ("BUDGET_S", "nan", "60 to 86400"),
+    ],
+)
+def test_a_bad_pairing_setting_names_its_variable(variable: str, value: str, words: str) -> None:
+    with pytest.raises(ValueError, match=f"SCALEBENCH_NIGHTLY_{variable}: .*{words}"):
+        NightlySettings.from_env({f"SCALEBENCH_NIGHTLY_{variable}": value})
+
+
+def test_pin_show_and_unpin_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli.main import main
+
+    monkeypatch.delenv("SCALEBENCH_NIGHTLY_REFERENCE_STACK", raising=False)
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    assert main(["db", "upgrade", "--database", url]) == 0
+    assert main(["nightly", "pin", str(tmp_path / "gone" / "python"), "--database", url]) == 2
+    assert "reference stack: no interpreter" in capsys.readouterr().err
+    assert (
+        main(["nightly", "pin", sys.executable, "--env", "PYTHONPATH=/src", "--database", url]) == 0
+    )
+    assert main(["nightly", "show", "--database", url]) == 0
+    assert f"(pinned): {sys.executable} PYTHONPATH=/src" in capsys.readouterr().out
+    assert main(["nightly", "unpin", "--database", url]) == 0
+    assert main(["nightly", "show", "--database", url]) == 0
+    assert "no reference stack pinned" in capsys.readouterr().out
+    assert main(["regressions", "--finding", "9", "--state", "fixed", "--database", url]) == 2
+    assert "no finding 9" in capsys.readouterr().err
+    assert main(["regressions", "--state", "fixed", "--database", url]) == 2
+
+
+# -- a whole paired night ------------------------------------------------------------------
+
+
+def test_a_paired_night_runs_both_arms_finds_the_change_and_sends_one_message(
+    airflow_db, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four earlier paired nights (written as workers write them) in which tonight's arm was
+    twice as fast as the reference; tonight both arms are this interpreter, run for real:
+    tonight's stack moved, one finding is stored and one message sent, with its link."""
+    from test_nightly import Webhook
+
+    from operators.nightly_dag import build_nightly_dag
+    from results_db.database import make_engine
+    from results_db.models import NightlyFinding, Run
+    from results_db.service import ingest, upgrade
+    from results_db.service.nightly import pin_reference
+
+    hook = Webhook()
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    for name, value in {
+        "SCALEBENCH_DATABASE_URL": url,
+        "SCALEBENCH_RESULTS_URI": str(tmp_path / "results"),
+        "SCALEBENCH_NOTIFY_WEBHOOK": hook.url,
+        "SCALEBENCH_DASHBOARD_URL": "http://dash.example:8050",
+        "SCALEBENCH_NIGHTLY_BUDGET_S": "60",  # the fewest rounds: two
+        "OMP_NUM_THREADS": "1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("SCALEBENCH_NIGHTLY_REFERENCE_STACK", raising=False)
+    upgrade(url)
+    pin_reference(url, sys.executable, [], False, "this interpreter")
+    stacks = {"tonight": {"python": sys.executable}, "reference": {"python": sys.executable}}
+    for night in range(4):
+        runs = [
+            FakeRun(
+                1,
+                repeat=r,
+                stack=stack,
+                phases={k: v * (0.5 if stack == "tonight" else 1.0) for k, v in PHASES.items()},
+            )
+            for r in range(2)
+            for stack in ("tonight", "reference")
+        ]
+        write_training_sweep(
+            tmp_path / "earlier",
+            f"nightly-{night}",
+            runs,
+            trigger="scheduled",
+            created_at=f"2026-11-{night + 20}T02:00:00+00:00",
+            task="task2a-logreg-epsilon",
+            stacks=stacks,
+        )
+    ingest(url, str(tmp_path / "earlier"))
+
+    settings = NightlySettings(
+        tasks=("task2a-logreg-epsilon",), fields={"light": True, "workers": (1,)}
+    )
+    try:
+        run = build_nightly_dag(settings).test()
+    finally:
+        hook.close()
+
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["task2a_logreg_epsilon.check_regressions"] == "failed"
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        tonight = conn.execute(
+            select(Run.stack, Run.repeat).where(Run.sweep_id.not_like("nightly-%"))
+        ).all()
+        findings = conn.execute(
+            select(NightlyFinding.id, NightlyFinding.attribution, NightlyFinding.series)
+        ).all()
+    engine.dispose()
+    assert sorted(tonight) == [("reference", 0), ("reference", 1), ("tonight", 0), ("tonight", 1)]
+    assert len(findings) == 1
+    finding_id, attribution, series = findings[0]
+    assert attribution == "stack"
+    assert any(s["metric"] == "steady_step_s" and s["arm"] == "ratio" for s in series)
+    texts = [m["text"] for m in hook.received]
+    assert len(texts) == 1, texts
+    assert f"http://dash.example:8050/nightly?finding={finding_id}" in texts[0]
