@@ -332,3 +332,85 @@ def triage(url: str | None, finding_id: int, state: str, note: str | None) -> st
     finally:
         engine.dispose()
     return f"finding {finding_id}: {state}"
+
+
+@dataclass(frozen=True)
+class NightPoint:
+    """One night of a paired series: its sweep and night, the ratio tonight / reference
+    (geometric mean over the rounds, no unit) with its 95 % interval (``low``, ``high``;
+    0 and inf with one round), the rounds, and the reference arm's geometric-mean seconds."""
+
+    sweep_id: str
+    night: datetime
+    ratio: float
+    low: float
+    high: float
+    rounds: int
+    reference_s: float
+
+
+@dataclass(frozen=True)
+class SeriesHistory:
+    """A paired series over its nights, oldest first, as the dashboard draws it: each
+    night's point, and where each arm's level changed (indices into ``points``: the first
+    night of each segment after the first)."""
+
+    key: Any  # results_db.regressions.paired_findings.SeriesKey
+    points: list[NightPoint]
+    ratio_changes: list[int]
+    reference_changes: list[int]
+    flagged: bool
+
+
+def nightly_history(url: str | None, task: str, limit: int = 120) -> list[SeriesHistory]:
+    """Every paired series of ``task``'s newest paired configuration, over the nights with
+    its newest reference stack (at most ``limit``): the nightly page's data."""
+    from statistics import fmean
+
+    from results_db.regressions.paired import ratio_interval
+
+    engine = reader_for(url)
+    try:
+        with engine.connect() as conn:
+            newest = conn.execute(
+                select(Sweep.config_hash, Sweep.config)
+                .where(Sweep.task == task, Sweep.trigger == "scheduled")
+                .order_by(Sweep.created_at.desc())
+            ).all()
+            config_hash = next((h for h, config in newest if is_paired(config or {})), None)
+            if config_hash is None:
+                return []
+            nights = comparable_nights(paired_nights(conn, task, config_hash, limit=limit))
+    finally:
+        engine.dispose()
+    when = {n.sweep_id: n.night for n in nights}
+    histories = []
+    for judged in judge_series(paired_series(task, nights, TONIGHT, REFERENCE)):
+        points = []
+        for night in judged.nights:
+            if not night.log_ratios:
+                continue
+            interval = ratio_interval(night.log_ratios)
+            points.append(
+                NightPoint(
+                    night.sweep_id,
+                    when[night.sweep_id],
+                    interval.ratio,
+                    interval.low,
+                    interval.high,
+                    interval.pairs,
+                    math.exp(fmean(night.reference_logs)),
+                )
+            )
+        index = {p.sweep_id: i for i, p in enumerate(points)}
+        ids = [n.sweep_id for n in judged.nights]
+        ratio_changes, reference_changes = (
+            [index[ids[s]] for s in arm.segment_starts[1:] if ids[s] in index]
+            for arm in (judged.ratio, judged.reference)
+        )
+        histories.append(
+            SeriesHistory(
+                judged.key, points, ratio_changes, reference_changes, bool(judged.flagged)
+            )
+        )
+    return histories
