@@ -1,489 +1,461 @@
-"""How sensitive the nightly regression detector is: slowed nights flagged, unmodified ones not.
+"""How sensitive the paired nightly is: slowdowns of our stack and of the platform, and A/A.
 
-What it runs (real runs, on this machine, one after another):
+What it runs (real runs, on this machine), then how it judges them:
 
-- light Task 1a at 1 worker and light Task 0 at 2 workers, as the nightly runs them: each
-  night is one sweep ``scalebench run <task> --light --repeats 3`` (seeds 0, 1, 2, as every
-  night). ``--nights`` unmodified nights per task, and for every slowdown (``--slowdowns``,
-  default 5, 10 and 20 %) ``--slowed-nights`` slowed ones, in rounds: each round runs one
-  night of every kind still wanted, so the machine's drift over the hours falls on every
-  kind alike. A slowed night is the same command with ``benchmarks/slowdown`` on the ranks'
-  ``PYTHONPATH``: its ``sitecustomize`` adds busy work to each training step's data phase,
-  or after each all-reduce, of that fraction of its time. The product has no such flag.
-- ``--trials`` judgements per case: a baseline of the detector's window (7 nights) drawn
-  from the unmodified nights, and a latest night, either an unmodified one left out of
-  that baseline or a slowed one. Each night is judged by the detector's own rule
-  (:func:`results_db.regressions.compare` with ``RULE``) on the detector's own metrics
-  (:func:`results_db.regressions.metric_values` with ``METRICS``: time to accuracy and the
-  steady step time, each relative to the run's machine reference, for Task 1a, the largest
-  all-reduce's time for Task 0), contended runs left out as it leaves them out. A night is
-  flagged when any metric is. The same draws are repeated 1,000 times for a finer rate.
-- ``--night-runs N`` judges nights of N runs instead of the stored sweeps: each kind's runs,
-  in the order they ran, taken N at a time. One set of runs then says how sensitive the
-  nightly would be at several repeat counts (runs of one kind are alike whichever sweep ran
-  them: the same command, seeds 0, 1, 2).
+1. **A pool of real paired rounds per case.** Each round runs tonight's stack and the
+   reference stack once each, at every worker count of ``--workers``, in an order drawn
+   from the sweep's seed, exactly as a paired night does (``scalebench.sweep.start_sweep``
+   of a request naming the stacks ``tonight`` and ``reference``, light task, ``--epochs``
+   epochs a run, one thread a rank). Both stacks are this interpreter; a slowed stack also
+   has ``benchmarks/slowdown`` on its ``PYTHONPATH`` (a ``sitecustomize`` that spins, the
+   product unmodified):
 
-``--data DIR`` keeps the nights (runs, ``results.db`` and ``nights.jsonl``, one line per
-night) and adds new ones to those already there; ``--judge-only`` runs nothing and judges
-the nights stored in ``DIR``; ``--also`` judges the same nights by more metrics, each alone
-or several together (``a+b``: flagged when any is)
-(any of :data:`results_db.regressions.MEASURES`, e.g. ``samples_per_s``, the metric the
-nightly judged before), so metrics are compared on the very same runs.
+   - ``aa``: nothing changed;
+   - ``stack-2``, ``stack-3``, ``stack-5``, ``stack-10``: tonight's compute phase slowed
+     by 2, 3, 5 and 10 % (forward, loss, backward and optimizer);
+   - ``platform-10``: both arms' compute slowed by 10 % (the machines got slower);
+   - ``comm-10``: tonight's all-reduces slowed by 10 % (communication only).
 
-``--smoke`` runs the fewest nights the detector can judge, in a temporary folder, then the
-same table, no goal judged: light Task 0 only (unless ``--tasks`` names others), judged as
-nights of one run (``--night-runs 1``) at one worker: one unmodified sweep of 8 runs (the
-window and one more) and one slowed by 10 % of one run, in one round, one trial. Task 0's
-runs time only ``float32`` sizes up to 1,000 elements, 2 repetitions each (the metric takes
-the largest size there is), and no run counts as contended
-(``SCALEBENCH_CONTENTION_THRESHOLD=1``), so the detector's comparison runs however busy the
-machine is; about half a minute.
+   The cases run in turns (one sweep of ``--pairs-per-sweep`` rounds of every case, then
+   again) until each pool holds ``--pool-rounds`` rounds, so that the machine's drift over
+   the hour falls on every case alike.
+2. **Nights composed from the pools**, each of as many rounds as the nightly's budget
+   (``--budget-s``, 900 s) holds by the rounds' measured seconds. A trial is ``--history``
+   A/A nights and then up to 3 nights of the case; after each of those the product's own
+   judgement runs (:func:`results_db.regressions.paired_findings.paired_series`,
+   :func:`~results_db.regressions.paired_findings.judge_series` and
+   :func:`~results_db.regressions.paired_findings.changes`, with
+   :data:`~results_db.regressions.shifts.PAIRED_RULE`). ``--trials`` trials a case, each
+   drawing its rounds afresh (with replacement: a pool is smaller than a trial's nights).
 
-Prints per task, metric set and case how many of the trials were flagged (goal: at least 9
-of 10 slowed nights at 10 %, at most 1 of 10 unmodified nights) and how many of them had a
-latest night with any run that was not contended (the others cannot be flagged), the
-measured change of the
-last metric's mean against the unmodified pool (what the busy work really cost), the runs'
-spread and how many runs were left out as contended. Units: seconds, samples/s. Needs a
-quiet machine: other work makes runs contended, and the detector leaves those out.
+It prints, per task and case: detected within 1, 2 and 3 nights (a change whose first
+night is one of the case's nights), the attribution right (stack, or platform for
+``platform-10``), the phase named first right (compute, or communication for ``comm-10``),
+and for ``aa`` the false alarms per series-night (a series flagged on either arm, on any of
+the 3 nights after the history); then the goals, each met or not, with the measured
+figures. The pools' per-round spread (the standard deviation of a round's log-ratio, and of
+the reference arm's log-seconds) says what limits the power.
+
+What composing nights leaves out: the rounds of a composed night come from the whole hour,
+not from one night, so a night's own drift of the machine is missing. The ratio cancels that
+drift in a real night too; the reference arm's seconds do not, so the platform figures here
+are an upper bound of what real nights give.
+
+``--data DIR`` keeps the pools (``results.db`` and ``pool.jsonl``) and adds to them;
+``--judge-only`` runs nothing and judges the pools in ``DIR``. ``--smoke``: light Task 2a at
+one worker, pools ``aa`` and ``stack-10`` of 2 rounds each of 1 epoch, 1 trial of 3 history
+nights of 2 rounds, in a temporary folder; prints the same table, no goal judged (about a
+minute).
+
+    .venv/bin/python benchmarks/regression_power.py [--tasks task2a-logreg-epsilon]
+        [--workers 1,2] [--pool-rounds 16] [--trials 10] [--data DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import math
-import os
 import random
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from dataclasses import dataclass, replace
 from pathlib import Path
-
-from sqlalchemy import select
-
-from results_db import regressions
-from results_db.database import make_engine
-from results_db.models import Run
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SLOWDOWN_PATH = Path(__file__).resolve().with_name("slowdown")
-MANIFEST = "nights.jsonl"  # one JSON line per night run: task, slowdown, sweep, seconds
-GROUP_LOADED = re.compile(r"^\[\d+/\d+\] \S+: \w+, ")  # "[3/27] <run id>: succeeded, 9,739 rows"
+sys.path.insert(0, str(ROOT))
+
+from operators.group import record_verdict, run_group  # noqa: E402
+from operators.launcher import launcher_for  # noqa: E402
+from results_db import service  # noqa: E402
+from results_db.database import make_engine  # noqa: E402
+from results_db.queries.stacks import ArmRun, arm_runs  # noqa: E402
+from results_db.regressions.paired_findings import (  # noqa: E402
+    PLATFORM,
+    STACK,
+    changes,
+    judge_series,
+    paired_series,
+)
+from scalebench import manifest  # noqa: E402
+from scalebench.host import cpu_model  # noqa: E402
+from scalebench.nightly import REFERENCE, TONIGHT  # noqa: E402
+from scalebench.sweep import start_sweep, validate_request  # noqa: E402
+
+SLOWDOWN = ROOT / "benchmarks" / "slowdown"
+POOL = "pool.jsonl"  # one JSON line per sweep run: task, case, sweep id, seconds
 
 
 @dataclass(frozen=True)
 class Case:
-    """One task as the nightly runs it: its worker count and the metrics the detector reads."""
+    """One kind of night: which arms are slowed, by how much, in which phase, and what a
+    right finding says (its attribution and the phase it names first)."""
 
-    task: str
-    workers: int
-    metrics: tuple[str, ...]
+    name: str
+    fraction: float
+    phase: str  # "compute" or "communication"
+    arms: tuple[str, ...]  # the arms slowed: (), (TONIGHT,), (TONIGHT, REFERENCE)
+    attribution: str | None  # None: nothing should be found (A/A)
+    named_phase: str | None
 
 
 CASES = (
-    Case(
-        "task1a-resnet20-cifar10",
-        1,
-        tuple(m for m in regressions.METRICS if not m.startswith("allreduce_")),
-    ),
-    Case("task0-allreduce", 2, tuple(m for m in regressions.METRICS if m.startswith("allreduce_"))),
+    Case("aa", 0.0, "compute", (), None, None),
+    Case("stack-2", 0.02, "compute", (TONIGHT,), STACK, "compute"),
+    Case("stack-3", 0.03, "compute", (TONIGHT,), STACK, "compute"),
+    Case("stack-5", 0.05, "compute", (TONIGHT,), STACK, "compute"),
+    Case("stack-10", 0.10, "compute", (TONIGHT,), STACK, "compute"),
+    Case("platform-10", 0.10, "compute", (TONIGHT, REFERENCE), PLATFORM, "compute"),
+    Case("comm-10", 0.10, "communication", (TONIGHT,), STACK, "communication"),
 )
-SMOKE_TASK = "task0-allreduce"  # a light run takes seconds; a light Task 1a run, minutes
+BY_NAME = {case.name: case for case in CASES}
 
 
-# the smoke's Task 0 runs: the float32 sizes up to 1,000 elements, 2 timed repetitions each
-SMOKE_RUN_OPTIONS = ("--max-elements", "1000", "--repetitions", "2", "--dtype", "float32")
-
-
-def run_night(
-    case: Case,
-    repeats: int,
-    slowdown: float,
-    results: Path,
-    database: str,
-    smoke: bool = False,
-) -> float:
-    """One night of ``case``: a sweep of ``repeats`` runs (slowed by ``slowdown``, 0: not);
-    returns its wall-clock seconds. ``smoke``: Task 0's smallest sizes, and no run stored
-    as contended."""
-    env = dict(os.environ)
-    if smoke:
-        env["SCALEBENCH_CONTENTION_THRESHOLD"] = "1"
-    if slowdown:
-        paths = [str(SLOWDOWN_PATH), str(ROOT), os.environ.get("PYTHONPATH", "")]
-        env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-        env["SCALEBENCH_BENCH_SLOWDOWN"] = str(slowdown)
-    began = time.perf_counter()
-    command = [sys.executable, "-m", "cli.main", "run", case.task, "--light"]
-    command += ["--workers", str(case.workers), "--repeats", str(repeats)]
-    command += ["--results", str(results), "--data-dir", str(results.parent / "data")]
-    command += ["--database", database]
-    if smoke and case.task == SMOKE_TASK:
-        command += SMOKE_RUN_OPTIONS
-    tail: deque[str] = deque(maxlen=40)
-    with subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT, env=env
-    ) as proc:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            tail.append(line)
-            if GROUP_LOADED.match(line):  # one line per run, as the command line loads it
-                print(f"    {line.rstrip()} ({time.perf_counter() - began:.0f} s)", flush=True)
-    if proc.returncode != 0:
-        raise SystemExit(f"{case.task} slowed by {slowdown:.0%} failed:\n{''.join(tail)}")
-    return time.perf_counter() - began
-
-
-RunRecord = tuple[dict[str, float], bool]  # one run: its value of each metric, contended
-
-
-def sweep_runs(
-    database: str, sweep_id: str, case: Case, metrics: tuple[str, ...]
-) -> list[RunRecord]:
-    """A stored night's runs at the case's worker count that succeeded on the host, in run
-    order: each run's value of each of ``metrics`` as the detector takes it (none for a
-    contended run, which the detector leaves out), and whether it was contended."""
-    engine = make_engine(database)
-    taken = regressions.Comparable("host")
-    with engine.connect() as conn:
-        runs = conn.execute(
-            select(Run.id, Run.contended)
-            .where(
-                Run.sweep_id == sweep_id,
-                Run.world_size == case.workers,
-                Run.status == "succeeded",
-                Run.network == "host",
-            )
-            .order_by(Run.id)
-        ).all()
-        by_metric = {
-            metric: {
-                run_id: value
-                for run_id, _, value in regressions.run_values(conn, [sweep_id], metric, taken)
-            }
-            for metric in metrics
+def stack_of(case: Case, arm: str) -> dict[str, Any]:
+    """One arm's stack in ``case``: this interpreter, slowed where the case says."""
+    stack: dict[str, Any] = {"python": sys.executable}
+    if arm in case.arms:
+        stack["env"] = {
+            "PYTHONPATH": str(SLOWDOWN),
+            "SCALEBENCH_BENCH_SLOWDOWN": f"{case.fraction:g}",
+            "SCALEBENCH_BENCH_PHASE": case.phase,
         }
-    engine.dispose()
-    return [
-        ({m: by_metric[m][run_id] for m in metrics if run_id in by_metric[m]}, contended)
-        for run_id, contended in runs
-    ]
+    return stack
 
 
-def nights_of(
-    sweeps: list[list[RunRecord]], metrics: tuple[str, ...], night_runs: int | None
-) -> list[tuple[dict[str, list[float]], int]]:
-    """Nights to judge, each as its values per metric and how many of its runs were
-    contended: each stored sweep (``night_runs`` None), or every ``night_runs`` consecutive
-    runs of the sweeps in run order (the runs left over are not judged)."""
-    if night_runs is None:
-        groups = sweeps
-    else:
-        runs = [run for sweep in sweeps for run in sweep]
-        groups = [
-            runs[i : i + night_runs] for i in range(0, len(runs) - night_runs + 1, night_runs)
-        ]
-    return [
-        (
-            {m: [values[m] for values, _ in group if m in values] for m in metrics},
-            sum(contended for _, contended in group),
-        )
-        for group in groups
-    ]
-
-
-def compared(metric: str, baseline: dict[str, list[float]], latest: dict[str, list[float]]) -> str:
-    """The metric the detector compares for ``metric``: itself, or its time in seconds where
-    the nightly's rule says so (:func:`results_db.regressions.judged_in_seconds`)."""
-    seconds = regressions.PER_REFERENCE.get(metric)
-    if seconds is not None and regressions.judged_in_seconds(
-        len(baseline[metric]), len(latest[metric]), len(latest[seconds])
-    ):
-        return seconds
-    return metric
-
-
-def night_flagged(
-    baseline: dict[str, list[float]],
-    latest: dict[str, list[float]],
-    metrics: tuple[str, ...],
-    rule: regressions.Rule,
-) -> bool:
-    """The detector's verdict on one night: any of ``metrics`` flagged by ``rule``."""
-    judged = [compared(m, baseline, latest) for m in metrics]
-    return any(
-        regressions.compare(baseline[m], latest[m], regressions.MEASURES[m], rule)[2]
-        for m in judged
-        if len(baseline[m]) >= regressions.MIN_BASELINE_RUNS and latest[m]
+def run_case_sweep(
+    task: str, case: Case, workers: str, pairs: int, epochs: int, data: Path, seed: int
+) -> tuple[str, Path, float, int]:
+    """One sweep of ``pairs`` rounds of ``case``, every group in the plan's order; its id,
+    folder, seconds and failed groups."""
+    request = validate_request(
+        task=task,
+        light=True,
+        workers=workers,
+        stacks={TONIGHT: stack_of(case, TONIGHT), REFERENCE: stack_of(case, REFERENCE)},
+        pairs=pairs,
+        seed=seed,
+        max_epochs=epochs,
+        threads_per_worker=1,
+        device="cpu",
+        compile="off",
+        data_dir=str(data / "data"),
     )
+    plan = start_sweep(request, data / "results", trigger="cli")
+    started = time.monotonic()
+    failed = 0
+    for group in plan.groups:
+        result = run_group(group, lambda group=group: launcher_for(group, sink=lambda line: None))
+        failed += record_verdict(group, result)[0] != "succeeded"
+    manifest.finish(plan.sweep_dir)
+    return plan.sweep_id, plan.sweep_dir, time.monotonic() - started, failed
 
 
-def smallest_p(baseline_runs: int, latest_runs: int) -> float:
-    """The smallest p a one-sided Mann–Whitney U test can give for these many runs (every
-    latest run worse than every baseline run, no ties): 1 / C(baseline + latest, latest)."""
-    return 1 / math.comb(baseline_runs + latest_runs, latest_runs)
+def collect(args: argparse.Namespace, data: Path) -> None:
+    """Run sweeps of every case in turns until each pool holds ``--pool-rounds`` rounds."""
+    url = f"sqlite:///{data / 'results.db'}"
+    service.upgrade(url)
+    pool_file = data / POOL
+    cases = [BY_NAME[name] for name in args.cases]
+    for task in args.tasks:
+        while True:
+            have = _pooled_rounds(pool_file, task)
+            wanted = [c for c in cases if have.get(c.name, 0) < args.pool_rounds]
+            if not wanted:
+                break
+            turn = 1 + min(have.get(c.name, 0) for c in cases) // args.pairs_per_sweep
+            for case in wanted:
+                seed = len(_lines(pool_file)) * 1000
+                began = time.monotonic()
+                sweep_id, folder, seconds, failed = run_case_sweep(
+                    task, case, args.workers, args.pairs_per_sweep, args.epochs, data, seed
+                )
+                with contextlib.redirect_stdout(io.StringIO()):
+                    service.ingest(url, str(folder))
+                line = {
+                    "task": task,
+                    "case": case.name,
+                    "sweep_id": sweep_id,
+                    "rounds": args.pairs_per_sweep,
+                    "seconds": seconds,
+                    "failed": failed,
+                }
+                with pool_file.open("a") as out:
+                    out.write(json.dumps(line) + "\n")
+                done = have.get(case.name, 0) + args.pairs_per_sweep
+                have[case.name] = done
+                failures = f", {failed} failed" if failed else ""
+                print(
+                    f"  {task} turn {turn}: {case.name} {done}/{args.pool_rounds} rounds "
+                    f"({time.monotonic() - began:.0f} s{failures})",
+                    flush=True,
+                )
 
 
-def joined(nights: list[dict[str, list[float]]]) -> dict[str, list[float]]:
-    """The values of several nights together, per metric."""
-    return {m: [v for night in nights for v in night[m]] for m in nights[0]}
+def _lines(pool_file: Path) -> list[dict[str, Any]]:
+    if not pool_file.exists():
+        return []
+    return [json.loads(line) for line in pool_file.read_text().splitlines() if line.strip()]
+
+
+def _pooled_rounds(pool_file: Path, task: str) -> dict[str, int]:
+    have: dict[str, int] = {}
+    for line in _lines(pool_file):
+        if line["task"] == task:
+            have[line["case"]] = have.get(line["case"], 0) + int(line["rounds"])
+    return have
+
+
+# -- judging composed nights ---------------------------------------------------------------
+
+Round = list[ArmRun]  # one round's runs: both arms at every worker count
 
 
 @dataclass(frozen=True)
 class Night:
-    """One stored night: which task, how much slower (0: unmodified), its sweep and seconds."""
+    """A composed night, as :func:`paired_series` reads one."""
 
-    task: str
-    slowdown: float
-    sweep: str
-    wall_s: float
-
-
-def stored_nights(data: Path) -> list[Night]:
-    """The nights listed in ``data``/``nights.jsonl`` that ran to the end, in run order."""
-    manifest = data / MANIFEST
-    if not manifest.exists():
-        return []
-    nights = []
-    for line in manifest.read_text().splitlines():
-        entry = json.loads(line)
-        if entry.get("rc", 0) == 0:
-            nights.append(
-                Night(entry["task"], float(entry["slowdown"]), entry["sweep"], entry["wall_s"])
-            )
-    return nights
+    sweep_id: str
+    reference: dict[str, Any]
+    arms: list[ArmRun]
 
 
-def run_nights(
-    cases: list[Case], args: argparse.Namespace, slowdowns: list[float], data: Path
-) -> None:
-    """Run the planned nights, appending each to ``data``/``nights.jsonl`` as it ends.
-
-    The order is round by round: in each round every case runs one unmodified night and one
-    night of each slowdown (while it still has nights of that kind to run), so the machine's
-    drift over the hours spreads over every kind instead of favouring the ones run first.
-    """
-    database = f"sqlite:///{data}/results.db"
-    wanted = {
-        (c.task, s): args.nights if s == 0 else args.slowed_nights
-        for c in cases
-        for s in [0.0, *slowdowns]
-    }
-    plan = [
-        (case, slowdown, night)
-        for night in range(max(wanted.values()))
-        for case in cases
-        for slowdown in [0.0, *slowdowns]
-        if night < wanted[(case.task, slowdown)]
-    ]
-    walls: dict[str, list[float]] = {c.task: [] for c in cases}
-    for index, (case, slowdown, night) in enumerate(plan):
-        results = data / "runs" / f"{case.task}-{slowdown:g}-{night}-{time.time_ns()}"
-        results.mkdir(parents=True)
-        repeats = args.repeats if slowdown == 0 else args.slowed_repeats
-        wall = run_night(case, repeats, slowdown, results, database, args.smoke)
-        walls[case.task].append(wall)
-        (sweep_dir,) = results.iterdir()
-        entry = {"task": case.task, "slowdown": slowdown, "night": night}
-        entry |= {"sweep": sweep_dir.name, "wall_s": round(wall, 1), "rc": 0}
-        with (data / MANIFEST).open("a") as manifest:
-            manifest.write(json.dumps(entry) + "\n")
-        to_go = sum(statistics.fmean(walls[c.task] or [wall]) for c, *_ in plan[index + 1 :])
-        print(
-            f"[{index + 1}/{len(plan)}] {case.task} slowed by {slowdown:.0%}, night "
-            f"{night + 1}: {wall:.0f} s; about {to_go / 60:.0f} min to go",
-            flush=True,
-        )
-
-
-def judge(cases: list[Case], args: argparse.Namespace, data: Path) -> None:
-    """Judge the nights stored in ``data`` with the detector's metrics and each ``--also``."""
-    database = f"sqlite:///{data}/results.db"
-    window = regressions.RULE.window
-    # each --also entry is a metric or several joined by "+", judged together as the nightly
-    # judges its metrics (flagged when any is)
-    also_sets = [tuple(entry.split("+")) for entry in args.also.split(",") if entry]
-    also = tuple(m for metrics in also_sets for m in metrics)
-    nights = stored_nights(data)
-    engine = make_engine(database)
+def pools(data: Path, task: str) -> tuple[dict[str, list[Round]], float]:
+    """Per case, its rounds (each every arm run of one round of one sweep), and the mean
+    seconds of a round."""
+    url = f"sqlite:///{data / 'results.db'}"
+    engine = make_engine(url)
+    found: dict[str, list[Round]] = {}
+    seconds = []
     with engine.connect() as conn:
-        hardware = conn.execute(select(Run.hardware).where(Run.hardware.is_not(None))).first()
+        for line in _lines(data / POOL):
+            if line["task"] != task:
+                continue
+            by_round: dict[int, Round] = {}
+            for arm in arm_runs(conn, line["sweep_id"]):
+                by_round.setdefault(arm.repeat, []).append(arm)
+            whole = [r for r in by_round.values() if {a.stack for a in r} == {TONIGHT, REFERENCE}]
+            found.setdefault(line["case"], []).extend(whole)
+            seconds.append(line["seconds"] / max(line["rounds"], 1))
     engine.dispose()
-    night_runs = args.night_runs or "the stored sweeps'"
-    print(
-        f"\nhardware: {hardware[0] if hardware else 'not recorded'}; nights of {night_runs} "
-        f"runs against {window} nights; {sum(n.wall_s for n in nights) / 60:.0f} min of runs"
-    )
-    rule = replace(
-        regressions.RULE,
-        alpha=args.alpha or regressions.RULE.alpha,
-        min_change=args.min_change or regressions.RULE.min_change,
-    )
-    print(f"rule: {rule.describe()}")
-    least_p = smallest_p(window * args.night_runs, args.night_runs) if args.night_runs else 0.0
-    if least_p >= rule.alpha:
-        print(
-            f"note: nights of {args.night_runs} run(s) against {window} such nights can never "
-            f"be flagged: the smallest p the test can give is {least_p:.3g} (alpha "
-            f"{rule.alpha:g}); judge nights of 2 runs or more"
-        )
-    print(
-        f"{'task':24s} {'metrics':34s} {'night':>11s} {'nights':>6s} {'flagged':>9s} "
-        f"{'':13s} {'of 1000':>7s} {'measured change':>16s} {'contended':>9s}"
-    )
-    for case in cases:
-        mine = [n for n in nights if n.task == case.task]
-        kinds = sorted({n.slowdown for n in mine})
-        seconds = [regressions.PER_REFERENCE.get(m, m) for m in case.metrics]
-        measured = tuple(dict.fromkeys([*case.metrics, *seconds, *also]))
-        pools = {
-            s: nights_of(
-                [sweep_runs(database, n.sweep, case, measured) for n in mine if n.slowdown == s],
-                measured,
-                args.night_runs,
+    return found, statistics.fmean(seconds) if seconds else math.nan
+
+
+def compose(name: str, rounds: list[Round], count: int, draw: random.Random) -> Night:
+    """A night of ``count`` rounds drawn from ``rounds`` (with replacement), renumbered."""
+    arms = []
+    for number in range(count):
+        for arm in draw.choice(rounds):
+            arms.append(replace(arm, repeat=number, run_id=f"{name}-{number}-{arm.run_id}"))
+    return Night(name, {"python": "reference"}, arms)
+
+
+@dataclass
+class Tally:
+    """One case's outcome over its trials."""
+
+    trials: int = 0
+    within: tuple[int, int, int] = (0, 0, 0)  # detected within 1, 2, 3 nights
+    attribution_right: int = 0
+    phase_right: int = 0
+    detections: int = 0
+    false_series_nights: int = 0  # A/A: series flagged on a night after the history
+    series_nights: int = 0
+
+
+def judge_case(
+    task: str,
+    case: Case,
+    pool: dict[str, list[Round]],
+    history: int,
+    night_rounds: int,
+    trials: int,
+    seed: int,
+) -> Tally:
+    """``trials`` trials of ``case``: ``history`` A/A nights, then up to 3 of the case."""
+    tally = Tally()
+    draw = random.Random(f"{seed}-{task}-{case.name}")
+    for trial in range(trials):
+        tally.trials += 1
+        nights = [compose(f"t{trial}-h{n}", pool["aa"], night_rounds, draw) for n in range(history)]
+        first_found: int | None = None
+        found_change = None
+        for n in range(3):
+            nights.append(compose(f"t{trial}-c{n}", pool[case.name], night_rounds, draw))
+            judged = judge_series(paired_series(task, nights, TONIGHT, REFERENCE))
+            if case.attribution is None:
+                tally.series_nights += len(judged)
+                tally.false_series_nights += sum(1 for j in judged if j.flagged)
+                continue
+            case_nights = {night.sweep_id for night in nights[history:]}
+            hits = [c for c in changes(judged) if c.first_sweep_id in case_nights]
+            if hits and first_found is None:
+                first_found, found_change = n, hits[0]
+        if first_found is not None and found_change is not None:
+            tally.within = tuple(  # type: ignore[assignment]
+                count + (first_found <= k) for k, count in enumerate(tally.within)
             )
-            for s in kinds
+            tally.detections += 1
+            tally.attribution_right += found_change.attribution == case.attribution
+            named = found_change.phases[0] if found_change.phases else None
+            tally.phase_right += named == case.named_phase
+    return tally
+
+
+def spreads(pool: dict[str, list[Round]]) -> tuple[float, float]:
+    """The A/A pool's per-round spread at its smallest worker count: the standard deviation
+    of a round's steady-step log-ratio, and of the reference arm's log-seconds."""
+    ratios, references = [], []
+    for rounds in pool.get("aa", []):
+        by_arm = {
+            a.stack: a.seconds.get("steady_step_s")
+            for a in rounds
+            if a.world_size == min(x.world_size for x in rounds)
         }
-        unmodified = [values for values, _ in pools.get(0.0, [])]
-        if len(unmodified) < window + 1:
-            print(f"{case.task}: {len(unmodified)} unmodified nights, {window + 1} needed")
+        mine, theirs = by_arm.get(TONIGHT), by_arm.get(REFERENCE)
+        if mine and theirs:
+            ratios.append(math.log(mine / theirs))
+            references.append(math.log(theirs))
+    sd = lambda xs: statistics.stdev(xs) if len(xs) > 1 else math.nan  # noqa: E731
+    return sd(ratios), sd(references)
+
+
+def report(args: argparse.Namespace, data: Path) -> bool:
+    """Print the table per task; whether every goal judged was met."""
+    met = True
+    for task in args.tasks:
+        pool, round_s = pools(data, task)
+        missing = [c for c in args.cases if not pool.get(c)]
+        if missing or "aa" not in pool:
+            print(f"{task}: no rounds of {', '.join(missing or ['aa'])} in {data}")
+            met = False
             continue
-        extra = [
-            metrics
-            for metrics in also_sets
-            if metrics != case.metrics and all(joined(unmodified)[m] for m in metrics)
-        ]
-        for metrics in [case.metrics, *extra]:  # a metric the task has no values of: skipped
-            for slowdown in kinds:
-                these = pools[slowdown]
-                rates, judged = [], 0
-                for trials in (args.trials, 1000):
-                    rng = random.Random(args.seed)
-                    flagged = 0
-                    for _ in range(trials):
-                        order = rng.sample(range(len(unmodified)), len(unmodified))
-                        baseline = joined([unmodified[i] for i in order[:window]])
-                        latest = (
-                            unmodified[order[window]] if slowdown == 0 else rng.choice(these)[0]
-                        )
-                        flagged += night_flagged(baseline, latest, metrics, rule)
-                        if trials == args.trials:  # a night of contended runs only: not judged
-                            judged += any(latest[compared(m, baseline, latest)] for m in metrics)
-                    rates.append(flagged)
-                metric = metrics[-1]
-                values = joined([v for v, _ in these])[metric]
-                base = joined(unmodified)[metric]
-                # nights of contended runs only leave a pool without values
-                change = (
-                    statistics.fmean(values) / statistics.fmean(base) - 1
-                    if values and base
-                    else 0.0
-                )
-                spread = statistics.stdev(values) / statistics.fmean(values) if values[1:] else 0.0
-                label = "unmodified" if slowdown == 0 else f"slowed {slowdown:.0%}"
-                print(
-                    f"{case.task:24s} {'+'.join(metrics):34s} {label:>11s} {len(these):>6d} "
-                    f"{rates[0]:>3d} of {args.trials:<3d} ({judged:>2d} judged) "
-                    f"{rates[1] / 10:6.1f}% "
-                    f"{change:+6.1%} ±{spread:5.1%} {sum(c for _, c in these):>9d}"
-                )
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nights", type=int, default=9, help="unmodified nights per task")
-    parser.add_argument("--slowed-nights", type=int, default=3, help="nights per slowdown")
-    parser.add_argument("--slowdowns", default="0.05,0.10,0.20", help="fractions of time")
-    parser.add_argument("--trials", type=int, default=10, help="nights judged per case")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per night (nightly: 3)")
-    parser.add_argument("--seed", type=int, default=0, help="of the draws, not the runs")
-    parser.add_argument(
-        "--alpha", type=float, help="judge by this significance level instead of the rule's"
-    )
-    parser.add_argument(
-        "--min-change", type=float, help="judge by this least change instead of the rule's"
-    )
-    parser.add_argument(
-        "--night-runs",
-        type=int,
-        help="judge nights of this many runs, each made of consecutive runs of one kind "
-        "(default: each stored sweep is a night)",
-    )
-    parser.add_argument(
-        "--tasks", help=f"comma-separated (default: {','.join(c.task for c in CASES)})"
-    )
-    parser.add_argument(
-        "--data",
-        help="keep the nights here (runs, results.db, nights.jsonl) and add to those already "
-        "there; default: a temporary folder, removed at the end",
-    )
-    parser.add_argument(
-        "--judge-only", action="store_true", help="run nothing: judge the nights in --data"
-    )
-    parser.add_argument(
-        "--also",
-        default="",
-        help="more metrics to judge the same nights by, each alone (comma-separated names "
-        f"from {', '.join(regressions.MEASURES)})",
-    )
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="the fewest nights the detector judges (light Task 0, one run each): about half a "
-        "minute, no goal",
-    )
-    args = parser.parse_args()
-    window = regressions.RULE.window
-    if args.smoke:
-        if args.data or args.judge_only:
-            parser.error("--smoke runs its nights in a temporary folder: no --data, --judge-only")
-        # one sweep of window + 1 runs judged as that many nights of one run: the groups
-        # share one command's start, ingest and report
-        args.nights, args.slowed_nights, args.slowdowns = 1, 1, "0.10"
-        args.repeats, args.trials, args.night_runs = window + 1, 1, 1
-        args.slowed_repeats = 1
-        args.tasks = args.tasks or SMOKE_TASK
-    else:
-        args.slowed_repeats = args.repeats
-    args.tasks = args.tasks or ",".join(c.task for c in CASES)
-    slowdowns = [float(s) for s in args.slowdowns.split(",")]
-    cases = [c for c in CASES if c.task in args.tasks.split(",")]
-    if args.smoke:  # one rank a run: the smoke checks the benchmark's path, not a collective
-        cases = [replace(c, workers=1) for c in cases]
-    unknown = [
-        m for m in args.also.replace("+", ",").split(",") if m and m not in regressions.MEASURES
-    ]
-    if unknown:
-        raise SystemExit(f"--also: unknown metric(s) {', '.join(unknown)}")
-    if args.judge_only and not args.data:
-        raise SystemExit("--judge-only needs --data: the folder of stored nights")
-    if not args.judge_only and not args.data and not args.smoke and args.nights < window + 1:
-        raise SystemExit(f"--nights must be at least {window + 1}: a baseline and one more")
-    with contextlib.ExitStack() as stack:
-        if args.data:
-            data = Path(args.data).resolve()
-            data.mkdir(parents=True, exist_ok=True)
-        else:
-            data = Path(
-                stack.enter_context(tempfile.TemporaryDirectory(prefix="regression-power-"))
-            )
-        began = time.perf_counter()
-        if not args.judge_only:
-            run_nights(cases, args, slowdowns, data)
-        judge(cases, args, data)
-    if args.smoke:
+        night_rounds = args.night_rounds or max(2, int(args.budget_s // round_s))
+        ratio_sd, reference_sd = spreads(pool)
         print(
-            f"\nsmoke run: {args.repeats} unmodified and {args.slowed_repeats} slowed night(s) "
-            f"of one run per task in {time.perf_counter() - began:.0f} s; no goal judged"
+            f"\n{task}: a round takes {round_s:.0f} s, so a night of {args.budget_s:.0f} s holds "
+            f"{night_rounds} rounds; {args.history} A/A nights of history, {args.trials} trials; "
+            f"A/A spread of one round: steady-step log-ratio sd {ratio_sd:.3f}, reference arm "
+            f"log-seconds sd {reference_sd:.3f}; pools: "
+            + ", ".join(f"{c} {len(pool.get(c, []))}" for c in args.cases)
         )
+        print(
+            f"{'case':12s} {'1 night':>8s} {'2 nights':>9s} {'3 nights':>9s} "
+            f"{'attributed':>11s} {'phase':>8s} {'false alarms':>14s}"
+        )
+        tallies = {}
+        for name in args.cases:
+            case = BY_NAME[name]
+            tally = judge_case(task, case, pool, args.history, night_rounds, args.trials, args.seed)
+            tallies[name] = tally
+            if case.attribution is None:
+                rate = tally.false_series_nights / max(tally.series_nights, 1)
+                print(
+                    f"{name:12s} {'':>8s} {'':>9s} {'':>9s} {'':>11s} {'':>8s} "
+                    f"{tally.false_series_nights:>4d}/{tally.series_nights:<4d} "
+                    f"({rate:.3f})"
+                )
+                continue
+            within = " ".join(f"{w:>3d}/{tally.trials:<4d}" for w in tally.within)
+            print(
+                f"{name:12s} {within} "
+                f"{tally.attribution_right:>5d}/{tally.detections:<5d} "
+                f"{tally.phase_right:>3d}/{tally.detections:<4d}"
+            )
+        if not args.smoke:
+            met &= goals(tallies)
+    return met
+
+
+def goals(tallies: dict[str, Tally]) -> bool:
+    """The goals, each said with its figures; whether all were met."""
+    checks = []
+
+    def share(count: int, total: int) -> float:
+        return count / total if total else 0.0
+
+    if "stack-3" in tallies:
+        t = tallies["stack-3"]
+        checks.append(("3 % within 3 nights in 9 of 10", share(t.within[2], t.trials) >= 0.9))
+    if "stack-5" in tallies:
+        t = tallies["stack-5"]
+        checks.append(("5 % within 1 night in 9 of 10", share(t.within[0], t.trials) >= 0.9))
+    if "aa" in tallies:
+        t = tallies["aa"]
+        checks.append(
+            (
+                "A/A at most 1 in 20 series-nights",
+                share(t.false_series_nights, t.series_nights) <= 0.05,
+            )
+        )
+    if "platform-10" in tallies:
+        t = tallies["platform-10"]
+        checks.append(
+            ("platform 10 % within 3 nights in 8 of 10", share(t.within[2], t.trials) >= 0.8)
+        )
+        checks.append(
+            ("platform attributed in 9 of 10", share(t.attribution_right, t.detections) >= 0.9)
+        )
+    named = [t for n, t in tallies.items() if BY_NAME[n].named_phase and t.detections]
+    if named:
+        right = sum(t.phase_right for t in named)
+        total = sum(t.detections for t in named)
+        checks.append(("phase named right in 9 of 10", share(right, total) >= 0.9))
+    for what, ok in checks:
+        print(f"  goal {what}: {'met' if ok else 'NOT met'}")
+    return all(ok for _, ok in checks)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", default="task2a-logreg-epsilon")
+    parser.add_argument("--workers", default="1,2")
+    parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    parser.add_argument("--pool-rounds", type=int, default=16)
+    parser.add_argument("--pairs-per-sweep", type=int, default=4)
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--trials", type=int, default=10)
+    parser.add_argument("--history", type=int, default=7)
+    parser.add_argument("--budget-s", type=float, default=900.0)
+    parser.add_argument("--night-rounds", type=int, default=0, help="0: as the budget holds")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", type=Path, default=None)
+    parser.add_argument("--judge-only", action="store_true")
+    parser.add_argument("--smoke", action="store_true")
+    args = parser.parse_args(argv)
+    args.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    if args.smoke:
+        args.workers, args.cases, args.pool_rounds, args.pairs_per_sweep = (
+            "1",
+            ["aa", "stack-10"],
+            2,
+            2,
+        )
+        args.epochs, args.trials, args.history, args.night_rounds = 1, 1, 3, 2
+    unknown = [c for c in args.cases if c not in BY_NAME]
+    if unknown:
+        parser.error(f"--cases: unknown {unknown}; known: {', '.join(BY_NAME)}")
+    if "aa" not in args.cases:
+        args.cases.insert(0, "aa")  # every trial's history
+    print(
+        f"paired nightly power on {cpu_model()}: {', '.join(args.tasks)} at {args.workers} "
+        f"worker(s), light, {args.epochs} epoch(s) a run",
+        flush=True,
+    )
+    with contextlib.ExitStack() as stack:
+        data = args.data or Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        data.mkdir(parents=True, exist_ok=True)
+        if not args.judge_only:
+            collect(args, data)
+        met = report(args, data)
+    return 0 if met or args.smoke else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

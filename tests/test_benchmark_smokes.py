@@ -117,26 +117,40 @@ def test_the_engine_smokes_name_every_task_of_the_benchmark() -> None:
     assert ast.literal_eval(assigned.value) == ENGINE_TASKS
 
 
-def test_the_power_benchmark_judges_gpu_nights_in_seconds_and_knows_what_cannot_be_flagged(
+def test_the_power_benchmark_finds_a_slowed_stack_in_composed_nights_and_blames_the_stack(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Runs on a GPU time no machine reference: the benchmark then judges the seconds, as the
-    nightly does. A night of one run against seven such nights can never reach p < 0.01."""
-    from results_db.regressions import RULE
+    """Pools of rounds with a known spread: the composed nights are judged by the product's
+    own functions, a 10 % slower compute phase of tonight's arm is found on its first night
+    and blamed on the stack and the compute phase, and A/A nights raise few alarms."""
+    import math
+    import random
+
+    from results_db.queries.stacks import ArmRun
 
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import regression_power as power
 
-    assert power.smallest_p(7, 1) == pytest.approx(1 / 8) and power.smallest_p(7, 1) > RULE.alpha
-    assert power.smallest_p(14, 2) == pytest.approx(1 / 120) and power.smallest_p(14, 2) < 0.01
-    per_reference, seconds = "steady_step_per_reference", "steady_step_s"
-    on_gpu = {per_reference: [], seconds: [1.0 + 0.001 * i for i in range(21)]}
-    slower = {per_reference: [], seconds: [1.2, 1.21, 1.22]}
-    assert power.compared(per_reference, on_gpu, slower) == seconds
-    assert power.night_flagged(on_gpu, slower, (per_reference,), RULE)
-    as_fast = {per_reference: [], seconds: [1.005, 1.01, 1.015]}
-    assert not power.night_flagged(on_gpu, as_fast, (per_reference,), RULE)
-    on_cpu = {per_reference: [2.0] * 21, seconds: [1.0] * 21}
-    assert power.compared(per_reference, on_cpu, {per_reference: [2.0], seconds: [1.0]}) == (
-        per_reference
-    )
+    draw = random.Random(5)
+
+    def round_of(slower: float) -> list[ArmRun]:
+        arms = []
+        for stack in ("tonight", "reference"):
+            factor = slower if stack == "tonight" else 1.0
+            compute = 0.010 * factor * math.exp(draw.gauss(0, 0.01))
+            data = 0.001 * math.exp(draw.gauss(0, 0.01))
+            seconds = {"compute_s": compute, "data_s": data, "steady_step_s": compute + data}
+            arms.append(ArmRun(f"r-{stack}", stack, 1, "host", 0, seconds))
+        return arms
+
+    pool = {
+        "aa": [round_of(1.0) for _ in range(30)],
+        "stack-10": [round_of(1.1) for _ in range(30)],
+    }
+    night = power.compose("n", pool["aa"], 6, draw)
+    assert sorted({a.repeat for a in night.arms}) == list(range(6))
+    slowed = power.judge_case("t", power.BY_NAME["stack-10"], pool, 5, 6, 3, 0)
+    assert slowed.within == (3, 3, 3) and slowed.attribution_right == 3 and slowed.phase_right == 3
+    quiet = power.judge_case("t", power.BY_NAME["aa"], pool, 5, 6, 3, 0)
+    assert quiet.series_nights == 3 * 3 * 3  # 3 trials, 3 nights, 3 series
+    assert quiet.false_series_nights <= 1
