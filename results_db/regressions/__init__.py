@@ -1,5 +1,9 @@
 """Nightly regression detection: did the latest nightly get slower than its baseline?
 
+A paired night (tonight's stack beside a pinned reference stack) is judged by the modules
+``shifts``, ``paired_findings`` and ``triage`` listed below; the text that follows is the
+unpaired detector's, which judges a night against the runs of earlier nights.
+
 For each worker count of the latest scheduled sweep, its runs are compared
 with the runs of the same configuration (task, light, backend, variant,
 precision) in up to ``Rule.window`` earlier scheduled sweeps. A configuration
@@ -51,6 +55,12 @@ The package, each module resting only on those listed after it:
   arithmetic on values already read;
 - :mod:`~results_db.regressions.paired`: a paired nightly's rounds, tonight's stack against a
   pinned reference stack: :func:`paired_log_ratios` and :func:`ratio_interval`;
+- :mod:`~results_db.regressions.triage`: the paired nightly's findings stored, one per change,
+  and their triage states;
+- :mod:`~results_db.regressions.paired_findings`: a paired nightly's series, each judged on its
+  newest night, grouped into one change per night, attributed to the stack or the platform;
+- :mod:`~results_db.regressions.shifts`: :func:`~results_db.regressions.shifts.judge_arm`, the
+  test of an arm's newest nights against the level before them;
 - :mod:`~results_db.regressions.segments`: :func:`change_points` of a nightly series and
   :func:`min_nights_to_judge`;
 - :mod:`~results_db.regressions.rules`: :class:`Rule`, :data:`RULE` and the metrics.

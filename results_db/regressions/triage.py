@@ -49,8 +49,9 @@ def store_changes(
     """Store each change as a finding, or update the finding it already is; return the ids
     of the findings that are new (those a message goes out for) and of those updated.
 
-    ``diffs``: per change's first sweep, what changed (:func:`identity_diff` of the
-    identities before and after); ``night_order``: the sweeps of the series' nights, oldest
+    ``diffs``: per change's first sweep, what changed (the
+    :func:`~results_db.regressions.paired_findings.identity_diff` of the identities before and
+    after); ``night_order``: the sweeps of the series' nights, oldest
     first, to tell how many nights apart two changes are. A change is an existing finding
     where a finding not ``fixed`` has any of its series and a first night at most
     :data:`SAME_CHANGE_NIGHTS` nights away; else where a finding has the same first night
