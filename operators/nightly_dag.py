@@ -62,7 +62,14 @@ def doc(settings: NightlySettings) -> str:
         "run, and the largest all-reduce's time are flagged when "
         f"{regressions.RULE.describe()}. A flagged regression "
         "fails `check_regressions`, is stored for the dashboard, and is sent to "
-        "`SCALEBENCH_NOTIFY_WEBHOOK` / `SCALEBENCH_NOTIFY_CALLBACK`."
+        "`SCALEBENCH_NOTIFY_WEBHOOK` / `SCALEBENCH_NOTIFY_CALLBACK`.\n\n"
+        "**Paired nights.** With a reference stack pinned (`scalebench nightly pin`, or "
+        "`SCALEBENCH_NIGHTLY_REFERENCE_STACK`), every sweep runs tonight's stack beside the "
+        f"reference in rounds, as many as {settings.budget_s:.0f} s of runs hold "
+        "(`SCALEBENCH_NIGHTLY_BUDGET_S`), and each series' ratio tonight / reference and the "
+        "reference's own seconds are judged over their whole history: one finding per "
+        "change, attributed to the stack or the platform, triaged on the dashboard's "
+        "Nightly page or with `scalebench regressions`."
     )
 
 
