@@ -1,4 +1,5 @@
-"""Writes that keep the results database usable: the price table and the read-only role.
+"""Writes that keep the results database usable: the price table and the read-only role
+(which reads every table and may change one thing only: a nightly finding's triage).
 
 Each function takes an ``Engine`` and does its work in one transaction, so a
 failure part-way leaves the database as it was. Input is expected checked
@@ -52,6 +53,13 @@ READONLY_GRANTS = (
     "ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO {role}",
     "REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA public FROM {role}",
 )
+# The one write the read-only role may make: the dashboard's triage of a nightly finding, its
+# state and note (and when the state changed), nothing else of that row or of any other table.
+# After the REVOKE above, which takes back every column's privileges too. Granted where the
+# table exists (a schema from before the paired nightly has none; grant again after upgrading).
+TRIAGE_TABLE = "nightly_finding"
+TRIAGE_COLUMNS = ("state", "note", "state_changed_at")
+TRIAGE_GRANT = "GRANT UPDATE ({columns}) ON TABLE {table} TO {role}"
 
 
 class NotReadOnly(ValueError):
@@ -60,7 +68,8 @@ class NotReadOnly(ValueError):
 
 def grant_readonly_role(engine: Engine, role: str, password: str | None) -> None:
     """PostgreSQL only: create login ``role`` if it does not exist, set its password when
-    given, and let it read (only) the tables of the engine's database."""
+    given, and let it read the tables of the engine's database and, of all it holds, change
+    only a nightly finding's triage (:data:`TRIAGE_COLUMNS` of :data:`TRIAGE_TABLE`)."""
     quote = engine.dialect.identifier_preparer.quote
     with engine.begin() as conn:
         exists = conn.execute(
@@ -84,3 +93,15 @@ def grant_readonly_role(engine: Engine, role: str, password: str | None) -> None
         database = conn.execute(text("SELECT current_database()")).scalar_one()
         for statement in READONLY_GRANTS:
             conn.execute(text(statement.format(database=quote(database), role=quote(role))))
+        triage = conn.execute(
+            text("SELECT to_regclass(:t) IS NOT NULL"), {"t": f"public.{TRIAGE_TABLE}"}
+        ).scalar_one()
+        if triage:
+            columns = ", ".join(quote(c) for c in TRIAGE_COLUMNS)
+            conn.execute(
+                text(
+                    TRIAGE_GRANT.format(
+                        columns=columns, table=quote(TRIAGE_TABLE), role=quote(role)
+                    )
+                )
+            )

@@ -84,7 +84,8 @@ ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
 def grant_readonly(url: str | None, role: str, password: str | None) -> None:
-    """Create (if needed) a PostgreSQL login that can only read the results tables."""
+    """Create (if needed) a PostgreSQL login that can only read the results tables, and
+    change a nightly finding's triage (its state and note: the dashboard's one write)."""
     if not ROLE_NAME.match(role):
         raise CommandError(f"role: {role!r} is not a plain lower-case PostgreSQL name")
     engine = engine_for(url)
