@@ -6,7 +6,8 @@
 
 Pages (``dash_app/pages``) register themselves and their callbacks on the app
 created here, so several apps (tests, different databases) can live in one
-process. The app only reads: see :mod:`dash_app.data`.
+process. The app only reads, but for the Nightly page's triage of a finding: see
+:mod:`dash_app.data`.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ NAV = (
     ("Runs", "/runs"),
     ("Compare", "/compare"),
     ("Nightly trend", "/trend"),
+    ("Nightly", "/nightly"),
 )
 
 

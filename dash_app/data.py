@@ -8,6 +8,9 @@ replaces runs whole and stamps them, so a cached figure is reused until the
 sweep changes and the heavy per-step aggregates of a finished sweep are read
 once per process.
 
+Its one write is a nightly finding's triage (:meth:`Source.triage`, from the Nightly page):
+a state and a note, through an engine of its own (:mod:`dash_app.nightly_data`).
+
 Database trouble (no file yet, no tables yet, server down) becomes a
 :class:`DataUnavailable` whose message says what to do; pages show it.
 """
@@ -28,13 +31,17 @@ from sqlalchemy import Connection, Engine, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
+from dash_app import nightly_data
 from results_db.database import readonly_engine
 from results_db.queries import communication as communication_queries
 from results_db.queries import costs as costs_queries
 from results_db.queries import nightly as nightly_queries
+from results_db.queries import paired_nights as paired_queries
 from results_db.queries import projection as projection_queries
 from results_db.queries import runs as runs_queries
 from results_db.queries import sweeps as sweeps_queries
+from results_db.service import nightly as nightly_service
+from results_db.service.engines import CommandError
 from scalebench.config import BadSetting
 
 T = TypeVar("T")
@@ -346,6 +353,49 @@ class Source:
 
     def trend(self, task: str, nights: int) -> list[nightly_queries.TrendPoint]:
         return self.call(nightly_queries.nightly_trend, task, nights)
+
+    # -- the paired nightly ----------------------------------------------------------------
+
+    def paired_tasks(self) -> list[str]:
+        """The tasks with a paired night, the newest night's first."""
+        return self.call(nightly_data.paired_tasks)
+
+    def findings(
+        self,
+        states: tuple[str, ...] | None = None,
+        task: str | None = None,
+        finding_id: int | None = None,
+    ) -> list[paired_queries.FindingRow]:
+        """The paired nightly's findings, newest first night first: of ``states`` (None:
+        any), with a series of ``task``, or the one ``finding_id``."""
+        return self.call(
+            paired_queries.nightly_findings, states=states, task=task, finding_id=finding_id
+        )
+
+    def nightly_history(self, task: str) -> list[nightly_service.SeriesHistory]:
+        """Every paired series of ``task`` over its nights with the newest reference stack
+        (:func:`results_db.service.nightly.nightly_history`, on a read-only engine of its
+        own); uncached, as a night may be judged at any time."""
+        check_arguments(nightly_service.nightly_history, (task,), {})
+        if self.engine is None:
+            raise DataUnavailable(self.configuration_problem or "no results database")
+        try:
+            return nightly_service.nightly_history(self.url, task)
+        except CommandError as exc:  # a SQLite file that is not there
+            raise DataUnavailable(str(exc)) from exc
+        except (DBAPIError, SQLAlchemyError) as exc:
+            raise DataUnavailable(self._advice(exc)) from exc
+
+    def triage(self, finding_id: int, state: str, note: str | None) -> str:
+        """Store finding ``finding_id``'s triage ``state`` and ``note`` (the dashboard's one
+        write, :func:`dash_app.nightly_data.write_triage`); the sentence to show.
+        :class:`~dash_app.nightly_data.TriageRefused` says why it was not stored."""
+        if self.engine is None:
+            raise DataUnavailable(self.configuration_problem or "no results database")
+        try:
+            return nightly_data.write_triage(self.url, finding_id, state, note)
+        except (DBAPIError, SQLAlchemyError) as exc:
+            raise DataUnavailable(self._advice(exc)) from exc
 
 
 def current() -> Source:

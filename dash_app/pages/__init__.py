@@ -17,6 +17,7 @@ from dash_app.pages import (
     communication,
     compare,
     cost,
+    nightly,
     not_found_404,
     overview,
     run,
@@ -25,4 +26,15 @@ from dash_app.pages import (
     trend,
 )
 
-PAGES = (overview, scaling, communication, cost, runs, run, compare, trend, not_found_404)
+PAGES = (
+    overview,
+    scaling,
+    communication,
+    cost,
+    runs,
+    run,
+    compare,
+    trend,
+    nightly,
+    not_found_404,
+)
