@@ -9,7 +9,10 @@
   stops past one node (:data:`NODE_TTA`);
 - ``bad-runs``: one failed, one diverged run;
 - ``nightly-01`` … ``nightly-08``: scheduled sweeps at 2 workers, the last one about
-  10 % slower in every repeat, judged and flagged by the real regression detector.
+  10 % slower in every repeat, judged and flagged by the real regression detector;
+- apart, in a database of their own (:func:`paired_database`): ``paired-00`` …
+  ``paired-09``, paired nights of Task 2a (tonight's stack beside the reference), with a
+  platform change on night 3 and a stack change on night 6, judged by the paired nightly.
 
 Everything goes through the real ingest (``results_db.ingest.ingest_location``).
 """
@@ -22,7 +25,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from records_factory import FakeRun, write_training_sweep
+from records_factory import PHASES, FakeRun, write_training_sweep
 from sqlalchemy import Engine
 
 from results_db import regressions
@@ -126,4 +129,114 @@ def seeded_database(kind: str, directory: Path, admin: Engine | None = None) -> 
         engine = make_engine(url)
         seed(engine, directory / "records")
         engine.dispose()
+        yield url
+
+
+# -- the paired nightly ---------------------------------------------------------------------
+
+PAIRED_TASK = "task2a-logreg-epsilon"
+PAIRED_NIGHTS = 10
+PAIRED_ROUNDS = 3
+# From this night the machines are 20 % slower, both arms alike, on a CPU recorded anew:
+# the reference arm moves, a finding blamed on the platform.
+PLATFORM_NIGHT = 3
+OLD_CPU, NEW_CPU = "AMD EPYC (family 25, model 1)", "AMD EPYC (family 25, model 17)"
+# From this night tonight's stack runs forward and backward 8 % slower, on torch 2.14.0: the
+# ratio moves, a finding blamed on the stack.
+STACK_NIGHT = 6
+OLD_TORCH, NEW_TORCH = "2.13.0", "2.14.0"
+
+
+def paired_night_id(night: int) -> str:
+    return f"paired-{night:02d}"
+
+
+def write_paired(root: Path) -> Path:
+    """Write :data:`PAIRED_NIGHTS` paired nights of :data:`PAIRED_TASK` at one worker under
+    ``root``, :data:`PAIRED_ROUNDS` rounds each, every phase with 1 % noise of its own."""
+    import random
+    import sys
+
+    rng = random.Random(11)
+    stacks = {"tonight": {"python": sys.executable}, "reference": {"python": sys.executable}}
+    for night in range(PAIRED_NIGHTS):
+        platform = 1.2 if night >= PLATFORM_NIGHT else 1.0
+        runs = []
+        for round_ in range(PAIRED_ROUNDS):
+            for stack in ("tonight", "reference"):
+                slower = 1.08 if stack == "tonight" and night >= STACK_NIGHT else 1.0
+                phases = {
+                    name: seconds
+                    * platform
+                    * (slower if name in ("forward", "backward") else 1.0)
+                    * rng.gauss(1.0, 0.01)
+                    for name, seconds in PHASES.items()
+                }
+                runs.append(
+                    FakeRun(
+                        1,
+                        repeat=round_,
+                        stack=stack,
+                        epochs=2,
+                        phases=phases,
+                        cpu=NEW_CPU if night >= PLATFORM_NIGHT else OLD_CPU,
+                    )
+                )
+        write_training_sweep(
+            root,
+            paired_night_id(night),
+            runs,
+            trigger="scheduled",
+            created_at=f"2026-11-{night + 10:02d}T02:00:00+00:00",
+            task=PAIRED_TASK,
+            stacks=stacks,
+        )
+    return root
+
+
+def seed_paired(url: str, records: Path) -> None:
+    """Ingest the paired nights written under ``records`` into the migrated database at
+    ``url``, record tonight's stack's new torch from :data:`STACK_NIGHT` (the records all
+    carry one version), and judge each night in turn, as the nightly does."""
+    from sqlalchemy import select, update
+
+    from results_db.models import Run, RunEnvironment
+    from results_db.service.nightly import check_paired
+
+    engine = make_engine(url)
+    try:
+        report = ingest_location(engine, str(records))
+        assert not report.refused, report.refused
+        moved = [paired_night_id(n) for n in range(STACK_NIGHT, PAIRED_NIGHTS)]
+        tonight = select(Run.id).where(Run.sweep_id.in_(moved), Run.stack == "tonight")
+        with engine.begin() as conn:
+            conn.execute(
+                update(RunEnvironment)
+                .where(RunEnvironment.run_id.in_(tonight.scalar_subquery()))
+                .values(torch=NEW_TORCH)
+            )
+    finally:
+        engine.dispose()
+    for night in range(PAIRED_NIGHTS):
+        check_paired(url, paired_night_id(night))
+
+
+@contextmanager
+def paired_database(
+    kind: str, directory: Path, admin: Engine | None = None, records: Path | None = None
+) -> Iterator[str]:
+    """The URL of a migrated database of ``kind`` ("sqlite" or "postgresql": a fresh database
+    on ``admin``'s server, dropped afterwards) holding the paired nights only, judged
+    (:func:`seed_paired`); ``records``: where they are written already."""
+    records = records or write_paired(directory / "paired-records")
+    if kind == "sqlite":
+        url = f"sqlite:///{directory / 'paired.db'}"
+        upgrade(url)
+        seed_paired(url, records)
+        yield url
+        return
+    assert admin is not None, "PostgreSQL needs the admin engine"
+    admin_url = admin.url.render_as_string(hide_password=False)
+    with scratch_database(admin_url, "scalebench_nightly_test") as url:
+        seed_paired(url, records)
         yield url

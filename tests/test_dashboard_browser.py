@@ -13,12 +13,23 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
 
 import pytest
 from browser import LAYOUT, Page, chromium
-from dashboard_seed import BAD, KNOWN, LATEST_NIGHT, LIGHT, NODES, seeded_database
+from dashboard_seed import (
+    BAD,
+    KNOWN,
+    LATEST_NIGHT,
+    LIGHT,
+    NEW_TORCH,
+    NODES,
+    OLD_TORCH,
+    paired_database,
+    seeded_database,
+)
 from selenium import webdriver
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
@@ -32,17 +43,28 @@ class QuietHandler(WSGIRequestHandler):
         """No access log lines in the test output."""
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with seeded_database("sqlite", tmp_path_factory.mktemp("dash-browser")) as url:
-        app = create_app(url, stylesheets=[])
-        httpd = make_server("127.0.0.1", 0, app.server, threaded=True, request_handler=QuietHandler)
-        thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-        thread.start()
+@contextmanager
+def serving(url: str) -> Iterator[str]:
+    """The dashboard on ``url``, served in a thread: its base address."""
+    app = create_app(url, stylesheets=[])
+    httpd = make_server("127.0.0.1", 0, app.server, threaded=True, request_handler=QuietHandler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
         yield f"http://127.0.0.1:{httpd.server_port}"
+    finally:
         httpd.shutdown()
         thread.join(timeout=10)
         app.server.extensions["scalebench"].dispose()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with (
+        seeded_database("sqlite", tmp_path_factory.mktemp("dash-browser")) as url,
+        serving(url) as base,
+    ):
+        yield base
 
 
 @pytest.fixture(scope="module")
@@ -393,3 +415,33 @@ def test_the_layout_check_sees_a_cut_header_and_a_label_outside(page: Page) -> N
 
     problems = page.until(broken, "the check to report the narrowed header and the zoomed plot")
     assert len(problems) == 3, problems  # the header, and the labels of 4 and 2 workers
+
+
+def test_a_findings_link_shows_its_change_and_a_click_triages_it(
+    browser: webdriver.Chrome, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The link a nightly's message carries, on paired nights judged by the paired nightly:
+    the page draws the series with its change point and shows what changed (torch); a
+    click on a triage button stores the state, with the note, and the page shows it."""
+    from results_db.service.nightly import findings
+
+    with (
+        paired_database("sqlite", tmp_path_factory.mktemp("dash-paired")) as url,
+        serving(url) as base,
+    ):
+        stack = next(f for f in findings(url, None, None) if f.attribution == "stack")
+        page = Page(browser, base)
+        page.severe_logs()
+        page.open(f"/nightly?finding={stack.id}")
+        names = [t["name"] for t in page.traces("nightly-figure")]
+        assert "tonight / reference, 1 worker" in names
+        assert any(name.startswith("change point") for name in names)
+        page.shows("nightly-diff-table", "torch", OLD_TORCH, NEW_TORCH)
+        page.shows("nightly-finding-state", "open")
+        page.driver.find_element(By.ID, "nightly-note").send_keys("bisecting torch")
+        page.click(By.ID, "nightly-triage-acknowledged", "the acknowledged button")
+        page.shows("nightly-triage-message", f"Finding {stack.id} is now acknowledged.")
+        page.shows("nightly-finding-state", "acknowledged")
+        stored = next(f for f in findings(url, None, None) if f.id == stack.id)
+        assert (stored.state, stored.note) == ("acknowledged", "bisecting torch")
+        assert page.severe_logs() == [], "the browser logged errors"
