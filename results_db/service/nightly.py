@@ -198,7 +198,8 @@ def nightly_arms(
         if round_s is None or round_s <= 0
         else max(MIN_PAIRS, min(int(most), math.floor(settings.budget_s / round_s)))
     )
-    return {"stacks": {TONIGHT: tonight, REFERENCE: dict(reference)}, "pairs": pairs}
+    # the reference first: scalebench compare gives every stack against the first
+    return {"stacks": {REFERENCE: dict(reference), TONIGHT: tonight}, "pairs": pairs}
 
 
 @dataclass(frozen=True)
