@@ -415,6 +415,55 @@ def test_models_built_directly_work_too() -> None:
     assert problem == f"pod p (rank 5) could not be scheduled within 600 s: {UNSCHEDULABLE}"
 
 
+DIGEST_A = "sha256:" + "a1" * 32
+DIGEST_B = "sha256:" + "b2" * 32
+
+
+def pod_that_ran(rank: int, image_id: str, image: str = "repo/worker:tonight") -> dict:
+    """A finished pod whose worker container ran ``image``, which the kubelet reports as
+    ``image_id``; beside it, an init container that ran another image."""
+    pod = finished_pod(rank, 0)
+    pod["status"]["containerStatuses"][0].update(image=image, imageID=image_id)
+    pod["status"]["initContainerStatuses"] = [
+        {
+            "name": "setup",
+            "image": "busybox:1",
+            "imageID": f"docker.io/library/busybox@{DIGEST_B}",
+            "ready": False,
+            "restartCount": 0,
+        }
+    ]
+    return pod
+
+
+@pytest.mark.parametrize("form", ["json", "model"])
+def test_the_image_digest_is_the_worker_containers_image_as_the_kubelet_resolved_it(
+    form: str,
+) -> None:
+    from operators.kubernetes.pod_status import image_digest
+
+    def digest(*pods: dict) -> str:
+        return image_digest(as_model(p, "V1Pod") if form == "model" else p for p in pods)
+
+    pullable = pod_that_ran(0, f"docker-pullable://repo/worker@{DIGEST_A}")
+    plain = pod_that_ran(1, f"registry.example:5000/team/worker@{DIGEST_A}")
+    assert digest(pullable) == f"repo/worker@{DIGEST_A}"
+    assert digest(plain) == f"registry.example:5000/team/worker@{DIGEST_A}"
+    # An image built on the node has no registry digest: its ID, with the image's repository.
+    local = pod_that_ran(0, f"docker://{DIGEST_B}", image="me/worker:dev")
+    assert digest(local) == f"me/worker@{DIGEST_B}"
+    assert digest(pod_that_ran(0, DIGEST_B)) == f"repo/worker@{DIGEST_B}"
+    # No status yet, an image still being pulled, an ID that names no digest: nothing.
+    assert digest() == ""
+    assert digest(pending_pod(0)) == digest(pending_pod(1, waiting="ContainerCreating")) == ""
+    assert digest(running_pod(0)) == ""  # imageID "sha256:1"
+    # Pods that agree give it once; pods that ran different images, all of them, sorted.
+    same = pod_that_ran(1, f"repo/worker@{DIGEST_A}")
+    assert digest(pullable, same, pending_pod(2)) == f"repo/worker@{DIGEST_A}"
+    moved = pod_that_ran(1, f"repo/worker@{DIGEST_B}")
+    assert digest(moved, pullable) == f"repo/worker@{DIGEST_A},repo/worker@{DIGEST_B}"
+
+
 def job_status(**status: Any) -> dict:
     job, _ = render()
     job["metadata"]["uid"] = "0b1c"

@@ -7,8 +7,9 @@ failed rank with its exit code and reason, ``diverged`` when the ranks that
 failed all exited with status 3, ``preempted`` when a pod was disrupted
 (the ``DisruptionTarget`` condition: preempted, evicted, its node drained)
 naming the node and the reason, or ``timed_out`` at the Job's deadline;
-:func:`qos_class` is the QoS class the kubelet gave the pods. A rank that
-exited with status 4 found the results volume full: the group's reason says so.
+:func:`qos_class` is the QoS class the kubelet gave the pods and :func:`image_digest`
+the image their worker container ran, as the kubelet resolved it (``repo@sha256:…``). A
+rank that exited with status 4 found the results volume full: the group's reason says so.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ def get_field(obj: Any, *path: str) -> Any:
     """Follow ``path`` (API field names, camelCase) through JSON dicts or client models.
 
     ``kubernetes.client`` models spell fields in snake_case; keys of plain
-    maps (labels, annotations) are used as they are.
+    maps (labels, annotations) are used as they are; a run of capitals is one word
+    (``imageID``: ``image_id``).
     """
     for key in path:
         if obj is None:
@@ -46,7 +48,7 @@ def get_field(obj: Any, *path: str) -> Any:
         if isinstance(obj, Mapping):
             obj = obj.get(key)
         else:
-            obj = getattr(obj, re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(), None)
+            obj = getattr(obj, re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", key).lower(), None)
     return obj
 
 
@@ -289,6 +291,48 @@ def qos_class(pods: Iterable[Any]) -> str:
     order = ("BestEffort", "Burstable", "Guaranteed")
     classes = {get_field(p, "status", "qosClass") for p in pods} & set(order)
     return min(classes, key=order.index) if classes else ""
+
+
+# A container's imageID as the kubelet reports it, by runtime: ``repo@sha256:…``
+# (containerd, CRI-O), ``docker-pullable://repo@sha256:…`` (dockershim), or
+# ``docker://sha256:…`` and ``sha256:…`` (an image built on the node, named by no registry
+# digest: its image ID).
+_IMAGE_ID = re.compile(
+    r"^(?:[a-z][a-z0-9+.-]*://)?(?:(?P<repository>[^@\s]+)@)?sha256:(?P<digest>[0-9a-fA-F]{64})$"
+)
+
+
+def _repository(image: str) -> str:
+    """``image`` without its digest and tag: ``registry:5000/repo/worker:tag`` →
+    ``registry:5000/repo/worker``."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    return name[: len(name) - len(last)] + last.split(":", 1)[0]
+
+
+def resolved_image(status: Any) -> str:
+    """The image a container status says ran, as the kubelet resolved it:
+    ``repository@sha256:<64 hex>`` from its ``imageID`` (the repository from its ``image``
+    where the ID names none), or ``""`` while it names no digest (not pulled yet)."""
+    found = _IMAGE_ID.match(str(get_field(status, "imageID") or "").strip())
+    if found is None:
+        return ""
+    repository = _repository(found.group("repository") or str(get_field(status, "image") or ""))
+    digest = f"sha256:{found.group('digest').lower()}"
+    return f"{repository}@{digest}" if repository else digest
+
+
+def image_digest(pods: Iterable[Any]) -> str:
+    """The image the group's worker containers ran, as the kubelet resolved it
+    (``repo/worker@sha256:…``), or ``""`` while no pod reports one. Pods that ran different
+    images (a tag moved while nodes pulled it) give them all, sorted, comma-separated."""
+    images = {
+        resolved_image(status)
+        for pod in pods
+        for status in get_field(pod, "status", "containerStatuses") or []
+        if get_field(status, "name") == CONTAINER
+    }
+    return ",".join(sorted(images - {""}))
 
 
 SCHEDULING_GATED = "SchedulingGated"  # Kueue holds a pod of its queue until it admits it
