@@ -32,7 +32,8 @@ class GroupResult:
     ``timed_out``; on Kubernetes also ``preempted`` (a pod was disrupted) and
     ``not_admitted`` (Kueue never admitted the Job). ``exit_codes`` per rank (negative:
     killed by that signal); ``seconds``: the group's wall time. ``qos_class``: the
-    pods' Kubernetes QoS class (empty elsewhere); ``attempt``: which run of the group
+    pods' Kubernetes QoS class and ``image_digest`` the image they ran as the kubelet
+    resolved it (``repo@sha256:…``; empty elsewhere); ``attempt``: which run of the group
     this was (a preempted group may be run again).
     """
 
@@ -44,6 +45,7 @@ class GroupResult:
     first_failed_rank: int | None = None
     log_tail: list[str] = field(default_factory=list)
     qos_class: str = ""
+    image_digest: str = ""
     attempt: int = 1
 
     def reason_with_log(self, lines: int = 3, limit: int = 400) -> str:
@@ -136,6 +138,7 @@ def record_verdict(
         reason,
         result.seconds,
         qos_class=result.qos_class,
+        image_digest=result.image_digest,
         attempt=attempt,
     )
     return status, reason

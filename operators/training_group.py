@@ -260,6 +260,7 @@ class TrainingGroupOperator(BaseOperator):
                 seconds=event["seconds"],
                 first_failed_rank=event["first_failed_rank"],
                 qos_class=event.get("qos_class", ""),
+                image_digest=event.get("image_digest", ""),
                 attempt=attempt,
             )
         if launcher is not None and launcher.may_retry(result.status):

@@ -9,8 +9,9 @@ per completion index, named and labelled as the Job controller names them,
 moves the pods through the scenario's stages (``after_s`` seconds after the Job
 was created, or admitted), keeps the Job's status counts and conditions in step
 (applying its ``podFailurePolicy``), gives each pod the QoS class its resources
-make and a node, serves each pod's log and removes the pods when their Job is
-deleted. It also plays Kueue: a Job created suspended is admitted (unsuspended)
+make and a node, reports the image its container ran once started (an ``imageID``
+whose digest :func:`resolved_image` gives), serves each pod's log and removes the pods
+when their Job is deleted. It also plays Kueue: a Job created suspended is admitted (unsuspended)
 ``admit_after_s`` seconds later, or never (a ClusterQueue whose quota is taken),
 and :meth:`EmulatedCluster.evict` evicts a pod as the Eviction API does.
 """
@@ -18,6 +19,7 @@ and :meth:`EmulatedCluster.evict` evicts a pod as the Eviction API does.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import re
 import threading
@@ -55,7 +57,9 @@ class PodState:
     disruption: str = ""  # the DisruptionTarget condition's reason, when disrupted
     gated: bool = False  # held by a scheduling gate (Kueue's, until it admits the pod)
 
-    def status(self) -> dict[str, Any]:
+    def status(self, image: str = "scalebench-worker") -> dict[str, Any]:
+        """The pod's status, its container running ``image`` (an ``imageID`` once the
+        container started or ended, as the kubelet reports it after the pull)."""
         condition: dict[str, Any] = {"type": "PodScheduled", "status": "True"}
         if self.gated:
             condition = {
@@ -85,14 +89,33 @@ class PodState:
             status["containerStatuses"] = [
                 {
                     "name": "worker",
-                    "image": "scalebench-worker",
-                    "imageID": "",
+                    "image": image,
+                    "imageID": ""
+                    if "waiting" in self.container
+                    else f"docker-pullable://{resolved_image(image)}",
                     "ready": self.phase == "Running",
                     "restartCount": 0,
                     "state": self.container,
                 }
             ]
         return status
+
+
+def resolved_image(image: str) -> str:
+    """What the emulated kubelet resolves ``image`` to: its repository (the tag dropped) at
+    a digest made from the whole reference, so that each tag has one of its own."""
+    name = image.split("@", 1)[0]
+    last = name.rsplit("/", 1)[-1]
+    repository = name[: len(name) - len(last)] + last.split(":", 1)[0]
+    return f"{repository}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+
+
+def _worker_image(spec: dict[str, Any]) -> str:
+    """The image of the pod spec's worker container."""
+    return next(
+        (c.get("image", "") for c in spec.get("containers", []) if c.get("name") == "worker"),
+        "scalebench-worker",
+    )
 
 
 def unschedulable(message: str = UNSCHEDULABLE) -> PodState:
@@ -437,10 +460,11 @@ class EmulatedCluster:
             state = PodState("Pending", scheduled=False, message="", gated=True)
         elif queued:
             self.admitted.setdefault(name, waited)
-        status = {**state.status(), "qosClass": _qos_class(spec)}
+        image = _worker_image(spec)
+        status = {**state.status(image), "qosClass": _qos_class(spec)}
         deadline = spec.get("activeDeadlineSeconds")
         if deadline is not None and waited >= deadline and state.phase in ("Pending", "Running"):
-            status = {**exited(137, "Error").status(), "reason": "DeadlineExceeded"}
+            status = {**exited(137, "Error").status(image), "reason": "DeadlineExceeded"}
             status["qosClass"] = _qos_class(spec)
         if state.scheduled and not spec.get("nodeName"):
             pod.patch({"spec": {"nodeName": "gpu-node-0"}})
@@ -472,7 +496,10 @@ class EmulatedCluster:
             "spec": {**template["spec"], "nodeName": f"gpu-node-{rank}"}
             if state.scheduled
             else template["spec"],
-            "status": {**state.status(), "qosClass": _qos_class(template["spec"])},
+            "status": {
+                **state.status(_worker_image(template["spec"])),
+                "qosClass": _qos_class(template["spec"]),
+            },
         }
         key = (PODS, ns, name)
         if key not in handler.objects or handler.objects[key].deleted:

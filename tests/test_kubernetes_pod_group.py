@@ -22,6 +22,7 @@ from kube_emulator import (
     emulated_cluster,
     evicted,
     exited,
+    resolved_image,
     running,
     unschedulable,
     waiting,
@@ -161,8 +162,12 @@ def test_a_group_on_one_node_is_one_pod_of_the_pod_operator_with_its_ranks_gpus(
             if method == "POST" and path.endswith("/networkpolicies")
         ]
     assert verdict["status"] == "succeeded", verdict["reason"]
-    assert manifest.load(sweep.sweep_dir).entry(plan.run_id).status == "succeeded"
+    entry = manifest.load(sweep.sweep_dir).entry(plan.run_id)
+    assert entry.status == "succeeded"
     [container] = pod["spec"]["containers"]
+    # the image the pod ran, as the kubelet resolved it, beside its QoS class
+    assert entry.image_digest == resolved_image(container["image"])
+    assert entry.qos_class == "Guaranteed"
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["MASTER_ADDR"] == "127.0.0.1" and env["WORLD_SIZE"] == "2"
     assert env["LOCAL_WORLD_SIZE"] == "2"

@@ -9,6 +9,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from scalebench import manifest
 from scalebench.manifest import GroupEntry, Manifest
 
@@ -205,6 +207,30 @@ def test_a_verdict_belongs_to_its_attempt_and_a_superseded_try_decides_nothing(
         ("skipped", None),
     ]
     assert manifest.load(sweep_dir) == finished
+
+
+def test_a_verdict_keeps_the_image_its_pods_ran_through_finishing(tmp_path: Path) -> None:
+    """A Kubernetes group's verdict says which image its pods ran, as the kubelet resolved
+    it, beside their QoS class; a local group's says nothing of either."""
+    sweep_dir = planned_sweep(tmp_path, groups=2)
+    digest = "registry.example/worker@sha256:" + "ab" * 32
+    manifest.record_verdict(
+        sweep_dir, "s-w1-r1", "succeeded", "", 4.0, qos_class="Guaranteed", image_digest=digest
+    )
+    manifest.record_verdict(sweep_dir, "s-w1-r2", "succeeded", seconds=4.0)
+    lines = [json.loads(line) for line in (sweep_dir / manifest.VERDICTS).read_text().splitlines()]
+    assert lines[0]["image_digest"] == digest and "image_digest" not in lines[1]
+    assert [g.image_digest for g in manifest.load(sweep_dir).groups] == [digest, ""]
+    finished = manifest.finish(sweep_dir)  # folded into sweep.json: read back the same
+    assert [(g.qos_class, g.image_digest) for g in finished.groups] == [
+        ("Guaranteed", digest),
+        ("", ""),
+    ]
+    assert manifest.load(sweep_dir) == finished
+    line = {"run_id": "s-w1-r1", "status": "succeeded", "image_digest": ["not", "text"]}
+    (sweep_dir / manifest.VERDICTS).write_text(json.dumps(line) + "\n")
+    with pytest.raises(manifest.BadManifest, match="'image_digest' is not text"):
+        manifest.load(sweep_dir)
 
 
 def test_closing_waits_while_the_process_running_a_group_is_alive(tmp_path: Path) -> None:

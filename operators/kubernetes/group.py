@@ -390,6 +390,7 @@ class KubernetesGroup(GroupObjects):
             first_failed_rank=verdict.first_failed_rank,
             log_tail=tail,
             qos_class=ending.qos_class,
+            image_digest=ending.image_digest,
             attempt=self.attempt,
         )
 

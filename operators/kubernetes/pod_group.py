@@ -53,6 +53,7 @@ from operators.kubernetes.group import KubernetesGroup, log_text
 from operators.kubernetes.pod_status import (
     exit_code,
     get_field,
+    image_digest,
     log_prefix,
     pod_verdict,
     qos_class,
@@ -418,6 +419,7 @@ class PodGroup(KubernetesGroup):
             first_failed_rank=first_failed,
             log_tail=tail,
             qos_class="" if pod is None else qos_class([pod]),
+            image_digest="" if pod is None else image_digest([pod]),
             attempt=self.attempt,
         )
 

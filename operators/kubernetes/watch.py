@@ -23,6 +23,7 @@ from operators.kubernetes.constants import LOG_PHASES, LOG_TAIL_LINES
 from operators.kubernetes.pod_status import (
     exit_code,
     get_field,
+    image_digest,
     job_verdict,
     log_prefix,
     pending_problem,
@@ -53,7 +54,8 @@ SETTLE = "settle"  # a rank failed: look once more after SETTLE_S before judging
 class Ending:
     """What the look that gave the verdict saw of an ended group, and all that acting on
     it needs (reading a log tail, recording): the ``verdict``, each rank's exit code
-    (``None`` while it ran or where its pod was gone), the pods' QoS class, the seconds
+    (``None`` while it ran or where its pod was gone), the pods' QoS class and the image
+    their worker containers ran (``repo@sha256:…``, as the kubelet resolved it), the seconds
     from the Job's creation to the verdict, and the names of the pods whose logs go with
     it: ``failed_pod`` ran the first failed rank, ``rank0_pod`` rank 0 (``None`` when
     there was none, or its log could not be read yet), whose phase was ``rank0_phase``.
@@ -65,6 +67,7 @@ class Ending:
     verdict: Verdict
     exit_codes: list[int | None]
     qos_class: str = ""
+    image_digest: str = ""
     seconds: float = 0.0
     failed_pod: str | None = None
     rank0_pod: str | None = None
@@ -78,6 +81,7 @@ class Ending:
             "first_failed_rank": self.verdict.first_failed_rank,
             "exit_codes": list(self.exit_codes),
             "qos_class": self.qos_class,
+            "image_digest": self.image_digest,
             "seconds": self.seconds,
             "failed_pod": self.failed_pod,
             "rank0_pod": self.rank0_pod,
@@ -92,6 +96,7 @@ class Ending:
             verdict,
             list(event.get("exit_codes") or []),
             qos_class=event.get("qos_class", ""),
+            image_digest=event.get("image_digest", ""),
             seconds=event.get("seconds", 0.0),
             failed_pod=event.get("failed_pod"),
             rank0_pod=event.get("rank0_pod"),
@@ -110,7 +115,8 @@ class GroupWatch:
     saw it admitted (``admitted_s``); such a Job still suspended
     ``admission_timeout_s`` seconds after ``started_s`` is ``not_admitted``.
     ``notes`` collects what a person watching should read (waiting for admission,
-    admitted), for the caller to pass on; ``qos`` is the pods' QoS class once seen.
+    admitted), for the caller to pass on; ``qos`` is the pods' QoS class once seen, ``image``
+    the images their worker containers ran (:func:`image_digest`), every one seen so far.
     """
 
     world_size: int
@@ -124,6 +130,7 @@ class GroupWatch:
     admitted_s: float | None = None
     settled: bool = False
     qos: str = ""
+    image: str = ""
     notes: list[str] = field(default_factory=list)
     waiting_noted: bool = False
     ranks_per_node: int = 1
@@ -191,6 +198,7 @@ class GroupWatch:
             if admission == "waiting":
                 return None
         self.qos = qos_class(pods) or self.qos
+        self.image = _seen_images(self.image, image_digest(pods))
         verdict = job_verdict(job, pods, self.ranks_per_node)
         if verdict is not None and verdict[0] in RANK_FAILURES and not self.settled:
             # Ranks that stop together (divergence) exit moments apart: let them.
@@ -231,6 +239,7 @@ class GroupWatch:
             verdict,
             self.exit_codes(pods),
             qos_class=self.qos,
+            image_digest=self.image,
             seconds=now_s - self.started_s,
             failed_pod=failed_pod,
             rank0_pod=None if rank0 is None else get_field(rank0, "metadata", "name"),
@@ -250,8 +259,15 @@ class GroupWatch:
         return codes
 
 
-WATCH_STATE = ("admitted_s", "settled", "qos", "waiting_noted")
+WATCH_STATE = ("admitted_s", "settled", "qos", "image", "waiting_noted")
 """The fields of :class:`GroupWatch` that its looks set (:meth:`GroupWatch.state`)."""
+
+
+def _seen_images(before: str, now: str) -> str:
+    """The images seen by earlier looks (``before``) and this one (``now``), each as
+    :func:`image_digest` gives them: every one, sorted, comma-separated (a pod gone since
+    still ran its image)."""
+    return ",".join(sorted({*before.split(","), *now.split(",")} - {""}))
 
 
 def rank0_pod(pods: list[Any]) -> Any:

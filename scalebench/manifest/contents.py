@@ -23,6 +23,8 @@ MANIFEST = "sweep.json"  # beside a sweep's run directories
 VERDICTS = "verdicts.jsonl"
 
 TRIGGERS = ("manual", "scheduled", "cli")  # a person (the form), the nightly run, the CLI
+# What a verdict line says of its group (the rest: who wrote it, for which attempt).
+VERDICT_FIELDS = ("status", "reason", "seconds", "qos_class", "image_digest")
 
 
 class BadManifest(ValueError):
@@ -35,7 +37,9 @@ class BadManifest(ValueError):
 class GroupEntry:
     """One planned group and, once it ended, its verdict (``seconds``: its wall time).
 
-    ``qos_class``: the Kubernetes QoS class its pods ran in (empty for local groups).
+    ``qos_class``: the Kubernetes QoS class its pods ran in, ``image_digest`` the image
+    they ran as the kubelet resolved it (``repo/worker@sha256:…``; several, sorted and
+    comma-separated, where pods ran different ones); both empty for local groups.
     ``attempts``: the earlier attempts of a group that was run again after a
     preemption, oldest first, each ``{"attempt", "status", "reason", "seconds", "job"}``.
     ``owner``: the attempt that runs the group now, when one said so
@@ -53,6 +57,7 @@ class GroupEntry:
     network: str = "host"  # the link profile the group runs on (scalebench.network)
     stack: str = ""  # the stack it runs (scalebench.stacks); empty: the launcher's own
     qos_class: str = ""
+    image_digest: str = ""
     attempts: tuple[dict[str, Any], ...] = ()
     owner: dict[str, Any] | None = None
 
@@ -252,15 +257,16 @@ def _check_verdict(fields: dict[str, Any], where: str) -> None:
         )
     if not isinstance(fields.get("reason") or "", str):
         raise BadManifest(f"{where}: 'reason' is not text: {fields['reason']!r}")
-    if not isinstance(fields.get("qos_class", ""), str):
-        raise BadManifest(f"{where}: 'qos_class' is not text: {fields['qos_class']!r}")
+    for name in ("qos_class", "image_digest"):
+        if not isinstance(fields.get(name, ""), str):
+            raise BadManifest(f"{where}: {name!r} is not text: {fields[name]!r}")
 
 
 def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
     """The last verdict of each group in ``verdicts.jsonl``'s ``lines`` (status, reason,
-    seconds, QoS class) with its earlier attempts under ``attempts``; a line cut short by a
-    crash is skipped (that verdict was never complete), any other line that is not a
-    verdict raises :class:`BadManifest` naming it.
+    seconds, QoS class, image digest) with its earlier attempts under ``attempts``; a line
+    cut short by a crash is skipped (that verdict was never complete), any other line that
+    is not a verdict raises :class:`BadManifest` naming it.
 
     A group's verdict belongs to its attempt: a line that starts an attempt
     (:func:`~scalebench.manifest.recording.start_attempt`) makes the group ``planned``
@@ -298,7 +304,7 @@ def _verdicts(lines: Iterable[str]) -> dict[str, dict[str, Any]]:
         by = verdict.get("by")
         if by is not None and run_id in owners and by != owners[run_id]["attempt"]:
             continue  # a superseded attempt's: the group is its successor's now
-        kept = {k: verdict[k] for k in ("status", "reason", "seconds", "qos_class") if k in verdict}
+        kept = {k: verdict[k] for k in VERDICT_FIELDS if k in verdict}
         if "reason" in kept:
             kept["reason"] = kept["reason"] or ""
         if run_id in owners:

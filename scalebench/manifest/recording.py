@@ -32,15 +32,19 @@ def record_verdict(
     seconds: float | None = None,
     *,
     qos_class: str = "",
+    image_digest: str = "",
     attempt: str | None = None,
 ) -> None:
     """Append one group's verdict: one line, whatever the size of the sweep
-    (``qos_class``: its pods' Kubernetes QoS class, when known; ``attempt``: the attempt
+    (``qos_class``: its pods' Kubernetes QoS class, when known; ``image_digest``: the image
+    they ran, as the kubelet resolved it, ``repo@sha256:…``; ``attempt``: the attempt
     deciding it, as :func:`start_attempt` named it; a superseded attempt's verdict is
     kept in the file but decides nothing)."""
     verdict = {"run_id": run_id, "status": status, "reason": reason, "seconds": seconds}
     if qos_class:
         verdict["qos_class"] = qos_class
+    if image_digest:
+        verdict["image_digest"] = image_digest
     if attempt is not None:
         verdict["by"] = attempt
     append_verdicts(sweep_dir, [verdict])
