@@ -147,6 +147,10 @@ class Run(Base):
     # The stack its ranks ran (scalebench.stacks); empty where the request named none. What
     # the stack was (interpreter, versions, variables) is each rank's run_environment.details.
     stack: Mapped[str] = mapped_column(String(40), server_default="")
+    # The image a Kubernetes run's worker containers ran, as the kubelet resolved it
+    # (repo/worker@sha256:<64 hex>; several, sorted and comma-separated, where its pods ran
+    # different ones); empty for local runs and runs stored before it was recorded.
+    image_digest: Mapped[str] = mapped_column(String(300), server_default="")
     records_version: Mapped[int | None] = mapped_column(Integer)
     # the share of the group's cores other processes took while it ran (None: not measured)
     contention_share: Mapped[float | None] = mapped_column(Float)

@@ -26,6 +26,7 @@ from kube_emulator import (
     Stage,
     emulated_cluster,
     exited,
+    resolved_image,
     running,
     unschedulable,
     waiting,
@@ -214,6 +215,10 @@ def test_success_sends_the_manifests_streams_rank_0_and_deletes(
         method, path, _, job = sent[2]
         assert (method, path) == ("POST", f"/apis/batch/v1/namespaces/{NS}/jobs")
         assert job == make_group([]).job_manifest()
+        # The image the pods ran, as the kubelet resolved it (the emulator's digest of it).
+        [container] = job["spec"]["template"]["spec"]["containers"]
+        assert result.image_digest == resolved_image(container["image"])
+        assert result.image_digest.startswith("scalebench-worker@sha256:")
         for body in (service, policy, job):  # what reached the server passes the schemas
             kubernetes_validate.validate(body, "1.33", strict=True)
         method, path, _, patch = sent[3]
@@ -277,6 +282,7 @@ def test_an_unschedulable_group_fails_within_the_schedule_timeout_in_the_schedul
         assert time.monotonic() - started < 5
         assert result.status == "failed"
         assert UNSCHEDULABLE in result.reason and "could not be scheduled" in result.reason
+        assert result.image_digest == ""  # no pod ever ran
         assert_cleaned_up(cluster)
 
 
@@ -289,6 +295,7 @@ def test_an_image_that_cannot_be_pulled_fails_the_group(
         result = run_group(mode, [], speedup=300)  # the 60 s grace in a fifth of a second
         assert result.status == "failed"
         assert "ImagePullBackOff" in result.reason and "registry.example/sb:nope" in result.reason
+        assert result.image_digest == ""  # never pulled
         assert_cleaned_up(cluster)
 
 
@@ -570,6 +577,51 @@ def test_the_operator_defers_and_records_the_triggers_verdict_through_ingest(
         status, reason = conn.execute(select(Run.status, Run.reason)).one()
     engine.dispose()
     assert status == "failed" and "Insufficient nvidia.com/gpu" in reason
+
+
+def test_the_image_the_pods_ran_reaches_the_manifest_and_the_stored_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stack's image named by a tag: the digest the kubelet resolved it to travels in the
+    trigger's event to the group's verdict, and ingest stores it on the run."""
+    from airflow.sdk.exceptions import TaskDeferred
+    from sqlalchemy import select
+
+    from operators.training_group import TrainingGroupOperator
+    from results_db.database import make_engine
+    from results_db.models import Run
+    from results_db.service import ingest, upgrade
+    from scalebench import manifest
+
+    image = "registry.example:5000/team/worker:tonight"
+    monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", image)
+    sweep, plan, ti = kubernetes_sweep(tmp_path, monkeypatch, 2)
+    stages = [Stage(0, running()), Stage(0.3, exited(0))]
+    with emulated_cluster(stages, tmp_path, monkeypatch) as cluster:
+        with pytest.raises(TaskDeferred) as deferred:
+            TrainingGroupOperator(task_id="train", group=plan.to_xcom()).execute({"ti": ti})
+        event = run_trigger(GroupTrigger(**deferred.value.trigger.serialize()[1]))
+        event.pop("logged")
+        [job] = [b for m, p, _, b in cluster.requests() if m == "POST" and p.endswith("/jobs")]
+        [container] = job["spec"]["template"]["spec"]["containers"]
+        assert container["image"] == image
+        digest = resolved_image(image)
+        assert digest.startswith("registry.example:5000/team/worker@sha256:")
+        assert event["image_digest"] == digest
+        verdict = TrainingGroupOperator(task_id="train", group=plan.to_xcom()).resume(
+            {"ti": ti}, event
+        )
+        assert_cleaned_up(cluster)
+    assert verdict["status"] == "succeeded", verdict["reason"]
+    assert manifest.load(sweep.sweep_dir).entry(plan.run_id).image_digest == digest
+    url = f"sqlite:///{tmp_path / 'r.db'}"
+    upgrade(url)
+    ingest(url, str(sweep.sweep_dir))
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        (stored,) = conn.execute(select(Run.image_digest)).one()
+    engine.dispose()
+    assert stored == digest
 
 
 def test_a_deferred_group_is_loaded_and_rank_0s_lines_logged_while_it_runs(

@@ -58,7 +58,7 @@ def test_upgrade_an_empty_database_and_one_at_the_previous_revision(database_url
     engine = make_engine(database_url)
     assert current_revision(engine) == "0001"
     upgrade(database_url)
-    assert current_revision(engine) == head_revision() == "0016"
+    assert current_revision(engine) == head_revision() == "0017"
     with engine.connect() as conn:
         prices = conn.execute(select(Price.name, Price.regular_per_hour)).all()
     assert {(name, float(p)) for name, p in prices} == {
@@ -482,6 +482,58 @@ def test_migrations_build_exactly_the_models(engine: Engine) -> None:
 
 # What the fake ranks' final events hold of every run metric (records_factory.FakeRun).
 MEASURED = {"machine_reference_s": 0.002, "peak_memory_bytes": 3 * 2**30}
+
+
+def test_the_image_a_kubernetes_run_ran_is_stored_and_names_tonights_stack(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The digest the kubelet resolved a group's image to, from the manifest's verdict to
+    ``run.image_digest``: tonight's stack names it (the nightly's and the comparison's
+    identities); a run whose pods ran different images keeps them all and says so, cut to
+    the column where they do not fit."""
+    import sys
+
+    from results_db.ingest.run_checks import run_image
+    from results_db.queries.paired_nights import night_identity
+    from results_db.queries.stacks import stack_identities
+    from scalebench import manifest
+    from scalebench.manifest import GroupEntry
+
+    stacks = {"tonight": {"python": sys.executable}, "reference": {"python": sys.executable}}
+    runs = [FakeRun(1, stack=stack) for stack in ("tonight", "reference")]
+    sweep_dir = write_training_sweep(tmp_path, "s1", runs, finished=False, stacks=stacks)
+    tonight, reference = (g.run_id for g in manifest.load(sweep_dir).groups)
+    digest = "registry.example/worker@sha256:" + "ab" * 32
+    moved = "registry.example/worker@sha256:" + "cd" * 32
+    manifest.record_verdict(sweep_dir, tonight, "succeeded", "", 9.0, image_digest=digest)
+    both = f"{digest},{moved}"
+    manifest.record_verdict(sweep_dir, reference, "succeeded", "", 9.0, image_digest=both)
+    manifest.finish(sweep_dir)
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        stored = dict(conn.execute(select(Run.stack, Run.image_digest)).all())
+        reasons = dict(conn.execute(select(Run.stack, Run.reason)).all())
+        identity = night_identity(conn, "s1")
+        identities = stack_identities(conn, "s1")
+    assert stored == {"tonight": digest, "reference": both}
+    assert f"the pods ran 2 different images: {digest}, {moved}" in reasons["reference"]
+    assert "different images" not in reasons["tonight"]
+    assert identity["stack"]["image_digest"] == digest
+    assert "image_digest" not in identity["platform"]
+    assert identities["tonight"]["image_digest"] == digest
+    assert identities["reference"]["image_digest"] == both
+    # A local run has none: the key is absent, not empty.
+    write_training_sweep(tmp_path / "local", "s2", [FakeRun(1, stack="tonight")], stacks=stacks)
+    ingest_location(engine, str(tmp_path / "local"))
+    with engine.connect() as conn:
+        assert "image_digest" not in night_identity(conn, "s2")["stack"]
+        assert "image_digest" not in stack_identities(conn, "s2")["tonight"]
+    # Too many images for the column: the ones that fit, and how many more.
+    many = ",".join(f"registry.example/worker@sha256:{i:064x}" for i in range(6))
+    fitted = run_image(GroupEntry("r", 1, 0, image_digest=many))
+    assert len(fitted) <= 300 and fitted.endswith(",+3 more")
+    assert fitted.removesuffix(",+3 more") == ",".join(many.split(",")[:3])
+    assert run_image(GroupEntry("r", 1, 0, image_digest=digest)) == digest
 
 
 def test_every_run_metric_is_a_column_a_written_value_and_a_fact(

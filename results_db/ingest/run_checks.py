@@ -1,7 +1,8 @@
 """Judging a reading of a run's rank files before it is written: whether its records can
 be one real run of its group (:func:`run_problem`), how much of the run it holds against
-what is stored (:class:`RunExtent`), the goal it trained to, and what the cluster did to
-it (shared machines, QoS class, earlier attempts)."""
+what is stored (:class:`RunExtent`), the goal it trained to, what the cluster did to it
+(shared machines, QoS class, earlier attempts) and the image its pods ran
+(:func:`run_image`)."""
 
 from __future__ import annotations
 
@@ -92,15 +93,35 @@ def run_problem(
 
 def cluster_marks(group: GroupEntry) -> list[str]:
     """What the tables must show of how the cluster ran a group: pods outside the
-    Guaranteed QoS class, and the earlier attempts of a group run again after a preemption."""
+    Guaranteed QoS class, pods that ran different images (each named), and the earlier
+    attempts of a group run again after a preemption."""
     marks = []
     if group.qos_class and group.qos_class != "Guaranteed":
         marks.append(f"QoS {group.qos_class}: the pods' limits were above their requests")
+    images = [i for i in group.image_digest.split(",") if i]
+    if len(images) > 1:
+        marks.append(f"the pods ran {len(images)} different images: {', '.join(images)}")
     for earlier in group.attempts:
         marks.append(
             f"attempt {earlier.get('attempt')} {earlier.get('status')}: {earlier.get('reason')}"
         )
     return marks
+
+
+def run_image(group: GroupEntry) -> str:
+    """The image the group's pods ran as the run row keeps it (``run.image_digest``): the
+    manifest's (``repo@sha256:…``, several comma-separated), whole where it fits the
+    column; else as many of the images as fit, then ``+N more`` (the run's reason names
+    them all: :func:`cluster_marks`)."""
+    width = Run.__table__.c.image_digest.type.length
+    if len(group.image_digest) <= width:
+        return group.image_digest
+    images = [i for i in group.image_digest.split(",") if i]
+    for kept in range(len(images) - 1, -1, -1):
+        fitted = ",".join([*images[:kept], f"+{len(images) - kept} more"])
+        if len(fitted) <= width:
+            return fitted
+    return f"+{len(images)} more"
 
 
 def shared_nodes(ranks: Sequence[RankRecords]) -> dict[str, list[int]]:

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, delete, insert, update
 
 from results_db import models
-from results_db.ingest.run_checks import goal_target
+from results_db.ingest.run_checks import goal_target, run_image
 from results_db.ingest.times import parse_time
 from results_db.rows import allreduce_curves, env_row, eval_row, event_details
 from results_db.run_summary import RunSummary
@@ -139,6 +139,7 @@ def _run_values(
         ranks_per_node=request.get("ranks_per_node", 1),
         network=network,
         stack=group.stack,
+        image_digest=run_image(group),
         records_version=summary.records_version,
         contention_share=summary.contention_share,
         contended=summary.contention_share is not None

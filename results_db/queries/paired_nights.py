@@ -36,8 +36,9 @@ PLATFORM_KEYS = (
     "torch_threads",
     "node",
 )
-# What a stack is: its interpreter, the versions it runs, the variables it sets.
-STACK_KEYS = ("executable", "python", "torch", "cuda", "nccl", "numpy", "stack")
+# What a stack is: its interpreter, the versions it runs, the variables it sets, and on
+# Kubernetes the image its pods ran as the kubelet resolved it (run.image_digest).
+STACK_KEYS = ("executable", "python", "torch", "cuda", "nccl", "numpy", "stack", "image_digest")
 
 
 @dataclass(frozen=True)
@@ -124,6 +125,8 @@ def night_identity(conn: Connection, sweep_id: str) -> dict[str, dict[str, Any]]
             "cuda": row.cuda,
             "nccl": row.nccl,
             "gpus": list(row.gpus or []),
+            "image_digest": conn.execute(select(Run.image_digest).where(Run.id == first)).scalar()
+            or None,
         }
         identity[part] = {k: recorded[k] for k in keys if recorded.get(k) is not None}
     if code_version:

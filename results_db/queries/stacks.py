@@ -83,8 +83,9 @@ def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
 
 def stack_identities(conn: Connection, sweep_id: str) -> dict[str, dict[str, object]]:
     """Per stack, what its first run's rank 0 ran: the interpreter (``executable``), the
-    versions of Python, torch, CUDA, NCCL and numpy, and the variables the stack set
-    (``env``)."""
+    versions of Python, torch, CUDA, NCCL and numpy, the variables the stack set
+    (``env``), and on Kubernetes the image its pods ran as the kubelet resolved it
+    (``image_digest``, where recorded)."""
     first_runs = conn.execute(
         select(Run.stack, func.min(Run.id))
         .where(Run.sweep_id == sweep_id, Run.stack != "")
@@ -105,4 +106,7 @@ def stack_identities(conn: Connection, sweep_id: str) -> dict[str, dict[str, obj
             "numpy": rank0.numpy,
             "env": dict(rank0.stack_env),
         }
+        image = conn.execute(select(Run.image_digest).where(Run.id == run_id)).scalar()
+        if image:
+            identities[stack]["image_digest"] = image
     return identities
