@@ -31,7 +31,7 @@ from sqlalchemy import Connection, Engine, inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, SQLAlchemyError
 
-from dash_app import nightly_data
+from dash_app import nightly_data, stacks_data
 from results_db.database import readonly_engine
 from results_db.queries import communication as communication_queries
 from results_db.queries import costs as costs_queries
@@ -42,6 +42,7 @@ from results_db.queries import runs as runs_queries
 from results_db.queries import sweeps as sweeps_queries
 from results_db.service import nightly as nightly_service
 from results_db.service.engines import CommandError
+from results_db.service.stacks import StackReport
 from scalebench.config import BadSetting
 
 T = TypeVar("T")
@@ -353,6 +354,12 @@ class Source:
 
     def trend(self, task: str, nights: int) -> list[nightly_queries.TrendPoint]:
         return self.call(nightly_queries.nightly_trend, task, nights)
+
+    def stack_report(self, sweep_id: str) -> StackReport:
+        """A sweep's stacks, each against its first with 95 % intervals
+        (:func:`dash_app.stacks_data.stack_report`; fewer than two stacks: nothing compared),
+        cached until the sweep changes; LookupError for a sweep not stored."""
+        return self.per_sweep("stacks", sweep_id, lambda c: stacks_data.stack_report(c, sweep_id))
 
     # -- the paired nightly ----------------------------------------------------------------
 
