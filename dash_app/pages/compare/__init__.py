@@ -1,5 +1,7 @@
 """Compare: two training sweeps side by side (e.g. last night against its baseline), with
-per-configuration deltas and the regression verdict.
+per-configuration deltas and the regression verdict; and where A ran two or more stacks
+(``scalebench run TASK --stack base=PY --stack tonight=PY2 --pairs 5``), A's stacks side by
+side, each against its first with 95 % intervals, as ``scalebench compare A`` prints them.
 
 URL: ``/compare?a=<sweep id>&b=<sweep id>``. Defaults: A is the newest nightly (or the newest
 sweep), B the sweep before it with the same configuration.
@@ -79,6 +81,7 @@ def build(state: CompareState, problems: list[str]) -> html.Div:
         html.Div(id="compare-verdict", className="my-3"),
         html.Div(id="compare-table"),
         ui.graph("compare-figure"),
+        html.Div(id="compare-stacks"),
         problems=[*problems, *a.problems, *b.problems],
     )
 
@@ -88,12 +91,14 @@ OUTPUTS = Outputs.of_page(
     verdict=message("compare-verdict"),
     table=cleared("compare-table"),
     figure=blank_figure("compare-figure"),
+    stacks=cleared("compare-stacks"),
 )
 
 
 def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict[str, Any]:
     """The named :data:`OUTPUTS`: URL search, verdict, deltas table, side-by-side figure,
-    refresh disabled."""
+    A's stacks side by side (:func:`figures.stacks_section`: nothing for a sweep that ran
+    none, a note for one that ran one), refresh disabled."""
     if not a_id or not b_id:
         return OUTPUTS.failure("Choose two sweeps.")
     source = data.current()
@@ -121,6 +126,7 @@ def update(a_id: str | None, b_id: str | None, _tick: int | None = None) -> dict
         verdict=figures.verdict(a, b, flags, deltas, figures.hardware_warning(a_runs, b_runs)),
         table=ui.table("compare-deltas", tables.delta_rows(deltas)),
         figure=per_network(drawn),
+        stacks=figures.stacks_section(source.stack_report(a_id)),
         refresh_off=RUNNING not in (a.outcome, b.outcome),
     )
 
