@@ -17,29 +17,39 @@ What it runs (real runs, on this machine), then how it judges them:
    - ``comm-10``: tonight's all-reduces slowed by 10 % (communication only).
 
    The cases run in turns (one sweep of ``--pairs-per-sweep`` rounds of every case, then
-   again) until each pool holds ``--pool-rounds`` rounds, so that the machine's drift over
+   again; the A/A case twice a turn, its pool holding ``--aa-rounds``, as the power rests on
+   it) until each pool holds ``--pool-rounds`` rounds, so that the machine's drift over
    the hour falls on every case alike.
-2. **Nights composed from the pools**, each of as many rounds as the nightly's budget
-   (``--budget-s``, 900 s) holds by the rounds' measured seconds. A trial is ``--history``
-   A/A nights and then up to 3 nights of the case; after each of those the product's own
-   judgement runs (:func:`results_db.regressions.paired_findings.paired_series`,
+2. **What the pools measured**: each case's ratio tonight / reference of the steady step and
+   of its phases, against the A/A pool's, with a 95 % interval: whether the runs of a case
+   show the slowdown put in them, and how surely; and the A/A pool's noise, per worker count:
+   the spread of a round's log-ratio, of a round's reference seconds, and from one sweep to
+   the next beyond its rounds (the machines' drift over the hour, the stand-in for night to
+   night).
+3. **The power**, by the product's own judgement
+   (:func:`results_db.regressions.paired_findings.paired_series`,
    :func:`~results_db.regressions.paired_findings.judge_series` and
    :func:`~results_db.regressions.paired_findings.changes`, with
-   :data:`~results_db.regressions.shifts.PAIRED_RULE`). ``--trials`` trials a case, each
-   drawing its rounds afresh (with replacement: a pool is smaller than a trial's nights).
+   :data:`~results_db.regressions.shifts.PAIRED_RULE`) of nights made of real A/A rounds:
+   each night as many rounds as the nightly's budget (``--budget-s``, 900 s) holds by the
+   rounds' measured seconds, drawn from the A/A pool (with replacement), every run of the
+   night scaled by one draw of the measured sweep-to-sweep drift, and on the case's nights
+   the case's slowdown added to the arms it slows (:func:`slowed`: the slowed phase's
+   seconds grow by the fraction, the step and the time to accuracy by what that adds). A
+   trial is ``--history`` A/A nights, then up to 3 nights of the case, judged after each;
+   ``--trials`` trials a case. The noise is measured, the size is the one put in: what the
+   case pools measured (2.) says whether the runs agree with it.
 
 It prints, per task and case: detected within 1, 2 and 3 nights (a change whose first
 night is one of the case's nights), the attribution right (stack, or platform for
 ``platform-10``), the phase named first right (compute, or communication for ``comm-10``),
 and for ``aa`` the false alarms per series-night (a series flagged on either arm, on any of
 the 3 nights after the history); then the goals, each met or not, with the measured
-figures. The pools' per-round spread (the standard deviation of a round's log-ratio, and of
-the reference arm's log-seconds) says what limits the power.
+figures.
 
-What composing nights leaves out: the rounds of a composed night come from the whole hour,
-not from one night, so a night's own drift of the machine is missing. The ratio cancels that
-drift in a real night too; the reference arm's seconds do not, so the platform figures here
-are an upper bound of what real nights give.
+A pool smaller than a trial's nights is drawn again and again: its own sampling error then
+weighs on every trial alike. The pools' sizes are printed; a verdict on a pool of a few
+rounds says little.
 
 ``--data DIR`` keeps the pools (``results.db`` and ``pool.jsonl``) and adds to them;
 ``--judge-only`` runs nothing and judges the pools in ``DIR``. ``--smoke``: light Task 2a at
@@ -48,7 +58,7 @@ nights of 2 rounds, in a temporary folder; prints the same table, no goal judged
 minute).
 
     .venv/bin/python benchmarks/regression_power.py [--tasks task2a-logreg-epsilon]
-        [--workers 1,2] [--pool-rounds 16] [--trials 10] [--data DIR]
+        [--workers 1,2] [--pool-rounds 16] [--aa-rounds 32] [--trials 10] [--data DIR]
 """
 
 from __future__ import annotations
@@ -162,14 +172,19 @@ def collect(args: argparse.Namespace, data: Path) -> None:
     service.upgrade(url)
     pool_file = data / POOL
     cases = [BY_NAME[name] for name in args.cases]
+    target = {c.name: args.aa_rounds if c.name == "aa" else args.pool_rounds for c in cases}
     for task in args.tasks:
         while True:
             have = _pooled_rounds(pool_file, task)
-            wanted = [c for c in cases if have.get(c.name, 0) < args.pool_rounds]
+            wanted = [c for c in cases if have.get(c.name, 0) < target[c.name]]
             if not wanted:
                 break
             turn = 1 + min(have.get(c.name, 0) for c in cases) // args.pairs_per_sweep
-            for case in wanted:
+            order = list(wanted)
+            if BY_NAME["aa"] in order and args.aa_rounds > args.pool_rounds:
+                # the power rests on the A/A pool: it runs twice a turn, among the others
+                order.insert(len(order) // 2 + 1, BY_NAME["aa"])
+            for case in order:
                 seed = len(_lines(pool_file)) * 1000
                 began = time.monotonic()
                 sweep_id, folder, seconds, failed = run_case_sweep(
@@ -191,7 +206,7 @@ def collect(args: argparse.Namespace, data: Path) -> None:
                 have[case.name] = done
                 failures = f", {failed} failed" if failed else ""
                 print(
-                    f"  {task} turn {turn}: {case.name} {done}/{args.pool_rounds} rounds "
+                    f"  {task} turn {turn}: {case.name} {done}/{target[case.name]} rounds "
                     f"({time.monotonic() - began:.0f} s{failures})",
                     flush=True,
                 )
@@ -225,12 +240,12 @@ class Night:
     arms: list[ArmRun]
 
 
-def pools(data: Path, task: str) -> tuple[dict[str, list[Round]], float]:
-    """Per case, its rounds (each every arm run of one round of one sweep), and the mean
-    seconds of a round."""
+def pools(data: Path, task: str) -> tuple[dict[str, list[list[Round]]], float]:
+    """Per case, its sweeps, each a list of rounds (a round: every arm run of one round),
+    and the mean seconds of a round."""
     url = f"sqlite:///{data / 'results.db'}"
     engine = make_engine(url)
-    found: dict[str, list[Round]] = {}
+    found: dict[str, list[list[Round]]] = {}
     seconds = []
     with engine.connect() as conn:
         for line in _lines(data / POOL):
@@ -240,18 +255,120 @@ def pools(data: Path, task: str) -> tuple[dict[str, list[Round]], float]:
             for arm in arm_runs(conn, line["sweep_id"]):
                 by_round.setdefault(arm.repeat, []).append(arm)
             whole = [r for r in by_round.values() if {a.stack for a in r} == {TONIGHT, REFERENCE}]
-            found.setdefault(line["case"], []).extend(whole)
+            found.setdefault(line["case"], []).append(whole)
             seconds.append(line["seconds"] / max(line["rounds"], 1))
     engine.dispose()
     return found, statistics.fmean(seconds) if seconds else math.nan
 
 
-def compose(name: str, rounds: list[Round], count: int, draw: random.Random) -> Night:
-    """A night of ``count`` rounds drawn from ``rounds`` (with replacement), renumbered."""
+def rounds_of(sweeps: list[list[Round]]) -> list[Round]:
+    return [r for sweep in sweeps for r in sweep]
+
+
+# -- what the pools measured ---------------------------------------------------------------
+
+
+def _log_ratios(rounds: list[Round], world_size: int, metric: str) -> list[float]:
+    logs = []
+    for measured in rounds:
+        arms = {a.stack: a.seconds.get(metric) for a in measured if a.world_size == world_size}
+        mine, theirs = arms.get(TONIGHT), arms.get(REFERENCE)
+        if mine and theirs and mine > 0 and theirs > 0:
+            logs.append(math.log(mine / theirs))
+    return logs
+
+
+def _reference_logs(rounds: list[Round], world_size: int) -> list[float]:
+    return [
+        math.log(a.seconds["steady_step_s"])
+        for measured in rounds
+        for a in measured
+        if a.stack == REFERENCE and a.world_size == world_size and a.seconds.get("steady_step_s")
+    ]
+
+
+def measured_shift(
+    case_rounds: list[Round], aa_rounds: list[Round], world_size: int, metric: str
+) -> tuple[float, float, float, int] | None:
+    """The case's ratio tonight / reference of ``metric`` against the A/A pool's (a ratio of
+    ratios, 1.10 = 10 % slower than A/A), its 95 % Welch interval, and the case's rounds."""
+    from scipy import stats
+
+    mine, aa = (
+        _log_ratios(case_rounds, world_size, metric),
+        _log_ratios(aa_rounds, world_size, metric),
+    )
+    if len(mine) < 2 or len(aa) < 2:
+        return None
+    shift = statistics.fmean(mine) - statistics.fmean(aa)
+    se2 = statistics.variance(mine) / len(mine) + statistics.variance(aa) / len(aa)
+    freedom = (
+        se2**2
+        / (
+            (statistics.variance(mine) / len(mine)) ** 2 / (len(mine) - 1)
+            + (statistics.variance(aa) / len(aa)) ** 2 / (len(aa) - 1)
+        )
+        if se2 > 0
+        else 1.0
+    )
+    half = float(stats.t.ppf(0.975, freedom)) * math.sqrt(se2)
+    return math.exp(shift), math.exp(shift - half), math.exp(shift + half), len(mine)
+
+
+def spreads(aa: list[list[Round]], world_size: int) -> tuple[float, float, float]:
+    """The A/A pool's noise at ``world_size``, each a standard deviation of natural logs: a
+    round's steady-step log-ratio, a round's reference log-seconds, and the sweeps' mean
+    reference log-seconds beyond what their rounds explain (the machines' drift from one
+    sweep to the next, the stand-in for night to night)."""
+    ratios = _log_ratios(rounds_of(aa), world_size, "steady_step_s")
+    within = [_reference_logs(sweep, world_size) for sweep in aa]
+    within = [w for w in within if len(w) > 1]
+    sd = lambda xs: statistics.stdev(xs) if len(xs) > 1 else math.nan  # noqa: E731
+    if len(within) < 2:
+        return sd(ratios), sd(_reference_logs(rounds_of(aa), world_size)), 0.0
+    pooled = statistics.fmean(statistics.variance(w) for w in within)
+    means = [statistics.fmean(w) for w in within]
+    expected = statistics.fmean(pooled / len(w) for w in within)
+    between = max(statistics.variance(means) - expected, 0.0)
+    return sd(ratios), math.sqrt(pooled), math.sqrt(between)
+
+
+# -- nights for the power: A/A rounds, the case's slowdown added --------------------------
+
+
+def slowed(measured: Round, case: Case) -> Round:
+    """An A/A round with ``case``'s slowdown added to the arms it slows: the slowed phase's
+    seconds grow by the case's fraction, and so do the step and the time to accuracy by what
+    that adds to the step."""
+    phase = "compute_s" if case.phase == "compute" else "communication_s"
+    rebuilt = []
+    for arm in measured:
+        seconds = dict(arm.seconds)
+        if arm.stack in case.arms and case.fraction and seconds.get("steady_step_s"):
+            extra = seconds.get(phase, 0.0) * case.fraction
+            grown = (seconds["steady_step_s"] + extra) / seconds["steady_step_s"]
+            seconds[phase] = seconds.get(phase, 0.0) + extra
+            seconds["steady_step_s"] += extra
+            if "time_to_accuracy_s" in seconds:
+                seconds["time_to_accuracy_s"] *= grown
+        rebuilt.append(replace(arm, seconds=seconds))
+    return rebuilt
+
+
+def compose(
+    name: str, rounds: list[Round], count: int, draw: random.Random, case: Case, drift_sd: float
+) -> Night:
+    """A night of ``count`` A/A rounds drawn from ``rounds`` (with replacement), renumbered,
+    each with ``case``'s slowdown added (:func:`slowed`), and the night's drift of the
+    machines, one draw of ``drift_sd`` (log scale) on every run of both arms."""
+    drift = math.exp(draw.gauss(0.0, drift_sd)) if drift_sd > 0 else 1.0
     arms = []
     for number in range(count):
-        for arm in draw.choice(rounds):
-            arms.append(replace(arm, repeat=number, run_id=f"{name}-{number}-{arm.run_id}"))
+        for arm in slowed(draw.choice(rounds), case):
+            seconds = {metric: value * drift for metric, value in arm.seconds.items()}
+            arms.append(
+                replace(arm, repeat=number, run_id=f"{name}-{number}-{arm.run_id}", seconds=seconds)
+            )
     return Night(name, {"python": "reference"}, arms)
 
 
@@ -271,22 +388,27 @@ class Tally:
 def judge_case(
     task: str,
     case: Case,
-    pool: dict[str, list[Round]],
+    aa: list[Round],
     history: int,
     night_rounds: int,
     trials: int,
     seed: int,
+    drift_sd: float = 0.0,
 ) -> Tally:
     """``trials`` trials of ``case``: ``history`` A/A nights, then up to 3 of the case."""
     tally = Tally()
     draw = random.Random(f"{seed}-{task}-{case.name}")
+    unchanged = BY_NAME["aa"]
     for trial in range(trials):
         tally.trials += 1
-        nights = [compose(f"t{trial}-h{n}", pool["aa"], night_rounds, draw) for n in range(history)]
+        nights = [
+            compose(f"t{trial}-h{n}", aa, night_rounds, draw, unchanged, drift_sd)
+            for n in range(history)
+        ]
         first_found: int | None = None
         found_change = None
         for n in range(3):
-            nights.append(compose(f"t{trial}-c{n}", pool[case.name], night_rounds, draw))
+            nights.append(compose(f"t{trial}-c{n}", aa, night_rounds, draw, case, drift_sd))
             judged = judge_series(paired_series(task, nights, TONIGHT, REFERENCE))
             if case.attribution is None:
                 tally.series_nights += len(judged)
@@ -307,63 +429,72 @@ def judge_case(
     return tally
 
 
-def spreads(pool: dict[str, list[Round]]) -> tuple[float, float]:
-    """The A/A pool's per-round spread at its smallest worker count: the standard deviation
-    of a round's steady-step log-ratio, and of the reference arm's log-seconds."""
-    ratios, references = [], []
-    for rounds in pool.get("aa", []):
-        by_arm = {
-            a.stack: a.seconds.get("steady_step_s")
-            for a in rounds
-            if a.world_size == min(x.world_size for x in rounds)
-        }
-        mine, theirs = by_arm.get(TONIGHT), by_arm.get(REFERENCE)
-        if mine and theirs:
-            ratios.append(math.log(mine / theirs))
-            references.append(math.log(theirs))
-    sd = lambda xs: statistics.stdev(xs) if len(xs) > 1 else math.nan  # noqa: E731
-    return sd(ratios), sd(references)
-
-
 def report(args: argparse.Namespace, data: Path) -> bool:
-    """Print the table per task; whether every goal judged was met."""
+    """Print, per task, what the pools measured and the power; whether every goal was met."""
     met = True
     for task in args.tasks:
         pool, round_s = pools(data, task)
         missing = [c for c in args.cases if not pool.get(c)]
-        if missing or "aa" not in pool:
-            print(f"{task}: no rounds of {', '.join(missing or ['aa'])} in {data}")
+        if missing:
+            print(f"{task}: no rounds of {', '.join(missing)} in {data}")
             met = False
             continue
+        aa = rounds_of(pool["aa"])
+        sizes = sorted({a.world_size for r in aa for a in r})
         night_rounds = args.night_rounds or max(2, int(args.budget_s // round_s))
-        ratio_sd, reference_sd = spreads(pool)
         print(
-            f"\n{task}: a round takes {round_s:.0f} s, so a night of {args.budget_s:.0f} s holds "
-            f"{night_rounds} rounds; {args.history} A/A nights of history, {args.trials} trials; "
-            f"A/A spread of one round: steady-step log-ratio sd {ratio_sd:.3f}, reference arm "
-            f"log-seconds sd {reference_sd:.3f}; pools: "
-            + ", ".join(f"{c} {len(pool.get(c, []))}" for c in args.cases)
+            f"\n{task}: a round takes {round_s:.0f} s, so a night of {args.budget_s:.0f} s "
+            f"holds {night_rounds} rounds; pools (rounds): "
+            + ", ".join(f"{c} {len(rounds_of(pool[c]))}" for c in args.cases)
+        )
+        drift = 0.0
+        for size in sizes:
+            ratio_sd, reference_sd, between = spreads(pool["aa"], size)
+            drift = max(drift, between)
+            print(
+                f"  A/A at {size} worker(s), sd of natural logs: a round's steady-step ratio "
+                f"{ratio_sd:.3f}, a round's reference seconds {reference_sd:.3f}, sweep to "
+                f"sweep {between:.3f}"
+            )
+        print("  what each case's runs measured, against the A/A pool (95 % interval, rounds):")
+        for name in args.cases:
+            case = BY_NAME[name]
+            if case.attribution is None:
+                continue
+            for size in sizes:
+                cells = []
+                for metric in ("steady_step_s", "compute_s", "communication_s"):
+                    shift = measured_shift(rounds_of(pool[name]), aa, size, metric)
+                    if shift is not None:
+                        ratio, low, high, _rounds = shift
+                        cells.append(f"{metric} x{ratio:.3f} [{low:.3f}, {high:.3f}]")
+                print(f"    {name:12s} {size} worker(s): " + "; ".join(cells))
+        print(
+            f"  power: the product's judgement on nights of {night_rounds} A/A rounds drawn "
+            f"from the pool, the case's slowdown added, {args.history} A/A nights of history, "
+            f"a night's drift of sd {drift:.3f}, {args.trials} trials"
         )
         print(
-            f"{'case':12s} {'1 night':>8s} {'2 nights':>9s} {'3 nights':>9s} "
+            f"  {'case':12s} {'1 night':>8s} {'2 nights':>9s} {'3 nights':>9s} "
             f"{'attributed':>11s} {'phase':>8s} {'false alarms':>14s}"
         )
         tallies = {}
         for name in args.cases:
             case = BY_NAME[name]
-            tally = judge_case(task, case, pool, args.history, night_rounds, args.trials, args.seed)
+            tally = judge_case(
+                task, case, aa, args.history, night_rounds, args.trials, args.seed, drift
+            )
             tallies[name] = tally
             if case.attribution is None:
                 rate = tally.false_series_nights / max(tally.series_nights, 1)
                 print(
-                    f"{name:12s} {'':>8s} {'':>9s} {'':>9s} {'':>11s} {'':>8s} "
-                    f"{tally.false_series_nights:>4d}/{tally.series_nights:<4d} "
-                    f"({rate:.3f})"
+                    f"  {name:12s} {'':>8s} {'':>9s} {'':>9s} {'':>11s} {'':>8s} "
+                    f"{tally.false_series_nights:>4d}/{tally.series_nights:<4d} ({rate:.3f})"
                 )
                 continue
             within = " ".join(f"{w:>3d}/{tally.trials:<4d}" for w in tally.within)
             print(
-                f"{name:12s} {within} "
+                f"  {name:12s} {within} "
                 f"{tally.attribution_right:>5d}/{tally.detections:<5d} "
                 f"{tally.phase_right:>3d}/{tally.detections:<4d}"
             )
@@ -416,7 +547,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", default="task2a-logreg-epsilon")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--cases", default=",".join(c.name for c in CASES))
-    parser.add_argument("--pool-rounds", type=int, default=16)
+    parser.add_argument("--pool-rounds", type=int, default=16, help="rounds of each case")
+    parser.add_argument("--aa-rounds", type=int, default=32, help="rounds of the A/A pool")
     parser.add_argument("--pairs-per-sweep", type=int, default=4)
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--trials", type=int, default=10)

@@ -117,12 +117,13 @@ def test_the_engine_smokes_name_every_task_of_the_benchmark() -> None:
     assert ast.literal_eval(assigned.value) == ENGINE_TASKS
 
 
-def test_the_power_benchmark_finds_a_slowed_stack_in_composed_nights_and_blames_the_stack(
+def test_the_power_benchmark_finds_a_slowdown_put_in_and_blames_the_stack_or_the_platform(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Pools of rounds with a known spread: the composed nights are judged by the product's
-    own functions, a 10 % slower compute phase of tonight's arm is found on its first night
-    and blamed on the stack and the compute phase, and A/A nights raise few alarms."""
+    """A/A rounds of a known spread, a slowdown added to the arms a case slows: the nights are
+    judged by the product's own functions; a 10 % slower compute phase of tonight's arm is
+    found on its first night and blamed on the stack and the compute phase, the same on both
+    arms on the platform, and A/A nights raise few alarms."""
     import math
     import random
 
@@ -133,24 +134,26 @@ def test_the_power_benchmark_finds_a_slowed_stack_in_composed_nights_and_blames_
 
     draw = random.Random(5)
 
-    def round_of(slower: float) -> list[ArmRun]:
+    def aa_round() -> list[ArmRun]:
         arms = []
         for stack in ("tonight", "reference"):
-            factor = slower if stack == "tonight" else 1.0
-            compute = 0.010 * factor * math.exp(draw.gauss(0, 0.01))
+            compute = 0.010 * math.exp(draw.gauss(0, 0.01))
             data = 0.001 * math.exp(draw.gauss(0, 0.01))
             seconds = {"compute_s": compute, "data_s": data, "steady_step_s": compute + data}
             arms.append(ArmRun(f"r-{stack}", stack, 1, "host", 0, seconds))
         return arms
 
-    pool = {
-        "aa": [round_of(1.0) for _ in range(30)],
-        "stack-10": [round_of(1.1) for _ in range(30)],
-    }
-    night = power.compose("n", pool["aa"], 6, draw)
+    aa = [aa_round() for _ in range(30)]
+    case = power.BY_NAME["stack-10"]
+    (tonight, reference) = power.slowed(aa[0], case)
+    assert tonight.seconds["compute_s"] == pytest.approx(aa[0][0].seconds["compute_s"] * 1.1)
+    assert reference.seconds == aa[0][1].seconds
+    night = power.compose("n", aa, 6, draw, case, 0.0)
     assert sorted({a.repeat for a in night.arms}) == list(range(6))
-    slowed = power.judge_case("t", power.BY_NAME["stack-10"], pool, 5, 6, 3, 0)
+    slowed = power.judge_case("t", case, aa, 5, 6, 3, 0)
     assert slowed.within == (3, 3, 3) and slowed.attribution_right == 3 and slowed.phase_right == 3
-    quiet = power.judge_case("t", power.BY_NAME["aa"], pool, 5, 6, 3, 0)
+    platform = power.judge_case("t", power.BY_NAME["platform-10"], aa, 5, 6, 3, 0)
+    assert platform.within[2] == 3 and platform.attribution_right == 3
+    quiet = power.judge_case("t", power.BY_NAME["aa"], aa, 5, 6, 3, 0)
     assert quiet.series_nights == 3 * 3 * 3  # 3 trials, 3 nights, 3 series
     assert quiet.false_series_nights <= 1
