@@ -1,12 +1,13 @@
 -- PostgreSQL for scalebench: one database and one owner role per purpose, and a
--- login for the dashboard that will only ever read.
+-- login for the dashboard that reads, and may set a nightly finding's triage state.
 --
 --   AIRFLOW_DB_USER    (airflow)     owns AIRFLOW_DB_NAME (airflow): Airflow's metadata
 --   SCALEBENCH_DB_USER (scalebench)  owns SCALEBENCH_DB_NAME (scalebench): the results;
 --                                    its schema comes from `scalebench db upgrade`
 --   SCALEBENCH_DASHBOARD_DB_USER (dashboard)  a login with no privileges here;
 --                                    `scalebench db grant-readonly` (airflow-init) grants
---                                    it SELECT on the results tables, now and future
+--                                    it SELECT on the results tables, now and future,
+--                                    and UPDATE of nightly_finding's state and note
 --
 -- The postgres image runs this file once, when its data volume is initialised
 -- (/docker-entrypoint-initdb.d, as the superuser, psql with ON_ERROR_STOP). Names

@@ -45,7 +45,8 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 | ``names``      | ``GroupNames`` / ``group_names`` / ``attempt_names``; ``label_value``      |
 | ``arguments``  | ``pod_argv`` / ``pod_path``: the pods' command line, on their mounts       |
 | ``manifests``  | ``job_manifest``, ``service_manifest``, ``network_policy_manifest``        |
-| ``pod_status`` | ``pod_rank``, ``pending_problem``, ``job_verdict``, ``qos_class``          |
+| ``pod_status`` | ``pod_rank``, ``pending_problem``, ``job_verdict``, ``qos_class``,         |
+|                | ``image_digest`` (the image the kubelet resolved)                          |
 | ``watch``      | ``GroupWatch``, ``Ending``, ``Rank0Follower``: looks, verdict, rank 0's log |
 | ``objects``    | ``GroupObjects``: create and delete a group's Job, Service, NetworkPolicy  |
 | ``group``      | ``KubernetesGroup``: start, follow (blocking), conclude one group          |
