@@ -1,7 +1,7 @@
 """The ``scalebench`` commands that work on the results database.
 
     scalebench db upgrade [--revision REV]       migrate (SQLite or PostgreSQL)
-    scalebench db grant-readonly ROLE            PostgreSQL: the dashboard's read-only login (it may triage findings)
+    scalebench db grant-readonly ROLE            PostgreSQL: the dashboard's login (reads; triages)
     scalebench db refit [--sweep SWEEP]          fit the all-reduce model again (Task 0 sweeps)
     scalebench ingest LOCATION                   load sweeps from a path or fsspec URI
     scalebench export SWEEP --format csv|parquet runs, evaluations, steps, scaling + official

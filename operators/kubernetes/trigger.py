@@ -25,8 +25,8 @@ call while a queued Job waits for admission, two after) and applies the rules of
   (:meth:`~operators.kubernetes.watch.Ending.to_event`: the verdict ``status``
   (``succeeded``, ``failed``, ``diverged``, ``timed_out``, ``preempted``,
   ``not_admitted``, ...) and its ``reason`` in words, the first failed rank and the
-  pods whose logs go with the verdict, each rank's exit code, the pods' QoS class and resolved image,
-  the seconds since the Job was created), or ``status`` ``error`` with the reason
+  pods whose logs go with the verdict, each rank's exit code, the pods' QoS class and
+  resolved image, the seconds since the Job was created), or ``status`` ``error`` with the reason
   when the cluster could not be read. The resumed task acts on it through
   :meth:`~operators.kubernetes.group.KubernetesGroup.conclude`, as the blocking
   wait does: it passes on rank 0's last new lines, reads the log tail, deletes the
