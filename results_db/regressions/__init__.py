@@ -41,11 +41,13 @@ A rank test needs several latest repeats to reach a small p: with one latest
 run among 21 baseline runs the smallest possible p is 1/22 ≈ 0.045, so a
 single noisy point never raises an alarm at the default ``alpha = 0.01``.
 
-The package, each module resting only on those listed after it:
+The package, each module resting only on those listed after it (and the models):
 
 - :mod:`~results_db.regressions.detection`: :func:`judge` and :func:`detect`, the detector;
 - :mod:`~results_db.regressions.storing`: :func:`record`, the flags stored for the dashboard;
 - :mod:`~results_db.regressions.values`: the compared runs' values, read from the database;
+- :mod:`~results_db.regressions.triage`: the paired nightly's findings stored, one per change,
+  and their triage states;
 - :mod:`~results_db.regressions.comparable`: which earlier nights and which of their runs are
   compared (:class:`Comparable`, :data:`NIGHT`);
 - :mod:`~results_db.regressions.wording`: the sentences of findings and of what was not judged;
@@ -53,14 +55,12 @@ The package, each module resting only on those listed after it:
   :class:`Detection`, plain values;
 - :mod:`~results_db.regressions.statistics`: :func:`compare` and :func:`judged_in_seconds`,
   arithmetic on values already read;
-- :mod:`~results_db.regressions.paired`: a paired nightly's rounds, tonight's stack against a
-  pinned reference stack: :func:`paired_log_ratios` and :func:`ratio_interval`;
-- :mod:`~results_db.regressions.triage`: the paired nightly's findings stored, one per change,
-  and their triage states;
 - :mod:`~results_db.regressions.paired_findings`: a paired nightly's series, each judged on its
   newest night, grouped into one change per night, attributed to the stack or the platform;
 - :mod:`~results_db.regressions.shifts`: :func:`~results_db.regressions.shifts.judge_arm`, the
   test of an arm's newest nights against the level before them;
+- :mod:`~results_db.regressions.paired`: a paired nightly's rounds, tonight's stack against a
+  pinned reference stack: :func:`paired_log_ratios` and :func:`ratio_interval`;
 - :mod:`~results_db.regressions.segments`: :func:`change_points` of a nightly series and
   :func:`min_nights_to_judge`;
 - :mod:`~results_db.regressions.rules`: :class:`Rule`, :data:`RULE` and the metrics.

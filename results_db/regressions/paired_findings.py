@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from results_db.regressions.paired import ArmValues
 from results_db.regressions.shifts import (
     PAIRED_RULE,
     RATIO,
@@ -73,21 +74,6 @@ class SeriesKey:
         }
 
 
-class ArmRunLike(Protocol):
-    """One run of one arm (``results_db.queries.stacks.ArmRun``)."""
-
-    @property
-    def stack(self) -> str: ...
-    @property
-    def world_size(self) -> int: ...
-    @property
-    def network(self) -> str: ...
-    @property
-    def repeat(self) -> int: ...
-    @property
-    def seconds(self) -> Mapping[str, float]: ...
-
-
 class NightLike(Protocol):
     """One paired night (``results_db.queries.paired_nights.PairedNightRuns``)."""
 
@@ -96,7 +82,7 @@ class NightLike(Protocol):
     @property
     def reference(self) -> Mapping[str, Any]: ...
     @property
-    def arms(self) -> Sequence[ArmRunLike]: ...
+    def arms(self) -> Sequence[ArmValues]: ...
 
 
 def comparable_nights(nights: Sequence[NightLike]) -> list[NightLike]:
