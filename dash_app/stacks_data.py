@@ -3,9 +3,9 @@
 :func:`stack_report` reads, on one of the dashboard's read-only connections, what
 :func:`results_db.service.stacks.compare_sweep` reads for ``scalebench compare SWEEP``: the
 sweep's stacks in the request's order, what each ran, and every stack after the first
-against the first, per worker count and link (:func:`results_db.regressions.paired.
-compare_stacks`). A sweep of fewer than two stacks is no error here: its report names its
-stacks (none, or one) and compares nothing.
+against the first, per worker count and link
+(:func:`results_db.regressions.paired.compare_stacks`). A sweep of fewer than two stacks is
+no error here: its report names its stacks (none, or one) and compares nothing.
 """
 
 from __future__ import annotations

@@ -92,8 +92,9 @@ def false_alarms(
 ) -> dict[SeriesId, FalseAlarms]:
     """Each series' false-alarm rate, an approximation from what is stored: the findings in
     state ``false-alarm`` that name the series (either arm), over the nights of its history
-    that had :attr:`PairedRule.min_baseline_nights` nights before them. Flags on A/A nights
-    (the reference run as tonight's stack) are not counted: no night stores its verdict."""
+    that had :attr:`~results_db.regressions.shifts.PairedRule.min_baseline_nights` nights
+    before them. Flags on A/A nights (the reference run as tonight's stack) are not counted:
+    no night stores its verdict."""
     marked: dict[SeriesId, int] = {}
     for finding in findings:
         if finding.state != FALSE_ALARM:
