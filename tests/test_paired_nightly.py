@@ -7,6 +7,7 @@ the triage on both databases; the pin on the command line; a whole paired night 
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import sys
@@ -299,13 +300,20 @@ def test_a_paired_night_runs_both_arms_finds_the_change_and_sends_one_message(
         "SCALEBENCH_NOTIFY_WEBHOOK": hook.url,
         "SCALEBENCH_DASHBOARD_URL": "http://dash.example:8050",
         "SCALEBENCH_NIGHTLY_BUDGET_S": "60",  # the fewest rounds: two
+        # tonight's stack is not the reference's (on an A/A night a moved ratio is noise)
+        "SCALEBENCH_NIGHTLY_TONIGHT_STACK": json.dumps(
+            {"python": sys.executable, "env": {"SCALEBENCH_TONIGHT": "1"}}
+        ),
         "OMP_NUM_THREADS": "1",
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("SCALEBENCH_NIGHTLY_REFERENCE_STACK", raising=False)
     upgrade(url)
     pin_reference(url, sys.executable, [], False, "this interpreter")
-    stacks = {"tonight": {"python": sys.executable}, "reference": {"python": sys.executable}}
+    stacks = {
+        "tonight": {"python": sys.executable, "env": {"SCALEBENCH_TONIGHT": "1"}},
+        "reference": {"python": sys.executable},
+    }
     for night in range(4):
         runs = [
             FakeRun(
@@ -355,3 +363,53 @@ def test_a_paired_night_runs_both_arms_finds_the_change_and_sends_one_message(
     texts = [m["text"] for m in hook.received]
     assert len(texts) == 1, texts
     assert f"http://dash.example:8050/nightly?finding={finding_id}" in texts[0]
+
+
+def test_on_an_aa_night_a_moved_ratio_is_stored_as_a_false_alarm_and_sent_to_no_one(
+    tmp_path: Path,
+) -> None:
+    """Both arms the same stack: a ratio that moves is noise by construction. The finding is
+    kept (it counts in the false-alarm rate) but stored as a false alarm, and not new."""
+    from results_db.models import NightlyFinding
+    from results_db.service import ingest, upgrade
+    from results_db.service.nightly import AA_NOTE, check_paired
+
+    url = f"sqlite:///{tmp_path / 'results.db'}"
+    upgrade(url)
+    same = {"python": sys.executable}
+    for night in range(5):
+        slower = 1.5 if night == 4 else 1.0
+        runs = [
+            FakeRun(
+                1,
+                repeat=r,
+                stack=stack,
+                phases={k: v * (slower if stack == "tonight" else 1.0) for k, v in PHASES.items()},
+            )
+            for r in range(2)
+            for stack in ("tonight", "reference")
+        ]
+        write_training_sweep(
+            tmp_path / "nights",
+            f"nightly-{night}",
+            runs,
+            trigger="scheduled",
+            created_at=f"2026-11-{night + 20}T02:00:00+00:00",
+            task="task2a-logreg-epsilon",
+            stacks={"tonight": same, "reference": same},
+        )
+    ingest(url, str(tmp_path / "nights"))
+
+    checked = check_paired(url, "nightly-4")
+
+    assert any(j.flagged for j in checked.judgements)
+    assert checked.new == []
+    from results_db.database import make_engine
+
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        stored = conn.execute(
+            select(NightlyFinding.attribution, NightlyFinding.state, NightlyFinding.note)
+        ).all()
+    engine.dispose()
+    assert stored == [("stack", "false-alarm", AA_NOTE)]

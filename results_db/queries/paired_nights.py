@@ -52,7 +52,8 @@ class PairedNightRuns:
     arms: list[ArmRun]
 
 
-def _stacks(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def stacks_of(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A stored request's stacks by name, each as the request named it (no name)."""
     stacks = config.get("stacks") or []
     return {
         str(s["name"]): {k: v for k, v in s.items() if k != "name"}
@@ -63,7 +64,7 @@ def _stacks(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def is_paired(config: dict[str, Any]) -> bool:
     """Whether a sweep's request ran tonight's stack beside the reference."""
-    return {TONIGHT, REFERENCE} <= set(_stacks(config))
+    return {TONIGHT, REFERENCE} <= set(stacks_of(config))
 
 
 def paired_nights(
@@ -83,7 +84,7 @@ def paired_nights(
         if not is_paired(config or {}):
             continue
         arms = arm_runs(conn, sweep_id)
-        nights.append(PairedNightRuns(sweep_id, night, _stacks(config)[REFERENCE], arms))
+        nights.append(PairedNightRuns(sweep_id, night, stacks_of(config)[REFERENCE], arms))
     return nights
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from results_db.models import ReferencePin, Sweep
+from results_db.models import NightlyFinding, ReferencePin, Sweep
 from results_db.queries.paired_nights import (
     FindingRow,
     is_paired,
@@ -29,18 +29,27 @@ from results_db.queries.paired_nights import (
     paired_nights,
     pinned_reference,
     round_seconds,
+    stacks_of,
 )
 from results_db.regressions.paired_findings import (
     PLATFORM,
+    STACK,
     SeriesJudgement,
     changes,
     comparable_nights,
     identity_diff,
+    is_aa_night,
     judge_series,
     paired_series,
 )
 from results_db.regressions.shifts import PAIRED_RULE, PairedRule
-from results_db.regressions.triage import STATES, UnknownFinding, set_state, store_changes
+from results_db.regressions.triage import (
+    FALSE_ALARM,
+    STATES,
+    UnknownFinding,
+    set_state,
+    store_changes,
+)
 from results_db.service.engines import CommandError, engine_for, reader_for
 from scalebench.nightly import (
     FIRST_NIGHT_PAIRS,
@@ -50,6 +59,9 @@ from scalebench.nightly import (
     NightlySettings,
     stack_setting,
 )
+
+# The note of a stack finding on an A/A night, stored as a false alarm without anyone's word.
+AA_NOTE = "A/A night: tonight's stack was the reference stack itself, so nothing changed"
 
 
 def pin_reference(url: str | None, value: str, env: list[str], images: bool, note: str) -> str:
@@ -251,10 +263,21 @@ def check_paired(url: str | None, sweep_id: str, rule: PairedRule = PAIRED_RULE)
                     "changed": identity_diff(before, after),
                 }
             new_ids, updated_ids = store_changes(conn, found, diffs, order)
+            config = conn.execute(select(Sweep.config).where(Sweep.id == sweep_id)).scalar()
+            if is_aa_night(stacks_of(config or {}), TONIGHT, REFERENCE):
+                # Tonight's stack is the reference itself: a ratio that moved is noise. (Not
+                # so the reference arm's own seconds: a change both arms share is real.)
+                noise = [c.first_sweep_id for c in found if c.attribution == STACK]
+                for finding_id in new_ids:
+                    first = conn.execute(
+                        select(NightlyFinding.first_sweep_id).where(NightlyFinding.id == finding_id)
+                    ).scalar_one()
+                    if first in noise:
+                        set_state(conn, finding_id, FALSE_ALARM, AA_NOTE)
             stored = nightly_findings(conn)
     finally:
         engine.dispose()
-    new = [f for f in stored if f.id in new_ids]
+    new = [f for f in stored if f.id in new_ids and f.state != FALSE_ALARM]
     updated = [f for f in stored if f.id in updated_ids]
     return PairedCheck(sweep_id, judged, new, updated, len(nights))
 

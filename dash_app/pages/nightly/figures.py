@@ -90,11 +90,11 @@ class FalseAlarms:
 def false_alarms(
     histories: Sequence[SeriesHistory], findings: Sequence[FindingRow]
 ) -> dict[SeriesId, FalseAlarms]:
-    """Each series' false-alarm rate, an approximation from what is stored: the findings in
-    state ``false-alarm`` that name the series (either arm), over the nights of its history
-    that had :attr:`~results_db.regressions.shifts.PairedRule.min_baseline_nights` nights
-    before them. Flags on A/A nights (the reference run as tonight's stack) are not counted:
-    no night stores its verdict."""
+    """Each series' false-alarm rate: the findings in state ``false-alarm`` that name the
+    series (either arm), over the nights of its history that had
+    :attr:`~results_db.regressions.shifts.PairedRule.min_baseline_nights` nights before them.
+    The findings people marked count, and those of A/A nights (tonight's stack the reference
+    itself), which the nightly stores as false alarms when it finds them."""
     marked: dict[SeriesId, int] = {}
     for finding in findings:
         if finding.state != FALSE_ALARM:
