@@ -53,9 +53,8 @@ rounds says little.
 
 ``--data DIR`` keeps the pools (``results.db`` and ``pool.jsonl``) and adds to them;
 ``--judge-only`` runs nothing and judges the pools in ``DIR``. ``--smoke``: light Task 2a at
-one worker, pools ``aa`` and ``stack-10`` of 2 rounds each of 1 epoch, 1 trial of 3 history
-nights of 2 rounds, in a temporary folder; prints the same table, no goal judged (about a
-minute).
+one worker, pools ``aa`` and ``stack-10`` of 1 round each of 1 epoch, 1 trial of 3 history
+nights of 2 rounds, in a temporary folder; prints the same tables, no goal judged (about 30 s).
 
     .venv/bin/python benchmarks/regression_power.py [--tasks task2a-logreg-epsilon]
         [--workers 1,2] [--pool-rounds 16] [--aa-rounds 32] [--trials 10] [--data DIR]
@@ -563,12 +562,8 @@ def main(argv: list[str] | None = None) -> int:
     args.tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     if args.smoke:
-        args.workers, args.cases, args.pool_rounds, args.pairs_per_sweep = (
-            "1",
-            ["aa", "stack-10"],
-            2,
-            2,
-        )
+        args.workers, args.cases = "1", ["aa", "stack-10"]
+        args.pool_rounds = args.aa_rounds = args.pairs_per_sweep = 1
         args.epochs, args.trials, args.history, args.night_rounds = 1, 1, 3, 2
     unknown = [c for c in args.cases if c not in BY_NAME]
     if unknown:

@@ -3,8 +3,9 @@
 A paired nightly runs, round by round, tonight's stack (the Airflow worker's interpreter,
 or ``SCALEBENCH_NIGHTLY_TONIGHT_STACK``) and a pinned reference stack, so that a change of
 the machines falls on both arms and a change of our software on one
-(:mod:`results_db.service.nightly`). The reference is ``SCALEBENCH_NIGHTLY_REFERENCE_STACK``
-where set, else the stack pinned here, stored in the results database:
+(:mod:`results_db.service.reference`, :mod:`results_db.service.nightly`). The reference is
+``SCALEBENCH_NIGHTLY_REFERENCE_STACK`` where set, else the stack pinned here, stored in the
+results database:
 
     scalebench nightly pin /opt/reference/bin/python [--env PYTHONPATH=/opt/reference/src]
     scalebench nightly pin repo/worker@sha256:… --image      # the Kubernetes launcher
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import argparse
 
-from results_db.service.nightly import pin_reference, shown_pin, unpin_reference
+from results_db.service.reference import pin_reference, shown_pin, unpin_reference
 
 
 def cmd_pin(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ from sqlalchemy.exc import DBAPIError
 from results_db.database import make_engine
 from results_db.models import Run, Sweep
 from results_db.regressions.triage import STATES, UnknownFinding, set_state
-from scalebench.nightly import REFERENCE
+from scalebench.stacks import REFERENCE
 
 # PostgreSQL's "insufficient privilege"
 PERMISSION_DENIED = "42501"

@@ -270,9 +270,9 @@ def _validate_step(spec: TaskSpec, fixed: dict[str, Any] | None) -> Any:
 
 def _with_nightly_arms(task: str, fields: dict[str, Any]) -> dict[str, Any]:
     """The nightly's request with its stacks and rounds where a reference stack is set or
-    pinned (``results_db.service.nightly_arms``): pairs replace the repeats."""
+    pinned (``results_db.service.reference.nightly_arms``): pairs replace the repeats."""
     from results_db.service.engines import CommandError
-    from results_db.service.nightly import nightly_arms
+    from results_db.service.reference import nightly_arms
     from scalebench.nightly import NightlySettings
 
     if fields.get("launcher") == "kubernetes":

@@ -55,7 +55,8 @@ NOT_NIGHTLY = {
     "pairs": f"the nightly runs as many rounds as {PREFIX}BUDGET_S allows",
 }
 # The nightly's two arms, by name (a paired night's request names exactly these stacks).
-TONIGHT, REFERENCE = "tonight", "reference"
+from scalebench.stacks import REFERENCE, TONIGHT  # noqa: E402
+
 DEFAULT_BUDGET_S = 900.0
 # Rounds of a paired night: the fewest (a spread needs two), and the first night's, before
 # any earlier night's runs say how long a round takes.

@@ -44,6 +44,8 @@ RESERVED_ENV = frozenset(
         "SCALEBENCH_STACK",
     }
 )
+# The paired nightly's two stacks, by name: tonight's, and the pinned reference.
+TONIGHT, REFERENCE = "tonight", "reference"
 # What the rank is told of its stack (JSON: name and the variables the stack set).
 STACK_VARIABLE = "SCALEBENCH_STACK"
 # A container image reference: [registry[:port]/]name[:tag][@digest], no spaces.

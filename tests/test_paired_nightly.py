@@ -290,7 +290,7 @@ def test_a_paired_night_runs_both_arms_finds_the_change_and_sends_one_message(
     from results_db.database import make_engine
     from results_db.models import NightlyFinding, Run
     from results_db.service import ingest, upgrade
-    from results_db.service.nightly import pin_reference
+    from results_db.service.reference import pin_reference
 
     hook = Webhook()
     url = f"sqlite:///{tmp_path / 'results.db'}"

@@ -20,7 +20,7 @@ from sqlalchemy import Connection, func, select
 from results_db.models import NightlyFinding, ReferencePin, Run, RunEnvironment, Sweep
 from results_db.queries.stacks import ArmRun, arm_runs
 from results_db.regressions.comparable import NIGHT
-from scalebench.nightly import REFERENCE, TONIGHT
+from scalebench.stacks import REFERENCE, TONIGHT
 
 # What a platform is, from a rank's recorded environment (run_environment.details).
 PLATFORM_KEYS = (
