@@ -50,10 +50,10 @@ def _slow_steps(fraction: float, phase: str) -> None:
         phases = read(self)
         spun = getattr(self, "_bench_spun_s", 0.0)
         base = sum(phases.get(p, 0.0) for p in _COMPUTE) if phase == "compute" else None
+        # (read may be called again for the same step: the spin stays subtracted)
         self._bench_previous_s = (  # type: ignore[attr-defined]
             (base if base is not None else sum(phases.values())) - spun
         )
-        self._bench_spun_s = 0.0  # type: ignore[attr-defined]
         return phases
 
     PhaseClock.lap = slow_lap  # type: ignore[method-assign]
