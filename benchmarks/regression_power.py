@@ -581,6 +581,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.judge_only:
             collect(args, data)
         met = report(args, data)
+    if args.smoke:
+        print("smoke size: pools of one round, no goal judged")
     return 0 if met or args.smoke else 1
 
 
