@@ -275,6 +275,34 @@ def test_pin_show_and_unpin_from_the_command_line(
     assert main(["regressions", "--state", "fixed", "--database", url]) == 2
 
 
+def write_paired_night(
+    folder: Path, sweep_id: str, night: int, tonight_factor: float, stacks: dict
+) -> None:
+    """A scheduled paired night of light Task 2a at 1 worker, 2 rounds, written as workers
+    write it: tonight's arm's phases ``tonight_factor`` times the reference's."""
+    runs = [
+        FakeRun(
+            1,
+            repeat=r,
+            stack=stack,
+            phases={
+                k: v * (tonight_factor if stack == "tonight" else 1.0) for k, v in PHASES.items()
+            },
+        )
+        for r in range(2)
+        for stack in ("tonight", "reference")
+    ]
+    write_training_sweep(
+        folder,
+        sweep_id,
+        runs,
+        trigger="scheduled",
+        created_at=f"2026-11-{night + 20}T02:00:00+00:00",
+        task="task2a-logreg-epsilon",
+        stacks=stacks,
+    )
+
+
 # -- a whole paired night ------------------------------------------------------------------
 
 
@@ -315,25 +343,7 @@ def test_a_paired_night_runs_both_arms_finds_the_change_and_sends_one_message(
         "reference": {"python": sys.executable},
     }
     for night in range(4):
-        runs = [
-            FakeRun(
-                1,
-                repeat=r,
-                stack=stack,
-                phases={k: v * (0.5 if stack == "tonight" else 1.0) for k, v in PHASES.items()},
-            )
-            for r in range(2)
-            for stack in ("tonight", "reference")
-        ]
-        write_training_sweep(
-            tmp_path / "earlier",
-            f"nightly-{night}",
-            runs,
-            trigger="scheduled",
-            created_at=f"2026-11-{night + 20}T02:00:00+00:00",
-            task="task2a-logreg-epsilon",
-            stacks=stacks,
-        )
+        write_paired_night(tmp_path / "earlier", f"nightly-{night}", night, 0.5, stacks)
     ingest(url, str(tmp_path / "earlier"))
 
     settings = NightlySettings(
@@ -379,24 +389,12 @@ def test_on_an_aa_night_a_moved_ratio_is_stored_as_a_false_alarm_and_sent_to_no_
     same = {"python": sys.executable}
     for night in range(5):
         slower = 1.5 if night == 4 else 1.0
-        runs = [
-            FakeRun(
-                1,
-                repeat=r,
-                stack=stack,
-                phases={k: v * (slower if stack == "tonight" else 1.0) for k, v in PHASES.items()},
-            )
-            for r in range(2)
-            for stack in ("tonight", "reference")
-        ]
-        write_training_sweep(
+        write_paired_night(
             tmp_path / "nights",
             f"nightly-{night}",
-            runs,
-            trigger="scheduled",
-            created_at=f"2026-11-{night + 20}T02:00:00+00:00",
-            task="task2a-logreg-epsilon",
-            stacks={"tonight": same, "reference": same},
+            night,
+            slower,
+            {"tonight": same, "reference": same},
         )
     ingest(url, str(tmp_path / "nights"))
 
