@@ -302,6 +302,26 @@ def test_local_nodes_give_each_rank_its_node_local_rank_and_gpus(tmp_path: Path)
     assert placed == [(0, 0, 2, "4,5"), (0, 1, 2, "4,5"), (1, 0, 2, "6,7"), (1, 1, 2, "6,7")]
 
 
+@pytest.mark.slow
+def test_a_rank_asked_for_one_thread_has_one_in_every_native_thread_pool(tmp_path: Path) -> None:
+    """The node starter sets a rank's OMP_NUM_THREADS to its cores; a request of one thread
+    a worker wins in every native pool, numpy's OpenBLAS among them, whose idle threads spin
+    beside the rank. Without the request each pool has the rank's cores."""
+    cores = len(os.sched_getaffinity(0))
+    pools = {}
+    for asked in ((), ("--threads-per-worker", "1")):
+        run_dir = tmp_path / ("one" if asked else "default")
+        group = LocalGroup(_worker_args(run_dir, *asked), 1, sink=lambda line: None)
+        group.start()
+        result = group.wait(300)
+        assert result.status == "succeeded", result.reason
+        (rank,) = read_run(run_dir)
+        pools[asked] = rank.by_kind["env"][0]["thread_pools"]
+    assert "openblas" in pools[()], pools  # numpy's BLAS is loaded in every rank
+    assert set(pools[()].values()) == {cores}, pools
+    assert set(pools[("--threads-per-worker", "1")].values()) == {1}, pools
+
+
 def test_the_launcher_holds_the_rendezvous_port_from_before_the_ranks_start_until_they_end(
     tmp_path: Path,
 ) -> None:

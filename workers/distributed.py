@@ -168,6 +168,19 @@ def _gpu_driver() -> str | None:
     return found[0] if found else first.strip() or None
 
 
+def thread_pools() -> dict[str, int]:
+    """The threads of each native thread pool this process has loaded, by its API
+    (``openblas``, ``openmp``, ``mkl``; the most where a library is loaded twice)."""
+    import numpy  # noqa: F401  (its OpenBLAS, loaded, so that its pool is seen)
+    from threadpoolctl import threadpool_info
+
+    pools: dict[str, int] = {}
+    for pool in threadpool_info():
+        api, threads = str(pool.get("internal_api")), int(pool.get("num_threads") or 0)
+        pools[api] = max(pools.get(api, 0), threads)
+    return dict(sorted(pools.items()))
+
+
 def environment(backend: str) -> dict[str, object]:
     """Versions, devices and host of this rank, for the ``env`` record."""
     import platform
@@ -199,6 +212,9 @@ def environment(backend: str) -> dict[str, object]:
         # elsewhere the node's shared pool. The policy itself is not readable from a pod.
         "cpus_allowed": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "torch_threads": torch.get_num_threads(),
+        # The threads of each native pool loaded (OpenBLAS, OpenMP, MKL), as threadpoolctl
+        # reads them: a rank asked for n threads has n in every pool (workers.run).
+        "thread_pools": thread_pools(),
         "backend": backend,
         "gpus": [],
         # The host's GPUs this rank's node owns, as its launcher gave them (None: all the

@@ -119,6 +119,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+# The variables each native thread pool of a rank reads when its library loads: OpenMP's
+# (torch's intra-op threads, and MKL's under it), OpenBLAS's (numpy's) and MKL's own.
+THREAD_POOL_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def size_native_thread_pools(threads: int) -> None:
+    """Give every native thread pool ``threads`` threads, before torch or numpy loads.
+
+    ``torch.set_num_threads`` sizes torch's pool only, after the libraries have read their
+    variables. numpy's OpenBLAS makes its pool when numpy is imported, from
+    ``OPENBLAS_NUM_THREADS`` or else ``OMP_NUM_THREADS``, which the node starter sets to the
+    rank's cores: a rank asked for one thread on two cores kept an OpenBLAS thread that
+    spins after each of numpy's products. The rank's own request wins over what its
+    environment says (measured in docs/benchmarks.md, "Sizing a rank's thread pools").
+    """
+    for name in THREAD_POOL_VARIABLES:
+        os.environ[name] = str(threads)
+
+
 def _configure_logging(rank: int) -> None:
     logging.basicConfig(
         level=logging.INFO if rank == 0 else logging.WARNING,
@@ -241,6 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"workers.run: refused: --results {exc.filename}: {exc.strerror}", file=sys.stderr)
         return EXIT_REFUSED
     _configure_logging(group.rank)
+    if args.threads_per_worker:
+        size_native_thread_pools(args.threads_per_worker)
 
     # torch is imported only now: refusals above stay fast.
     import torch

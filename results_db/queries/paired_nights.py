@@ -34,6 +34,7 @@ PLATFORM_KEYS = (
     "nccl",
     "nccl_env",
     "torch_threads",
+    "thread_pools",
     "node",
 )
 # What a stack is: its interpreter, the versions it runs, the variables it sets, and on
