@@ -6,12 +6,15 @@ import statistics
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from records_factory import PHASES, FakeRun, write_training_sweep
 from sqlalchemy import Engine, select
 
 from results_db import regressions
 from results_db.ingest import ingest_location
 from results_db.models import Run
+from results_db.regressions.values import QUIET_WINDOW_STEPS, quiet_median
 
 STEP_S = sum(PHASES.values())  # one step of a FakeRun with the default phases, in seconds
 
@@ -35,7 +38,7 @@ def test_steady_step_time_leaves_the_warm_up_out(engine: Engine, tmp_path: Path)
     ingest_location(engine, str(tmp_path))
     throughput = values(engine, "two-seeds", "samples_per_s")[1]
     assert throughput[1] > throughput[0] * 1.05
-    assert values(engine, "two-seeds", "steady_step_s") == {1: [STEP_S, STEP_S]}
+    assert values(engine, "two-seeds", "steady_step_s") == {1: [pytest.approx(STEP_S)] * 2}
 
 
 def test_steady_step_time_is_the_slowest_ranks(engine: Engine, tmp_path: Path) -> None:
@@ -50,6 +53,38 @@ def test_a_run_shorter_than_its_warm_up_keeps_its_steps(engine: Engine, tmp_path
     write_training_sweep(tmp_path, "one-epoch", [short])
     ingest_location(engine, str(tmp_path))
     assert values(engine, "one-epoch", "steady_step_s") == {1: [pytest.approx(2 * STEP_S)]}
+
+
+def test_a_stretch_that_other_work_slowed_leaves_the_steady_step_as_it_was() -> None:
+    # 40 windows of steps of 1 ms; for 60 % of the run the machine was 1.7x slower, as a
+    # virtual machine's neighbours make it for seconds at a time: the median moves with
+    # them, the quietest stretch does not.
+    quiet, busy = [0.001] * (QUIET_WINDOW_STEPS * 16), [0.0017] * (QUIET_WINDOW_STEPS * 24)
+    steps = quiet[: len(quiet) // 2] + busy + quiet[len(quiet) // 2 :]
+    assert statistics.median(steps) == pytest.approx(0.0017)
+    assert quiet_median(steps) == pytest.approx(0.001)
+    # slower code slows every stretch: seen whole
+    assert quiet_median([s * 1.03 for s in steps]) == pytest.approx(0.00103)
+
+
+def test_a_run_of_fewer_than_two_stretches_gives_its_median() -> None:
+    steps = [0.002, 0.001, 0.003] * (QUIET_WINDOW_STEPS // 2)
+    assert quiet_median(steps) == statistics.median(steps)
+    # the last, shorter stretch joins the one before it: no window of a few steps decides
+    assert quiet_median([0.001] * QUIET_WINDOW_STEPS + [0.002] * (QUIET_WINDOW_STEPS + 3)) == 0.001
+    with pytest.raises(ValueError, match="no values"):
+        quiet_median([])
+
+
+@given(
+    st.lists(st.floats(min_value=1e-5, max_value=1.0), min_size=1, max_size=400),
+    st.floats(min_value=0.1, max_value=10.0),
+)
+def test_the_quietest_stretch_is_never_above_the_median_and_scales_with_the_steps(
+    steps: list[float], factor: float
+) -> None:
+    assert quiet_median(steps) <= statistics.median(steps) * (1 + 1e-12)
+    assert quiet_median([s * factor for s in steps]) == pytest.approx(factor * quiet_median(steps))
 
 
 def night(

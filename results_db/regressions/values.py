@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import statistics
 from collections import defaultdict
+from collections.abc import Sequence
+from itertools import pairwise
 
 from sqlalchemy import Connection, func, select
 
@@ -19,6 +21,9 @@ from results_db.regressions.rules import PER_REFERENCE
 
 # Steps at the start of a run that ``steady_step_s`` leaves out.
 WARMUP_STEPS = 10
+# Steps of a stretch whose median :func:`quiet_median` compares with the run's other
+# stretches: light Task 2a's 25 steps are about 20 ms, ResNet-20's on a CPU a few seconds.
+QUIET_WINDOW_STEPS = 25
 
 RunValue = tuple[str, int, float]  # (run id, worker count, value)
 
@@ -49,50 +54,102 @@ def _allreduce_values(
 
 # A step's compute phase: forward, loss, backward and the optimizer's update.
 _COMPUTE = StepTiming.forward_s + StepTiming.loss_s + StepTiming.backward_s + StepTiming.optimizer_s
-# What :func:`step_medians` gives, each a column expression of one rank's step, seconds.
-STEP_PARTS = {
-    # every phase, in the order the step runs them
-    "steady_step_s": StepTiming.data_s
+# A step's own work: every phase but communication, in the order the step runs them.
+_OWN_WORK = (
+    StepTiming.data_s
     + StepTiming.forward_s
     + StepTiming.loss_s
     + StepTiming.backward_s
     + StepTiming.gradient_packing_s
-    + StepTiming.communication_s
-    + StepTiming.optimizer_s,
+    + StepTiming.optimizer_s
+)
+# What :func:`step_medians` reads of each step, each a column expression of one rank's
+# step in seconds (the step's figure is its slowest rank's).
+STEP_COLUMNS = {
+    "step": _OWN_WORK + StepTiming.communication_s,
+    "own_work": _OWN_WORK,
     "compute_s": _COMPUTE,
     "communication_s": StepTiming.communication_s,
     "data_s": StepTiming.data_s,
 }
+# What :func:`step_medians` gives, seconds: the steady step and its phases.
+STEP_PARTS = ("steady_step_s", "compute_s", "communication_s", "data_s")
+
+
+def quiet_median(values: Sequence[float], window: int = QUIET_WINDOW_STEPS) -> float:
+    """The median of ``values`` in their quietest stretch: cut into consecutive windows of
+    ``window`` values (a last, shorter one joins the one before it), the lowest window
+    median; the median of all where there are fewer than two windows. Seconds in, seconds
+    out. ValueError for no values."""
+    if not values:
+        raise ValueError("quiet_median: no values")
+    count = len(values) // window
+    if count < 2:
+        return float(statistics.median(values))
+    cuts = [i * window for i in range(count)] + [len(values)]
+    return float(min(statistics.median(values[start:end]) for start, end in pairwise(cuts)))
+
+
+def steady_parts(
+    step: Sequence[float],
+    own_work: Sequence[float],
+    compute: Sequence[float],
+    communication: Sequence[float],
+    data: Sequence[float],
+) -> dict[str, float]:
+    """The steady step and its phases (seconds, :data:`STEP_PARTS`) from each steady step's
+    seconds (its slowest rank's), step by step: the whole step, its own work (every phase
+    but communication), compute, communication and data.
+
+    - Work on the processor (the step's own work, compute, data) is taken in the run's
+      quietest stretch (:func:`quiet_median`): a virtual machine's speed changes under a
+      run for seconds at a time (the same light step took 0.29 to 0.69 ms in half-second
+      stretches of one process), other work only adds time, and the quietest stretch is
+      the one nearest what the code costs.
+    - Communication is taken as its mean: a rank that arrives first at the all-reduce waits
+      for its peer, so its seconds alternate between two levels from step to step, and a
+      median or a quiet stretch jumps between them where the mean moves with how often
+      each comes.
+    - The steady step is the quiet stretch of its own work plus the mean of the rest of the
+      step (the whole step's seconds beyond its own work: the communication it waited on).
+
+    Measured on paired rounds in docs/benchmarks.md ("The steady step, as the nightly
+    reads it"). ValueError for no steps.
+    """
+    waited = [max(whole - own, 0.0) for whole, own in zip(step, own_work, strict=True)]
+    return {
+        "steady_step_s": quiet_median(own_work) + statistics.fmean(waited),
+        "compute_s": quiet_median(compute),
+        "communication_s": statistics.fmean(communication),
+        "data_s": quiet_median(data),
+    }
 
 
 def step_medians(conn: Connection, run_id: str) -> dict[str, float]:
-    """The run's median step and phases (seconds, :data:`STEP_PARTS`) after warm-up; empty
-    for a run without steps.
+    """The run's steady step and phases after warm-up (seconds, :func:`steady_parts`);
+    empty for a run without steps.
 
     A step's time (and each phase's) is its slowest rank's: the group waits for that rank.
     The run's first :data:`WARMUP_STEPS` steps are left out (its very first step takes about a
     third longer than the rest), unless that would leave none. Unlike whole-run samples/s,
-    the figure leaves out evaluation and the time between steps, and a median is not moved by
-    a few steps that other work on the machine slowed down.
+    the figures leave out evaluation and the time between steps.
     """
     rows = conn.execute(
-        select(*(func.max(part) for part in STEP_PARTS.values()))
+        select(*(func.max(column) for column in STEP_COLUMNS.values()))
         .where(StepTiming.run_id == run_id)
         .group_by(StepTiming.epoch, StepTiming.step)
         .order_by(StepTiming.epoch, StepTiming.step)
     ).all()
     steady = rows[WARMUP_STEPS:] or rows
-    return {
-        name: float(statistics.median(row[i] for row in steady))
-        for i, name in enumerate(STEP_PARTS)
-        if steady
-    }
+    if not steady:
+        return {}
+    return steady_parts(*([float(row[i]) for row in steady] for i in range(len(STEP_COLUMNS))))
 
 
 def _steady_step_values(
     conn: Connection, sweep_ids: list[str], runs_taken: Comparable
 ) -> list[RunValue]:
-    """Each compared run's median step time in seconds after warm-up (:func:`step_medians`)."""
+    """Each compared run's steady step time in seconds after warm-up (:func:`step_medians`)."""
     runs = conn.execute(
         select(Run.id, Run.world_size)
         .where(Run.sweep_id.in_(sweep_ids), *runs_taken.conditions())
