@@ -5,8 +5,9 @@ What it runs (real runs, on this machine), then how it judges them:
 1. **A pool of real paired rounds per case.** Each round runs tonight's stack and the
    reference stack once each, at every worker count of ``--workers``, in an order drawn
    from the sweep's seed, exactly as a paired night does (``scalebench.sweep.start_sweep``
-   of a request naming the stacks ``tonight`` and ``reference``, light task, ``--epochs``
-   epochs a run, one thread a rank). Both stacks are this interpreter; a slowed stack also
+   of a request naming the stacks ``tonight`` and ``reference``, light task, at most
+   ``--epochs`` epochs a run (8: light Task 2a's runs stop at their goal, as a night's do),
+   one thread a rank). Both stacks are this interpreter; a slowed stack also
    has ``benchmarks/slowdown`` on its ``PYTHONPATH`` (a ``sitecustomize`` that spins, the
    product unmodified):
 
@@ -549,7 +550,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool-rounds", type=int, default=16, help="rounds of each case")
     parser.add_argument("--aa-rounds", type=int, default=32, help="rounds of the A/A pool")
     parser.add_argument("--pairs-per-sweep", type=int, default=4)
-    parser.add_argument("--epochs", type=int, default=2)
+    # up to 8 epochs: light Task 2a's runs stop at their goal after 6 to 8, as a night's do
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--history", type=int, default=7)
     parser.add_argument("--budget-s", type=float, default=900.0)
