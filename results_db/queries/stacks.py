@@ -15,12 +15,13 @@ from sqlalchemy import Connection, func, select
 
 from results_db.models import Run, Sweep
 from results_db.queries.runs import run_environments
-from results_db.regressions.values import step_medians
+from results_db.regressions.values import steady_seconds
 from scalebench.statuses import SUCCEEDED
 
-# What the arms are compared by, each in seconds, lower is better: a step's medians after
-# warm-up (results_db.regressions.values.step_medians), the whole run's evaluation seconds
-# and its time to accuracy.
+# What the arms are compared by, each in seconds, lower is better: a step's steady seconds
+# after warm-up (results_db.regressions.values.steady_seconds: work on the processor in the
+# run's quietest stretch, communication as a mean), the whole run's evaluation seconds and
+# its time to accuracy.
 ARM_METRICS = (
     "steady_step_s",  # every phase of the step
     "compute_s",  # forward + loss + backward + optimizer
@@ -72,7 +73,7 @@ def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
     ).all()
     arms = []
     for run_id, stack, world_size, network, repeat, eval_s, tta_s in runs:
-        seconds = step_medians(conn, run_id)
+        seconds = steady_seconds(conn, run_id)
         if eval_s:
             seconds["eval_s"] = float(eval_s)
         if tta_s is not None:

@@ -63,7 +63,7 @@ _OWN_WORK = (
     + StepTiming.gradient_packing_s
     + StepTiming.optimizer_s
 )
-# What :func:`step_medians` reads of each step, each a column expression of one rank's
+# What :func:`steady_seconds` reads of each step, each a column expression of one rank's
 # step in seconds (the step's figure is its slowest rank's).
 STEP_COLUMNS = {
     "step": _OWN_WORK + StepTiming.communication_s,
@@ -72,7 +72,7 @@ STEP_COLUMNS = {
     "communication_s": StepTiming.communication_s,
     "data_s": StepTiming.data_s,
 }
-# What :func:`step_medians` gives, seconds: the steady step and its phases.
+# What :func:`steady_seconds` gives, seconds: the steady step and its phases.
 STEP_PARTS = ("steady_step_s", "compute_s", "communication_s", "data_s")
 
 
@@ -125,7 +125,7 @@ def steady_parts(
     }
 
 
-def step_medians(conn: Connection, run_id: str) -> dict[str, float]:
+def steady_seconds(conn: Connection, run_id: str) -> dict[str, float]:
     """The run's steady step and phases after warm-up (seconds, :func:`steady_parts`);
     empty for a run without steps.
 
@@ -149,7 +149,7 @@ def step_medians(conn: Connection, run_id: str) -> dict[str, float]:
 def _steady_step_values(
     conn: Connection, sweep_ids: list[str], runs_taken: Comparable
 ) -> list[RunValue]:
-    """Each compared run's steady step time in seconds after warm-up (:func:`step_medians`)."""
+    """Each compared run's steady step time in seconds after warm-up (:func:`steady_seconds`)."""
     runs = conn.execute(
         select(Run.id, Run.world_size)
         .where(Run.sweep_id.in_(sweep_ids), *runs_taken.conditions())
@@ -157,9 +157,9 @@ def _steady_step_values(
     ).all()
     values: list[RunValue] = []
     for run_id, world_size in runs:
-        medians = step_medians(conn, run_id)
-        if medians:
-            values.append((run_id, world_size, medians["steady_step_s"]))
+        steady = steady_seconds(conn, run_id)
+        if steady:
+            values.append((run_id, world_size, steady["steady_step_s"]))
     return values
 
 
