@@ -6,6 +6,7 @@
     scalebench db upgrade | scalebench ingest <location> | scalebench export <sweep>
     scalebench prices list|set|load | scalebench regressions [<sweep>]
     scalebench nightly pin|unpin|show
+    scalebench cluster check [--no-pull-check]
     scalebench dashboard [--host 127.0.0.1] [--port 8050] [--database URL]
 
 ``run`` validates the request (nothing starts if a field is wrong; the options
@@ -21,7 +22,18 @@ import signal
 import sys
 import threading
 
-from cli import compare, dashboard, data, database, network, nightly, report, run, tasks
+from cli import (
+    cluster,
+    compare,
+    dashboard,
+    data,
+    database,
+    network,
+    nightly,
+    report,
+    run,
+    tasks,
+)
 from cli.errors import debugging, path_problem, refuse_empty_places
 from cli.network import clean_network_leftovers
 from results_db import service
@@ -48,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_commands(commands)
     database.add_commands(commands)
     network.add_commands(commands)
+    cluster.add_commands(commands)
     nightly.add_commands(commands)
     dashboard.add_commands(commands)
     return parser

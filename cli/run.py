@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cli.cluster import read_cluster_nodes
 from cli.data import prepare_data
 from cli.report import print_report, print_sweep_directory
 from cli.tasks import clock
@@ -192,7 +193,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     the database as groups end, unless ``--no-ingest``."""
     given = {field.name: getattr(args, field.name) for field in FIELDS}
     given["stacks"] = _stacks_given(args)
-    request = validate_request(task=args.task, **{k: v for k, v in given.items() if v is not None})
+    # On a cluster, ranks_per_node auto and the fit are read from its nodes first.
+    cluster = read_cluster_nodes() if (args.launcher or "local") == "kubernetes" else None
+    request = validate_request(
+        task=args.task, cluster=cluster, **{k: v for k, v in given.items() if v is not None}
+    )
     try:
         results_root = config.results_path(args.results)
     except ValueError as exc:

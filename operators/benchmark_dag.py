@@ -38,7 +38,7 @@ from operators.training_group import TrainingGroupOperator
 from scalebench.config import default_compile
 from scalebench.datasets import downloadable, published_checksums
 from scalebench.request import FIELDS
-from scalebench.request_fields import RequestField
+from scalebench.request_fields import AUTO, RequestField
 from scalebench.stacks import STACK_NAME, STACK_SCHEMA
 from scalebench.statuses import CANCELLED
 from scalebench.tasks import AllReduceSpec, TaskSpec
@@ -149,6 +149,14 @@ def param(field: RequestField, spec: TaskSpec) -> Param:
     if field.kind == "seconds" and field.minimum is None:
         bounds = {"exclusiveMinimum": 0, "maximum": field.maximum}
     kind: str | list[str] = "integer" if field.kind == "int" else "number"
+    if field.takes_auto:  # a number, or the word auto (the default)
+        return Param(
+            default,
+            type=[kind, "string"],
+            pattern=f"^{AUTO}$",
+            **{k: v for k, v in bounds.items() if v is not None},
+            **common,
+        )
     if default is None:
         kind = ["null", kind]  # empty: decided when validated, as the help says
     return Param(default, type=kind, **{k: v for k, v in bounds.items() if v is not None}, **common)
@@ -254,8 +262,16 @@ def _validate_step(spec: TaskSpec, fixed: dict[str, Any] | None) -> Any:
         chosen = dict(fixed if fixed is not None else context["params"])
         if fixed is not None:  # a paired night: tonight's stack beside the pinned reference
             chosen = _with_nightly_arms(spec.id, chosen)
+        cluster = None
+        if chosen.get("launcher") == "kubernetes":  # ranks_per_node auto and the fit
+            from operators.kubernetes.cluster import ClusterUnreachable, nodes_for_sweep
+
+            try:
+                cluster = nodes_for_sweep()
+            except ClusterUnreachable as exc:
+                refuse(f"request refused: launcher: {exc}")
         try:
-            return request_from_form(spec.id, chosen).to_fields()
+            return request_from_form(spec.id, chosen, cluster).to_fields()
         except InvalidParameter as exc:  # the user's to fix: no retry, the field named
             hint = ""
             if fixed is not None and "reference" in str(exc) and "stacks" in str(exc):

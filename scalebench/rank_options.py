@@ -34,13 +34,13 @@ def add_rank_options(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(field.option, dest=field.name, action="store_true", help=field.help)
             continue
         # decided when validated (compile): a rank not told takes the usual value
-        default = field.usual if field.default is None else field.default
+        default = field.usual if field.default is None else field.unvalidated_default
         parser.add_argument(
             field.option,
             dest=field.name,
             type=reader(field),
             default=default,
-            choices=field.choices or None,
+            choices=field.resolved_choices or None,
             metavar=field.name.upper() if not field.choices else None,
             help=f"{field.help} (a rank not told: {default})",
         )

@@ -99,13 +99,20 @@ class SweepRequest:
         help="The torch.distributed backend the ranks communicate with; a backend this host "
         "(or the cluster) cannot run is refused before any worker starts.",
         meanings=(
+            (
+                "auto",
+                "nccl where the ranks ask for GPUs (on Kubernetes by default; locally with "
+                "cuda tensors or gpus_per_worker, when the host has a GPU per worker), gloo "
+                "otherwise",
+            ),
             ("gloo", "CPU or GPU tensors, runs anywhere"),
             ("nccl", "NVIDIA GPUs only, one per worker"),
             ("mpi", "a torch built with MPI support, local launcher only"),
         ),
         kind="choice",
-        choices=BACKENDS,
-        default="gloo",
+        choices=("auto", *BACKENDS),
+        default="auto",
+        built_default="gloo",
         to_ranks=True,
         compared=True,
     )
@@ -300,9 +307,12 @@ class SweepRequest:
         "workers runs on k / ranks_per_node nodes, and a group larger than one node must "
         "fill its nodes. Ranks of a node talk through its memory, nodes over the network: "
         "locally each node is emulated and an emulated network shapes only the links "
-        "between nodes.",
+        "between nodes. auto: on Kubernetes, the GPUs of one of the nodes the pods may run "
+        "on divided by gpus_per_worker (1 for CPU pods); locally, 1.",
         kind="int",
-        default=1,
+        default="auto",
+        built_default=1,
+        takes_auto=True,
         minimum=1,
         maximum=MAX_RANKS_PER_NODE,
         needs="nodes",

@@ -39,6 +39,9 @@ class InvalidParameter(ValueError):
 KINDS = ("int", "seconds", "bool", "choice", "text", "path", "counts", "profiles", "stacks")
 
 
+# The value of a number field declared ``takes_auto`` that validation resolves.
+AUTO = "auto"
+
 # The ``usual`` of a compared field without one: the field enters every configuration hash.
 ALWAYS = "(always)"
 
@@ -56,7 +59,9 @@ class RequestField:
     ``python -m workers.run`` is ``option``). ``compared``: runs with different values are
     different configurations (they enter the configuration hash), except ``usual``, the value
     every run had before the field existed, which is left out so older runs keep their
-    identity (:data:`ALWAYS`: no such value, the field always enters)."""
+    identity (:data:`ALWAYS`: no such value, the field always enters). ``takes_auto``: a
+    number field that also takes the word ``auto`` (:data:`AUTO`), which validation
+    resolves."""
 
     name: str
     title: str
@@ -77,6 +82,10 @@ class RequestField:
     compared: bool = False
     usual: Any = ALWAYS
     meanings: tuple[tuple[str, str], ...] = ()  # (choice, what it means or needs)
+    takes_auto: bool = False  # a number, or the word auto (resolved when validated)
+    # What a request built without validation (a rank not told) takes where the default is
+    # resolved when validated (auto): what auto means with nothing to read. None: the default.
+    built_default: Any = None
     allreduce_help: str = ""  # the all-reduce task's words, where ``help`` speaks of training
 
     def describe(self, offered: Sequence[str] | None = None, allreduce: bool = False) -> str:
@@ -88,6 +97,19 @@ class RequestField:
         if shown:
             text += " " + "; ".join(f"{choice}: {meaning}" for choice, meaning in shown) + "."
         return text
+
+    @property
+    def unvalidated_default(self) -> Any:
+        """The value where nothing validated it: ``built_default``, or else the default."""
+        return self.default if self.built_default is None else self.built_default
+
+    @property
+    def resolved_choices(self) -> tuple[str, ...]:
+        """The choices a validated request can hold: ``auto`` resolved away where validation
+        resolves it (a field with a ``built_default``; ``device: auto`` is the rank's own)."""
+        if self.built_default is None:
+            return self.choices
+        return tuple(c for c in self.choices if c != AUTO)
 
     def asked_of(self, training: bool) -> bool:
         """Whether a training task (``training``) or the all-reduce task takes this field."""
@@ -113,14 +135,18 @@ class RequestField:
             value = self.default
         if value is None:
             return None  # decided when validated (the help says how)
+        if self.takes_auto and isinstance(value, str) and value.strip() == AUTO:
+            return AUTO  # resolved when validated (the help says how)
         return _READERS[self.kind](self, value)
 
 
 def ask(**declaration: Any) -> Any:
     """A :class:`~scalebench.request.SweepRequest` attribute declared by a
-    :class:`RequestField`."""
+    :class:`RequestField`. A field whose default validation resolves (``auto``) gives a
+    request built directly, without validation, its ``built_default``: what ``auto`` means
+    with nothing to read (a validated request never holds ``auto``)."""
     field = RequestField(**declaration)
-    return dataclasses.field(default=field.default, metadata={"request_field": field})
+    return dataclasses.field(default=field.unvalidated_default, metadata={"request_field": field})
 
 
 # -- reading one value ----------------------------------------------------------------------

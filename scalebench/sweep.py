@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from scalebench import manifest
+from scalebench.cluster_fit import ClusterNodes, auto_ranks_per_node, fit_problem
 from scalebench.config_hash import configuration_hash
 from scalebench.datasets import DataSetMissing, check_available, downloadable, published_checksums
 from scalebench.host import local_gpu_count, mpi_available, shaping_problems
@@ -42,13 +43,18 @@ from scalebench.request import (
     SweepRequest,
 )
 from scalebench.request_checks import check_implemented
-from scalebench.request_fields import InvalidParameter
+from scalebench.request_fields import AUTO, InvalidParameter
 from scalebench.stacks import BadStack, Stack, probe_interpreter, rank_environment, round_order
 from scalebench.tasks import AllReduceSpec, TaskSpec, TrainingSpec, get_task, task_ids
 
 
 def validate_request(
-    *, task: Any, gpus: int | None = None, max_workers: int | None = None, **given: Any
+    *,
+    task: Any,
+    gpus: int | None = None,
+    max_workers: int | None = None,
+    cluster: ClusterNodes | None = None,
+    **given: Any,
 ) -> SweepRequest:
     """Check every field of a request for ``task``; raise :class:`InvalidParameter` naming
     the first bad one. ``given`` holds the fields (:data:`~scalebench.request.FIELDS`) as
@@ -64,7 +70,11 @@ def validate_request(
     publisher gives checksums). A request without ``group_timeout_s`` gets the task's own
     limit (:meth:`~scalebench.tasks.specs.TrainingSpec.group_time_limit_s`), one without
     ``gpus_per_worker`` a GPU per pod on Kubernetes and, locally, one per rank only where
-    nccl or cuda tensors use it.
+    nccl or cuda tensors use it. ``backend: auto`` becomes nccl where the ranks ask for GPUs
+    and gloo otherwise. ``cluster`` is what a reading of the cluster found (the Kubernetes
+    launcher's callers read it): ``ranks_per_node: auto`` becomes the GPUs of one of its
+    nodes per rank's GPUs (without a reading, or locally: 1), and a group its GPU nodes
+    cannot hold is refused, naming the numbers.
     """
     if not isinstance(task, str) or task not in task_ids():
         raise InvalidParameter(
@@ -79,18 +89,25 @@ def validate_request(
         )
     spec = get_task(task)
     values = {name: field.read(given.get(name)) for name, field in FIELD.items()}
+    asked = dict(values)  # before any default is decided
     # a form always gives repeats (its default); only another count competes with pairs
     _pairs_to_rounds(values, repeats_given=values["repeats"] != FIELD["repeats"].default)
     _check_against_task(spec, values)
     if values["group_timeout_s"] is None:  # the task's own limit, full or light
         values["group_timeout_s"] = spec.group_time_limit_s(values["light"])
-    _check_size(values, max_workers)
     runner = LAUNCHERS[values["launcher"]]
+    values["backend"] = _auto_backend(runner, values, gpus)
     if values["gpus_per_worker"] is None:  # a GPU per pod; locally, one where one is used
         uses_gpu = values["device"] == "cuda" or values["backend"] == "nccl"
         values["gpus_per_worker"] = 1 if runner.gpus_per_rank or uses_gpu else 0
+    if values["ranks_per_node"] == AUTO:
+        on_cluster = cluster is not None and not runner.on_this_host
+        values["ranks_per_node"] = (
+            auto_ranks_per_node(cluster, values["gpus_per_worker"]) if on_cluster else 1
+        )
+    _check_size(values, max_workers)
     for name, field in FIELD.items():
-        if field.needs and values[name] != field.default and not getattr(runner, field.needs):
+        if field.needs and asked[name] != field.default and not getattr(runner, field.needs):
             able = " or ".join(n for n, s in LAUNCHERS.items() if getattr(s, field.needs))
             raise InvalidParameter(name, f"only the {able} launcher takes {name}")
     if values["device"] == "cpu" and values["backend"] == "nccl":
@@ -104,8 +121,36 @@ def validate_request(
         raise InvalidParameter(
             "backend", "mpi needs a torch build with MPI support, and this torch has none"
         )
+    if cluster is not None and not runner.on_this_host:
+        problem = fit_problem(
+            cluster,
+            max(values["workers"]),
+            values["ranks_per_node"],
+            values["gpus_per_worker"],
+            values["placement"],
+        )
+        if problem:
+            raise InvalidParameter("workers", problem)
     values["data_dir"], values["download"] = _data_set(spec, values)
     return SweepRequest(task=task, **values)
+
+
+def _auto_backend(runner: LauncherSpec, values: dict[str, Any], gpus: int | None) -> str:
+    """The backend ``auto`` stands for: nccl where the ranks ask for GPUs (a pod's GPUs by
+    default on a cluster; here cuda tensors or ``gpus_per_worker``, with a GPU for every
+    worker of the largest group), gloo otherwise."""
+    backend = values["backend"]
+    if backend != "auto":
+        return backend
+    if values["device"] == "cpu" or "nccl" not in runner.backends:
+        return "gloo"
+    gpus_each = values["gpus_per_worker"]
+    if runner.gpus_per_rank:  # a pod asks for a GPU unless told 0
+        return "nccl" if gpus_each is None or gpus_each > 0 else "gloo"
+    if values["device"] != "cuda" and not gpus_each:
+        return "gloo"
+    available = local_gpu_count() if gpus is None else gpus
+    return "nccl" if available >= max(values["workers"]) else "gloo"
 
 
 def _pairs_to_rounds(values: dict[str, Any], repeats_given: bool) -> None:
@@ -545,9 +590,12 @@ def code_version() -> str:
 
 # The fields a trigger (the Airflow form, a nightly's settings, the REST API's conf)
 # may set; the task comes from the DAG.
-def request_from_form(task: str, fields: Mapping[str, Any]) -> SweepRequest:
-    """Validate a trigger's ``fields`` for ``task``; unknown fields are refused by name."""
-    return validate_request(task=task, **fields)
+def request_from_form(
+    task: str, fields: Mapping[str, Any], cluster: ClusterNodes | None = None
+) -> SweepRequest:
+    """Validate a trigger's ``fields`` for ``task`` (``cluster``: the Kubernetes launcher's
+    nodes, as read); unknown fields are refused by name."""
+    return validate_request(task=task, cluster=cluster, **fields)
 
 
 def new_manifest(

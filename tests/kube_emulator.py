@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import threading
 import time
@@ -37,6 +38,18 @@ JOBS = kmock.resource(group="batch", version="v1", plural="jobs")
 PODS = kmock.resource(group="", version="v1", plural="pods")
 SERVICES = kmock.resource(group="", version="v1", plural="services")
 NETWORK_POLICIES = kmock.resource(group="networking.k8s.io", version="v1", plural="networkpolicies")
+NODES = kmock.resource(group="", version="v1", plural="nodes")
+NAMESPACES = kmock.resource(group="", version="v1", plural="namespaces")
+CLAIMS = kmock.resource(group="", version="v1", plural="persistentvolumeclaims")
+STORAGE_CLASSES = kmock.resource(group="storage.k8s.io", version="v1", plural="storageclasses")
+CRDS = kmock.resource(
+    group="apiextensions.k8s.io", version="v1", plural="customresourcedefinitions"
+)
+ACCESS_REVIEWS = kmock.resource(
+    group="authorization.k8s.io", version="v1", plural="selfsubjectaccessreviews"
+)
+LOCAL_QUEUES = kmock.resource(group="kueue.x-k8s.io", version="v1beta1", plural="localqueues")
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -167,6 +180,79 @@ class Stage:
         return self.ranks.get(rank, self.others)
 
 
+# -- what the cluster holds before a sweep --------------------------------------------------
+
+
+def gpu_node(
+    name: str,
+    gpus: int,
+    *,
+    labels: dict[str, str] | None = None,
+    taints: list[dict[str, str]] | None = None,
+    extra: dict[str, str] | None = None,
+    unschedulable: bool = False,
+) -> dict[str, Any]:
+    """A node as the API shows it: ``gpus`` allocatable ``nvidia.com/gpu`` (none when 0,
+    then without the GPU labels), other allocatable resources in ``extra``."""
+    node_labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    allocatable = {"cpu": "96", "memory": "1056Gi", "pods": "110", **(extra or {})}
+    if gpus:
+        node_labels.update(
+            {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": GPU_PRODUCT}
+        )
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    spec: dict[str, Any] = {"taints": taints or []}
+    if unschedulable:
+        spec["unschedulable"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": node_labels},
+        "spec": spec,
+        "status": {"allocatable": allocatable, "capacity": allocatable},
+    }
+
+
+def claim(
+    name: str, *, bound: bool = True, modes: tuple[str, ...] = ("ReadWriteMany",)
+) -> dict[str, Any]:
+    """A PersistentVolumeClaim in namespace scalebench, Bound (or Pending) with ``modes``."""
+    status: dict[str, Any] = {"phase": "Bound" if bound else "Pending"}
+    if bound:
+        status.update(accessModes=list(modes), capacity={"storage": "100Gi"})
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": "scalebench"},
+        "spec": {"accessModes": list(modes), "storageClassName": "nfs-client"},
+        "status": status,
+    }
+
+
+@dataclass
+class Inventory:
+    """What the emulated cluster holds before any group: its nodes (8 nodes of one H100 by
+    default, so that ``ranks_per_node: auto`` is 1 and a group spreads as before), its
+    claims, storage classes, namespace labels, whether Kueue is installed and which
+    LocalQueues exist, the DNS pods' labels, and the access reviews it denies
+    (``"verb resource"``, e.g. ``"create jobs"``)."""
+
+    nodes: list[dict[str, Any]] = field(
+        default_factory=lambda: [gpu_node(f"gpu-node-{i}", 1) for i in range(8)]
+    )
+    claims: list[dict[str, Any]] = field(
+        default_factory=lambda: [claim("scalebench-results"), claim("scalebench-data")]
+    )
+    storage_classes: tuple[str, ...] = ("nfs-client",)
+    namespace_labels: dict[str, str] = field(
+        default_factory=lambda: {"pod-security.kubernetes.io/enforce": "restricted"}
+    )
+    kueue: bool = False
+    local_queues: tuple[str, ...] = ()
+    dns_labels: dict[str, str] | None = field(default_factory=lambda: {"k8s-app": "kube-dns"})
+    denied: frozenset[str] = frozenset()
+
+
 # -- the server and the driver ----------------------------------------------------------------
 
 
@@ -186,7 +272,10 @@ class EmulatedCluster:
         *,
         retry_stages: list[Stage] | None = None,
         admit_after_s: float | None = 0.0,
+        inventory: Inventory | None = None,
     ) -> None:
+        self.inventory = inventory or Inventory()
+        self.reviews: list[dict[str, Any]] = []  # the access reviews asked, as sent
         self.stages = sorted(stages, key=lambda s: s.after_s)
         self.retry_stages = sorted(retry_stages or stages, key=lambda s: s.after_s)
         self.admit_after_s = admit_after_s
@@ -219,6 +308,9 @@ class EmulatedCluster:
         self._thread.join(10)
 
     def _serve(self) -> None:
+        # One access line per request is noise in a test's output (and, written from this
+        # thread to a stream a test captured and closed, a logging error).
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
         asyncio.set_event_loop(self._loop)
         self._loop.run_until_complete(self._main())
 
@@ -226,8 +318,23 @@ class EmulatedCluster:
         self._stop = asyncio.Event()
         async with KubernetesEmulator() as handler, Server(handler) as server:
             self.handler, self.url = handler, str(server.url).rstrip("/")
-            for resource in (JOBS, PODS, SERVICES, NETWORK_POLICIES):
+            for resource in (
+                JOBS,
+                PODS,
+                SERVICES,
+                NETWORK_POLICIES,
+                NODES,
+                NAMESPACES,
+                CLAIMS,
+                STORAGE_CLASSES,
+                CRDS,
+                LOCAL_QUEUES,
+            ):
                 handler.resources[resource] = {}
+            self._stock(handler)
+            reviews = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
+            handler["post", re.compile(reviews)] << self._review
+            handler["get", re.compile(r"/api/v1/namespaces/scalebench$")] << self._namespace
             handler["get", re.compile(r"/api/v1/namespaces/[^/]+/pods/[^/]+/log")] << self._log
             handler["post", re.compile(r"/apis/batch/v1/namespaces/[^/]+/jobs")] << self._job_uid
             pods = re.compile(r"/api/v1/namespaces/[^/]+/pods")
@@ -239,6 +346,75 @@ class EmulatedCluster:
             self._ready.set()
             await self._stop.wait()
             driver.cancel()
+
+    def _stock(self, handler: KubernetesEmulator) -> None:
+        """Put the inventory's objects in the store."""
+        stock = self.inventory
+        for node in stock.nodes:
+            handler.objects[(NODES, None, node["metadata"]["name"])] = node
+        for pvc in stock.claims:
+            handler.objects[(CLAIMS, "scalebench", pvc["metadata"]["name"])] = pvc
+        for name in stock.storage_classes:
+            handler.objects[(STORAGE_CLASSES, None, name)] = {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": name},
+                "provisioner": "nfs.csi.k8s.io",
+            }
+        handler.objects[(NAMESPACES, None, "scalebench")] = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "scalebench", "labels": dict(stock.namespace_labels)},
+        }
+        if stock.kueue:
+            handler.objects[(CRDS, None, "localqueues.kueue.x-k8s.io")] = {
+                "apiVersion": "apiextensions.k8s.io/v1",
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": "localqueues.kueue.x-k8s.io"},
+            }
+        for queue in stock.local_queues:
+            handler.objects[(LOCAL_QUEUES, "scalebench", queue)] = {
+                "apiVersion": "kueue.x-k8s.io/v1beta1",
+                "kind": "LocalQueue",
+                "metadata": {"name": queue, "namespace": "scalebench"},
+            }
+        if stock.dns_labels is not None:
+            handler.objects[(PODS, "kube-system", "coredns-5d78c9869d-abcde")] = {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": "coredns-5d78c9869d-abcde",
+                    "namespace": "kube-system",
+                    "labels": dict(stock.dns_labels),
+                },
+                "spec": {"containers": [{"name": "coredns", "image": "coredns:1.11"}]},
+                "status": {"phase": "Running"},
+            }
+
+    def _review(self, request: Any) -> dict[str, Any]:
+        """A SelfSubjectAccessReview answered: allowed unless the inventory denies it."""
+        review = dict(request.data)
+        self.reviews.append(review)
+        asked = review["spec"]["resourceAttributes"]
+        resource = asked["resource"] + (
+            f"/{asked['subresource']}" if asked.get("subresource") else ""
+        )
+        denied = f"{asked['verb']} {resource}" in self.inventory.denied
+        review["status"] = {"allowed": not denied}
+        if denied:
+            review["status"]["reason"] = "no RBAC policy matched"
+        # A review is answered, never stored (the store would take the next, nameless too,
+        # for a second object of the same name).
+        assert self.handler is not None
+        for key, obj in self.handler.objects.items():
+            if key[0] == ACCESS_REVIEWS and not obj.deleted:
+                obj.delete()
+        return review
+
+    def _namespace(self, request: Any) -> dict[str, Any]:
+        """The namespace scalebench, as stocked (the store reads its path as a namespace's)."""
+        assert self.handler is not None
+        return self.handler.objects[(NAMESPACES, None, "scalebench")].raw
 
     def call(self, function: Callable[[KubernetesEmulator], Any]) -> Any:
         """Run ``function(handler)`` in the server's thread (reactions, inspection)."""
@@ -297,13 +473,14 @@ class EmulatedCluster:
         self._taken_back.add(job)
 
     def objects(self, resource: Any) -> list[str]:
-        """Names of the live objects of ``resource`` (JOBS, PODS, SERVICES, NETWORK_POLICIES)."""
+        """Names of the live objects of ``resource`` (JOBS, PODS, SERVICES, NETWORK_POLICIES),
+        the cluster's own (kube-system's) left out."""
 
         def names(handler: KubernetesEmulator) -> list[str]:
             return sorted(
                 name
-                for (res, _, name), obj in handler.objects.items()
-                if res == resource and not obj.deleted
+                for (res, ns, name), obj in handler.objects.items()
+                if res == resource and not obj.deleted and ns != "kube-system"
             )
 
         return self.call(names)
@@ -436,7 +613,7 @@ class EmulatedCluster:
             if job.raw.get("status") != status:
                 _replace(job, "status", status)
         for (res, ns, name), obj in list(handler.objects.items()):
-            if res != PODS or obj.deleted:
+            if res != PODS or obj.deleted or ns == "kube-system":  # the cluster's own pods
                 continue
             owner = obj.raw["metadata"].get("labels", {}).get(JOB_NAME_LABEL)
             if owner is None:  # a pod of its own (no Job): it plays the stages as rank 0

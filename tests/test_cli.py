@@ -624,27 +624,31 @@ def test_a_launcher_that_cannot_start_fails_its_group_not_the_command(
 ) -> None:
     """Kubernetes pods see only the results volume: a results folder outside it cannot be
     given to them. The group fails saying so (as in Airflow), the sweep goes on and ends
-    with exit status 1, and no traceback reaches the user."""
+    with exit status 1, and no traceback reaches the user. (The cluster, read first for the
+    fit, is the API emulator.)"""
+    from kube_emulator import Stage, emulated_cluster, running
+
     monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "volume"))
     results = tmp_path / "elsewhere"
-    status = cli.main(
-        [
-            "run",
-            "task0-allreduce",
-            "--light",
-            "--workers",
-            "2",
-            "--repeats",
-            "2",
-            "--launcher",
-            "kubernetes",
-            "--gpus-per-worker",
-            "0",
-            "--no-ingest",
-            "--results",
-            str(results),
-        ]
-    )
+    with emulated_cluster([Stage(0, running())], tmp_path, monkeypatch, "kubernetes_default"):
+        status = cli.main(
+            [
+                "run",
+                "task0-allreduce",
+                "--light",
+                "--workers",
+                "2",
+                "--repeats",
+                "2",
+                "--launcher",
+                "kubernetes",
+                "--gpus-per-worker",
+                "0",
+                "--no-ingest",
+                "--results",
+                str(results),
+            ]
+        )
     out, err = capsys.readouterr()
     assert status == 1 and "Traceback" not in out + err
     assert out.count("failed in 0.0 s: the kubernetes launcher failed: ") == 2
@@ -652,3 +656,32 @@ def test_a_launcher_that_cannot_start_fails_its_group_not_the_command(
     (sweep_dir,) = results.iterdir()
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     assert [g["status"] for g in manifest["groups"]] == ["failed", "failed"]
+
+
+def test_a_kubernetes_run_is_fitted_to_the_cluster_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``scalebench run --launcher kubernetes`` reads the cluster first: a group its GPU
+    nodes cannot hold is refused naming the numbers, and a cluster that cannot be reached in
+    one line; nothing is created either way."""
+    from kube_emulator import JOBS, PODS, Inventory, Stage, emulated_cluster, gpu_node, running
+
+    monkeypatch.setenv("SCALEBENCH_RESULTS_URI", str(tmp_path / "volume"))
+    inventory = Inventory(nodes=[gpu_node("h100-0", 8), gpu_node("h100-1", 8)])
+    args = ["run", "task0-allreduce", "--light", "--workers", "32", "--launcher", "kubernetes"]
+    with emulated_cluster(
+        [Stage(0, running())], tmp_path, monkeypatch, "kubernetes_default", inventory=inventory
+    ) as cluster:
+        status = cli.main([*args, "--no-ingest", "--results", str(tmp_path / "volume")])
+        left = cluster.objects(JOBS) + cluster.objects(PODS)
+    out, err = capsys.readouterr()
+    assert status == 2 and left == [] and "Traceback" not in out + err
+    assert err.startswith(
+        "scalebench: error: workers: 32 ranks need 4 nodes of 8 GPUs each (8 ranks × 1 GPU), "
+        "and the cluster has 2"
+    ), err
+    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", "nowhere")
+    assert cli.main([*args, "--no-ingest"]) == 2
+    out, err = capsys.readouterr()
+    [said] = err.splitlines()
+    assert said.startswith("scalebench: error: launcher: cannot reach the cluster"), said

@@ -330,13 +330,55 @@ def test_stopping_the_airflow_task_cancels_the_sweep_and_keeps_what_it_measured(
 def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and_loaded(
     dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A Kubernetes group with a cluster that does not answer: its task fails, its verdict
-    says why, and ingest closes and loads the sweep all the same."""
+    """A Kubernetes group whose cluster passes validate and then fails every create (an
+    API server that breaks mid-sweep): its task fails, its verdict says why, and ingest
+    closes and loads the sweep all the same."""
+    import re
+
+    from kube_emulator import Stage, emulated_cluster, running
+
     from results_db.database import make_engine
     from results_db.models import Run, Sweep
 
     url = f"sqlite:///{sweep_env / 'r.db'}"
     monkeypatch.setenv("SCALEBENCH_DATABASE_URL", url)
+    monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
+    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", "emulated_k8s")
+    with emulated_cluster([Stage(0, running())], sweep_env, monkeypatch) as cluster:
+        creates = re.compile(r"/apis/networking.k8s.io/v1/namespaces/[^/]+/networkpolicies")
+        cluster.call(lambda h: h["post", creates] << 500)
+        # Every field an earlier test of this module set is given: dag.test keeps a run's
+        # conf in the DAG's stored form, and the next run of the same DAG would inherit it.
+        run = dagbag.get_dag("task2a_logreg_epsilon").test(
+            run_conf={
+                "workers": [1],
+                "light": True,
+                "repeats": 1,
+                "launcher": "kubernetes",
+                "gpus_per_worker": 0,
+                "network": ["host"],
+            }
+        )
+    assert run.state == "failed"
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["validate"] == "success"
+    assert states["workers_01.train"] == "failed" and states["ingest"] == "success"
+    engine = make_engine(url)
+    with engine.connect() as conn:
+        ((status, reason),) = conn.execute(select(Run.status, Run.reason)).all()
+        sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
+    engine.dispose()
+    assert status == "failed" and reason.startswith("the kubernetes launcher failed: "), reason
+    assert sweep.outcome == "failed" and sweep.finished_at is not None
+
+
+def test_a_kubernetes_sweep_is_refused_at_validate_when_the_cluster_does_not_answer(
+    dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Nothing is planned or started against a cluster that does not answer: validate fails
+    in one sentence naming the API server, without a retry."""
+    import json
+
     kubeconfig = sweep_env / "kubeconfig"
     kubeconfig.write_text(
         "apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n"
@@ -344,10 +386,9 @@ def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and
         "contexts: [{name: nowhere, context: {cluster: nowhere, user: nobody}}]\n"
         "users: [{name: nobody, user: {}}]\n"
     )
-    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
-    monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
-    # Every field an earlier test of this module set is given: dag.test keeps a run's conf
-    # in the DAG's stored form, and the next run of the same DAG would inherit it.
+    connection = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+    monkeypatch.setenv("AIRFLOW_CONN_NOWHERE_K8S", json.dumps(connection))
+    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", "nowhere_k8s")
     run = dagbag.get_dag("task2a_logreg_epsilon").test(
         run_conf={
             "workers": [1],
@@ -360,14 +401,10 @@ def test_a_launcher_that_breaks_fails_its_task_and_the_sweep_is_still_closed_and
     )
     assert run.state == "failed"
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert states["workers_01.train"] == "failed" and states["ingest"] == "success"
-    engine = make_engine(url)
-    with engine.connect() as conn:
-        ((status, reason),) = conn.execute(select(Run.status, Run.reason)).all()
-        sweep = conn.execute(select(Sweep.outcome, Sweep.finished_at)).one()
-    engine.dispose()
-    assert status == "failed" and reason.startswith("the kubernetes launcher failed: "), reason
-    assert sweep.outcome == "failed" and sweep.finished_at is not None
+    assert states["validate"] == "failed" and states["plan"] != "success", states
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors[0].startswith("request refused: launcher: the API server at "), errors
+    assert "http://127.0.0.1:9 does not answer" in errors[0], errors
 
 
 @pytest.mark.slow
@@ -412,7 +449,8 @@ def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["workers_01.train"] == "success" and states["ingest"] == "success", states
     # The group's NetworkPolicy, then the pod; both deleted at the end, the policy last.
-    created = [path for method, path in sent if method == "POST"]
+    # (validate asked first what the launcher may do: its access reviews are no objects)
+    created = [p for method, p in sent if method == "POST" and not p.endswith("accessreviews")]
     assert created[0].endswith("/networkpolicies") and created[1].endswith("/pods"), created
     deleted = [path for method, path in sent if method == "DELETE"]
     assert "/pods/" in deleted[0] and "/networkpolicies/" in deleted[-1], deleted

@@ -1025,6 +1025,8 @@ def test_every_setting_is_read_from_its_variable() -> None:
         "env_passthrough": ("NCCL_*,HOME", ("NCCL_*", "HOME")),
         "results_claim": ("res", "res"),
         "data_claim": ("cifar", "cifar"),
+        "rdma_resource": ("rdma/ib", "rdma/ib"),
+        "rdma_devices": ("2", 2),
         "schedule_timeout_s": ("90.5", 90.5),
         "shm_size": ("4Gi", "4Gi"),
         "cpu_request": ("4", "4"),

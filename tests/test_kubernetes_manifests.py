@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from operators.kubernetes import API_CALLS, KubernetesSettings
+from operators.kubernetes.constants import CHECK_CALLS, CLUSTER_READS
 from operators.kubernetes.settings import SETTINGS
 from scalebench.network import parse_profile
 
@@ -66,9 +67,12 @@ def the(kind: str, name: str) -> dict:
 def test_there_is_something_to_check() -> None:
     kinds = sorted(doc["kind"] for _, doc in DOCUMENTS)
     assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
         "ConfigMap",
         "Namespace",
         "NetworkPolicy",
+        "PersistentVolumeClaim",
         "PersistentVolumeClaim",
         "Role",
         "RoleBinding",
@@ -88,7 +92,7 @@ def test_everything_lives_in_the_launchers_namespace() -> None:
     namespace = KubernetesSettings().namespace
     assert the("Namespace", namespace)
     for _, doc in DOCUMENTS:
-        if doc["kind"] != "Namespace":
+        if doc["kind"] not in ("Namespace", "ClusterRole", "ClusterRoleBinding"):
             assert doc["metadata"]["namespace"] == namespace, doc["metadata"]["name"]
 
 
@@ -108,9 +112,34 @@ def test_role_grants_exactly_the_calls_the_launcher_makes() -> None:
         for resource in rule["resources"]
         for verb in rule["verbs"]
     ]
-    assert sorted(granted) == sorted(set(API_CALLS.values()))
+    assert sorted(granted) == sorted(set(API_CALLS.values()) | set(CHECK_CALLS.values()))
     assert ("networking.k8s.io", "networkpolicies", "create") in granted
     assert ("networking.k8s.io", "networkpolicies", "delete") in granted
+
+
+def test_the_cluster_role_grants_exactly_the_reads_before_a_sweep() -> None:
+    """The cluster-wide reads of ``scalebench cluster check`` and of validate, and only they;
+    bound to the launcher's service account."""
+    rules = the("ClusterRole", "scalebench-cluster-reader")["rules"]
+    granted = [
+        (group, resource, verb)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    ]
+    assert sorted(granted) == sorted(CLUSTER_READS.values())
+    binding = the("ClusterRoleBinding", "scalebench-cluster-reader")
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "scalebench-airflow", "namespace": "scalebench"}
+    ]
+
+
+def test_the_data_claim_is_in_the_base_and_the_example_settings_name_it() -> None:
+    data = the("PersistentVolumeClaim", "scalebench-data")
+    assert data["spec"]["accessModes"] == ["ReadWriteMany"]
+    settings = the("ConfigMap", "scalebench-launcher")["data"]
+    assert settings["SCALEBENCH_K8S_DATA_CLAIM"] == "scalebench-data"
 
 
 @pytest.mark.parametrize("directory", KUSTOMIZATIONS)

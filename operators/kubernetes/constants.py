@@ -3,7 +3,8 @@ results and data volumes (``/var/scalebench/results``, ``/var/scalebench/data``)
 the rendezvous port, the worker container's name and user, the labels and
 annotations that tie a Job to its pods and to a run, the limits on names, waits
 and API errors, and :data:`API_CALLS`, every call the launcher makes as RBAC sees
-it (``deploy/kubernetes/base/10-rbac.yaml`` grants exactly these).
+it, with :data:`CHECK_CALLS` and :data:`CLUSTER_READS`, what it reads of the cluster
+before a sweep (``deploy/kubernetes/base/10-rbac.yaml`` grants exactly these).
 """
 
 RESULTS_MOUNT = "/var/scalebench/results"
@@ -66,4 +67,18 @@ API_CALLS = {
     "patch_namespaced_pod": ("", "pods", "patch"),
     "delete_namespaced_pod": ("", "pods", "delete"),
     "list_namespaced_event": ("", "events", "list"),
+}
+
+# What the launcher reads before a sweep (operators/kubernetes/cluster.py), beyond the calls
+# above: in its namespace (the Role grants them too) ...
+CHECK_CALLS = {
+    "read_namespaced_persistent_volume_claim": ("", "persistentvolumeclaims", "get"),
+    "get_namespaced_custom_object": ("kueue.x-k8s.io", "localqueues", "get"),
+}
+# ... and cluster-wide (the ClusterRole scalebench-cluster-reader grants them).
+CLUSTER_READS = {
+    "list_node": ("", "nodes", "list"),
+    "read_namespace": ("", "namespaces", "get"),
+    "list_storage_class": ("storage.k8s.io", "storageclasses", "list"),
+    "read_custom_resource_definition": ("apiextensions.k8s.io", "customresourcedefinitions", "get"),
 }

@@ -315,6 +315,15 @@ def _volumes(settings: KubernetesSettings, ranks_per_node: int) -> list[dict[str
     return volumes
 
 
+def capabilities(settings: KubernetesSettings) -> dict[str, list[str]]:
+    """The worker container's capabilities: none, but ``IPC_LOCK`` with RDMA devices (the
+    verbs library pins its buffers in memory; the namespace's Pod Security level must then
+    be ``privileged``: ``restricted`` and ``baseline`` refuse the capability)."""
+    if settings.rdma_resource:
+        return {"drop": ["ALL"], "add": ["IPC_LOCK"]}
+    return {"drop": ["ALL"]}
+
+
 def _container(
     names: GroupNames,
     worker_args: Sequence[str],
@@ -346,7 +355,7 @@ def _container(
             "runAsNonRoot": True,
             "runAsUser": WORKER_UID,
             "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
+            "capabilities": capabilities(settings),
             "readOnlyRootFilesystem": True,
         },
         "resources": settings.resources(gpus_per_worker, ranks=ranks_per_node),

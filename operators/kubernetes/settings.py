@@ -272,7 +272,26 @@ class KubernetesSettings:
         valid=is_subdomain,
         empty_ok=True,
         expected="a PersistentVolumeClaim name, or empty for none",
-        meaning="PVC of data sets, mounted read-only at `/var/scalebench/data`",
+        meaning="PVC of data sets, mounted read-only at `/var/scalebench/data` "
+        "(`deploy/kubernetes/base` makes `scalebench-data`)",
+    )
+    rdma_resource: str = env_var(
+        "",
+        variable="SCALEBENCH_K8S_RDMA_RESOURCE",
+        kind="text",
+        valid=is_qualified_name,
+        empty_ok=True,
+        expected="an extended resource name such as rdma/ib or nvidia.com/hostdev, or empty",
+        meaning="the RDMA device resource each worker pod asks for (with `IPC_LOCK`), e.g. "
+        "`rdma/ib`; empty: none, and NCCL between nodes runs over TCP sockets",
+    )
+    rdma_devices: int = env_var(
+        1,
+        variable="SCALEBENCH_K8S_RDMA_DEVICES",
+        kind="whole",
+        minimum=1,
+        maximum=64,
+        meaning="devices of `SCALEBENCH_K8S_RDMA_RESOURCE` each worker pod asks for (1 to 64)",
     )
     schedule_timeout_s: float = env_var(
         600.0,
@@ -397,8 +416,8 @@ class KubernetesSettings:
 
     def resources(self, gpus: int = 0, ranks: int = 1) -> dict[str, dict[str, Any]]:
         """A worker container's CPU, memory and ``gpus`` (``nvidia.com/gpu``, none when 0)
-        requests and limits for each of its ``ranks``, as the API takes them: equal in the
-        Guaranteed class."""
+        requests and limits for each of its ``ranks``, and the pod's RDMA devices where a
+        resource is named, as the API takes them: equal in the Guaranteed class."""
         requests: dict[str, Any] = {
             "cpu": times(self.cpu_request, ranks),
             "memory": times(self.memory_request, ranks),
@@ -409,6 +428,8 @@ class KubernetesSettings:
         }
         if gpus > 0:
             requests["nvidia.com/gpu"] = limits["nvidia.com/gpu"] = gpus * ranks
+        if self.rdma_resource:  # a pod's RDMA devices, shared by its ranks
+            requests[self.rdma_resource] = limits[self.rdma_resource] = self.rdma_devices
         return {"requests": requests, "limits": limits}
 
 
