@@ -146,6 +146,18 @@ def progress_metric(metric: str | None, value: float | None) -> str:
     return f"{metric.replace('_', ' ')} {units.number(value)}"
 
 
+def transports_text(run: RunInfo) -> str:
+    """What the run's traffic took, within its nodes and between them, e.g. ``within nodes
+    P2P · between nodes NET/Socket``; ``—`` where nothing was recorded (one rank, mpi, or a
+    run stored before transports were)."""
+    parts = []
+    if run.transport_within_node:
+        parts.append(f"within nodes {run.transport_within_node}")
+    if run.transport_between_nodes:
+        parts.append(f"between nodes {run.transport_between_nodes}")
+    return " · ".join(parts) or "—"
+
+
 def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str, str]]:
     """The headline numbers of a run, label and text; ``last_metric``: the goal metric at its
     newest evaluation, which a running run's status gives."""
@@ -188,6 +200,7 @@ def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str,
             + (f" ({RECORDS_NOTE})" if run.communication_includes_packing else ""),
         ),
         ("communication ratio", units.percent(run.communication_ratio)),
+        ("transport", transports_text(run)),
         ("epochs / steps", f"{run.epochs} / {run.steps:,}"),
         ("throughput", f"{units.number(run.samples_per_s)} samples/s"),
         *((m.label, m.text(run.metrics.get(m.name))) for m in shown_on("run_page")),

@@ -151,6 +151,11 @@ class Run(Base):
     # (repo/worker@sha256:<64 hex>; several, sorted and comma-separated, where its pods ran
     # different ones); empty for local runs and runs stored before it was recorded.
     image_digest: Mapped[str] = mapped_column(String(300), server_default="")
+    # The transports its traffic took (scalebench.transports), within its nodes and between
+    # them: what NCCL's logs of the ranks name (P2P, SHM, NET/IB, NET/Socket; several
+    # comma-separated), TCP (gloo) for gloo; empty where not known or not used (one node).
+    transport_within_node: Mapped[str] = mapped_column(String(100), server_default="")
+    transport_between_nodes: Mapped[str] = mapped_column(String(100), server_default="")
     records_version: Mapped[int | None] = mapped_column(Integer)
     # the share of the group's cores other processes took while it ran (None: not measured)
     contention_share: Mapped[float | None] = mapped_column(Float)

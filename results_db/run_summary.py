@@ -77,6 +77,9 @@ class RunSummary:
     hardware: str | None = None  # what the ranks ran on (:func:`hardware_of`)
     # each run metric's value (scalebench.run_metrics), in its unit; None: no rank measured it
     metrics: dict[str, float | int | None] = field(default_factory=dict)
+    # the transports the group's traffic took (scalebench.transports), "" where not known
+    transport_within_node: str = ""
+    transport_between_nodes: str = ""
 
 
 def _run_status(

@@ -67,10 +67,12 @@ def write_training_sweep(
     finished: bool | None = None,
     night: str | None = None,
     stacks: dict[str, dict[str, object]] | None = None,
+    backend: str = "gloo",
 ) -> Path:
     """A sweep's folder as a run of ``runs`` leaves it; closed (its ``finished_at`` set, as
     the command line and the DAG's ingest close it) unless ``finished`` is false, or, when
-    ``finished`` is not given, while one of its groups is still planned."""
+    ``finished`` is not given, while one of its groups is still planned. ``backend`` is
+    recorded as the request's, as asked."""
     request = validate_request(
         task=task,
         workers=sorted({r.world_size for r in runs}),
@@ -81,7 +83,8 @@ def write_training_sweep(
         **({"stacks": stacks} if stacks else {}),
     )
     networks = tuple(dict.fromkeys(parse_profile(r.network) for r in runs))
-    request = replace(request, network=networks)  # recorded as asked, not emulated here
+    # recorded as asked, neither emulated nor run here (nccl needs GPUs)
+    request = replace(request, network=networks, backend=backend)
     sweep_dir = root / sweep_id
     groups = [
         manifest.GroupEntry(

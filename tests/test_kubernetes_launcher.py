@@ -1027,6 +1027,7 @@ def test_every_setting_is_read_from_its_variable() -> None:
         "data_claim": ("cifar", "cifar"),
         "rdma_resource": ("rdma/ib", "rdma/ib"),
         "rdma_devices": ("2", 2),
+        "require_rdma": ("true", True),
         "schedule_timeout_s": ("90.5", 90.5),
         "shm_size": ("4Gi", "4Gi"),
         "cpu_request": ("4", "4"),

@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
+    from scalebench.transports import nccl_debug_environment
     from workers import allreduce, engine
     from workers.adapter import TrainingOptions, adapter_for
     from workers.distributed import check_backend, environment, init_group
@@ -294,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
         tracker.environment(info)
         if not isinstance(spec, AllReduceSpec):
             tracker.submission(submission(spec, info, device, group.world_size))
+        if args.backend == "nccl":  # its connections logged, after the env record took the user's
+            os.environ.update(nccl_debug_environment(args.results, group.rank, dict(os.environ)))
         init_group(group, args.backend, args.collective_timeout_s)
         if isinstance(spec, AllReduceSpec):
             options = allreduce.AllReduceOptions(

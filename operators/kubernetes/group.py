@@ -45,7 +45,13 @@ from operators.kubernetes.watch import (
     log_tail,
 )
 from scalebench.stacks import STACK_VARIABLE
-from scalebench.statuses import FAILED, PREEMPTED
+from scalebench.statuses import FAILED, PREEMPTED, SUCCEEDED
+from scalebench.transports import (
+    MAX_LOG_BYTES,
+    NCCL_LOG_PATTERN,
+    group_transports,
+    rdma_refusal,
+)
 
 if TYPE_CHECKING:
     from operators.kubernetes.trigger import GroupTrigger
@@ -381,10 +387,15 @@ class KubernetesGroup(GroupObjects):
                     self.sink(line)
         finally:
             self.delete()
+        status, reason = verdict.status, verdict.reason
+        refusal = self.rdma_refusal() if status == SUCCEEDED else ""
+        if refusal:
+            self.sink(f"[kubernetes] {refusal}")
+            status, reason = FAILED, refusal
         return GroupResult(
             world_size=self.world_size,
-            status=verdict.status,
-            reason=verdict.reason,
+            status=status,
+            reason=reason,
             exit_codes=ending.exit_codes,
             seconds=ending.seconds,
             first_failed_rank=verdict.first_failed_rank,
@@ -393,6 +404,28 @@ class KubernetesGroup(GroupObjects):
             image_digest=ending.image_digest,
             attempt=self.attempt,
         )
+
+    def rdma_refusal(self) -> str:
+        """Why the group fails though its ranks succeeded (``""``: it does not): with
+        ``SCALEBENCH_K8S_REQUIRE_RDMA``, an nccl group of several nodes whose traffic between
+        them went over TCP sockets, as its ranks' NCCL logs in the run's folder say."""
+        nodes = self.world_size // self.ranks_per_node
+        if not self.settings.require_rdma or self.plan.request.backend != "nccl" or nodes < 2:
+            return ""
+        logs = []
+        for path in sorted(self.plan.run_dir.glob(NCCL_LOG_PATTERN)):
+            try:
+                with path.open("rb") as handle:
+                    logs.append(handle.read(MAX_LOG_BYTES).decode("utf-8", "replace"))
+            except OSError:
+                continue
+        if not logs:
+            return (
+                "SCALEBENCH_K8S_REQUIRE_RDMA is set, and no rank left an NCCL log in "
+                f"{self.plan.run_dir} to say which transport its traffic took"
+            )
+        found = group_transports("nccl", self.world_size, self.ranks_per_node, logs)
+        return rdma_refusal(found, nodes)
 
     def _read_log(self, pod_name: str, **options: Any) -> str | None:
         """Pod ``pod_name``'s log, read with ``options``; ``None`` when it cannot be read."""

@@ -293,6 +293,13 @@ class KubernetesSettings:
         maximum=64,
         meaning="devices of `SCALEBENCH_K8S_RDMA_RESOURCE` each worker pod asks for (1 to 64)",
     )
+    require_rdma: bool = env_var(
+        False,
+        variable="SCALEBENCH_K8S_REQUIRE_RDMA",
+        kind="flag",
+        meaning="`true`: a group of several nodes whose NCCL traffic between them ran over TCP "
+        "sockets fails, naming why (its measurements would describe sockets, not the fabric)",
+    )
     schedule_timeout_s: float = env_var(
         600.0,
         variable="SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S",

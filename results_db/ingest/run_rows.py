@@ -140,6 +140,8 @@ def _run_values(
         network=network,
         stack=group.stack,
         image_digest=run_image(group),
+        transport_within_node=summary.transport_within_node,
+        transport_between_nodes=summary.transport_between_nodes,
         records_version=summary.records_version,
         contention_share=summary.contention_share,
         contended=summary.contention_share is not None

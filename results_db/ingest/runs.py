@@ -32,6 +32,12 @@ from scalebench.statuses import (
     SUCCEEDED,
     TIMED_OUT,
 )
+from scalebench.transports import (
+    MAX_LOG_BYTES,
+    NCCL_LOG_PATTERN,
+    Transports,
+    group_transports,
+)
 from workers.records import (
     InconsistentRun,
     RankRecords,
@@ -97,6 +103,11 @@ def load_run(
         # Never started (not yet, or the sweep was stopped first): a row with its reason,
         # nothing measured.
         summary.status, summary.reason = group.status, group.reason
+    found = run_transports(fs, run_path, request, group.world_size)
+    summary.transport_within_node, summary.transport_between_nodes = (
+        found.within_label,
+        found.between_label,
+    )
     shared = _note_shared_nodes(summary, ranks, request)
     _leave_out(summary, outside, group)
     _settle_verdict(summary, group)
@@ -108,6 +119,26 @@ def load_run(
     if left_out:  # said with the run's problems; nothing of them is read
         outside.append(RankRecords(path=PurePosixPath(run_path), problems=left_out))
     return rows, summary, ranks + outside
+
+
+def run_transports(fs: Any, run_path: str, request: dict[str, Any], world_size: int) -> Transports:
+    """The transports the run's traffic took (:func:`scalebench.transports.group_transports`),
+    from the NCCL logs its ranks wrote beside their records (regular files only, each read
+    to :data:`~scalebench.transports.MAX_LOG_BYTES`; one that cannot be read is left out)."""
+    backend = str(request.get("backend", "gloo"))
+    logs: list[str] = []
+    if backend == "nccl" and fs.exists(run_path) and fs.isdir(run_path):
+        for path in sorted(fs.glob(f"{run_path}/{NCCL_LOG_PATTERN}")):
+            try:
+                if not fs.isfile(path):
+                    continue
+                with fs.open(path, "rb") as handle:
+                    logs.append(handle.read(MAX_LOG_BYTES).decode("utf-8", "replace"))
+            except OSError:
+                continue
+    ranks_per_node = request.get("ranks_per_node", 1)
+    per_node = ranks_per_node if isinstance(ranks_per_node, int) else 1
+    return group_transports(backend, world_size, per_node, logs)
 
 
 def _read_rank_files(

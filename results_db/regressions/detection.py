@@ -15,7 +15,12 @@ import statistics
 from sqlalchemy import Connection, select
 
 from results_db.models import Run, Sweep
-from results_db.regressions.comparable import Comparable, baseline_sweeps, sweep_hardware
+from results_db.regressions.comparable import (
+    Comparable,
+    baseline_sweeps,
+    sweep_hardware,
+    sweep_transports,
+)
 from results_db.regressions.findings import Detection, Finding, NotJudged
 from results_db.regressions.rules import (
     MIN_BASELINE_RUNS,
@@ -82,7 +87,11 @@ def _network_findings(
         ).scalars()
     )
     latest_taken = Comparable(network)
-    baseline_taken = Comparable(network, sweep_hardware(conn, sweep_id, network))
+    baseline_taken = Comparable(
+        network,
+        sweep_hardware(conn, sweep_id, network),
+        sweep_transports(conn, sweep_id, network) or None,
+    )
 
     def left_out(world_size: int) -> tuple[int, str]:
         """The latest night's contended runs at ``world_size``, and all that was left out."""

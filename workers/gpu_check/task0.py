@@ -68,6 +68,18 @@ def allreduce_group(
     return ChildRun(code, "\n".join(outputs), time.monotonic() - started), run_dir
 
 
+def run_transports(run_dir: Path, backend: str, world_size: int, ranks_per_node: int) -> Any:
+    """What the group's traffic took (:func:`scalebench.transports.group_transports`), from
+    the NCCL logs its ranks left in ``run_dir``."""
+    from scalebench.transports import MAX_LOG_BYTES, NCCL_LOG_PATTERN, group_transports
+
+    logs = []
+    for path in sorted(run_dir.glob(NCCL_LOG_PATTERN)):
+        with path.open("rb") as handle:
+            logs.append(handle.read(MAX_LOG_BYTES).decode("utf-8", "replace"))
+    return group_transports(backend, world_size, ranks_per_node, logs)
+
+
 def allreduce_curves(run_dir: Path) -> dict[str, list[tuple[int, float]]]:
     """Rank 0's (bytes, median seconds) per dtype, ascending in bytes."""
     from workers.records import rank_file_name, read_rank_file
@@ -130,10 +142,18 @@ def task0_check(
             name,
             title,
             f"{why} after {run.seconds:.0f} s",
-            f"the ranks' output ends: {tail(run.output)}; try NCCL_DEBUG=INFO",
+            f"the ranks' output ends: {tail(run.output)}; NCCL's own words are in "
+            f"{run_dir}/nccl-rank-*.log",
         )
     curves = allreduce_curves(run_dir)
-    details: dict[str, Any] = {"curves": curves, "world_size": world_size, "backend": backend}
+    carried = run_transports(run_dir, backend, world_size, 1 if nodes else world_size)
+    details: dict[str, Any] = {
+        "curves": curves,
+        "world_size": world_size,
+        "backend": backend,
+        "transport_within_node": carried.within_label,
+        "transport_between_nodes": carried.between_label,
+    }
     parts = []
     for dtype, points in curves.items():
         small_bytes, small_s = points[0]
@@ -149,6 +169,16 @@ def task0_check(
         return failed(name, title, "no all-reduce records", "read the ranks' output", **details)
     if world_size == 1:
         details["note"] = "one GPU: nothing crosses a link, so no link expectation applies"
+    carried_text = " · ".join(
+        f"{where} {label}"
+        for where, label in (
+            ("within nodes", carried.within_label),
+            ("between nodes", carried.between_label),
+        )
+        if label
+    )
+    if carried_text:
+        parts.append(f"transport {carried_text}")
     check = Check(name, title, PASS, "; ".join(parts), seconds=run.seconds, details=details)
     if len(curves) < 2:
         check.verdict = FAIL

@@ -11,6 +11,7 @@ from dash import html
 
 from dash_app import components as ui
 from dash_app import reasons
+from dash_app import tables as tables_module
 from dash_app.plots import (
     LABEL_ROOM_ABOVE,
     SINGLE_RUN,
@@ -342,6 +343,7 @@ def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunI
         for r in runs
         if r.contended
     ]
+    carried = transports_line(runs)
     return html.Div(
         [
             html.P(
@@ -353,12 +355,30 @@ def summary(sweep: SweepInfo, rows: dict[str, list[ScalingRow]], runs: list[RunI
                 ]
             ),
             *tables,
+            html.P(carried, className="small text-muted mt-2 scaling-transports")
+            if carried
+            else None,
             html.Ul(notes, className="small text-danger mt-2") if notes else None,
             html.Ul(contended, className="small text-warning-emphasis mt-2 contended-runs")
             if contended
             else None,
         ]
     )
+
+
+def transports_line(runs: list[RunInfo]) -> str:
+    """What each worker count's traffic took (its runs' transports, each once), e.g.
+    ``transport: 2 workers within nodes P2P; 16 workers within nodes P2P · between nodes
+    NET/IB``; ``""`` where no run recorded one."""
+    by_size: dict[int, list[str]] = {}
+    for run in sorted(runs, key=lambda r: r.world_size):
+        text = tables_module.transports_text(run)
+        if text != "—" and text not in by_size.setdefault(run.world_size, []):
+            by_size[run.world_size].append(text)
+    parts = [
+        f"{units.workers(size)} {' or '.join(texts)}" for size, texts in by_size.items() if texts
+    ]
+    return "transport: " + "; ".join(parts) if parts else ""
 
 
 def projection_table_rows(points: list[Any], held: list[Any]) -> list[dict[str, str]]:
