@@ -380,7 +380,7 @@ def test_the_image_check_pod_and_rdma_workers_pass_the_official_schemas() -> Non
         node_selector={"pool": "gpu"},
         tolerations=(GPU_TOLERATION,),
         runtime_class="nvidia",
-        image_pull_secrets=("registry",),
+        image_pull_credentials=("registry",),
         rdma_resource="rdma/ib",
         rdma_devices=2,
     )

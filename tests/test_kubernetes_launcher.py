@@ -1011,7 +1011,7 @@ def test_every_setting_is_read_from_its_variable() -> None:
         "conn_id": ("k8s_gpu", "k8s_gpu"),
         "image": ("registry.example/w:1", "registry.example/w:1"),
         "image_pull_policy": ("Never", "Never"),
-        "image_pull_secrets": ("regcred, other", ("regcred", "other")),
+        "image_pull_credentials": ("regcred, other", ("regcred", "other")),
         "service_account": ("runner", "runner"),
         "node_selector": ('{"pool": "gpu"}', {"pool": "gpu"}),
         "tolerations": (json.dumps([GPU_TOLERATION]), (GPU_TOLERATION,)),

@@ -356,7 +356,7 @@ def test_the_sites_settings_reach_the_job_that_is_sent(
             [],
             priority_class="gpu-high",
             runtime_class="nvidia",
-            image_pull_secrets=("registry-a", "registry-b"),
+            image_pull_credentials=("registry-a", "registry-b"),
             service_account="trainer",
             labels={"team": "ml-perf", "cost-center": "42"},
             annotations={"example.com/owner": "perf team"},

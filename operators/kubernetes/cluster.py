@@ -567,8 +567,8 @@ def pull_check_manifest(settings: KubernetesSettings, name: str) -> dict[str, An
         spec["tolerations"] = [dict(t) for t in settings.tolerations]
     if settings.runtime_class:
         spec["runtimeClassName"] = settings.runtime_class
-    if settings.image_pull_secrets:
-        spec["imagePullSecrets"] = [{"name": n} for n in settings.image_pull_secrets]
+    if settings.image_pull_credentials:
+        spec["imagePullSecrets"] = [{"name": n} for n in settings.image_pull_credentials]
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -411,8 +411,8 @@ def _pod_spec(
         pod_spec["priorityClassName"] = settings.priority_class
     if settings.runtime_class:
         pod_spec["runtimeClassName"] = settings.runtime_class
-    if settings.image_pull_secrets:
-        pod_spec["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    if settings.image_pull_credentials:
+        pod_spec["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_credentials]
     return pod_spec
 
 

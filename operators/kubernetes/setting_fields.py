@@ -50,7 +50,9 @@ KINDS = ("text", "choice", "quantity", "seconds", "whole", "flag", "names", "obj
 class Setting:
     """One environment variable of :class:`~operators.kubernetes.settings.KubernetesSettings`.
 
-    ``variable`` is its name and ``meaning`` its sentence in the docs table. ``kind``
+    ``variable`` is its name (``SCALEBENCH_K8S_`` and the field's name in capitals, but for
+    the exceptions :mod:`operators.kubernetes.settings` declares; it is given as the table of
+    settings is made) and ``meaning`` its sentence in the docs table. ``kind``
     (:data:`KINDS`) says how its text is read and the rule every value of it keeps (seconds
     positive, a whole number within ``minimum`` and ``maximum``, a choice among ``choices``,
     a JSON object of string values); ``valid`` is this setting's own rule on top (for
@@ -60,9 +62,9 @@ class Setting:
     of a JSON value, raising its own message.
     """
 
-    variable: str
     kind: str
     meaning: str
+    variable: str = ""  # given from the field's name (operators.kubernetes.settings.SETTINGS)
     expected: str = ""
     valid: Callable[[Any], object] | None = None
     empty_ok: bool = False
@@ -73,9 +75,9 @@ class Setting:
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise ValueError(f"{self.variable}: unknown kind {self.kind!r}")
+            raise ValueError(f"{self.meaning!r}: unknown kind {self.kind!r}")
         if not self.must_be:
-            raise ValueError(f"{self.variable}: a {self.kind} setting must say what it expects")
+            raise ValueError(f"{self.meaning!r}: a {self.kind} setting must say what it expects")
 
     @property
     def must_be(self) -> str:

@@ -5,8 +5,9 @@ built (an invalid value raises :class:`ValueError` naming its variable).
 Each setting is declared once, as a field of :class:`KubernetesSettings` whose
 metadata holds a :class:`~operators.kubernetes.setting_fields.Setting` (made by
 :func:`~operators.kubernetes.setting_fields.env_var`; how each kind is read and checked
-is in :mod:`operators.kubernetes.setting_fields`): its variable, its kind, what a value
-must be, and its meaning. From that declaration come
+is in :mod:`operators.kubernetes.setting_fields`): its kind, what a value must be, and its
+meaning. Its variable is ``SCALEBENCH_K8S_`` and the field's name in capitals
+(:func:`variable_of`), but for the two :data:`VARIABLE_EXCEPTIONS`. From that declaration come
 :meth:`KubernetesSettings.from_env`, the checks of each field as the settings are built
 (the rules that tie fields together follow them, in ``__post_init__``) and the table of
 ``docs/kubernetes.md`` (:func:`settings_table`; a test holds the page to it).
@@ -131,7 +132,6 @@ class KubernetesSettings:
 
     namespace: str = env_var(
         "scalebench",
-        variable="SCALEBENCH_K8S_NAMESPACE",
         kind="text",
         valid=is_label,
         expected="a DNS-1123 label (e.g. scalebench)",
@@ -139,7 +139,6 @@ class KubernetesSettings:
     )
     conn_id: str = env_var(
         "kubernetes_default",
-        variable="SCALEBENCH_K8S_CONN_ID",
         kind="text",
         valid=str.strip,
         expected="an Airflow connection id",
@@ -147,7 +146,6 @@ class KubernetesSettings:
     )
     image: str = env_var(
         "scalebench-worker:latest",
-        variable="SCALEBENCH_WORKER_IMAGE",
         kind="text",
         valid=lambda image: image and not any(c.isspace() for c in image),
         expected="an image reference without spaces",
@@ -155,14 +153,12 @@ class KubernetesSettings:
     )
     image_pull_policy: str = env_var(
         "IfNotPresent",
-        variable="SCALEBENCH_K8S_IMAGE_PULL_POLICY",
         kind="choice",
         choices=PULL_POLICIES,
         meaning="`Always`, `IfNotPresent` or `Never`",
     )
-    image_pull_secrets: tuple[str, ...] = env_var(
+    image_pull_credentials: tuple[str, ...] = env_var(
         (),
-        variable="SCALEBENCH_K8S_IMAGE_PULL_CREDENTIALS",
         kind="names",
         valid=is_subdomain,
         expected="comma-separated Secret names (DNS-1123 subdomains)",
@@ -171,7 +167,6 @@ class KubernetesSettings:
     )
     service_account: str = env_var(
         "scalebench-worker",
-        variable="SCALEBENCH_K8S_SERVICE_ACCOUNT",
         kind="text",
         valid=is_subdomain,
         expected="a service account name (DNS-1123 subdomain)",
@@ -179,7 +174,6 @@ class KubernetesSettings:
     )
     node_selector: Mapping[str, str] = env_var(
         {},
-        variable="SCALEBENCH_K8S_NODE_SELECTOR",
         kind="object",
         valid=_string_values,
         expected='a JSON object of strings, e.g. {"pool": "gpu"}',
@@ -187,7 +181,6 @@ class KubernetesSettings:
     )
     tolerations: tuple[Mapping[str, Any], ...] = env_var(
         (),
-        variable="SCALEBENCH_K8S_TOLERATIONS",
         kind="list",
         inspect=_check_tolerations,
         meaning='JSON list, e.g. `[{"key": "nvidia.com/gpu", "operator": "Exists", '
@@ -195,7 +188,6 @@ class KubernetesSettings:
     )
     runtime_class: str = env_var(
         "",
-        variable="SCALEBENCH_K8S_RUNTIME_CLASS",
         kind="text",
         valid=is_subdomain,
         empty_ok=True,
@@ -204,7 +196,6 @@ class KubernetesSettings:
     )
     priority_class: str = env_var(
         "",
-        variable="SCALEBENCH_K8S_PRIORITY_CLASS",
         kind="text",
         valid=is_labelled_name,
         empty_ok=True,
@@ -213,7 +204,6 @@ class KubernetesSettings:
     )
     queue_name: str = env_var(
         "",
-        variable="SCALEBENCH_K8S_QUEUE_NAME",
         kind="text",
         valid=is_labelled_name,
         empty_ok=True,
@@ -222,13 +212,11 @@ class KubernetesSettings:
     )
     admission_timeout_s: float = env_var(
         3600.0,
-        variable="SCALEBENCH_K8S_ADMISSION_TIMEOUT_S",
         kind="seconds",
         meaning="seconds a queued Job may wait for admission (then `not_admitted`)",
     )
     preemption_retries: int = env_var(
         1,
-        variable="SCALEBENCH_K8S_PREEMPTION_RETRIES",
         kind="whole",
         minimum=0,
         maximum=10,
@@ -236,21 +224,18 @@ class KubernetesSettings:
     )
     labels: Mapping[str, str] = env_var(
         {},
-        variable="SCALEBENCH_K8S_LABELS",
         kind="object",
         inspect=_check_labels,
         meaning="JSON object of extra labels (Jobs, pods, Services, policies)",
     )
     annotations: Mapping[str, str] = env_var(
         {},
-        variable="SCALEBENCH_K8S_ANNOTATIONS",
         kind="object",
         inspect=_check_annotations,
         meaning="JSON object of extra annotations (Jobs, pods)",
     )
     env_passthrough: tuple[str, ...] = env_var(
         (),
-        variable="SCALEBENCH_K8S_ENV_PASSTHROUGH",
         kind="names",
         valid=_ENV_NAME.match,
         expected="comma-separated variable names, or prefixes ending in * (NCCL_*)",
@@ -259,7 +244,6 @@ class KubernetesSettings:
     )
     results_claim: str = env_var(
         "scalebench-results",
-        variable="SCALEBENCH_K8S_RESULTS_CLAIM",
         kind="text",
         valid=is_subdomain,
         expected="a PersistentVolumeClaim name",
@@ -267,7 +251,6 @@ class KubernetesSettings:
     )
     data_claim: str = env_var(
         "",
-        variable="SCALEBENCH_K8S_DATA_CLAIM",
         kind="text",
         valid=is_subdomain,
         empty_ok=True,
@@ -277,7 +260,6 @@ class KubernetesSettings:
     )
     rdma_resource: str = env_var(
         "",
-        variable="SCALEBENCH_K8S_RDMA_RESOURCE",
         kind="text",
         valid=is_qualified_name,
         empty_ok=True,
@@ -287,7 +269,6 @@ class KubernetesSettings:
     )
     rdma_devices: int = env_var(
         1,
-        variable="SCALEBENCH_K8S_RDMA_DEVICES",
         kind="whole",
         minimum=1,
         maximum=64,
@@ -295,21 +276,18 @@ class KubernetesSettings:
     )
     require_rdma: bool = env_var(
         False,
-        variable="SCALEBENCH_K8S_REQUIRE_RDMA",
         kind="flag",
         meaning="`true`: a group of several nodes whose NCCL traffic between them ran over TCP "
         "sockets fails, naming why (its measurements would describe sockets, not the fabric)",
     )
     schedule_timeout_s: float = env_var(
         600.0,
-        variable="SCALEBENCH_K8S_SCHEDULE_TIMEOUT_S",
         kind="seconds",
         meaning="seconds a pod may stay Pending (from admission, with a queue) before the "
         "group fails",
     )
     shm_size: str = env_var(
         "2Gi",
-        variable="SCALEBENCH_K8S_SHM_SIZE",
         kind="quantity",
         valid=_QUANTITY.match,
         expected="a Kubernetes quantity such as 2Gi or 512Mi",
@@ -318,7 +296,6 @@ class KubernetesSettings:
     )
     cpu_request: str = env_var(
         "3",
-        variable="SCALEBENCH_K8S_CPU_REQUEST",
         kind="quantity",
         valid=_CPU.match,
         expected="a Kubernetes quantity such as 3 or 500m",
@@ -327,7 +304,6 @@ class KubernetesSettings:
     )
     cpu_limit: str = env_var(
         "3",
-        variable="SCALEBENCH_K8S_CPU_LIMIT",
         kind="quantity",
         valid=_CPU.match,
         expected="a Kubernetes quantity such as 3 or 500m",
@@ -335,7 +311,6 @@ class KubernetesSettings:
     )
     memory_request: str = env_var(
         "16Gi",
-        variable="SCALEBENCH_K8S_MEMORY_REQUEST",
         kind="quantity",
         valid=_QUANTITY.match,
         expected="a Kubernetes quantity such as 16Gi or 512Mi",
@@ -343,7 +318,6 @@ class KubernetesSettings:
     )
     memory_limit: str = env_var(
         "16Gi",
-        variable="SCALEBENCH_K8S_MEMORY_LIMIT",
         kind="quantity",
         valid=_QUANTITY.match,
         expected="a Kubernetes quantity such as 16Gi or 512Mi",
@@ -352,7 +326,6 @@ class KubernetesSettings:
     )
     qos: str = env_var(
         "Guaranteed",
-        variable="SCALEBENCH_K8S_QOS",
         kind="choice",
         choices=QOS_CLASSES,
         meaning="`Guaranteed` (limits = requests) or `Burstable` (limits may be higher; "
@@ -360,14 +333,12 @@ class KubernetesSettings:
     )
     deferrable: bool = env_var(
         True,
-        variable="SCALEBENCH_K8S_DEFERRABLE",
         kind="flag",
         meaning="`true`: a running group is watched from the triggerer (deferred); `false`: "
         "from the task's worker slot (blocking)",
     )
     poll_interval_s: float = env_var(
         5.0,
-        variable="SCALEBENCH_K8S_POLL_S",
         kind="seconds",
         meaning="seconds between two looks at a running group, in either mode",
     )
@@ -440,9 +411,25 @@ class KubernetesSettings:
         return {"requests": requests, "limits": limits}
 
 
-# Each field's setting, by field name, in declaration order.
+PREFIX = "SCALEBENCH_K8S_"
+# The settings whose variable is not PREFIX and the field's name in capitals: the image,
+# which the compose stack and the docs name apart from the cluster's settings, and the
+# poll interval, spelled short.
+VARIABLE_EXCEPTIONS = {
+    "image": "SCALEBENCH_WORKER_IMAGE",
+    "poll_interval_s": "SCALEBENCH_K8S_POLL_S",
+}
+
+
+def variable_of(field_name: str) -> str:
+    """The environment variable of the setting declared as field ``field_name``."""
+    return VARIABLE_EXCEPTIONS.get(field_name, PREFIX + field_name.upper())
+
+
+# Each field's setting, by field name, in declaration order, with its variable.
 SETTINGS: dict[str, Setting] = {
-    f.name: f.metadata["setting"] for f in dataclasses.fields(KubernetesSettings)
+    f.name: replace(f.metadata["setting"], variable=variable_of(f.name))
+    for f in dataclasses.fields(KubernetesSettings)
 }
 
 
@@ -458,6 +445,6 @@ def settings_table() -> str:
         elif isinstance(default, float):
             default = f"{default:g}"
         shown = f"`{default}`" if default not in ("", (), {}) else "none"
-        setting = f.metadata["setting"]
+        setting = SETTINGS[f.name]
         rows.append(f"| `{setting.variable}` | {shown} | {setting.meaning} |")
     return "\n".join(rows) + "\n"
