@@ -62,6 +62,29 @@ def read_cluster_nodes() -> ClusterNodes | None:
         raise InvalidParameter("launcher", str(exc)) from None
 
 
+def prepare_on_cluster(data_set: str, download: bool) -> None:
+    """Data set ``data_set`` made ready in the cluster's data claim by a data pod
+    (:func:`operators.kubernetes.data_pod.prepare_with_api`: fetched first when
+    ``download``), its lines said as they come; raises
+    :class:`~scalebench.request_fields.InvalidParameter` (``data_dir``) with the pod's own
+    words when it is not there, before any group starts."""
+    from operators.kubernetes.cluster import ClusterApis, ClusterUnreachable
+    from operators.kubernetes.data_pod import DataPodFailed, prepare_with_api
+    from operators.kubernetes.settings import KubernetesSettings
+    from scalebench.request_fields import InvalidParameter
+
+    try:
+        settings = KubernetesSettings.from_env()
+        apis = ClusterApis.connect(settings)
+        print(f"{data_set}: checked in the data claim {settings.data_claim or '(none)'} by a pod")
+        print(prepare_with_api(apis.core, settings, data_set, download), flush=True)
+    except (ClusterUnreachable, ValueError) as exc:
+        raise InvalidParameter("launcher", str(exc)) from None
+    except DataPodFailed as exc:
+        hint = "" if download else " Or ask for the download (--download)."
+        raise InvalidParameter("data_dir", f"{exc}{hint}") from None
+
+
 def add_commands(commands: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """The ``cluster`` command and its ``check``."""
     cluster = commands.add_parser("cluster", help="the Kubernetes cluster the launcher uses")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cli.cluster import read_cluster_nodes
+from cli.cluster import prepare_on_cluster, read_cluster_nodes
 from cli.data import prepare_data
 from cli.report import print_report, print_sweep_directory
 from cli.tasks import clock
@@ -207,8 +207,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         # Where the results go is checked (and migrated) before any worker starts, not
         # after hours of training; --no-ingest keeps them on disk only.
         service.upgrade(url)
-    if request.download and not request.light and isinstance(request.spec, TrainingSpec):
-        prepare_data(request.spec.data.name, request.data_dir)
+    if not request.light and isinstance(request.spec, TrainingSpec):
+        if request.launcher == "kubernetes":  # in the data claim, by a pod, before any group
+            prepare_on_cluster(request.spec.data.name, request.download)
+        elif request.download:
+            prepare_data(request.spec.data.name, request.data_dir)
     if url is None:
         sweep_dir, status = run_sweep(request, results_root)
         print_sweep_directory(sweep_dir)

@@ -271,7 +271,7 @@ def _validate_step(spec: TaskSpec, fixed: dict[str, Any] | None) -> Any:
             except ClusterUnreachable as exc:
                 refuse(f"request refused: launcher: {exc}")
         try:
-            return request_from_form(spec.id, chosen, cluster).to_fields()
+            request = request_from_form(spec.id, chosen, cluster)
         except InvalidParameter as exc:  # the user's to fix: no retry, the field named
             hint = ""
             if fixed is not None and "reference" in str(exc) and "stacks" in str(exc):
@@ -280,8 +280,36 @@ def _validate_step(spec: TaskSpec, fixed: dict[str, Any] | None) -> Any:
                     "nightly pin PYTHON_OR_IMAGE, or unpin it (scalebench nightly unpin)"
                 )
             refuse(f"request refused: {exc}{hint}")
+        if on_the_claim(request) and not request.download:  # there already, or refused now
+            from operators.kubernetes.data_pod import DataPodFailed, prepare_in_task
+            from operators.kubernetes.settings import KubernetesSettings
+
+            try:
+                print(
+                    prepare_in_task(
+                        KubernetesSettings.from_env(), data_set(request), False, context, "validate"
+                    )
+                )
+            except DataPodFailed as exc:
+                refuse(
+                    f"request refused: data_dir: {exc} Or ask for the download (download: true)."
+                )
+        return request.to_fields()
 
     return validate
+
+
+def on_the_claim(request: Any) -> bool:
+    """Whether the request's data set lives in the cluster's data claim: a full training
+    sweep on Kubernetes (the Airflow worker never holds it)."""
+    training = not isinstance(request.spec, AllReduceSpec)
+    return request.launcher == "kubernetes" and not request.light and training
+
+
+def data_set(request: Any) -> str:
+    """The name of the data set the request's variant trains on."""
+    spec = request.spec
+    return (spec.light_data if request.light else spec.data).name
 
 
 def _with_nightly_arms(task: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -325,6 +353,30 @@ def _prepare_dataset_step(spec: TaskSpec) -> Any:
 
         asked = SweepRequest.from_fields(request)
         data = spec.light_data if asked.light else spec.data
+        if on_the_claim(asked):  # prepared by a pod, in the claim the worker pods read
+            from operators.kubernetes.data_pod import DataPodFailed, prepare_in_task
+            from operators.kubernetes.settings import KubernetesSettings
+
+            try:
+                said = prepare_in_task(
+                    KubernetesSettings.from_env(),
+                    data.name,
+                    asked.download,
+                    context,
+                    "prepare_dataset",
+                )
+            except DataPodFailed as exc:  # no retry: someone must act
+                refuse(f"data set {data.name}: {exc}")
+            print(said)
+            ready = {
+                "name": data.name,
+                "status": "ready",
+                "location": said,
+                "files": {},
+                "bytes": 0,
+            }
+            context["outlet_events"][dataset_asset(spec)].extra = ready
+            return ready
         try:
             prepared = prepare(data.name, asked.data_dir, download=asked.download)
         except (DataSetMissing, DataSetCorrupt) as exc:  # no retry: someone must act

@@ -320,6 +320,8 @@ def _data_set(spec: TaskSpec, values: dict[str, Any]) -> tuple[Path, bool]:
         download = published_checksums(spec.data.name) if training else False
     if values["light"] or not training:
         return data_dir, download
+    if not LAUNCHERS[values["launcher"]].on_this_host:  # in the cluster's data claim: a data
+        return data_dir, download  # pod checks it (operators.kubernetes.data_pod), not this host
     try:
         check_available(spec.data.name, data_dir)
     except DataSetMissing as exc:

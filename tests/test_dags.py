@@ -408,6 +408,45 @@ def test_a_kubernetes_sweep_is_refused_at_validate_when_the_cluster_does_not_ans
 
 
 @pytest.mark.slow
+def test_a_full_kubernetes_sweep_is_refused_at_validate_by_the_data_pod(
+    dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """In Airflow the data pod is the provider's KubernetesPodOperator, run by validate: a set
+    missing from the claim refuses the sweep there, in the pod's own words, and the pod is
+    gone."""
+    from kube_emulator import PODS, Stage, emulated_cluster, exited
+
+    missing = "workers.data: epsilon: epsilon is not prepared in /var/scalebench/data/epsilon"
+    monkeypatch.setenv("SCALEBENCH_WORKER_IMAGE", "scalebench/worker:test")
+    monkeypatch.setenv("SCALEBENCH_K8S_CONN_ID", "emulated_k8s")
+    monkeypatch.setenv("SCALEBENCH_K8S_DATA_CLAIM", "scalebench-data")
+    with emulated_cluster(
+        [Stage(0, exited(1), logs={0: missing + "\n"})], sweep_env, monkeypatch
+    ) as cluster:
+        run = dagbag.get_dag("task2a_logreg_epsilon").test(
+            run_conf={
+                "workers": [1],
+                "light": False,
+                "download": False,
+                "repeats": 1,
+                "launcher": "kubernetes",
+                "gpus_per_worker": 0,
+                "network": ["host"],
+            }
+        )
+        left = cluster.objects(PODS)
+        created = [p for m, p, _, _ in cluster.requests() if m == "POST" and p.endswith("/pods")]
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states["validate"] == "failed" and states["plan"] != "success", states
+    assert len(created) == 1 and left == []  # the data pod, and it is gone
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    refused = [e for e in errors if e.startswith("request refused: ")]
+    assert refused and refused[0] == (
+        f"request refused: data_dir: {missing} Or ask for the download (download: true)."
+    ), errors
+
+
+@pytest.mark.slow
 def test_a_kubernetes_group_is_watched_from_the_triggerer_and_its_verdict_loaded(
     dagbag, airflow_db, sweep_env, monkeypatch: pytest.MonkeyPatch
 ) -> None:
