@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from operators.group import Launcher
 from scalebench.launchers import LAUNCHERS
@@ -45,6 +46,31 @@ def launcher_for(
     if group.request.launcher not in LAUNCHERS:
         raise ValueError(f"unknown launcher {group.request.launcher!r}")
     return entry(group.request.launcher)(group, names, sink)
+
+
+@dataclass(frozen=True)
+class TaskRun:
+    """The Airflow task a group runs in: its ``context``, its id, the try that owns the
+    group (``owner``), how often a deferred wait wakes it to load the live results
+    (``live_ingest_s``, seconds; 0: never), and where its lines go (``sink``)."""
+
+    context: Any
+    task_id: str
+    owner: str | None
+    live_ingest_s: float
+    sink: Sink
+
+
+def launcher_in_task(group: GroupPlan, task: TaskRun, names: GroupNames | None = None) -> Launcher:
+    """The launcher ``group`` asked for, inside the Airflow task ``task``: the registry's
+    ``task_entry`` where the launcher has one, else its plain entry."""
+    spec = LAUNCHERS.get(group.request.launcher)
+    if spec is None:
+        raise ValueError(f"unknown launcher {group.request.launcher!r}")
+    if not spec.task_entry:
+        return launcher_for(group, names=names, sink=task.sink)
+    module, _, function = spec.task_entry.partition(":")
+    return getattr(importlib.import_module(module), function)(group, names, task)
 
 
 def fits_one_pod(group: GroupPlan) -> bool:

@@ -37,7 +37,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowSkipException
@@ -50,10 +50,13 @@ from operators.group import (
     run_group,
     set_aside_earlier_attempt,
 )
-from operators.launcher import fits_one_pod, launcher_for
+from operators.launcher import TaskRun, fits_one_pod, launcher_in_task
 from scalebench import config, manifest
 from scalebench.statuses import CANCELLED, FAILED, PLANNED, RUNNING, SKIPPED, SUCCEEDED
 from scalebench.sweep import GroupPlan
+
+if TYPE_CHECKING:
+    from operators.kubernetes.watch import GroupEvent
 
 CANCELLED_REASON = "the Airflow task was stopped"
 STOPPED_BEFORE_START = "the Airflow task was stopped before this group started"
@@ -188,7 +191,7 @@ class TrainingGroupOperator(BaseOperator):
         )
         self.defer(trigger=trigger, method_name="resume")
 
-    def carry_on(self, context: Any, event: dict[str, Any]) -> None:
+    def carry_on(self, context: Any, event: GroupEvent | dict[str, Any]) -> None:
         """Act on the trigger's ``running`` event (every ``SCALEBENCH_LIVE_INGEST_S``
         seconds while the group runs): load what the ranks wrote so far into the results
         database, pass rank 0's new lines into the task's log, and defer again to a
@@ -196,17 +199,17 @@ class TrainingGroupOperator(BaseOperator):
 
         When that fails (the launcher cannot be built: a setting changed meanwhile), the
         group is stopped where it can be and recorded as failed, and the task fails."""
-        from operators.kubernetes import GroupNames
+        from operators.kubernetes.watch import GroupEvent
 
         group = self.plan
-        names = GroupNames(job=event["job"], service=event["service"])
+        typed = GroupEvent.of(event)
         launcher = None
         try:
-            launcher = self.launcher_for(group, context, names=names)
-            launcher.resumed(event["started_s"], event.get("attempt", 1))
+            launcher = self.launcher_for(group, context, names=typed.names)
+            launcher.resumed(typed.started_s, typed.attempt)
             self.publish(group, final=False)
             trigger = launcher.carry_on(
-                event, group.timeout_s, self.group, self._attempt, config.live_ingest_s()
+                typed, group.timeout_s, self.group, self._attempt, config.live_ingest_s()
             )
         except Exception as exc:
             self.fail_resumed(group, launcher, exc)
@@ -220,23 +223,23 @@ class TrainingGroupOperator(BaseOperator):
         delete the Job, the Service and the NetworkPolicy, then record the verdict (even
         when reading or deleting fails: the Job's deadline and TTL are the safety net).
         A preempted group with retries left is started again and the task defers again."""
-        from operators.kubernetes import GroupNames
+        from operators.kubernetes.watch import GroupEvent
 
         group = self.plan
         self._attempt = attempt_name(context)
-        if event["status"] == RUNNING:
-            self.carry_on(context, event)
-        names = GroupNames(job=event["job"], service=event["service"])
-        attempt = event.get("attempt", 1)
+        typed = GroupEvent.of(event)
+        if typed.status == RUNNING:
+            self.carry_on(context, typed)
+        names, attempt = typed.names, typed.attempt
         launcher = None
         result = None
         try:
             launcher = self.launcher_for(group, context, names=names)
-            launcher.resumed(event["started_s"], attempt)
-            if event["status"] == "error":
+            launcher.resumed(typed.started_s, attempt)
+            if typed.status == "error":
                 launcher.delete()
             else:
-                result = launcher.conclude(event)
+                result = launcher.conclude(typed)
         except Exception as exc:  # the verdict is recorded all the same
             self.log.warning(
                 "%s: could not delete Job %s and Service %s (%s); the Job's deadline and TTL will",
@@ -245,8 +248,8 @@ class TrainingGroupOperator(BaseOperator):
                 names.service,
                 exc,
             )
-        if event["status"] == "error":
-            reason = launcher_failed(group, event["reason"])
+        if typed.status == "error":
+            reason = launcher_failed(group, typed.reason)
             manifest.record_verdict(
                 Path(group.sweep_dir), group.run_id, FAILED, reason, attempt=self._attempt
             )
@@ -254,13 +257,13 @@ class TrainingGroupOperator(BaseOperator):
         if result is None:  # no launcher to conclude with: the event alone, without log tail
             result = GroupResult(
                 world_size=group.world_size,
-                status=event["status"],
-                reason=event["reason"],
-                exit_codes=event["exit_codes"],
-                seconds=event["seconds"],
-                first_failed_rank=event["first_failed_rank"],
-                qos_class=event.get("qos_class", ""),
-                image_digest=event.get("image_digest", ""),
+                status=typed.status,
+                reason=typed.reason,
+                exit_codes=list(typed.exit_codes),
+                seconds=typed.seconds,
+                first_failed_rank=typed.first_failed_rank,
+                qos_class=typed.qos_class,
+                image_digest=typed.image_digest,
                 attempt=attempt,
             )
         if launcher is not None and launcher.may_retry(result.status):
@@ -357,29 +360,11 @@ class TrainingGroupOperator(BaseOperator):
             )
 
     def launcher_for(self, group: GroupPlan, context: Any, names: Any = None) -> Any:
-        """The group's launcher; a Kubernetes group's objects are named after the task
-        instance (``names``: as an event gave them). A group that fits on one node is one
-        pod, run by the provider's pod operator for this task."""
-        if group.request.launcher == "kubernetes" and names is None:
-            from operators.kubernetes import group_names
-
-            ti = context["ti"]
-            names = group_names(ti.dag_id, ti.run_id, ti.map_index, ti.try_number, group.world_size)
-        if fits_one_pod(group):
-            from operators.kubernetes import KubernetesSettings
-            from operators.kubernetes.pod_group import PodGroup
-
-            return PodGroup(
-                group,
-                names=names,
-                settings=KubernetesSettings.from_env(),
-                context=context,
-                task_id=self.task_id,
-                owner=self._attempt,
-                live_ingest_s=config.live_ingest_s(),
-                sink=self.log.info,
-            )
-        return launcher_for(group, names=names, sink=self.log.info)
+        """The group's launcher inside this task, as the launcher registry makes it
+        (:func:`~operators.launcher.launcher_in_task`); a Kubernetes group's objects are
+        named after the task instance (``names``: as an event gave them)."""
+        task = TaskRun(context, self.task_id, self._attempt, config.live_ingest_s(), self.log.info)
+        return launcher_in_task(group, task, names)
 
     def on_kill(self) -> None:
         """Called by Airflow (on SIGTERM) while :meth:`execute` waits: record the group

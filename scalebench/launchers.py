@@ -28,7 +28,10 @@ class LauncherSpec:
     ``torch.distributed`` backends it starts. ``delays``: it can add a one-way
     delay to an emulated link (rates it limits either way). ``entry``:
     ``module:function`` in :mod:`operators` that makes the launcher for a
-    planned group, called as ``function(group, names, sink)``.
+    planned group, called as ``function(group, names, sink)``; ``task_entry``, where set,
+    the one that makes it inside an Airflow task, called as ``function(group, names,
+    task)`` (:class:`operators.launcher.TaskRun`): Kubernetes runs a group on one node as
+    the task's own pod operator there.
     """
 
     name: str
@@ -42,6 +45,7 @@ class LauncherSpec:
     backends: tuple[str, ...]
     delays: bool
     entry: str
+    task_entry: str = ""
 
     @property
     def default_placement(self) -> str:
@@ -80,6 +84,7 @@ LAUNCHERS = {
             backends=("gloo", "nccl"),
             delays=False,
             entry="operators.kubernetes:launch",
+            task_entry="operators.kubernetes.pod_group:launch_in_task",
         ),
     )
 }

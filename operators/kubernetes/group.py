@@ -38,6 +38,7 @@ from operators.kubernetes.settings import KubernetesSettings
 from operators.kubernetes.watch import (
     SETTLE,
     Ending,
+    GroupEvent,
     GroupWatch,
     Rank0Follower,
     Rank0Log,
@@ -252,7 +253,7 @@ class KubernetesGroup(GroupObjects):
 
     def carry_on(
         self,
-        event: dict[str, Any],
+        event: GroupEvent | dict[str, Any],
         timeout_s: float,
         group: dict[str, Any] | None = None,
         owner: str | None = None,
@@ -262,19 +263,18 @@ class KubernetesGroup(GroupObjects):
         since the event's log place to the sink, and return the trigger to defer to next,
         which goes on with the looks' state and the new log place (the arguments are
         those of :meth:`trigger`)."""
-        self._follow_carried(event)
-        return self.trigger(timeout_s, group, owner, live_ingest_s, watch_state=event["watch"])
+        typed = GroupEvent.of(event)
+        self._follow_carried(typed)
+        return self.trigger(timeout_s, group, owner, live_ingest_s, watch_state=typed.watch)
 
-    def _follow_carried(self, event: dict[str, Any]) -> None:
+    def _follow_carried(self, event: GroupEvent) -> None:
         """Follow rank 0's log from the place a trigger's ``event`` carries (none when the
         deferred wait does not follow it): pass on the lines written since."""
-        position = event.get("rank0_log")
-        if position is None:
+        if event.rank0_log is None:
             return
-        self._rank0 = Rank0Follower(self.ranks_per_node, Rank0Log(**position))
-        name = event.get("rank0_pod")
-        if name is not None:
-            pod = {"metadata": {"name": name}, "status": {"phase": event.get("rank0_phase")}}
+        self._rank0 = Rank0Follower(self.ranks_per_node, Rank0Log(**event.rank0_log))
+        if event.rank0_pod is not None:
+            pod = {"metadata": {"name": event.rank0_pod}, "status": {"phase": event.rank0_phase}}
             self._rank0.follow_pod(pod, self._clock(), self._read_log, self.sink)
 
     def resumed(self, started_s: float, attempt: int = 1) -> KubernetesGroup:
@@ -350,7 +350,7 @@ class KubernetesGroup(GroupObjects):
                 return look, pods
             self._sleep(self.poll_interval_s)
 
-    def conclude(self, ending: Ending | dict[str, Any]) -> GroupResult:
+    def conclude(self, ending: Ending | GroupEvent | dict[str, Any]) -> GroupResult:
         """Act on how the group ended (an :class:`Ending`, or a :class:`GroupTrigger`
         event describing one): read the log tail that goes with the verdict, delete the
         Job, the Service and the NetworkPolicy (even when reading fails), and return the
@@ -363,9 +363,9 @@ class KubernetesGroup(GroupObjects):
         else rank 0's last lines: those this group followed, or read now (passed to the
         sink too when a deferred wait did not follow them).
         """
-        event = ending if isinstance(ending, dict) else None
+        event = None if isinstance(ending, Ending) else GroupEvent.of(ending)
         if event is not None:
-            ending = Ending.from_event(event)
+            ending = event.ending()
         verdict = ending.verdict
         try:
             if event is not None:

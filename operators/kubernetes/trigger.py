@@ -21,8 +21,8 @@ call while a queued Job waits for admission, two after) and applies the rules of
   place ``rank0_log`` the event carries) and defers again, to a trigger that goes on
   with that state: its timeouts count from the same times, so verdicts are those
   of one uninterrupted wait;
-- how the group ended, once the rules give a verdict
-  (:meth:`~operators.kubernetes.watch.Ending.to_event`: the verdict ``status``
+- how the group ended, once the rules give a verdict (its
+  :class:`~operators.kubernetes.watch.Ending`: the verdict ``status``
   (``succeeded``, ``failed``, ``diverged``, ``timed_out``, ``preempted``,
   ``not_admitted``, ...) and its ``reason`` in words, the first failed rank and the
   pods whose logs go with the verdict, each rank's exit code, the pods' QoS class and
@@ -32,7 +32,8 @@ call while a queued Job waits for admission, two after) and applies the rules of
   wait does: it passes on rank 0's last new lines, reads the log tail, deletes the
   Job, the Service and the NetworkPolicy, and records the verdict.
 
-The trigger reads no log and loads no results; its events carry rank 0's log
+Both are a :class:`GroupEvent`, fired as its JSON payload and read back typed by the
+resumed task. The trigger reads no log and loads no results; its events carry rank 0's log
 place (``rank0_log``) unchanged for the task that reads the log.
 
 A user who stops the deferred task (marks it failed, clears it) makes Airflow
@@ -55,7 +56,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from operators.kubernetes.constants import JOB_NAME_LABEL, MAX_API_ERRORS, SETTLE_S
 from operators.kubernetes.pod_status import get_field
-from operators.kubernetes.watch import SETTLE, GroupWatch, Verdict, rank0_pod
+from operators.kubernetes.watch import SETTLE, GroupEvent, GroupWatch, Verdict, rank0_pod
 from scalebench.statuses import CANCELLED, FAILED, RUNNING
 
 CANCELLED_REASON = "the Airflow task was stopped"
@@ -182,9 +183,10 @@ class GroupTrigger(BaseTrigger):
         except Exception as exc:  # the resumed task deletes the group and says why
             verdict, pods = Verdict("error", str(exc)), []
         if verdict is None:
-            yield TriggerEvent(self._event(running_event(watch, pods)))
+            yield TriggerEvent(self._event(**running_event(watch, pods)).to_payload())
         else:
-            yield TriggerEvent(self._event(watch.ending(verdict, pods, now_s()).to_event()))
+            ending = watch.ending(verdict, pods, now_s())
+            yield TriggerEvent(self._event(**ending.to_event()).to_payload())
 
     async def _watch(
         self, watch: GroupWatch, batch: Any, core: Any
@@ -233,17 +235,19 @@ class GroupTrigger(BaseTrigger):
                 min(SETTLE_S, self.poll_interval_s) if look == SETTLE else self.poll_interval_s
             )
 
-    def _event(self, ending: dict[str, Any]) -> dict[str, Any]:
-        """The event's payload: ``ending`` (how the group ended, or that it runs), which Job
-        of which attempt it is about, and rank 0's log place as this trigger got it."""
-        return {
-            **ending,
-            "job": self.job,
-            "service": self.service,
-            "started_s": self.started_s,
-            "attempt": self.attempt,
-            "rank0_log": self.rank0_log,
-        }
+    def _event(self, **ending: Any) -> GroupEvent:
+        """The event: ``ending`` (how the group ended, or that it runs), which Job of which
+        attempt it is about, and rank 0's log place as this trigger got it."""
+        return GroupEvent.from_payload(
+            {
+                **ending,
+                "job": self.job,
+                "service": self.service,
+                "started_s": self.started_s,
+                "attempt": self.attempt,
+                "rank0_log": self.rank0_log,
+            }
+        )
 
     async def on_kill(self) -> None:
         """The user stopped the deferred task: delete the Job, the Service and the

@@ -12,14 +12,16 @@ log's place survive being rebuilt from their fields.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from operators.kubernetes.constants import LOG_PHASES, LOG_TAIL_LINES
+from operators.kubernetes.names import GroupNames
 from operators.kubernetes.pod_status import (
     exit_code,
     get_field,
@@ -60,8 +62,9 @@ class Ending:
     it: ``failed_pod`` ran the first failed rank, ``rank0_pod`` rank 0 (``None`` when
     there was none, or its log could not be read yet), whose phase was ``rank0_phase``.
 
-    The deferred wait sends it as its event (:meth:`to_event`, plain JSON values) and the
-    resumed task reads it back (:meth:`from_event`); the blocking wait uses it as it is.
+    The deferred wait sends it in its event (:meth:`to_event`: the fields of a
+    :class:`~operators.kubernetes.trigger.GroupEvent`, whose ``ending`` gives it back to the
+    resumed task); the blocking wait uses it as it is.
     """
 
     verdict: Verdict
@@ -87,21 +90,6 @@ class Ending:
             "rank0_pod": self.rank0_pod,
             "rank0_phase": self.rank0_phase,
         }
-
-    @classmethod
-    def from_event(cls, event: dict[str, Any]) -> Ending:
-        """The ending a trigger event describes (:meth:`to_event`)."""
-        verdict = Verdict(event["status"], event["reason"], event.get("first_failed_rank"))
-        return cls(
-            verdict,
-            list(event.get("exit_codes") or []),
-            qos_class=event.get("qos_class", ""),
-            image_digest=event.get("image_digest", ""),
-            seconds=event.get("seconds", 0.0),
-            failed_pod=event.get("failed_pod"),
-            rank0_pod=event.get("rank0_pod"),
-            rank0_phase=event.get("rank0_phase"),
-        )
 
 
 @dataclass
@@ -426,3 +414,71 @@ _STAMP = re.compile(
     r"(?P<whole>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d{1,9}))?"
     r"(?P<zone>Z|[+-]\d\d:\d\d)"
 )
+
+
+@dataclass(frozen=True)
+class GroupEvent:
+    """One :class:`~operators.kubernetes.trigger.GroupTrigger` event, typed: how the group ended (an
+    :class:`~operators.kubernetes.watch.Ending`'s fields: ``status``, ``reason``, the first
+    failed rank, each rank's exit code, the pods' QoS class and resolved image, the seconds
+    since the Job was created, the pods whose logs go with the verdict), or that it runs
+    (``status`` ``running``, with ``watch``: what the looks learnt), or ``error`` (the
+    cluster could not be read; ``reason`` says why); which Job and Service of which
+    attempt it is about, created at ``started_s`` (wall-clock seconds); and rank 0's log
+    place as the trigger got it. Airflow carries it as JSON (:meth:`to_payload`,
+    :meth:`from_payload`)."""
+
+    status: str
+    job: str
+    service: str
+    started_s: float
+    reason: str = ""
+    attempt: int = 1
+    rank0_log: dict[str, Any] | None = None
+    watch: dict[str, Any] | None = None
+    rank0_pod: str | None = None
+    rank0_phase: str | None = None
+    first_failed_rank: int | None = None
+    exit_codes: tuple[int | None, ...] = ()
+    qos_class: str = ""
+    image_digest: str = ""
+    seconds: float = 0.0
+    failed_pod: str | None = None
+
+    @property
+    def names(self) -> GroupNames:
+        """The Job's and the Service's names."""
+        return GroupNames(job=self.job, service=self.service)
+
+    def to_payload(self) -> dict[str, Any]:
+        """The event as a trigger fires it: plain JSON values."""
+        payload = dataclasses.asdict(self)
+        payload["exit_codes"] = list(self.exit_codes)
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: Mapping[str, Any]) -> GroupEvent:
+        """The event a resumed task was given (:meth:`to_payload`); keys it does not know are
+        left out."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {key: value for key, value in payload.items() if key in known}
+        values["exit_codes"] = tuple(values.get("exit_codes") or ())
+        return cls(**values)
+
+    @classmethod
+    def of(cls, event: GroupEvent | Mapping[str, Any]) -> GroupEvent:
+        """``event`` typed, whether given typed or as its payload."""
+        return event if isinstance(event, GroupEvent) else cls.from_payload(event)
+
+    def ending(self) -> Ending:
+        """How the group ended, as the blocking wait has it."""
+        return Ending(
+            Verdict(self.status, self.reason, self.first_failed_rank),
+            list(self.exit_codes),
+            qos_class=self.qos_class,
+            image_digest=self.image_digest,
+            seconds=self.seconds,
+            failed_pod=self.failed_pod,
+            rank0_pod=self.rank0_pod,
+            rank0_phase=self.rank0_phase,
+        )
