@@ -32,6 +32,8 @@ NCCL_LOG_PATTERN = "nccl-rank-*.log"
 GLOO_TCP = "TCP (gloo)"
 SOCKETS = "NET/Socket"
 MAX_LOG_BYTES = 4 << 20  # a rank's NCCL log read at most this far (bytes): its set-up lines
+MAX_NAME = 40  # characters of one transport's name kept (NCCL's are far shorter)
+MAX_LABEL = 100  # characters of a label, as run.transport_* store it
 _CONNECTION = re.compile(
     r"NCCL INFO (?:Channel|Ring) \d+(?:/\d+)? ?: (\d+)\[[0-9a-fA-Fx]+\] -> (\d+)\[[0-9a-fA-Fx]+\]"
     r"(?: \[(?:send|receive)\])? via (\S[^\n]*)"
@@ -66,9 +68,10 @@ def transport_name(via: str) -> str:
     """``P2P/CUMEM/read`` → ``P2P``; ``NET/IB/0/GDRDMA`` → ``NET/IB``; ``SHM/direct/direct`` →
     ``SHM``: the transport, with the network's name for NET and COLLNET."""
     parts = [p.strip() for p in via.strip().split("/")]
+    name = parts[0]
     if parts[0] in ("NET", "COLLNET") and len(parts) > 1 and parts[1]:
-        return f"{parts[0]}/{parts[1]}"
-    return parts[0]
+        name = f"{parts[0]}/{parts[1]}"
+    return name[:MAX_NAME]
 
 
 @dataclass
@@ -82,11 +85,13 @@ class Transports:
 
     @property
     def within_label(self) -> str:
-        return ", ".join(sorted(self.within_node))
+        """The transports within nodes, comma-separated (at most :data:`MAX_LABEL`)."""
+        return _label(self.within_node)
 
     @property
     def between_label(self) -> str:
-        return ", ".join(sorted(self.between_nodes))
+        """The transports between nodes, comma-separated (at most :data:`MAX_LABEL`)."""
+        return _label(self.between_nodes)
 
     @property
     def fell_back_to_sockets(self) -> bool:
@@ -97,6 +102,13 @@ class Transports:
         self.within_node |= other.within_node
         self.between_nodes |= other.between_nodes
         self.no_rdma += [line for line in other.no_rdma if line not in self.no_rdma]
+
+
+def _label(names: set[str]) -> str:
+    """``names`` sorted and comma-separated, cut to :data:`MAX_LABEL` characters with an
+    ellipsis (a damaged or hostile log can name any number of them)."""
+    text = ", ".join(sorted(names))
+    return text if len(text) <= MAX_LABEL else text[: MAX_LABEL - 1] + "…"
 
 
 def parse_nccl_log(text: str, ranks_per_node: int) -> Transports:

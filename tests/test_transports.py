@@ -196,3 +196,16 @@ def test_a_groups_fall_back_to_sockets_fails_it_where_rdma_is_required(tmp_path:
     assert KubernetesGroup.rdma_refusal(group) == ""  # type: ignore[arg-type]
     (tmp_path / nccl_log_name(0)).unlink()
     assert "no rank left an NCCL log" in KubernetesGroup.rdma_refusal(group)  # type: ignore[arg-type]
+
+
+def test_a_hostile_log_cannot_break_the_stored_labels() -> None:
+    """A damaged or crafted log names any number of transports, of any length: each name and
+    each label are cut to what the run's columns hold."""
+    lines = "".join(
+        f"NCCL INFO Channel 00/0 : 0[0] -> 1[1] via {chr(65 + i % 26) * (50 + i)}/x\n"
+        for i in range(40)
+    )
+    found = parse_nccl_log(lines, ranks_per_node=1)
+    assert len(found.between_nodes) == 26  # cut to 40 characters, the names of a letter meet
+    assert all(len(name) <= 40 for name in found.between_nodes)
+    assert len(found.between_label) == 100 and found.between_label.endswith("…")

@@ -129,8 +129,8 @@ def run_transports(fs: Any, run_path: str, request: dict[str, Any], world_size: 
     logs: list[str] = []
     if backend == "nccl" and fs.exists(run_path) and fs.isdir(run_path):
         for path in sorted(fs.glob(f"{run_path}/{NCCL_LOG_PATTERN}")):
-            try:
-                if not fs.isfile(path):
+            try:  # a regular file of the run's own: not a link to elsewhere
+                if not fs.isfile(path) or getattr(fs, "islink", lambda _: False)(path):
                     continue
                 with fs.open(path, "rb") as handle:
                     logs.append(handle.read(MAX_LOG_BYTES).decode("utf-8", "replace"))
