@@ -84,7 +84,7 @@ LAUNCHERS = {
             backends=("gloo", "nccl"),
             delays=False,
             entry="operators.kubernetes:launch",
-            task_entry="operators.kubernetes.pod_group:launch_in_task",
+            task_entry="operators.kubernetes.in_task:launch_in_task",
         ),
     )
 }

@@ -51,6 +51,7 @@ verdict) and adds what the provider's ``KubernetesJobOperator`` lacks:
 | ``objects``    | ``GroupObjects``: create and delete a group's Job, Service, NetworkPolicy  |
 | ``group``      | ``KubernetesGroup``: start, follow (blocking), conclude one group          |
 | ``trigger``    | ``GroupTrigger``: wait for a started group from Airflow's triggerer        |
+| ``in_task``    | ``launch_in_task``: the launcher inside an Airflow task (pod or Job)       |
 | ``pod_group``  | ``PodGroup``: a group on one node as one pod of the provider's             |
 |                | ``KubernetesPodOperator`` (Airflow tasks only; imported when used)         |
 """

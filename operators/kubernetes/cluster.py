@@ -38,8 +38,8 @@ from operators.kubernetes.constants import (
     CHECK_CALLS,
     CLUSTER_READS,
     CONTAINER,
-    WORKER_UID,
 )
+from operators.kubernetes.manifests import container_security, pod_security
 from operators.kubernetes.pod_status import get_field, image_digest, pending_problem
 from operators.kubernetes.settings import KubernetesSettings
 from scalebench.cluster_fit import ClusterNode, ClusterNodes
@@ -535,25 +535,14 @@ def pull_check_manifest(settings: KubernetesSettings, name: str) -> dict[str, An
         "serviceAccountName": settings.service_account,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": WORKER_UID,
-            "runAsGroup": WORKER_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security(),
         "containers": [
             {
                 "name": CONTAINER,
                 "image": settings.image,
                 "imagePullPolicy": settings.image_pull_policy,
                 "command": ["python", "-c", "import workers.run"],
-                "securityContext": {
-                    "runAsNonRoot": True,
-                    "runAsUser": WORKER_UID,
-                    "allowPrivilegeEscalation": False,
-                    "capabilities": {"drop": ["ALL"]},
-                    "readOnlyRootFilesystem": True,
-                },
+                "securityContext": container_security(),
                 "resources": {
                     "requests": {"cpu": "100m", "memory": "512Mi"},
                     "limits": {"cpu": "1", "memory": "2Gi"},

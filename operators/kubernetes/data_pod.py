@@ -27,7 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from operators.kubernetes.constants import CONTAINER, DATA_MOUNT, WORKER_UID, WRITABLE_HOMES
+from operators.kubernetes.constants import CONTAINER, DATA_MOUNT, WRITABLE_HOMES
+from operators.kubernetes.manifests import container_security, pod_security
 from operators.kubernetes.pod_status import get_field, pending_problem
 from operators.kubernetes.settings import KubernetesSettings
 
@@ -64,13 +65,7 @@ def data_pod_manifest(
         "imagePullPolicy": settings.image_pull_policy,
         "command": command,
         "env": [{"name": key, "value": value} for key, value in WRITABLE_HOMES.items()],
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": WORKER_UID,
-            "allowPrivilegeEscalation": False,
-            "capabilities": {"drop": ["ALL"]},
-            "readOnlyRootFilesystem": True,
-        },
+        "securityContext": container_security(),
         "resources": {"requests": dict(DATA_POD_RESOURCES), "limits": dict(DATA_POD_RESOURCES)},
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "volumeMounts": [
@@ -84,13 +79,7 @@ def data_pod_manifest(
         "serviceAccountName": settings.service_account,
         "automountServiceAccountToken": False,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": WORKER_UID,
-            "runAsGroup": WORKER_UID,
-            "fsGroup": WORKER_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security(),
         "containers": [container],
         "volumes": [
             {"name": "data", "persistentVolumeClaim": {"claimName": settings.data_claim}},

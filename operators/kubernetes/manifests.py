@@ -315,6 +315,31 @@ def _volumes(settings: KubernetesSettings, ranks_per_node: int) -> list[dict[str
     return volumes
 
 
+def pod_security() -> dict[str, Any]:
+    """The security context of every pod scalebench starts (workers, the image check, the
+    data pod): a user that is not root (uid and gid 1000, which own what it writes in the
+    claims) and the runtime's default seccomp profile, as Pod Security ``restricted`` asks."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": WORKER_UID,
+        "runAsGroup": WORKER_UID,
+        "fsGroup": WORKER_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security(granted: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """The security context of such a pod's container: not root, no privilege escalation,
+    a read-only root filesystem, and the capabilities ``granted`` (default: none at all)."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": WORKER_UID,
+        "allowPrivilegeEscalation": False,
+        "capabilities": granted or {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": True,
+    }
+
+
 def capabilities(settings: KubernetesSettings) -> dict[str, list[str]]:
     """The worker container's capabilities: none, but ``IPC_LOCK`` with RDMA devices (the
     verbs library pins its buffers in memory; the namespace's Pod Security level must then
@@ -351,13 +376,7 @@ def _container(
         "env": _environment(names, world_size, ranks_per_node, settings, stack_env),
         "ports": [{"name": "rendezvous", "containerPort": MASTER_PORT, "protocol": "TCP"}],
         "volumeMounts": _mounts(settings),
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": WORKER_UID,
-            "allowPrivilegeEscalation": False,
-            "capabilities": capabilities(settings),
-            "readOnlyRootFilesystem": True,
-        },
+        "securityContext": container_security(capabilities(settings)),
         "resources": settings.resources(gpus_per_worker, ranks=ranks_per_node),
     }
 
@@ -379,11 +398,7 @@ def _pod_spec(
         "automountServiceAccountToken": False,  # workers never call the API
         "enableServiceLinks": False,
         "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": WORKER_UID,
-            "runAsGroup": WORKER_UID,
-            "fsGroup": WORKER_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
+            **pod_security(),
             # The collectives' ports, which the group's NetworkPolicy opens (a safe sysctl).
             "sysctls": [
                 {

@@ -64,7 +64,6 @@ from scalebench.statuses import FAILED, RUNNING, SUCCEEDED
 if TYPE_CHECKING:
     from operators.kubernetes.names import GroupNames
     from operators.kubernetes.settings import KubernetesSettings
-    from operators.launcher import TaskRun
     from scalebench.sweep import GroupPlan
 
 
@@ -436,29 +435,3 @@ class PodGroup(KubernetesGroup):
         """After a preempted attempt: record it, and start the next as a new pod."""
         self._operator = None
         super().next_attempt(result)
-
-
-def launch_in_task(group: GroupPlan, names: GroupNames | None, task: TaskRun) -> KubernetesGroup:
-    """The Kubernetes launcher inside an Airflow task (:mod:`scalebench.launchers` names this
-    entry): a group on one node is one pod of the task's own pod operator
-    (:class:`PodGroup`), a larger one an Indexed Job; their objects are named after the task
-    instance unless ``names`` (an event's) are given."""
-    from operators.kubernetes.group import launch
-    from operators.kubernetes.names import group_names
-    from operators.kubernetes.settings import KubernetesSettings
-
-    if names is None:
-        ti = task.context["ti"]
-        names = group_names(ti.dag_id, ti.run_id, ti.map_index, ti.try_number, group.world_size)
-    if group.shape.nodes != 1:
-        return launch(group, names, task.sink)
-    return PodGroup(
-        group,
-        names=names,
-        settings=KubernetesSettings.from_env(),
-        context=task.context,
-        task_id=task.task_id,
-        owner=task.owner,
-        live_ingest_s=task.live_ingest_s,
-        sink=task.sink,
-    )
