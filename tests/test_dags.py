@@ -60,6 +60,7 @@ def test_every_task_has_a_dag_and_nothing_fails_to_import(dagbag) -> None:
             assert (train.pool, train.pool_slots) == ("scalebench_workers", k)
 
 
+@pytest.mark.timing  # it asserts on seconds: run alone, not beside other tests
 @pytest.mark.parametrize("dag_file", ["benchmarks.py", "nightly.py"])
 def test_dag_files_parse_fast_and_import_no_torch(dag_file: str) -> None:
     code = (
