@@ -1,0 +1,73 @@
+"""A file server on 127.0.0.1 for the data-preparation tests: byte ranges as a publisher's
+server answers them, and the faults a download meets (a connection cut mid-file, a slow
+answer). Every request is logged with its ``Range`` header."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+
+@dataclass
+class Served:
+    root: Path
+    base: str = ""
+    requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
+    cut_once: dict[str, int] = field(default_factory=dict)  # path -> bytes sent, then cut
+    delay_s: float = 0.0  # before each answer
+
+
+@contextmanager
+def serve(root: Path) -> Iterator[Served]:
+    """Serve ``root`` until the block ends; ``Served.base`` is its address."""
+    served = Served(root)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            return None
+
+        def do_GET(self) -> None:
+            ranged = self.headers.get("Range")
+            served.requests.append((self.path, ranged))
+            time.sleep(served.delay_s)
+            path = served.root / self.path.lstrip("/")
+            if not path.is_file():
+                self.send_error(404)
+                return
+            body = path.read_bytes()
+            start = 0
+            if ranged and ranged.startswith("bytes="):
+                start = int(ranged[6:].split("-")[0])
+                if start >= len(body):
+                    self.send_response(416)
+                    self.send_header("Content-Range", f"bytes */{len(body)}")
+                    self.end_headers()
+                    return
+                self.send_response(206)
+                self.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+            else:
+                self.send_response(200)
+            self.send_header("Content-Length", str(len(body) - start))
+            self.end_headers()
+            cut = served.cut_once.pop(self.path, None)
+            if cut is not None:
+                self.wfile.write(body[start:cut])
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            self.wfile.write(body[start:])
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    served.base = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield served
+    finally:
+        server.shutdown()
+        server.server_close()
