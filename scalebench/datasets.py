@@ -3,9 +3,10 @@
 One :class:`DataSet` per name a task spec gives (``spec.data.name``). It says
 which folder under the data directory holds the set, which files must be there
 for the workers to load it, whether ``prepare(..., download=True)`` can fetch
-it, and whether that download is checked against checksums its publisher gives
-(CIFAR-10: MD5 of the archive and of every batch; LIBSVM publishes none for
-epsilon; WikiText-2 and the WMT corpora are put in place by hand).
+it, and whether that download is checked against checksums recorded in the code
+(CIFAR-10: MD5 of the archive and of every batch; WMT16 and WikiText-2: each
+archive's SHA-256 or MD5; LIBSVM publishes none for epsilon, so its first
+download's SHA-256 is kept and every later download checked against it).
 
 Names not listed here (``digits32``, ``markov``, ``synthetic``, ...) are
 generated or ship with a package: they need nothing on disk. Pure and
@@ -92,9 +93,36 @@ WIKITEXT2 = DataSet(
     folder="wikitext-2",
     files=("wiki.train.tokens", "wiki.valid.tokens", "wiki.test.tokens"),
     how_to_get=(
-        "Unpack wikitext-2-v1.zip so that {folder}/wiki.train.tokens, wiki.valid.tokens and "
-        "wiki.test.tokens exist, or run the light variant (--light)."
+        "Run `scalebench data wikitext2 --download --data-dir {data_dir}` (or `scalebench "
+        "data import DIR` with wikitext-2-v1.zip in DIR, then `scalebench data wikitext2`), "
+        "or run the light variant (--light)."
     ),
+    downloadable=True,
+    published_checksums=True,
+)
+# WMT16 en-de as the GNMT reference prepares it (workers/data/wmt16.py): what the workers
+# read is each split's subword ids, the vocabulary, and newstest2014's German text.
+WMT16 = DataSet(
+    name="wmt16-en-de",
+    title="WMT16 en-de (prepared)",
+    folder="wmt16-en-de",
+    files=(
+        "vocab.bpe.32000",
+        "newstest2014.de",
+        *(
+            f"{split}.{lang}.{part}.npy"
+            for split in ("train", "valid", "test")
+            for lang in ("en", "de")
+            for part in ("ids", "offsets")
+        ),
+    ),
+    how_to_get=(
+        "Run `scalebench data wmt16-en-de --download --data-dir {data_dir}` (about 1.7 GB of "
+        "archives; or `scalebench data import DIR` with them in DIR, then `scalebench data "
+        "wmt16-en-de`), or run the light variant (--light)."
+    ),
+    downloadable=True,
+    published_checksums=True,
 )
 # The WMT corpora: sentence-aligned training text and newstest2014, English and German.
 WMT_SPLITS = {"train": "train", "test": "newstest2014"}
@@ -115,7 +143,8 @@ def _wmt(name: str) -> DataSet:
 
 WMT_SETS = ("wmt16-en-de", "wmt17-en-de")
 DATA_SETS = {
-    data_set.name: data_set for data_set in (CIFAR10, EPSILON, WIKITEXT2, *map(_wmt, WMT_SETS))
+    data_set.name: data_set
+    for data_set in (CIFAR10, EPSILON, WIKITEXT2, WMT16, _wmt("wmt17-en-de"))
 }
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from scalebench.datasets import DATA_SETS, WMT_SETS, DataSetCorrupt
+from scalebench.datasets import DATA_SETS, DataSetCorrupt
 from workers.data.cifar10 import prepare_cifar10
 from workers.data.epsilon import prepare_epsilon, prepare_epsilon_like
 from workers.data.stamps import STAMP, Prepared, file_state, read_stamp, write_stamp
+from workers.data.steps import preparation_lock
 
 
 def prepare_digits(name: str = "digits") -> Prepared:
@@ -35,29 +36,10 @@ def prepare_digits(name: str = "digits") -> Prepared:
     )
 
 
-def prepare_wikitext2(data_dir: Path, *, vocabulary: int = 33_278) -> Prepared:
-    """Check WikiText-2's token files: present, readable, and the published vocabulary size."""
-    from workers.data.text import WIKITEXT2_DIR, WIKITEXT2_FILES, load_wikitext2
+def prepare_wikitext2(data_dir: Path, *, download: bool) -> Prepared:
+    from workers.data.wikitext import prepare_wikitext2 as prepare_set
 
-    folder = data_dir / WIKITEXT2_DIR
-    files = [folder / name for name in WIKITEXT2_FILES.values()]
-    states = {path.name: file_state(path) for path in files if path.is_file()}
-    stamp_path = folder / STAMP
-    total = sum(state["size"] for state in states.values())
-    if (
-        len(states) == len(files)
-        and stamp_path.is_file()
-        and (read_stamp(stamp_path).get("files") == states)
-    ):
-        return Prepared("wikitext2", "fresh", str(folder), bytes=total)
-    corpus = load_wikitext2(data_dir)  # raises DataSetMissing naming the files
-    if len(corpus.words) != vocabulary:
-        raise DataSetCorrupt(
-            f"{folder}: {len(corpus.words):,} distinct training words, expected {vocabulary:,} "
-            "(the tokenised wikitext-2-v1 release, not the raw one)"
-        )
-    write_stamp(stamp_path, {"files": states})
-    return Prepared("wikitext2", "verified", str(folder), bytes=total)
+    return prepare_set(data_dir, download=download)
 
 
 def prepare_markov() -> Prepared:
@@ -94,6 +76,12 @@ def prepare_parallel_text(data_dir: Path, name: str) -> Prepared:
     return Prepared(name, "converted", str(folder), bytes=total)
 
 
+def prepare_wmt16(data_dir: Path, *, download: bool) -> Prepared:
+    from workers.data.wmt16 import prepare_wmt16 as prepare_set
+
+    return prepare_set(data_dir, download=download)
+
+
 def prepare_synthetic_pairs() -> Prepared:
     """The generated parallel text of the light translation tasks: built, and its size."""
     from workers.data.translation import synthetic_bitext
@@ -114,18 +102,20 @@ PREPARERS: dict[str, Callable[[Path, bool], Prepared]] = {
     "digits32": lambda data_dir, download: prepare_digits("digits32"),
     "epsilon": lambda data_dir, download: prepare_epsilon(data_dir, download=download),
     "epsilon_like": lambda data_dir, download: prepare_epsilon_like(),
-    "wikitext2": lambda data_dir, download: prepare_wikitext2(data_dir),
+    "wikitext2": lambda data_dir, download: prepare_wikitext2(data_dir, download=download),
     "markov": lambda data_dir, download: prepare_markov(),
-    **{
-        name: (lambda data_dir, download, name=name: prepare_parallel_text(data_dir, name))
-        for name in WMT_SETS
-    },
+    "wmt16-en-de": lambda data_dir, download: prepare_wmt16(data_dir, download=download),
+    "wmt17-en-de": lambda data_dir, download: prepare_parallel_text(data_dir, "wmt17-en-de"),
     "synthetic": lambda data_dir, download: prepare_synthetic_pairs(),
 }
 
 
 def prepare(name: str, data_dir: Path, *, download: bool = False) -> Prepared:
-    """Make data set ``name`` ready in ``data_dir`` (see the module docstring)."""
+    """Make data set ``name`` ready in ``data_dir`` (see the module docstring), holding its
+    lock (:func:`workers.data.steps.preparation_lock`) when it lives on disk."""
     if name not in PREPARERS:
         raise ValueError(f"unknown data set {name!r}")
-    return PREPARERS[name](data_dir, download)
+    if name not in DATA_SETS:
+        return PREPARERS[name](data_dir, download)
+    with preparation_lock(data_dir, name):
+        return PREPARERS[name](data_dir, download)

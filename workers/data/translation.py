@@ -45,7 +45,8 @@ class Bitext:
     train_target: list[np.ndarray]
     test_source: list[np.ndarray]
     test_references: list[str]
-    tokenizer: object  # a ``tokenizers.Tokenizer``
+    tokenizer: object  # ``get_vocab_size()`` and ``decode(ids)``: a ``tokenizers.Tokenizer``, or
+    # WMT16's :class:`workers.data.wmt16.BpeVocabulary`
 
     @property
     def vocabulary(self) -> int:
@@ -223,6 +224,17 @@ def load_wmt(data_dir: Path, name: str) -> Bitext:
 def load_bitext(name: str, data_dir: Path) -> Bitext:
     if name == "synthetic":
         return synthetic_bitext()
+    if name == "wmt16-en-de":
+        from workers.data.wmt16 import load_wmt16
+
+        splits, references, vocabulary = load_wmt16(data_dir)
+        return Bitext(
+            train_source=splits["train.en"],
+            train_target=splits["train.de"],
+            test_source=splits["test.en"],
+            test_references=references,
+            tokenizer=vocabulary,
+        )
     if name in WMT_SETS:
         return load_wmt(data_dir, name)
     raise ValueError(f"unknown parallel corpus {name!r}")

@@ -1,0 +1,293 @@
+"""WMT16 en-de prepared as the GNMT reference prepares it, from miniature archives in the
+upstream formats served on 127.0.0.1 (no internet): Moses' steps against the Perl scripts'
+own output (tests/data/moses), subword-nmt's BPE against subword-nmt run directly, the
+faults a download and a preparation meet, and one epoch trained on the result."""
+
+from __future__ import annotations
+
+import errno
+import io
+import tarfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from scalebench.datasets import WMT16, DataSetCorrupt
+from tests.archive_server import Served, serve
+from workers.data import moses, wmt16
+from workers.data.archives import MIRRORS_VARIABLE, digests_of, downloads_folder
+from workers.data.steps import STEPS
+from workers.data.translation import load_bitext
+
+MOSES = Path(__file__).parent / "data" / "moses"
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def test_tokenize_gives_the_tokens_of_moses_tokenizer_perl() -> None:
+    for lang in ("en", "de"):
+        source, recorded = lines(MOSES / f"corpus.{lang}"), lines(MOSES / f"corpus.tok.{lang}")
+        assert len(source) == len(recorded) == 20
+        for line, perl in zip(source, recorded, strict=True):
+            assert moses.tokenize(line, lang).split() == perl.split(), line
+
+
+def test_clean_pairs_keeps_what_clean_corpus_n_perl_keeps() -> None:
+    pairs = zip(lines(MOSES / "clean.en"), lines(MOSES / "clean.de"), strict=True)
+    kept = list(moses.clean_pairs(pairs, 1, 80))
+    perl = list(zip(lines(MOSES / "clean.out.en"), lines(MOSES / "clean.out.de"), strict=True))
+    assert kept == perl and len(kept) == 21
+
+
+def test_sgm_segments_are_what_input_from_sgm_perl_prints() -> None:
+    with (MOSES / "test.sgm").open(encoding="utf-8") as handle:
+        assert list(moses.sgm_segments(handle)) == lines(MOSES / "test.txt")
+
+
+def test_the_latin1_filter_drops_pairs_of_other_scripts() -> None:
+    pairs = [("a b", "c d"), ("Для их", "x"), ("x", "★ y"), ("Müller", "Straße")]
+    assert list(moses.latin1_pairs(pairs)) == [("a b", "c d"), ("Müller", "Straße")]
+
+
+# -- miniature archives in the upstream layout ---------------------------------------------
+
+
+def corpus(count: int, seed: int) -> list[tuple[str, str]]:
+    """Parallel sentences: Moses' recorded corpus, then generated pairs of the light pair."""
+    from workers.data.translation import synthetic_pairs
+
+    natural = list(zip(lines(MOSES / "corpus.en"), lines(MOSES / "corpus.de"), strict=True))
+    return [*natural, *synthetic_pairs(count, seed)]
+
+
+def tgz(path: Path, members: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in members.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def sgm(setid: str, segments: list[str]) -> str:
+    body = "".join(f'<seg id="{i}">{text}</seg>\n' for i, text in enumerate(segments, 1))
+    head = f'<srcset setid="{setid}" srclang="any">\n<doc docid="d" genre="news">\n'
+    return f"{head}{body}</doc>\n</srcset>\n"
+
+
+def make_archives(root: Path) -> tuple[wmt16.Archive, ...]:
+    """The five archives under ``root`` at their official paths, and their entries with
+    these files' digests."""
+    sides = {
+        "europarl-v7.de-en": corpus(150, 1),
+        "commoncrawl.de-en": corpus(100, 2),
+        "news-commentary-v11.de-en": corpus(50, 3),
+    }
+
+    def text(pairs: list[tuple[str, str]], position: int) -> str:
+        return "".join(pair[position] + "\n" for pair in pairs)
+
+    folders = {
+        "europarl-v7.de-en": "training/",
+        "commoncrawl.de-en": "",
+        "news-commentary-v11.de-en": "training-parallel-nc-v11/",
+    }
+    paths = [root / a.url.split("/", 3)[3] for a in wmt16.WMT16_ARCHIVES]
+    for index, (stem, pairs) in enumerate(sides.items()):
+        members = {
+            f"{folders[stem]}{stem}.{lang}": text(pairs, p) for p, lang in enumerate(("en", "de"))
+        }
+        if stem == "commoncrawl.de-en":
+            members["commoncrawl.fr-en.fr"] = "pas pour nous\n"
+        tgz(paths[index], members)
+    tests = {name: corpus(8, seed) for seed, name in enumerate(wmt16.NEWSTESTS, 10)}
+    for index, folder in ((3, "dev/"), (4, "test/")):
+        members = {}
+        for name, (i, stem) in wmt16.NEWSTESTS.items():
+            if i == index:
+                members[f"{folder}{stem}-src.de.sgm"] = sgm(name, [de for _, de in tests[name]])
+                members[f"{folder}{stem}-ref.en.sgm"] = sgm(name, [en for en, _ in tests[name]])
+        tgz(paths[index], members)
+    return tuple(
+        replace(a, sha256=digests_of(p)[0], md5=None, bytes=p.stat().st_size)
+        for a, p in zip(wmt16.WMT16_ARCHIVES, paths, strict=True)
+    )
+
+
+@pytest.fixture
+def served(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[Served, tuple[wmt16.Archive, ...]]:
+    root = tmp_path / "upstream"
+    archives = make_archives(root)
+    with serve(root) as server:
+        monkeypatch.setenv(MIRRORS_VARIABLE, f"statmt={server.base}")
+        yield server, archives
+
+
+def test_wmt16_is_prepared_as_the_reference_prepares_it(
+    served: tuple[Served, tuple[wmt16.Archive, ...]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from subword_nmt.apply_bpe import BPE
+    from subword_nmt.learn_bpe import learn_bpe
+
+    server, archives = served
+    data_dir = tmp_path / "data"
+    monkeypatch.setattr(wmt16, "CHUNK_LINES", 64)  # several chunks, on two processes
+    said: list[str] = []
+    prepared = wmt16.prepare_wmt16(
+        data_dir, download=True, archives=archives, say=said.append, processes=2
+    )
+    assert prepared.status == "converted" and not WMT16.missing(data_dir)
+    folder = data_dir / WMT16.folder
+    # the training text: the three corpora in the reference's order, 20 natural + generated
+    train_en = lines(folder / "train.en")
+    assert len(train_en) == 3 * 20 + 300 and train_en[0] == lines(MOSES / "corpus.en")[0]
+    # tokenized as Moses tokenizes, cleaned as clean-corpus-n cleans and Latin-1 filtered:
+    # of each natural copy, the pair with an empty side goes, and those with „“, – or €
+    assert lines(folder / "train.tok.en")[:20] == [
+        moses.tokenize(x, "en") for x in lines(MOSES / "corpus.en")
+    ]
+    tokenized = zip(lines(folder / "train.tok.en"), lines(folder / "train.tok.de"), strict=True)
+    kept = list(moses.latin1_pairs(moses.clean_pairs(tokenized)))
+    cleaned = lines(folder / "train.tok.clean.en")
+    assert cleaned == [en for en, _ in kept] and len(cleaned) == len(train_en) - 3 * 6
+    # the BPE is subword-nmt's own: learned on the same text, it gives the same codes
+    reference = tmp_path / "reference.codes"
+    with reference.open("w", encoding="utf-8") as out:
+        text = io.StringIO(
+            "".join(
+                (folder / f"train.tok.clean.{lang}").read_text(encoding="utf-8")
+                for lang in ("de", "en")
+            )
+        )
+        learn_bpe(text, out, wmt16.MERGES)
+    assert (folder / wmt16.CODES).read_text(encoding="utf-8") == reference.read_text(
+        encoding="utf-8"
+    )
+    with reference.open(encoding="utf-8") as handle:
+        bpe = BPE(handle)
+    for stem in wmt16.SPLITS.values():  # applied in chunks on two processes, in order
+        segmented = lines(folder / f"{stem}.bpe.{wmt16.MERGES}.en")
+        assert segmented == [bpe.process_line(x) for x in lines(folder / f"{stem}.en")]
+    vocabulary = lines(folder / wmt16.VOCABULARY)
+    assert len(vocabulary) == len(set(vocabulary)) > 100
+    # the workers' view: ids, and text again after BPE and Moses are undone
+    bitext = load_bitext("wmt16-en-de", data_dir)
+    assert len(bitext.train_source) == len(cleaned)
+    assert (
+        len(bitext.test_references) == 28
+        and bitext.test_references[0] == lines(MOSES / "corpus.de")[0]
+    )
+    assert bitext.detokenize(bitext.train_target[0].tolist()) == lines(MOSES / "corpus.de")[0]
+    # progress was said, per step, and a second preparation does nothing
+    assert any("tokenize: done in" in line for line in said)
+    assert any("lines, " in line and "to go" in line for line in said)
+    again: list[str] = []
+    assert wmt16.prepare_wmt16(data_dir, archives=archives, say=again.append).status == "fresh"
+    assert len([r for r in server.requests]) == 5  # nothing fetched twice
+
+
+def test_a_cut_download_resumes_where_it_stopped(
+    served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path
+) -> None:
+    server, archives = served
+    path = "/" + archives[0].url.split("/", 3)[3]
+    server.cut_once[path] = archives[0].bytes // 2
+    said: list[str] = []
+    from workers.data.archives import obtain
+
+    obtain(archives[0], tmp_path, download=True, say=said.append)
+    asked = [r for p, r in server.requests if p == path]
+    assert asked == [None, f"bytes={archives[0].bytes // 2}-"]
+    assert any("resuming" in line for line in said)
+
+
+def test_a_wrong_checksum_names_the_file_and_keeps_nothing(
+    served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path
+) -> None:
+    _, archives = served
+    wrong = replace(archives[2], sha256="0" * 64)
+    with pytest.raises(
+        DataSetCorrupt, match=r"wmt16-training-parallel-nc-v11.tgz .*SHA-256 .* expected 0{64}"
+    ):
+        wmt16.prepare_wmt16(tmp_path, download=True, archives=(*archives[:2], wrong, *archives[3:]))
+    downloads = downloads_folder(tmp_path)
+    assert not (downloads / wrong.file).exists() and not list(downloads.glob("*.part"))
+    assert not (tmp_path / WMT16.folder).exists()
+
+
+def test_a_corrupt_archive_is_named(
+    served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path
+) -> None:
+    server, archives = served
+    path = server.root / archives[4].url.split("/", 3)[3]
+    path.write_bytes(path.read_bytes()[:40])  # a gzip stream cut short
+    damaged = replace(archives[4], sha256=digests_of(path)[0], bytes=40)
+    with pytest.raises(DataSetCorrupt, match=r"wmt16-test.tgz: not a complete tar archive"):
+        wmt16.prepare_wmt16(tmp_path, download=True, archives=(*archives[:4], damaged))
+
+
+def test_a_full_disk_mid_preparation_keeps_the_steps_done_and_no_half_set(
+    served: tuple[Served, tuple[wmt16.Archive, ...]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    _, archives = served
+    real = wmt16.learn_bpe
+
+    def disk_full(folder: Path) -> None:
+        (folder / ".bpe.32000.partial").write_text("half")  # what a real step leaves: removed
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(wmt16, "learn_bpe", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        wmt16.prepare_wmt16(tmp_path, download=True, archives=archives)
+    folder = tmp_path / WMT16.folder
+    assert WMT16.missing(tmp_path) and not (folder / wmt16.CODES).exists()
+    assert sorted(p.stem for p in (folder / STEPS).iterdir()) == ["clean", "text", "tokenize"]
+    monkeypatch.setattr(wmt16, "learn_bpe", real)
+    steps: list[str] = []
+    wmt16.prepare_wmt16(tmp_path, archives=archives, say=steps.append)
+    assert {"text: done already", "tokenize: done already", "clean: done already"} <= set(steps)
+    assert not WMT16.missing(tmp_path)
+
+
+@pytest.mark.slow
+def test_one_epoch_of_task4a_trains_on_the_prepared_miniature(
+    served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path, light_env: dict[str, str]
+) -> None:
+    from operators.local_launcher import launch_group
+    from workers.records import read_run
+
+    _, archives = served
+    data_dir = tmp_path / "data"
+    wmt16.prepare_wmt16(data_dir, download=True, archives=archives)
+    run_dir = tmp_path / "k1"
+    said: list[str] = []
+    result = launch_group(
+        [
+            "--task",
+            "task4a-gnmt-wmt16",
+            "--results",
+            str(run_dir),
+            "--max-epochs",
+            "1",
+            "--data-dir",
+            str(data_dir),
+        ],
+        1,
+        timeout_s=900,
+        env=light_env,
+        sink=said.append,
+    )
+    assert result.status == "succeeded", "\n".join(said[-20:])
+    (rank,) = read_run(run_dir)
+    (evaluation,) = rank.of_kind("eval")
+    assert 0 <= evaluation["metrics"]["bleu"] <= 100

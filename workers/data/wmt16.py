@@ -1,0 +1,428 @@
+"""WMT16 English–German (Task 4a), prepared as the MLPerf GNMT reference prepares it.
+
+The steps, each stamped when done (:class:`workers.data.steps.Steps`), in
+``<data dir>/wmt16-en-de/``:
+
+1. **download** the five archives (:data:`WMT16_ARCHIVES`) into ``<data dir>/downloads``,
+   each checked (:mod:`workers.data.archives`);
+2. **text**: the training text is Europarl v7, Common Crawl and News Commentary v11,
+   concatenated in that order into ``train.en``/``train.de``; newstest2014, 2015 and 2016
+   are taken out of their SGM files (the ``deen`` files of the dev and test archives);
+3. **tokenize** every file with Moses' tokenizer for its language (``*.tok.*``);
+4. **clean**: ``clean-corpus-n`` with lengths 1 to 80 on every pair (``*.tok.clean.*``);
+   newstest2015 and 2016 make the development set ``newstest_dev``; the training and
+   development pairs then go through the reference's Latin-1 filter
+   (:mod:`workers.data.moses`);
+5. **learn BPE**: 32,000 joint merges learned by ``subword-nmt`` on the cleaned German and
+   then English training text (``bpe.32000``);
+6. **apply BPE** to the files the workers read: the cleaned training and development text
+   and the tokenized newstest2014 (``*.bpe.32000.*``). The reference applies it to every
+   tokenized file; the others are never read;
+7. **vocabulary**: ``subword-nmt``'s ``get_vocab`` of the BPE'd training text, English then
+   German, one subword a line, most frequent first (``vocab.bpe.32000``);
+8. **ids**: every sentence as vocabulary ids (``<split>.<lang>.ids.npy`` with its sentence
+   ``offsets``), ids 0–3 being ``<pad>``, ``<s>``, ``</s>``, ``<unk>``.
+
+The tokenizing and BPE steps run on every core, in chunks, in order. The workers load
+the ids (:func:`load_wmt16`), and BLEU is scored on their output with the BPE joins undone
+and Moses' detokenizer applied, against the raw newstest2014 German text.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tarfile
+import time
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from scalebench.datasets import WMT16, DataSetCorrupt, DataSetMissing
+from workers.data import moses
+from workers.data.archives import Archive, obtain
+from workers.data.atomic import replaced_when_done
+from workers.data.stamps import Prepared, file_state
+from workers.data.steps import Steps
+
+MERGES = 32_000
+LONGEST_WORDS = 80  # clean-corpus-n's maximum sentence length, in words
+CHUNK_LINES = 20_000  # lines a process of the pool tokenizes or segments at a time
+
+# The training archives' SHA-256 and sizes are those TensorFlow Datasets records for the
+# same addresses; the dev and test archives' addresses and MD5 are sacrebleu's registry
+# entries ``wmt16/dev`` and ``wmt16``. Europarl v7 comes in WMT13's archive (the same
+# ``europarl-v7.de-en`` files as statmt.org/europarl/v7/de-en.tgz, which the reference
+# fetches and which has no published checksum).
+WMT16_ARCHIVES = (
+    Archive(
+        "statmt",
+        "http://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz",
+        "wmt13-training-parallel-europarl-v7.tgz",
+        sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7",
+        bytes=657_632_379,
+    ),
+    Archive(
+        "statmt",
+        "http://www.statmt.org/wmt13/training-parallel-commoncrawl.tgz",
+        "wmt13-training-parallel-commoncrawl.tgz",
+        sha256="c7a74e2ea01ac6c920123108627e35278d4ccb5701e15428ffa34de86fa3a9e5",
+        bytes=918_311_367,
+    ),
+    Archive(
+        "statmt",
+        "http://data.statmt.org/wmt16/translation-task/training-parallel-nc-v11.tgz",
+        "wmt16-training-parallel-nc-v11.tgz",
+        sha256="cfe8ab047e05043476e498ee765c98e939c7b7d6d294e856344c84476b619d6a",
+        bytes=75_178_032,
+    ),
+    Archive(
+        "statmt",
+        "https://data.statmt.org/wmt16/translation-task/dev.tgz",
+        "wmt16-dev.tgz",
+        md5="4a3dc2760bb077f4308cce96b06e6af6",
+    ),
+    Archive(
+        "statmt",
+        "https://data.statmt.org/wmt16/translation-task/test.tgz",
+        "wmt16-test.tgz",
+        md5="3d809cd0c2c86adb2c67034d15c4e446",
+    ),
+)
+# The training corpora, in the reference's order: (archive index, member file stem).
+TRAINING = ((0, "europarl-v7.de-en"), (1, "commoncrawl.de-en"), (2, "news-commentary-v11.de-en"))
+# The test sets: name -> (archive index, SGM stem of the source and reference files).
+NEWSTESTS = {
+    "newstest2014": (3, "newstest2014-deen"),
+    "newstest2015": (3, "newstest2015-deen"),
+    "newstest2016": (4, "newstest2016-deen"),
+}
+LANGS = ("en", "de")
+# The splits the workers read: split -> the BPE'd file stem.
+SPLITS = {"train": "train.tok.clean", "valid": "newstest_dev.tok.clean", "test": "newstest2014.tok"}
+REFERENCES = "newstest2014.de"  # the raw German text BLEU is scored against
+VOCABULARY = f"vocab.bpe.{MERGES}"
+CODES = f"bpe.{MERGES}"
+
+
+def _members(archive: Path, wanted: dict[str, Path]) -> None:
+    """Write the members of tar ``archive`` whose file names are keys of ``wanted`` to their
+    paths (found by file name, wherever they lie in it), each whole or not at all."""
+    found: set[str] = set()
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            for member in tar:
+                name = member.name.rpartition("/")[2]
+                if member.isfile() and name in wanted and name not in found:
+                    source = tar.extractfile(member)
+                    assert source is not None
+                    with replaced_when_done(wanted[name]) as partial, partial.open("wb") as out:
+                        shutil.copyfileobj(source, out, 1 << 20)
+                    found.add(name)
+    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise  # the disk, not the archive
+        raise DataSetCorrupt(
+            f"{archive}: not a complete tar archive ({exc}); delete it and prepare again"
+        ) from None
+    missing = sorted(set(wanted) - found)
+    if missing:
+        raise DataSetCorrupt(f"{archive}: has no {', '.join(missing)}; not the WMT archive")
+
+
+def _lines(path: Path) -> Iterator[str]:
+    with path.open(encoding="utf-8", errors="replace", newline="\n") as handle:
+        for line in handle:
+            yield line.rstrip("\n")
+
+
+def _write_lines(path: Path, lines: Iterable[str]) -> int:
+    count = 0
+    with replaced_when_done(path) as partial, partial.open("w", encoding="utf-8") as out:
+        for line in lines:
+            out.write(line + "\n")
+            count += 1
+    return count
+
+
+def _count_lines(path: Path) -> int:
+    with path.open("rb") as handle:
+        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 24), b""))
+
+
+def make_text(archives: list[Path], folder: Path) -> None:
+    """Step 2: ``train.{en,de}`` and the newstests' plain text, from the archives."""
+    raw = folder / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    for index in sorted({index for index, _ in TRAINING}):
+        stems = [stem for i, stem in TRAINING if i == index]
+        _members(
+            archives[index], {f"{s}.{lang}": raw / f"{s}.{lang}" for s in stems for lang in LANGS}
+        )
+    for index in sorted({index for index, _ in NEWSTESTS.values()}):
+        wanted = {}
+        for _, (i, stem) in NEWSTESTS.items():
+            if i == index:
+                wanted[f"{stem}-src.de.sgm"] = raw / f"{stem}-src.de.sgm"
+                wanted[f"{stem}-ref.en.sgm"] = raw / f"{stem}-ref.en.sgm"
+        _members(archives[index], wanted)
+    counts = {}
+    for lang in LANGS:
+        parts = [raw / f"{stem}.{lang}" for _, stem in TRAINING]
+        counts[lang] = _write_lines(
+            folder / f"train.{lang}", itertools.chain.from_iterable(map(_lines, parts))
+        )
+    if counts["en"] != counts["de"]:
+        raise DataSetCorrupt(
+            f"wmt16-en-de: the training text has {counts['en']:,} English and {counts['de']:,} "
+            "German lines; the archives are not sentence-aligned"
+        )
+    for name, (_, stem) in NEWSTESTS.items():
+        for lang, side in (("de", "src"), ("en", "ref")):
+            segments = moses.sgm_segments(_lines(raw / f"{stem}-{side}.{lang}.sgm"))
+            _write_lines(folder / f"{name}.{lang}", segments)
+    shutil.rmtree(raw)
+
+
+def _in_chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    source = iter(lines)
+    while chunk := list(itertools.islice(source, size)):
+        yield chunk
+
+
+def map_lines(
+    source: Path,
+    target: Path,
+    work: Callable[[list[str]], list[str]],
+    say: Callable[[str], None],
+    processes: int | None = None,
+) -> None:
+    """Write ``work`` of every line of ``source`` to ``target``, in order, ``CHUNK_LINES``
+    lines at a time on ``processes`` processes (all cores; a file of one chunk runs here),
+    saying how far it got with the time left about every 10 %."""
+    total = _count_lines(source)
+    processes = processes or os.cpu_count() or 1
+    began, done, said = time.monotonic(), 0, 0
+    with replaced_when_done(target) as partial, partial.open("w", encoding="utf-8") as out:
+        chunks = _in_chunks(_lines(source), CHUNK_LINES)
+        if total <= CHUNK_LINES or processes == 1:
+            results: Iterable[list[str]] = map(work, chunks)
+            pool = None
+        else:
+            pool = ProcessPoolExecutor(processes)
+            results = pool.map(work, chunks)
+        try:
+            for lines in results:
+                out.writelines(line + "\n" for line in lines)
+                done += len(lines)
+                if total and done * 10 >= (said + 1) * total and done < total:
+                    said = done * 10 // total
+                    elapsed = time.monotonic() - began
+                    left = elapsed / done * (total - done)
+                    say(
+                        f"{target.name}: {done:,} of {total:,} lines, {elapsed:.0f} s elapsed, "
+                        f"about {left:.0f} s to go"
+                    )
+        finally:
+            if pool is not None:
+                pool.shutdown(cancel_futures=True)
+
+
+@dataclass(frozen=True)
+class _Tokenize:
+    lang: str
+
+    def __call__(self, lines: list[str]) -> list[str]:
+        return moses.tokenize_lines(lines, self.lang)
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """Apply the BPE codes at ``codes`` to lines (loaded once per process)."""
+
+    codes: str
+
+    def __call__(self, lines: list[str]) -> list[str]:
+        return [_bpe(self.codes).process_line(line) for line in lines]
+
+
+_BPE: dict[str, object] = {}
+
+
+def _bpe(codes: str) -> object:
+    if codes not in _BPE:
+        from subword_nmt.apply_bpe import BPE
+
+        with open(codes, encoding="utf-8") as handle:
+            _BPE[codes] = BPE(handle)
+    return _BPE[codes]
+
+
+def clean(folder: Path, name: str) -> int:
+    """Step 4 for one pair: ``<name>.tok.clean.{en,de}``; returns the pairs kept."""
+    pairs = zip(_lines(folder / f"{name}.tok.en"), _lines(folder / f"{name}.tok.de"), strict=False)
+    kept = list(moses.clean_pairs(pairs, 1, LONGEST_WORDS))
+    if name in ("train", "newstest_dev"):
+        kept = list(moses.latin1_pairs(kept))
+    for position, lang in enumerate(LANGS):
+        _write_lines(folder / f"{name}.tok.clean.{lang}", (pair[position] for pair in kept))
+    return len(kept)
+
+
+def learn_bpe(folder: Path) -> None:
+    """Step 5: ``bpe.32000`` from the cleaned German then English training text."""
+    from subword_nmt.learn_bpe import learn_bpe as subword_learn
+
+    texts = [folder / f"train.tok.clean.{lang}" for lang in ("de", "en")]
+    with replaced_when_done(folder / CODES) as partial, partial.open("w", encoding="utf-8") as out:
+        handles = [path.open(encoding="utf-8") for path in texts]
+        try:
+            subword_learn(itertools.chain(*handles), out, MERGES)
+        finally:
+            for handle in handles:
+                handle.close()
+
+
+def make_vocabulary(folder: Path) -> None:
+    """Step 7: ``vocab.bpe.32000``, the BPE'd training text's subwords, English then German."""
+    from subword_nmt.get_vocab import get_vocab
+
+    texts = [folder / f"train.tok.clean.bpe.{MERGES}.{lang}" for lang in ("en", "de")]
+    counted = folder / f".{VOCABULARY}.counts"
+    with counted.open("w", encoding="utf-8") as out:
+        handles = [path.open(encoding="utf-8") for path in texts]
+        try:
+            get_vocab(itertools.chain(*handles), out)
+        finally:
+            for handle in handles:
+                handle.close()
+    words = (line.split(" ")[0] for line in _lines(counted))
+    _write_lines(folder / VOCABULARY, words)
+    counted.unlink()
+
+
+SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
+UNK = 3
+
+
+def ids_paths(folder: Path, split: str, lang: str) -> tuple[Path, Path]:
+    return folder / f"{split}.{lang}.ids.npy", folder / f"{split}.{lang}.offsets.npy"
+
+
+def encode(folder: Path) -> None:
+    """Step 8: each split's sentences as vocabulary ids, with offsets."""
+    words = [*SPECIALS, *_lines(folder / VOCABULARY)]
+    index = {word: i for i, word in enumerate(words)}
+    for split, stem in SPLITS.items():
+        for lang in LANGS:
+            ids: list[int] = []
+            offsets = [0]
+            for line in _lines(folder / f"{stem}.bpe.{MERGES}.{lang}"):
+                ids.extend(index.get(word, UNK) for word in line.split())
+                offsets.append(len(ids))
+            ids_path, offsets_path = ids_paths(folder, split, lang)
+            with replaced_when_done(ids_path) as partial:
+                np.save(partial, np.asarray(ids, dtype=np.int32))
+            with replaced_when_done(offsets_path) as partial:
+                np.save(partial, np.asarray(offsets, dtype=np.int64))
+
+
+def prepare_wmt16(
+    data_dir: Path,
+    *,
+    download: bool = False,
+    archives: tuple[Archive, ...] = WMT16_ARCHIVES,
+    say: Callable[[str], None] = print,
+    processes: int | None = None,
+) -> Prepared:
+    """Make WMT16 en-de ready in ``data_dir`` (the module docstring's steps; those done are
+    skipped). :func:`workers.data.prepare.prepare` holds the set's lock around it."""
+    folder = data_dir / WMT16.folder
+    paths = [obtain(a, data_dir, download=download, say=say) for a in archives]
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = Steps(folder, say)
+    texts = [folder / f"{name}.{lang}" for name in ("train", *NEWSTESTS) for lang in LANGS]
+    steps.run("text", lambda: make_text(paths, folder), inputs=paths, outputs=texts)
+    tokenized = [path.with_name(f"{path.stem}.tok{path.suffix}") for path in texts]
+
+    def tokenize_all() -> None:
+        for source, target in zip(texts, tokenized, strict=True):
+            map_lines(source, target, _Tokenize(source.suffix[1:]), say, processes)
+
+    steps.run("tokenize", tokenize_all, inputs=texts, outputs=tokenized)
+    pairs = ("train", *NEWSTESTS, "newstest_dev")
+    cleaned = [folder / f"{name}.tok.clean.{lang}" for name in pairs for lang in LANGS]
+
+    def clean_all() -> None:
+        for lang in LANGS:
+            dev = (folder / f"{name}.tok.{lang}" for name in ("newstest2015", "newstest2016"))
+            _write_lines(
+                folder / f"newstest_dev.tok.{lang}", itertools.chain.from_iterable(map(_lines, dev))
+            )
+        for name in pairs:
+            kept = clean(folder, name)
+            say(f"{name}: {kept:,} pairs kept")
+
+    steps.run("clean", clean_all, inputs=tokenized, outputs=cleaned)
+    train_clean = [folder / f"train.tok.clean.{lang}" for lang in LANGS]
+    steps.run("learn_bpe", lambda: learn_bpe(folder), inputs=train_clean, outputs=[folder / CODES])
+    plain = [folder / f"{stem}.{lang}" for stem in SPLITS.values() for lang in LANGS]
+    segmented = [path.with_name(f"{path.stem}.bpe.{MERGES}{path.suffix}") for path in plain]
+
+    def apply_all() -> None:
+        work = _Segment(str(folder / CODES))
+        for source, target in zip(plain, segmented, strict=True):
+            map_lines(source, target, work, say, processes)
+
+    steps.run("apply_bpe", apply_all, inputs=[folder / CODES, *plain], outputs=segmented)
+    vocabulary = folder / VOCABULARY
+    steps.run(
+        "vocabulary", lambda: make_vocabulary(folder), inputs=segmented[:2], outputs=[vocabulary]
+    )
+    arrays = [p for split in SPLITS for lang in LANGS for p in ids_paths(folder, split, lang)]
+    steps.run("ids", lambda: encode(folder), inputs=[vocabulary, *segmented], outputs=arrays)
+    WMT16.require(data_dir)
+    total = sum(file_state(folder / name)["size"] for name in WMT16.files)
+    status = "converted" if steps.ran else "fresh"
+    return Prepared(WMT16.name, status, str(folder), bytes=total)
+
+
+class BpeVocabulary:
+    """The subwords of ``vocab.bpe.32000`` behind ids 4 and up, and how ids read as text."""
+
+    def __init__(self, words: list[str], lang: str = "de") -> None:
+        self.words = [*SPECIALS, *words]
+        self.lang = lang
+
+    def get_vocab_size(self) -> int:
+        return len(self.words)
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Plain text of subword ids: BPE joins (``@@``) undone, then Moses-detokenized."""
+        text = " ".join(self.words[i] for i in ids if 0 <= i < len(self.words))
+        text = text.replace("@@ ", "").removesuffix("@@")
+        return moses.detokenize(text.split(), self.lang)
+
+
+def load_wmt16(data_dir: Path) -> tuple[dict[str, list[np.ndarray]], list[str], BpeVocabulary]:
+    """({"<split>.<lang>": sentences' ids}, newstest2014's German references, vocabulary)."""
+    try:
+        WMT16.require(data_dir)
+    except DataSetMissing as exc:
+        raise DataSetMissing(f"{exc}") from None
+    folder = data_dir / WMT16.folder
+
+    def sentences(split: str, lang: str) -> list[np.ndarray]:
+        ids_path, offsets_path = ids_paths(folder, split, lang)
+        ids = np.load(ids_path, mmap_mode="r")
+        offsets = np.load(offsets_path)
+        return [np.asarray(ids[a:b], dtype=np.int64) for a, b in itertools.pairwise(offsets)]
+
+    splits = {f"{s}.{lang}": sentences(s, lang) for s in ("train", "test") for lang in LANGS}
+    references = list(_lines(folder / REFERENCES))
+    return splits, references, BpeVocabulary(list(_lines(folder / VOCABULARY)))
