@@ -166,11 +166,21 @@ def test_each_form_offers_only_what_its_task_implements(dagbag) -> None:
     # Downloading is on where the publisher's checksums prove the download intact.
     download = {
         dag_id: dagbag.get_dag(dag_id).params.get_param("download").value
-        for dag_id in ("task1a_resnet20_cifar10", "task2a_logreg_epsilon")
+        for dag_id in (
+            "task1a_resnet20_cifar10",
+            "task2a_logreg_epsilon",
+            "task3a_awdlstm_wikitext2",
+            "task4a_gnmt_wmt16",
+        )
     }
-    assert download == {"task1a_resnet20_cifar10": True, "task2a_logreg_epsilon": False}
-    # WikiText-2 cannot be fetched by scalebench: no switch that would promise it
-    assert "download" not in dagbag.get_dag("task3a_awdlstm_wikitext2").params
+    assert download == {
+        "task1a_resnet20_cifar10": True,
+        "task2a_logreg_epsilon": False,
+        "task3a_awdlstm_wikitext2": True,
+        "task4a_gnmt_wmt16": True,
+    }
+    # WMT17's text cannot be fetched by scalebench: no switch that would promise it
+    assert "download" not in dagbag.get_dag("task4b_transformer_wmt17").params
     assert "download" not in dagbag.get_dag("task0_allreduce").params
     params = copy.deepcopy(dagbag.get_dag("task2a_logreg_epsilon").params)
     with pytest.raises(ParamValidationError, match="param workers"):

@@ -12,10 +12,10 @@ import torch
 from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
-from scalebench.datasets import DataSetMissing
+from scalebench.datasets import DataSetCorrupt, DataSetMissing
 from scalebench.tasks import AWDLSTMConfig, LanguageModelSpec, get_task
-from workers.data.prepare import DataSetCorrupt, prepare_wikitext2
 from workers.data.text import EOS, load_wikitext2, markov_corpus, rank_columns
+from workers.data.wikitext import prepare_wikitext2
 from workers.language_model import AveragedWeights, regularised_loss, sequence_length
 from workers.models.awd_lstm import AWDLSTM
 from workers.records import read_run
@@ -153,10 +153,13 @@ def test_wikitext_files_are_read_with_eos_and_the_training_vocabulary(tmp_path: 
     words = corpus.words
     assert words[:3] == ["=", "Title", EOS] and len(corpus.train) == 10
     assert [words[i] for i in corpus.valid] == ["the", "<unk>", "sat", EOS]  # dog is unknown
-    with pytest.raises(DataSetCorrupt, match="7 distinct training words, expected 33,278"):
+    counts = {"train": 10, "valid": 4}
+    with pytest.raises(DataSetCorrupt, match="10 tokens, expected 2,088,628"):
         prepare_wikitext2(tmp_path)
-    assert prepare_wikitext2(tmp_path, vocabulary=7).status == "verified"
-    assert prepare_wikitext2(tmp_path, vocabulary=7).status == "fresh"
+    with pytest.raises(DataSetCorrupt, match="7 distinct training words, expected 33,278"):
+        prepare_wikitext2(tmp_path, tokens=counts)
+    assert prepare_wikitext2(tmp_path, tokens=counts, vocabulary=7).status == "verified"
+    assert prepare_wikitext2(tmp_path, tokens=counts, vocabulary=7).status == "fresh"
 
 
 def test_missing_wikitext_is_named(tmp_path: Path) -> None:

@@ -102,7 +102,8 @@ def test_a_mirror_is_used_and_checked_against_the_published_checksum(
     monkeypatch.setenv("SCALEBENCH_CIFAR10_URL", (tmp_path / "gone.tar.gz").as_uri())
     with pytest.raises(DataSetMissing, match=r"could not download .*gone\.tar\.gz.*a mirror"):
         prepare("cifar10", tmp_path / "data", download=True)
-    assert os.listdir(tmp_path / "data") == []  # nothing half-written is left
+    # nothing half-written is left (the lock file of the set's preparations stays)
+    assert os.listdir(tmp_path / "data") == [".cifar10.lock"]
 
 
 def test_a_download_says_how_far_it_got(tmp_path: Path) -> None:

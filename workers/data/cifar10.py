@@ -64,8 +64,8 @@ def download_cifar10(data_dir: Path, url: str, archive_md5: str) -> None:
             fetch(url, archive, expected_bytes=CIFAR10_ARCHIVE_BYTES)
         except DataSetMissing as exc:
             raise DataSetMissing(
-                f"{exc}. Put the files in place by hand, or set {CIFAR10_URL_VARIABLE} to a "
-                "mirror of the archive"
+                f"{exc}. Unpack the archive into {data_dir} yourself, or set "
+                f"{CIFAR10_URL_VARIABLE} to a mirror of the archive"
             ) from None
         found = md5_of(archive)
         if found != archive_md5:

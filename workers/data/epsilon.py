@@ -1,10 +1,12 @@
 """epsilon (Task 2a) made ready, and its light stand-in checked.
 
 epsilon comes as LIBSVM text files (``epsilon_normalized`` and ``epsilon_normalized.t``,
-optionally ``.bz2``-compressed; ``download=True`` fetches them from the LIBSVM site, which
-publishes no checksums). They are converted once, in chunks read by scikit-learn's
-``load_svmlight_file``, into dense ``float32`` ``.npy`` arrays that the workers memory-map;
-the row counts, feature count and ±1 labels are checked. Its light stand-in is generated.
+optionally ``.bz2``-compressed; ``download=True`` fetches them from the LIBSVM site into the
+downloads folder; it publishes no checksums, so the first download's SHA-256 is kept and
+every later download is checked against it). They are converted once, in chunks read by
+scikit-learn's ``load_svmlight_file``, into dense ``float32`` ``.npy`` arrays that the
+workers memory-map; the row counts, feature count and ±1 labels are checked. Its light
+stand-in is generated.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from scalebench.datasets import DataSetCorrupt, DataSetMissing
+from workers.data.archives import Archive, obtain
 from workers.data.atomic import replaced_when_done
-from workers.data.download import fetch
 from workers.data.sources import EPSILON_DIR, EPSILON_SOURCES, epsilon_files
 from workers.data.stamps import STAMP, Prepared, file_state, read_stamp, write_stamp
 
@@ -96,19 +98,32 @@ def convert_libsvm(
     return rows
 
 
-def _text_source(folder: Path, name: str, download: bool, url: str, max_bytes: int) -> Path:
-    """The LIBSVM text file ``name`` in ``folder``: as is, unpacked from ``.bz2``, or fetched;
-    a download or an unpacking past ``max_bytes`` (:func:`libsvm_bound`) is stopped, so a
-    wrong source cannot fill the disk."""
+def epsilon_archive(split: str, url: str, max_bytes: int) -> Archive:
+    """The LIBSVM file of ``split``: no checksum is published, so the first download's
+    SHA-256 is kept and every later download must match it (:mod:`workers.data.archives`)."""
+    return Archive("libsvm", url, f"{EPSILON_TEXT[split]}.bz2", max_bytes=max_bytes)
+
+
+def _text_source(
+    folder: Path, split: str, download: bool, url: str, max_bytes: int, say: Callable[[str], None]
+) -> Path:
+    """The LIBSVM text file of ``split`` in ``folder``: as is, unpacked from a ``.bz2`` put
+    there or fetched into the downloads folder (:func:`workers.data.archives.obtain`); an
+    unpacking past ``max_bytes`` (:func:`libsvm_bound`) is stopped, so a wrong source cannot
+    fill the disk."""
+    name = EPSILON_TEXT[split]
     text, packed = folder / name, folder / f"{name}.bz2"
     if text.is_file():
         return text
     if not packed.is_file():
-        if not download:
-            raise DataSetMissing(f"neither {text} nor {packed} exists")
-        folder.mkdir(parents=True, exist_ok=True)
-        with replaced_when_done(packed) as partial:
-            fetch(url, partial, max_bytes=max_bytes)
+        archive = epsilon_archive(split, url, max_bytes)
+        try:
+            packed = obtain(archive, folder.parent, download=download, say=say)
+        except DataSetMissing:
+            if download:
+                raise
+            raise DataSetMissing(f"neither {text} nor {packed} exists") from None
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         with (
             replaced_when_done(text) as unpacked,
@@ -155,7 +170,7 @@ def prepare_epsilon(
         for split, name in EPSILON_TEXT.items():
             try:
                 bound = libsvm_bound(rows[split], features)
-                source = _text_source(folder, name, download, sources[split], bound)
+                source = _text_source(folder, split, download, sources[split], bound, say)
             except DataSetMissing as exc:
                 raise DataSetMissing(
                     f"epsilon: {exc}. Put LIBSVM's {name}.bz2 into {folder}, or pass --download"
