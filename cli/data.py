@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from scalebench.diskspace import no_space, no_space_reason
 from scalebench.rank import EXIT_FAILED
 from scalebench.request_fields import InvalidParameter
 
@@ -20,6 +21,10 @@ def prepare_data(name: str, data_dir: Path) -> None:
         prepared = prepare(name, data_dir, download=True)
     except (DataSetMissing, DataSetCorrupt) as exc:
         raise InvalidParameter("download", str(exc)) from None
+    except OSError as exc:
+        if not no_space(exc):
+            raise
+        raise InvalidParameter("data_dir", f"{name}: {no_space_reason(data_dir)}") from None
     print(f"{prepared.name}: {prepared.status} at {prepared.location}", flush=True)
 
 
@@ -40,6 +45,15 @@ def cmd_data(args: argparse.Namespace) -> int:
         prepared = prepare(args.name, data_dir, download=args.download)
     except (DataSetMissing, DataSetCorrupt) as exc:
         print(f"scalebench: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        if not no_space(exc):
+            raise
+        print(
+            f"scalebench: error: {args.name}: {no_space_reason(data_dir)}; the steps done are "
+            "kept: free some space and run the same command again",
+            file=sys.stderr,
+        )
         return EXIT_FAILED
     print(
         f"{prepared.name}: {prepared.status}, {prepared.bytes / 1e6:.1f} MB at {prepared.location}"

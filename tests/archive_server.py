@@ -1,9 +1,12 @@
-"""A file server on 127.0.0.1 for the data-preparation tests: byte ranges as a publisher's
+"""Archives in their publishers' formats, and a file server on 127.0.0.1 for the
+data-preparation tests: byte ranges as a publisher's
 server answers them, and the faults a download meets (a connection cut mid-file, a slow
 answer). Every request is logged with its ``Range`` header."""
 
 from __future__ import annotations
 
+import io
+import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -71,3 +74,19 @@ def serve(root: Path) -> Iterator[Served]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+def tgz(path: Path, members: dict[str, str]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in members.items():
+            data = text.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def sgm(setid: str, segments: list[str]) -> str:
+    body = "".join(f'<seg id="{i}">{text}</seg>\n' for i, text in enumerate(segments, 1))
+    head = f'<srcset setid="{setid}" srclang="any">\n<doc docid="d" genre="news">\n'
+    return f"{head}{body}</doc>\n</srcset>\n"

@@ -368,3 +368,12 @@ def light_2a_cli_sweep(tmp_path_factory: pytest.TempPathFactory) -> CliSweep:
             done.write_text(json.dumps([status, printed.getvalue(), stored]))
     status, out, stored = json.loads(done.read_text())
     return CliSweep(status, out, stored, results, database)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs mounted for this test (tests/small_disk.py)."""
+    from tests.small_disk import mounted
+
+    with mounted(tmp_path) as mount:
+        yield mount

@@ -14,7 +14,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,45 +24,7 @@ from results_db.models import Run, Sweep
 from scalebench import manifest
 from scalebench.diskspace import mount_point, no_space_reason
 from scalebench.sweep import validate_request
-
-SIZE = 4 * 1024 * 1024  # bytes: the small filesystem
-
-
-def free_bytes(path: Path) -> int:
-    status = os.statvfs(path)
-    return status.f_bavail * status.f_frsize
-
-
-def fill(mount: Path, leave: int, name: str = "filler") -> None:
-    """Write zeros to ``mount/name`` until about ``leave`` bytes stay free (tmpfs counts
-    whole pages)."""
-    with open(mount / name, "ab") as handle:
-        remaining = free_bytes(mount) - leave
-        while remaining > 0:
-            handle.write(bytes(min(remaining, 1 << 20)))
-            remaining -= 1 << 20
-        handle.flush()
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A 4 MiB tmpfs mounted for this test."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(mount)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        reason = f"cannot mount a small filesystem here ({done.stderr.strip()})"
-        if os.geteuid() == 0:  # root can mount a tmpfs: a failure here is a real one
-            pytest.fail(reason)
-        pytest.skip(f"{reason}: needs root")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+from tests.small_disk import SIZE, fill, free_bytes  # noqa: F401  (small_disk: conftest)
 
 
 def readable(sweep_dir: Path) -> None:

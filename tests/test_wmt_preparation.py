@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import errno
 import io
-import tarfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from scalebench.datasets import WMT16, DataSetCorrupt
-from tests.archive_server import Served, serve
-from workers.data import moses, wmt16
+from tests.archive_server import Served, serve, sgm, tgz
+from tests.small_disk import fill
+from workers.data import moses, textfiles, wmt16
 from workers.data.archives import MIRRORS_VARIABLE, digests_of, downloads_folder
 from workers.data.steps import STEPS
 from workers.data.translation import load_bitext
@@ -63,22 +63,6 @@ def corpus(count: int, seed: int) -> list[tuple[str, str]]:
     return [*natural, *synthetic_pairs(count, seed)]
 
 
-def tgz(path: Path, members: dict[str, str]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(path, "w:gz") as tar:
-        for name, text in members.items():
-            data = text.encode("utf-8")
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-
-
-def sgm(setid: str, segments: list[str]) -> str:
-    body = "".join(f'<seg id="{i}">{text}</seg>\n' for i, text in enumerate(segments, 1))
-    head = f'<srcset setid="{setid}" srclang="any">\n<doc docid="d" genre="news">\n'
-    return f"{head}{body}</doc>\n</srcset>\n"
-
-
 def make_archives(root: Path) -> tuple[wmt16.Archive, ...]:
     """The five archives under ``root`` at their official paths, and their entries with
     these files' digests."""
@@ -104,7 +88,7 @@ def make_archives(root: Path) -> tuple[wmt16.Archive, ...]:
         if stem == "commoncrawl.de-en":
             members["commoncrawl.fr-en.fr"] = "pas pour nous\n"
         tgz(paths[index], members)
-    tests = {name: corpus(8, seed) for seed, name in enumerate(wmt16.NEWSTESTS, 10)}
+    tests = {name: corpus(0, 0)[seed : seed + 6] for seed, name in enumerate(wmt16.NEWSTESTS)}
     for index, folder in ((3, "dev/"), (4, "test/")):
         members = {}
         for name, (i, stem) in wmt16.NEWSTESTS.items():
@@ -139,7 +123,7 @@ def test_wmt16_is_prepared_as_the_reference_prepares_it(
 
     server, archives = served
     data_dir = tmp_path / "data"
-    monkeypatch.setattr(wmt16, "CHUNK_LINES", 64)  # several chunks, on two processes
+    monkeypatch.setattr(textfiles, "CHUNK_LINES", 64)  # several chunks, on two processes
     said: list[str] = []
     prepared = wmt16.prepare_wmt16(
         data_dir, download=True, archives=archives, say=said.append, processes=2
@@ -182,7 +166,7 @@ def test_wmt16_is_prepared_as_the_reference_prepares_it(
     bitext = load_bitext("wmt16-en-de", data_dir)
     assert len(bitext.train_source) == len(cleaned)
     assert (
-        len(bitext.test_references) == 28
+        len(bitext.test_references) == 6
         and bitext.test_references[0] == lines(MOSES / "corpus.de")[0]
     )
     assert bitext.detokenize(bitext.train_target[0].tolist()) == lines(MOSES / "corpus.de")[0]
@@ -235,28 +219,48 @@ def test_a_corrupt_archive_is_named(
 
 
 def test_a_full_disk_mid_preparation_keeps_the_steps_done_and_no_half_set(
-    served: tuple[Served, tuple[wmt16.Archive, ...]],
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
+    served: tuple[Served, tuple[wmt16.Archive, ...]], small_disk: Path
 ) -> None:
+    """A real small filesystem fills up as soon as the cleaning step is done: learning the
+    BPE cannot write, the steps before it stay done, and nothing of it is left."""
     _, archives = served
-    real = wmt16.learn_bpe
 
-    def disk_full(folder: Path) -> None:
-        (folder / ".bpe.32000.partial").write_text("half")  # what a real step leaves: removed
-        raise OSError(errno.ENOSPC, "No space left on device")
+    def fill_after_cleaning(line: str) -> None:
+        if line.startswith("clean: done in"):
+            fill(small_disk, leave=0)
 
-    monkeypatch.setattr(wmt16, "learn_bpe", disk_full)
-    with pytest.raises(OSError, match="No space"):
-        wmt16.prepare_wmt16(tmp_path, download=True, archives=archives)
-    folder = tmp_path / WMT16.folder
-    assert WMT16.missing(tmp_path) and not (folder / wmt16.CODES).exists()
+    with pytest.raises(OSError) as info:
+        wmt16.prepare_wmt16(small_disk, download=True, archives=archives, say=fill_after_cleaning)
+    assert info.value.errno == errno.ENOSPC
+    folder = small_disk / WMT16.folder
+    assert WMT16.missing(small_disk) and not (folder / wmt16.CODES).exists()
+    assert not list(folder.glob(".*partial*"))
     assert sorted(p.stem for p in (folder / STEPS).iterdir()) == ["clean", "text", "tokenize"]
-    monkeypatch.setattr(wmt16, "learn_bpe", real)
+    (small_disk / "filler").unlink()
     steps: list[str] = []
-    wmt16.prepare_wmt16(tmp_path, archives=archives, say=steps.append)
-    assert {"text: done already", "tokenize: done already", "clean: done already"} <= set(steps)
-    assert not WMT16.missing(tmp_path)
+    wmt16.prepare_wmt16(small_disk, archives=archives, say=steps.append)
+    assert {"text: done already", "tokenize: done already", "clean: done in"} & set(steps) == {
+        "text: done already",
+        "tokenize: done already",
+    }
+    assert not WMT16.missing(small_disk)
+
+
+def test_a_full_disk_is_one_line_from_scalebench_data(
+    small_disk: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import bz2
+
+    from cli.main import main
+
+    (small_disk / "epsilon").mkdir()
+    rows = "".join(f"+1 1:0.{i} 2000:0.5\n" for i in range(50))
+    (small_disk / "epsilon" / "epsilon_normalized.bz2").write_bytes(bz2.compress(rows.encode()))
+    fill(small_disk, leave=0)
+    assert main(["data", "epsilon", "--data-dir", str(small_disk)]) == 1
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and f"no space left on {small_disk}" in error
+    assert "Traceback" not in error
 
 
 @pytest.mark.slow

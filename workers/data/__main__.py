@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from scalebench.datasets import DataSetCorrupt, DataSetMissing
+from scalebench.diskspace import no_space, no_space_reason
 from scalebench.rank import EXIT_FAILED, EXIT_REFUSED
 from workers.data.prepare import PREPARERS, prepare
 
@@ -32,6 +33,12 @@ def main(argv: list[str] | None = None) -> int:
         prepared = prepare(args.name, args.data_dir, download=args.download)
     except (DataSetMissing, DataSetCorrupt) as exc:
         print(f"workers.data: {args.name}: {exc}", file=sys.stderr, flush=True)
+        return EXIT_FAILED
+    except OSError as exc:
+        if not no_space(exc):
+            raise
+        reason = no_space_reason(args.data_dir)
+        print(f"workers.data: {args.name}: {reason}; the steps done are kept", file=sys.stderr)
         return EXIT_FAILED
     print(
         f"{prepared.name}: {prepared.status}, {prepared.bytes / 1e6:.1f} MB at {prepared.location}",

@@ -57,6 +57,15 @@ class Archive:
         return urlsplit(self.url).path.rpartition("/")[2]
 
 
+def from_sacrebleu(key: str, file: str, source: str = "statmt") -> Archive:
+    """The archive of sacrebleu's registry entry ``key`` (its address and MD5), saved as
+    ``file``: where the test sets come from, as sacrebleu itself fetches them."""
+    from sacrebleu.dataset import DATASETS
+
+    entry = DATASETS[key]
+    return Archive(source, entry.data[0], file, md5=entry.md5[0])
+
+
 def mirrors(environ: dict[str, str] | None = None) -> dict[str, str]:
     """``SCALEBENCH_DATA_MIRRORS`` as {source: base address}; a malformed entry is refused."""
     text = (environ if environ is not None else os.environ).get(MIRRORS_VARIABLE, "")

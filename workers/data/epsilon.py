@@ -142,6 +142,8 @@ def _text_source(
     except DataSetCorrupt:
         raise
     except (OSError, EOFError, ValueError) as exc:
+        if isinstance(exc, OSError) and exc.errno is not None:
+            raise  # the disk (full, read-only), not the file: the caller names it
         raise DataSetCorrupt(
             f"{packed}: not a complete bzip2 file ({exc}); delete it and put the original "
             "there, or delete it and pass --download"

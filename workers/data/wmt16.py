@@ -31,13 +31,8 @@ and Moses' detokenizer applied, against the raw newstest2014 German text.
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
-import tarfile
-import time
-import zlib
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,18 +40,18 @@ import numpy as np
 
 from scalebench.datasets import WMT16, DataSetCorrupt, DataSetMissing
 from workers.data import moses
-from workers.data.archives import Archive, obtain
+from workers.data.archives import Archive, from_sacrebleu, obtain
 from workers.data.atomic import replaced_when_done
 from workers.data.stamps import Prepared, file_state
 from workers.data.steps import Steps
+from workers.data.textfiles import extract_members, map_lines, read_lines, write_lines
 
 MERGES = 32_000
 LONGEST_WORDS = 80  # clean-corpus-n's maximum sentence length, in words
-CHUNK_LINES = 20_000  # lines a process of the pool tokenizes or segments at a time
 
 # The training archives' SHA-256 and sizes are those TensorFlow Datasets records for the
-# same addresses; the dev and test archives' addresses and MD5 are sacrebleu's registry
-# entries ``wmt16/dev`` and ``wmt16``. Europarl v7 comes in WMT13's archive (the same
+# same addresses; the dev and test archives come from sacrebleu's registry (entries
+# ``wmt16/dev`` and ``wmt16``: address and MD5). Europarl v7 comes in WMT13's archive (the same
 # ``europarl-v7.de-en`` files as statmt.org/europarl/v7/de-en.tgz, which the reference
 # fetches and which has no published checksum).
 WMT16_ARCHIVES = (
@@ -81,18 +76,8 @@ WMT16_ARCHIVES = (
         sha256="cfe8ab047e05043476e498ee765c98e939c7b7d6d294e856344c84476b619d6a",
         bytes=75_178_032,
     ),
-    Archive(
-        "statmt",
-        "https://data.statmt.org/wmt16/translation-task/dev.tgz",
-        "wmt16-dev.tgz",
-        md5="4a3dc2760bb077f4308cce96b06e6af6",
-    ),
-    Archive(
-        "statmt",
-        "https://data.statmt.org/wmt16/translation-task/test.tgz",
-        "wmt16-test.tgz",
-        md5="3d809cd0c2c86adb2c67034d15c4e446",
-    ),
+    from_sacrebleu("wmt16/dev", "wmt16-dev.tgz"),
+    from_sacrebleu("wmt16", "wmt16-test.tgz"),
 )
 # The training corpora, in the reference's order: (archive index, member file stem).
 TRAINING = ((0, "europarl-v7.de-en"), (1, "commoncrawl.de-en"), (2, "news-commentary-v11.de-en"))
@@ -110,58 +95,13 @@ VOCABULARY = f"vocab.bpe.{MERGES}"
 CODES = f"bpe.{MERGES}"
 
 
-def _members(archive: Path, wanted: dict[str, Path]) -> None:
-    """Write the members of tar ``archive`` whose file names are keys of ``wanted`` to their
-    paths (found by file name, wherever they lie in it), each whole or not at all."""
-    found: set[str] = set()
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            for member in tar:
-                name = member.name.rpartition("/")[2]
-                if member.isfile() and name in wanted and name not in found:
-                    source = tar.extractfile(member)
-                    assert source is not None
-                    with replaced_when_done(wanted[name]) as partial, partial.open("wb") as out:
-                        shutil.copyfileobj(source, out, 1 << 20)
-                    found.add(name)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        if isinstance(exc, OSError) and exc.errno is not None:
-            raise  # the disk, not the archive
-        raise DataSetCorrupt(
-            f"{archive}: not a complete tar archive ({exc}); delete it and prepare again"
-        ) from None
-    missing = sorted(set(wanted) - found)
-    if missing:
-        raise DataSetCorrupt(f"{archive}: has no {', '.join(missing)}; not the WMT archive")
-
-
-def _lines(path: Path) -> Iterator[str]:
-    with path.open(encoding="utf-8", errors="replace", newline="\n") as handle:
-        for line in handle:
-            yield line.rstrip("\n")
-
-
-def _write_lines(path: Path, lines: Iterable[str]) -> int:
-    count = 0
-    with replaced_when_done(path) as partial, partial.open("w", encoding="utf-8") as out:
-        for line in lines:
-            out.write(line + "\n")
-            count += 1
-    return count
-
-
-def _count_lines(path: Path) -> int:
-    with path.open("rb") as handle:
-        return sum(block.count(b"\n") for block in iter(lambda: handle.read(1 << 24), b""))
-
-
 def make_text(archives: list[Path], folder: Path) -> None:
     """Step 2: ``train.{en,de}`` and the newstests' plain text, from the archives."""
     raw = folder / "raw"
     raw.mkdir(parents=True, exist_ok=True)
     for index in sorted({index for index, _ in TRAINING}):
         stems = [stem for i, stem in TRAINING if i == index]
-        _members(
+        extract_members(
             archives[index], {f"{s}.{lang}": raw / f"{s}.{lang}" for s in stems for lang in LANGS}
         )
     for index in sorted({index for index, _ in NEWSTESTS.values()}):
@@ -170,12 +110,12 @@ def make_text(archives: list[Path], folder: Path) -> None:
             if i == index:
                 wanted[f"{stem}-src.de.sgm"] = raw / f"{stem}-src.de.sgm"
                 wanted[f"{stem}-ref.en.sgm"] = raw / f"{stem}-ref.en.sgm"
-        _members(archives[index], wanted)
+        extract_members(archives[index], wanted)
     counts = {}
     for lang in LANGS:
         parts = [raw / f"{stem}.{lang}" for _, stem in TRAINING]
-        counts[lang] = _write_lines(
-            folder / f"train.{lang}", itertools.chain.from_iterable(map(_lines, parts))
+        counts[lang] = write_lines(
+            folder / f"train.{lang}", itertools.chain.from_iterable(map(read_lines, parts))
         )
     if counts["en"] != counts["de"]:
         raise DataSetCorrupt(
@@ -184,53 +124,9 @@ def make_text(archives: list[Path], folder: Path) -> None:
         )
     for name, (_, stem) in NEWSTESTS.items():
         for lang, side in (("de", "src"), ("en", "ref")):
-            segments = moses.sgm_segments(_lines(raw / f"{stem}-{side}.{lang}.sgm"))
-            _write_lines(folder / f"{name}.{lang}", segments)
+            segments = moses.sgm_segments(read_lines(raw / f"{stem}-{side}.{lang}.sgm"))
+            write_lines(folder / f"{name}.{lang}", segments)
     shutil.rmtree(raw)
-
-
-def _in_chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
-    source = iter(lines)
-    while chunk := list(itertools.islice(source, size)):
-        yield chunk
-
-
-def map_lines(
-    source: Path,
-    target: Path,
-    work: Callable[[list[str]], list[str]],
-    say: Callable[[str], None],
-    processes: int | None = None,
-) -> None:
-    """Write ``work`` of every line of ``source`` to ``target``, in order, ``CHUNK_LINES``
-    lines at a time on ``processes`` processes (all cores; a file of one chunk runs here),
-    saying how far it got with the time left about every 10 %."""
-    total = _count_lines(source)
-    processes = processes or os.cpu_count() or 1
-    began, done, said = time.monotonic(), 0, 0
-    with replaced_when_done(target) as partial, partial.open("w", encoding="utf-8") as out:
-        chunks = _in_chunks(_lines(source), CHUNK_LINES)
-        if total <= CHUNK_LINES or processes == 1:
-            results: Iterable[list[str]] = map(work, chunks)
-            pool = None
-        else:
-            pool = ProcessPoolExecutor(processes)
-            results = pool.map(work, chunks)
-        try:
-            for lines in results:
-                out.writelines(line + "\n" for line in lines)
-                done += len(lines)
-                if total and done * 10 >= (said + 1) * total and done < total:
-                    said = done * 10 // total
-                    elapsed = time.monotonic() - began
-                    left = elapsed / done * (total - done)
-                    say(
-                        f"{target.name}: {done:,} of {total:,} lines, {elapsed:.0f} s elapsed, "
-                        f"about {left:.0f} s to go"
-                    )
-        finally:
-            if pool is not None:
-                pool.shutdown(cancel_futures=True)
 
 
 @dataclass(frozen=True)
@@ -265,12 +161,14 @@ def _bpe(codes: str) -> object:
 
 def clean(folder: Path, name: str) -> int:
     """Step 4 for one pair: ``<name>.tok.clean.{en,de}``; returns the pairs kept."""
-    pairs = zip(_lines(folder / f"{name}.tok.en"), _lines(folder / f"{name}.tok.de"), strict=False)
+    pairs = zip(
+        read_lines(folder / f"{name}.tok.en"), read_lines(folder / f"{name}.tok.de"), strict=False
+    )
     kept = list(moses.clean_pairs(pairs, 1, LONGEST_WORDS))
     if name in ("train", "newstest_dev"):
         kept = list(moses.latin1_pairs(kept))
     for position, lang in enumerate(LANGS):
-        _write_lines(folder / f"{name}.tok.clean.{lang}", (pair[position] for pair in kept))
+        write_lines(folder / f"{name}.tok.clean.{lang}", (pair[position] for pair in kept))
     return len(kept)
 
 
@@ -301,8 +199,8 @@ def make_vocabulary(folder: Path) -> None:
         finally:
             for handle in handles:
                 handle.close()
-    words = (line.split(" ")[0] for line in _lines(counted))
-    _write_lines(folder / VOCABULARY, words)
+    words = (line.split(" ")[0] for line in read_lines(counted))
+    write_lines(folder / VOCABULARY, words)
     counted.unlink()
 
 
@@ -316,13 +214,13 @@ def ids_paths(folder: Path, split: str, lang: str) -> tuple[Path, Path]:
 
 def encode(folder: Path) -> None:
     """Step 8: each split's sentences as vocabulary ids, with offsets."""
-    words = [*SPECIALS, *_lines(folder / VOCABULARY)]
+    words = [*SPECIALS, *read_lines(folder / VOCABULARY)]
     index = {word: i for i, word in enumerate(words)}
     for split, stem in SPLITS.items():
         for lang in LANGS:
             ids: list[int] = []
             offsets = [0]
-            for line in _lines(folder / f"{stem}.bpe.{MERGES}.{lang}"):
+            for line in read_lines(folder / f"{stem}.bpe.{MERGES}.{lang}"):
                 ids.extend(index.get(word, UNK) for word in line.split())
                 offsets.append(len(ids))
             ids_path, offsets_path = ids_paths(folder, split, lang)
@@ -361,8 +259,9 @@ def prepare_wmt16(
     def clean_all() -> None:
         for lang in LANGS:
             dev = (folder / f"{name}.tok.{lang}" for name in ("newstest2015", "newstest2016"))
-            _write_lines(
-                folder / f"newstest_dev.tok.{lang}", itertools.chain.from_iterable(map(_lines, dev))
+            write_lines(
+                folder / f"newstest_dev.tok.{lang}",
+                itertools.chain.from_iterable(map(read_lines, dev)),
             )
         for name in pairs:
             kept = clean(folder, name)
@@ -424,5 +323,5 @@ def load_wmt16(data_dir: Path) -> tuple[dict[str, list[np.ndarray]], list[str], 
         return [np.asarray(ids[a:b], dtype=np.int64) for a, b in itertools.pairwise(offsets)]
 
     splits = {f"{s}.{lang}": sentences(s, lang) for s in ("train", "test") for lang in LANGS}
-    references = list(_lines(folder / REFERENCES))
-    return splits, references, BpeVocabulary(list(_lines(folder / VOCABULARY)))
+    references = list(read_lines(folder / REFERENCES))
+    return splits, references, BpeVocabulary(list(read_lines(folder / VOCABULARY)))
