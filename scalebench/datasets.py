@@ -4,8 +4,8 @@ One :class:`DataSet` per name a task spec gives (``spec.data.name``). It says
 which folder under the data directory holds the set, which files must be there
 for the workers to load it, whether ``prepare(..., download=True)`` can fetch
 it, and whether that download is checked against checksums recorded in the code
-(CIFAR-10: MD5 of the archive and of every batch; WMT16 and WikiText-2: each
-archive's SHA-256 or MD5; LIBSVM publishes none for epsilon, so its first
+(CIFAR-10: MD5 of the archive and of every batch; WMT16, WMT17 and WikiText-2:
+each archive's SHA-256 or MD5; LIBSVM publishes none for epsilon, so its first
 download's SHA-256 is kept and every later download checked against it).
 
 Names not listed here (``digits32``, ``markov``, ``synthetic``, ...) are
@@ -124,28 +124,32 @@ WMT16 = DataSet(
     downloadable=True,
     published_checksums=True,
 )
-# The WMT corpora: sentence-aligned training text and newstest2014, English and German.
-WMT_SPLITS = {"train": "train", "test": "newstest2014"}
-
-
-def _wmt(name: str) -> DataSet:
-    return DataSet(
-        name=name,
-        title=name,
-        folder=name,
-        files=tuple(f"{stem}.{lang}" for stem in WMT_SPLITS.values() for lang in ("en", "de")),
-        how_to_get=(
-            "Put the sentence-aligned train.en/train.de and newstest2014.en/newstest2014.de "
-            f"there, then run `scalebench data {name}`; or run the light variant (--light)."
+# WMT17 en-de as the MLPerf Transformer reference prepares it (workers/data/wmt17.py): each
+# split's subtoken ids, the wmt32k vocabulary, and newstest2014's German text.
+WMT17 = DataSet(
+    name="wmt17-en-de",
+    title="WMT17 en-de (prepared)",
+    folder="wmt17-en-de",
+    files=(
+        "vocab.ende.32768",
+        "newstest2014.de",
+        *(
+            f"{split}.{lang}.{part}.npy"
+            for split in ("train", "valid", "test")
+            for lang in ("en", "de")
+            for part in ("ids", "offsets")
         ),
-    )
-
-
+    ),
+    how_to_get=(
+        "Run `scalebench data wmt17-en-de --download --data-dir {data_dir}` (about 1.8 GB of "
+        "archives, two of them shared with WMT16; or `scalebench data import DIR` with them in "
+        "DIR, then `scalebench data wmt17-en-de`), or run the light variant (--light)."
+    ),
+    downloadable=True,
+    published_checksums=True,
+)
 WMT_SETS = ("wmt16-en-de", "wmt17-en-de")
-DATA_SETS = {
-    data_set.name: data_set
-    for data_set in (CIFAR10, EPSILON, WIKITEXT2, WMT16, _wmt("wmt17-en-de"))
-}
+DATA_SETS = {data_set.name: data_set for data_set in (CIFAR10, EPSILON, WIKITEXT2, WMT16, WMT17)}
 
 
 def downloadable(name: str) -> bool:

@@ -171,6 +171,7 @@ def test_each_form_offers_only_what_its_task_implements(dagbag) -> None:
             "task2a_logreg_epsilon",
             "task3a_awdlstm_wikitext2",
             "task4a_gnmt_wmt16",
+            "task4b_transformer_wmt17",
         )
     }
     assert download == {
@@ -178,9 +179,8 @@ def test_each_form_offers_only_what_its_task_implements(dagbag) -> None:
         "task2a_logreg_epsilon": False,
         "task3a_awdlstm_wikitext2": True,
         "task4a_gnmt_wmt16": True,
+        "task4b_transformer_wmt17": True,
     }
-    # WMT17's text cannot be fetched by scalebench: no switch that would promise it
-    assert "download" not in dagbag.get_dag("task4b_transformer_wmt17").params
     assert "download" not in dagbag.get_dag("task0_allreduce").params
     params = copy.deepcopy(dagbag.get_dag("task2a_logreg_epsilon").params)
     with pytest.raises(ParamValidationError, match="param workers"):

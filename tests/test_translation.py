@@ -13,8 +13,7 @@ from test_task_specs import SPEC_TEXT, needs_text
 
 from operators.local_launcher import launch_group
 from scalebench.tasks import TransformerConfig, TranslationSpec, get_task
-from workers.data.prepare import prepare_parallel_text
-from workers.data.translation import PAD, load_wmt, synthetic_pairs, token_batches
+from workers.data.translation import PAD, synthetic_pairs, token_batches
 from workers.models.transformer import Transformer
 from workers.records import read_run
 
@@ -118,38 +117,6 @@ def test_the_decoder_sees_no_future_and_the_embedding_is_shared() -> None:
     )
     a.sum().backward()
     assert model.embedding.weight.grad is not None
-
-
-def write_wmt(folder: Path) -> None:
-    folder.mkdir(parents=True)
-    english = ["the house is small .", "the cat sleeps .", "a small cat ."] * 20
-    german = ["das Haus ist klein .", "die Katze schläft .", "eine kleine Katze ."] * 20
-    (folder / "train.en").write_text("\n".join(english) + "\n")
-    (folder / "train.de").write_text("\n".join(german) + "\n")
-    (folder / "newstest2014.en").write_text("the small house .\n")
-    (folder / "newstest2014.de").write_text("das kleine Haus .\n")
-
-
-def test_bpe_is_trained_once_and_decodes_to_the_original_text(tmp_path: Path) -> None:
-    write_wmt(tmp_path / "wmt17-en-de")
-    assert prepare_parallel_text(tmp_path, "wmt17-en-de").status == "converted"
-    assert prepare_parallel_text(tmp_path, "wmt17-en-de").status == "fresh"
-    bitext = load_wmt(tmp_path, "wmt17-en-de")
-    assert len(bitext.train_source) == 60 and bitext.test_references == ["das kleine Haus ."]
-    assert bitext.detokenize(bitext.train_target[1].tolist()) == "die Katze schläft ."
-
-
-def test_a_corpus_whose_sides_differ_in_length_is_refused(tmp_path: Path) -> None:
-    from scalebench.datasets import DataSetCorrupt
-
-    folder = tmp_path / "wmt17-en-de"
-    write_wmt(folder)
-    (folder / "train.en").write_text("".join(f"line {i} .\n" for i in range(10)))
-    (folder / "train.de").write_text("".join(f"Zeile {i} .\n" for i in range(5)))
-    for _ in range(2):
-        with pytest.raises(DataSetCorrupt, match=r"train.en has 10 lines and .*train.de 5"):
-            prepare_parallel_text(tmp_path, "wmt17-en-de")
-        assert not (folder / "bpe.json").exists() and not list(folder.glob("*.npy"))
 
 
 @pytest.mark.slow

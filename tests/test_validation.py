@@ -114,18 +114,14 @@ def test_a_missing_set_that_can_be_downloaded_is_left_to_the_data_step(tmp_path:
     assert validate_request(
         task="task2a-logreg-epsilon", workers="1", data_dir=tmp_path, download=True
     ).download
-    # WikiText-2 and WMT16 have recorded checksums: downloaded unless the request says not to
-    for task in ("task3a-awdlstm-wikitext2", "task4a-gnmt-wmt16"):
+    # WikiText-2 and WMT have recorded checksums: downloaded unless the request says not to
+    for task in ("task3a-awdlstm-wikitext2", "task4a-gnmt-wmt16", "task4b-transformer-wmt17"):
         assert validate_request(task=task, workers="1", data_dir=tmp_path).download is True
-    # WMT17's text cannot be downloaded by scalebench: asking for it is refused, by name...
-    with pytest.raises(InvalidParameter, match="cannot be downloaded") as info:
+    # ...and a missing set that is not to be downloaded is refused, naming what to run
+    with pytest.raises(InvalidParameter, match="scalebench data wikitext2") as info:
         validate_request(
-            task="task4b-transformer-wmt17", workers="1", data_dir=tmp_path, download=True
+            task="task3a-awdlstm-wikitext2", workers="1", data_dir=tmp_path, download=False
         )
-    assert info.value.field == "download"
-    # ...and without asking, the missing set is
-    with pytest.raises(InvalidParameter, match="cannot be downloaded") as info:
-        validate_request(task="task4b-transformer-wmt17", workers="1", data_dir=tmp_path)
     assert info.value.field == "data_dir"
     with pytest.raises(InvalidParameter, match="true or false") as info:
         validate_request(**LIGHT, download="yes")

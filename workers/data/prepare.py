@@ -3,11 +3,12 @@
 :func:`prepare` is idempotent: it names each data set's preparer (:data:`PREPARERS`).
 CIFAR-10 is checked file by file against its published checksums
 (:mod:`workers.data.cifar10`); epsilon is converted once from LIBSVM text
-(:mod:`workers.data.epsilon`); WikiText-2 is checked for its vocabulary and a WMT
-corpus encoded once with its joint BPE model (here). A set checked whole is stamped
-(:mod:`workers.data.stamps`): while the stamp matches the files, the set is *fresh*
-and nothing is checked again. The digits set ships with scikit-learn and is only
-checked for shape; the light stand-ins are generated.
+(:mod:`workers.data.epsilon`); WikiText-2 is unpacked from its archive and counted
+(:mod:`workers.data.wikitext`); WMT16 and WMT17 are downloaded and prepared as their
+references prepare them (:mod:`workers.data.wmt16`, :mod:`workers.data.wmt17`). A set
+checked whole is stamped (:mod:`workers.data.stamps`): while the stamp matches the
+files, the set is *fresh* and nothing is checked again. The digits set ships with
+scikit-learn and is only checked for shape; the light stand-ins are generated.
 
 Torch-free: the Airflow side runs this.
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 from scalebench.datasets import DATA_SETS, DataSetCorrupt
 from workers.data.cifar10 import prepare_cifar10
 from workers.data.epsilon import prepare_epsilon, prepare_epsilon_like
-from workers.data.stamps import STAMP, Prepared, file_state, read_stamp, write_stamp
+from workers.data.stamps import Prepared
 from workers.data.steps import preparation_lock
 
 
@@ -54,30 +55,14 @@ def prepare_markov() -> Prepared:
     )
 
 
-def prepare_parallel_text(data_dir: Path, name: str) -> Prepared:
-    """Train the joint BPE model and encode a WMT corpus once; fresh while its text is unchanged."""
-    from workers.data.translation import prepare_wmt, wmt_files
-
-    DATA_SETS[name].require(data_dir)
-    folder = data_dir / name
-    states = {path.name: file_state(path) for path in wmt_files(data_dir, name).values()}
-    total = sum(state["size"] for state in states.values())
-    stamp_path = folder / STAMP
-    if (
-        (folder / "bpe.json").is_file()
-        and stamp_path.is_file()
-        and (read_stamp(stamp_path).get("files") == states)
-    ):
-        return Prepared(name, "fresh", str(folder), bytes=total)
-    pairs = prepare_wmt(data_dir, name)
-    if pairs == 0:
-        raise DataSetCorrupt(f"{folder}: no training sentence pairs")
-    write_stamp(stamp_path, {"files": states})
-    return Prepared(name, "converted", str(folder), bytes=total)
-
-
 def prepare_wmt16(data_dir: Path, *, download: bool) -> Prepared:
     from workers.data.wmt16 import prepare_wmt16 as prepare_set
+
+    return prepare_set(data_dir, download=download)
+
+
+def prepare_wmt17(data_dir: Path, *, download: bool) -> Prepared:
+    from workers.data.wmt17 import prepare_wmt17 as prepare_set
 
     return prepare_set(data_dir, download=download)
 
@@ -105,7 +90,7 @@ PREPARERS: dict[str, Callable[[Path, bool], Prepared]] = {
     "wikitext2": lambda data_dir, download: prepare_wikitext2(data_dir, download=download),
     "markov": lambda data_dir, download: prepare_markov(),
     "wmt16-en-de": lambda data_dir, download: prepare_wmt16(data_dir, download=download),
-    "wmt17-en-de": lambda data_dir, download: prepare_parallel_text(data_dir, "wmt17-en-de"),
+    "wmt17-en-de": lambda data_dir, download: prepare_wmt17(data_dir, download=download),
     "synthetic": lambda data_dir, download: prepare_synthetic_pairs(),
 }
 

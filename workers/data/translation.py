@@ -1,13 +1,10 @@
 """Parallel text for the translation tasks: token ids of sentence pairs, and a detokeniser.
 
-- **WMT En→De** (Tasks 4a and 4b): plain-text sentence-aligned files in
-  ``<data dir>/<name>/``: ``train.en``/``train.de`` and the test set
-  ``newstest2014.en``/``newstest2014.de``. The preparation step
-  (:func:`prepare_wmt`) trains one joint byte-pair encoding on the training
-  text with the ``tokenizers`` library (SentencePiece-style ``▁`` word
-  boundaries, so decoding gives back detokenised text), encodes every split
-  once and stores the ids (``<split>.<lang>.ids.npy``) and sentence offsets
-  (``<split>.<lang>.offsets.npy``) beside the BPE model (``bpe.json``).
+- **WMT En→De** (Tasks 4a and 4b): prepared as their references prepare them,
+  WMT16 with Moses and a 32,000-merge BPE (:mod:`workers.data.wmt16`), WMT17
+  with the ``wmt32k`` subword vocabulary (:mod:`workers.data.wmt17`). Each
+  split is stored as ids (``<split>.<lang>.ids.npy``) with sentence offsets;
+  newstest2014's German text is what BLEU is scored against.
 - **synthetic** (the light variants): a generated language pair where BLEU is
   meaningful. English-like sentences come from a small grammar
   (``det [adj] noun verb det [adj] noun [prep det noun]``); the "German" side
@@ -21,16 +18,12 @@ Ids 0–3 are ``<pad>``, ``<s>``, ``</s>``, ``<unk>`` in both.
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-
-from scalebench.datasets import DATA_SETS, WMT_SETS, WMT_SPLITS, DataSetCorrupt, DataSetMissing
-from workers.data.atomic import replaced_when_done
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
@@ -45,8 +38,8 @@ class Bitext:
     train_target: list[np.ndarray]
     test_source: list[np.ndarray]
     test_references: list[str]
-    tokenizer: object  # ``get_vocab_size()`` and ``decode(ids)``: a ``tokenizers.Tokenizer``, or
-    # WMT16's :class:`workers.data.wmt16.BpeVocabulary`
+    tokenizer: object  # ``get_vocab_size()`` and ``decode(ids)``: a ``tokenizers.Tokenizer``
+    # (the light pair), WMT16's ``BpeVocabulary`` or WMT17's ``SubtokenVocabulary``
 
     @property
     def vocabulary(self) -> int:
@@ -133,111 +126,27 @@ def synthetic_bitext(train: int = 12_000, test: int = 400) -> Bitext:
     )
 
 
-# -- WMT -----------------------------------------------------------------------------------------
-
-
-def wmt_files(data_dir: Path, name: str) -> dict[str, Path]:
-    folder = data_dir / name
-    return {
-        f"{split}.{lang}": folder / f"{stem}.{lang}"
-        for split, stem in WMT_SPLITS.items()
-        for lang in ("en", "de")
-    }
-
-
-def train_bpe(texts: Iterable[str], vocabulary: int) -> object:
-    """A joint BPE model with SentencePiece-style word boundaries (decodes to plain text)."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
-    tokenizer = Tokenizer(models.BPE(unk_token="<unk>"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-    tokenizer.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocabulary, special_tokens=SPECIALS, show_progress=False
-    )
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    return tokenizer
-
-
-def _lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8").splitlines()
-
-
-def prepare_wmt(data_dir: Path, name: str, vocabulary: int = 32_000, batch: int = 50_000) -> int:
-    """Train the BPE model and encode every split once; returns the training pairs."""
-    DATA_SETS[name].require(data_dir)
-    files = wmt_files(data_dir, name)
-    texts = {key: _lines(path) for key, path in files.items()}
-    for split in WMT_SPLITS:
-        english, german = files[f"{split}.en"], files[f"{split}.de"]
-        if len(texts[f"{split}.en"]) != len(texts[f"{split}.de"]):
-            raise DataSetCorrupt(
-                f"{name}: {english} has {len(texts[f'{split}.en']):,} lines and {german} "
-                f"{len(texts[f'{split}.de']):,}; a parallel corpus needs one German line per "
-                "English line (sentence-aligned files)"
-            )
-    folder = data_dir / name
-    (folder / "bpe.json").unlink(missing_ok=True)  # the mark of a finished preparation: last
-    tokenizer = train_bpe(
-        [line for lang in ("en", "de") for line in texts[f"train.{lang}"]], vocabulary
-    )
-    for key, lines in texts.items():
-        ids: list[int] = []
-        offsets = [0]
-        for start in range(0, len(lines), batch):
-            for encoding in tokenizer.encode_batch(lines[start : start + batch]):
-                ids += encoding.ids
-                offsets.append(len(ids))
-        for suffix, values in (
-            (".ids.npy", np.asarray(ids, dtype=np.int32)),
-            (".offsets.npy", np.asarray(offsets, dtype=np.int64)),
-        ):
-            with replaced_when_done(folder / f"{key}{suffix}") as partial:
-                np.save(partial, values)
-    with replaced_when_done(folder / "bpe.json") as partial:
-        tokenizer.save(str(partial))
-    return len(texts["train.en"])
-
-
-def load_wmt(data_dir: Path, name: str) -> Bitext:
-    from tokenizers import Tokenizer
-
-    folder = data_dir / name
-    model = folder / "bpe.json"
-    if not model.is_file():
-        raise DataSetMissing(f"{name} is not prepared: run `scalebench data {name}` ({model})")
-
-    def sentences(key: str) -> list[np.ndarray]:
-        ids = np.load(folder / f"{key}.ids.npy", mmap_mode="r")
-        offsets = np.load(folder / f"{key}.offsets.npy")
-        return [np.asarray(ids[a:b], dtype=np.int64) for a, b in itertools.pairwise(offsets)]
-
-    return Bitext(
-        train_source=sentences("train.en"),
-        train_target=sentences("train.de"),
-        test_source=sentences("test.en"),
-        test_references=_lines(wmt_files(data_dir, name)["test.de"]),
-        tokenizer=Tokenizer.from_file(str(model)),
-    )
+# -- WMT ----------------------------------------------------------------------------------------
 
 
 def load_bitext(name: str, data_dir: Path) -> Bitext:
+    """The parallel text ``name``: the generated light pair, or a prepared WMT set."""
     if name == "synthetic":
         return synthetic_bitext()
     if name == "wmt16-en-de":
-        from workers.data.wmt16 import load_wmt16
-
-        splits, references, vocabulary = load_wmt16(data_dir)
-        return Bitext(
-            train_source=splits["train.en"],
-            train_target=splits["train.de"],
-            test_source=splits["test.en"],
-            test_references=references,
-            tokenizer=vocabulary,
-        )
-    if name in WMT_SETS:
-        return load_wmt(data_dir, name)
-    raise ValueError(f"unknown parallel corpus {name!r}")
+        from workers.data.wmt16 import load_wmt16 as load
+    elif name == "wmt17-en-de":
+        from workers.data.wmt17 import load_wmt17 as load
+    else:
+        raise ValueError(f"unknown parallel corpus {name!r}")
+    splits, references, vocabulary = load(data_dir)
+    return Bitext(
+        train_source=splits["train.en"],
+        train_target=splits["train.de"],
+        test_source=splits["test.en"],
+        test_references=references,
+        tokenizer=vocabulary,
+    )
 
 
 def token_batches(lengths: np.ndarray, max_tokens: int, order: np.ndarray) -> list[np.ndarray]:
