@@ -28,13 +28,22 @@ MISSING = (
 SETTINGS = KubernetesSettings(data_claim="scalebench-data", poll_interval_s=0.1)
 
 
-def test_the_data_pod_mounts_the_claim_read_write_and_passes_the_official_schemas() -> None:
+def test_the_data_pod_mounts_the_claim_read_write_and_passes_the_official_schemas(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SCALEBENCH_DATA_MIRRORS", "statmt=https://mirror.example/statmt")
+    monkeypatch.delenv("SCALEBENCH_CIFAR10_URL", raising=False)
     pod = data_pod_manifest(SETTINGS, "scalebench-data-cifar10-abc123", "cifar10", True)
     assert kubernetes_validate.validate(pod, "1.33", strict=True) == "1.33"
     (container,) = pod["spec"]["containers"]
     assert container["command"][-3:] == ["--data-dir", "/var/scalebench/data", "--download"]
     assert container["command"][:3] == ["python", "-m", "workers.data"]
     assert {"name": "data", "mountPath": "/var/scalebench/data"} in container["volumeMounts"]
+    # the pod downloads from the mirrors the Airflow side was given
+    mirrors = [e for e in container["env"] if e["name"].startswith("SCALEBENCH_")]
+    assert mirrors == [
+        {"name": "SCALEBENCH_DATA_MIRRORS", "value": "statmt=https://mirror.example/statmt"}
+    ]
     assert pod["spec"]["volumes"][0]["persistentVolumeClaim"] == {"claimName": "scalebench-data"}
     # Not a worker: the workers' default-deny policy does not keep it from a download.
     assert pod["metadata"]["labels"]["app.kubernetes.io/name"] == "scalebench-data"

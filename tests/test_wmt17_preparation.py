@@ -152,35 +152,12 @@ def test_wmt17_is_prepared_as_the_reference_prepares_it(
     assert len(server.requests) == 5
 
 
-@pytest.mark.slow
 def test_one_epoch_of_task4b_trains_on_the_prepared_miniature(
-    served: tuple[Served, tuple], tmp_path: Path, light_env: dict[str, str]
+    served: tuple[Served, tuple], tmp_path: Path, one_rank: None
 ) -> None:
-    from operators.local_launcher import launch_group
-    from workers.records import read_run
+    from tests.test_wmt_preparation import train_one_epoch
 
     _, archives = served
     data_dir = tmp_path / "data"
     wmt17.prepare_wmt17(data_dir, download=True, archives=archives, min_count=2)
-    run_dir = tmp_path / "k1"
-    said: list[str] = []
-    result = launch_group(
-        [
-            "--task",
-            "task4b-transformer-wmt17",
-            "--results",
-            str(run_dir),
-            "--max-epochs",
-            "1",
-            "--data-dir",
-            str(data_dir),
-        ],
-        1,
-        timeout_s=900,
-        env=light_env,
-        sink=said.append,
-    )
-    assert result.status == "succeeded", "\n".join(said[-20:])
-    (rank,) = read_run(run_dir)
-    (evaluation,) = rank.of_kind("eval")
-    assert 0 <= evaluation["metrics"]["bleu"] <= 100
+    train_one_epoch("task4b-transformer-wmt17", data_dir, tmp_path / "run")

@@ -263,35 +263,52 @@ def test_a_full_disk_is_one_line_from_scalebench_data(
     assert "Traceback" not in error
 
 
-@pytest.mark.slow
-def test_one_epoch_of_task4a_trains_on_the_prepared_miniature(
-    served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path, light_env: dict[str, str]
-) -> None:
-    from operators.local_launcher import launch_group
-    from workers.records import read_run
+def train_one_epoch(task_id: str, data_dir: Path, run_dir: Path) -> list[dict]:
+    """One epoch of the task on the prepared set in ``data_dir``, through the real engine,
+    on this process as a one-rank group: the light model and batch (a miniature holds fewer
+    sentences than one of the full task's updates), the full set's files. Returns the steps."""
+    import math
 
+    import torch
+
+    from scalebench.tasks import GNMTConfig, TransformerConfig, get_task
+    from workers import engine
+    from workers.adapter import TrainingOptions, adapter_for
+    from workers.records import RecordWriter, read_run
+    from workers.tracker import Tracker
+
+    small = {
+        "task4a-gnmt-wmt16": GNMTConfig(hidden=32, layers=2, dropout=0.0),
+        "task4b-transformer-wmt17": TransformerConfig(
+            model=32, heads=2, feed_forward=64, encoder_layers=1, decoder_layers=1, dropout=0.0
+        ),
+    }
+    task = get_task(task_id)
+    spec = replace(
+        task, light_data=task.data, light_model_config=small[task_id], decode_max_length=12
+    )
+    cpu = torch.device("cpu")
+    writer = RecordWriter(run_dir, "run", rank=0, world_size=1)
+    tracker = Tracker(writer, cpu, goal=spec.goal, light=True, max_epochs=1)
+    options = TrainingOptions(light=True, data_dir=data_dir, max_epochs=1)
+    try:
+        assert engine.train(adapter_for(spec, options, cpu), tracker) == "max_epochs"
+    finally:
+        tracker.close()
+    [rank] = read_run(run_dir)
+    start = next(e for e in rank.of_kind("event") if e["event"] == "start")
+    assert start["data_set"] == task.data.name
+    steps = rank.of_kind("step")
+    assert steps and all(math.isfinite(step["loss"]) for step in steps)
+    (evaluation,) = rank.of_kind("eval")
+    assert 0 <= evaluation["metrics"]["bleu"] <= 100
+    return steps
+
+
+def test_one_epoch_of_task4a_trains_on_the_prepared_miniature(
+    served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path, one_rank: None
+) -> None:
     _, archives = served
     data_dir = tmp_path / "data"
     wmt16.prepare_wmt16(data_dir, download=True, archives=archives)
-    run_dir = tmp_path / "k1"
-    said: list[str] = []
-    result = launch_group(
-        [
-            "--task",
-            "task4a-gnmt-wmt16",
-            "--results",
-            str(run_dir),
-            "--max-epochs",
-            "1",
-            "--data-dir",
-            str(data_dir),
-        ],
-        1,
-        timeout_s=900,
-        env=light_env,
-        sink=said.append,
-    )
-    assert result.status == "succeeded", "\n".join(said[-20:])
-    (rank,) = read_run(run_dir)
-    (evaluation,) = rank.of_kind("eval")
-    assert 0 <= evaluation["metrics"]["bleu"] <= 100
+    train_one_epoch("task4a-gnmt-wmt16", data_dir, tmp_path / "run")

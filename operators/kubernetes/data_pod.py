@@ -22,6 +22,7 @@ default-deny NetworkPolicy does not hold it: a download needs the internet.
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable
@@ -46,6 +47,17 @@ class DataPodFailed(RuntimeError):
     is missing and what to do), or why the pod did not run."""
 
 
+# Where a download comes from, when the Airflow side sets it: the pod fetches from the same
+# mirrors (workers/data/archives.py, workers/data/sources.py).
+SOURCE_VARIABLES = ("SCALEBENCH_DATA_MIRRORS", "SCALEBENCH_CIFAR10_URL")
+
+
+def source_addresses(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The download settings of ``environ`` (this process's) that are set."""
+    environ = os.environ if environ is None else environ
+    return {name: environ[name] for name in SOURCE_VARIABLES if environ.get(name, "").strip()}
+
+
 def data_pod_manifest(
     settings: KubernetesSettings, name: str, data_set: str, download: bool
 ) -> dict[str, Any]:
@@ -64,7 +76,10 @@ def data_pod_manifest(
         "image": settings.image,
         "imagePullPolicy": settings.image_pull_policy,
         "command": command,
-        "env": [{"name": key, "value": value} for key, value in WRITABLE_HOMES.items()],
+        "env": [
+            {"name": key, "value": value}
+            for key, value in {**WRITABLE_HOMES, **source_addresses()}.items()
+        ],
         "securityContext": container_security(),
         "resources": {"requests": dict(DATA_POD_RESOURCES), "limits": dict(DATA_POD_RESOURCES)},
         "terminationMessagePolicy": "FallbackToLogsOnError",

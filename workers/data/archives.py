@@ -186,7 +186,11 @@ def obtain(
     folder.mkdir(parents=True, exist_ok=True)
     partial = folder / f"{archive.file}.part"
     say(f"{archive.file}: downloading from {origin}")
-    fetch(origin, partial, say, archive.bytes, archive.max_bytes, resume=True)
+    try:
+        fetch(origin, partial, say, archive.bytes, archive.max_bytes, resume=True)
+    except DataSetCorrupt:
+        partial.unlink(missing_ok=True)  # past its size: not a start worth resuming
+        raise
     digest = _checked(archive, partial, folder, origin)
     os.replace(partial, path)
     _record(folder, archive, digest, path)
