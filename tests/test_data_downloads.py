@@ -16,6 +16,7 @@ import pytest
 
 from scalebench.datasets import DataSetCorrupt, DataSetMissing
 from tests.archive_server import serve
+from tests.epochs import train_one_epoch
 from workers.data import wikitext
 from workers.data.archives import MIRRORS_VARIABLE, digests_of, downloads_folder, mirrors
 
@@ -157,3 +158,56 @@ def test_two_preparations_of_one_set_at_once_take_turns(
         "status fresh",
     ]
     assert len(server.requests) == 1  # the second found the first's download
+
+
+def test_one_epoch_of_task3a_trains_on_a_prepared_wikitext2_miniature(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank: None
+) -> None:
+    import random
+
+    words = [f"w{i}" for i in range(50)]
+    draw = random.Random(0)
+    text = {
+        name: "".join(" " + " ".join(draw.choices(words, k=12)) + " \n" for _ in range(lines))
+        for name, lines in (("train", 400), ("valid", 60), ("test", 60))
+    }
+    path = tmp_path / "upstream" / wikitext.WIKITEXT2_ARCHIVE.url.split("/", 3)[3]
+    path.parent.mkdir(parents=True)
+    with zipfile.ZipFile(path, "w") as packed:
+        for name, body in text.items():
+            packed.writestr(f"wikitext-2/wiki.{name}.tokens", body)
+    archive = replace(wikitext.WIKITEXT2_ARCHIVE, sha256=digests_of(path)[0])
+    with serve(tmp_path / "upstream") as server:
+        monkeypatch.setenv(MIRRORS_VARIABLE, f"wikitext={server.base}")
+        counts = {"train": 400 * 13, "valid": 60 * 13}
+        data = tmp_path / "data"
+        wikitext.prepare_wikitext2(
+            data, download=True, archive=archive, tokens=counts, vocabulary=51
+        )
+    train_one_epoch("task3a-awdlstm-wikitext2", data, tmp_path / "run")
+
+
+def test_one_epoch_of_task2a_trains_on_a_prepared_epsilon_miniature(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, one_rank: None
+) -> None:
+    """Rows of epsilon's 2,000 features, fetched, kept, converted and trained on."""
+    import random
+
+    from workers.data.epsilon import prepare_epsilon
+    from workers.data.sources import EPSILON_SOURCES
+
+    draw = random.Random(0)
+    rows = {"train": 600, "test": 200}
+    for split, url in EPSILON_SOURCES.items():
+        lines = "".join(
+            f"{'+1' if i % 2 else '-1'} {draw.randrange(1, 2000)}:{draw.random():.3f} 2000:0.5\n"
+            for i in range(rows[split])
+        )
+        path = tmp_path / "upstream" / url.split("/", 3)[3]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(bz2.compress(lines.encode()))
+    with serve(tmp_path / "upstream") as server:
+        monkeypatch.setenv(MIRRORS_VARIABLE, f"libsvm={server.base}")
+        data = tmp_path / "data"
+        prepare_epsilon(data, download=True, rows=rows, say=lambda line: None)
+    train_one_epoch("task2a-logreg-epsilon", data, tmp_path / "run")

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from scalebench.datasets import WMT17
 from tests.archive_server import Served, serve, sgm, tgz
+from tests.epochs import train_one_epoch
 from workers.data import subtokenizer, wmt17
 from workers.data.archives import MIRRORS_VARIABLE, digests_of
 from workers.data.translation import load_bitext
@@ -155,8 +156,6 @@ def test_wmt17_is_prepared_as_the_reference_prepares_it(
 def test_one_epoch_of_task4b_trains_on_the_prepared_miniature(
     served: tuple[Served, tuple], tmp_path: Path, one_rank: None
 ) -> None:
-    from tests.test_wmt_preparation import train_one_epoch
-
     _, archives = served
     data_dir = tmp_path / "data"
     wmt17.prepare_wmt17(data_dir, download=True, archives=archives, min_count=2)
