@@ -21,7 +21,8 @@ class Served:
     root: Path
     base: str = ""
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (path, Range)
-    cut_once: dict[str, int] = field(default_factory=dict)  # path -> bytes sent, then cut
+    # path -> the byte each of its next answers is cut at, one per answer
+    cuts: dict[str, list[int]] = field(default_factory=dict)
     delay_s: float = 0.0  # before each answer
 
 
@@ -57,7 +58,8 @@ def serve(root: Path) -> Iterator[Served]:
                 self.send_response(200)
             self.send_header("Content-Length", str(len(body) - start))
             self.end_headers()
-            cut = served.cut_once.pop(self.path, None)
+            pending = served.cuts.get(self.path)
+            cut = pending.pop(0) if pending else None
             if cut is not None:
                 self.wfile.write(body[start:cut])
                 self.wfile.flush()

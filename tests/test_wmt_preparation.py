@@ -182,16 +182,36 @@ def test_wmt16_is_prepared_as_the_reference_prepares_it(
 def test_a_cut_download_resumes_where_it_stopped(
     served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path
 ) -> None:
-    server, archives = served
-    path = "/" + archives[0].url.split("/", 3)[3]
-    server.cut_once[path] = archives[0].bytes // 2
-    said: list[str] = []
     from workers.data.archives import obtain
 
+    server, archives = served
+    path = "/" + archives[0].url.split("/", 3)[3]
+    half = archives[0].bytes // 2
+    server.cuts[path] = [half]
+    said: list[str] = []
     obtain(archives[0], tmp_path, download=True, say=said.append)
     asked = [r for p, r in server.requests if p == path]
-    assert asked == [None, f"bytes={archives[0].bytes // 2}-"]
+    assert asked == [None, f"bytes={half}-"]
     assert any("resuming" in line for line in said)
+
+
+def test_a_download_cut_too_often_is_kept_and_the_next_try_resumes_it(
+    served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path
+) -> None:
+    from workers.data.archives import obtain
+    from workers.data.download import RESUMES, DownloadCut
+
+    server, archives = served
+    path = "/" + archives[0].url.split("/", 3)[3]
+    step = archives[0].bytes // (RESUMES + 3)
+    server.cuts[path] = [step * (i + 1) for i in range(RESUMES + 1)]
+    with pytest.raises(DownloadCut, match=f"{step * (RESUMES + 1):,} bytes kept"):
+        obtain(archives[0], tmp_path, download=True, say=lambda line: None)
+    partial = downloads_folder(tmp_path) / f"{archives[0].file}.part"
+    assert partial.stat().st_size == step * (RESUMES + 1)
+    obtain(archives[0], tmp_path, download=True, say=lambda line: None)  # the next try
+    assert server.requests[-1] == (path, f"bytes={step * (RESUMES + 1)}-")
+    assert not partial.exists() and (downloads_folder(tmp_path) / archives[0].file).is_file()
 
 
 def test_a_wrong_checksum_names_the_file_and_keeps_nothing(
