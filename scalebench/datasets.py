@@ -100,53 +100,40 @@ WIKITEXT2 = DataSet(
     downloadable=True,
     published_checksums=True,
 )
-# WMT16 en-de as the GNMT reference prepares it (workers/data/wmt16.py): what the workers
-# read is each split's subword ids, the vocabulary, and newstest2014's German text.
-WMT16 = DataSet(
-    name="wmt16-en-de",
-    title="WMT16 en-de (prepared)",
-    folder="wmt16-en-de",
-    files=(
-        "vocab.bpe.32000",
-        "newstest2014.de",
-        *(
-            f"{split}.{lang}.{part}.npy"
-            for split in ("train", "valid", "test")
-            for lang in ("en", "de")
-            for part in ("ids", "offsets")
+
+
+def _prepared_wmt(name: str, vocabulary: str, archives: str) -> DataSet:
+    """A WMT set as its reference prepares it: what the workers read is each split's subword
+    ids (:mod:`workers.data.sentences`), the vocabulary, and newstest2014's German text."""
+    return DataSet(
+        name=name,
+        title=f"{name.split('-')[0].upper()} en-de (prepared)",
+        folder=name,
+        files=(
+            vocabulary,
+            "newstest2014.de",
+            *(
+                f"{split}.{lang}.{part}.npy"
+                for split in ("train", "valid", "test")
+                for lang in ("en", "de")
+                for part in ("ids", "offsets")
+            ),
         ),
-    ),
-    how_to_get=(
-        "Run `scalebench data wmt16-en-de --download --data-dir {data_dir}` (about 1.7 GB of "
-        "archives; or `scalebench data import DIR` with them in DIR, then `scalebench data "
-        "wmt16-en-de`), or run the light variant (--light)."
-    ),
-    downloadable=True,
-    published_checksums=True,
-)
-# WMT17 en-de as the MLPerf Transformer reference prepares it (workers/data/wmt17.py): each
-# split's subtoken ids, the wmt32k vocabulary, and newstest2014's German text.
-WMT17 = DataSet(
-    name="wmt17-en-de",
-    title="WMT17 en-de (prepared)",
-    folder="wmt17-en-de",
-    files=(
-        "vocab.ende.32768",
-        "newstest2014.de",
-        *(
-            f"{split}.{lang}.{part}.npy"
-            for split in ("train", "valid", "test")
-            for lang in ("en", "de")
-            for part in ("ids", "offsets")
+        how_to_get=(
+            f"Run `scalebench data {name} --download --data-dir {{data_dir}}` ({archives}; or "
+            f"`scalebench data import DIR` with them in DIR, then `scalebench data {name}`), or "
+            "run the light variant (--light)."
         ),
-    ),
-    how_to_get=(
-        "Run `scalebench data wmt17-en-de --download --data-dir {data_dir}` (about 1.8 GB of "
-        "archives, two of them shared with WMT16; or `scalebench data import DIR` with them in "
-        "DIR, then `scalebench data wmt17-en-de`), or run the light variant (--light)."
-    ),
-    downloadable=True,
-    published_checksums=True,
+        downloadable=True,
+        published_checksums=True,
+    )
+
+
+# WMT16 as the GNMT reference prepares it (workers/data/wmt16.py: Moses, 32,000-merge BPE);
+# WMT17 as the MLPerf Transformer reference does (workers/data/wmt17.py: the wmt32k vocabulary).
+WMT16 = _prepared_wmt("wmt16-en-de", "vocab.bpe.32000", "about 1.7 GB of archives")
+WMT17 = _prepared_wmt(
+    "wmt17-en-de", "vocab.ende.32768", "about 1.8 GB of archives, two of them shared with WMT16"
 )
 WMT_SETS = ("wmt16-en-de", "wmt17-en-de")
 DATA_SETS = {data_set.name: data_set for data_set in (CIFAR10, EPSILON, WIKITEXT2, WMT16, WMT17)}

@@ -42,6 +42,7 @@ from scalebench.datasets import WMT16, DataSetCorrupt, DataSetMissing
 from workers.data import moses
 from workers.data.archives import Archive, from_sacrebleu, obtain
 from workers.data.atomic import replaced_when_done
+from workers.data.sentences import ids_paths, load_sentences, save_sentences
 from workers.data.stamps import Prepared, file_state
 from workers.data.steps import Steps
 from workers.data.textfiles import extract_members, map_lines, read_lines, write_lines
@@ -208,26 +209,15 @@ SPECIALS = ["<pad>", "<s>", "</s>", "<unk>"]
 UNK = 3
 
 
-def ids_paths(folder: Path, split: str, lang: str) -> tuple[Path, Path]:
-    return folder / f"{split}.{lang}.ids.npy", folder / f"{split}.{lang}.offsets.npy"
-
-
 def encode(folder: Path) -> None:
     """Step 8: each split's sentences as vocabulary ids, with offsets."""
     words = [*SPECIALS, *read_lines(folder / VOCABULARY)]
     index = {word: i for i, word in enumerate(words)}
     for split, stem in SPLITS.items():
         for lang in LANGS:
-            ids: list[int] = []
-            offsets = [0]
-            for line in read_lines(folder / f"{stem}.bpe.{MERGES}.{lang}"):
-                ids.extend(index.get(word, UNK) for word in line.split())
-                offsets.append(len(ids))
-            ids_path, offsets_path = ids_paths(folder, split, lang)
-            with replaced_when_done(ids_path) as partial:
-                np.save(partial, np.asarray(ids, dtype=np.int32))
-            with replaced_when_done(offsets_path) as partial:
-                np.save(partial, np.asarray(offsets, dtype=np.int64))
+            lines = read_lines(folder / f"{stem}.bpe.{MERGES}.{lang}")
+            sentences = ([index.get(word, UNK) for word in line.split()] for line in lines)
+            save_sentences(folder, split, lang, sentences)
 
 
 def prepare_wmt16(
@@ -316,12 +306,8 @@ def load_wmt16(data_dir: Path) -> tuple[dict[str, list[np.ndarray]], list[str], 
         raise DataSetMissing(f"{exc}") from None
     folder = data_dir / WMT16.folder
 
-    def sentences(split: str, lang: str) -> list[np.ndarray]:
-        ids_path, offsets_path = ids_paths(folder, split, lang)
-        ids = np.load(ids_path, mmap_mode="r")
-        offsets = np.load(offsets_path)
-        return [np.asarray(ids[a:b], dtype=np.int64) for a, b in itertools.pairwise(offsets)]
-
-    splits = {f"{s}.{lang}": sentences(s, lang) for s in ("train", "test") for lang in LANGS}
+    splits = {
+        f"{s}.{lang}": load_sentences(folder, s, lang) for s in ("train", "test") for lang in LANGS
+    }
     references = list(read_lines(folder / REFERENCES))
     return splits, references, BpeVocabulary(list(read_lines(folder / VOCABULARY)))

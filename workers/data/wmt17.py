@@ -35,6 +35,7 @@ from scalebench.datasets import WMT17, DataSetCorrupt
 from workers.data import moses, subtokenizer
 from workers.data.archives import Archive, from_sacrebleu, obtain
 from workers.data.atomic import replaced_when_done
+from workers.data.sentences import ids_paths, load_sentences, save_sentences
 from workers.data.stamps import Prepared, file_state
 from workers.data.steps import Steps
 from workers.data.textfiles import extract_members, map_lines, read_lines, write_lines
@@ -132,10 +133,6 @@ class _Encode:
         return [" ".join(str(i + SHIFT) for i in encoder.encode(line.strip())) for line in lines]
 
 
-def ids_paths(folder: Path, split: str, lang: str) -> tuple[Path, Path]:
-    return folder / f"{split}.{lang}.ids.npy", folder / f"{split}.{lang}.offsets.npy"
-
-
 def encode(folder: Path, say: Callable[[str], None], processes: int | None) -> None:
     """Step 4: each split's sentences as the workers' ids, with offsets."""
     work = _Encode(str(folder / VOCABULARY))
@@ -143,17 +140,8 @@ def encode(folder: Path, say: Callable[[str], None], processes: int | None) -> N
         for lang in LANGS:
             text = folder / f".{split}.{lang}.ids.txt"
             map_lines(folder / f"{stem}.{lang}", text, work, say, processes)
-            ids: list[int] = []
-            offsets = [0]
-            for line in read_lines(text):
-                ids.extend(map(int, line.split()))
-                offsets.append(len(ids))
+            save_sentences(folder, split, lang, (map(int, x.split()) for x in read_lines(text)))
             text.unlink()
-            ids_path, offsets_path = ids_paths(folder, split, lang)
-            with replaced_when_done(ids_path) as partial:
-                np.save(partial, np.asarray(ids, dtype=np.int32))
-            with replaced_when_done(offsets_path) as partial:
-                np.save(partial, np.asarray(offsets, dtype=np.int64))
 
 
 def prepare_wmt17(
@@ -209,12 +197,8 @@ def load_wmt17(data_dir: Path) -> tuple[dict[str, list[np.ndarray]], list[str], 
     WMT17.require(data_dir)
     folder = data_dir / WMT17.folder
 
-    def sentences(split: str, lang: str) -> list[np.ndarray]:
-        ids_path, offsets_path = ids_paths(folder, split, lang)
-        ids = np.load(ids_path, mmap_mode="r")
-        offsets = np.load(offsets_path)
-        return [np.asarray(ids[a:b], dtype=np.int64) for a, b in itertools.pairwise(offsets)]
-
-    splits = {f"{s}.{lang}": sentences(s, lang) for s in ("train", "test") for lang in LANGS}
+    splits = {
+        f"{s}.{lang}": load_sentences(folder, s, lang) for s in ("train", "test") for lang in LANGS
+    }
     references = list(read_lines(folder / REFERENCES))
     return splits, references, SubtokenVocabulary(subtokenizer.read_vocabulary(folder / VOCABULARY))
