@@ -118,6 +118,33 @@ def test_data_import_takes_known_archives_and_leaves_the_rest(tmp_path: Path) ->
     assert main(["data", "import", str(tmp_path / "nowhere"), "--data-dir", str(data)]) == 1
 
 
+def test_a_file_given_by_hand_never_becomes_the_digest_downloads_must_match(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """epsilon has no published checksum: a wrong file imported under its name is taken (it
+    is checked when converted), but a later download of the real file is not refused for
+    differing from it."""
+    from workers.data.archives import obtain
+    from workers.data.catalogue import archives_by_set
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "epsilon_normalized.t.bz2").write_bytes(b"not the LIBSVM file")
+    data = tmp_path / "data"
+    from cli.main import main
+
+    assert main(["data", "import", str(folder), "--data-dir", str(data)]) == 0
+    archive = archives_by_set()["epsilon"][1]
+    (downloads_folder(data) / archive.file).unlink()  # the user sees it was wrong
+    upstream = tmp_path / "upstream" / archive.url.split("/", 3)[3]
+    upstream.parent.mkdir(parents=True)
+    upstream.write_bytes(bz2.compress(libsvm_text(4, 5)))
+    with serve(tmp_path / "upstream") as server:
+        monkeypatch.setenv(MIRRORS_VARIABLE, f"libsvm={server.base}")
+        path = obtain(archive, data, download=True, say=lambda line: None)
+    assert path.read_bytes() == upstream.read_bytes()
+
+
 def test_two_preparations_of_one_set_at_once_take_turns(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

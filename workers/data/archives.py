@@ -10,7 +10,8 @@ from (or its mirror), its SHA-256, and one call that makes it present and checke
 - :func:`obtain` puts an archive in ``<data dir>/downloads``: downloaded, resumed when an
   earlier try stopped, and checked. A wrong SHA-256 deletes what arrived and names the file.
   Where no SHA-256 is recorded (LIBSVM publishes none), the first download's is kept in
-  ``downloads/digests.json`` and every later one must match it.
+  ``downloads/digests.json`` and every later one must match it; a file given by hand
+  (imported, or put there) is taken unchecked but never sets that digest.
 - :func:`import_archives`: ``scalebench data import DIR``, archives a user already has,
   recognised by their SHA-256 (or, for those without one, by name) and checked the same way.
 
@@ -113,19 +114,24 @@ def _digests(folder: Path) -> dict[str, dict[str, object]]:
     return data if isinstance(data, dict) else {}
 
 
-def _record(folder: Path, archive: Archive, digest: str, path: Path) -> None:
+def _record(folder: Path, archive: Archive, digest: str, path: Path, how: str) -> None:
+    """Keep ``path``'s SHA-256 and state; ``how`` it came: ``downloaded`` from its source (the
+    digest every later download of an archive without a recorded one must match), or
+    ``given`` (imported, or put there: checked against what is recorded, never trusted)."""
     digests = _digests(folder)
-    digests[archive.file] = {"sha256": digest, **file_state(path)}
+    digests[archive.file] = {"sha256": digest, "how": how, **file_state(path)}
     with replaced_when_done(folder / DIGESTS) as partial:
         partial.write_text(json.dumps(digests, indent=1, sort_keys=True), encoding="utf-8")
 
 
 def expected_digest(archive: Archive, folder: Path) -> str | None:
-    """The SHA-256 ``archive`` must have: recorded here, else kept from its first download."""
+    """The SHA-256 ``archive`` must have: recorded here, else kept from its first download
+    (a file given by hand sets none: only its source can)."""
     if archive.sha256:
         return archive.sha256
-    kept = _digests(folder).get(archive.file, {}).get("sha256")
-    return kept if isinstance(kept, str) else None
+    kept = _digests(folder).get(archive.file, {})
+    digest = kept.get("sha256")
+    return digest if isinstance(digest, str) and kept.get("how") == "downloaded" else None
 
 
 def _checked(archive: Archive, path: Path, folder: Path, origin: str) -> str:
@@ -153,10 +159,9 @@ def present(archive: Archive, folder: Path) -> bool:
     if not path.is_file():
         return False
     kept = _digests(folder).get(archive.file, {})
-    return kept.get("sha256") == expected_digest(archive, folder) and {
-        "size": kept.get("size"),
-        "mtime_ns": kept.get("mtime_ns"),
-    } == file_state(path)
+    unchanged = {"size": kept.get("size"), "mtime_ns": kept.get("mtime_ns")} == file_state(path)
+    wanted = expected_digest(archive, folder)
+    return unchanged and isinstance(kept.get("sha256"), str) and wanted in (None, kept["sha256"])
 
 
 def obtain(
@@ -175,7 +180,7 @@ def obtain(
     if present(archive, folder):
         return path
     if path.is_file():  # there, but never checked (put in place, or a digest lost)
-        _record(folder, archive, _checked(archive, path, folder, str(path)), path)
+        _record(folder, archive, _checked(archive, path, folder, str(path)), path, "given")
         return path
     origin = address(archive, environ)
     if not download:
@@ -193,7 +198,7 @@ def obtain(
         raise
     digest = _checked(archive, partial, folder, origin)
     os.replace(partial, path)
-    _record(folder, archive, digest, path)
+    _record(folder, archive, digest, path, "downloaded")
     say(f"{archive.file}: checked ({path.stat().st_size / 1e6:.1f} MB)")
     return path
 
@@ -229,7 +234,7 @@ def import_archives(
         with replaced_when_done(destination) as partial:
             shutil.copyfile(path, partial)
             digest = _checked(archive, partial, target, str(path))
-        _record(target, archive, digest, destination)
+        _record(target, archive, digest, destination, "given")
         say(f"{path.name}: taken as {archive.file}")
         taken.append(archive)
     return taken
