@@ -1690,6 +1690,115 @@ def store_cases() -> list[Case]:
     return cases
 
 
+# -- data sets: mirrors, archives given by hand, and damaged downloads ---------------------
+
+
+def archives_folder(*files: tuple[str, bytes]) -> Build:
+    """A folder ``{case}/mine`` holding ``files`` (name, bytes), for ``data import``."""
+
+    def build(case_dir: Path) -> None:
+        folder = case_dir / "mine"
+        folder.mkdir()
+        for name, body in files:
+            (folder / name).write_bytes(body)
+
+    return build
+
+
+def fifo_in_folder(case_dir: Path) -> None:
+    (case_dir / "mine").mkdir()
+    os.mkfifo(case_dir / "mine" / "epsilon_normalized.bz2")
+
+
+def link_in_folder(case_dir: Path) -> None:
+    (case_dir / "mine").mkdir()
+    (case_dir / "mine" / "epsilon_normalized.bz2").symlink_to("/etc/passwd")
+
+
+def damaged_download(name: str, body: bytes) -> Build:
+    """``{case}/data/downloads/<name>``: a file left there, as a cut or a hand would."""
+
+    def build(case_dir: Path) -> None:
+        folder = case_dir / "data" / "downloads"
+        folder.mkdir(parents=True)
+        (folder / name).write_bytes(body)
+
+    return build
+
+
+def epsilon_text_given(body: bytes) -> Build:
+    def build(case_dir: Path) -> None:
+        folder = case_dir / "data" / "epsilon"
+        folder.mkdir(parents=True)
+        (folder / "epsilon_normalized.bz2").write_bytes(body)
+
+    return build
+
+
+DATA_DIR = ["--data-dir", "{case}/data"]
+MIRRORS = "SCALEBENCH_DATA_MIRRORS"
+DATA_ROWS: tuple[tuple[str, list[str], dict], ...] = (
+    *(
+        (
+            f"data wmt16-en-de --download with {MIRRORS}={value!r}",
+            ["data", "wmt16-en-de", "--download", *DATA_DIR],
+            {"env": {MIRRORS: value}, "names": MIRRORS if "=" not in value.strip() else ""},
+        )
+        for value in ("statmt", "=http://127.0.0.1:1", "statmt=", " , ,statmt", "statmt=\x01")
+    ),
+    (  # a mirror that does not answer: one line naming the address
+        "data wikitext2 --download from a mirror that does not answer",
+        ["data", "wikitext2", "--download", *DATA_DIR],
+        {"env": {MIRRORS: "wikitext=http://127.0.0.1:1/x"}, "names": "127.0.0.1:1"},
+    ),
+    (
+        "data wikitext2 from a zip that is not one, left in downloads",
+        ["data", "wikitext2", *DATA_DIR],
+        {"build": damaged_download("wikitext-2-v1.zip", b"PK\x03\x04 cut"), "names": "SHA-256"},
+    ),
+    (
+        "data wmt16-en-de with a damaged archive left in downloads",
+        ["data", "wmt16-en-de", *DATA_DIR],
+        {
+            "build": damaged_download("wmt16-test.tgz", b"\x1f\x8b cut short"),
+            "names": "wmt16-test.tgz",
+        },
+    ),
+    (
+        "data epsilon from a .bz2 that is not one",
+        ["data", "epsilon", *DATA_DIR],
+        {"build": epsilon_text_given(b"BZh9 not really"), "names": "epsilon_normalized.bz2"},
+    ),
+    ("data import without a folder", ["data", "import", *DATA_DIR], {}),
+    ("data import a missing folder", ["data", "import", "{case}/none", *DATA_DIR], {}),
+    ("data import a file", ["data", "import", "{case}/file", *DATA_DIR], {"build": a_file}),
+    (
+        "data import a folder of no archive",
+        ["data", "import", "{case}/mine", *DATA_DIR],
+        {"build": archives_folder(("holiday.jpg", b"\xff\xd8"))},
+    ),
+    (
+        "data import a folder whose archive is a FIFO",
+        ["data", "import", "{case}/mine", *DATA_DIR],
+        {"build": fifo_in_folder},
+    ),
+    (
+        "data import a folder whose archive is a link",
+        ["data", "import", "{case}/mine", *DATA_DIR],
+        {"build": link_in_folder},
+    ),
+    (
+        "data digits with a folder",
+        ["data", "digits", "{case}/mine", *DATA_DIR],
+        {"names": "takes no folder"},
+    ),
+)
+
+
+def data_cases() -> list[Case]:
+    return [Case("data sets", name, argv, **given) for name, argv, given in DATA_ROWS]
+
+
 FAMILIES: dict[str, Callable[[], list[Case]]] = {
     "sweep.json": manifest_cases,
     "rank files": rank_cases,
@@ -1702,4 +1811,5 @@ FAMILIES: dict[str, Callable[[], list[Case]]] = {
     "arguments": argument_cases,
     "embedded confs": embedded_cases,
     "store boundaries": store_cases,
+    "data sets": data_cases,
 }

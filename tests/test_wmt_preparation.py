@@ -228,6 +228,21 @@ def test_a_wrong_checksum_names_the_file_and_keeps_nothing(
     assert not (tmp_path / WMT16.folder).exists()
 
 
+def test_without_download_a_damaged_archive_is_named_and_every_missing_one_listed(
+    served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path
+) -> None:
+    from scalebench.datasets import DataSetMissing
+
+    _, archives = served
+    with pytest.raises(DataSetMissing, match=r"5 of 5 archives are not in .*wmt16-test.tgz"):
+        wmt16.prepare_wmt16(tmp_path, archives=archives)
+    downloads = downloads_folder(tmp_path)
+    downloads.mkdir(parents=True)
+    (downloads / archives[4].file).write_bytes(b"cut short")
+    with pytest.raises(DataSetCorrupt, match=r"wmt16-test.tgz .*SHA-256"):
+        wmt16.prepare_wmt16(tmp_path, archives=archives)
+
+
 def test_a_corrupt_archive_is_named(
     served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path
 ) -> None:

@@ -203,6 +203,31 @@ def obtain(
     return path
 
 
+def obtain_all(
+    archives: Iterable[Archive],
+    data_dir: Path,
+    *,
+    download: bool,
+    say: Callable[[str], None] = print,
+) -> list[Path]:
+    """:func:`obtain` of every archive: those already there are checked first (a damaged
+    one is named before anything is fetched), and without ``download`` one line names every
+    archive that is missing."""
+    wanted = list(archives)
+    folder = downloads_folder(data_dir)
+    for archive in wanted:
+        if (folder / archive.file).is_file():
+            obtain(archive, data_dir, download=False, say=say)
+    missing = [a for a in wanted if not (folder / a.file).is_file()]
+    if missing and not download:
+        names = ", ".join(a.file for a in missing)
+        raise DataSetMissing(
+            f"{len(missing)} of {len(wanted)} archives are not in {folder} ({names}): pass "
+            "--download to fetch them, or put them there (`scalebench data import DIR`)"
+        )
+    return [obtain(a, data_dir, download=download, say=say) for a in wanted]
+
+
 def import_archives(
     folder: Path,
     data_dir: Path,

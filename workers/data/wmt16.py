@@ -40,7 +40,7 @@ import numpy as np
 
 from scalebench.datasets import WMT16, DataSetCorrupt, DataSetMissing
 from workers.data import moses
-from workers.data.archives import Archive, from_sacrebleu, obtain
+from workers.data.archives import Archive, from_sacrebleu, obtain_all
 from workers.data.atomic import replaced_when_done
 from workers.data.sentences import ids_paths, load_sentences, save_sentences
 from workers.data.stamps import Prepared, file_state
@@ -231,7 +231,7 @@ def prepare_wmt16(
     """Make WMT16 en-de ready in ``data_dir`` (the module docstring's steps; those done are
     skipped). :func:`workers.data.prepare.prepare` holds the set's lock around it."""
     folder = data_dir / WMT16.folder
-    paths = [obtain(a, data_dir, download=download, say=say) for a in archives]
+    paths = obtain_all(archives, data_dir, download=download, say=say)
     folder.mkdir(parents=True, exist_ok=True)
     steps = Steps(folder, say)
     texts = [folder / f"{name}.{lang}" for name in ("train", *NEWSTESTS) for lang in LANGS]

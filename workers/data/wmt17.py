@@ -33,7 +33,7 @@ import numpy as np
 
 from scalebench.datasets import WMT17, DataSetCorrupt
 from workers.data import moses, subtokenizer
-from workers.data.archives import Archive, from_sacrebleu, obtain
+from workers.data.archives import Archive, from_sacrebleu, obtain_all
 from workers.data.atomic import replaced_when_done
 from workers.data.sentences import ids_paths, load_sentences, save_sentences
 from workers.data.stamps import Prepared, file_state
@@ -156,7 +156,7 @@ def prepare_wmt17(
     """Make WMT17 en-de ready in ``data_dir`` (the module docstring's steps; those done are
     skipped). :func:`workers.data.prepare.prepare` holds the set's lock around it."""
     folder = data_dir / WMT17.folder
-    paths = [obtain(a, data_dir, download=download, say=say) for a in archives]
+    paths = obtain_all(archives, data_dir, download=download, say=say)
     folder.mkdir(parents=True, exist_ok=True)
     steps = Steps(folder, say)
     texts = [folder / f"{stem}.{lang}" for stem in SPLITS.values() for lang in LANGS]
