@@ -31,6 +31,7 @@ and Moses' detokenizer applied, against the raw newstest2014 German text.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -148,16 +149,18 @@ class _Segment:
         return [_bpe(self.codes).process_line(line) for line in lines]
 
 
-_BPE: dict[str, object] = {}
+_BPE: dict[tuple[str, int], object] = {}
 
 
 def _bpe(codes: str) -> object:
-    if codes not in _BPE:
+    """The BPE of the codes file at ``codes`` as it is now (learned again: loaded again)."""
+    key = (codes, os.stat(codes).st_mtime_ns)
+    if key not in _BPE:
         from subword_nmt.apply_bpe import BPE
 
         with open(codes, encoding="utf-8") as handle:
-            _BPE[codes] = BPE(handle)
-    return _BPE[codes]
+            _BPE[key] = BPE(handle)
+    return _BPE[key]
 
 
 def clean(folder: Path, name: str) -> int:
@@ -165,12 +168,21 @@ def clean(folder: Path, name: str) -> int:
     pairs = zip(
         read_lines(folder / f"{name}.tok.en"), read_lines(folder / f"{name}.tok.de"), strict=False
     )
-    kept = list(moses.clean_pairs(pairs, 1, LONGEST_WORDS))
+    kept = moses.clean_pairs(pairs, 1, LONGEST_WORDS)
     if name in ("train", "newstest_dev"):
-        kept = list(moses.latin1_pairs(kept))
-    for position, lang in enumerate(LANGS):
-        write_lines(folder / f"{name}.tok.clean.{lang}", (pair[position] for pair in kept))
-    return len(kept)
+        kept = moses.latin1_pairs(kept)
+    count = 0
+    with (
+        replaced_when_done(folder / f"{name}.tok.clean.en") as english,
+        replaced_when_done(folder / f"{name}.tok.clean.de") as german,
+        english.open("w", encoding="utf-8") as out_en,
+        german.open("w", encoding="utf-8") as out_de,
+    ):
+        for line_en, line_de in kept:  # streamed: the training text is gigabytes
+            out_en.write(line_en + "\n")
+            out_de.write(line_de + "\n")
+            count += 1
+    return count
 
 
 def learn_bpe(folder: Path) -> None:

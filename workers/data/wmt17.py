@@ -24,6 +24,7 @@ The encoding runs on every core, in chunks, in order.
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -116,7 +117,7 @@ def make_vocabulary(folder: Path, min_count: int = MIN_COUNT) -> None:
         subtokenizer.write_vocabulary(partial, vocabulary)
 
 
-_ENCODERS: dict[str, subtokenizer.Subtokenizer] = {}
+_ENCODERS: dict[tuple[str, int], subtokenizer.Subtokenizer] = {}
 
 
 @dataclass(frozen=True)
@@ -126,10 +127,11 @@ class _Encode:
     vocabulary: str
 
     def __call__(self, lines: list[str]) -> list[str]:
-        if self.vocabulary not in _ENCODERS:
+        key = (self.vocabulary, os.stat(self.vocabulary).st_mtime_ns)  # built again: reloaded
+        if key not in _ENCODERS:
             words = subtokenizer.read_vocabulary(Path(self.vocabulary))
-            _ENCODERS[self.vocabulary] = subtokenizer.Subtokenizer(words)
-        encoder = _ENCODERS[self.vocabulary]
+            _ENCODERS[key] = subtokenizer.Subtokenizer(words)
+        encoder = _ENCODERS[key]
         return [" ".join(str(i + SHIFT) for i in encoder.encode(line.strip())) for line in lines]
 
 
