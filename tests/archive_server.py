@@ -9,11 +9,16 @@ import io
 import tarfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from workers.data.archives import MIRRORS_VARIABLE, Archive, digests_of
 
 
 @dataclass
@@ -92,3 +97,27 @@ def sgm(setid: str, segments: list[str]) -> str:
     body = "".join(f'<seg id="{i}">{text}</seg>\n' for i, text in enumerate(segments, 1))
     head = f'<srcset setid="{setid}" srclang="any">\n<doc docid="d" genre="news">\n'
     return f"{head}{body}</doc>\n</srcset>\n"
+
+
+def upstream_path(root: Path, url: str) -> Path:
+    """Where the server at ``root`` keeps the file of ``url``: its official path, as a mirror
+    (``SCALEBENCH_DATA_MIRRORS``) is asked for it."""
+    return root / urlsplit(url).path.lstrip("/")
+
+
+def as_served(archives: Iterable[Archive], root: Path) -> tuple[Archive, ...]:
+    """``archives`` with the digests and sizes of the miniatures served at ``root``."""
+    found = []
+    for archive in archives:
+        path = upstream_path(root, archive.url)
+        digest = digests_of(path)[0]
+        found.append(replace(archive, sha256=digest, md5=None, bytes=path.stat().st_size))
+    return tuple(found)
+
+
+@contextmanager
+def mirrored(root: Path, source: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Served]:
+    """Serve ``root`` and make it the mirror of ``source`` for this test."""
+    with serve(root) as server:
+        monkeypatch.setenv(MIRRORS_VARIABLE, f"{source}={server.base}")
+        yield server

@@ -5,6 +5,16 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from scalebench.tasks import GNMTConfig, TransformerConfig
+
+# Translation models small enough that an epoch on a CPU takes a second.
+SMALL_TRANSLATORS = {
+    "task4a-gnmt-wmt16": GNMTConfig(hidden=32, layers=2, dropout=0.0),
+    "task4b-transformer-wmt17": TransformerConfig(
+        model=32, heads=2, feed_forward=64, encoder_layers=1, decoder_layers=1, dropout=0.0
+    ),
+}
+
 
 def train_one_epoch(task_id: str, data_dir: Path, run_dir: Path) -> list[dict]:
     """One epoch of the task on the prepared set in ``data_dir``, through the real engine,
@@ -15,22 +25,18 @@ def train_one_epoch(task_id: str, data_dir: Path, run_dir: Path) -> list[dict]:
 
     import torch
 
-    from scalebench.tasks import GNMTConfig, TransformerConfig, get_task
+    from scalebench.tasks import get_task
     from workers import engine
     from workers.adapter import TrainingOptions, adapter_for
     from workers.records import RecordWriter, read_run
     from workers.tracker import Tracker
 
-    small = {
-        "task4a-gnmt-wmt16": GNMTConfig(hidden=32, layers=2, dropout=0.0),
-        "task4b-transformer-wmt17": TransformerConfig(
-            model=32, heads=2, feed_forward=64, encoder_layers=1, decoder_layers=1, dropout=0.0
-        ),
-    }
     task = get_task(task_id)
     spec = replace(task, light_data=task.data)
-    if task_id in small:  # translations of at most 12 tokens: an epoch-old model needs no more
-        spec = replace(spec, light_model_config=small[task_id], decode_max_length=12)
+    if (
+        task_id in SMALL_TRANSLATORS
+    ):  # translations of at most 12 tokens: an epoch-old model needs no more
+        spec = replace(spec, light_model_config=SMALL_TRANSLATORS[task_id], decode_max_length=12)
     cpu = torch.device("cpu")
     writer = RecordWriter(run_dir, "run", rank=0, world_size=1)
     tracker = Tracker(writer, cpu, goal=spec.goal, light=True, max_epochs=1)

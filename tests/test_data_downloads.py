@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from scalebench.datasets import DataSetCorrupt, DataSetMissing
-from tests.archive_server import serve
+from tests.archive_server import mirrored, serve, upstream_path
 from tests.epochs import train_one_epoch
 from workers.data import wikitext
 from workers.data.archives import MIRRORS_VARIABLE, digests_of, downloads_folder, mirrors
@@ -25,7 +25,7 @@ VALID = " the dog sat \n"
 
 
 def wikitext_zip(root: Path) -> Path:
-    path = root / wikitext.WIKITEXT2_ARCHIVE.url.split("/", 3)[3]
+    path = upstream_path(root, wikitext.WIKITEXT2_ARCHIVE.url)
     path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w") as packed:
         packed.writestr("wikitext-2/wiki.train.tokens", TRAIN)
@@ -39,8 +39,7 @@ def test_wikitext2_is_downloaded_checked_and_counted(
 ) -> None:
     path = wikitext_zip(tmp_path / "upstream")
     archive = replace(wikitext.WIKITEXT2_ARCHIVE, sha256=digests_of(path)[0])
-    with serve(tmp_path / "upstream") as server:
-        monkeypatch.setenv(MIRRORS_VARIABLE, f"wikitext={server.base}")
+    with mirrored(tmp_path / "upstream", "wikitext", monkeypatch) as server:
         data = tmp_path / "data"
         with pytest.raises(DataSetMissing, match="pass --download"):
             wikitext.prepare_wikitext2(data, archive=archive)
@@ -82,13 +81,12 @@ def test_epsilon_keeps_its_first_downloads_digest_and_checks_later_ones(
 
     def publish(flip: bool) -> None:
         for split, url in EPSILON_SOURCES.items():
-            path = root / url.split("/", 3)[3]
+            path = upstream_path(root, url)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(bz2.compress(libsvm_text(rows[split], 5, flip)))
 
     publish(flip=False)
-    with serve(root) as server:
-        monkeypatch.setenv(MIRRORS_VARIABLE, f"libsvm={server.base}")
+    with mirrored(root, "libsvm", monkeypatch):
         data = tmp_path / "data"
         assert prepare_epsilon(data, download=True, features=5, rows=rows).status == "converted"
         digests = (downloads_folder(data) / "digests.json").read_text()
@@ -136,11 +134,10 @@ def test_a_file_given_by_hand_never_becomes_the_digest_downloads_must_match(
     assert main(["data", "import", str(folder), "--data-dir", str(data)]) == 0
     archive = archives_by_set()["epsilon"][1]
     (downloads_folder(data) / archive.file).unlink()  # the user sees it was wrong
-    upstream = tmp_path / "upstream" / archive.url.split("/", 3)[3]
+    upstream = upstream_path(tmp_path / "upstream", archive.url)
     upstream.parent.mkdir(parents=True)
     upstream.write_bytes(bz2.compress(libsvm_text(4, 5)))
-    with serve(tmp_path / "upstream") as server:
-        monkeypatch.setenv(MIRRORS_VARIABLE, f"libsvm={server.base}")
+    with mirrored(tmp_path / "upstream", "libsvm", monkeypatch):
         path = obtain(archive, data, download=True, say=lambda line: None)
     assert path.read_bytes() == upstream.read_bytes()
 
@@ -198,14 +195,13 @@ def test_one_epoch_of_task3a_trains_on_a_prepared_wikitext2_miniature(
         name: "".join(" " + " ".join(draw.choices(words, k=12)) + " \n" for _ in range(lines))
         for name, lines in (("train", 400), ("valid", 60), ("test", 60))
     }
-    path = tmp_path / "upstream" / wikitext.WIKITEXT2_ARCHIVE.url.split("/", 3)[3]
+    path = upstream_path(tmp_path / "upstream", wikitext.WIKITEXT2_ARCHIVE.url)
     path.parent.mkdir(parents=True)
     with zipfile.ZipFile(path, "w") as packed:
         for name, body in text.items():
             packed.writestr(f"wikitext-2/wiki.{name}.tokens", body)
     archive = replace(wikitext.WIKITEXT2_ARCHIVE, sha256=digests_of(path)[0])
-    with serve(tmp_path / "upstream") as server:
-        monkeypatch.setenv(MIRRORS_VARIABLE, f"wikitext={server.base}")
+    with mirrored(tmp_path / "upstream", "wikitext", monkeypatch):
         counts = {"train": 400 * 13, "valid": 60 * 13}
         data = tmp_path / "data"
         wikitext.prepare_wikitext2(
@@ -230,11 +226,10 @@ def test_one_epoch_of_task2a_trains_on_a_prepared_epsilon_miniature(
             f"{'+1' if i % 2 else '-1'} {draw.randrange(1, 2000)}:{draw.random():.3f} 2000:0.5\n"
             for i in range(rows[split])
         )
-        path = tmp_path / "upstream" / url.split("/", 3)[3]
+        path = upstream_path(tmp_path / "upstream", url)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(bz2.compress(lines.encode()))
-    with serve(tmp_path / "upstream") as server:
-        monkeypatch.setenv(MIRRORS_VARIABLE, f"libsvm={server.base}")
+    with mirrored(tmp_path / "upstream", "libsvm", monkeypatch):
         data = tmp_path / "data"
         prepare_epsilon(data, download=True, rows=rows, say=lambda line: None)
     train_one_epoch("task2a-logreg-epsilon", data, tmp_path / "run")

@@ -9,18 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from scalebench.tasks import GNMTConfig, TransformerConfig, TranslationSpec, get_task
+from scalebench.tasks import TranslationSpec, get_task
+from tests.epochs import SMALL_TRANSLATORS as SMALL
 from workers import engine, training_setup
 from workers.adapter import TrainingOptions, adapter_for
 from workers.records import RecordWriter, read_run
 from workers.tracker import Tracker
-
-SMALL = {
-    "task4a-gnmt-wmt16": GNMTConfig(hidden=32, layers=2, dropout=0.0),
-    "task4b-transformer-wmt17": TransformerConfig(
-        model=32, heads=2, feed_forward=64, encoder_layers=1, decoder_layers=1, dropout=0.0
-    ),
-}
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scalebench.datasets import WMT17
-from tests.archive_server import Served, serve, sgm, tgz
+from tests.archive_server import Served, as_served, mirrored, sgm, tgz, upstream_path
 from tests.epochs import train_one_epoch
 from workers.data import subtokenizer, wmt17
-from workers.data.archives import MIRRORS_VARIABLE, digests_of
 from workers.data.translation import load_bitext
 
 RECORDED = Path(__file__).parent / "data" / "subtokenizer"
@@ -69,7 +67,7 @@ def make_archives(root: Path) -> tuple[wmt17.Archive, ...]:
         )
     )
     corpora = [natural + synthetic_pairs(n, seed) for n, seed in ((60, 1), (120, 2), (90, 3))]
-    paths = [root / a.url.split("/", 3)[3] for a in wmt17.WMT17_ARCHIVES]
+    paths = [upstream_path(root, a.url) for a in wmt17.WMT17_ARCHIVES]
     folders = ("training/", "", "training/")
     for (index, stem), pairs, folder in zip(wmt17.TRAINING, corpora, folders, strict=True):
         members = {
@@ -93,18 +91,13 @@ def make_archives(root: Path) -> tuple[wmt17.Archive, ...]:
             "test-full/newstest2014-deen-ref.de.sgm": sgm("newstest2014", [de for _, de in test]),
         },
     )
-    return tuple(
-        replace(a, sha256=digests_of(p)[0], md5=None, bytes=p.stat().st_size)
-        for a, p in zip(wmt17.WMT17_ARCHIVES, paths, strict=True)
-    )
+    return as_served(wmt17.WMT17_ARCHIVES, root)
 
 
 @pytest.fixture
 def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Served, tuple]]:
-    root = tmp_path / "upstream"
-    archives = make_archives(root)
-    with serve(root) as server:
-        monkeypatch.setenv(MIRRORS_VARIABLE, f"statmt={server.base}")
+    archives = make_archives(tmp_path / "upstream")
+    with mirrored(tmp_path / "upstream", "statmt", monkeypatch) as server:
         yield server, archives
 
 

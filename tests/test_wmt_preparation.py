@@ -9,15 +9,16 @@ import errno
 import io
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from scalebench.datasets import WMT16, DataSetCorrupt
-from tests.archive_server import Served, serve, sgm, tgz
+from tests.archive_server import Served, as_served, mirrored, sgm, tgz, upstream_path
 from tests.epochs import train_one_epoch
 from tests.small_disk import fill
 from workers.data import moses, textfiles, wmt16
-from workers.data.archives import MIRRORS_VARIABLE, digests_of, downloads_folder
+from workers.data.archives import digests_of, downloads_folder
 from workers.data.steps import STEPS
 from workers.data.translation import load_bitext
 
@@ -81,7 +82,7 @@ def make_archives(root: Path) -> tuple[wmt16.Archive, ...]:
         "commoncrawl.de-en": "",
         "news-commentary-v11.de-en": "training-parallel-nc-v11/",
     }
-    paths = [root / a.url.split("/", 3)[3] for a in wmt16.WMT16_ARCHIVES]
+    paths = [upstream_path(root, a.url) for a in wmt16.WMT16_ARCHIVES]
     for index, (stem, pairs) in enumerate(sides.items()):
         members = {
             f"{folders[stem]}{stem}.{lang}": text(pairs, p) for p, lang in enumerate(("en", "de"))
@@ -97,20 +98,15 @@ def make_archives(root: Path) -> tuple[wmt16.Archive, ...]:
                 members[f"{folder}{stem}-src.de.sgm"] = sgm(name, [de for _, de in tests[name]])
                 members[f"{folder}{stem}-ref.en.sgm"] = sgm(name, [en for en, _ in tests[name]])
         tgz(paths[index], members)
-    return tuple(
-        replace(a, sha256=digests_of(p)[0], md5=None, bytes=p.stat().st_size)
-        for a, p in zip(wmt16.WMT16_ARCHIVES, paths, strict=True)
-    )
+    return as_served(wmt16.WMT16_ARCHIVES, root)
 
 
 @pytest.fixture
 def served(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> tuple[Served, tuple[wmt16.Archive, ...]]:
-    root = tmp_path / "upstream"
-    archives = make_archives(root)
-    with serve(root) as server:
-        monkeypatch.setenv(MIRRORS_VARIABLE, f"statmt={server.base}")
+    archives = make_archives(tmp_path / "upstream")
+    with mirrored(tmp_path / "upstream", "statmt", monkeypatch) as server:
         yield server, archives
 
 
@@ -185,7 +181,7 @@ def test_a_cut_download_resumes_where_it_stopped(
     from workers.data.archives import obtain
 
     server, archives = served
-    path = "/" + archives[0].url.split("/", 3)[3]
+    path = urlsplit(archives[0].url).path
     half = archives[0].bytes // 2
     server.cuts[path] = [half]
     said: list[str] = []
@@ -202,7 +198,7 @@ def test_a_download_cut_too_often_is_kept_and_the_next_try_resumes_it(
     from workers.data.download import RESUMES, DownloadCut
 
     server, archives = served
-    path = "/" + archives[0].url.split("/", 3)[3]
+    path = urlsplit(archives[0].url).path
     step = archives[0].bytes // (RESUMES + 3)
     server.cuts[path] = [step * (i + 1) for i in range(RESUMES + 1)]
     with pytest.raises(DownloadCut, match=f"{step * (RESUMES + 1):,} bytes kept"):
@@ -247,7 +243,7 @@ def test_a_corrupt_archive_is_named(
     served: tuple[Served, tuple[wmt16.Archive, ...]], tmp_path: Path
 ) -> None:
     server, archives = served
-    path = server.root / archives[4].url.split("/", 3)[3]
+    path = upstream_path(server.root, archives[4].url)
     path.write_bytes(path.read_bytes()[:40])  # a gzip stream cut short
     damaged = replace(archives[4], sha256=digests_of(path)[0], bytes=40)
     with pytest.raises(DataSetCorrupt, match=r"wmt16-test.tgz: not a complete tar archive"):
