@@ -40,7 +40,8 @@ def run_sweep(
     planned: Callable[[Path], None] | None = None,
     starting: Callable[[GroupPlan], None] | None = None,
 ) -> tuple[Path, int]:
-    """Run every planned group, one after the other; returns the sweep directory and exit status.
+    """Run every planned group, one after the other (the arms of a duet round together:
+    :func:`scalebench.sweep.launches`); returns the sweep directory and exit status.
 
     ``planned`` is called with the sweep's folder as soon as its manifest is written, and
     ``starting`` with each group just before it starts (the command line stores the sweep
@@ -55,9 +56,10 @@ def run_sweep(
     results filesystem full ends the sweep: the groups after it are recorded ``failed``
     (not started) with the same reason.
     """
-    from operators.group import LauncherFailed, record_verdict, run_group
+    from operators.group import LauncherFailed, record_verdict, run_together
     from operators.launcher import launcher_for
     from scalebench.diskspace import NO_SPACE
+    from scalebench.sweep import launches
 
     service.close_vanished_sweeps(results_root)
     plan = start_sweep(request, results_root, trigger="cli", runner=manifest.this_process())
@@ -67,47 +69,63 @@ def run_sweep(
         planned(plan.sweep_dir)
     started = time.monotonic()
     exit_status = EXIT_OK
-    running: str | None = None
+    running: list[str] = []
+    done = 0  # groups ended so far
     try:
-        for index, group in enumerate(groups):
+        for launch in launches(groups):
             elapsed = time.monotonic() - started
-            eta = f", about {clock(elapsed / index * (len(groups) - index))} to go" if index else ""
+            eta = f", about {clock(elapsed / done * (len(groups) - done))} to go" if done else ""
+            first = launch[0]
+            arms = ""
+            if len(launch) > 1:
+                arms = ", a duet of stacks " + " and ".join(
+                    f"{g.stack_name} (cores {','.join(map(str, g.cpus))})" for g in launch
+                )
+            elif first.stack:
+                arms = ", stack " + first.stack_name
+            numbers = f"{done + 1}" if len(launch) == 1 else f"{done + 1}-{done + len(launch)}"
             print(
-                f"── group {index + 1}/{len(groups)}: {group.world_size} worker(s), "
-                f"repeat {group.repeat + 1}/{request.repeats}"
-                f"{', stack ' + group.stack_name if group.stack else ''} "
+                f"── group {numbers}/{len(groups)}: {first.world_size} worker(s), "
+                f"repeat {first.repeat + 1}/{request.repeats}{arms} "
                 f"(elapsed {clock(elapsed)}{eta})",
                 flush=True,
             )
-            if LAUNCHERS[group.request.launcher].on_this_host and group.world_size > 2:
+            if LAUNCHERS[first.request.launcher].on_this_host and first.world_size > 2:
                 print(
-                    f"   note: {group.world_size} processes share this machine's cores; "
+                    f"   note: {first.world_size} processes share this machine's cores; "
                     "times reflect oversubscription, not a cluster",
                     flush=True,
                 )
-            running = group.run_id
+            running = [group.run_id for group in launch]
             if starting is not None:
-                starting(group)
-            try:
-                result = run_group(group, lambda group=group: launcher_for(group))
-                (status, reason), seconds = record_verdict(group, result), result.seconds
-            except LauncherFailed as exc:  # recorded failed; the sweep goes on
-                status, reason, seconds = FAILED, str(exc), 0.0
-            running = None
-            line = f"   {status} in {seconds:.1f} s"
-            print(line + (f": {reason}" if reason else ""), flush=True)
-            if publish is not None:
-                publish(group)
-            if status != SUCCEEDED:
-                exit_status = EXIT_FAILED
-            if reason.startswith(NO_SPACE):  # the next groups would only fill it further
-                later = groups[index + 1 :]
+                for group in launch:
+                    starting(group)
+            ended = run_together(launch, lambda group: launcher_for(group))
+            running = []
+            reasons = []
+            for group, result in zip(launch, ended, strict=True):
+                if isinstance(result, LauncherFailed):  # recorded failed; the sweep goes on
+                    status, reason, seconds = FAILED, str(result), 0.0
+                else:
+                    (status, reason), seconds = record_verdict(group, result), result.seconds
+                own = f" {group.stack_name}" if len(launch) > 1 else ""
+                line = f"  {own} {status} in {seconds:.1f} s"
+                print(line + (f": {reason}" if reason else ""), flush=True)
+                if publish is not None:
+                    publish(group)
+                if status != SUCCEEDED:
+                    exit_status = EXIT_FAILED
+                reasons.append(reason)
+            done += len(launch)
+            full = next((r for r in reasons if r.startswith(NO_SPACE)), None)
+            if full is not None:  # the next groups would only fill it further
+                later = groups[done:]
                 for entry in later:
                     manifest.record_verdict(
-                        plan.sweep_dir, entry.run_id, FAILED, f"not started: {reason}"
+                        plan.sweep_dir, entry.run_id, FAILED, f"not started: {full}"
                     )
                 if later:
-                    print(f"   the {len(later)} other group(s) not started: {reason}", flush=True)
+                    print(f"   the {len(later)} other group(s) not started: {full}", flush=True)
                 break
     except BaseException:
         try:

@@ -158,6 +158,16 @@ def transports_text(run: RunInfo) -> str:
     return " · ".join(parts) or "—"
 
 
+def stack_text(run: RunInfo) -> str:
+    """The stack a paired run ran and how its round's arms ran, e.g. ``tonight, in a duet
+    (its round's arms at once, each on cores of its own)``."""
+    how = {
+        "duet": "in a duet (its round's arms at once, each on cores of its own)",
+        "interleaved": "interleaved (its round's arms one after the other)",
+    }
+    return f"{run.stack}, {how[run.pairing]}" if run.pairing in how else run.stack
+
+
 def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str, str]]:
     """The headline numbers of a run, label and text; ``last_metric``: the goal metric at its
     newest evaluation, which a running run's status gives."""
@@ -188,6 +198,7 @@ def run_facts(run: RunInfo, last_metric: float | None = None) -> list[tuple[str,
             f"{run.variant}{', light' if run.light else ''})",
         ),
         ("repeat", str(run.repeat + 1)),
+        *([("stack", stack_text(run))] if run.stack else []),
         ("compilation", compilation(run)),
         ("goal", goal + (" — reached" if run.goal_reached else " — not reached")),
         ("time to accuracy", units.seconds(run.time_to_accuracy_s)),

@@ -453,10 +453,14 @@ def store_plan(url: str, sweep_dir: Path) -> None:
 
 @task
 def select(groups: list[dict[str, Any]], world_size: int) -> list[dict[str, Any]]:
-    """The planned groups of one worker count, in repeat order."""
-    from scalebench.sweep import GroupPlan
+    """The launches of one worker count, in repeat order: each planned group alone, the arms
+    of a duet round together (:func:`scalebench.sweep.launches`), one training task each."""
+    from scalebench.sweep import GroupPlan, launch_to_xcom, launches
 
-    return [g for g in groups if GroupPlan.from_xcom(g).world_size == world_size]
+    sized = [GroupPlan.from_xcom(g) for g in groups]
+    return [
+        launch_to_xcom(launch) for launch in launches(sized) if launch[0].world_size == world_size
+    ]
 
 
 def _training_steps(spec: TaskSpec, groups: Any) -> Any:

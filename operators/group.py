@@ -10,7 +10,8 @@ command line and the Airflow operator both call it.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -120,6 +121,68 @@ def run_group(
                 Path(group.sweep_dir), group.run_id, FAILED, reason, attempt=attempt
             )
         raise LauncherFailed(reason) from exc
+
+
+def run_together(
+    groups: Sequence[GroupPlan],
+    make_launcher: Callable[[GroupPlan], Launcher],
+    *,
+    started: Callable[[GroupPlan, Launcher], None] = lambda group, launcher: None,
+    alongside: Callable[[], AbstractContextManager[object]] = nullcontext,
+    cancelled: Callable[[], bool] = lambda: False,
+    attempt: str | None = None,
+) -> list[GroupResult | LauncherFailed]:
+    """Run ``groups`` at once (the arms of a duet round, each pinned to its own cores), each
+    as :func:`run_group` runs one, on a thread of its own; how each ended, in their order: its
+    result, or the :class:`LauncherFailed` its launcher raised (already recorded ``failed``).
+    One group alone runs on this thread. ``alongside`` is entered once, around them all.
+    Interrupted while they run, every arm is stopped before the interruption goes on."""
+    ended: list[GroupResult | LauncherFailed | None] = [None] * len(groups)
+    made: list[Launcher] = []
+
+    def arm(index: int) -> None:
+        group = groups[index]
+
+        def make() -> Launcher:
+            made.append(launcher := make_launcher(group))
+            return launcher
+
+        try:
+            ended[index] = run_group(
+                group,
+                make,
+                started=lambda launcher: started(group, launcher),
+                cancelled=cancelled,
+                attempt=attempt,
+            )
+        except LauncherFailed as exc:
+            ended[index] = exc
+
+    with alongside():
+        if len(groups) == 1:
+            arm(0)
+        else:
+            threads = [
+                threading.Thread(target=arm, args=(i,), name=f"arm-{g.run_id}")
+                for i, g in enumerate(groups)
+            ]
+            for thread in threads:
+                thread.start()
+            try:
+                for thread in threads:
+                    while thread.is_alive():  # in short waits: an interruption gets through
+                        thread.join(0.1)
+            except BaseException:  # interrupted (Ctrl-C): every arm stops, then it goes on
+                for launcher in made:
+                    with contextlib.suppress(Exception):
+                        launcher.stop()
+                for thread in threads:
+                    thread.join()
+                raise
+    return [
+        result if result is not None else LauncherFailed(f"{group.run_id}: no verdict")
+        for group, result in zip(groups, ended, strict=True)
+    ]
 
 
 def record_verdict(

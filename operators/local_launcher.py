@@ -60,6 +60,22 @@ if TYPE_CHECKING:
     from scalebench.sweep import GroupPlan
 
 
+# Where an arm of a duet says it is ready, in its own run folder (workers.duet).
+DUET_READY_FILE = ".duet-ready"
+
+
+def duet_meeting(group: GroupPlan) -> dict[str, str]:
+    """The variables by which an arm of a duet meets its round's other arms before its timed
+    run (:mod:`workers.duet`): its own ready file, and every arm's."""
+    from workers.duet import ARMS_VARIABLE, READY_VARIABLE
+
+    arms = [Path(group.sweep_dir) / arm / DUET_READY_FILE for arm in group.arms]
+    return {
+        READY_VARIABLE: str(group.run_dir / DUET_READY_FILE),
+        ARMS_VARIABLE: os.pathsep.join(map(str, arms)),
+    }
+
+
 class LocalGroup:
     """``world_size`` local ranks of ``python -m workers.run <worker_args>``, on nodes of
     ``ranks_per_node`` ranks (one node per rank by default).
@@ -69,7 +85,8 @@ class LocalGroup:
     early (e.g. when an Airflow task is killed). ``sink`` receives every
     output line, prefixed with its rank (default: print to stdout). ``gpus``: the
     host's GPU ids the ranks take, one each (``None``: the environment's GPUs as they
-    are, rank ``r`` on its node's ``cuda:LOCAL_RANK``).
+    are, rank ``r`` on its node's ``cuda:LOCAL_RANK``); ``cpus``: the host's cores the
+    nodes divide among them (``None``: this process's).
     """
 
     def __init__(
@@ -86,6 +103,7 @@ class LocalGroup:
         network: NetworkProfile | None = None,
         gpus: Sequence[str] | None = None,
         python: str | None = None,
+        cpus: Sequence[int] | None = None,
     ) -> None:
         if world_size < 1:
             raise ValueError(f"world_size must be at least 1, got {world_size}")
@@ -100,6 +118,9 @@ class LocalGroup:
         self.network = network or NetworkProfile()
         self.gpus = None if gpus is None else list(gpus)
         self.python = python  # None: this interpreter
+        # the cores its nodes divide among them (None: this process's); an arm of a duet
+        # has its own (scalebench.pairing)
+        self.cpus = None if cpus is None else list(cpus)
         self._shaped: ShapedNetwork | None = None
         self._store: Any = None  # the rendezvous store this process holds, unshaped
         self.nodes: list[Node] = []
@@ -115,6 +136,9 @@ class LocalGroup:
         if group.stack is not None:  # its interpreter, with its variables
             options["env"] = rank_environment(group.stack, options.get("env") or os.environ)
             options["python"] = shutil.which(group.stack.python) or group.stack.python
+        if group.duet:  # an arm of a duet: on its own cores, beside the round's other arms
+            options["cpus"] = group.cpus
+            options["env"] = {**(options.get("env") or os.environ), **duet_meeting(group)}
         return cls(
             argv,
             group.world_size,
@@ -155,7 +179,7 @@ class LocalGroup:
         # Shaped, each node has its own namespace, where nothing else listens.
         port = self._hold_store(base_env) if self._shaped is None else 29500
         base_env[LAUNCHER_PID_VARIABLE] = str(os.getpid())  # the ranks end when it is gone
-        cpus = shares(available_cpus(), shape.nodes)
+        cpus = shares(available_cpus() if self.cpus is None else self.cpus, shape.nodes)
         try:
             for index in range(shape.nodes):
                 env = dict(base_env)

@@ -45,15 +45,17 @@ from airflow.sdk.exceptions import AirflowException, AirflowSkipException
 from operators.group import (
     GroupResult,
     Launcher,
+    LauncherFailed,
     launcher_failed,
     record_verdict,
     run_group,
+    run_together,
     set_aside_earlier_attempt,
 )
 from operators.launcher import TaskRun, fits_one_pod, launcher_in_task
 from scalebench import config, manifest
 from scalebench.statuses import CANCELLED, FAILED, PLANNED, RUNNING, SKIPPED, SUCCEEDED
-from scalebench.sweep import GroupPlan
+from scalebench.sweep import GroupPlan, launch_from_xcom
 
 if TYPE_CHECKING:
     from operators.kubernetes.watch import GroupEvent
@@ -74,15 +76,25 @@ class TrainingGroupOperator(BaseOperator):
         super().__init__(**kwargs)
         self.group = group
         self._running: Launcher | None = None
+        self._arms: list[Launcher] = []  # a duet's launchers, while its arms run
         self._cancelled = threading.Event()
         self._attempt: str | None = None  # the try that owns the group (manifest.start_attempt)
         self._started = False  # execute took the group: on_kill records its verdict
 
     @property
     def plan(self) -> GroupPlan:
+        """The group this task runs (a duet's first arm)."""
         return GroupPlan.from_xcom(self.group)
 
+    @property
+    def launch(self) -> tuple[GroupPlan, ...]:
+        """Every group this task starts: the plan alone, or the arms of a duet round."""
+        return launch_from_xcom(self.group)
+
     def execute(self, context: Any) -> dict[str, Any]:
+        launch = self.launch
+        if len(launch) > 1:
+            return self.execute_duet(context, launch)
         group = self.plan
         sweep_dir = Path(group.sweep_dir)
         sweep = self.wait_for_the_others(group)
@@ -131,6 +143,69 @@ class TrainingGroupOperator(BaseOperator):
         finally:
             self._running = None
         return self.finish(group, result)
+
+    def execute_duet(self, context: Any, launch: tuple[GroupPlan, ...]) -> dict[str, Any]:
+        """Run the arms of a duet round at once, each on its own cores (local ranks only:
+        :mod:`scalebench.pairing`), as :meth:`execute` runs one group: each arm marked
+        started, loaded while it runs and once it ended, its verdict recorded; stopped, every
+        arm is recorded ``cancelled``."""
+        lead = launch[0]
+        sweep_dir = Path(lead.sweep_dir)
+        sweep = self.wait_for_the_others(lead)
+        if self._cancelled.is_set():
+            for group in launch:
+                manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, STOPPED_BEFORE_START)
+            raise AirflowException(f"{lead.run_id}: {STOPPED_BEFORE_START}")
+        if sweep.cancelled and sweep.entry(lead.run_id).status == PLANNED:
+            reason = "the sweep was cancelled before this group started"
+            for group in launch:
+                manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, reason)
+            raise AirflowSkipException("the sweep was cancelled; this duet does not start")
+        self._attempt = attempt_name(context)
+        for group in launch:
+            if self._attempt is not None:
+                manifest.start_attempt(sweep_dir, group.run_id, self._attempt)
+            set_aside_earlier_attempt(group.run_dir)
+            self.mark_started(group)
+        self._started = True
+        self.log.info(
+            "%d worker(s), repeat %d: a duet of %s, at once",
+            lead.world_size,
+            lead.repeat + 1,
+            ", ".join(f"{g.run_id} on cores {','.join(map(str, g.cpus))}" for g in launch),
+        )
+
+        def hold(group: GroupPlan) -> Launcher:
+            launcher = self.launcher_for(group, context)
+            self._arms.append(launcher)  # what on_kill stops
+            return launcher
+
+        def publish_all() -> None:
+            for group in launch:
+                self.publish(group, final=False)
+
+        try:
+            ended = run_together(
+                launch,
+                hold,
+                alongside=lambda: LiveResults(publish_all, config.live_ingest_s()),
+                cancelled=self._cancelled.is_set,
+                attempt=self._attempt,
+            )
+        finally:
+            self._arms = []
+        verdicts = []
+        for group, result in zip(launch, ended, strict=True):
+            if isinstance(result, LauncherFailed):  # recorded failed by run_together
+                self.log.error("%s: %s", group.run_id, result)
+                self.publish(group)
+                verdicts.append({"run_id": group.run_id, "status": FAILED, "reason": str(result)})
+                continue
+            status, reason = self.conclude(group, result)
+            verdicts.append({"run_id": group.run_id, "status": status, "reason": reason})
+        if self._cancelled.is_set():
+            raise AirflowException(f"{lead.run_id}: cancelled; what the duet measured is kept")
+        return {**self.group, "verdicts": verdicts}
 
     def wait_for_the_others(self, group: GroupPlan) -> manifest.Manifest:
         """The sweep's manifest once no other group of it runs: two groups of a sweep never
@@ -314,14 +389,20 @@ class TrainingGroupOperator(BaseOperator):
         )
         raise AirflowException(f"{group.run_id}: {reason}") from error
 
-    def finish(self, group: GroupPlan, result: GroupResult) -> dict[str, Any]:
-        """Record the group's verdict in the manifest and the results database."""
+    def conclude(self, group: GroupPlan, result: GroupResult) -> tuple[str, str]:
+        """Record the group's verdict in the manifest and the results database; the status
+        and reason recorded."""
         status, reason = record_verdict(
             group, result, CANCELLED_REASON if self._cancelled.is_set() else "", self._attempt
         )
         log = self.log.info if status == SUCCEEDED else self.log.error
         log("%s: %s %s", group.run_id, status, reason)
         self.publish(group)
+        return status, reason
+
+    def finish(self, group: GroupPlan, result: GroupResult) -> dict[str, Any]:
+        """Record the group's verdict in the manifest and the results database."""
+        status, reason = self.conclude(group, result)
         if self._cancelled.is_set():
             raise AirflowException(f"{group.run_id}: cancelled; what it measured is kept")
         return {**self.group, "status": status, "reason": reason, "seconds": result.seconds}
@@ -372,19 +453,19 @@ class TrainingGroupOperator(BaseOperator):
         already be starting the sweep's next group, which must find the sweep stopped
         (stopping the ranks takes seconds)."""
         self._cancelled.set()
-        running = self._running
-        if not self._started and running is None:
+        running = [self._running] if self._running is not None else list(self._arms)
+        if not self._started and not running:
             return  # execute has not taken the group: it records it skipped
-        group = self.plan
-        manifest.record_verdict(
-            Path(group.sweep_dir),
-            group.run_id,
-            CANCELLED,
-            CANCELLED_REASON,
-            attempt=self._attempt,
-        )
-        if running is not None:
-            running.stop()
+        for group in self.launch:  # every arm of a duet
+            manifest.record_verdict(
+                Path(group.sweep_dir),
+                group.run_id,
+                CANCELLED,
+                CANCELLED_REASON,
+                attempt=self._attempt,
+            )
+        for launcher in running:
+            launcher.stop()
 
 
 def attempt_name(context: Any) -> str | None:

@@ -147,6 +147,9 @@ class Run(Base):
     # The stack its ranks ran (scalebench.stacks); empty where the request named none. What
     # the stack was (interpreter, versions, variables) is each rank's run_environment.details.
     stack: Mapped[str] = mapped_column(String(40), server_default="")
+    # How the arms of its round ran (scalebench.pairing): duet (at once, each on cores of
+    # its own) or interleaved (one after the other); empty where the request named no stacks.
+    pairing: Mapped[str] = mapped_column(String(20), server_default="")
     # The image a Kubernetes run's worker containers ran, as the kubelet resolved it
     # (repo/worker@sha256:<64 hex>; several, sorted and comma-separated, where its pods ran
     # different ones); empty for local runs and runs stored before it was recorded.

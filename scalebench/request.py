@@ -37,6 +37,7 @@ from scalebench.network import (
     parse_profiles,
 )
 from scalebench.nodes import MAX_RANKS_PER_NODE
+from scalebench.pairing import INTERLEAVED, PAIRINGS
 from scalebench.rank import (
     BACKENDS,
     DEFAULT_PRECISION,
@@ -395,6 +396,20 @@ class SweepRequest:
         kind="int",
         minimum=1,
         maximum=MAX_REPEATS,
+    )
+    pairing: str = ask(
+        name="pairing",
+        title="Pairing",
+        help="How the arms of a paired round run: interleaved, one after the other, each with "
+        "the whole machine; duet, all at once, each pinned to cores of its own (the local "
+        "launcher, CPU ranks, the host's network), at the worker counts whose arms fit; auto: "
+        "duet where the arms fit and threads_per_worker is given, else interleaved.",
+        kind="choice",
+        choices=PAIRINGS,
+        default="auto",
+        compared=True,
+        usual=INTERLEAVED,  # every run before a duet could be asked, paired or not
+        built_default=INTERLEAVED,
     )
     # Where a shared cluster schedules the groups (Kubernetes): not part of the configuration.
     queue_name: str = ask(

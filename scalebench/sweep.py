@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from scalebench import manifest
+from scalebench import manifest, pairing
 from scalebench.cluster_fit import ClusterNodes, auto_ranks_per_node, fit_problem
 from scalebench.config_hash import configuration_hash
 from scalebench.datasets import DataSetMissing, check_available, downloadable, published_checksums
@@ -34,6 +34,7 @@ from scalebench.host import local_gpu_count, mpi_available, shaping_problems
 from scalebench.launchers import LAUNCHERS, LauncherSpec
 from scalebench.network import HOST_PROFILE, NetworkProfile, parse_profile
 from scalebench.nodes import NodeShape, shape_problem
+from scalebench.pairing import DUET, INTERLEAVED, host_cores
 from scalebench.rank import DEFAULT_PRECISION, MAX_SEED
 from scalebench.request import (
     FIELD,
@@ -117,6 +118,7 @@ def validate_request(
     values["placement"] = _refuse_what_the_launcher_cannot_run(
         runner, values, max(values["workers"]), profiles, gpus
     )
+    values["pairing"] = _pairing(runner, values, gpus)
     if values["backend"] == "mpi" and not mpi_available():
         raise InvalidParameter(
             "backend", "mpi needs a torch build with MPI support, and this torch has none"
@@ -151,6 +153,23 @@ def _auto_backend(runner: LauncherSpec, values: dict[str, Any], gpus: int | None
         return "gloo"
     available = local_gpu_count() if gpus is None else gpus
     return "nccl" if available >= max(values["workers"]) else "gloo"
+
+
+def _pairing(runner: LauncherSpec, values: dict[str, Any], gpus: int | None) -> str:
+    """``duet`` or ``interleaved``: how the arms of the request's rounds run on the cores
+    this process may use (:mod:`scalebench.pairing`); an asked duet nothing can run is
+    refused, naming ``pairing``."""
+    if values["pairing"] == INTERLEAVED or len(values["stacks"]) < 2:
+        if values["pairing"] == DUET:
+            raise InvalidParameter("pairing", pairing.why_not_duet(values, True, False))
+        return INTERLEAVED
+    gpus_used = values["gpus_per_worker"] > 0 or values["device"] == "cuda"
+    if values["device"] == "auto" and not gpus_used and runner.on_this_host:
+        gpus_used = (local_gpu_count() if gpus is None else gpus) > 0  # the rank takes cuda
+    try:
+        return pairing.resolve(values, runner.on_this_host, gpus_used, len(host_cores()))
+    except ValueError as exc:
+        raise InvalidParameter("pairing", str(exc)) from None
 
 
 def _pairs_to_rounds(values: dict[str, Any], repeats_given: bool) -> None:
@@ -433,6 +452,16 @@ class GroupPlan:
     network: NetworkProfile
     sweep_dir: str
     stack: Stack | None = None  # None: the launcher's own interpreter or image
+    # The host's cores its ranks are pinned to: an arm of a duet, started with the other arms
+    # of its round (scalebench.pairing); empty: the cores the launcher has.
+    cpus: tuple[int, ...] = ()
+    # the run ids of its duet round's arms, itself among them (empty: not a duet's arm)
+    arms: tuple[str, ...] = ()
+
+    @property
+    def duet(self) -> bool:
+        """Whether the group is an arm of a duet: it starts with its round's other arms."""
+        return bool(self.cpus)
 
     @property
     def stack_name(self) -> str:
@@ -494,11 +523,14 @@ class GroupPlan:
             "network": self.network.name,
             "sweep_dir": self.sweep_dir,
             "stack": None if self.stack is None else self.stack.name,
+            "cpus": list(self.cpus),
+            "arms": list(self.arms),
         }
 
     @classmethod
     def from_xcom(cls, data: dict[str, Any]) -> GroupPlan:
         """The plan back from :meth:`to_xcom`."""
+        data = {k: v for k, v in data.items() if k != PARTNERS}  # a launch's lead carries them
         request = SweepRequest.from_fields(data["request"])
         named = {stack.name: stack for stack in request.stacks}
         stack = None if data.get("stack") is None else named[data["stack"]]
@@ -508,6 +540,8 @@ class GroupPlan:
                 "request": request,
                 "network": parse_profile(data["network"]),
                 "stack": stack,
+                "cpus": tuple(data.get("cpus") or ()),
+                "arms": tuple(data.get("arms") or ()),
             }
         )
 
@@ -537,7 +571,9 @@ def run_id(
     return f"{sweep_id}-w{world_size}{''.join('-' + t for t in tokens)}-r{repeat + 1}"
 
 
-def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[GroupPlan, ...]:
+def plan_groups(
+    request: SweepRequest, sweep_id: str, sweep_dir: Path, cores: Sequence[int] | None = None
+) -> tuple[GroupPlan, ...]:
     """Every (world size, network profile, repeat, stack) of the sweep, interleaved.
 
     Interleaving (1, 2, 4, 1, 2, 4, ...; each profile in turn within a
@@ -545,28 +581,84 @@ def plan_groups(request: SweepRequest, sweep_id: str, sweep_dir: Path) -> tuple[
     instead of charging them to one. Repeat ``r`` runs with seed ``seed + r``. With
     stacks, a repeat is a round: each group runs once per stack, one stack right after the
     other, in the round's order (:func:`~scalebench.stacks.round_order`), so that the
-    runs of a pair are as close in time as they can be.
+    runs of a pair are as close in time as they can be; in a duet (``pairing``), at the
+    worker counts whose arms fit on ``cores`` (default: this process's), the arms start
+    together, each pinned to its own of those cores.
     """
     orders: list[tuple[Stack | None, ...]] = (
         list(round_order(request.stacks, request.seed, request.repeats))
         if request.stacks
         else [(None,)] * request.repeats
     )
+    arms = len(request.stacks)
+    duets = {
+        k: pairing.duet_cores(
+            k, request.threads_per_worker, host_cores() if cores is None else cores, arms
+        )
+        for k in request.world_sizes
+        if request.pairing == DUET
+    }
+
+    def named(k: int, repeat: int, network: NetworkProfile, stack: Stack | None) -> str:
+        return run_id(sweep_id, k, repeat, network, "" if stack is None else stack.name)
+
     return tuple(
         GroupPlan(
             request=request,
-            run_id=run_id(sweep_id, k, repeat, network, "" if stack is None else stack.name),
+            run_id=named(k, repeat, network, stack),
             world_size=k,
             repeat=repeat,
             network=network,
             sweep_dir=str(sweep_dir),
             stack=stack,
+            cpus=duets[k][arm] if duets.get(k) else (),
+            arms=tuple(named(k, repeat, network, s) for s in orders[repeat])
+            if duets.get(k)
+            else (),
         )
         for repeat in range(request.repeats)
         for network in request.network
         for k in request.world_sizes
-        for stack in orders[repeat]
+        for arm, stack in enumerate(orders[repeat])
     )
+
+
+# The key of a launch's XCom under which its lead group carries the other arms of its duet.
+PARTNERS = "partners"
+
+
+def launch_to_xcom(launch: Sequence[GroupPlan]) -> dict[str, Any]:
+    """One launch as one XCom value (one mapped training task): its first group, carrying
+    the other arms of its duet under :data:`PARTNERS` (none: a group alone)."""
+    lead = launch[0].to_xcom()
+    if len(launch) > 1:
+        lead[PARTNERS] = [group.to_xcom() for group in launch[1:]]
+    return lead
+
+
+def launch_from_xcom(data: dict[str, Any]) -> tuple[GroupPlan, ...]:
+    """The groups of a launch back from :func:`launch_to_xcom` (a plain group: itself)."""
+    partners = [GroupPlan.from_xcom(p) for p in data.get(PARTNERS) or ()]
+    return (GroupPlan.from_xcom(data), *partners)
+
+
+def launches(groups: Sequence[GroupPlan]) -> list[tuple[GroupPlan, ...]]:
+    """``groups`` in the order they start, the arms of a duet round (same repeat, link and
+    worker count) together in one launch; every other group alone."""
+    started: list[tuple[GroupPlan, ...]] = []
+    for group in groups:
+        last = started[-1][-1] if started else None
+        if (
+            last is not None
+            and group.duet
+            and last.duet
+            and (last.repeat, last.network.name, last.world_size)
+            == (group.repeat, group.network.name, group.world_size)
+        ):
+            started[-1] += (group,)
+        else:
+            started.append((group,))
+    return started
 
 
 def code_version() -> str:
@@ -645,7 +737,12 @@ def start_sweep(
     groups = plan_groups(request, sweep_id, sweep_dir)
     entries = [
         manifest.GroupEntry(
-            g.run_id, g.world_size, g.repeat, network=g.network.name, stack=g.stack_name
+            g.run_id,
+            g.world_size,
+            g.repeat,
+            network=g.network.name,
+            stack=g.stack_name,
+            pairing=(DUET if g.duet else INTERLEAVED) if g.stack else "",
         )
         for g in groups
     ]

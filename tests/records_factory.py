@@ -68,11 +68,13 @@ def write_training_sweep(
     night: str | None = None,
     stacks: dict[str, dict[str, object]] | None = None,
     backend: str = "gloo",
+    fields: dict[str, object] | None = None,
 ) -> Path:
     """A sweep's folder as a run of ``runs`` leaves it; closed (its ``finished_at`` set, as
     the command line and the DAG's ingest close it) unless ``finished`` is false, or, when
     ``finished`` is not given, while one of its groups is still planned. ``backend`` is
-    recorded as the request's, as asked."""
+    recorded as the request's, as asked; ``fields``: more of the request's fields, validated
+    here as a trigger's are."""
     request = validate_request(
         task=task,
         workers=sorted({r.world_size for r in runs}),
@@ -81,6 +83,7 @@ def write_training_sweep(
         repeats=max(r.repeat for r in runs) + 1,
         ranks_per_node=ranks_per_node,
         **({"stacks": stacks} if stacks else {}),
+        **(fields or {}),
     )
     networks = tuple(dict.fromkeys(parse_profile(r.network) for r in runs))
     # recorded as asked, neither emulated nor run here (nccl needs GPUs)
@@ -94,6 +97,7 @@ def write_training_sweep(
             status=r.launcher_status,
             network=r.network,
             stack=r.stack,
+            pairing=request.pairing if r.stack else "",
         )
         for r in runs
     ]

@@ -32,6 +32,7 @@ from results_db.regressions.paired_findings import (
 )
 from results_db.regressions.shifts import PAIRED_RULE, judge_arm, level_shift
 from results_db.regressions.triage import FIXED, set_state, store_changes
+from scalebench import pairing
 from scalebench.nightly import NightlySettings
 
 
@@ -276,10 +277,16 @@ def test_pin_show_and_unpin_from_the_command_line(
 
 
 def write_paired_night(
-    folder: Path, sweep_id: str, night: int, tonight_factor: float, stacks: dict
+    folder: Path,
+    sweep_id: str,
+    night: int,
+    tonight_factor: float,
+    stacks: dict,
+    fields: dict | None = None,
 ) -> None:
     """A scheduled paired night of light Task 2a at 1 worker, 2 rounds, written as workers
-    write it: tonight's arm's phases ``tonight_factor`` times the reference's."""
+    write it: tonight's arm's phases ``tonight_factor`` times the reference's (``fields``:
+    more of the night's request)."""
     runs = [
         FakeRun(
             1,
@@ -300,6 +307,7 @@ def write_paired_night(
         created_at=f"2026-11-{night + 20}T02:00:00+00:00",
         task="task2a-logreg-epsilon",
         stacks=stacks,
+        fields=fields,
     )
 
 
@@ -342,12 +350,16 @@ def test_a_paired_night_runs_both_arms_finds_the_change_and_sends_one_message(
         "tonight": {"python": sys.executable, "env": {"SCALEBENCH_TONIGHT": "1"}},
         "reference": {"python": sys.executable},
     }
+    # one thread a rank: on two cores or more, each round's arms run as a duet, both at once
+    # in one training task, each on its own core; the earlier nights were the same
+    threads = {"threads_per_worker": 1}
     for night in range(4):
-        write_paired_night(tmp_path / "earlier", f"nightly-{night}", night, 0.5, stacks)
+        write_paired_night(tmp_path / "earlier", f"nightly-{night}", night, 0.5, stacks, threads)
     ingest(url, str(tmp_path / "earlier"))
 
     settings = NightlySettings(
-        tasks=("task2a-logreg-epsilon",), fields={"light": True, "workers": (1,)}
+        tasks=("task2a-logreg-epsilon",),
+        fields={"light": True, "workers": (1,), "threads_per_worker": 1},
     )
     try:
         run = build_nightly_dag(settings).test()
@@ -356,16 +368,25 @@ def test_a_paired_night_runs_both_arms_finds_the_change_and_sends_one_message(
 
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert states["task2a_logreg_epsilon.check_regressions"] == "failed"
+    duet = len(pairing.host_cores()) >= 2
+    trains = [t for t in run.get_task_instances() if t.task_id.endswith("workers_01.train")]
+    # a duet's round takes one arm's time of the budget: three rounds fit where two did
+    rounds = 3 if duet else 2
+    assert len(trains) == (rounds if duet else 2 * rounds)  # a task a round, or a task an arm
     engine = make_engine(url)
     with engine.connect() as conn:
         tonight = conn.execute(
             select(Run.stack, Run.repeat).where(Run.sweep_id.not_like("nightly-%"))
         ).all()
+        ways = conn.execute(
+            select(Run.pairing).where(Run.sweep_id.not_like("nightly-%")).distinct()
+        ).scalars()
+        assert set(ways) == {"duet" if duet else "interleaved"}
         findings = conn.execute(
             select(NightlyFinding.id, NightlyFinding.attribution, NightlyFinding.series)
         ).all()
     engine.dispose()
-    assert sorted(tonight) == [("reference", 0), ("reference", 1), ("tonight", 0), ("tonight", 1)]
+    assert sorted(tonight) == [(arm, r) for arm in ("reference", "tonight") for r in range(rounds)]
     assert len(findings) == 1
     finding_id, attribution, series = findings[0]
     assert attribution == "stack"

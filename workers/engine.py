@@ -55,6 +55,7 @@ import torch.distributed as dist
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from workers.adapter import TaskAdapter
+from workers.duet import meet_the_other_arms
 from workers.mixed_precision import MasterWeights
 from workers.sync_sgd import mean_over_ranks, sum_over_ranks
 from workers.tracker import Tracker
@@ -78,6 +79,7 @@ def train(task: TaskAdapter[Any], tracker: Tracker) -> str:
     autocast = options.autocast(device)
     epochs = options.max_epochs or task.spec.epochs(options.light)
     clock = tracker.clock
+    meet_the_other_arms()  # in a duet: the arms' timed runs begin together
     record_start(task, tracker, training, epochs)
     for epoch in range(epochs):
         tracker.begin_epoch(epoch)

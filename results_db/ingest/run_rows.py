@@ -139,6 +139,7 @@ def _run_values(
         ranks_per_node=request.get("ranks_per_node", 1),
         network=network,
         stack=group.stack,
+        pairing=group.pairing,
         image_digest=run_image(group),
         transport_within_node=summary.transport_within_node,
         transport_between_nodes=summary.transport_between_nodes,

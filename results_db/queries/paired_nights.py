@@ -20,6 +20,7 @@ from sqlalchemy import Connection, func, select
 from results_db.models import NightlyFinding, ReferencePin, Run, RunEnvironment, Sweep
 from results_db.queries.stacks import ArmRun, arm_runs
 from results_db.regressions.comparable import NIGHT
+from scalebench.pairing import DUET
 from scalebench.stacks import REFERENCE, TONIGHT
 
 # What a platform is, from a rank's recorded environment (run_environment.details).
@@ -211,7 +212,8 @@ def round_seconds(
 ) -> float | None:
     """How long one paired round of ``task`` took in its recent paired nights: per worker
     count, the median seconds (start to end) of its runs of either arm, summed over
-    ``world_sizes``, twice (both arms). None where a worker count has no such run yet."""
+    ``world_sizes``, twice (both arms) where they were interleaved, once where they ran as a
+    duet (at once). None where a worker count has no such run yet."""
     import statistics
 
     recent = [n.sweep_id for n in paired_nights(conn, task, config_hash, limit=nights)]
@@ -219,19 +221,18 @@ def round_seconds(
         return None
     total = 0.0
     for world_size in world_sizes:
-        spans = [
-            (ended - started).total_seconds()
-            for started, ended in conn.execute(
-                select(Run.started_at, Run.ended_at).where(
-                    Run.sweep_id.in_(recent),
-                    Run.world_size == world_size,
-                    Run.stack.in_((TONIGHT, REFERENCE)),
-                    Run.started_at.is_not(None),
-                    Run.ended_at.is_not(None),
-                )
+        runs = conn.execute(
+            select(Run.started_at, Run.ended_at, Run.pairing).where(
+                Run.sweep_id.in_(recent),
+                Run.world_size == world_size,
+                Run.stack.in_((TONIGHT, REFERENCE)),
+                Run.started_at.is_not(None),
+                Run.ended_at.is_not(None),
             )
-        ]
-        if not spans:
+        ).all()
+        if not runs:
             return None
-        total += 2 * statistics.median(spans)
+        span_s = statistics.median((ended - started).total_seconds() for started, ended, _ in runs)
+        at_once = all(pairing == DUET for _, _, pairing in runs)
+        total += span_s if at_once else 2 * span_s
     return total

@@ -72,6 +72,7 @@ class RunInfo:
     ingested_at: datetime | None = None  # when it was last loaded (a running run: how far)
     ranks_per_node: int = 1  # as asked: the run's shape is shape_label(world_size, it)
     stack: str = ""  # the stack it ran (scalebench.stacks); empty: the sweep named none
+    pairing: str = ""  # how its round's arms ran (scalebench.pairing): duet or interleaved
     # the transports its traffic took (scalebench.transports); empty: not known or not used
     transport_within_node: str = ""
     transport_between_nodes: str = ""

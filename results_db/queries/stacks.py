@@ -44,6 +44,7 @@ class ArmRun:
     network: str
     repeat: int
     seconds: dict[str, float]
+    pairing: str = ""  # how its round's arms ran (scalebench.pairing): duet or interleaved
 
 
 def sweep_stacks(conn: Connection, sweep_id: str) -> list[str]:
@@ -67,18 +68,19 @@ def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
             Run.repeat,
             Run.eval_s,
             Run.time_to_accuracy_s,
+            Run.pairing,
         )
         .where(Run.sweep_id == sweep_id, Run.stack != "", Run.status == SUCCEEDED)
         .order_by(Run.id)
     ).all()
     arms = []
-    for run_id, stack, world_size, network, repeat, eval_s, tta_s in runs:
+    for run_id, stack, world_size, network, repeat, eval_s, tta_s, pairing in runs:
         seconds = steady_seconds(conn, run_id)
         if eval_s:
             seconds["eval_s"] = float(eval_s)
         if tta_s is not None:
             seconds["time_to_accuracy_s"] = float(tta_s)
-        arms.append(ArmRun(run_id, stack, world_size, network, repeat, seconds))
+        arms.append(ArmRun(run_id, stack, world_size, network, repeat, seconds, pairing))
     return arms
 
 

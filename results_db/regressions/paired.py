@@ -137,6 +137,9 @@ class StackComparison:
     stack: str
     against: str
     metrics: dict[str, RatioInterval]
+    # how the rounds compared ran (scalebench.pairing): "duet", "interleaved", or both
+    # comma-separated; empty where the runs do not say
+    pairing: str = ""
 
 
 def compare_stacks(
@@ -178,6 +181,20 @@ def compare_stacks(
                 if measured:
                     logs = paired_log_ratios([t for t, _ in measured], [f for _, f in measured])
                     intervals[metric] = ratio_interval(logs)
+            ways = {
+                getattr(runs[(name, world_size, network, r)], "pairing", "")
+                for r in rounds
+                for name in (first, stack)
+            }
             if intervals:
-                found.append(StackComparison(world_size, network, stack, first, intervals))
+                found.append(
+                    StackComparison(
+                        world_size,
+                        network,
+                        stack,
+                        first,
+                        intervals,
+                        ", ".join(sorted(way for way in ways if way)),
+                    )
+                )
     return found

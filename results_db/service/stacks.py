@@ -79,6 +79,7 @@ def comparison_json(report: StackReport) -> dict[str, Any]:
                 "network": c.network,
                 "stack": c.stack,
                 "against": c.against,
+                "pairing": c.pairing,
                 "metrics": {name: _interval(i) for name, i in c.metrics.items()},
             }
             for c in report.comparisons
@@ -107,15 +108,16 @@ def comparison_table(report: StackReport) -> str:
         return "\n".join(lines)
     lines.append("")
     lines.append(
-        f"{'workers':>7}  {'network':<8} {'stack':<20} {'metric':<19} {'ratio':>7}  "
-        f"{'95 % interval':<17} {'pairs':>5}  verdict"
+        f"{'workers':>7}  {'network':<8} {'pairing':<11} {'stack':<20} {'metric':<19} "
+        f"{'ratio':>7}  {'95 % interval':<17} {'pairs':>5}  verdict"
     )
     for c in report.comparisons:
         for metric, i in c.metrics.items():
             high = f"{i.high:.3f}" if math.isfinite(i.high) else "∞"
             span = f"[{i.low:.3f}, {high}]" if i.pairs > 1 else "(one pair)"
             lines.append(
-                f"{c.world_size:>7}  {c.network:<8} {c.stack:<20} {metric:<19} "
+                f"{c.world_size:>7}  {c.network:<8} {c.pairing or '—':<11} {c.stack:<20} "
+                f"{metric:<19} "
                 f"{i.ratio:>7.3f}  {span:<17} {i.pairs:>5}  {_verdict(i)}"
             )
     return "\n".join(lines)

@@ -56,6 +56,9 @@ class GroupEntry:
     seconds: float | None = None
     network: str = "host"  # the link profile the group runs on (scalebench.network)
     stack: str = ""  # the stack it runs (scalebench.stacks); empty: the launcher's own
+    # how the arms of its round ran (scalebench.pairing): "duet" (at once, on cores of their
+    # own) or "interleaved"; empty where the sweep names no stacks
+    pairing: str = ""
     qos_class: str = ""
     image_digest: str = ""
     attempts: tuple[dict[str, Any], ...] = ()
@@ -189,6 +192,9 @@ def _check_sweep_fields(data: Any) -> None:
         raise BadManifest("'request' names no task (its 'task' is missing or not text)")
 
 
+# How a group's round ran (GroupEntry.pairing): no stacks, or scalebench.pairing's two ways.
+PAIRED_AS = ("", "interleaved", "duet")
+
 # The largest group a manifest may plan: the ranks' counters are 32-bit integers.
 MAX_WORLD_SIZE = 2**31 - 1
 
@@ -210,6 +216,11 @@ def _group_entry(raw: Any, where: str) -> GroupEntry:
     for name in ("network", "stack"):
         if name in raw and not isinstance(raw[name], str):
             raise BadManifest(f"{where}: {name!r} is not text: {raw[name]!r}")
+    if raw.get("pairing", "") not in PAIRED_AS:
+        raise BadManifest(
+            f"{where}: 'pairing' must be one of {', '.join(map(repr, PAIRED_AS))}, "
+            f"got {raw['pairing']!r}"[:300]
+        )
     _check_owner(raw.get("owner"), where)
     _check_verdict(raw, where)
     attempts = raw.get("attempts", [])

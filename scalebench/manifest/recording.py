@@ -7,6 +7,7 @@ A group's verdict (:func:`record_verdict`), the start of an attempt that runs it
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from scalebench.manifest.files import append_verdicts, load
@@ -70,15 +71,15 @@ def record_attempt(
     )
 
 
-def cancel(sweep_dir: Path, running: str | None, reason: str) -> None:
-    """The sweep was stopped: ``running`` (if any) is ``cancelled``, the unstarted ``skipped``."""
+def cancel(sweep_dir: Path, running: str | Sequence[str] | None, reason: str) -> None:
+    """The sweep was stopped: ``running`` (a run id, the ids of a duet's arms, or none) is
+    ``cancelled``, the unstarted ``skipped``."""
     planned = [g.run_id for g in load(sweep_dir).planned]
-    verdicts = []
-    if running is not None:
-        verdicts.append({"run_id": running, "status": CANCELLED, "reason": reason})
+    stopped = [running] if isinstance(running, str) else list(running or ())
+    verdicts = [{"run_id": run_id, "status": CANCELLED, "reason": reason} for run_id in stopped]
     verdicts += [
         {"run_id": run_id, "status": SKIPPED, "reason": reason}
         for run_id in planned
-        if run_id != running
+        if run_id not in stopped
     ]
     append_verdicts(sweep_dir, verdicts)

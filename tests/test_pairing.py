@@ -1,0 +1,255 @@
+"""Paired rounds as duets: the arms of a round at once, each pinned to cores of its own, or
+interleaved; how the choice is made and refused, planned, started, recorded and compared."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from cli import main as cli
+from scalebench import pairing
+from scalebench.network import parse_profiles
+from scalebench.request_fields import InvalidParameter
+from scalebench.sweep import (
+    GroupPlan,
+    launch_from_xcom,
+    launch_to_xcom,
+    launches,
+    plan_groups,
+    validate_request,
+)
+
+TASK = "task2a-logreg-epsilon"
+HERE = sys.executable
+SLOWDOWN = Path(__file__).resolve().parents[1] / "benchmarks" / "slowdown"
+
+
+def values(**changed: object) -> dict:
+    """A request's values as validation holds them before the pairing is resolved."""
+    base = {
+        "pairing": "auto",
+        "stacks": ("a", "b"),
+        "workers": (1, 2),
+        "threads_per_worker": 1,
+        "network": parse_profiles("host"),
+    }
+    return {**base, **changed}
+
+
+# -- choosing ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("world_size", "threads", "arms", "cores", "fits"),
+    [
+        (1, 1, 2, 2, True),
+        (2, 1, 2, 2, False),  # four ranks on two cores
+        (2, 1, 2, 4, True),
+        (1, 2, 2, 4, True),
+        (1, 3, 2, 4, False),
+        (1, 0, 2, 2, True),  # threads 0: an equal share of the cores, one each
+        (2, 0, 2, 2, False),
+        (1, 1, 3, 2, False),
+    ],
+)
+def test_arms_fit_when_every_rank_has_cores_no_other_rank_uses(
+    world_size: int, threads: int, arms: int, cores: int, fits: bool
+) -> None:
+    assert pairing.duet_fits(world_size, threads, arms, cores) is fits
+    split = pairing.duet_cores(world_size, threads, list(range(cores)), arms)
+    if not fits:
+        assert split == []
+        return
+    assert len(split) == arms
+    taken = [core for arm in split for core in arm]
+    assert len(taken) == len(set(taken))  # no core in two arms
+    assert all(len(arm) >= world_size * max(1, threads) for arm in split)
+
+
+def test_auto_is_a_duet_only_where_threads_are_given_and_some_worker_count_fits() -> None:
+    assert pairing.resolve(values(), True, False, 2) == "duet"
+    assert pairing.resolve(values(threads_per_worker=0), True, False, 2) == "interleaved"
+    assert pairing.resolve(values(workers=(2, 4)), True, False, 2) == "interleaved"
+    assert pairing.resolve(values(), False, False, 2) == "interleaved"  # a cluster
+    assert pairing.resolve(values(), True, True, 2) == "interleaved"  # GPUs
+    shaped = values(network=parse_profiles("100mbit"))
+    assert pairing.resolve(shaped, True, False, 2) == "interleaved"
+    assert pairing.resolve(values(pairing="interleaved"), True, False, 2) == "interleaved"
+
+
+@pytest.mark.parametrize(
+    ("changed", "on_host", "gpus", "words"),
+    [
+        ({"stacks": ("a",)}, True, False, "needs two or more stacks"),
+        ({}, False, False, "only the local launcher"),
+        ({}, True, True, "these ranks use GPUs"),
+        ({"network": parse_profiles("1gbit")}, True, False, "emulated link"),
+        (
+            {"workers": (2, 4)},
+            True,
+            False,
+            "2 arms of 2 worker(s) at 1 thread(s) each need 4 cores",
+        ),
+    ],
+)
+def test_an_asked_duet_nothing_can_run_says_why(
+    changed: dict, on_host: bool, gpus: bool, words: str
+) -> None:
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        pairing.resolve(values(pairing="duet", **changed), on_host, gpus, 2)
+
+
+def test_a_request_refuses_a_duet_naming_pairing_and_holds_what_it_resolved() -> None:
+    stacks = {"a": {"python": HERE}, "b": {"python": HERE}}
+    with pytest.raises(InvalidParameter, match="two or more stacks") as refused:
+        validate_request(task=TASK, light=True, pairing="duet")
+    assert refused.value.field == "pairing"
+    cores = len(pairing.host_cores())
+    with pytest.raises(InvalidParameter, match=f"need {2 * cores} cores at once") as refused:
+        validate_request(
+            task=TASK,
+            light=True,
+            stacks=stacks,
+            pairs=2,
+            pairing="duet",
+            workers="1",
+            threads_per_worker=cores,  # two arms of all the cores each
+            device="cpu",
+        )
+    assert refused.value.field == "pairing"
+    with pytest.raises(InvalidParameter, match="must be one of"):
+        validate_request(task=TASK, light=True, pairing="together")
+    # unpaired, and paired without threads: interleaved, which leaves the configuration as it was
+    plain = validate_request(task=TASK, light=True)
+    assert plain.pairing == "interleaved"
+    paired = validate_request(task=TASK, light=True, stacks=stacks, pairs=2, device="cpu")
+    assert paired.pairing == "interleaved"
+
+
+def test_a_duets_arms_start_together_and_cross_xcom_as_one_launch(tmp_path: Path) -> None:
+    stacks = {"a": {"python": HERE}, "b": {"python": HERE}}
+    request = validate_request(
+        task=TASK,
+        light=True,
+        workers="1,2",
+        stacks=stacks,
+        pairs=2,
+        pairing="interleaved",
+        threads_per_worker=1,
+        device="cpu",
+    )
+    request = request.__class__(**{**request.__dict__, "pairing": "duet"})  # as on 2 cores
+    groups = plan_groups(request, "sw", tmp_path, cores=[0, 1])
+    started = launches(groups)
+    shapes = [[(g.world_size, g.stack_name, g.cpus) for g in launch] for launch in started]
+    first_round = [stack.name for stack in (groups[0].stack, groups[1].stack)]
+    assert shapes[0] == [(1, first_round[0], (0,)), (1, first_round[1], (1,))]
+    assert [len(launch) for launch in started] == [2, 1, 1, 2, 1, 1]  # 2 workers: interleaved
+    assert all(not g.duet for launch in started[1:3] for g in launch)
+    lead = json.loads(json.dumps(launch_to_xcom(started[0])))  # through Airflow's XCom
+    assert launch_from_xcom(lead) == started[0]
+    assert GroupPlan.from_xcom(lead) == started[0][0]
+    alone = json.loads(json.dumps(launch_to_xcom(started[1])))
+    assert launch_from_xcom(alone) == started[1] and "partners" not in alone
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(pairing.host_cores()) < 2, reason="a duet of one-thread arms needs 2 cores")
+def test_a_duet_runs_both_arms_at_once_on_their_own_cores_and_compare_sees_the_slowed_one(
+    tmp_path: Path,
+) -> None:
+    """The user's calls: two stacks of this interpreter, one slowed by a ``sitecustomize`` on
+    its ``PYTHONPATH`` (every step spins as long again), one thread a rank, two pairs of one
+    epoch. Each round's arms run at once, each rank on a core of its own, and ``compare``
+    says duet and sees the slowed stack."""
+    from results_db.database import make_engine
+    from results_db.models import Run
+
+    database = f"sqlite:///{tmp_path / 'results.db'}"
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        status = cli.main(
+            [
+                *("run", TASK, "--light", "--workers", "1", "--max-epochs", "1"),
+                *("--stack", f"base={HERE}", "--stack", f"slow={HERE}"),
+                *("--stack-env", f"slow:PYTHONPATH={SLOWDOWN}"),
+                *("--stack-env", "slow:SCALEBENCH_BENCH_SLOWDOWN=1.0"),
+                *("--pairs", "2", "--threads-per-worker", "1", "--device", "cpu"),
+                *("--results", str(tmp_path / "results"), "--database", database),
+            ]
+        )
+    printed = out.getvalue()
+    assert status == 0, printed[-2000:]
+    assert printed.count("a duet of stacks") == 2, printed[-2000:]
+    engine = make_engine(database)
+    with engine.connect() as conn:
+        runs = conn.execute(
+            select(Run.repeat, Run.stack, Run.pairing, Run.started_at, Run.ended_at)
+        ).all()
+    engine.dispose()
+    assert {run.pairing for run in runs} == {"duet"}
+    for repeat in (0, 1):
+        one, other = (run for run in runs if run.repeat == repeat)
+        assert one.started_at < other.ended_at and other.started_at < one.ended_at  # overlap
+    sweep_dir = next((tmp_path / "results").iterdir())
+    allowed = {}
+    for rank_file in sweep_dir.glob("*-r1/rank-0.jsonl"):
+        start = json.loads(rank_file.read_text().splitlines()[0])
+        allowed[rank_file.parent.name] = start.get("cpus_allowed")
+    assert sorted(allowed.values()) == [1, 1], allowed
+    with contextlib.redirect_stdout(io.StringIO()) as shown:
+        assert cli.main(["compare", sweep_dir.name, "--database", database, "--json"]) == 0
+    (only,) = json.loads(shown.getvalue())["comparisons"]
+    assert only["pairing"] == "duet"
+    assert only["metrics"]["steady_step_s"]["ratio"] > 1.3
+
+
+def test_an_interrupted_duet_stops_both_arms(tmp_path: Path) -> None:
+    """Ctrl-C while a duet's arms run: both launchers are stopped, then the interruption goes
+    on (an arm left running would keep the command alive until it ended)."""
+    import _thread
+    import threading
+    import time
+
+    from operators.group import GroupResult, run_together
+
+    class Arm:
+        """Runs until stopped, or gives up after 10 s (a launcher nobody stopped)."""
+
+        def __init__(self) -> None:
+            self.stopped = threading.Event()
+
+        def start(self) -> None:
+            pass
+
+        def wait(self, timeout_s: float) -> GroupResult:
+            self.stopped.wait(10.0)
+            return GroupResult(1, "failed", "stopped", [None], 0.0)
+
+        def stop(self) -> None:
+            self.stopped.set()
+
+    request = validate_request(
+        task=TASK, light=True, stacks={"a": {"python": HERE}, "b": {"python": HERE}}, pairs=1
+    )
+    arms = plan_groups(request, "sw", tmp_path)[:2]
+    made: list[Arm] = []
+
+    def make(group: GroupPlan) -> Arm:
+        made.append(launcher := Arm())
+        return launcher
+
+    threading.Timer(0.5, _thread.interrupt_main).start()  # Ctrl-C, half a second in
+    began = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_together(arms, make)
+    assert time.monotonic() - began < 5.0  # not after the arms gave up by themselves
+    assert len(made) == 2 and all(launcher.stopped.is_set() for launcher in made)
