@@ -16,6 +16,7 @@ import os
 import shutil
 import socket
 import struct
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -1426,6 +1427,19 @@ BAD_ARGUMENTS = [
     ["run", "task2a-logreg-epsilon", "--light", "--stack", "a=/x", "--stack-env", "b:K=V"],
     ["run", "task2a-logreg-epsilon", "--light", "--stack", "a=/x", "--stack-env", "a:RANK=1"],
     ["run", "task2a-logreg-epsilon", "--light", "--launcher", "kubernetes", "--stack", "a=BAD IMG"],
+    # duets: refused naming pairing where nothing can run as one
+    ["run", "task2a-logreg-epsilon", "--light", "--pairing", "duet"],
+    ["run", "task2a-logreg-epsilon", "--light", "--pairing", "together"],
+    [
+        *("run", "task2a-logreg-epsilon", "--light", "--workers", "2,4", "--pairing", "duet"),
+        *("--threads-per-worker", "64", "--stack", f"a={sys.executable}"),
+        *("--stack", f"b={sys.executable}"),
+    ],
+    [
+        *("run", "task2a-logreg-epsilon", "--light", "--pairing", "duet", "--network", "1gbit"),
+        *("--threads-per-worker", "1", "--stack", f"a={sys.executable}"),
+        *("--stack", f"b={sys.executable}"),
+    ],
     ["nightly"],
     ["nightly", "pin"],
     ["nightly", "pin", "/no/such/python", *DB],
@@ -1514,6 +1528,8 @@ EMBEDDED_CONFS = {
         '{"pairs": 2}',
         '{"stacks": "nope"}',
         '{"stacks": {"a": {"python": "/no/such/python"}, "b": {"python": "/x"}}, "pairs": 2}',
+        '{"pairing": "duet"}',
+        '{"pairing": ["duet"]}',
     ],
     "scalebench_nightly": ['{"workers": [1]}', '{"bogus": 1}', '{"stacks": {}}'],
     "no_such_dag": ["{}"],

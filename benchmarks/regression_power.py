@@ -7,7 +7,9 @@ What it runs (real runs, on this machine), then how it judges them:
    from the sweep's seed, exactly as a paired night does (``scalebench.sweep.start_sweep``
    of a request naming the stacks ``tonight`` and ``reference``, light task, at most
    ``--epochs`` epochs a run (8: light Task 2a's runs stop at their goal, as a night's do),
-   one thread a rank). Both stacks are this interpreter; a slowed stack also
+   one thread a rank; ``--pairing``, default ``auto``: where both arms fit on the cores at
+   once, a round's arms run as a duet, each on its own cores, else one after the other).
+   Both stacks are this interpreter; a slowed stack also
    has ``benchmarks/slowdown`` on its ``PYTHONPATH`` (a ``sitecustomize`` that spins, the
    product unmodified):
 
@@ -80,7 +82,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from operators.group import record_verdict, run_group  # noqa: E402
+from operators.group import LauncherFailed, record_verdict, run_together  # noqa: E402
 from operators.launcher import launcher_for  # noqa: E402
 from results_db import service  # noqa: E402
 from results_db.database import make_engine  # noqa: E402
@@ -95,7 +97,7 @@ from results_db.regressions.paired_findings import (  # noqa: E402
 from scalebench import manifest  # noqa: E402
 from scalebench.host import cpu_model  # noqa: E402
 from scalebench.nightly import REFERENCE, TONIGHT  # noqa: E402
-from scalebench.sweep import start_sweep, validate_request  # noqa: E402
+from scalebench.sweep import launches, start_sweep, validate_request  # noqa: E402
 
 SLOWDOWN = ROOT / "benchmarks" / "slowdown"
 POOL = "pool.jsonl"  # one JSON line per sweep run: task, case, sweep id, seconds
@@ -139,9 +141,17 @@ def stack_of(case: Case, arm: str) -> dict[str, Any]:
 
 
 def run_case_sweep(
-    task: str, case: Case, workers: str, pairs: int, epochs: int, data: Path, seed: int
+    task: str,
+    case: Case,
+    workers: str,
+    pairs: int,
+    epochs: int,
+    data: Path,
+    seed: int,
+    way: str = "auto",
 ) -> tuple[str, Path, float, int]:
-    """One sweep of ``pairs`` rounds of ``case``, every group in the plan's order; its id,
+    """One sweep of ``pairs`` rounds of ``case``, in the plan's order, each round's arms as
+    the request's ``pairing`` (``way``) runs them (a duet's at once: ``launches``); its id,
     folder, seconds and failed groups."""
     request = validate_request(
         task=task,
@@ -154,14 +164,19 @@ def run_case_sweep(
         threads_per_worker=1,
         device="cpu",
         compile="off",
+        pairing=way,
         data_dir=str(data / "data"),
     )
     plan = start_sweep(request, data / "results", trigger="cli")
     started = time.monotonic()
     failed = 0
-    for group in plan.groups:
-        result = run_group(group, lambda group=group: launcher_for(group, sink=lambda line: None))
-        failed += record_verdict(group, result)[0] != "succeeded"
+    for launch in launches(plan.groups):
+        ended = run_together(launch, lambda group: launcher_for(group, sink=lambda line: None))
+        for group, result in zip(launch, ended, strict=True):
+            if isinstance(result, LauncherFailed):
+                failed += 1
+            else:
+                failed += record_verdict(group, result)[0] != "succeeded"
     manifest.finish(plan.sweep_dir)
     return plan.sweep_id, plan.sweep_dir, time.monotonic() - started, failed
 
@@ -188,7 +203,14 @@ def collect(args: argparse.Namespace, data: Path) -> None:
                 seed = len(_lines(pool_file)) * 1000
                 began = time.monotonic()
                 sweep_id, folder, seconds, failed = run_case_sweep(
-                    task, case, args.workers, args.pairs_per_sweep, args.epochs, data, seed
+                    task,
+                    case,
+                    args.workers,
+                    args.pairs_per_sweep,
+                    args.epochs,
+                    data,
+                    seed,
+                    args.pairing,
                 )
                 with contextlib.redirect_stdout(io.StringIO()):
                     service.ingest(url, str(folder))
@@ -550,6 +572,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pool-rounds", type=int, default=16, help="rounds of each case")
     parser.add_argument("--aa-rounds", type=int, default=32, help="rounds of the A/A pool")
     parser.add_argument("--pairs-per-sweep", type=int, default=4)
+    parser.add_argument(
+        "--pairing",
+        default="auto",
+        choices=("auto", "interleaved", "duet"),
+        help="how a round's arms run (auto: a duet where they fit, as a night runs them)",
+    )
     # up to 8 epochs: light Task 2a's runs stop at their goal after 6 to 8, as a night's do
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--trials", type=int, default=10)
@@ -574,7 +602,7 @@ def main(argv: list[str] | None = None) -> int:
         args.cases.insert(0, "aa")  # every trial's history
     print(
         f"paired nightly power on {cpu_model()}: {', '.join(args.tasks)} at {args.workers} "
-        f"worker(s), light, {args.epochs} epoch(s) a run",
+        f"worker(s), light, {args.epochs} epoch(s) a run, pairing {args.pairing}",
         flush=True,
     )
     with contextlib.ExitStack() as stack:

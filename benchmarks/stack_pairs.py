@@ -9,9 +9,10 @@ epochs a run, as sweeps of two stacks of this interpreter in ``--pairs`` rounds
   ``SCALEBENCH_BENCH_SLOWDOWN`` set (``--slowdown``, 0.10: each step spins a tenth of the step
   before it), so that the product itself is unmodified.
 
-Each sweep runs two ways, one after the other: **interleaved**, the sweep's own plan (one arm,
-then the other, each with both cores), and **duet**, both arms of a round at once, each pinned
-to its own core (needs two cores). Each sweep is loaded into a private SQLite database and
+Each sweep runs two ways, one after the other, as the request's ``pairing`` asks:
+**interleaved** (one arm, then the other, each with both cores), and **duet** (both arms of a
+round at once, each pinned to its own core, meeting before their timed runs; needs two
+cores). Each sweep is loaded into a private SQLite database and
 compared as ``scalebench compare`` does. It prints, per way and comparison, the steady-step
 ratio other / base with its 95 % interval, the spread (sample standard deviation) of the
 per-pair log-ratios, and the wall-clock seconds; then whether the claim holds: the slowed
@@ -33,7 +34,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +41,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from operators.group import record_verdict, run_group  # noqa: E402
+from operators.group import LauncherFailed, record_verdict, run_together  # noqa: E402
 from operators.launcher import launcher_for  # noqa: E402
 from results_db import service  # noqa: E402
 from results_db.database import make_engine  # noqa: E402
 from results_db.queries.stacks import arm_runs  # noqa: E402
 from scalebench import manifest  # noqa: E402
 from scalebench.host import cpu_model  # noqa: E402
-from scalebench.sweep import GroupPlan, SweepRequest, start_sweep, validate_request  # noqa: E402
+from scalebench.sweep import SweepRequest, launches, start_sweep, validate_request  # noqa: E402
 
 TASK = "task2a-logreg-epsilon"
 SLOWDOWN = ROOT / "benchmarks" / "slowdown"
@@ -77,8 +77,11 @@ class Measured:
         return self.low > 1
 
 
-def request_for(slowdown: float | None, pairs: int, epochs: int, data_dir: Path) -> SweepRequest:
-    """The sweep of two stacks of this interpreter; the second slowed by ``slowdown``."""
+def request_for(
+    slowdown: float | None, pairs: int, epochs: int, data_dir: Path, way: str
+) -> SweepRequest:
+    """The sweep of two stacks of this interpreter, its rounds run ``way`` (the request's
+    ``pairing``); the second stack slowed by ``slowdown``."""
     other: dict = {"python": sys.executable}
     if slowdown is not None:
         other["env"] = {"PYTHONPATH": str(SLOWDOWN), "SCALEBENCH_BENCH_SLOWDOWN": f"{slowdown:g}"}
@@ -88,6 +91,7 @@ def request_for(slowdown: float | None, pairs: int, epochs: int, data_dir: Path)
         workers="1",
         stacks={"base": {"python": sys.executable}, "other": other},
         pairs=pairs,
+        pairing=way,
         max_epochs=epochs,
         threads_per_worker=1,
         device="cpu",
@@ -96,48 +100,26 @@ def request_for(slowdown: float | None, pairs: int, epochs: int, data_dir: Path)
     )
 
 
-def run_one(group: GroupPlan, core: int | None = None) -> str:
-    """Run one group (pinned to ``core`` where given: this thread's affinity, which its
-    ranks inherit) and record its verdict; its status."""
-    if core is not None:
-        os.sched_setaffinity(0, {core})
-    result = run_group(group, lambda: launcher_for(group, sink=lambda line: None))
-    return record_verdict(group, result)[0]
-
-
-def run_sweep(
-    request: SweepRequest, root: Path, duet: bool, progress: str
-) -> tuple[str, Path, int, float]:
-    """Every round of the sweep, interleaved or as duets; its id, folder, failures, seconds."""
+def run_sweep(request: SweepRequest, root: Path, progress: str) -> tuple[str, Path, int, float]:
+    """Every round of the sweep as the product runs it (a duet's arms at once, each on its
+    own core: :func:`~scalebench.sweep.launches`); its id, folder, failures, seconds."""
     plan = start_sweep(request, root, trigger="manual")
-    rounds: dict[int, list[GroupPlan]] = {}
-    for group in plan.groups:
-        rounds.setdefault(group.repeat, []).append(group)
-    cores = sorted(os.sched_getaffinity(0))
     started = time.monotonic()
     statuses: list[str] = []
-    for number, arms in sorted(rounds.items()):
-        if duet:
-            found: list[str] = [""] * len(arms)
-
-            def arm(i: int, found: list[str] = found, arms: list[GroupPlan] = arms) -> None:
-                found[i] = run_one(arms[i], cores[i])
-
-            threads = [threading.Thread(target=arm, args=(i,)) for i in range(len(arms))]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            statuses += found
-        else:
-            statuses += [run_one(group) for group in arms]
+    for launch in launches(plan.groups):
+        ended = run_together(launch, lambda group: launcher_for(group, sink=lambda line: None))
+        for group, result in zip(launch, ended, strict=True):
+            failed = isinstance(result, LauncherFailed)
+            statuses.append("failed" if failed else record_verdict(group, result)[0])
+        done = len(statuses) / 2
         elapsed = time.monotonic() - started
-        left = elapsed / (number + 1) * (len(rounds) - number - 1)
-        print(
-            f"   {progress}: round {number + 1}/{len(rounds)} "
-            f"({elapsed:.0f} s, about {left:.0f} s to go)",
-            flush=True,
-        )
+        left = elapsed / done * (request.repeats - done)
+        if len(statuses) % 2 == 0:
+            print(
+                f"   {progress}: round {done:.0f}/{request.repeats} "
+                f"({elapsed:.0f} s, about {left:.0f} s to go)",
+                flush=True,
+            )
     manifest.finish(plan.sweep_dir)
     failed = sum(status != "succeeded" for status in statuses)
     return plan.sweep_id, plan.sweep_dir, failed, time.monotonic() - started
@@ -148,10 +130,8 @@ def measure(
 ) -> Measured:
     """One sweep of two stacks, run ``way``, loaded and compared."""
     root = tmp / f"{way}-{comparison.replace('/', '')}"
-    request = request_for(slowdown, pairs, epochs, tmp)
-    sweep_id, sweep_dir, failed, wall_s = run_sweep(
-        request, root, way == "duet", f"{way} {comparison}"
-    )
+    request = request_for(slowdown, pairs, epochs, tmp, way)
+    sweep_id, sweep_dir, failed, wall_s = run_sweep(request, root, f"{way} {comparison}")
     url = f"sqlite:///{root / 'results.db'}"
     with contextlib.redirect_stdout(io.StringIO()):
         service.ingest(url, str(sweep_dir))

@@ -280,6 +280,18 @@ def _validate_step(spec: TaskSpec, fixed: dict[str, Any] | None) -> Any:
                     "nightly pin PYTHON_OR_IMAGE, or unpin it (scalebench nightly unpin)"
                 )
             refuse(f"request refused: {exc}{hint}")
+        if len(request.stacks) > 1:
+            from scalebench import pairing
+
+            print(
+                pairing.described(
+                    request.pairing,
+                    request.world_sizes,
+                    request.threads_per_worker,
+                    len(request.stacks),
+                    len(pairing.host_cores()),
+                )
+            )
         if on_the_claim(request) and not request.download:  # there already, or refused now
             from operators.kubernetes.data_pod import DataPodFailed, prepare_in_task
             from operators.kubernetes.settings import KubernetesSettings

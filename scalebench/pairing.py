@@ -107,3 +107,18 @@ def duet_cores(
     each = arm_cores(world_size, threads_per_worker, arms, len(cores))
     ordered = sorted(cores)
     return [tuple(ordered[i * each : (i + 1) * each]) for i in range(arms)]
+
+
+def described(
+    way: str, world_sizes: Sequence[int], threads_per_worker: int, arms: int, cores: int
+) -> str:
+    """One line on how a paired request's rounds run on ``cores`` cores, for a log."""
+    together = duet_sizes(world_sizes, threads_per_worker, arms, cores) if way == DUET else ()
+    apart = [k for k in world_sizes if k not in together]
+    parts = []
+    if together:
+        sizes = ", ".join(map(str, together))
+        parts.append(f"as duets at {sizes} worker(s) (every arm at once, on cores of its own)")
+    if apart:
+        parts.append(f"one arm after the other at {', '.join(map(str, apart))} worker(s)")
+    return f"the rounds' {arms} arms run " + "; ".join(parts)

@@ -159,10 +159,12 @@ def _pairing(runner: LauncherSpec, values: dict[str, Any], gpus: int | None) -> 
     """``duet`` or ``interleaved``: how the arms of the request's rounds run on the cores
     this process may use (:mod:`scalebench.pairing`); an asked duet nothing can run is
     refused, naming ``pairing``."""
+    if values["pairing"] == DUET and len(values["stacks"]) < 2:
+        raise InvalidParameter("pairing", pairing.why_not_duet(values, True, False))
     if values["pairing"] == INTERLEAVED or len(values["stacks"]) < 2:
-        if values["pairing"] == DUET:
-            raise InvalidParameter("pairing", pairing.why_not_duet(values, True, False))
         return INTERLEAVED
+    if values["pairing"] == AUTO and values["threads_per_worker"] <= 0:
+        return INTERLEAVED  # a duet would shrink each rank's share of the machine
     gpus_used = values["gpus_per_worker"] > 0 or values["device"] == "cuda"
     if values["device"] == "auto" and not gpus_used and runner.on_this_host:
         gpus_used = (local_gpu_count() if gpus is None else gpus) > 0  # the rank takes cuda

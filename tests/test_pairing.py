@@ -83,6 +83,12 @@ def test_auto_is_a_duet_only_where_threads_are_given_and_some_worker_count_fits(
     assert pairing.resolve(values(pairing="interleaved"), True, False, 2) == "interleaved"
 
 
+def test_the_log_line_says_which_worker_counts_run_as_duets() -> None:
+    line = pairing.described("duet", [1, 2, 4], 1, 2, 4)
+    assert "as duets at 1, 2 worker(s)" in line and "one arm after the other at 4" in line
+    assert "duets" not in pairing.described("interleaved", [1, 2], 1, 2, 8)
+
+
 @pytest.mark.parametrize(
     ("changed", "on_host", "gpus", "words"),
     [
