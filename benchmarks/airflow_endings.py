@@ -22,10 +22,15 @@ temporary folder. The scenarios, each a real DAG run triggered through the REST 
    marks one task failed): the other two repeats never start, never more than 2 ranks at once
    (light Task 2a, where this was first seen, now reaches its goal in seconds at 2 workers,
    before anyone could stop it);
-10. ``planned rows``: light Task 2a at 1 and 2 workers, 2 repeats: every group is a ``planned``
+10. ``duet``: light Task 2a at 1 and 2 workers, two stacks in 2 paired rounds, one thread a
+    rank: each 1-worker round is one task running both arms at once (their runs overlap), each
+    2-worker arm a task of its own;
+11. ``stop a duet``: light Task 1a at 1 worker, the same stacks: the running duet's task is
+    PATCHed ``failed``; both arms are cancelled, the next round skipped, no rank left;
+12. ``planned rows``: light Task 2a at 1 and 2 workers, 2 repeats: every group is a ``planned``
     row within a second of the plan, and the 2-worker groups stay rows while the 1-worker ones
     train;
-11. ``nightly backfill``: ``airflow backfill create`` of six nights of ``scalebench_nightly``
+13. ``nightly backfill``: ``airflow backfill create`` of six nights of ``scalebench_nightly``
     (its suite shrunk to light Task 2a at 1 worker) with Airflow's defaults: the nights run one
     at a time in the order of their logical dates, and the sixth night's regression check says
     what it judged, or how many runs were usable and why the others were left out.
@@ -82,6 +87,15 @@ REPO = Path(__file__).resolve().parents[1]
 FINAL = {"succeeded", "failed", "diverged", "timed_out", "cancelled", "skipped"}
 TASK2A = "task2a_logreg_epsilon"
 TASK1A = "task1a_resnet20_cifar10"
+# Two stacks of this interpreter in paired rounds, one thread a rank: where the cores allow,
+# each round's arms at once (a duet)
+PAIRED = {
+    "light": True,
+    "stacks": {"a": {"python": sys.executable}, "b": {"python": sys.executable}},
+    "pairs": 2,
+    "threads_per_worker": 1,
+    "device": "cpu",
+}
 SMOKE_SCENARIO = "refusals"  # the cheapest ending: no group trains
 
 
@@ -636,6 +650,65 @@ class Probe:
             f"cancelled, 2 and 3 skipped, none started; at most {most} ranks at once"
         )
 
+    def duet(self) -> str:
+        """A paired sweep of two stacks at one thread a rank: each 1-worker round is one task
+        that runs both arms at once, the 2-worker rounds a task an arm; every run succeeds,
+        is stored with how its round ran, and a duet's two arms trained at the same time."""
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger(TASK2A, {**PAIRED, "workers": [1, 2]})
+        self.runs["duet"] = (TASK2A, run_id)
+        state = self.airflow.wait_for_run(TASK2A, run_id)
+        (sweep,) = self.new_sweeps(before)
+        states = self.airflow.task_states(TASK2A, run_id)
+        ones = sorted(k for k in states if k.startswith("workers_01.train["))
+        twos = sorted(k for k in states if k.startswith("workers_02.train["))
+        assert state == "success", f"run ended {state}: {states}"
+        assert (len(ones), len(twos)) == (2, 4), (ones, twos)
+        rows = stored_rows(self.database, sweep, "stack, repeat, world_size, pairing")
+        assert all(r["status"] == "succeeded" for r in rows), rows
+        ways = {(r["world_size"], r["pairing"]) for r in rows}
+        assert ways == {(1, "duet"), (2, "interleaved")}, ways
+        for repeat in (0, 1):
+            a, b = (r for r in rows if r["world_size"] == 1 and r["repeat"] == repeat)
+            assert a["started_at"] < b["ended_at"] and b["started_at"] < a["ended_at"], (a, b)
+        problems = self.ended([sweep])
+        assert not problems, problems
+        return (
+            f"run success; 2 duet tasks at 1 worker (both arms trained at once), 4 tasks at 2; "
+            f"sweep {sweep} closed, its 8 runs succeeded"
+        )
+
+    def stop_a_duet(self) -> str:
+        """A person marks a running duet's task failed: both of its arms are stopped and
+        recorded cancelled, the next round never starts, no rank is left."""
+        before = sweeps_of(self.results)
+        run_id = self.airflow.trigger(TASK1A, {**PAIRED, "workers": [1]})
+        wait_until(lambda: len(self.new_sweeps(before)) == 1, 300, "the sweep planned")
+        (sweep,) = self.new_sweeps(before)
+        mine = lambda: [c for c in ranks_alive(self.results) if sweep in c]  # noqa: E731
+        wait_until(lambda: len(mine()) == 2, 300, "both arms' ranks")
+        time.sleep(5.0)  # training (a light Task 1a run at 1 worker trains for 30 s or more)
+        assert len(mine()) == 2, "the duet ended before it could be stopped"
+        task = "workers_01.train"
+        states = self.airflow.task_states(TASK1A, run_id)
+        assert states.get(f"{task}[0]") == "running", states
+        status, answer = self.airflow.call(
+            "PATCH",
+            f"/api/v2/dags/{TASK1A}/dagRuns/{quote(run_id)}/taskInstances/{task}/0",
+            {"new_state": "failed"},
+        )
+        assert status == 200, (status, answer)
+        state = self.airflow.wait_for_run(TASK1A, run_id)
+        wait_until(lambda: not mine(), 60, "every rank gone")
+        groups = sorted(manifest_groups(self.results / sweep), key=lambda g: g.repeat)
+        statuses = [(g.repeat, g.status) for g in groups]
+        assert statuses == [(0, "cancelled"), (0, "cancelled"), (1, "skipped"), (1, "skipped")], (
+            statuses
+        )
+        problems = self.ended([sweep])
+        assert not problems, problems
+        return f"run {state}; both arms of round 1 cancelled, round 2 skipped, no rank left"
+
     def planned_rows(self) -> str:
         """Every group a row within a second of the plan, and still a row while others train."""
         before = sweeps_of(self.results)
@@ -738,6 +811,14 @@ def epochs_done(sweep_dir: Path) -> int:
     return most
 
 
+def stored_rows(database: Path, sweep_id: str, columns: str) -> list[dict[str, Any]]:
+    """The stored runs of a sweep: their status, start and end and ``columns``."""
+    with contextlib.closing(sqlite3.connect(f"file:{database}?mode=ro", uri=True)) as db:
+        db.row_factory = sqlite3.Row
+        query = f"select status, started_at, ended_at, {columns} from run where sweep_id = ?"
+        return [dict(row) for row in db.execute(query, (sweep_id,))]
+
+
 def stored_runs(database: Path, sweep_id: str) -> dict[str, str]:
     """The stored runs of a sweep and their status (none while the database is not there)."""
     if not database.exists():
@@ -761,6 +842,8 @@ SCENARIOS = {
     "ui-endpoints": Probe.ui_endpoints,
     "stop-a-repeat": Probe.stop_a_repeat,
     "planned-rows": Probe.planned_rows,
+    "duet": Probe.duet,
+    "stop-a-duet": Probe.stop_a_duet,
     "nightly-backfill": Probe.nightly_backfill,
 }
 
