@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from cli import main as cli
 from scalebench import pairing
 from scalebench.network import parse_profiles
 from scalebench.request_fields import InvalidParameter
@@ -168,56 +167,6 @@ def test_a_duets_arms_start_together_and_cross_xcom_as_one_launch(tmp_path: Path
 # -- running ----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(len(pairing.host_cores()) < 2, reason="a duet of one-thread arms needs 2 cores")
-def test_a_duet_runs_both_arms_at_once_on_their_own_cores_and_compare_sees_the_slowed_one(
-    tmp_path: Path,
-) -> None:
-    """The user's calls: two stacks of this interpreter, one slowed by a ``sitecustomize`` on
-    its ``PYTHONPATH`` (every step spins as long again), one thread a rank, two pairs of one
-    epoch. Each round's arms run at once, each rank on a core of its own, and ``compare``
-    says duet and sees the slowed stack."""
-    from results_db.database import make_engine
-    from results_db.models import Run
-
-    database = f"sqlite:///{tmp_path / 'results.db'}"
-    with contextlib.redirect_stdout(io.StringIO()) as out:
-        status = cli.main(
-            [
-                *("run", TASK, "--light", "--workers", "1", "--max-epochs", "1"),
-                *("--stack", f"base={HERE}", "--stack", f"slow={HERE}"),
-                *("--stack-env", f"slow:PYTHONPATH={SLOWDOWN}"),
-                *("--stack-env", "slow:SCALEBENCH_BENCH_SLOWDOWN=1.0"),
-                *("--pairs", "2", "--threads-per-worker", "1", "--device", "cpu"),
-                *("--results", str(tmp_path / "results"), "--database", database),
-            ]
-        )
-    printed = out.getvalue()
-    assert status == 0, printed[-2000:]
-    assert printed.count("a duet of stacks") == 2, printed[-2000:]
-    engine = make_engine(database)
-    with engine.connect() as conn:
-        runs = conn.execute(
-            select(Run.repeat, Run.stack, Run.pairing, Run.started_at, Run.ended_at)
-        ).all()
-    engine.dispose()
-    assert {run.pairing for run in runs} == {"duet"}
-    for repeat in (0, 1):
-        one, other = (run for run in runs if run.repeat == repeat)
-        assert one.started_at < other.ended_at and other.started_at < one.ended_at  # overlap
-    sweep_dir = next((tmp_path / "results").iterdir())
-    allowed = {}
-    for rank_file in sweep_dir.glob("*-r1/rank-0.jsonl"):
-        start = json.loads(rank_file.read_text().splitlines()[0])
-        allowed[rank_file.parent.name] = start.get("cpus_allowed")
-    assert sorted(allowed.values()) == [1, 1], allowed
-    with contextlib.redirect_stdout(io.StringIO()) as shown:
-        assert cli.main(["compare", sweep_dir.name, "--database", database, "--json"]) == 0
-    (only,) = json.loads(shown.getvalue())["comparisons"]
-    assert only["pairing"] == "duet"
-    assert only["metrics"]["steady_step_s"]["ratio"] > 1.3
-
-
 def test_an_interrupted_duet_stops_both_arms(tmp_path: Path) -> None:
     """Ctrl-C while a duet's arms run: both launchers are stopped, then the interruption goes
     on (an arm left running would keep the command alive until it ended)."""
@@ -259,3 +208,32 @@ def test_an_interrupted_duet_stops_both_arms(tmp_path: Path) -> None:
         run_together(arms, make)
     assert time.monotonic() - began < 5.0  # not after the arms gave up by themselves
     assert len(made) == 2 and all(launcher.stopped.is_set() for launcher in made)
+
+
+def test_paired_runs_stored_before_duets_read_interleaved_after_the_migration(
+    database_url: str, tmp_path: Path
+) -> None:
+    """Every paired run stored before ``run.pairing`` existed ran interleaved: the migration
+    says so, and leaves unpaired runs without a pairing."""
+    from alembic import command
+    from records_factory import FakeRun, write_training_sweep
+
+    from results_db.database import alembic_config, make_engine
+    from results_db.models import Run
+    from results_db.service import ingest, upgrade
+
+    stacks = {"a": {"python": HERE}, "b": {"python": HERE}}
+    write_training_sweep(
+        tmp_path, "paired", [FakeRun(1, stack="a"), FakeRun(1, stack="b")], stacks=stacks
+    )
+    write_training_sweep(tmp_path, "plain", [FakeRun(1)])
+    upgrade(database_url)
+    with contextlib.redirect_stdout(io.StringIO()):
+        ingest(database_url, str(tmp_path))
+    command.downgrade(alembic_config(database_url), "0018")
+    command.upgrade(alembic_config(database_url), "head")
+    engine = make_engine(database_url)
+    with engine.connect() as conn:
+        stored = dict(conn.execute(select(Run.sweep_id, Run.pairing).distinct()).all())
+    engine.dispose()
+    assert stored == {"paired": "interleaved", "plain": ""}

@@ -212,13 +212,21 @@ def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_on_bo
     tmp_path: Path, postgres_admin: object
 ) -> None:
     """The user's calls: two stacks of this interpreter, one with a ``sitecustomize`` on its
-    ``PYTHONPATH`` that doubles every step; two pairs of one epoch into SQLite; ``compare
-    --json``; then the same sweep loaded into PostgreSQL, whose JSONB keeps no key order (the
-    stacks are stored as a list)."""
+    ``PYTHONPATH`` that doubles every step; two pairs of one epoch at one thread a rank into
+    SQLite, so that on two cores or more each round runs as a duet (both arms at once, each
+    rank on a core of its own, their timed runs begun together); ``compare --json``; then the
+    same sweep loaded into PostgreSQL, whose JSONB keeps no key order (the stacks are stored
+    as a list)."""
     from conftest import POSTGRES_URL
+    from sqlalchemy import select
 
     from results_db import service
+    from results_db.database import make_engine
+    from results_db.models import Run
     from results_db.scratch import scratch_database
+    from scalebench.pairing import host_cores
+
+    duet = len(host_cores()) >= 2
 
     database = f"sqlite:///{tmp_path / 'results.db'}"
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(io.StringIO()) as out:
@@ -230,12 +238,23 @@ def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_on_bo
                 *("--stack-env", f"slow:PYTHONPATH={SLOWDOWN}"),
                 *("--stack-env", "slow:SCALEBENCH_BENCH_SLOWDOWN=1.0"),
                 *("--pairs", "2", "--results", str(tmp_path / "results")),
-                *("--database", database),
+                *("--database", database, "--threads-per-worker", "1", "--device", "cpu"),
             ]
         )
     printed = out.getvalue()
     assert status == 0, printed[-2000:]
-    assert "repeat 1/2, stack base" in printed
+    if duet:
+        assert printed.count("a duet of stacks") == 2, printed[-2000:]
+    else:
+        assert "repeat 1/2, stack base" in printed
+    engine = make_engine(database)
+    with engine.connect() as conn:
+        runs = conn.execute(select(Run.repeat, Run.pairing, Run.started_at, Run.ended_at)).all()
+    engine.dispose()
+    assert {run.pairing for run in runs} == {"duet" if duet else "interleaved"}
+    for repeat in (0, 1) if duet else ():  # a duet's arms trained at the same time
+        one, other = (run for run in runs if run.repeat == repeat)
+        assert one.started_at < other.ended_at and other.started_at < one.ended_at
     # the report: a table per stack (a speedup is within one stack), then where to compare
     assert "stack base:" in printed and "stack slow:" in printed
     assert "scalebench compare" in printed
@@ -248,6 +267,7 @@ def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_on_bo
     assert report["identities"]["base"]["executable"] and report["identities"]["base"]["torch"]
     (only,) = report["comparisons"]
     assert (only["workers"], only["stack"], only["against"]) == (1, "slow", "base")
+    assert only["pairing"] == ("duet" if duet else "interleaved")
     step = only["metrics"]["steady_step_s"]
     assert set(step) == {"ratio", "low", "high", "pairs"} and step["pairs"] == 2
     assert step["ratio"] > 1.3  # each step spins as long again as the step before
