@@ -358,17 +358,19 @@ class TrainingGroupOperator(BaseOperator):
         into the task log, the pod removed), and record the verdict the pod's last state
         gives. A preempted pod with retries left is started again as a new pod."""
         from operators.kubernetes import GroupNames
+        from operators.kubernetes.watch import PodEvent
 
         group = self.plan
         self._attempt = attempt_name(context)
-        names = GroupNames(job=event["job"], service=event["job"])
+        typed = PodEvent.of(event)
+        names = GroupNames(job=typed.job, service=typed.job)
         launcher = None
         try:
             launcher = self.launcher_for(group, context, names)
-            launcher.resumed(event["started_s"], event.get("attempt", 1))
-            if event["status"] == RUNNING:
+            launcher.resumed(typed.started_s, typed.attempt)
+            if typed.running:
                 self.publish(group, final=False)
-            result = launcher.reentered(event)  # a running event: deferred again, mostly
+            result = launcher.reentered(typed)  # a running event: deferred again, mostly
             if launcher.may_retry(result.status):
                 launcher.next_attempt(result)
                 self._running = launcher

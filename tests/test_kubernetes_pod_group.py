@@ -447,3 +447,26 @@ def test_the_pod_is_valid_against_the_official_schema(
 
     for doc in (group.pod_manifest(), group.network_policy_manifest()):
         assert kubernetes_validate.validate(doc, K8S_VERSION, strict=True) == K8S_VERSION
+
+
+def test_the_pod_triggers_event_is_read_typed_and_handed_back_to_the_provider_whole() -> None:
+    """What scalebench reads of the pod trigger's event (its job, attempt and start, the
+    pod) is typed; the provider's own ``trigger_reentry`` gets the event as it was fired."""
+    from operators.kubernetes.watch import PodEvent
+
+    fired = {
+        "status": "running",
+        "namespace": NS,
+        "name": "train-w1-r1",
+        "last_log_time": "2026-12-02T07:00:00Z",
+        "job": "train-w1-r1",
+        "attempt": 2,
+        "started_s": 1764658800.5,
+        "message": "the provider's own key",
+    }
+    event = PodEvent.of(fired)
+    assert (event.job, event.attempt, event.started_s) == ("train-w1-r1", 2, 1764658800.5)
+    assert event.running and (event.name, event.namespace) == ("train-w1-r1", NS)
+    assert dict(event.payload) == fired and PodEvent.of(event) is event
+    ended = PodEvent.of({"status": "success", "job": "j", "started_s": 1})
+    assert not ended.running and ended.attempt == 1 and ended.name == ""

@@ -64,6 +64,7 @@ from scalebench.statuses import FAILED, RUNNING, SUCCEEDED
 if TYPE_CHECKING:
     from operators.kubernetes.names import GroupNames
     from operators.kubernetes.settings import KubernetesSettings
+    from operators.kubernetes.watch import PodEvent
     from scalebench.sweep import GroupPlan
 
 
@@ -369,24 +370,25 @@ class PodGroup(KubernetesGroup):
         self._created = ["policy"]
         return self
 
-    def reentered(self, event: dict[str, Any]) -> GroupResult:
+    def reentered(self, event: PodEvent) -> GroupResult:
         """Act on the trigger's event as the pod operator does. An ending one: the pod's last
         lines into the task log, the pod removed, then the verdict. A ``running`` one: defer
         again to a trigger of the same pod, its log followed on from where the last stopped
         (raises ``TaskDeferred``), unless the pod ended meanwhile: then as an ending one.
         The policy is deleted once the pod has ended, however it ended."""
         operator = self.operator()
-        if event["status"] == RUNNING:
+        if event.running:
 
             def act() -> None:
-                operator.pod = operator.hook.get_pod(event["name"], event["namespace"])
-                last_log_time = event.get("last_log_time")
-                operator.invoke_defer_method(last_log_time=last_log_time, context=self.context)
+                operator.pod = operator.hook.get_pod(event.name, event.namespace)
+                operator.invoke_defer_method(
+                    last_log_time=event.last_log_time, context=self.context
+                )
 
         else:
 
-            def act() -> None:
-                operator.trigger_reentry(self.context, event)
+            def act() -> None:  # the provider reads its own event
+                operator.trigger_reentry(self.context, dict(event.payload))
 
         result = self._ended(act)  # a deferral passes through, the policy kept
         self.delete()

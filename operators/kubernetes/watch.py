@@ -32,7 +32,7 @@ from operators.kubernetes.pod_status import (
     pod_rank,
     qos_class,
 )
-from scalebench.statuses import FAILED, NOT_ADMITTED, PREEMPTED, RANK_FAILURES, TIMED_OUT
+from scalebench.statuses import FAILED, NOT_ADMITTED, PREEMPTED, RANK_FAILURES, RUNNING, TIMED_OUT
 
 ReadLog = Callable[..., "str | None"]
 """Reads a pod's log: ``read_log(pod_name, **options)`` with the options of the API's log
@@ -414,6 +414,47 @@ _STAMP = re.compile(
     r"(?P<whole>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(?P<fraction>\d{1,9}))?"
     r"(?P<zone>Z|[+-]\d\d:\d\d)"
 )
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """One :class:`~operators.kubernetes.pod_group.GroupPodTrigger` event, typed: the
+    provider's pod-trigger event (``status``: ``running`` for a live load, else the pod's
+    ending as the provider says it, ``success``, ``failed``, ``timeout``, ``error``; the pod's
+    ``name`` and ``namespace``; where its log was read up to, ``last_log_time``) with what
+    scalebench carries in it (``trigger_kwargs``): the group's ``job`` name, its ``attempt``
+    and when it started (``started_s``, wall-clock seconds). ``payload`` is the event as the
+    trigger fired it: the provider's own ``trigger_reentry`` is given that."""
+
+    status: str
+    job: str
+    started_s: float
+    attempt: int = 1
+    name: str = ""
+    namespace: str = ""
+    last_log_time: Any = None
+    payload: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False)
+
+    @property
+    def running(self) -> bool:
+        """A live load's event: the pod still runs."""
+        return self.status == RUNNING
+
+    @classmethod
+    def of(cls, event: PodEvent | Mapping[str, Any]) -> PodEvent:
+        """``event`` typed, whether given typed or as the trigger's payload."""
+        if isinstance(event, PodEvent):
+            return event
+        return cls(
+            status=str(event["status"]),
+            job=str(event["job"]),
+            started_s=float(event["started_s"]),
+            attempt=int(event.get("attempt", 1)),
+            name=str(event.get("name") or ""),
+            namespace=str(event.get("namespace") or ""),
+            last_log_time=event.get("last_log_time"),
+            payload=dict(event),
+        )
 
 
 @dataclass(frozen=True)
