@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 import random
+import statistics
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from results_db.regressions.paired_findings import (
     judge_series,
     paired_series,
 )
-from results_db.regressions.shifts import PAIRED_RULE, judge_arm, level_shift
+from results_db.regressions.shifts import PAIRED_RULE, judge_arm, level_shift, pull_in
 from results_db.regressions.triage import FIXED, set_state, store_changes
 from scalebench import pairing
 from scalebench.nightly import NightlySettings
@@ -74,6 +75,60 @@ def test_a_flat_series_is_rarely_flagged_and_a_step_is_found_on_its_first_night(
         found_step += verdict.flagged and verdict.first_night == 10
     assert flagged_flat <= 5  # the rule's 1 %, with room for 100 draws
     assert found_step >= 80
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.lists(st.floats(-3, 3), min_size=0, max_size=9), min_size=1, max_size=6),
+    st.floats(0, 5),
+    st.integers(0, 5),
+    st.floats(-2, 2),
+)
+def test_pulling_in_moves_only_the_rounds_far_from_their_night(
+    nights: list[list[float]], outlier_sd: float, moved: int, offset: float
+) -> None:
+    pulled = pull_in(nights, outlier_sd)
+    assert [len(night) for night in pulled] == [len(night) for night in nights]
+    for night, tamed in zip(nights, pulled, strict=True):
+        if len(night) >= 3:  # its median stays, and every round stays on its side of it
+            centre = statistics.median(night)
+            assert math.isclose(statistics.median(tamed), centre, abs_tol=1e-9)
+            for x, y in zip(night, tamed, strict=True):
+                assert (x - centre) * (y - centre) >= 0 and abs(y - centre) <= abs(x - centre)
+        else:
+            assert tamed == night
+    # a whole night that moved is moved alike, pulled in or not
+    k = moved % len(nights)
+    shifted = [[x + offset for x in n] if i == k else n for i, n in enumerate(nights)]
+    again = pull_in(shifted, outlier_sd)
+    for x, y in zip(pulled[k], again[k], strict=True):
+        assert math.isclose(y, x + offset, abs_tol=1e-9)
+    assert pull_in(nights, 0.0) == nights
+
+
+def test_a_round_gone_wrong_hides_no_step() -> None:
+    """Half the nights hold one round 35 % off (a neighbour's burst of load on one arm):
+    pulled in, a 3 % step is still found on its first night, and a flat series is not
+    flagged; left as they are, the wild rounds hide most steps."""
+
+    def wild_nights(levels: list[float], rng: random.Random) -> list[list[float]]:
+        found = nights_of(levels, rng, sd=0.02, rounds=20)
+        for night in found:
+            if rng.random() < 0.5:
+                night[rng.randrange(len(night))] += rng.choice([0.3, -0.3])
+        return found
+
+    left = replace(PAIRED_RULE, outlier_sd=0.0)
+    found = found_left = flagged_flat = 0
+    for seed in range(100):
+        rng = random.Random(seed)
+        step = wild_nights([0.0] * 10 + [math.log(1.03)], rng)
+        found += (v := judge_arm(step, "ratio")).flagged and v.first_night == 10
+        found_left += (v := judge_arm(step, "ratio", left)).flagged and v.first_night == 10
+        flagged_flat += judge_arm(wild_nights([0.0] * 12, rng), "ratio").flagged
+    assert found >= 85
+    assert found_left <= found - 30
+    assert flagged_flat <= 3
 
 
 def test_the_nights_drift_makes_the_night_the_unit() -> None:

@@ -21,6 +21,14 @@ the unit. The difference of the two levels over its standard error is read on St
 one-sided (slower), at ``rule.alpha / 3`` for each of the three windows (Bonferroni), and a
 change must also be at least ``rule.min_change``.
 
+**A round gone wrong** (a neighbour's burst of load during one arm: one round 30 % off while
+the rest lie within 2 %) would widen the spread of every window it falls in, and hide a
+small change for as many nights. Before the test, :func:`pull_in` brings each round that lies
+further than ``rule.outlier_sd`` robust standard deviations from its own night's median back
+to that bound (winsorizing). The bound is measured from every night's rounds around their
+own night's median, so a whole night that moved is never pulled in: only a round that
+disagrees with the rest of its night.
+
 No SQL, no I/O: values already read.
 """
 
@@ -29,7 +37,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from statistics import fmean, variance
+from statistics import fmean, median, variance
 
 from results_db.regressions.segments import change_points
 
@@ -45,7 +53,9 @@ class PairedRule:
     ``min_change``: the smallest relative slowdown flagged (0.02 = 2 %); ``recent_nights``:
     the longest recent window (a change is found within this many nights of its first);
     ``window``: the most baseline nights; ``min_baseline_nights``: the fewest;
-    ``min_segment``: the fewest nights of a segment of the history's change points.
+    ``min_segment``: the fewest nights of a segment of the history's change points;
+    ``outlier_sd``: how many robust standard deviations from its night's median a round may
+    lie before it is pulled in (:func:`pull_in`; 0 pulls in nothing).
     """
 
     alpha: float = 0.01
@@ -54,6 +64,7 @@ class PairedRule:
     window: int = 14
     min_baseline_nights: int = 3
     min_segment: int = 3
+    outlier_sd: float = 3.0
 
     def nights_needed(self) -> int:
         """The fewest nights a series needs before its newest can be judged."""
@@ -134,6 +145,43 @@ def level_shift(baseline: Sequence[Sequence[float]], recent: Sequence[Sequence[f
     )
 
 
+# A night needs this many rounds for its median to say where its rounds lie.
+_MEDIAN_ROUNDS = 3
+# The median absolute deviation times this is the standard deviation, for normal noise.
+_MAD_TO_SD = 1.4826
+
+
+def pull_in(nights: Sequence[Sequence[float]], outlier_sd: float) -> list[list[float]]:
+    """``nights`` (each a list of its rounds' values, natural logs) with every round further
+    than ``outlier_sd`` robust standard deviations from its night's median brought back to
+    that distance (winsorized); the others unchanged, the nights and their rounds in order.
+
+    The robust standard deviation is 1.4826 times the median of every round's distance from
+    its own night's median, over the nights of at least 3 rounds (a night of one or two has
+    no median apart from its rounds, and is left as it is). With fewer than 5 such rounds,
+    a spread of 0, or ``outlier_sd`` ≤ 0, nothing is pulled in.
+    """
+    rounds = [list(map(float, night)) for night in nights]
+    if outlier_sd <= 0:
+        return rounds
+    centres = [median(night) if len(night) >= _MEDIAN_ROUNDS else None for night in rounds]
+    distances = [
+        abs(x - centre)
+        for night, centre in zip(rounds, centres, strict=True)
+        if centre is not None
+        for x in night
+    ]
+    if len(distances) < 5:
+        return rounds
+    bound = outlier_sd * _MAD_TO_SD * median(distances)
+    if bound <= 0:
+        return rounds
+    return [
+        night if centre is None else [min(max(x, centre - bound), centre + bound) for x in night]
+        for night, centre in zip(rounds, centres, strict=True)
+    ]
+
+
 def _within(nights: list[list[float]]) -> tuple[float, int]:
     """The rounds' pooled variance within nights, and its degrees of freedom."""
     squares = sum(sum((x - fmean(night)) ** 2 for x in night) for night in nights)
@@ -197,7 +245,9 @@ def judge_arm(
     nights, :func:`level_shift` against the baseline before it; flagged where any window's
     ``p < rule.alpha / rule.recent_nights`` and its size is at least ``1 + rule.min_change``.
     The first night of the new level is the start of the flagged window with the smallest
-    p. Nights without rounds are left out of the judgement (they stay in the indices)."""
+    p. Nights without rounds are left out of the judgement (they stay in the indices). Each
+    night's rounds far from the rest of that night are pulled in first (:func:`pull_in`)."""
+    nights = pull_in(nights, rule.outlier_sd)
     kept = [i for i, night in enumerate(nights) if len(night)]
     means = [fmean(nights[i]) for i in kept]
     segments = change_points(means, min_segment=rule.min_segment) if means else []
