@@ -64,10 +64,17 @@ def nccl_debug_environment(run_dir: Path, rank: int, env: dict[str, str]) -> dic
     return added
 
 
+# What NCCL's transport and network names are made of; anything else in a log's "via" (a
+# terminal's escape, a carriage return) is dropped, so no stored label can carry it.
+_NAME_CHARACTERS = re.compile(r"[^A-Za-z0-9_.+ -]")
+
+
 def transport_name(via: str) -> str:
     """``P2P/CUMEM/read`` → ``P2P``; ``NET/IB/0/GDRDMA`` → ``NET/IB``; ``SHM/direct/direct`` →
-    ``SHM``: the transport, with the network's name for NET and COLLNET."""
-    parts = [p.strip() for p in via.strip().split("/")]
+    ``SHM``: the transport, with the network's name for NET and COLLNET; only letters,
+    digits, spaces (``NET/AWS Libfabric``) and ``_.+-`` kept of each (empty where nothing
+    is left)."""
+    parts = [" ".join(_NAME_CHARACTERS.sub("", p).split()) for p in via.strip().split("/")]
     name = parts[0]
     if parts[0] in ("NET", "COLLNET") and len(parts) > 1 and parts[1]:
         name = f"{parts[0]}/{parts[1]}"
@@ -119,7 +126,9 @@ def parse_nccl_log(text: str, ranks_per_node: int) -> Transports:
     for match in _CONNECTION.finditer(text):
         source, target, via = int(match[1]), int(match[2]), match[3]
         same_node = source // per_node == target // per_node
-        (found.within_node if same_node else found.between_nodes).add(transport_name(via))
+        name = transport_name(via)
+        if name:
+            (found.within_node if same_node else found.between_nodes).add(name)
     for match in _NO_RDMA.finditer(text):
         said = " ".join(match[1].split())
         if said not in found.no_rdma:

@@ -209,3 +209,13 @@ def test_a_hostile_log_cannot_break_the_stored_labels() -> None:
     assert len(found.between_nodes) == 26  # cut to 40 characters, the names of a letter meet
     assert all(len(name) <= 40 for name in found.between_nodes)
     assert len(found.between_label) == 100 and found.between_label.endswith("…")
+
+
+def test_a_logs_terminal_escapes_never_reach_a_label() -> None:
+    lines = (
+        "NCCL INFO Channel 00/0 : 0[0] -> 1[1] via NET/\x1b[31mIB\x1b[0m\r\x07/0\n"
+        "NCCL INFO Channel 00/0 : 1[0] -> 0[1] via \x1b\x07\r/x\n"
+    )
+    found = parse_nccl_log(lines, ranks_per_node=1)
+    assert found.between_nodes == {"NET/31mIB0m"}
+    assert found.between_label.isprintable()
