@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -34,9 +35,11 @@ from operators.kubernetes.cluster import (
     ClusterApis,
     ClusterUnreachable,
     check_cluster,
+    config_file_problem,
     nodes_for_pods,
     pull_check_manifest,
     tolerated,
+    unanswered_reason,
 )
 from operators.kubernetes.manifests import capabilities
 from operators.kubernetes.settings import KubernetesSettings
@@ -392,8 +395,56 @@ def test_the_image_check_pod_and_rdma_workers_pass_the_official_schemas() -> Non
 
 
 def test_connect_without_any_configuration_is_one_sentence(tmp_path: Path) -> None:
-    with pytest.raises(ClusterUnreachable, match="cannot reach the cluster through the kube"):
+    with pytest.raises(ClusterUnreachable, match=r"the kube config .*missing does not exist"):
         ClusterApis.connect(KubernetesSettings(), str(tmp_path / "missing"))
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (None, "does not exist"),
+        ("folder", "is a folder"),
+        (b"", "is empty"),
+        (b"\n  \n", "is empty"),
+        (b"\x00\xff{{", "is not text (UTF-8)"),
+        (b"clusters: [unclosed\n", "is not YAML at line 2"),
+        (b"- a\n- b\n", "is not a kube config"),
+        (b"just words\n", "is not a kube config"),
+        (b"x" * (5 << 20), "is larger than 4 MiB"),
+    ],
+)
+def test_a_file_that_cannot_be_a_kube_config_is_named_before_the_client_reads_it(
+    tmp_path: Path, content: bytes | str | None, said: str
+) -> None:
+    path = tmp_path / "config"
+    if content == "folder":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    problem = config_file_problem(str(path))
+    assert problem is not None and problem.startswith(said), problem
+    with pytest.raises(
+        ClusterUnreachable, match=re.escape(f"the kube config {path} {said}")
+    ) as caught:
+        ClusterApis.connect(KubernetesSettings(), str(path))
+    assert "\n" not in str(caught.value)
+    assert config_file_problem(str(EmulatedCluster([]).kube_config(tmp_path / "good"))) is None
+
+
+def test_a_call_that_got_no_answer_says_why_in_a_few_words() -> None:
+    from urllib3.exceptions import MaxRetryError, NewConnectionError
+
+    refused = NewConnectionError(
+        "HTTPSConnection(host='10.0.0.1', port=6443)",
+        "Failed to establish a new connection: [Errno 111] Connection refused",
+    )
+    given_up = MaxRetryError(None, "/api/v1/namespaces/scalebench", refused)  # type: ignore[arg-type]
+    assert unanswered_reason(given_up) == (
+        "Failed to establish a new connection: [Errno 111] Connection refused"
+    )
+    assert unanswered_reason(TimeoutError()) == "TimeoutError"
+    long = unanswered_reason(OSError("x" * 500))
+    assert len(long) == 160 and long.endswith("…")
 
 
 def test_check_cluster_hears_each_line_as_it_is_found(tmp_path: Path) -> None:
@@ -409,3 +460,44 @@ def test_check_cluster_hears_each_line_as_it_is_found(tmp_path: Path) -> None:
         )
     assert heard == [line.check for line in lines]
     assert heard[:2] == ["access", "gpu nodes"] and heard[-1] == "dns"
+
+
+def test_a_server_that_is_no_kubernetes_api_is_named_so(tmp_path: Path) -> None:
+    """A web server (a proxy's login page) where the API should be: one sentence, not a
+    table of checks failed on pages that are no Kubernetes objects."""
+    import http.server
+    import threading
+
+    class LoginPage(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # the standard library names it so
+            body = b"<html><body>log in first</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), LoginPage)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        config = EmulatedCluster([]).kube_config(tmp_path / "config")
+        text = json.loads(config.read_text())
+        text["clusters"][0]["cluster"]["server"] = f"http://127.0.0.1:{server.server_port}"
+        config.write_text(json.dumps(text))
+        with pytest.raises(ClusterUnreachable, match="answers, but not as a Kubernetes API"):
+            settings = KubernetesSettings()
+            check_cluster(ClusterApis.connect(settings, str(config)), settings, pull=False)
+    finally:
+        server.shutdown()
+
+
+def test_a_kubeconfig_variable_naming_no_kube_config_is_one_sentence(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "huge").write_bytes(b"a: b\n" * (1 << 20))
+    monkeypatch.setenv("KUBECONFIG", f"{tmp_path / 'gone'}{os.pathsep}{tmp_path / 'huge'}")
+    with pytest.raises(ClusterUnreachable, match=r"through KUBECONFIG: the file .*huge is larger"):
+        ClusterApis.connect(KubernetesSettings())

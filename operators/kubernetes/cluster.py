@@ -26,6 +26,7 @@ A cluster that cannot be reached raises :class:`ClusterUnreachable`, one sentenc
 from __future__ import annotations
 
 import contextlib
+import os
 import secrets
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -90,6 +91,22 @@ class ClusterApis:
     def connect(cls, settings: KubernetesSettings, config_file: str | None = None) -> ClusterApis:
         """The APIs through the launcher's Airflow connection (``config_file``: a kube config
         instead); raises :class:`ClusterUnreachable` when no client can be made."""
+        if config_file is not None:
+            problem = config_file_problem(config_file)
+            if problem:
+                raise ClusterUnreachable(
+                    f"the kube config {config_file} {problem}; point --kubeconfig at the "
+                    "file kubectl uses (~/.kube/config), or define the connection "
+                    "(AIRFLOW_CONN_...)"
+                )
+        else:
+            for path in filter(None, os.environ.get("KUBECONFIG", "").split(os.pathsep)):
+                problem = config_file_problem(path)
+                if problem and problem != "does not exist":  # missing: the connection's own
+                    raise ClusterUnreachable(
+                        f"cannot reach the cluster through KUBECONFIG: the file {path} "
+                        f"{problem}; point KUBECONFIG at the file kubectl uses, or unset it"
+                    )
         try:
             from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
             from kubernetes import client
@@ -115,6 +132,47 @@ class ClusterApis:
         return self.api_client.sanitize_for_serialization(obj)
 
 
+# The most of a kube config read (bytes): a real one, of many clusters with their
+# certificates, holds some hundreds of kilobytes.
+MAX_CONFIG_BYTES = 4 << 20
+
+
+def config_file_problem(path: str) -> str | None:
+    """What keeps the file at ``path`` from being a kube config, as the end of a sentence
+    ("does not exist", "is not YAML: …"), or None where it could be one: a readable file of
+    at most :data:`MAX_CONFIG_BYTES`, UTF-8 YAML whose top is a mapping. Whether its
+    contexts, clusters and users fit together is the client's to say."""
+    import yaml
+
+    if not os.path.exists(path):
+        return "does not exist"
+    if os.path.isdir(path):
+        return "is a folder, not a file"
+    if not os.path.isfile(path):
+        return "is not a regular file"
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or type(exc).__name__})"
+    if len(raw) > MAX_CONFIG_BYTES:
+        return f"is larger than {MAX_CONFIG_BYTES >> 20} MiB: no kube config is"
+    try:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, where it is built
+        data = yaml.load(raw.decode("utf-8"), Loader=loader)  # a safe loader
+    except UnicodeDecodeError:
+        return "is not text (UTF-8)"
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        return f"is not YAML{where}"
+    if not raw.strip():
+        return "is empty"
+    if not isinstance(data, dict):
+        return "is not a kube config: its top must be a mapping of clusters, contexts and users"
+    return None
+
+
 def _no_client(settings: KubernetesSettings, config_file: str | None, exc: Exception) -> str:
     where = (
         f"the kube config {config_file}"
@@ -136,14 +194,68 @@ def _api_status(exc: BaseException) -> int | None:
 def _reached(apis: ClusterApis, settings: KubernetesSettings) -> None:
     """One cheap call: the namespace. Raises :class:`ClusterUnreachable` when the API server
     does not answer (a refusal, 403 or 404, is an answer)."""
+    import logging
+
+    # urllib3 warns of every retry; the one sentence below says what they came to
+    pool_log = logging.getLogger("urllib3.connectionpool")
+    level = pool_log.level
+    pool_log.setLevel(logging.ERROR)
+    host = getattr(getattr(apis.api_client, "configuration", None), "host", "the cluster")
     try:
-        apis.core.read_namespace(settings.namespace, _request_timeout=REQUEST_TIMEOUT_S)
+        answer = apis.core.read_namespace(
+            settings.namespace, _request_timeout=REQUEST_TIMEOUT_S, _preload_content=False
+        )
+        not_an_api = _not_an_api_answer(answer)
+        if not_an_api:
+            raise ClusterUnreachable(
+                f"the server at {host} answers, but not as a Kubernetes API server "
+                f"({not_an_api}); point the kube config's server at the cluster's API "
+                "(kubectl cluster-info shows it)"
+            )
+    except ClusterUnreachable:
+        raise
     except Exception as exc:
         if _api_status(exc) is not None:
             return
-        host = getattr(getattr(apis.api_client, "configuration", None), "host", "the cluster")
-        reason = " ".join(str(exc).split())[:200] or type(exc).__name__
-        raise ClusterUnreachable(f"the API server at {host} does not answer: {reason}") from None
+        raise ClusterUnreachable(
+            f"the API server at {host} does not answer: {unanswered_reason(exc)}; check that "
+            "the cluster is up and the kube config's server address is the one kubectl uses"
+        ) from None
+    finally:
+        pool_log.setLevel(level)
+
+
+def _not_an_api_answer(answer: Any) -> str | None:
+    """What in a raw answer to a namespace read says it is not the Kubernetes API's (an HTML
+    page of a proxy's login, a web server), or None: the API answers JSON with a ``kind``."""
+    import json
+
+    headers = getattr(answer, "headers", None) or {}
+    kind = str(headers.get("Content-Type", "") or "").split(";")[0].strip()
+    try:
+        body = json.loads(getattr(answer, "data", b"") or b"")
+    except (ValueError, TypeError):
+        return f"its answer is {kind or 'not JSON'}"
+    if not isinstance(body, dict) or "kind" not in body:
+        return "its answer is JSON without a kind"
+    return None
+
+
+def unanswered_reason(exc: BaseException) -> str:
+    """Why a call got no answer, in a few words: urllib3's innermost reason (``Connection
+    refused``, ``timed out``, a name that does not resolve) without its connection object's
+    text, at most 160 characters."""
+    reason: BaseException | str = exc
+    for _ in range(5):  # MaxRetryError → NewConnectionError → ... each says why in .reason
+        inner = getattr(reason, "reason", None)
+        if not isinstance(inner, BaseException | str) or inner is reason:
+            break
+        reason = inner
+    text = " ".join(str(reason).split())
+    # "HTTPSConnection(host='h', port=1): Failed to establish a new connection: [Errno 111] …"
+    text = text.split("): ", 1)[1] if text.startswith("HTTP") and "): " in text else text
+    text = text or type(reason).__name__
+    return text if len(text) <= 160 else text[:159] + "…"
 
 
 # -- reading the nodes ------------------------------------------------------------------------
