@@ -1815,6 +1815,170 @@ def data_cases() -> list[Case]:
     return [Case("data sets", name, argv, **given) for name, argv, given in DATA_ROWS]
 
 
+# -- the cluster --------------------------------------------------------------------------------
+
+
+def _silent_http(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while conn.recv(1 << 16):  # read, never answered
+            pass
+
+
+def _garbage_http(conn: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        conn.recv(1 << 16)
+        body = b"<html><body>\x1b[31mlogin first</body></html>"
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+            + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+            + body
+        )
+
+
+@functools.cache
+def fake_api_server(kind: str) -> str:
+    """The address of a server on 127.0.0.1 that is no Kubernetes API: ``silent`` reads and
+    never answers, ``garbage`` answers every request with an HTML page (served by this
+    process's threads until it ends)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    handle = _silent_http if kind == "silent" else _garbage_http
+
+    def serve() -> None:
+        while True:
+            conn = server.accept()[0]
+            threading.Thread(target=handle, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def kube_config(
+    server: str = "http://127.0.0.1:9", user: str = "{token: abc}", **extra: str
+) -> str:
+    """A kube config of one cluster at ``server``, one user, one context (JSON-style YAML)."""
+    current = extra.get("current", "here")
+    cluster = extra.get("cluster", "")
+    return (
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: c, cluster: {{server: '{server}'{cluster}}}}}]\n"
+        f"users: [{{name: u, user: {user}}}]\n"
+        "contexts: [{name: here, context: {cluster: c, user: u, namespace: scalebench}}]\n"
+        f"current-context: {current}\n"
+    )
+
+
+# What the file given as the kube config holds (None: there is no such file), each refused
+# in one line by `cluster check` and by a Kubernetes run's validation
+KUBE_CONFIGS: dict[str, Callable[[], bytes | str | None]] = {
+    "missing": lambda: None,
+    "empty": lambda: "",
+    "binary": lambda: b"\x00\xff\xfe{{" * 100,
+    "not YAML": lambda: "clusters: [unclosed\n  - {\n",
+    "a YAML list": lambda: "- clusters\n- users\n",
+    "a bare word": lambda: "kubeconfig\n",
+    "18 MB of YAML": lambda: "a: b\n" * (18 << 18),
+    "a context that is not listed": lambda: kube_config(current="gone"),
+    "a server that is not a URL": lambda: kube_config(server="not a url"),
+    "a server on a closed port": lambda: kube_config(server="https://127.0.0.1:9"),
+    "a server that never answers": lambda: kube_config(server=fake_api_server("silent")),
+    "a server that answers HTML": lambda: kube_config(server=fake_api_server("garbage")),
+    "a certificate authority that is not there": lambda: kube_config(
+        server="https://127.0.0.1:9", cluster=", certificate-authority: /no/such/ca.crt"
+    ),
+    "a token file that is not there": lambda: kube_config(user="{tokenFile: /no/such/token}"),
+    "an exec plugin not installed": lambda: kube_config(
+        server="https://127.0.0.1:9",
+        user="{exec: {apiVersion: client.authentication.k8s.io/v1, command: /no/such/plugin}}",
+    ),
+}
+CLUSTER_COMMANDS = {
+    "cluster check --kubeconfig": [
+        "cluster",
+        "check",
+        "--no-pull-check",
+        "--kubeconfig",
+        "{case}/kc",
+    ],
+    "cluster check, KUBECONFIG": ["cluster", "check", "--no-pull-check"],
+    "run --launcher kubernetes, KUBECONFIG": [
+        *("run", "task2a-logreg-epsilon", "--light", "--workers", "1"),
+        *("--launcher", "kubernetes", "--database", GUARD),
+    ],
+}
+
+
+def write_kube_config(content: Callable[[], bytes | str | None]) -> Build:
+    def build(case_dir: Path) -> None:
+        guard(case_dir)
+        text = content()
+        if isinstance(text, bytes):
+            (case_dir / "kc").write_bytes(text)
+        elif text is not None:
+            (case_dir / "kc").write_text(text)
+
+    return build
+
+
+def cluster_cases() -> list[Case]:
+    return [
+        Case(
+            "cluster",
+            f"{command}: {name}",
+            argv,
+            env={"HOME": "{case}", "KUBECONFIG": "{case}/kc"}
+            if "KUBECONFIG" in command
+            else {"HOME": "{case}"},
+            build=write_kube_config(content),
+        )
+        for command, argv in CLUSTER_COMMANDS.items()
+        for name, content in KUBE_CONFIGS.items()
+    ]
+
+
+# -- NCCL logs ----------------------------------------------------------------------------------
+
+NCCL_LINE = "gpu-a:1:2 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via {via}\n"
+# What the damaged run's rank 0 left as its NCCL log, in a sweep that ran nccl: each ingested,
+# the run stored, its transports cut to what their columns hold and free of control characters
+NCCL_LOGS: dict[str, Callable[[Path], object]] = {
+    "binary": lambda path: path.write_bytes(os.urandom(1 << 20)),
+    "one line of 10 MB": lambda path: path.write_text("NCCL INFO " + "x" * (10 << 20)),
+    "a thousand made-up transports": lambda path: path.write_text(
+        "".join(NCCL_LINE.format(via=f"T{i}{'z' * 60}/x") for i in range(1000))
+    ),
+    "terminal escapes in a transport": lambda path: path.write_text(
+        NCCL_LINE.format(via="NET/\x1b[31mIB\x1b[0m\r\x07/0")
+        + NCCL_LINE.format(via="\x1b]0;owned\x07/x")
+    ),
+    "ranks out of any range": lambda path: path.write_text(
+        "NCCL INFO Channel 00/0 : 99999999999999999999[0] -> 1[1] via NET/IB/0\n"
+    ),
+    "Latin-1 text": lambda path: path.write_bytes(
+        NCCL_LINE.format(via="NET/Sock\xe9t/0").encode("latin-1")
+    ),
+    "a link to /etc/passwd": lambda path: path.symlink_to("/etc/passwd"),
+    "a FIFO": lambda path: os.mkfifo(path),
+    "a folder": lambda path: path.mkdir(),
+}
+
+
+def nccl_log_damage(write: Callable[[Path], object]) -> Build:
+    def damage(case_dir: Path) -> None:
+        edit_manifest(setter(("request", "backend"), "nccl"))(case_dir)
+        write(case_dir / "loc" / "bad" / BAD_RUN / "nccl-rank-0.log")
+
+    return damage
+
+
+def nccl_log_cases() -> list[Case]:
+    return [
+        ingest_case("nccl logs", f"nccl-rank-0.log {name}", nccl_log_damage(write), valid=True)
+        for name, write in NCCL_LOGS.items()
+    ]
+
+
 FAMILIES: dict[str, Callable[[], list[Case]]] = {
     "sweep.json": manifest_cases,
     "rank files": rank_cases,
@@ -1828,4 +1992,6 @@ FAMILIES: dict[str, Callable[[], list[Case]]] = {
     "embedded confs": embedded_cases,
     "store boundaries": store_cases,
     "data sets": data_cases,
+    "cluster": cluster_cases,
+    "nccl logs": nccl_log_cases,
 }

@@ -261,6 +261,17 @@ def wrong_prices(prices: list) -> list[str]:
     return wrong
 
 
+def wrong_transports(transports: list) -> list[str]:
+    """Every stored transport label longer than its column's 100 characters or holding a
+    character that is not printable (a terminal's escape, a carriage return)."""
+    wrong = []
+    for run_id, *labels in transports:
+        for label in labels:
+            if label and (len(label) > 100 or not label.isprintable()):
+                wrong.append(f"run {run_id}: a transport label {label[:40]!r}")
+    return wrong
+
+
 def snapshot(url: str) -> tuple[dict, list[str]]:
     """What ``url``'s database holds (the verdict's rows), and every stored value that cannot
     be true: negative or non-finite seconds, ids that climb out of a folder, bad prices."""
@@ -279,6 +290,16 @@ def snapshot(url: str) -> tuple[dict, list[str]]:
             for ident in [*sweeps, *(r[0] for r in runs)]:
                 if "/" in ident or ident in ("", ".", ".."):
                     wrong.append(f"an id that is no folder name: {ident!r}")
+            transports = sorted(
+                conn.execute(
+                    select(
+                        models.Run.id,
+                        models.Run.transport_within_node,
+                        models.Run.transport_between_nodes,
+                    )
+                ).all()
+            )
+            wrong += wrong_transports(transports)
             price = models.Price
             prices = conn.execute(
                 select(price.kind, price.name, price.regular_per_hour, price.preemptible_per_hour)
@@ -286,6 +307,7 @@ def snapshot(url: str) -> tuple[dict, list[str]]:
             wrong = (wrong + wrong_prices(prices))[:5]
         rows = {
             "sweeps": sweeps,
+            "transports": [tuple(t) for t in transports if t[1] or t[2]],
             "runs": [tuple(r) for r in runs],
             "steps": steps,
             "prices": sorted((k, n[:30], f"{float(r):.4f}") for k, n, r, _ in prices),

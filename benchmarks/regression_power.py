@@ -54,13 +54,17 @@ A pool smaller than a trial's nights is drawn again and again: its own sampling 
 weighs on every trial alike. The pools' sizes are printed; a verdict on a pool of a few
 rounds says little.
 
+``--collect aa`` runs the A/A pool only: every case is still judged (its slowdown added to
+A/A rounds), without the row of what its own runs measured.
+
 ``--data DIR`` keeps the pools (``results.db`` and ``pool.jsonl``) and adds to them;
 ``--judge-only`` runs nothing and judges the pools in ``DIR``. ``--smoke``: light Task 2a at
 one worker, pools ``aa`` and ``stack-10`` of 1 round each of 1 epoch, 1 trial of 3 history
 nights of 2 rounds, in a temporary folder; prints the same tables, no goal judged (about 30 s).
 
     .venv/bin/python benchmarks/regression_power.py [--tasks task2a-logreg-epsilon]
-        [--workers 1,2] [--pool-rounds 16] [--aa-rounds 32] [--trials 10] [--data DIR]
+        [--workers 1,2] [--collect CASES] [--pool-rounds 16] [--aa-rounds 32] [--trials 10]
+        [--data DIR]
 """
 
 from __future__ import annotations
@@ -186,7 +190,7 @@ def collect(args: argparse.Namespace, data: Path) -> None:
     url = f"sqlite:///{data / 'results.db'}"
     service.upgrade(url)
     pool_file = data / POOL
-    cases = [BY_NAME[name] for name in args.cases]
+    cases = [BY_NAME[name] for name in args.collect]
     target = {c.name: args.aa_rounds if c.name == "aa" else args.pool_rounds for c in cases}
     for task in args.tasks:
         while True:
@@ -456,18 +460,18 @@ def report(args: argparse.Namespace, data: Path) -> bool:
     met = True
     for task in args.tasks:
         pool, round_s = pools(data, task)
-        missing = [c for c in args.cases if not pool.get(c)]
-        if missing:
-            print(f"{task}: no rounds of {', '.join(missing)} in {data}")
+        if not pool.get("aa"):
+            print(f"{task}: no A/A rounds in {data}: every trial's nights are drawn from them")
             met = False
             continue
+        unpooled = [c for c in args.cases if not pool.get(c)]
         aa = rounds_of(pool["aa"])
         sizes = sorted({a.world_size for r in aa for a in r})
         night_rounds = args.night_rounds or max(2, int(args.budget_s // round_s))
         print(
             f"\n{task}: a round takes {round_s:.0f} s, so a night of {args.budget_s:.0f} s "
             f"holds {night_rounds} rounds; pools (rounds): "
-            + ", ".join(f"{c} {len(rounds_of(pool[c]))}" for c in args.cases)
+            + ", ".join(f"{c} {len(rounds_of(pool.get(c, [])))}" for c in args.cases)
         )
         drift = 0.0
         for size in sizes:
@@ -482,6 +486,9 @@ def report(args: argparse.Namespace, data: Path) -> bool:
         for name in args.cases:
             case = BY_NAME[name]
             if case.attribution is None:
+                continue
+            if name in unpooled:
+                print(f"    {name:12s} not run here (its power below adds its slowdown to A/A)")
                 continue
             for size in sizes:
                 cells = []
@@ -569,6 +576,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", default="task2a-logreg-epsilon")
     parser.add_argument("--workers", default="1,2")
     parser.add_argument("--cases", default=",".join(c.name for c in CASES))
+    parser.add_argument(
+        "--collect",
+        default=None,
+        help="the cases whose pools are run (default: every case of --cases; the A/A pool "
+        "always): a case judged but not pooled gets its power, with no measured row",
+    )
     parser.add_argument("--pool-rounds", type=int, default=16, help="rounds of each case")
     parser.add_argument("--aa-rounds", type=int, default=32, help="rounds of the A/A pool")
     parser.add_argument("--pairs-per-sweep", type=int, default=4)
@@ -595,11 +608,17 @@ def main(argv: list[str] | None = None) -> int:
         args.workers, args.cases = "1", ["aa", "stack-10"]
         args.pool_rounds = args.aa_rounds = args.pairs_per_sweep = 1
         args.epochs, args.trials, args.history, args.night_rounds = 1, 1, 3, 2
-    unknown = [c for c in args.cases if c not in BY_NAME]
-    if unknown:
-        parser.error(f"--cases: unknown {unknown}; known: {', '.join(BY_NAME)}")
-    if "aa" not in args.cases:
-        args.cases.insert(0, "aa")  # every trial's history
+    args.collect = (
+        list(args.cases)
+        if args.collect is None
+        else [c.strip() for c in args.collect.split(",") if c.strip()]
+    )
+    for option, names in (("--cases", args.cases), ("--collect", args.collect)):
+        unknown = [c for c in names if c not in BY_NAME]
+        if unknown:
+            parser.error(f"{option}: unknown {unknown}; known: {', '.join(BY_NAME)}")
+        if "aa" not in names:
+            names.insert(0, "aa")  # every trial's history
     print(
         f"paired nightly power on {cpu_model()}: {', '.join(args.tasks)} at {args.workers} "
         f"worker(s), light, {args.epochs} epoch(s) a run, pairing {args.pairing}",
