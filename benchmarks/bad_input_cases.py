@@ -1878,7 +1878,7 @@ KUBE_CONFIGS: dict[str, Callable[[], bytes | str | None]] = {
     "not YAML": lambda: "clusters: [unclosed\n  - {\n",
     "a YAML list": lambda: "- clusters\n- users\n",
     "a bare word": lambda: "kubeconfig\n",
-    "18 MB of YAML": lambda: "a: b\n" * (18 << 18),
+    "24 MB of YAML": lambda: "a: b\n" * (18 << 18),
     "a context that is not listed": lambda: kube_config(current="gone"),
     "a server that is not a URL": lambda: kube_config(server="not a url"),
     "a server on a closed port": lambda: kube_config(server="https://127.0.0.1:9"),

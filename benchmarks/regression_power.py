@@ -98,6 +98,7 @@ from results_db.regressions.paired_findings import (  # noqa: E402
     judge_series,
     paired_series,
 )
+from results_db.regressions.shifts import PAIRED_RULE, PairedRule  # noqa: E402
 from scalebench import manifest  # noqa: E402
 from scalebench.host import cpu_model  # noqa: E402
 from scalebench.nightly import REFERENCE, TONIGHT  # noqa: E402
@@ -420,8 +421,10 @@ def judge_case(
     trials: int,
     seed: int,
     drift_sd: float = 0.0,
+    rule: PairedRule = PAIRED_RULE,
 ) -> Tally:
-    """``trials`` trials of ``case``: ``history`` A/A nights, then up to 3 of the case."""
+    """``trials`` trials of ``case``: ``history`` A/A nights, then up to 3 of the case,
+    judged by ``rule``."""
     tally = Tally()
     draw = random.Random(f"{seed}-{task}-{case.name}")
     unchanged = BY_NAME["aa"]
@@ -435,7 +438,7 @@ def judge_case(
         found_change = None
         for n in range(3):
             nights.append(compose(f"t{trial}-c{n}", aa, night_rounds, draw, case, drift_sd))
-            judged = judge_series(paired_series(task, nights, TONIGHT, REFERENCE))
+            judged = judge_series(paired_series(task, nights, TONIGHT, REFERENCE), rule)
             if case.attribution is None:
                 tally.series_nights += len(judged)
                 tally.false_series_nights += sum(1 for j in judged if j.flagged)
@@ -473,6 +476,7 @@ def report(args: argparse.Namespace, data: Path) -> bool:
             f"holds {night_rounds} rounds; pools (rounds): "
             + ", ".join(f"{c} {len(rounds_of(pool.get(c, [])))}" for c in args.cases)
         )
+        rule = replace(PAIRED_RULE, outlier_sd=args.outlier_sd)
         drift = 0.0
         for size in sizes:
             ratio_sd, reference_sd, between = spreads(pool["aa"], size)
@@ -501,7 +505,8 @@ def report(args: argparse.Namespace, data: Path) -> bool:
         print(
             f"  power: the product's judgement on nights of {night_rounds} A/A rounds drawn "
             f"from the pool, the case's slowdown added, {args.history} A/A nights of history, "
-            f"a night's drift of sd {drift:.3f}, {args.trials} trials"
+            f"a night's drift of sd {drift:.3f}, {args.trials} trials, rounds further than "
+            f"{rule.outlier_sd:g} robust sds from their night's median pulled in"
         )
         print(
             f"  {'case':12s} {'1 night':>8s} {'2 nights':>9s} {'3 nights':>9s} "
@@ -511,7 +516,7 @@ def report(args: argparse.Namespace, data: Path) -> bool:
         for name in args.cases:
             case = BY_NAME[name]
             tally = judge_case(
-                task, case, aa, args.history, night_rounds, args.trials, args.seed, drift
+                task, case, aa, args.history, night_rounds, args.trials, args.seed, drift, rule
             )
             tallies[name] = tally
             if case.attribution is None:
@@ -597,6 +602,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history", type=int, default=7)
     parser.add_argument("--budget-s", type=float, default=900.0)
     parser.add_argument("--night-rounds", type=int, default=0, help="0: as the budget holds")
+    parser.add_argument(
+        "--outlier-sd",
+        type=float,
+        default=PAIRED_RULE.outlier_sd,
+        help="judge with rounds this far from their night's median pulled in (0: none)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--judge-only", action="store_true")
