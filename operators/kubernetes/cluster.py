@@ -139,7 +139,7 @@ MAX_CONFIG_BYTES = 4 << 20
 
 def config_file_problem(path: str) -> str | None:
     """What keeps the file at ``path`` from being a kube config, as the end of a sentence
-    ("does not exist", "is not YAML: …"), or None where it could be one: a readable file of
+    ("does not exist", "is not YAML at line 3"), or None where it could be one: a readable file of
     at most :data:`MAX_CONFIG_BYTES`, UTF-8 YAML whose top is a mapping. Whether its
     contexts, clusters and users fit together is the client's to say."""
     import yaml
@@ -206,6 +206,7 @@ def _reached(apis: ClusterApis, settings: KubernetesSettings) -> None:
             settings.namespace, _request_timeout=REQUEST_TIMEOUT_S, _preload_content=False
         )
         not_an_api = _not_an_api_answer(answer)
+        getattr(answer, "release_conn", lambda: None)()  # read whole: back to the pool
         if not_an_api:
             raise ClusterUnreachable(
                 f"the server at {host} answers, but not as a Kubernetes API server "
