@@ -96,23 +96,7 @@ class TrainingGroupOperator(BaseOperator):
         if len(launch) > 1:
             return self.execute_duet(context, launch)
         group = self.plan
-        sweep_dir = Path(group.sweep_dir)
-        sweep = self.wait_for_the_others(group)
-        if self._cancelled.is_set():
-            manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, STOPPED_BEFORE_START)
-            raise AirflowException(f"{group.run_id}: {STOPPED_BEFORE_START}")
-        if sweep.cancelled and sweep.entry(group.run_id).status == PLANNED:
-            reason = "the sweep was cancelled before this group started"
-            manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, reason)
-            raise AirflowSkipException("the sweep was cancelled; this group does not start")
-        # This try owns the group from now on: an earlier try still stopping (a scheduler that
-        # restarted reset it) can no longer decide its verdict, then its files are set aside.
-        self._attempt = attempt_name(context)
-        if self._attempt is not None:
-            manifest.start_attempt(sweep_dir, group.run_id, self._attempt)
-        self._started = True
-        set_aside_earlier_attempt(group.run_dir)
-        self.mark_started(group)
+        self.take_the_machines(context, launch)
         self.log.info(
             "%s: %d worker(s), repeat %d, %s launcher",
             group.run_id,
@@ -150,24 +134,7 @@ class TrainingGroupOperator(BaseOperator):
         started, loaded while it runs and once it ended, its verdict recorded; stopped, every
         arm is recorded ``cancelled``."""
         lead = launch[0]
-        sweep_dir = Path(lead.sweep_dir)
-        sweep = self.wait_for_the_others(lead)
-        if self._cancelled.is_set():
-            for group in launch:
-                manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, STOPPED_BEFORE_START)
-            raise AirflowException(f"{lead.run_id}: {STOPPED_BEFORE_START}")
-        if sweep.cancelled and sweep.entry(lead.run_id).status == PLANNED:
-            reason = "the sweep was cancelled before this group started"
-            for group in launch:
-                manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, reason)
-            raise AirflowSkipException("the sweep was cancelled; this duet does not start")
-        self._attempt = attempt_name(context)
-        for group in launch:
-            if self._attempt is not None:
-                manifest.start_attempt(sweep_dir, group.run_id, self._attempt)
-            set_aside_earlier_attempt(group.run_dir)
-            self.mark_started(group)
-        self._started = True
+        self.take_the_machines(context, launch)
         self.log.info(
             "%d worker(s), repeat %d: a duet of %s, at once",
             lead.world_size,
@@ -206,6 +173,35 @@ class TrainingGroupOperator(BaseOperator):
         if self._cancelled.is_set():
             raise AirflowException(f"{lead.run_id}: cancelled; what the duet measured is kept")
         return {**self.group, "verdicts": verdicts}
+
+    def take_the_machines(self, context: Any, launch: tuple[GroupPlan, ...]) -> None:
+        """Before a launch's groups start (one group, or the arms of a duet round): wait for
+        the sweep's group before them; where this task was stopped or the sweep cancelled
+        meanwhile, record every group skipped and end the task; else own them."""
+        lead = launch[0]
+        sweep_dir = Path(lead.sweep_dir)
+        sweep = self.wait_for_the_others(lead)
+        if self._cancelled.is_set():
+            for group in launch:
+                manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, STOPPED_BEFORE_START)
+            raise AirflowException(f"{lead.run_id}: {STOPPED_BEFORE_START}")
+        if sweep.cancelled and sweep.entry(lead.run_id).status == PLANNED:
+            reason = "the sweep was cancelled before this group started"
+            for group in launch:
+                manifest.record_verdict(sweep_dir, group.run_id, SKIPPED, reason)
+            what = "group" if len(launch) == 1 else "duet"
+            raise AirflowSkipException(f"the sweep was cancelled; this {what} does not start")
+        # This try owns the groups from now on: an earlier try still stopping (a scheduler
+        # that restarted reset it) can no longer decide their verdicts, then its files are
+        # set aside.
+        self._attempt = attempt_name(context)
+        if self._attempt is not None:
+            for group in launch:
+                manifest.start_attempt(sweep_dir, group.run_id, self._attempt)
+        self._started = True
+        for group in launch:
+            set_aside_earlier_attempt(group.run_dir)
+            self.mark_started(group)
 
     def wait_for_the_others(self, group: GroupPlan) -> manifest.Manifest:
         """The sweep's manifest once no other group of it runs: two groups of a sweep never

@@ -31,7 +31,13 @@ from results_db.regressions.paired_findings import (
     judge_series,
     paired_series,
 )
-from results_db.regressions.shifts import PAIRED_RULE, judge_arm, level_shift, pull_in
+from results_db.regressions.shifts import (
+    PAIRED_RULE,
+    PULL_IN_ROUNDS,
+    judge_arm,
+    level_shift,
+    pull_in,
+)
 from results_db.regressions.triage import FIXED, set_state, store_changes
 from scalebench import pairing
 from scalebench.nightly import NightlySettings
@@ -79,7 +85,7 @@ def test_a_flat_series_is_rarely_flagged_and_a_step_is_found_on_its_first_night(
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.lists(st.lists(st.floats(-3, 3), min_size=0, max_size=9), min_size=1, max_size=6),
+    st.lists(st.lists(st.floats(-3, 3), min_size=0, max_size=14), min_size=1, max_size=6),
     st.floats(0, 5),
     st.integers(0, 5),
     st.floats(-2, 2),
@@ -90,7 +96,7 @@ def test_pulling_in_moves_only_the_rounds_far_from_their_night(
     pulled = pull_in(nights, outlier_sd)
     assert [len(night) for night in pulled] == [len(night) for night in nights]
     for night, tamed in zip(nights, pulled, strict=True):
-        if len(night) >= 3:  # its median stays, and every round stays on its side of it
+        if len(night) >= PULL_IN_ROUNDS:  # its median stays, each round on its side of it
             centre = statistics.median(night)
             assert math.isclose(statistics.median(tamed), centre, abs_tol=1e-9)
             for x, y in zip(night, tamed, strict=True):
