@@ -64,7 +64,7 @@ nights of 2 rounds, in a temporary folder; prints the same tables, no goal judge
 
     .venv/bin/python benchmarks/regression_power.py [--tasks task2a-logreg-epsilon]
         [--workers 1,2] [--collect CASES] [--pool-rounds 16] [--aa-rounds 32] [--trials 10]
-        [--data DIR]
+        [--outlier-sd 3] [--data DIR] [--judge-only]
 """
 
 from __future__ import annotations

@@ -146,8 +146,9 @@ def level_shift(baseline: Sequence[Sequence[float]], recent: Sequence[Sequence[f
 
 
 # A night needs this many rounds for its median, and the rounds' distances from it, to say
-# where its rounds lie: with 5 a night (light Task 1a in 900 s on 2 cores), pulling in made the
-# reference arm's A/A series flagged more often (7 of 330 series-nights against 4).
+# where its rounds lie: with 5 a night (light Task 1a in 900 s on 2 cores), pulling in flagged
+# more A/A series (7 of 330 series-nights against 4) and blamed 3 of 6 found 3 % slowdowns on
+# the platform (the reference arm's series moved).
 PULL_IN_ROUNDS = 8
 # The median absolute deviation times this is the standard deviation, for normal noise.
 _MAD_TO_SD = 1.4826
