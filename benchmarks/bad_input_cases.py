@@ -1893,19 +1893,22 @@ KUBE_CONFIGS: dict[str, Callable[[], bytes | str | None]] = {
         user="{exec: {apiVersion: client.authentication.k8s.io/v1, command: /no/such/plugin}}",
     ),
 }
-CLUSTER_COMMANDS = {
-    "cluster check --kubeconfig": [
-        "cluster",
-        "check",
-        "--no-pull-check",
-        "--kubeconfig",
-        "{case}/kc",
-    ],
-    "cluster check, KUBECONFIG": ["cluster", "check", "--no-pull-check"],
-    "run --launcher kubernetes, KUBECONFIG": [
-        *("run", "task2a-logreg-epsilon", "--light", "--workers", "1"),
-        *("--launcher", "kubernetes", "--database", GUARD),
-    ],
+# Each command with its settings: HOME is the case's folder, so no ~/.kube/config is read
+NO_HOME = {"HOME": "{case}"}
+GIVEN_KUBECONFIG = {**NO_HOME, "KUBECONFIG": "{case}/kc"}
+CLUSTER_COMMANDS: dict[str, tuple[list[str], dict[str, str]]] = {
+    "cluster check --kubeconfig": (
+        ["cluster", "check", "--no-pull-check", "--kubeconfig", "{case}/kc"],
+        NO_HOME,
+    ),
+    "cluster check, KUBECONFIG": (["cluster", "check", "--no-pull-check"], GIVEN_KUBECONFIG),
+    "run --launcher kubernetes, KUBECONFIG": (
+        [
+            *("run", "task2a-logreg-epsilon", "--light", "--workers", "1"),
+            *("--launcher", "kubernetes", "--database", GUARD),
+        ],
+        GIVEN_KUBECONFIG,
+    ),
 }
 
 
@@ -1923,16 +1926,8 @@ def write_kube_config(content: Callable[[], bytes | str | None]) -> Build:
 
 def cluster_cases() -> list[Case]:
     return [
-        Case(
-            "cluster",
-            f"{command}: {name}",
-            argv,
-            env={"HOME": "{case}", "KUBECONFIG": "{case}/kc"}
-            if "KUBECONFIG" in command
-            else {"HOME": "{case}"},
-            build=write_kube_config(content),
-        )
-        for command, argv in CLUSTER_COMMANDS.items()
+        Case("cluster", f"{command}: {name}", argv, env=env, build=write_kube_config(content))
+        for command, (argv, env) in CLUSTER_COMMANDS.items()
         for name, content in KUBE_CONFIGS.items()
     ]
 
