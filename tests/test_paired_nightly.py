@@ -235,11 +235,89 @@ def test_a_stack_change_is_one_finding_with_its_phase_and_the_stack_to_blame() -
     assert {m.key.metric for m in change.moved} >= {"steady_step_s", "compute_s"}
 
 
+def test_a_change_whose_phases_pass_no_test_names_those_that_rose_with_it() -> None:
+    """The steady step at one worker flagged on night 9 and no phase: the finding names the
+    phases whose series rose from that night on, in the same arm and at the same worker
+    count, the surest first; not one that got faster, rose from an earlier night or moved at
+    another worker count. A phase flagged in the other arm comes before any of those."""
+    from results_db.regressions.paired_findings import SeriesJudgement, SeriesKey
+    from results_db.regressions.shifts import RATIO, REFERENCE, ArmVerdict, PairedNight, Shift
+
+    nights = [PairedNight(f"night-{i}", (0.0,), (0.0,)) for i in range(10)]
+
+    def verdict(arm: str, flagged: bool, size: float, p: float, recent: int = 1) -> ArmVerdict:
+        shift = Shift(size, size * 0.99, size * 1.01, p, recent, 7, 8 * recent, 56)
+        return ArmVerdict(arm, shift, flagged, 10 - recent if flagged else None, (0,))
+
+    quiet = verdict(REFERENCE, False, 1.0, 0.5)
+
+    def series(workers: int, metric: str, ratio: ArmVerdict, reference: ArmVerdict = quiet):
+        return SeriesJudgement(SeriesKey("t", "host", workers, metric), nights, ratio, reference)
+
+    judged = [
+        series(1, "steady_step_s", verdict(RATIO, True, 1.03, 1e-4)),
+        series(1, "compute_s", verdict(RATIO, False, 1.04, 0.004)),
+        series(1, "data_s", verdict(RATIO, False, 1.01, 0.3)),
+        series(1, "eval_s", verdict(RATIO, False, 0.98, 0.01)),
+        series(1, "communication_s", verdict(RATIO, False, 1.05, 0.001, recent=2)),
+        series(2, "compute_s", verdict(RATIO, False, 1.2, 1e-3)),
+    ]
+    (change,) = changes(judged)
+    assert (change.first_sweep_id, change.attribution) == ("night-9", STACK)
+    assert change.phases == ["compute", "data"]
+
+    # the reference arm's time to accuracy flagged too (the platform), no phase of its own:
+    # the ratio's flagged data phase is named, not the reference arm's leaning ones
+    judged[0] = series(1, "steady_step_s", verdict(RATIO, True, 1.03, 1e-4))
+    judged.append(
+        series(1, "time_to_accuracy_s", quiet, verdict(REFERENCE, True, 1.08, 1e-3)),
+    )
+    judged[2] = series(1, "data_s", verdict(RATIO, True, 1.06, 1e-5))
+    (change,) = changes(judged)
+    assert change.attribution == PLATFORM
+    assert change.phases == ["data"]
+
+
 def test_a_platform_change_is_blamed_on_the_platform() -> None:
     history = paired_history(12, {}, {10: 1.25})
     found = changes(judge_series(paired_series("task2a", history, "tonight", "reference")))
     assert [c.attribution for c in found] == [PLATFORM]
     assert all(m.arm == "reference" for m in found[0].moved)
+
+
+def test_the_nightly_page_draws_the_rounds_the_judgement_tested() -> None:
+    """A night with one round of tonight's arm 60 % slow: the page's point for that night is
+    the ratio of its rounds pulled in, as the judgement tested them, not of the raw rounds,
+    and says one ratio was pulled in; the nights without such a round are drawn as measured."""
+    from dash_app.pages.nightly.figures import nightly_figure
+    from results_db.regressions.paired import ratio_interval
+    from results_db.service.nightly import series_history
+
+    history = paired_history(12, {}, {})
+    arms = history[6].arms
+    (slow,) = [i for i, a in enumerate(arms) if a.stack == "tonight" and a.repeat == 3]
+    arms[slow] = replace(arms[slow], seconds={k: v * 1.6 for k, v in arms[slow].seconds.items()})
+    series = paired_series("task2a", history, "tonight", "reference")
+    (judged,) = [j for j in judge_series(series) if j.key.metric == "steady_step_s"]
+    when = {n.sweep_id: datetime(2026, 11, 1 + i, tzinfo=UTC) for i, n in enumerate(history)}
+    drawn = series_history(judged, when)
+    assert [p.sweep_id for p in drawn.points] == [n.sweep_id for n in history]
+    raw = ratio_interval(judged.nights[6].log_ratios)
+    point = drawn.points[6]
+    assert point.pulled_in == 1
+    assert raw.ratio > 1.05 and 0.98 < point.ratio < 1.02  # one round of 8 at 1.6: ×1.05 raw
+    assert point.high - point.low < raw.high - raw.low
+    pairs = enumerate(zip(drawn.points, judged.nights, strict=True))
+    # where no round is far off, at most a hair of a pull
+    for other, night in (pair for i, pair in pairs if i != 6):
+        assert other.ratio == pytest.approx(ratio_interval(night.log_ratios).ratio, rel=1e-3)
+    assert point.ratio == pytest.approx(
+        ratio_interval(pull_in([n.log_ratios for n in judged.nights], 3.0)[6]).ratio
+    )
+    hover = [t for t in nightly_figure([drawn], "steady_step_s").data if t.customdata is not None]
+    texts = [row[3] for t in hover for row in t.customdata if isinstance(row, tuple | list)]
+    assert "8 rounds (1 far-off ratio pulled in to the night's bound)" in texts
+    assert "8 rounds" in texts
 
 
 def test_a_new_reference_starts_the_series_anew() -> None:

@@ -193,7 +193,10 @@ class MovedSeries:
 class Change:
     """One change: the sweep of its first night, its attribution (:data:`STACK` or
     :data:`PLATFORM`), the headline series' size and interval, every series that moved,
-    and the phases that moved (most first)."""
+    and the phases that moved, the surest first: those flagged in the arm that tells
+    (the ratio for the stack, the reference arm for the platform), else those flagged in the
+    other arm, else, where no phase's series passed the test, those that rose from that
+    night on in the telling arm at the same worker counts."""
 
     first_sweep_id: str
     attribution: str
@@ -229,13 +232,47 @@ def changes(judgements: Sequence[SeriesJudgement]) -> list[Change]:
         telling = [m for m in moved if m.arm == (REFERENCE if attribution == PLATFORM else RATIO)]
         steps = [m for m in telling if m.key.metric == "steady_step_s"]
         headline = min(steps or telling, key=lambda m: (m.p_value, -m.size))
-        phases = sorted(
-            (m for m in telling if m.key.metric in PHASES),
-            key=lambda m: (m.p_value, -m.size),
-        )
-        named = list(dict.fromkeys(PHASES[m.key.metric] for m in phases))
+        named = _named_phases(telling) or _named_phases(moved)
+        if not named:  # no phase's series passed the test: those that rose most surely
+            arm = REFERENCE if attribution == PLATFORM else RATIO
+            places = {(m.key.network, m.key.world_size) for m in telling}
+            named = _leaning_phases(judgements, sweep_id, arm, places)
         found.append(Change(sweep_id, attribution, headline, moved, named))
     return found
+
+
+def _named_phases(moved: Sequence[MovedSeries]) -> list[str]:
+    """The phases among ``moved``, the surest first (smallest p, then the largest size)."""
+    phases = sorted(
+        (m for m in moved if m.key.metric in PHASES), key=lambda m: (m.p_value, -m.size)
+    )
+    return list(dict.fromkeys(PHASES[m.key.metric] for m in phases))
+
+
+def _leaning_phases(
+    judgements: Sequence[SeriesJudgement], sweep_id: str, arm: str, places: set[tuple[str, int]]
+) -> list[str]:
+    """The phases whose series, in ``arm`` and at the ``places`` (link, worker count) that
+    moved, rose from the night ``sweep_id`` on without passing the test on their own: their
+    most significant recent window starts on that night and its size is above 1. The surest
+    first."""
+    leaning = []
+    for judged in judgements:
+        key = judged.key
+        if key.metric not in PHASES or (key.network, key.world_size) not in places:
+            continue
+        verdict = judged.ratio if arm == RATIO else judged.reference
+        shift = verdict.shift
+        if shift is None or shift.size <= 1:
+            continue
+        judged_nights = [
+            n.sweep_id
+            for n in judged.nights
+            if (n.log_ratios if arm == RATIO else n.reference_logs)
+        ]
+        if len(judged_nights) >= shift.recent and judged_nights[-shift.recent] == sweep_id:
+            leaning.append((shift.p_value, -shift.size, PHASES[key.metric]))
+    return list(dict.fromkeys(phase for *_, phase in sorted(leaning)))
 
 
 def identity_diff(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, list[Any]]:

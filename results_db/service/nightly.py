@@ -37,7 +37,7 @@ from results_db.regressions.paired_findings import (
     judge_series,
     paired_series,
 )
-from results_db.regressions.shifts import PAIRED_RULE, PairedRule
+from results_db.regressions.shifts import PAIRED_RULE, PairedRule, pull_in
 from results_db.regressions.triage import (
     FALSE_ALARM,
     STATES,
@@ -198,9 +198,12 @@ def triage(url: str | None, finding_id: int, state: str, note: str | None) -> st
 
 @dataclass(frozen=True)
 class NightPoint:
-    """One night of a paired series: its sweep and night, the ratio tonight / reference
-    (geometric mean over the rounds, no unit) with its 95 % interval (``low``, ``high``;
-    0 and inf with one round), the rounds, and the reference arm's geometric-mean seconds."""
+    """One night of a paired series as the nightly judged it: its sweep and night, the ratio
+    tonight / reference (geometric mean over the rounds, no unit) with its 95 % interval
+    (``low``, ``high``; 0 and inf with one round), the rounds, the reference arm's
+    geometric-mean seconds (both from the rounds as judged: each arm's far-off rounds pulled
+    in to their bound first, :func:`results_db.regressions.shifts.pull_in`), and how many of
+    the night's ratios were pulled in."""
 
     sweep_id: str
     night: datetime
@@ -209,6 +212,7 @@ class NightPoint:
     high: float
     rounds: int
     reference_s: float
+    pulled_in: int = 0
 
 
 @dataclass(frozen=True)
@@ -227,10 +231,6 @@ class SeriesHistory:
 def nightly_history(url: str | None, task: str, limit: int = 120) -> list[SeriesHistory]:
     """Every paired series of ``task``'s newest paired configuration, over the nights with
     its newest reference stack (at most ``limit``): the nightly page's data."""
-    from statistics import fmean
-
-    from results_db.regressions.paired import ratio_interval
-
     engine = reader_for(url)
     try:
         with engine.connect() as conn:
@@ -246,33 +246,47 @@ def nightly_history(url: str | None, task: str, limit: int = 120) -> list[Series
     finally:
         engine.dispose()
     when = {n.sweep_id: n.night for n in nights}
-    histories = []
-    for judged in judge_series(paired_series(task, nights, TONIGHT, REFERENCE)):
-        points = []
-        for night in judged.nights:
-            if not night.log_ratios:
-                continue
-            interval = ratio_interval(night.log_ratios)
-            points.append(
-                NightPoint(
-                    night.sweep_id,
-                    when[night.sweep_id],
-                    interval.ratio,
-                    interval.low,
-                    interval.high,
-                    interval.pairs,
-                    math.exp(fmean(night.reference_logs)),
-                )
+    return [
+        series_history(judged, when)
+        for judged in judge_series(paired_series(task, nights, TONIGHT, REFERENCE))
+    ]
+
+
+def series_history(
+    judged: SeriesJudgement, when: dict[str, datetime], rule: PairedRule = PAIRED_RULE
+) -> SeriesHistory:
+    """One judged series as the nightly page draws it: each night's point from the rounds
+    the judgement tested, so each night's far-off rounds pulled in as ``rule`` pulls them
+    (the ratio and the reference arm alike), and each arm's change points. ``when``: each
+    sweep's night."""
+    from statistics import fmean
+
+    from results_db.regressions.paired import ratio_interval
+
+    ratios = pull_in([n.log_ratios for n in judged.nights], rule.outlier_sd)
+    references = pull_in([n.reference_logs for n in judged.nights], rule.outlier_sd)
+    points = []
+    for night, logs, reference_logs in zip(judged.nights, ratios, references, strict=True):
+        if not logs:
+            continue
+        interval = ratio_interval(logs)
+        moved = sum(a != b for a, b in zip(logs, night.log_ratios, strict=True))
+        points.append(
+            NightPoint(
+                night.sweep_id,
+                when[night.sweep_id],
+                interval.ratio,
+                interval.low,
+                interval.high,
+                interval.pairs,
+                math.exp(fmean(reference_logs)),
+                moved,
             )
-        index = {p.sweep_id: i for i, p in enumerate(points)}
-        ids = [n.sweep_id for n in judged.nights]
-        ratio_changes, reference_changes = (
-            [index[ids[s]] for s in arm.segment_starts[1:] if ids[s] in index]
-            for arm in (judged.ratio, judged.reference)
         )
-        histories.append(
-            SeriesHistory(
-                judged.key, points, ratio_changes, reference_changes, bool(judged.flagged)
-            )
-        )
-    return histories
+    index = {p.sweep_id: i for i, p in enumerate(points)}
+    ids = [n.sweep_id for n in judged.nights]
+    ratio_changes, reference_changes = (
+        [index[ids[s]] for s in arm.segment_starts[1:] if ids[s] in index]
+        for arm in (judged.ratio, judged.reference)
+    )
+    return SeriesHistory(judged.key, points, ratio_changes, reference_changes, bool(judged.flagged))

@@ -26,7 +26,7 @@ from results_db.queries.paired_nights import FindingRow
 from results_db.regressions.paired_findings import PAIRED_METRICS
 from results_db.regressions.shifts import PAIRED_RULE
 from results_db.regressions.triage import FALSE_ALARM, false_alarm_rate
-from results_db.service.nightly import SeriesHistory
+from results_db.service.nightly import NightPoint, SeriesHistory
 from scalebench import units
 
 # Each paired metric in words (all in seconds, lower is better), the steady step first.
@@ -259,17 +259,26 @@ def _ratio_traces(history: SeriesHistory, first: bool) -> list[go.Scatter]:
             line={"color": colour, "width": 1},
             name=f"{ARM_WORDS['ratio']}, {place}",
             customdata=[
-                [p.sweep_id, units.number(p.low, 4), units.number(p.high, 4), p.rounds]
+                [p.sweep_id, units.number(p.low, 4), units.number(p.high, 4), _rounds(p)]
                 for p in points
             ],
             hovertemplate=(
                 "%{customdata[0]}<br>tonight / reference ×%{y:.4f} "
-                "[%{customdata[1]}, %{customdata[2]}], %{customdata[3]} rounds<extra></extra>"
+                "[%{customdata[1]}, %{customdata[2]}], %{customdata[3]}<extra></extra>"
             ),
         ),
         _level_trace(nights, ratios, history.ratio_changes, colour, first),
         _change_trace(nights, ratios, history.ratio_changes, first),
     ]
+
+
+def _rounds(point: NightPoint) -> str:
+    """A night's rounds in words, with the values pulled in before it was judged."""
+    rounds = f"{point.rounds} round{'s' * (point.rounds != 1)}"
+    if not point.pulled_in:
+        return rounds
+    pulled = f"{point.pulled_in} far-off ratio{'s' * (point.pulled_in != 1)}"
+    return f"{rounds} ({pulled} pulled in to the night's bound)"
 
 
 def _reference_traces(history: SeriesHistory) -> list[go.Scatter]:
