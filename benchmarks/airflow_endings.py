@@ -33,7 +33,12 @@ temporary folder. The scenarios, each a real DAG run triggered through the REST 
 13. ``nightly backfill``: ``airflow backfill create`` of six nights of ``scalebench_nightly``
     (its suite shrunk to light Task 2a at 1 worker) with Airflow's defaults: the nights run one
     at a time in the order of their logical dates, and the sixth night's regression check says
-    what it judged, or how many runs were usable and why the others were left out.
+    what it judged, or how many runs were usable and why the others were left out;
+14. ``paired backfill``: ``scalebench nightly pin`` of this interpreter, then four nights
+    backfilled (a minute of runs a night, one thread a rank): each night a paired sweep with
+    both arms in every round (duets at 1 worker, on 2 cores or more), the nights one at a time
+    in order, and the fourth night's check judges each paired series or says how many nights
+    it needs; the reference is unpinned after.
 
 What is checked, while it runs (sampled every 0.5 s):
 
@@ -62,6 +67,7 @@ failed check), and prints a failed check without judging it.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import itertools
 import json
@@ -178,6 +184,17 @@ class Airflow:
             capture_output=True,
             text=True,
             timeout=300,
+        )
+
+    def scalebench(self, *args: str) -> subprocess.CompletedProcess:
+        """The command-line tool, with the settings the Airflow components have."""
+        return subprocess.run(
+            [str(Path(sys.executable).with_name("scalebench")), *args],
+            env=self.env,
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
         )
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
@@ -744,60 +761,106 @@ class Probe:
             "2-worker groups were rows while the 1-worker ones trained"
         )
 
-    def nightly_backfill(self) -> str:
-        """Six nights backfilled with Airflow's defaults run one at a time, in the order of
-        their nights; the sixth night's check says what it judged or what was missing."""
+    def backfill(self, first: str, last: str, nights: int) -> tuple[list[dict], list[dict]]:
+        """``airflow backfill create`` of the nightly's nights from ``first`` to ``last`` with
+        Airflow's defaults, waited for: its DAG runs and the sweeps they made (each
+        ``sweep.json``), both in the order of their nights; the sweeps checked to have run
+        one at a time, in that order, and to have ended truthfully."""
         dag = "scalebench_nightly"
         before = sweeps_of(self.results)
         done = self.airflow.cli(
-            "backfill", "create", "--dag-id", dag,
-            "--from-date", BACKFILL_FROM, "--to-date", BACKFILL_TO,
+            "backfill", "create", "--dag-id", dag, "--from-date", first, "--to-date", last,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
         def backfilled() -> list[dict[str, Any]]:
             _, answer = self.airflow.call("GET", f"/api/v2/dags/{dag}/dagRuns?limit=100")
-            runs = [r for r in answer.get("dag_runs", []) if r.get("run_type") == "backfill"]
+            runs = [
+                r
+                for r in answer.get("dag_runs", [])
+                if r.get("run_type") == "backfill" and first <= r["logical_date"][:19] <= last
+            ]
             return sorted(runs, key=lambda r: r["logical_date"])
 
-        wait_until(lambda: len(backfilled()) == BACKFILL_NIGHTS, 120, "the backfill's runs")
+        wait_until(lambda: len(backfilled()) == nights, 120, "the backfill's runs")
         wait_until(
             lambda: all(r["state"] in ("success", "failed") for r in backfilled()),
-            BACKFILL_NIGHTS * 600,
+            nights * 600,
             "the backfilled nights",
         )
-        runs = backfilled()
         sweeps = [
             json.loads((self.results / s / "sweep.json").read_text())
             for s in self.new_sweeps(before)
         ]
         sweeps = sorted((s for s in sweeps if s.get("night")), key=lambda s: s["created_at"])
-        assert len(sweeps) == BACKFILL_NIGHTS, [s["sweep_id"] for s in sweeps]
-        nights = [s["night"] for s in sweeps]
-        assert nights == sorted(nights), (
-            f"sweeps created in another order than their nights: {nights}"
-        )
+        assert len(sweeps) == nights, [s["sweep_id"] for s in sweeps]
+        order = [s["night"] for s in sweeps]
+        assert order == sorted(order), f"sweeps created in another order than their nights: {order}"
         for earlier, later in itertools.pairwise(sweeps):
             assert earlier["finished_at"] <= later["created_at"], (
                 f"{earlier['sweep_id']} and {later['sweep_id']} ran at once"
             )
         problems = self.ended([s["sweep_id"] for s in sweeps])
         assert not problems, problems
-        sixth = runs[-1]["dag_run_id"]
+        return backfilled(), sweeps
+
+    def check_lines(self, dag_run_id: str) -> list[str]:
+        """What a night's regression check printed of what it judged."""
         _, log = self.airflow.call(
             "GET",
-            f"/api/v2/dags/{dag}/dagRuns/{quote(sixth)}/taskInstances/"
+            f"/api/v2/dags/scalebench_nightly/dagRuns/{quote(dag_run_id)}/taskInstances/"
             "task2a_logreg_epsilon.check_regressions/logs/1",
         )
         lines = [line for line in log_lines(log) if "worker(s)" in line or "judge" in line]
-        assert lines, f"the sixth night's check printed nothing about what it judged: {log}"[:2000]
+        assert lines, f"the night's check printed nothing about what it judged: {log}"[:2000]
+        return lines
+
+    def nightly_backfill(self) -> str:
+        """Six nights backfilled with Airflow's defaults run one at a time, in the order of
+        their nights; the sixth night's check says what it judged or what was missing."""
+        runs, _ = self.backfill(BACKFILL_FROM, BACKFILL_TO, BACKFILL_NIGHTS)
+        lines = self.check_lines(runs[-1]["dag_run_id"])
         wrong = [line for line in lines if "not enough earlier" in line]
         assert not wrong, wrong
         return f"{BACKFILL_NIGHTS} nights one at a time, in order; the sixth: {lines[0][:110]}"
 
+    def paired_backfill(self) -> str:
+        """With a reference pinned (``scalebench nightly pin``: this interpreter), four nights
+        backfilled: each a paired sweep, both arms in every round (one thread a rank: at one
+        worker a duet where two cores are there), the nights one at a time in order; the
+        fourth night's check judges each paired series, or says how many nights it needs."""
+        self.airflow.scalebench("db", "upgrade")  # before any sweep loaded, no schema yet
+        pinned = self.airflow.scalebench("nightly", "pin", sys.executable, "--note", "probe")
+        assert pinned.returncode == 0, pinned.stdout[-2000:] + pinned.stderr[-2000:]
+        try:
+            runs, sweeps = self.backfill(PAIRED_FROM, PAIRED_TO, PAIRED_NIGHTS)
+        finally:
+            self.airflow.scalebench("nightly", "unpin")
+        duet = len(os.sched_getaffinity(0)) >= 2
+        for sweep in sweeps:
+            rows = stored_rows(self.database, sweep["sweep_id"], "stack, pairing, repeat")
+            succeeded = [r for r in rows if r["status"] == "succeeded"]
+            arms = collections.Counter(r["stack"] for r in succeeded)
+            assert set(arms) == {"tonight", "reference"} and len(set(arms.values())) == 1, (
+                sweep["sweep_id"],
+                rows,
+            )
+            ways = {r["pairing"] for r in succeeded}
+            assert ways == {"duet" if duet else "interleaved"}, (sweep["sweep_id"], ways)
+        lines = self.check_lines(runs[-1]["dag_run_id"])
+        paired = [line for line in lines if "tonight/reference" in line or "paired night" in line]
+        assert paired, f"the fourth night's check judged no paired series: {lines}"
+        rounds = [len(stored_rows(self.database, s["sweep_id"], "id")) // 2 for s in sweeps]
+        return (
+            f"{PAIRED_NIGHTS} paired nights one at a time, in order, rounds {rounds}, "
+            f"{'duets' if duet else 'interleaved'}; the fourth: {paired[0][:100]}"
+        )
+
 
 # Six nights of the nightly's 02:00 schedule: the backfill's window, both ends included.
 BACKFILL_FROM, BACKFILL_TO, BACKFILL_NIGHTS = "2026-10-01T00:00:00", "2026-10-06T03:00:00", 6
+# Four later nights, run paired.
+PAIRED_FROM, PAIRED_TO, PAIRED_NIGHTS = "2026-10-11T00:00:00", "2026-10-14T03:00:00", 4
 
 
 def epochs_done(sweep_dir: Path) -> int:
@@ -845,6 +908,7 @@ SCENARIOS = {
     "duet": Probe.duet,
     "stop-a-duet": Probe.stop_a_duet,
     "nightly-backfill": Probe.nightly_backfill,
+    "paired-backfill": Probe.paired_backfill,
 }
 
 
@@ -914,6 +978,9 @@ def main() -> int:
         "SCALEBENCH_NIGHTLY_TASKS": "task2a-logreg-epsilon",
         "SCALEBENCH_NIGHTLY_WORKERS": "1",
         "SCALEBENCH_NIGHTLY_REPEATS": "1",
+        # A paired night (a reference pinned) in a minute of runs, one thread a rank.
+        "SCALEBENCH_NIGHTLY_BUDGET_S": "60",
+        "SCALEBENCH_NIGHTLY_THREADS_PER_WORKER": "1",
     }
     (root / "airflow").mkdir(exist_ok=True)
     password = secrets.token_urlsafe(16)
@@ -938,7 +1005,8 @@ def main() -> int:
             return 1
         # The nightly DAG is scheduled: unpaused, the scheduler starts its latest interval at
         # once and trains beside the endings. Only the nightly ending unpauses it.
-        nightly = ("scalebench_nightly",) if {"nightly", "nightly-backfill"} & set(chosen) else ()
+        nightly_endings = {"nightly", "nightly-backfill", "paired-backfill"}
+        nightly = ("scalebench_nightly",) if nightly_endings & set(chosen) else ()
         for dag_id in (TASK2A, TASK1A, *nightly):
             wait_until(
                 lambda d=dag_id: airflow.call("GET", f"/api/v2/dags/{d}")[0] == 200,
