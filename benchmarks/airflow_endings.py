@@ -792,8 +792,13 @@ class Probe:
             json.loads((self.results / s / "sweep.json").read_text())
             for s in self.new_sweeps(before)
         ]
-        sweeps = sorted((s for s in sweeps if s.get("night")), key=lambda s: s["created_at"])
-        assert len(sweeps) == nights, [s["sweep_id"] for s in sweeps]
+        # the backfill's own nights (the nightly's scheduled run may start beside them, once
+        # the night before its own has ended)
+        sweeps = sorted(
+            (s for s in sweeps if first <= (s.get("night") or "")[:19] <= last),
+            key=lambda s: s["created_at"],
+        )
+        assert len(sweeps) == nights, [(s["sweep_id"], s.get("night")) for s in sweeps]
         order = [s["night"] for s in sweeps]
         assert order == sorted(order), f"sweeps created in another order than their nights: {order}"
         for earlier, later in itertools.pairwise(sweeps):
