@@ -339,9 +339,8 @@ class EmulatedCluster:
             handler["post", re.compile(r"/apis/batch/v1/namespaces/[^/]+/jobs")] << self._job_uid
             pods = re.compile(r"/api/v1/namespaces/[^/]+/pods")
             handler["post", pods] << self._new_pod
-            # The pod operator reads a failed pod's events: none here.
             events = re.compile(r"/api/v1/namespaces/[^/]+/events")
-            handler["get", events] << {"apiVersion": "v1", "kind": "EventList", "items": []}
+            handler["get", events] << self._events
             driver = asyncio.create_task(self._drive())
             self._ready.set()
             await self._stop.wait()
@@ -410,6 +409,20 @@ class EmulatedCluster:
             if key[0] == ACCESS_REVIEWS and not obj.deleted:
                 obj.delete()
         return review
+
+    def _events(self, request: Any) -> Any:
+        """A pod's events, of which there are none here: the pod operator lists a failed
+        pod's; its trigger watches a starting pod's, a stream the server holds open for
+        ``timeoutSeconds`` (the client sends ``watch=True``, which the API server takes as
+        ``strconv.ParseBool`` does, and kmock's own watch does not)."""
+        if request.params.get("watch", "").lower() not in ("true", "1"):
+            return {"apiVersion": "v1", "kind": "EventList", "metadata": {}, "items": []}
+
+        async def quiet(timeout_s: float) -> Any:
+            yield b""  # the headers go now; no event follows
+            await asyncio.sleep(timeout_s)
+
+        return quiet(float(request.params.get("timeoutSeconds", 30)))
 
     def _namespace(self, request: Any) -> dict[str, Any]:
         """The namespace scalebench, as stocked (the store reads its path as a namespace's)."""

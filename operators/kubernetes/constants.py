@@ -61,12 +61,15 @@ API_CALLS = {
     "list_namespaced_pod": ("", "pods", "list"),
     "read_namespaced_pod_log": ("", "pods/log", "get"),
     # A group on one node is one pod, which the provider's KubernetesPodOperator creates,
-    # reads, labels as checked, and deletes; it reads the pod's events when it fails.
+    # reads, labels as checked, and deletes; it reads the pod's events when it fails, and,
+    # waiting from the triggerer, watches them while the pod starts (a Role without the
+    # watch makes the provider fall back to polling, with a warning in every task's log).
     "create_namespaced_pod": ("", "pods", "create"),
     "read_namespaced_pod": ("", "pods", "get"),
     "patch_namespaced_pod": ("", "pods", "patch"),
     "delete_namespaced_pod": ("", "pods", "delete"),
     "list_namespaced_event": ("", "events", "list"),
+    "list_namespaced_event(watch=True)": ("", "events", "watch"),
 }
 
 # What the launcher reads before a sweep (operators/kubernetes/cluster.py), beyond the calls
