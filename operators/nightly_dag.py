@@ -4,11 +4,11 @@
                                                              → <task>.check_regressions
     (one task of the suite after the other: sweeps never share the machines)
 
-Nights never run at once, and run in the order of their nights: a scheduled or backfilled
-night first waits (``earlier_night_done``, a sensor that gives its worker slot back between
-looks) until the night before it has ended. The scheduler's ``max_active_runs=1`` does that
-for scheduled nights alone; ``airflow backfill create`` runs up to ten nights at once by
-default, in any order. A run started by hand does not wait.
+Nights never run at once, and run in the order of their nights: every night first waits
+(``earlier_night_done``, a sensor that gives its worker slot back between looks) until no
+other night has the machines or comes before it (:mod:`operators.night_gate`).
+``max_active_runs=1`` holds the scheduler's nights and those started by hand alone;
+``airflow backfill create`` runs up to ten nights at once by default, beside them.
 
 Every task of this DAG calls :func:`operators.notify.notify_failure` when
 it fails, so a flagged regression, a sweep without any result, or a broken
@@ -24,25 +24,16 @@ from typing import Any
 from airflow.sdk import DAG, CronTriggerTimetable, TaskGroup, TriggerRule, task
 
 from operators.benchmark_dag import dag_id, judge_step, sweep_steps
+from operators.night_gate import machines_free
 from operators.notify import notify_failure
 from results_db import regressions
 from scalebench.nightly import NightlySettings
 from scalebench.tasks import get_task
 
 NIGHTLY_DAG_ID = "scalebench_nightly"
-# How long a night waits for the night before it to end, and how often it looks (seconds).
+# How long a night waits for the machines, and how often it looks (seconds).
 EARLIER_NIGHT_TIMEOUT_S = 24 * 3600
 EARLIER_NIGHT_POKE_S = 15
-# The runs that wait for the night before them: the scheduler's and a backfill's.
-WAITING_RUN_TYPES = ("scheduled", "backfill")
-
-
-def earlier_night_pending(run_type: str, previous_state: str | None) -> bool:
-    """Whether a night of ``run_type`` must wait: it is scheduled or backfilled, and the run
-    of the night before it (``previous_state``: its state, None when there is none) has not
-    ended (queued or running)."""
-    waits = any(kind in run_type.lower() for kind in WAITING_RUN_TYPES)
-    return waits and previous_state is not None and previous_state not in ("success", "failed")
 
 
 def doc(settings: NightlySettings) -> str:
@@ -105,22 +96,8 @@ def build_nightly_dag(settings: NightlySettings) -> DAG:
             mode="reschedule",
         )
         def earlier_night_done(**context: Any) -> bool:
-            """Wait until the run of the night before this one has ended."""
-            dag_run = context["dag_run"]
-            run_type = str(getattr(dag_run, "run_type", "manual"))
-            if not any(kind in run_type.lower() for kind in WAITING_RUN_TYPES):
-                return True  # started by hand: it does not wait
-            previous = context["ti"].get_previous_dagrun()
-            state = (
-                None if previous is None else str(getattr(previous.state, "value", previous.state))
-            )
-            if earlier_night_pending(run_type, state):
-                print(
-                    f"night {dag_run.logical_date}: waiting for the night before, "
-                    f"{previous.run_id} ({state}), to end: nights never share the machines"
-                )
-                return False
-            return True
+            """Wait until no other night has the machines or comes before this one."""
+            return machines_free(context)
 
         previous = wait = earlier_night_done()
         for task_id in settings.tasks:

@@ -120,7 +120,7 @@ def test_the_dag_runs_the_suite_one_sweep_after_the_other_every_night() -> None:
         )
     check = dag.get_task("task1a_resnet20_cifar10.check_regressions")
     assert check.upstream_task_ids == {"task1a_resnet20_cifar10.ingest"}
-    # the night before has ended first (a backfill runs nights at once otherwise)
+    # no other night has the machines first (a backfill runs nights at once otherwise)
     wait = dag.get_task("earlier_night_done")
     assert "task1a_resnet20_cifar10.validate" in wait.downstream_task_ids
     assert wait.mode == "reschedule" and not wait.upstream_task_ids
@@ -128,27 +128,6 @@ def test_the_dag_runs_the_suite_one_sweep_after_the_other_every_night() -> None:
     # it whatever that one did
     assert dag.get_task("task1a_resnet20_cifar10.validate").trigger_rule == "all_success"
     assert dag.get_task("task0_allreduce.validate").trigger_rule == "all_done"
-
-
-@pytest.mark.parametrize(
-    ("run_type", "previous", "waits"),
-    [
-        ("backfill", "running", True),
-        ("backfill", "queued", True),
-        ("scheduled", "running", True),
-        ("backfill", "success", False),
-        ("backfill", "failed", False),
-        ("backfill", None, False),
-        ("manual", "running", False),  # started by hand: never held back
-    ],
-)
-def test_a_night_waits_for_the_night_before_it(
-    run_type: str, previous: str | None, waits: bool
-) -> None:
-    from operators.nightly_dag import earlier_night_pending
-
-    assert earlier_night_pending(f"DagRunType.{run_type.upper()}", previous) is waits
-    assert earlier_night_pending(run_type, previous) is waits
 
 
 class Webhook:
