@@ -761,11 +761,14 @@ class Probe:
             "2-worker groups were rows while the 1-worker ones trained"
         )
 
-    def backfill(self, first: str, last: str, nights: int) -> tuple[list[dict], list[dict]]:
+    def backfill(
+        self, first: str, last: str, nights: int, meanwhile: Callable[[], None] | None = None
+    ) -> tuple[list[dict], list[dict]]:
         """``airflow backfill create`` of the nightly's nights from ``first`` to ``last`` with
-        Airflow's defaults, waited for: its DAG runs and the sweeps they made (each
-        ``sweep.json``), both in the order of their nights; the sweeps checked to have run
-        one at a time, in that order, and to have ended truthfully."""
+        Airflow's defaults, waited for (``meanwhile`` called once it is created): its DAG runs
+        and the sweeps they made (each ``sweep.json``), both in the order of their nights; the
+        sweeps checked to have run one at a time, in that order, and to have ended
+        truthfully."""
         dag = "scalebench_nightly"
         before = sweeps_of(self.results)
         # One backfill a DAG at a time: an earlier one stays running until the scheduler
@@ -780,6 +783,8 @@ class Probe:
                 break
             time.sleep(5.0)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        if meanwhile is not None:
+            meanwhile()
 
         def backfilled() -> list[dict[str, Any]]:
             _, answer = self.airflow.call("GET", f"/api/v2/dags/{dag}/dagRuns?limit=100")
@@ -800,8 +805,7 @@ class Probe:
             json.loads((self.results / s / "sweep.json").read_text())
             for s in self.new_sweeps(before)
         ]
-        # the backfill's own nights (the nightly's scheduled run may start beside them, once
-        # the night before its own has ended)
+        # the backfill's own nights (a night started by hand may run before or after them)
         sweeps = sorted(
             (s for s in sweeps if first <= (s.get("night") or "")[:19] <= last),
             key=lambda s: s["created_at"],
@@ -869,11 +873,83 @@ class Probe:
             f"{'duets' if duet else 'interleaved'}; the fourth: {paired[0][:100]}"
         )
 
+    def beside_a_backfill(self) -> str:
+        """Airflow counts a backfill's runs apart from ``max_active_runs``: a night started
+        by hand (or the scheduler's: the gate treats them alike) could run beside it, and only
+        the gate keeps them apart. A paired night started by hand measures; two nights are
+        backfilled meanwhile; while the first of them measures, another night is started by
+        hand. No two nights' sweeps overlap (the scheduler's own night among them, where it
+        came due), and the backfill's first night said it waited for the first by hand."""
+        dag = "scalebench_nightly"
+        before = sweeps_of(self.results)
+        # Paired (a reference pinned), a night measures for a minute: long enough for the
+        # other nights to reach their gates while it has the machines.
+        self.airflow.scalebench("db", "upgrade")
+        pinned = self.airflow.scalebench("nightly", "pin", sys.executable, "--note", "probe")
+        assert pinned.returncode == 0, pinned.stdout[-2000:] + pinned.stderr[-2000:]
+        later: list[str] = []
+
+        def start_another_by_hand() -> None:
+            # once the backfill's first night has its sweep (the first by hand ended)
+            wait_until(lambda: len(self.new_sweeps(before)) >= 2, 600, "the backfill's sweep")
+            later.append(self.airflow.trigger(dag, {}))
+
+        try:
+            first = self.airflow.trigger(dag, {})
+            wait_until(lambda: bool(self.new_sweeps(before)), 300, "the first night's sweep")
+            runs, _ = self.backfill(
+                BESIDE_FROM, BESIDE_TO, BESIDE_NIGHTS, meanwhile=start_another_by_hand
+            )
+            states = [self.airflow.wait_for_run(dag, r) for r in (first, *later)]
+        finally:
+            self.airflow.scalebench("nightly", "unpin")
+        sweeps = [json.loads((self.results / s / "sweep.json").read_text()) for s in
+                  self.new_sweeps(before)]  # fmt: skip
+        sweeps.sort(key=lambda s: s["created_at"])
+        # the scheduler's own night may join them (due once the DAG is unpaused)
+        assert len(sweeps) >= 2 + BESIDE_NIGHTS, [s["sweep_id"] for s in sweeps]
+        for earlier, next_one in itertools.pairwise(sweeps):
+            assert earlier["finished_at"] <= next_one["created_at"], (
+                f"{earlier['sweep_id']} (finished {earlier['finished_at']}) and "
+                f"{next_one['sweep_id']} (created {next_one['created_at']}) ran at once"
+            )
+        problems = self.ended([s["sweep_id"] for s in sweeps])
+        assert not problems, problems
+        # The backfill came while the first night by hand measured. (The second by hand may
+        # have been queued by max_active_runs instead, behind the scheduler's night.)
+        lines = [line for line in self.gate_lines(runs[0]["dag_run_id"]) if first in line]
+        assert lines, f"the backfill's first night never said it waited for {first}"
+
+        def kind(sweep: dict[str, Any]) -> str:
+            night = (sweep.get("night") or "")[:19]
+            if not night:
+                return "by hand"
+            return "backfill" if BESIDE_FROM <= night <= BESIDE_TO else "scheduled"
+
+        order = " → ".join(kind(s) for s in sweeps)
+        return f"{len(sweeps)} nights one at a time ({order}), runs {states}; {lines[0][:90]}"
+
+    def gate_lines(self, dag_run_id: str) -> list[str]:
+        """What a night's gate said while it waited, over all its looks."""
+        lines = []
+        for attempt in range(1, 40):
+            status, log = self.airflow.call(
+                "GET",
+                f"/api/v2/dags/scalebench_nightly/dagRuns/{quote(dag_run_id)}/taskInstances/"
+                f"earlier_night_done/logs/{attempt}",
+            )
+            if status != 200:
+                break
+            lines += [line for line in log_lines(log) if "waiting" in line]
+        return lines
+
 
 # Six nights of the nightly's 02:00 schedule: the backfill's window, both ends included.
 BACKFILL_FROM, BACKFILL_TO, BACKFILL_NIGHTS = "2026-10-01T00:00:00", "2026-10-06T03:00:00", 6
 # Four later nights, run paired.
 PAIRED_FROM, PAIRED_TO, PAIRED_NIGHTS = "2026-10-11T00:00:00", "2026-10-14T03:00:00", 4
+# Two more, backfilled while a night started by hand measures.
+BESIDE_FROM, BESIDE_TO, BESIDE_NIGHTS = "2026-10-21T00:00:00", "2026-10-22T03:00:00", 2
 
 
 def epochs_done(sweep_dir: Path) -> int:
@@ -922,6 +998,7 @@ SCENARIOS = {
     "stop-a-duet": Probe.stop_a_duet,
     "nightly-backfill": Probe.nightly_backfill,
     "paired-backfill": Probe.paired_backfill,
+    "beside-a-backfill": Probe.beside_a_backfill,
 }
 
 
@@ -1016,9 +1093,14 @@ def main() -> int:
         if status != 201:
             print(f"creating the pool answered {status}: {answer}")
             return 1
-        # The nightly DAG is scheduled: unpaused, the scheduler starts its latest interval at
-        # once and trains beside the endings. Only the nightly ending unpauses it.
-        nightly_endings = {"nightly", "nightly-backfill", "paired-backfill"}
+        # Only the nightly endings unpause the nightly DAG (its schedule's next night is hours
+        # away: a cron trigger timetable does not run the latest one on unpausing).
+        nightly_endings = {
+            "nightly",
+            "nightly-backfill",
+            "paired-backfill",
+            "beside-a-backfill",
+        }
         nightly = ("scalebench_nightly",) if nightly_endings & set(chosen) else ()
         for dag_id in (TASK2A, TASK1A, *nightly):
             wait_until(
