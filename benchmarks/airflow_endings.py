@@ -895,6 +895,9 @@ class Probe:
             later.append(self.airflow.trigger(dag, {}))
 
         try:
+            # An earlier backfill stays running until the scheduler marks it completed, and a
+            # new one is refused until then: the night by hand would end before it came.
+            wait_until(self.no_backfill_running, 240, "the earlier backfill marked completed")
             first = self.airflow.trigger(dag, {})
             wait_until(lambda: bool(self.new_sweeps(before)), 300, "the first night's sweep")
             runs, _ = self.backfill(
@@ -928,6 +931,11 @@ class Probe:
 
         order = " → ".join(kind(s) for s in sweeps)
         return f"{len(sweeps)} nights one at a time ({order}), runs {states}; {lines[0][:90]}"
+
+    def no_backfill_running(self) -> bool:
+        """Whether every backfill of the nightly has been marked completed."""
+        status, answer = self.airflow.call("GET", "/api/v2/backfills?dag_id=scalebench_nightly")
+        return status == 200 and all(b.get("completed_at") for b in answer.get("backfills", []))
 
     def gate_lines(self, dag_run_id: str) -> list[str]:
         """What a night's gate said while it waited, over all its looks."""
