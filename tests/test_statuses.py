@@ -44,7 +44,8 @@ NOT_STATUSES: dict[tuple[str, str], str] = {
     ("dash_app/pages/run/figures.py", "EVENT_COLOURS = "): "the colour of a rank's event",
     ("workers/gpu_check/probe.py", 'compile_mode, status="failed"'): "the GPU probe's result",
     ("workers/gpu_check/probe.py", "result.status.startswith("): "the GPU probe's result",
-    ("operators/nightly_dag.py", "previous_state not in"): "an Airflow task's state",
+    ("operators/night_gate.py", "ENDED_TASK_STATES = "): "the Airflow task states that end",
+    ("operators/night_gate.py", '== "running"'): "an Airflow task's or run's state",
     ("operators/notify.py", 'what = "flagged a regression"'): "a notification's verb",
     ("operators/kubernetes/pod_status.py", 'get_field(job, "status", "succeeded")'): (
         "a Kubernetes Job's count of pods that succeeded"
