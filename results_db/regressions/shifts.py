@@ -154,6 +154,11 @@ PULL_IN_ROUNDS = 8
 _MAD_TO_SD = 1.4826
 
 
+# A robust spread this small (natural log) is none: it is what floating-point rounding leaves of
+# rounds that agree, and a bound drawn from it would pull every other round onto the median.
+NO_SPREAD = 1e-9
+
+
 def pull_in(nights: Sequence[Sequence[float]], outlier_sd: float) -> list[list[float]]:
     """``nights`` (each a list of its rounds' values, natural logs) with every round further
     than ``outlier_sd`` robust standard deviations from its night's median brought back to
@@ -161,8 +166,8 @@ def pull_in(nights: Sequence[Sequence[float]], outlier_sd: float) -> list[list[f
 
     The robust standard deviation is 1.4826 times the median of every round's distance from
     its own night's median, over the nights of at least :data:`PULL_IN_ROUNDS` rounds (a
-    night of fewer is left as it is). With fewer than 5 such rounds, a spread of 0, or
-    ``outlier_sd`` ≤ 0, nothing is pulled in.
+    night of fewer is left as it is). With fewer than 5 such rounds, a spread of 0 (at most
+    :data:`NO_SPREAD`), or ``outlier_sd`` ≤ 0, nothing is pulled in.
     """
     rounds = [list(map(float, night)) for night in nights]
     if outlier_sd <= 0:
@@ -176,9 +181,10 @@ def pull_in(nights: Sequence[Sequence[float]], outlier_sd: float) -> list[list[f
     ]
     if len(distances) < 5:
         return rounds
-    bound = outlier_sd * _MAD_TO_SD * median(distances)
-    if bound <= 0:
+    spread = _MAD_TO_SD * median(distances)
+    if spread <= NO_SPREAD:
         return rounds
+    bound = outlier_sd * spread
     return [
         night if centre is None else [min(max(x, centre - bound), centre + bound) for x in night]
         for night, centre in zip(rounds, centres, strict=True)
