@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,14 @@ os.environ.update(
 # worker process seconds before it starts. The tests of compilation ask for it
 # by name (tests/test_engine.py, tests/test_compiled_runs.py).
 os.environ["SCALEBENCH_COMPILE"] = "off"
+
+# A shell without job control starts a command put in the background (`./scripts/test.sh &`)
+# with SIGINT ignored, and every process it starts inherits that: Python then never raises
+# KeyboardInterrupt, and the tests that stop a sweep, an ingest or a duet with Ctrl-C would
+# see it ignored. The suite's processes take Ctrl-C again, so that what they start does too
+# (a handler, unlike an ignored signal, is reset to the default by exec).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # The user's embedded state in this checkout (what the quick start made): the session
