@@ -30,9 +30,24 @@ if [ "${SCALEBENCH_COVERAGE:-}" = 1 ]; then
   export COVERAGE_FILE
   cov=(--cov --cov-append --cov-report=)
 fi
+# SCALEBENCH_TEST_CPU=1: every test's processor seconds, its own and those of the processes it
+# started (tests/processor_time.py), and at the end the costliest tests and files.
+machine_cpu_s() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{print ($2 + $3 + $4 + $7 + $8) / hz}' /proc/stat; }
+cpu_report() {
+  [ -n "${SCALEBENCH_TEST_CPU_DIR:-}" ] || return 0
+  python tests/processor_time.py "$SCALEBENCH_TEST_CPU_DIR" \
+    --machine-s "$(awk -v a="$machine_before" -v b="$(machine_cpu_s)" 'BEGIN{print b - a}')" || true
+}
+if [ "${SCALEBENCH_TEST_CPU:-}" = 1 ]; then
+  SCALEBENCH_TEST_CPU_DIR=$(mktemp -d)
+  export SCALEBENCH_TEST_CPU_DIR
+  machine_before=$(machine_cpu_s)
+fi
 if [ "$#" -gt 0 ]; then
-  python -m pytest "${cov[@]}" "$@"
-  exit
+  status=0
+  python -m pytest "${cov[@]}" "$@" || status=$?
+  cpu_report
+  exit "$status"
 fi
 # The whole suite in two runs. First every test but the timing ones, three at a time
 # (SCALEBENCH_TEST_PROCESSES sets how many: more on a machine with more cores;
@@ -53,6 +68,7 @@ OMP_WAIT_POLICY=PASSIVE python -m pytest "${cov[@]}" -m "not timing and not stac
   -n "${SCALEBENCH_TEST_PROCESSES:-3}" --slow-first || status=$?
 mapfile -t timing_files < <(grep -l "mark\.timing" tests/test_*.py)
 python -m pytest "${cov[@]}" -m "timing and not stack" "${timing_files[@]}" || status=$?
+cpu_report
 if [ "${#cov[@]}" -gt 0 ]; then
   echo "coverage: $(coverage report --format=total --precision 1) % of the product folders' lines" \
     "and branches; the data: $COVERAGE_FILE (coverage report -m, or html, with COVERAGE_FILE set)"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from processor_time import pytest_runtest_protocol  # noqa: F401  SCALEBENCH_TEST_CPU=1
 from slow_first import (  # noqa: F401  the scheduler of scripts/test.sh's parallel run
     pytest_addoption,
     pytest_collection_modifyitems,
