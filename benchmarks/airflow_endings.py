@@ -84,7 +84,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -260,6 +260,9 @@ class Airflow:
     def wait_for_run(self, dag_id: str, run_id: str, timeout_s: float = 900) -> str:
         """The run's final state, once its teardowns are done too (ended, or still not
         scheduled 20 s after the run ended: after a refusal they never run)."""
+        sys.path.insert(0, str(REPO))
+        from operators.night_gate import ENDED_TASK_STATES
+
         deadline = time.monotonic() + timeout_s
         final_since = None
         while time.monotonic() < deadline:
@@ -268,8 +271,7 @@ class Airflow:
                 final_since = final_since or time.monotonic()
                 tasks = self.task_states(dag_id, run_id)
                 ending = [s for t, s in tasks.items() if t.split("[")[0] in ("ingest", "summarize")]
-                done = {"success", "failed", "skipped", "upstream_failed", "removed"}
-                waiting = [s for s in ending if s not in done]
+                waiting = [s for s in ending if s not in ENDED_TASK_STATES]
                 if not waiting or (
                     all(s == "None" for s in waiting) and time.monotonic() - final_since > 20
                 ):
@@ -846,13 +848,8 @@ class Probe:
         backfilled: each a paired sweep, both arms in every round (one thread a rank: at one
         worker a duet where two cores are there), the nights one at a time in order; the
         fourth night's check judges each paired series, or says how many nights it needs."""
-        self.airflow.scalebench("db", "upgrade")  # before any sweep loaded, no schema yet
-        pinned = self.airflow.scalebench("nightly", "pin", sys.executable, "--note", "probe")
-        assert pinned.returncode == 0, pinned.stdout[-2000:] + pinned.stderr[-2000:]
-        try:
+        with self.reference_pinned():
             runs, sweeps = self.backfill(PAIRED_FROM, PAIRED_TO, PAIRED_NIGHTS)
-        finally:
-            self.airflow.scalebench("nightly", "unpin")
         duet = len(os.sched_getaffinity(0)) >= 2
         for sweep in sweeps:
             rows = stored_rows(self.database, sweep["sweep_id"], "stack, pairing, repeat")
@@ -882,11 +879,6 @@ class Probe:
         came due), and the backfill's first night said whom it waited for."""
         dag = "scalebench_nightly"
         before = sweeps_of(self.results)
-        # Paired (a reference pinned), a night measures for a minute: long enough for the
-        # other nights to reach their gates while it has the machines.
-        self.airflow.scalebench("db", "upgrade")
-        pinned = self.airflow.scalebench("nightly", "pin", sys.executable, "--note", "probe")
-        assert pinned.returncode == 0, pinned.stdout[-2000:] + pinned.stderr[-2000:]
         later: list[str] = []
 
         def start_another_by_hand() -> None:
@@ -894,7 +886,9 @@ class Probe:
             wait_until(lambda: len(self.new_sweeps(before)) >= 2, 600, "the backfill's sweep")
             later.append(self.airflow.trigger(dag, {}))
 
-        try:
+        # Paired (a reference pinned), a night measures for a minute: long enough for the
+        # other nights to reach their gates while it has the machines.
+        with self.reference_pinned():
             # An earlier backfill stays running until the scheduler marks it completed, and a
             # new one is refused until then: the night by hand would end before it came.
             wait_until(self.no_backfill_running, 240, "the earlier backfill marked completed")
@@ -904,8 +898,6 @@ class Probe:
                 BESIDE_FROM, BESIDE_TO, BESIDE_NIGHTS, meanwhile=start_another_by_hand
             )
             states = [self.airflow.wait_for_run(dag, r) for r in (first, *later)]
-        finally:
-            self.airflow.scalebench("nightly", "unpin")
         sweeps = [json.loads((self.results / s / "sweep.json").read_text()) for s in
                   self.new_sweeps(before)]  # fmt: skip
         sweeps.sort(key=lambda s: s["created_at"])
@@ -932,6 +924,18 @@ class Probe:
 
         order = " → ".join(kind(s) for s in sweeps)
         return f"{len(sweeps)} nights one at a time ({order}), runs {states}; {lines[0][:90]}"
+
+    @contextlib.contextmanager
+    def reference_pinned(self) -> Iterator[None]:
+        """The nightly's reference stack pinned to this interpreter while the block runs
+        (the schema made first: no sweep may have been loaded yet), unpinned after."""
+        self.airflow.scalebench("db", "upgrade")
+        pinned = self.airflow.scalebench("nightly", "pin", sys.executable, "--note", "probe")
+        assert pinned.returncode == 0, pinned.stdout[-2000:] + pinned.stderr[-2000:]
+        try:
+            yield
+        finally:
+            self.airflow.scalebench("nightly", "unpin")
 
     def no_backfill_running(self) -> bool:
         """Whether every backfill of the nightly has been marked completed."""
@@ -1102,8 +1106,10 @@ def main() -> int:
         if status != 201:
             print(f"creating the pool answered {status}: {answer}")
             return 1
-        # Only the nightly endings unpause the nightly DAG (its schedule's next night is hours
-        # away: a cron trigger timetable does not run the latest one on unpausing).
+        # Only the nightly endings unpause the nightly DAG. Unpaused with no run yet, a cron
+        # trigger timetable waits for its next night, hours away; once nights exist (backfilled
+        # or by hand) the scheduler may run the latest night due, which beside-a-backfill
+        # allows for (seen on 3 December: scheduled__2026-12-03T02:00 among its nights).
         nightly_endings = {
             "nightly",
             "nightly-backfill",
