@@ -90,6 +90,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # the product's modules, imported where a check needs one
 FINAL = {"succeeded", "failed", "diverged", "timed_out", "cancelled", "skipped"}
 TASK2A = "task2a_logreg_epsilon"
 TASK1A = "task1a_resnet20_cifar10"
@@ -260,7 +261,6 @@ class Airflow:
     def wait_for_run(self, dag_id: str, run_id: str, timeout_s: float = 900) -> str:
         """The run's final state, once its teardowns are done too (ended, or still not
         scheduled 20 s after the run ended: after a refusal they never run)."""
-        sys.path.insert(0, str(REPO))
         from operators.night_gate import ENDED_TASK_STATES
 
         deadline = time.monotonic() + timeout_s
@@ -375,7 +375,6 @@ def ranks_alive(results: Path) -> list[str]:
 
 def manifest_groups(sweep_dir: Path) -> tuple[Any, ...]:
     """The groups of a sweep's record, every verdict folded in."""
-    sys.path.insert(0, str(REPO))
     from scalebench import manifest
 
     return manifest.load(sweep_dir).groups
@@ -1016,7 +1015,6 @@ SCENARIOS = {
 
 
 def scratch_postgres() -> tuple[str, Callable[[], None]]:
-    sys.path.insert(0, str(REPO))
     from sqlalchemy import create_engine, text
 
     admin_url = os.environ.get(
