@@ -22,7 +22,7 @@ import json
 import os
 import resource
 import time
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,18 +94,20 @@ def by_test(records: Iterable[dict[str, Any]]) -> list[Cost]:
 
 def by_file(tests: Iterable[Cost]) -> list[Cost]:
     """The tests' costs summed by the file that holds them, the costliest first."""
-    cpu_s: Counter[str] = Counter()
-    own_s: Counter[str] = Counter()
-    wall_s: Counter[str] = Counter()
-    count: Counter[str] = Counter()
+    files: dict[str, list[Cost]] = defaultdict(list)
     for cost in tests:
-        file = cost.name.split("::", 1)[0]
-        cpu_s[file] += cost.cpu_s
-        own_s[file] += cost.own_cpu_s
-        wall_s[file] += cost.wall_s
-        count[file] += 1
-    files = [Cost(f, cpu_s[f], own_s[f], wall_s[f], count[f]) for f in cpu_s]
-    return sorted(files, key=lambda c: (-c.cpu_s, c.name))
+        files[cost.name.split("::", 1)[0]].append(cost)
+    summed = [
+        Cost(
+            file,
+            sum(c.cpu_s for c in costs),
+            sum(c.own_cpu_s for c in costs),
+            sum(c.wall_s for c in costs),
+            len(costs),
+        )
+        for file, costs in files.items()
+    ]
+    return sorted(summed, key=lambda c: (-c.cpu_s, c.name))
 
 
 def report(records: list[dict[str, Any]], machine_s: float | None, top: int = 20) -> str:
@@ -116,8 +118,8 @@ def report(records: list[dict[str, Any]], machine_s: float | None, top: int = 20
     lines = [f"processor time of {len(tests)} tests: {total_s:,.0f} s"]
     if machine_s:
         lines[0] += (
-            f" of the machine's {machine_s:,.0f} s ({total_s / machine_s:.0%}; the rest is"
-            " servers, processes still running when their test ended, and pytest itself)"
+            f" of the machine's {machine_s:,.0f} s ({total_s / machine_s:.0%}; the rest is what"
+            " no test runs: collection, servers, processes still running after their test)"
         )
     for title, costs in (("tests", tests[:top]), ("files", by_file(tests)[:top])):
         lines += ["", f"the {len(costs)} costliest {title}: processor s (in pytest), wall s"]
