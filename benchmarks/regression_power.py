@@ -145,6 +145,27 @@ def stack_of(case: Case, arm: str) -> dict[str, Any]:
     return stack
 
 
+class Progress:
+    """The rounds of every pool to run, one line as each ends: how many are done, the seconds
+    so far and about how many are left (the mean round so far, times the rounds to go)."""
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds = rounds
+        self.done = 0
+        self.started = time.monotonic()
+
+    def round_ended(self, what: str) -> None:
+        self.done += 1
+        elapsed_s = time.monotonic() - self.started
+        left_s = elapsed_s / self.done * max(self.rounds - self.done, 0)
+        left = f"{left_s / 60:.0f} min" if left_s >= 120 else f"{left_s:.0f} s"
+        print(
+            f"    {what}: {self.done}/{self.rounds} rounds in all "
+            f"({elapsed_s:.0f} s, about {left} to go)",
+            flush=True,
+        )
+
+
 def run_case_sweep(
     task: str,
     case: Case,
@@ -154,10 +175,11 @@ def run_case_sweep(
     data: Path,
     seed: int,
     way: str = "auto",
+    progress: Progress | None = None,
 ) -> tuple[str, Path, float, int]:
     """One sweep of ``pairs`` rounds of ``case``, in the plan's order, each round's arms as
     the request's ``pairing`` (``way``) runs them (a duet's at once: ``launches``); its id,
-    folder, seconds and failed groups."""
+    folder, seconds and failed groups. ``progress`` hears of each round as it ends."""
     request = validate_request(
         task=task,
         light=True,
@@ -175,13 +197,17 @@ def run_case_sweep(
     plan = start_sweep(request, data / "results", trigger="cli")
     started = time.monotonic()
     failed = 0
-    for launch in launches(plan.groups):
+    started_launches = launches(plan.groups)
+    for index, launch in enumerate(started_launches):
         ended = run_together(launch, lambda group: launcher_for(group, sink=lambda line: None))
         for group, result in zip(launch, ended, strict=True):
             if isinstance(result, LauncherFailed):
                 failed += 1
             else:
                 failed += record_verdict(group, result)[0] != "succeeded"
+        following = started_launches[index + 1 : index + 2]
+        if progress is not None and (not following or following[0][0].repeat != launch[0].repeat):
+            progress.round_ended(f"{task} {case.name} round {launch[0].repeat + 1}/{pairs}")
     manifest.finish(plan.sweep_dir)
     return plan.sweep_id, plan.sweep_dir, time.monotonic() - started, failed
 
@@ -193,6 +219,13 @@ def collect(args: argparse.Namespace, data: Path) -> None:
     pool_file = data / POOL
     cases = [BY_NAME[name] for name in args.collect]
     target = {c.name: args.aa_rounds if c.name == "aa" else args.pool_rounds for c in cases}
+
+    def to_run(task: str, case: Case) -> int:
+        """The rounds ``case`` still needs, in whole sweeps of ``--pairs-per-sweep``."""
+        missing = target[case.name] - _pooled_rounds(pool_file, task).get(case.name, 0)
+        return math.ceil(max(missing, 0) / args.pairs_per_sweep) * args.pairs_per_sweep
+
+    progress = Progress(sum(to_run(task, case) for task in args.tasks for case in cases))
     for task in args.tasks:
         while True:
             have = _pooled_rounds(pool_file, task)
@@ -205,6 +238,8 @@ def collect(args: argparse.Namespace, data: Path) -> None:
                 # the power rests on the A/A pool: it runs twice a turn, among the others
                 order.insert(len(order) // 2 + 1, BY_NAME["aa"])
             for case in order:
+                if have.get(case.name, 0) >= target[case.name]:
+                    continue  # full already (the A/A pool's second sweep of a turn)
                 seed = len(_lines(pool_file)) * 1000
                 began = time.monotonic()
                 sweep_id, folder, seconds, failed = run_case_sweep(
@@ -216,6 +251,7 @@ def collect(args: argparse.Namespace, data: Path) -> None:
                     data,
                     seed,
                     args.pairing,
+                    progress,
                 )
                 with contextlib.redirect_stdout(io.StringIO()):
                     service.ingest(url, str(folder))

@@ -117,6 +117,25 @@ def test_the_engine_smokes_name_every_task_of_the_benchmark() -> None:
     assert ast.literal_eval(assigned.value) == ENGINE_TASKS
 
 
+def test_the_power_benchmark_says_after_each_round_how_long_is_left(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pool's rounds take minutes each: after every round a line says how many of all the
+    rounds are done and, from the mean round so far, how long the rest should take."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import regression_power as power
+
+    clock = iter([100.0, 190.0, 280.0, 370.0])
+    monkeypatch.setattr(power.time, "monotonic", lambda: next(clock))
+    progress = power.Progress(4)
+    for round_number in (1, 2, 3):
+        progress.round_ended(f"task aa round {round_number}/4")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].strip() == "task aa round 1/4: 1/4 rounds in all (90 s, about 4 min to go)"
+    assert lines[1].strip() == "task aa round 2/4: 2/4 rounds in all (180 s, about 3 min to go)"
+    assert lines[2].strip() == "task aa round 3/4: 3/4 rounds in all (270 s, about 90 s to go)"
+
+
 def test_the_power_benchmark_finds_a_slowdown_put_in_and_blames_the_stack_or_the_platform(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
