@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select
 from results_db import regressions
 from results_db.ingest import ingest_location
 from results_db.models import Run
-from results_db.regressions.values import QUIET_WINDOW_STEPS, quiet_median
+from results_db.regressions.values import QUIET_WINDOW_STEPS, quiet_median, steady_seconds
 
 STEP_S = sum(PHASES.values())  # one step of a FakeRun with the default phases, in seconds
 
@@ -46,6 +46,24 @@ def test_steady_step_time_is_the_slowest_ranks(engine: Engine, tmp_path: Path) -
     ingest_location(engine, str(tmp_path))
     [[seconds]] = values(engine, "two-ranks", "steady_step_s").values()
     assert seconds == pytest.approx(STEP_S * 1.5)
+
+
+def test_a_steps_communication_is_the_least_any_rank_spent_in_the_collective(
+    engine: Engine, tmp_path: Path
+) -> None:
+    """The rank that reached the all-reduce last waited for nobody: its seconds there are the
+    collective's own. A rank that came earlier also waited; that wait stays in the step, and
+    the step's other phases are its slowest rank's."""
+    write_training_sweep(tmp_path, "two-ranks", [FakeRun(2, rank_factor=0.5)])
+    ingest_location(engine, str(tmp_path))
+    with engine.connect() as conn:
+        [run_id] = conn.execute(select(Run.id)).scalars()
+        seconds = steady_seconds(conn, run_id)
+    compute_s = sum(PHASES[p] for p in ("forward", "loss", "backward", "optimizer"))
+    assert seconds["communication_s"] == pytest.approx(PHASES["communication"])  # rank 0's
+    assert seconds["compute_s"] == pytest.approx(compute_s * 1.5)  # rank 1's
+    assert seconds["data_s"] == pytest.approx(PHASES["data"] * 1.5)
+    assert seconds["steady_step_s"] == pytest.approx(STEP_S * 1.5)
 
 
 def test_a_run_shorter_than_its_warm_up_keeps_its_steps(engine: Engine, tmp_path: Path) -> None:

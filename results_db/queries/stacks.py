@@ -20,8 +20,8 @@ from scalebench.statuses import SUCCEEDED
 
 # What the arms are compared by, each in seconds, lower is better: a step's steady seconds
 # after warm-up (results_db.regressions.values.steady_seconds: work on the processor in the
-# run's quietest stretch, communication as a mean), the whole run's evaluation seconds and
-# its time to accuracy.
+# run's quietest stretch; communication, the least any rank spent in the collective, as a
+# mean), the whole run's evaluation seconds and its time to accuracy.
 ARM_METRICS = (
     "steady_step_s",  # every phase of the step
     "compute_s",  # forward + loss + backward + optimizer

@@ -20,7 +20,7 @@ and the dashboard's Compare page read them from here.
 Metrics (:data:`METRICS`, lower is better): time to accuracy and
 ``steady_step_s``, a training run's steady step after its first
 :data:`WARMUP_STEPS` steps (each step's slowest rank: its own work in its quietest stretch
-plus its mean communication, :func:`~results_db.regressions.values.steady_parts`), both
+plus the mean of the rest, :func:`~results_db.regressions.values.steady_parts`), both
 divided by the run's ``machine_reference_s`` (:data:`PER_REFERENCE`): a fixed workload each
 rank times at its start and end (:mod:`workers.machine_reference`), so that a
 host that got slower since last week is not taken for slower code. Where the

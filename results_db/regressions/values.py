@@ -63,14 +63,16 @@ _OWN_WORK = (
     + StepTiming.gradient_packing_s
     + StepTiming.optimizer_s
 )
-# What :func:`steady_seconds` reads of each step, each a column expression of one rank's
-# step in seconds (the step's figure is its slowest rank's).
+# What :func:`steady_seconds` reads of each step, in seconds, each over the step's ranks: the
+# slowest rank's, the group waits for it; communication the last rank to reach the collective:
+# its seconds there are the collective's own, where a rank that came earlier also waited for
+# it (that wait stays in the step, beyond its own work).
 STEP_COLUMNS = {
-    "step": _OWN_WORK + StepTiming.communication_s,
-    "own_work": _OWN_WORK,
-    "compute_s": _COMPUTE,
-    "communication_s": StepTiming.communication_s,
-    "data_s": StepTiming.data_s,
+    "step": func.max(_OWN_WORK + StepTiming.communication_s),
+    "own_work": func.max(_OWN_WORK),
+    "compute_s": func.max(_COMPUTE),
+    "communication_s": func.min(StepTiming.communication_s),
+    "data_s": func.max(StepTiming.data_s),
 }
 # What :func:`steady_seconds` gives, seconds: the steady step and its phases.
 STEP_PARTS = ("steady_step_s", "compute_s", "communication_s", "data_s")
@@ -98,18 +100,17 @@ def steady_parts(
     data: Sequence[float],
 ) -> dict[str, float]:
     """The steady step and its phases (seconds, :data:`STEP_PARTS`) from each steady step's
-    seconds (its slowest rank's), step by step: the whole step, its own work (every phase
-    but communication), compute, communication and data.
+    seconds over its ranks (:data:`STEP_COLUMNS`), step by step: the whole step, its own work
+    (every phase but communication), compute, communication and data.
 
     - Work on the processor (the step's own work, compute, data) is taken in the run's
       quietest stretch (:func:`quiet_median`): a virtual machine's speed changes under a
       run for seconds at a time (the same light step took 0.29 to 0.69 ms in half-second
       stretches of one process), other work only adds time, and the quietest stretch is
       the one nearest what the code costs.
-    - Communication is taken as its mean: a rank that arrives first at the all-reduce waits
-      for its peer, so its seconds alternate between two levels from step to step, and a
-      median or a quiet stretch jumps between them where the mean moves with how often
-      each comes.
+    - Communication is taken as its mean: which rank reaches the all-reduce last changes
+      from step to step, and so do its seconds there, and a median or a quiet stretch jumps
+      between levels where the mean moves with how often each comes.
     - The steady step is the quiet stretch of its own work plus the mean of the rest of the
       step (the whole step's seconds beyond its own work: the communication it waited on).
 
@@ -129,13 +130,14 @@ def steady_seconds(conn: Connection, run_id: str) -> dict[str, float]:
     """The run's steady step and phases after warm-up (seconds, :func:`steady_parts`);
     empty for a run without steps.
 
-    A step's time (and each phase's) is its slowest rank's: the group waits for that rank.
+    A step's time (and each phase's) is its slowest rank's, the group waits for that rank;
+    its communication is the least any rank spent in the collective (:data:`STEP_COLUMNS`).
     The run's first :data:`WARMUP_STEPS` steps are left out (its very first step takes about a
     third longer than the rest), unless that would leave none. Unlike whole-run samples/s,
     the figures leave out evaluation and the time between steps.
     """
     rows = conn.execute(
-        select(*(func.max(column) for column in STEP_COLUMNS.values()))
+        select(*STEP_COLUMNS.values())
         .where(StepTiming.run_id == run_id)
         .group_by(StepTiming.epoch, StepTiming.step)
         .order_by(StepTiming.epoch, StepTiming.step)
