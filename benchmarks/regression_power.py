@@ -45,7 +45,8 @@ What it runs (real runs, on this machine), then how it judges them:
 
 It prints, per task and case: detected within 1, 2 and 3 nights (a change whose first
 night is one of the case's nights), the attribution right (stack, or platform for
-``platform-10``), the phase named first right (compute, or communication for ``comm-10``),
+``platform-10``), the phase named first right (compute, or communication for ``comm-10``;
+where it was not, the phases named instead),
 and for ``aa`` the false alarms per series-night (a series flagged on either arm, on any of
 the 3 nights after the history); then the goals, each met or not, with the measured
 figures.
@@ -70,6 +71,7 @@ nights of 2 rounds, in a temporary folder; prints the same tables, no goal judge
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import io
 import json
@@ -79,7 +81,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -446,6 +448,8 @@ class Tally:
     detections: int = 0
     false_series_nights: int = 0  # A/A: series flagged on a night after the history
     series_nights: int = 0
+    # the phase named first where it was not the case's ("none": a finding naming no phase)
+    named_instead: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
 def judge_case(
@@ -491,6 +495,8 @@ def judge_case(
             tally.attribution_right += found_change.attribution == case.attribution
             named = found_change.phases[0] if found_change.phases else None
             tally.phase_right += named == case.named_phase
+            if named != case.named_phase:
+                tally.named_instead[named or "none"] += 1
     return tally
 
 
@@ -563,10 +569,12 @@ def report(args: argparse.Namespace, data: Path) -> bool:
                 )
                 continue
             within = " ".join(f"{w:>3d}/{tally.trials:<4d}" for w in tally.within)
+            instead = ", ".join(f"{n} {c}" for n, c in tally.named_instead.most_common())
             print(
                 f"  {name:12s} {within} "
                 f"{tally.attribution_right:>5d}/{tally.detections:<5d} "
                 f"{tally.phase_right:>3d}/{tally.detections:<4d}"
+                + (f"   named instead: {instead}" if instead else "")
             )
         if not args.smoke:
             met &= goals(tallies)

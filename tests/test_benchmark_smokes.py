@@ -6,6 +6,7 @@ demand (docs/benchmarks.md)."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -171,8 +172,14 @@ def test_the_power_benchmark_finds_a_slowdown_put_in_and_blames_the_stack_or_the
     assert sorted({a.repeat for a in night.arms}) == list(range(6))
     slowed = power.judge_case("t", case, aa, 5, 6, 3, 0)
     assert slowed.within == (3, 3, 3) and slowed.attribution_right == 3 and slowed.phase_right == 3
+    assert not slowed.named_instead
     platform = power.judge_case("t", power.BY_NAME["platform-10"], aa, 5, 6, 3, 0)
     assert platform.within[2] == 3 and platform.attribution_right == 3
+    # a detection that names another phase first says which: here compute, for a case that
+    # expects communication
+    expecting = dataclasses.replace(case, named_phase="communication")
+    misnamed = power.judge_case("t", expecting, aa, 5, 6, 3, 0)
+    assert misnamed.phase_right == 0 and misnamed.named_instead == {"compute": 3}
     quiet = power.judge_case("t", power.BY_NAME["aa"], aa, 5, 6, 3, 0)
     assert quiet.series_nights == 3 * 3 * 3  # 3 trials, 3 nights, 3 series
     assert quiet.false_series_nights <= 1
