@@ -229,12 +229,13 @@ def collect(args: argparse.Namespace, data: Path) -> None:
 
     progress = Progress(sum(to_run(task, case) for task in args.tasks for case in cases))
     for task in args.tasks:
+        turn = 0  # of this call (a pool added to goes on where it stood)
         while True:
             have = _pooled_rounds(pool_file, task)
             wanted = [c for c in cases if have.get(c.name, 0) < target[c.name]]
             if not wanted:
                 break
-            turn = 1 + min(have.get(c.name, 0) for c in cases) // args.pairs_per_sweep
+            turn += 1
             order = list(wanted)
             if BY_NAME["aa"] in order and args.aa_rounds > args.pool_rounds:
                 # the power rests on the A/A pool: it runs twice a turn, among the others
