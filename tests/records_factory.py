@@ -53,6 +53,8 @@ class FakeRun:
     start_details: dict[str, str] = field(default_factory=dict)  # more fields of the start
     parameters: int = 272_474  # the model's, as the start event records it
     stack: str = ""  # the stack it ran as (a sweep of stacks names every run's)
+    # each evaluation's seconds, epoch by epoch (None: a tenth of the epoch's seconds)
+    eval_seconds: tuple[float, ...] | None = None
 
 
 def write_training_sweep(
@@ -185,7 +187,7 @@ def write_rank(
             end,
             epoch=epoch,
             metrics={metric: accuracy, "loss": 1.0},
-            eval_s=epoch_s * 0.1,
+            eval_s=epoch_s * 0.1 if run.eval_seconds is None else run.eval_seconds[epoch],
             train_s=end - (epoch + 1) * epoch_s * 0.1,
             wall_s=end,
         )

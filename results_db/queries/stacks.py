@@ -9,11 +9,12 @@ one the others are compared against).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, select
 
-from results_db.models import Run, Sweep
+from results_db.models import EpochEval, Run, Sweep
 from results_db.queries.runs import run_environments
 from results_db.regressions.values import steady_seconds
 from scalebench.statuses import SUCCEEDED
@@ -21,7 +22,8 @@ from scalebench.statuses import SUCCEEDED
 # What the arms are compared by, each in seconds, lower is better: a step's steady seconds
 # after warm-up (results_db.regressions.values.steady_seconds: work on the processor in the
 # run's quietest stretch; communication, the least any rank spent in the collective, as a
-# mean), the whole run's evaluation seconds and its time to accuracy.
+# mean), an evaluation's seconds (the median of the run's evaluations; how many there were
+# shows in time to accuracy) and its time to accuracy.
 ARM_METRICS = (
     "steady_step_s",  # every phase of the step
     "compute_s",  # forward + loss + backward + optimizer
@@ -59,6 +61,7 @@ def sweep_stacks(conn: Connection, sweep_id: str) -> list[str]:
 
 def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
     """Every succeeded run of the sweep that ran a stack, in the order of their ids."""
+    taken = (Run.sweep_id == sweep_id, Run.stack != "", Run.status == SUCCEEDED)
     runs = conn.execute(
         select(
             Run.id,
@@ -66,18 +69,24 @@ def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
             Run.world_size,
             Run.network,
             Run.repeat,
-            Run.eval_s,
             Run.time_to_accuracy_s,
             Run.pairing,
         )
-        .where(Run.sweep_id == sweep_id, Run.stack != "", Run.status == SUCCEEDED)
+        .where(*taken)
         .order_by(Run.id)
     ).all()
+    evaluations: dict[str, list[float]] = {}
+    for run_id, eval_s in conn.execute(
+        select(EpochEval.run_id, EpochEval.eval_s)
+        .join(Run, Run.id == EpochEval.run_id)
+        .where(*taken)
+    ):
+        evaluations.setdefault(run_id, []).append(float(eval_s))
     arms = []
-    for run_id, stack, world_size, network, repeat, eval_s, tta_s, pairing in runs:
+    for run_id, stack, world_size, network, repeat, tta_s, pairing in runs:
         seconds = steady_seconds(conn, run_id)
-        if eval_s:
-            seconds["eval_s"] = float(eval_s)
+        if evaluations.get(run_id):
+            seconds["eval_s"] = statistics.median(evaluations[run_id])
         if tta_s is not None:
             seconds["time_to_accuracy_s"] = float(tta_s)
         arms.append(ArmRun(run_id, stack, world_size, network, repeat, seconds, pairing))

@@ -34,7 +34,7 @@ from results_db.regressions.shifts import (
 )
 
 # What a paired series measures, each in seconds, lower is better (a run's medians after
-# warm-up, its evaluation seconds and its time to accuracy), and the phases among them.
+# warm-up, its median evaluation and its time to accuracy), and the phases among them.
 PAIRED_METRICS = (
     "steady_step_s",
     "compute_s",
