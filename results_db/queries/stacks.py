@@ -85,8 +85,9 @@ def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
     arms = []
     for run_id, stack, world_size, network, repeat, tta_s, pairing in runs:
         seconds = steady_seconds(conn, run_id)
-        if evaluations.get(run_id):
-            seconds["eval_s"] = statistics.median(evaluations[run_id])
+        eval_s = statistics.median(evaluations.get(run_id) or [0.0])
+        if eval_s > 0:  # a run without evaluations has none to compare
+            seconds["eval_s"] = eval_s
         if tta_s is not None:
             seconds["time_to_accuracy_s"] = float(tta_s)
         arms.append(ArmRun(run_id, stack, world_size, network, repeat, seconds, pairing))
