@@ -8,7 +8,6 @@ from __future__ import annotations
 import re
 from traceback import walk_tb
 
-from alembic.util import CommandError as AlembicError
 from sqlalchemy import exc as db
 from sqlalchemy.engine import make_url
 
@@ -60,6 +59,8 @@ def upgrade(url: str, revision: str = "head") -> None:
     revisions by its id. Anything else (Alembic's relative forms such as ``0009@+3``, which
     it may read as another revision) is refused naming it before the database is touched,
     and so is a revision Alembic cannot reach from where the database is."""
+    from alembic.util import CommandError as AlembicError
+
     known = revisions()
     if revision != "head" and revision not in known:
         raise CommandError(
