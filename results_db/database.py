@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 # Alembic is imported by the functions that migrate or read the schema's revisions, not here:
 # a command that only reads (report, compare, regressions) never needs it, and it was a fifth
-# of such a call's processor time (0.86 s, now 0.67 s, on a 2-core AMD EPYC of family 25, model 17).
+# of such a call's processor time (0.86 s, now 0.67 s, on a 2-core AMD EPYC of family 25,
+# model 17).
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 
