@@ -29,6 +29,7 @@ from scalebench.config import VAR, statement_timeout_s
 
 if TYPE_CHECKING:
     from alembic.config import Config
+    from alembic.script import ScriptDirectory
 
 # Alembic is imported by the functions that migrate or read the schema's revisions, not here:
 # a command that only reads (report, compare, regressions) never needs it, and it was a fifth
@@ -250,17 +251,19 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
-def revisions() -> list[str]:
-    """Every revision of the schema this code has, oldest first."""
+def _scripts() -> ScriptDirectory:
+    """This code's migration scripts (no database is opened)."""
     from alembic.script import ScriptDirectory
 
-    script = ScriptDirectory.from_config(alembic_config("sqlite://"))
-    return [rev.revision for rev in reversed(list(script.walk_revisions()))]
+    return ScriptDirectory.from_config(alembic_config("sqlite://"))
+
+
+def revisions() -> list[str]:
+    """Every revision of the schema this code has, oldest first."""
+    return [rev.revision for rev in reversed(list(_scripts().walk_revisions()))]
 
 
 def head_revision() -> str:
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory.from_config(alembic_config("sqlite://")).get_current_head()
+    head = _scripts().get_current_head()
     assert head is not None
     return head
