@@ -209,6 +209,10 @@ def test_each_stack_is_compared_with_the_first_round_by_round() -> None:
 
 
 @pytest.mark.slow
+# it asserts that a duet's arms trained at the same time: beside other tests on two cores, the
+# scheduler can hold one arm back longer than the other arm's whole timed run (a third of a
+# second), so it runs alone
+@pytest.mark.timing
 def test_a_stack_slowed_by_its_sitecustomize_is_slower_and_compare_says_so_on_both_databases(
     tmp_path: Path, postgres_admin: object
 ) -> None:
