@@ -280,6 +280,43 @@ def test_a_change_whose_phases_pass_no_test_names_those_that_rose_with_it() -> N
     assert change.phases == ["data"]
 
 
+def test_a_change_no_phase_explains_names_the_step_phases_that_added_most_seconds() -> None:
+    """Light Task 1a's time to accuracy flagged alone at one worker, no phase flagged and none
+    whose window starts on that night (their best windows begin a night earlier): the finding
+    names the step's phases that rose there, the most seconds added to a step first (a 0.45 s
+    compute 3 % up before a 3.5 ms data phase 10 % up, though the data's p is smaller); not
+    the evaluation, a phase that fell, or one at another worker count."""
+    from results_db.regressions.paired_findings import SeriesJudgement, SeriesKey
+    from results_db.regressions.shifts import RATIO, REFERENCE, ArmVerdict, PairedNight, Shift
+
+    def nights(seconds: float) -> list[PairedNight]:
+        return [PairedNight(f"night-{i}", (0.0,), (math.log(seconds),)) for i in range(10)]
+
+    def verdict(arm: str, flagged: bool, size: float, p: float, recent: int) -> ArmVerdict:
+        shift = Shift(size, size * 0.99, size * 1.01, p, recent, 7, 6 * recent, 42)
+        return ArmVerdict(arm, shift, flagged, 10 - recent if flagged else None, (0,))
+
+    quiet = verdict(REFERENCE, False, 1.0, 0.5, 1)
+
+    def series(workers: int, metric: str, seconds: float, ratio: ArmVerdict) -> SeriesJudgement:
+        key = SeriesKey("t", "host", workers, metric)
+        return SeriesJudgement(key, nights(seconds), ratio, quiet)
+
+    judged = [
+        series(1, "time_to_accuracy_s", 49.0, verdict(RATIO, True, 1.05, 1e-4, 1)),
+        series(1, "steady_step_s", 0.45, verdict(RATIO, False, 1.03, 0.01, 2)),
+        series(1, "compute_s", 0.45, verdict(RATIO, False, 1.03, 0.01, 2)),
+        series(1, "data_s", 0.0035, verdict(RATIO, False, 1.10, 0.005, 2)),
+        series(1, "communication_s", 0.0035, verdict(RATIO, False, 0.97, 0.8, 2)),
+        series(1, "eval_s", 0.56, verdict(RATIO, False, 1.20, 0.02, 2)),
+        series(2, "communication_s", 0.5, verdict(RATIO, False, 1.20, 0.01, 2)),
+    ]
+    (change,) = changes(judged)
+    assert (change.first_sweep_id, change.attribution) == ("night-9", STACK)
+    assert change.headline.key.metric == "time_to_accuracy_s"
+    assert change.phases == ["compute", "data"]
+
+
 def test_a_platform_change_is_blamed_on_the_platform() -> None:
     history = paired_history(12, {}, {10: 1.25})
     found = changes(judge_series(paired_series("task2a", history, "tonight", "reference")))
