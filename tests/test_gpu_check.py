@@ -232,3 +232,19 @@ def test_the_engine_comparison_cut_by_the_budget_is_skipped_not_failed(tmp_path:
     long = Context(tmp_path, str(slow), time.monotonic() + 300, {})
     check = checks.overhead_check(long, 1.5)
     assert check.verdict == FAIL and "timed out" in check.figure
+
+
+def test_only_runs_the_named_steps_in_the_plans_order_and_refuses_an_unknown_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from workers.gpu_check.__main__ import STEPS, check_plan, parse_args
+
+    ctx = Context(tmp_path, sys.executable, time.monotonic() + 60, {})
+    assert len(check_plan(ctx, 64)) == len(STEPS)
+    chosen = parse_args(["--only", "task0, peaks"]).only
+    titles = [title for title, _ in check_plan(ctx, 64, chosen)]
+    assert titles == ["matmul peaks", "Task 0 on CUDA tensors"]
+    with pytest.raises(SystemExit):
+        parse_args(["--only", "task0,nccl-tests"])
+    said = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--only: no step nccl-tests" in said and "task1a-eager" in said

@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -33,6 +33,18 @@ from workers.gpu_check.report import Check, Report, skipped
 from workers.gpu_check.task0 import task0_check
 
 EXIT_NO_GPU = 2
+# The plan's steps, in the order they run, by the names --only takes.
+STEPS = (
+    "peaks",
+    "task1a-eager",
+    "task0",
+    "task1a-compiled",
+    "throughput",
+    "task4b-fp16",
+    "task4a-fp16",
+    "task1a-bf16",
+    "overhead",
+)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,13 +61,28 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--work-dir", type=Path, default=None, help="where the runs go (default: beside --out)"
     )
     parser.add_argument("--matmul-n", type=int, default=8192, help="size of the peak GEMM")
+    parser.add_argument(
+        "--only",
+        default="",
+        metavar="STEPS",
+        help="run only these steps, comma-separated, of: " + ", ".join(STEPS),
+    )
     parser.add_argument("--debug", action="store_true", help="show tracebacks of broken checks")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.only = [step.strip() for step in args.only.split(",") if step.strip()]
+    unknown = [step for step in args.only if step not in STEPS]
+    if unknown:
+        parser.error(f"--only: no step {', '.join(unknown)}; the steps: {', '.join(STEPS)}")
+    return args
 
 
-def check_plan(ctx: Context, matmul_n: int) -> list[tuple[str, Callable[[], list[Check]]]]:
-    """The checks in the order they run, each a title and what runs it; the matmul peaks go
-    into ``ctx`` and the Task 1a runs' results to the throughput check as they are found."""
+def check_plan(
+    ctx: Context, matmul_n: int, only: Sequence[str] = ()
+) -> list[tuple[str, Callable[[], list[Check]]]]:
+    """The checks in the order they run (those of :data:`STEPS` named in ``only``, or all),
+    each a title and what runs it; the matmul peaks go into ``ctx`` and the Task 1a runs'
+    results to the throughput check as they are found (without them, it measures the
+    layouts only)."""
     import torch
 
     probes: dict[str, tuple[dict | None, ChildRun]] = {}
@@ -103,26 +130,34 @@ def check_plan(ctx: Context, matmul_n: int) -> list[tuple[str, Callable[[], list
     def overhead() -> list[Check]:
         return [checks.overhead_check(ctx, 300.0)]
 
-    return [
-        ("matmul peaks", peak),
-        (
+    steps = {
+        "peaks": ("matmul peaks", peak),
+        "task1a-eager": (
             "light Task 1a, eager, to its goal",
             task1a("task1a-eager", "Task 1a to goal, eager", 150),
         ),
-        ("Task 0 on CUDA tensors", task0),
-        (
+        "task0": ("Task 0 on CUDA tensors", task0),
+        "task1a-compiled": (
             "light Task 1a, compiled, to its goal",
             task1a("task1a-compiled", "Task 1a to goal, compiled", 200, compile="on"),
         ),
-        ("ResNet-20 throughput and layouts", throughput),
-        ("light Task 4b in fp16", fp16(checks.TASK4B, "task4b-fp16", "Task 4b fp16 + loss scale")),
-        ("light Task 4a in fp16", fp16(checks.TASK4A, "task4a-fp16", "Task 4a fp16 + loss scale")),
-        (
+        "throughput": ("ResNet-20 throughput and layouts", throughput),
+        "task4b-fp16": (
+            "light Task 4b in fp16",
+            fp16(checks.TASK4B, "task4b-fp16", "Task 4b fp16 + loss scale"),
+        ),
+        "task4a-fp16": (
+            "light Task 4a in fp16",
+            fp16(checks.TASK4A, "task4a-fp16", "Task 4a fp16 + loss scale"),
+        ),
+        "task1a-bf16": (
             "light Task 1a in bf16",
             task1a("task1a-bf16", "Task 1a to goal, bf16 autocast", 150, precision="bf16"),
         ),
-        ("the engine against a plain loop, Tasks 1a to 4b", overhead),
-    ]
+        "overhead": ("the engine against a plain loop, Tasks 1a to 4b", overhead),
+    }
+    assert tuple(steps) == STEPS
+    return [steps[key] for key in STEPS if not only or key in only]
 
 
 def run_step(title: str, step: Callable[[], list[Check]], debug: bool) -> list[Check]:
@@ -170,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     report = Report(datetime.now(UTC).isoformat(timespec="seconds"), machine_facts())
     print(report.render().split("\n\n")[0], flush=True)
     ctx = Context(work_dir, python_executable(), time.monotonic() + args.budget_s, {})
-    plan = check_plan(ctx, args.matmul_n)
+    plan = check_plan(ctx, args.matmul_n, args.only)
     for number, (title, step) in enumerate(plan, start=1):
         elapsed = time.monotonic() - started
         left = ctx.seconds_left()
