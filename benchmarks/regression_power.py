@@ -58,6 +58,9 @@ rounds says little.
 ``--collect aa`` runs the A/A pool only: every case is still judged (its slowdown added to
 A/A rounds), without the row of what its own runs measured.
 
+``--device cuda`` runs the ranks on the GPUs (each round's arms one after the other: two
+arms would share a GPU); the judgement is the same.
+
 ``--data DIR`` keeps the pools (``results.db`` and ``pool.jsonl``) and adds to them;
 ``--judge-only`` runs nothing and judges the pools in ``DIR``. ``--smoke``: light Task 2a at
 one worker, pools ``aa`` and ``stack-10`` of 1 round each of 1 epoch, 1 trial of 3 history
@@ -65,7 +68,7 @@ nights of 2 rounds, in a temporary folder; prints the same tables, no goal judge
 
     .venv/bin/python benchmarks/regression_power.py [--tasks task2a-logreg-epsilon]
         [--workers 1,2] [--collect CASES] [--pool-rounds 16] [--aa-rounds 32] [--trials 10]
-        [--outlier-sd 3] [--data DIR] [--judge-only]
+        [--outlier-sd 3] [--device cpu|cuda] [--data DIR] [--judge-only]
 """
 
 from __future__ import annotations
@@ -178,10 +181,12 @@ def run_case_sweep(
     seed: int,
     way: str = "auto",
     progress: Progress | None = None,
+    device: str = "cpu",
 ) -> tuple[str, Path, float, int]:
     """One sweep of ``pairs`` rounds of ``case``, in the plan's order, each round's arms as
     the request's ``pairing`` (``way``) runs them (a duet's at once: ``launches``); its id,
-    folder, seconds and failed groups. ``progress`` hears of each round as it ends."""
+    folder, seconds and failed groups. ``progress`` hears of each round as it ends; the ranks
+    run on ``device`` (``cuda``: one after the other, as ``pairing: auto`` runs GPU ranks)."""
     request = validate_request(
         task=task,
         light=True,
@@ -191,7 +196,7 @@ def run_case_sweep(
         seed=seed,
         max_epochs=epochs,
         threads_per_worker=1,
-        device="cpu",
+        device=device,
         compile="off",
         pairing=way,
         data_dir=str(data / "data"),
@@ -255,6 +260,7 @@ def collect(args: argparse.Namespace, data: Path) -> None:
                     seed,
                     args.pairing,
                     progress,
+                    args.device,
                 )
                 with contextlib.redirect_stdout(io.StringIO()):
                     service.ingest(url, str(folder))
@@ -621,6 +627,13 @@ def goals(tallies: dict[str, Tally]) -> bool:
     return all(ok for _, ok in checks)
 
 
+def gpu_name() -> str:
+    """The first CUDA device's name, as torch gives it ("no CUDA GPU" where torch sees none)."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA GPU"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", default="task2a-logreg-epsilon")
@@ -653,6 +666,12 @@ def main(argv: list[str] | None = None) -> int:
         default=PAIRED_RULE.outlier_sd,
         help="judge with rounds this far from their night's median pulled in (0: none)",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda"),
+        help="where the ranks run (cuda: a round's arms one after the other on the GPUs)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--judge-only", action="store_true")
@@ -675,9 +694,18 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{option}: unknown {unknown}; known: {', '.join(BY_NAME)}")
         if "aa" not in names:
             names.insert(0, "aa")  # every trial's history
+    if args.device == "cuda" and gpu_name() == "no CUDA GPU" and not args.judge_only:
+        parser.error("--device cuda: torch sees no CUDA GPU on this machine; use --device cpu")
+    if args.judge_only:  # pools measured elsewhere, perhaps: this machine is not named
+        where = f"the pools in {args.data}"
+    elif args.device == "cpu":
+        where = cpu_model()
+    else:
+        where = f"{gpu_name()} (host: {cpu_model()})"
     print(
-        f"paired nightly power on {cpu_model()}: {', '.join(args.tasks)} at {args.workers} "
-        f"worker(s), light, {args.epochs} epoch(s) a run, pairing {args.pairing}",
+        f"paired nightly power on {where}: {', '.join(args.tasks)} at {args.workers} "
+        f"worker(s), light, {args.epochs} epoch(s) a run, ranks on {args.device}, "
+        f"pairing {args.pairing}",
         flush=True,
     )
     with contextlib.ExitStack() as stack:
