@@ -5,7 +5,8 @@ and a group that fell back to sockets failed where RDMA is required.
 
 The NCCL lines below are written in the format NCCL 2.18–2.27 prints at ``NCCL_DEBUG=INFO``
 (``host:pid:tid [device] NCCL INFO Channel cc/p : src[dev] -> dst[dev] [send] via
-TRANSPORT/...``), and its older ``Ring`` form."""
+TRANSPORT/...``), and its older ``Ring`` form; the logs in ``tests/data/nccl-h200`` are
+NCCL 2.28.9's own, written on an H200."""
 
 from __future__ import annotations
 
@@ -219,3 +220,43 @@ def test_a_logs_terminal_escapes_never_reach_a_label() -> None:
     found = parse_nccl_log(lines, ranks_per_node=1)
     assert found.between_nodes == {"NET/31mIB0m"}
     assert found.between_label.isprintable()
+
+
+RECORDED = Path(__file__).resolve().parent / "data" / "nccl-h200"
+
+
+def _recorded(*names: str) -> list[str]:
+    return [(RECORDED / name).read_text() for name in names]
+
+
+def test_logs_recorded_on_a_gpu_give_the_emulated_nodes_sockets_between_nodes() -> None:
+    """NCCL 2.28's own lines (tests/data/nccl-h200): two emulated nodes of one rank each
+    on one H200 were joined over TCP sockets, so RDMA, where required, refuses them."""
+    logs = _recorded("two-nodes-rank-0.log", "two-nodes-rank-1.log")
+    found = group_transports("nccl", 2, 1, logs)
+    assert found.between_nodes == {"NET/Socket"} and found.within_node == set()
+    assert found.fell_back_to_sockets
+    assert "over TCP sockets (NET/Socket)" in rdma_refusal(found, 2)
+    # the same connections, were both ranks one node's, are within it
+    as_one_node = group_transports("nccl", 2, 2, logs)
+    assert as_one_node.within_node == {"NET/Socket"} and as_one_node.between_nodes == set()
+
+
+def test_logs_recorded_on_a_gpu_without_connections_give_no_transport() -> None:
+    """A group of one connects nothing, nor does a group NCCL refused ("Duplicate GPU"):
+    no transport is stored for either, and what NCCL said of InfiniBand is kept."""
+    for name in ("one-rank.log", "one-gpu-two-ranks-rank-0.log"):
+        found = parse_nccl_log(_recorded(name)[0], 1)
+        assert (found.within_node, found.between_nodes) == (set(), set()), name
+        assert found.no_rdma == ["NET/IB : No device found."], name
+
+
+def test_the_gpu_checks_report_reads_the_transport_from_a_runs_logs(tmp_path: Path) -> None:
+    """The GPU check's Task 0 line names the transport from the ranks' logs in its run's
+    folder, as it did on the H200 where these logs were written."""
+    from workers.gpu_check.task0 import run_transports
+
+    for rank, name in enumerate(("two-nodes-rank-0.log", "two-nodes-rank-1.log")):
+        (tmp_path / nccl_log_name(rank)).write_text(_recorded(name)[0])
+    found = run_transports(tmp_path, "nccl", 2, 1)
+    assert (found.within_label, found.between_label) == ("", "NET/Socket")
