@@ -627,11 +627,11 @@ def goals(tallies: dict[str, Tally]) -> bool:
     return all(ok for _, ok in checks)
 
 
-def gpu_name() -> str:
-    """The first CUDA device's name, as torch gives it ("no CUDA GPU" where torch sees none)."""
+def gpu_name() -> str | None:
+    """The first CUDA device's name, as torch gives it (None where torch sees none)."""
     import torch
 
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA GPU"
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -694,14 +694,15 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{option}: unknown {unknown}; known: {', '.join(BY_NAME)}")
         if "aa" not in names:
             names.insert(0, "aa")  # every trial's history
-    if args.device == "cuda" and gpu_name() == "no CUDA GPU" and not args.judge_only:
-        parser.error("--device cuda: torch sees no CUDA GPU on this machine; use --device cpu")
     if args.judge_only:  # pools measured elsewhere, perhaps: this machine is not named
         where = f"the pools in {args.data}"
     elif args.device == "cpu":
         where = cpu_model()
     else:
-        where = f"{gpu_name()} (host: {cpu_model()})"
+        gpu = gpu_name()
+        if gpu is None:
+            parser.error("--device cuda: torch sees no CUDA GPU on this machine; use --device cpu")
+        where = f"{gpu} (host: {cpu_model()})"
     print(
         f"paired nightly power on {where}: {', '.join(args.tasks)} at {args.workers} "
         f"worker(s), light, {args.epochs} epoch(s) a run, ranks on {args.device}, "

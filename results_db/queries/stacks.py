@@ -9,21 +9,20 @@ one the others are compared against).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 
 from sqlalchemy import Connection, func, select
 
 from results_db.models import EpochEval, Run, Sweep
 from results_db.queries.runs import run_environments
-from results_db.regressions.values import steady_seconds
+from results_db.regressions.values import evaluation_seconds, steady_seconds
 from scalebench.statuses import SUCCEEDED
 
 # What the arms are compared by, each in seconds, lower is better: a step's steady seconds
 # after warm-up (results_db.regressions.values.steady_seconds: work on the processor in the
 # run's quietest stretch; communication, the least any rank spent in the collective, as a
-# mean), an evaluation's seconds (:func:`evaluation_seconds`; how many there were shows in
-# time to accuracy) and its time to accuracy.
+# mean), an evaluation's seconds (evaluation_seconds, the first left out as a warm-up; how
+# many there were shows in time to accuracy) and its time to accuracy.
 ARM_METRICS = (
     "steady_step_s",  # every phase of the step
     "compute_s",  # forward + loss + backward + optimizer
@@ -57,16 +56,6 @@ def sweep_stacks(conn: Connection, sweep_id: str) -> list[str]:
         raise LookupError(f"no sweep {sweep_id!r} in the results database")
     stacks = config.get("stacks") or []
     return [str(s["name"]) for s in stacks if isinstance(s, dict) and "name" in s]
-
-
-def evaluation_seconds(in_order: list[float]) -> float:
-    """A run's evaluation, from its evaluations' seconds in the order they ran (0.0: none):
-    the lower median of those after the first, which warms up (its first launches and
-    allocations: on an H200, 50 to 74 ms against 5 to 8 ms for the next ones), or the one
-    evaluation of a run that made one. Of two, the lower median is the quicker: one busy
-    moment does not move it."""
-    timed = in_order[1:] or in_order
-    return statistics.median_low(timed) if timed else 0.0
 
 
 def arm_runs(conn: Connection, sweep_id: str) -> list[ArmRun]:
